@@ -1,0 +1,16 @@
+//! Local adapters: what the `tributary` CLI runs whole pipelines on.
+//!
+//! - [`Broker`]: in-process SQS queues (batches, visibility timeout, receive
+//!   count, redrive to a DLQ after `maxReceiveCount`, size limit) and SNS
+//!   topics (fan-out to queues, raw or enveloped, filter policies; file
+//!   sinks standing in for e-mail/SMS).
+//! - [`DirStore`]: a directory as the bucket, with atomic writes.
+//! - [`FileSecrets`]: secrets from the environment or a JSON file.
+
+mod broker;
+mod dir_store;
+mod secrets;
+
+pub use broker::{Broker, BrokerStats, QueueConfig, Subscription};
+pub use dir_store::DirStore;
+pub use secrets::FileSecrets;

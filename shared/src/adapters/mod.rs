@@ -1,0 +1,9 @@
+//! Implementations of the [`crate::ports`].
+//!
+//! - [`http`]: the reqwest-based [`crate::ports::HttpClient`], used in Lambda
+//!   and locally alike.
+//! - [`local`]: in-process queues and topics with SQS/SNS semantics, a
+//!   directory as the bucket, secrets from a file or the environment.
+
+pub mod http;
+pub mod local;

@@ -1,0 +1,39 @@
+//! `Alert`: what Notify publishes on the alerts topic.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::V1;
+
+/// A human-actionable alert about a message that ended in a dead-letter queue.
+///
+/// Published by Notify on the alerts SNS topic (e-mail/SMS subscribers) and,
+/// in the local runtime, appended to `<lake>/_alerts.jsonl`. Every field
+/// Notify cannot determine from the dead letter is `null`, never guessed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Alert {
+    /// Contract version, always `1`.
+    pub version: V1,
+    /// Pipeline named in the dead letter, if its body was readable.
+    pub pipeline: Option<String>,
+    /// Run id named in the dead letter, if readable.
+    pub run_id: Option<String>,
+    /// Page index named in the dead letter, if any.
+    pub page: Option<u32>,
+    /// Function whose queue the message died on (`request`, `persist`, …),
+    /// or `unknown`.
+    pub function: String,
+    /// Name of the queue the message was dead-lettered from.
+    pub source_queue: String,
+    /// SQS message id of the dead letter.
+    pub message_id: String,
+    /// How many times the message was received before it was dead-lettered
+    /// (SQS `ApproximateReceiveCount`).
+    pub receive_count: u32,
+    /// One-line summary for people.
+    pub summary: String,
+    /// First bytes of the body (at most 1 KiB, cut on a character boundary).
+    pub body_excerpt: String,
+    /// Size of the whole body in bytes.
+    pub body_bytes: usize,
+}

@@ -1,0 +1,95 @@
+//! Message contracts, version 1: the JSON every function sends and receives.
+//!
+//! Other teams send [`RequestMessage`] and [`PersistMessage`] to our queues
+//! and receive [`Alert`]s, so these types are public API. Each carries
+//! `version` ([`V1`]), `pipeline` and `run_id`, and where relevant the page.
+//! Readers are tolerant (unknown fields are ignored, so a producer may add
+//! fields within version 1); a different `version` is refused.
+//!
+//! The JSON Schemas in `docs/contracts/` are generated from these types by
+//! [`schemas`] (`tributary schema --out docs/contracts`); a test fails when
+//! the committed files are stale.
+
+mod alert;
+mod common;
+mod persist;
+mod probe;
+mod query;
+mod request;
+mod version;
+
+pub use alert::Alert;
+pub use common::{Destination, HttpMethod, PageRef, PersistTarget, RunId};
+pub use persist::{Payload, PersistMessage};
+pub use probe::ProbeReply;
+pub use query::QueryMessage;
+pub use request::{HttpCall, RequestMessage, RequestMode};
+pub use version::V1;
+
+use serde::de::DeserializeOwned;
+
+use crate::spec::PipelineSpec;
+
+/// A message that failed to decode, with the path of the offending field.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid {contract}: at `{path}`: {message}")]
+pub struct ContractError {
+    /// Which contract was expected, e.g. `RequestMessage`.
+    pub contract: &'static str,
+    /// Path of the field that failed, e.g. `page.index` (`.` for the root).
+    pub path: String,
+    /// serde's description of the failure.
+    pub message: String,
+}
+
+/// Decodes a JSON value into contract `T`, naming the failing field.
+///
+/// # Errors
+/// [`ContractError`] with the field path (from `serde_path_to_error`) when
+/// the value does not match `T`, including an unsupported `version`.
+pub fn decode<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, ContractError> {
+    serde_path_to_error::deserialize(value).map_err(|err| ContractError {
+        contract: short_type_name::<T>(),
+        path: err.path().to_string(),
+        message: err.inner().to_string(),
+    })
+}
+
+/// Serialises a contract to its JSON text. Contracts hold only strings,
+/// numbers, maps and JSON values, so this cannot fail in practice; the error
+/// is still returned rather than unwrapped.
+///
+/// # Errors
+/// `serde_json::Error` if a value cannot be represented in JSON.
+pub fn encode<T: serde::Serialize>(message: &T) -> Result<String, serde_json::Error> {
+    serde_json::to_string(message)
+}
+
+fn short_type_name<T>() -> &'static str {
+    let full = std::any::type_name::<T>();
+    full.rsplit("::").next().unwrap_or(full)
+}
+
+/// Every public contract's JSON Schema, as `(file name, pretty JSON)`.
+///
+/// File names are `<contract>.v1.schema.json`; the CLI writes them with
+/// `tributary schema --out DIR`.
+pub fn schemas() -> Vec<(&'static str, String)> {
+    fn one<T: schemars::JsonSchema>(name: &'static str) -> (&'static str, String) {
+        let schema = schemars::schema_for!(T);
+        let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+        text.push('\n');
+        (name, text)
+    }
+    vec![
+        one::<PipelineSpec>("pipeline-spec.v1.schema.json"),
+        one::<RequestMessage>("request-message.v1.schema.json"),
+        one::<PersistMessage>("persist-message.v1.schema.json"),
+        one::<ProbeReply>("probe-reply.v1.schema.json"),
+        one::<QueryMessage>("query-message.v1.schema.json"),
+        one::<Alert>("alert.v1.schema.json"),
+    ]
+}
+
+#[cfg(test)]
+mod tests;

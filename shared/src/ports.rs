@@ -1,0 +1,231 @@
+//! Ports: one narrow trait per capability of the outside world.
+//!
+//! Handlers take these as `&dyn Trait`, so the same handler code runs in
+//! Lambda (AWS adapters), in the local runtime and in tests (the local
+//! adapters of [`crate::adapters`], which really work: they are what the CLI
+//! runs on, not mocks).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::contracts::HttpMethod;
+
+/// A failed port call, split into retryable and permanent failures.
+#[derive(Debug, thiserror::Error)]
+pub enum PortError {
+    /// A transient failure (throttling, timeout, connection reset, 5xx from a
+    /// service): retrying later may succeed.
+    #[error("{operation} on {target} failed (transient): {message}")]
+    Transient {
+        /// Operation, e.g. `SendMessageBatch`.
+        operation: &'static str,
+        /// Queue, topic, key or URL concerned (never a secret value).
+        target: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A failure that will recur on retry (not found, access denied, invalid
+    /// request).
+    #[error("{operation} on {target} failed: {message}")]
+    Permanent {
+        /// Operation.
+        operation: &'static str,
+        /// Target.
+        target: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// An object or secret that does not exist.
+    #[error("{what} not found: {target}")]
+    NotFound {
+        /// `object`, `secret`, `queue`, …
+        what: &'static str,
+        /// Key, id or name.
+        target: String,
+    },
+    /// A message or object larger than the destination allows.
+    #[error("{what} of {bytes} bytes exceeds the limit of {limit} bytes for {target}")]
+    TooLarge {
+        /// `message`, `batch`, …
+        what: &'static str,
+        /// Destination.
+        target: String,
+        /// Size found.
+        bytes: usize,
+        /// Limit in force.
+        limit: usize,
+    },
+}
+
+impl PortError {
+    /// Whether retrying the same call later may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, PortError::Transient { .. })
+    }
+}
+
+/// Sends messages to SQS queues.
+#[async_trait]
+pub trait QueueSender: Send + Sync {
+    /// Sends each body as one message to `queue` (a queue URL on AWS, a name
+    /// locally). Adapters split the bodies into `SendMessageBatch` calls of at
+    /// most 10 entries and at most the configured total bytes (SQS quotas).
+    ///
+    /// # Errors
+    /// [`PortError`]; an `Ok` means every body was accepted by the queue.
+    async fn send(&self, queue: &str, bodies: Vec<String>) -> Result<(), PortError>;
+}
+
+/// One message for an SNS topic.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TopicMessage {
+    /// Subject (e-mail subscribers see it; SNS allows printable ASCII, at
+    /// most 100 characters).
+    pub subject: Option<String>,
+    /// Body.
+    pub body: String,
+    /// String message attributes, used by subscription filter policies.
+    pub attributes: BTreeMap<String, String>,
+}
+
+/// Publishes messages to SNS topics.
+#[async_trait]
+pub trait TopicPublisher: Send + Sync {
+    /// Publishes each message to `topic` (an ARN on AWS, a name locally).
+    ///
+    /// # Errors
+    /// [`PortError`]; an `Ok` means every message was accepted.
+    async fn publish(&self, topic: &str, messages: Vec<TopicMessage>) -> Result<(), PortError>;
+}
+
+/// Objects in the lake bucket.
+#[async_trait]
+pub trait ObjectStore: Send + Sync {
+    /// Writes `body` at `key`, replacing any object there. Readers never see
+    /// a partial object.
+    ///
+    /// # Errors
+    /// [`PortError`].
+    async fn put(&self, key: &str, body: Bytes) -> Result<(), PortError>;
+
+    /// Reads the object at `key`.
+    ///
+    /// # Errors
+    /// [`PortError::NotFound`] when there is none; other [`PortError`]s.
+    async fn get(&self, key: &str) -> Result<Bytes, PortError>;
+
+    /// Keys under `prefix`, sorted.
+    ///
+    /// # Errors
+    /// [`PortError`].
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, PortError>;
+}
+
+/// A secret value. Its `Debug` and `Display` never show the value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The value, for building an `Authorization` header; never log it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// Reads secrets by id (Secrets Manager on AWS).
+#[async_trait]
+pub trait SecretStore: Send + Sync {
+    /// The secret's value.
+    ///
+    /// # Errors
+    /// [`PortError::NotFound`] (permanent) for an unknown id.
+    async fn get(&self, id: &str) -> Result<Secret, PortError>;
+}
+
+/// A SQL query with positional parameters (`?`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Query {
+    /// SQL text with `?` placeholders.
+    pub sql: String,
+    /// Values bound to the placeholders, in order.
+    pub parameters: Vec<String>,
+    /// Database (Glue) the tables live in.
+    pub database: String,
+}
+
+/// Rows of a query result, each a JSON object keyed by column name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueryRows {
+    /// Column names in result order.
+    pub columns: Vec<String>,
+    /// Rows as JSON objects.
+    pub rows: Vec<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// Runs SQL over the lake (Athena on AWS).
+#[async_trait]
+pub trait QueryEngine: Send + Sync {
+    /// Runs `query` to completion and returns its rows.
+    ///
+    /// # Errors
+    /// [`PortError::Permanent`] with the engine's reason for a query that
+    /// fails; [`PortError::Transient`] for throttling or time-outs.
+    async fn run(&self, query: &Query) -> Result<QueryRows, PortError>;
+}
+
+/// An HTTP request to a vendor.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HttpRequest {
+    /// Method.
+    pub method: HttpMethod,
+    /// Absolute URL including the query string.
+    pub url: url::Url,
+    /// Headers.
+    pub headers: BTreeMap<String, String>,
+    /// Body bytes (JSON), if any.
+    pub body: Option<Bytes>,
+    /// Total time allowed for the call.
+    pub timeout: Duration,
+}
+
+/// An HTTP response.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HttpResponse {
+    /// Status code.
+    pub status: u16,
+    /// Headers, names lower-cased.
+    pub headers: BTreeMap<String, String>,
+    /// Whole body.
+    pub body: Bytes,
+}
+
+/// Makes HTTP calls.
+#[async_trait]
+pub trait HttpClient: Send + Sync {
+    /// Sends `request` and returns the response, whatever its status.
+    ///
+    /// # Errors
+    /// [`PortError::Transient`] for time-outs and connection failures.
+    async fn send(&self, request: HttpRequest) -> Result<HttpResponse, PortError>;
+}

@@ -1,0 +1,473 @@
+//! The pipeline spec: what a data team declares and a schedule fires.
+//!
+//! Written in YAML (or JSON) and checked strictly: unknown fields are
+//! errors, every failure names the field path and the value.
+//!
+//! ```yaml
+//! version: 1
+//! pipeline: customers
+//! strategy:
+//!   kind: paged            # simple | paged
+//!   page_size: 50
+//!   total_pointer: /total
+//!   params: { style: offset_limit, offset_param: offset, limit_param: limit }
+//! request:
+//!   url: http://127.0.0.1:8080/customers
+//!   records_pointer: /items
+//! target:
+//!   dataset: customers
+//! ```
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::contracts::{HttpMethod, PersistTarget, V1};
+
+/// Default cap on pages one count-first run may plan.
+pub const DEFAULT_MAX_PAGES: u32 = 10_000;
+/// Largest page size accepted (records per call).
+pub const MAX_PAGE_SIZE: u32 = 100_000;
+
+/// A declared pipeline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineSpec {
+    /// Spec version, always `1`.
+    pub version: V1,
+    /// Pipeline name: 1–64 characters of `a-z 0-9 _ -`, starting with a
+    /// letter or digit. Part of run ids, logs and keys.
+    pub pipeline: String,
+    /// Free text for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// How the calls are planned.
+    pub strategy: StrategySpec,
+    /// The vendor call every planned request starts from.
+    pub request: RequestTemplate,
+    /// Where the records go.
+    pub target: PersistTarget,
+}
+
+/// The call strategy, tagged by `kind`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum StrategySpec {
+    /// One call, one page.
+    Simple {},
+    /// Count first: a probe reads the total, then one call per page.
+    Paged(PagedSpec),
+}
+
+/// Settings of the count-first (`paged`) strategy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PagedSpec {
+    /// Records per page, 1..=100000.
+    pub page_size: u32,
+    /// RFC 6901 JSON pointer to the total record count in the first page's
+    /// response, e.g. `/total` or `/meta/count`.
+    pub total_pointer: String,
+    /// How a page is addressed in the query string.
+    #[serde(default)]
+    pub params: PageParams,
+    /// Refuse runs that would need more pages than this (default 10000).
+    #[serde(default = "default_max_pages")]
+    pub max_pages: u32,
+}
+
+fn default_max_pages() -> u32 {
+    DEFAULT_MAX_PAGES
+}
+
+/// Query parameters that select a page.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "style", rename_all = "snake_case", deny_unknown_fields)]
+pub enum PageParams {
+    /// `?offset=<index*page_size>&limit=<page_size>`.
+    OffsetLimit {
+        /// Name of the offset parameter (default `offset`).
+        #[serde(default = "default_offset_param")]
+        offset_param: String,
+        /// Name of the limit parameter (default `limit`).
+        #[serde(default = "default_limit_param")]
+        limit_param: String,
+    },
+    /// `?page=<first_page+index>&per_page=<page_size>`.
+    PageNumber {
+        /// Name of the page-number parameter (default `page`).
+        #[serde(default = "default_page_param")]
+        page_param: String,
+        /// Name of the page-size parameter (default `per_page`); `null` when
+        /// the API has a fixed page size.
+        #[serde(default = "default_size_param")]
+        size_param: Option<String>,
+        /// Number of the first page (default 1).
+        #[serde(default = "default_first_page")]
+        first_page: u32,
+    },
+}
+
+impl Default for PageParams {
+    fn default() -> Self {
+        PageParams::OffsetLimit {
+            offset_param: default_offset_param(),
+            limit_param: default_limit_param(),
+        }
+    }
+}
+
+fn default_offset_param() -> String {
+    "offset".into()
+}
+fn default_limit_param() -> String {
+    "limit".into()
+}
+fn default_page_param() -> String {
+    "page".into()
+}
+fn default_size_param() -> Option<String> {
+    Some("per_page".into())
+}
+fn default_first_page() -> u32 {
+    1
+}
+
+/// The vendor call every planned request starts from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RequestTemplate {
+    /// `GET` (default) or `POST`.
+    #[serde(default)]
+    pub method: HttpMethod,
+    /// Absolute `http` or `https` URL.
+    pub url: url::Url,
+    /// Fixed query parameters; the strategy adds its page parameters.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub query: BTreeMap<String, String>,
+    /// Fixed headers (no credentials: those are referenced by secret id).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// JSON body for `POST`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<serde_json::Value>,
+    /// RFC 6901 JSON pointer to the records array; absent means the
+    /// response's root is the array.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_pointer: Option<String>,
+}
+
+/// A spec that could not be read or is not valid.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    /// The text is not valid YAML/JSON or does not match the spec's shape.
+    #[error("invalid pipeline spec: at `{path}`: {message}")]
+    Parse {
+        /// Field path, e.g. `strategy.page_size` (`.` for the document).
+        path: String,
+        /// What is wrong there.
+        message: String,
+    },
+    /// A field has the right type but a value the spec does not allow.
+    #[error("invalid pipeline spec: `{field}` = {value}: {reason}")]
+    Invalid {
+        /// Field path, e.g. `strategy.page_size`.
+        field: String,
+        /// The value found, as JSON text.
+        value: String,
+        /// Why it is refused.
+        reason: String,
+    },
+}
+
+impl PipelineSpec {
+    /// Parses and validates a spec from YAML (JSON is valid YAML).
+    ///
+    /// # Errors
+    /// [`SpecError::Parse`] naming the field path for syntax and shape errors
+    /// (unknown field, unknown strategy `kind`, malformed URL, wrong type);
+    /// [`SpecError::Invalid`] from [`PipelineSpec::validate`].
+    pub fn from_yaml(text: &str) -> Result<Self, SpecError> {
+        let deserializer = serde_norway::Deserializer::from_str(text);
+        let spec: PipelineSpec =
+            serde_path_to_error::deserialize(deserializer).map_err(|err| SpecError::Parse {
+                path: err.path().to_string(),
+                message: err.inner().to_string(),
+            })?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Parses and validates a spec from a JSON value (an event's `detail`).
+    ///
+    /// # Errors
+    /// As [`PipelineSpec::from_yaml`].
+    pub fn from_value(value: serde_json::Value) -> Result<Self, SpecError> {
+        let spec: PipelineSpec =
+            serde_path_to_error::deserialize(value).map_err(|err| SpecError::Parse {
+                path: err.path().to_string(),
+                message: err.inner().to_string(),
+            })?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Checks the values serde cannot: names, URL scheme, pointers, sizes.
+    ///
+    /// # Errors
+    /// [`SpecError::Invalid`] naming the first offending field and its value.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        check_name("pipeline", &self.pipeline)?;
+        check_name("target.dataset", &self.target.dataset)?;
+        let scheme = self.request.url.scheme();
+        if scheme != "http" && scheme != "https" {
+            return Err(invalid(
+                "request.url",
+                self.request.url.as_str(),
+                "only http and https URLs are supported",
+            ));
+        }
+        if self.request.url.host_str().is_none() {
+            return Err(invalid(
+                "request.url",
+                self.request.url.as_str(),
+                "the URL has no host",
+            ));
+        }
+        if let Some(pointer) = &self.request.records_pointer {
+            check_pointer("request.records_pointer", pointer)?;
+        }
+        if let StrategySpec::Paged(paged) = &self.strategy {
+            if paged.page_size == 0 || paged.page_size > MAX_PAGE_SIZE {
+                return Err(invalid(
+                    "strategy.page_size",
+                    &paged.page_size.to_string(),
+                    &format!("must be between 1 and {MAX_PAGE_SIZE}"),
+                ));
+            }
+            if paged.max_pages == 0 {
+                return Err(invalid("strategy.max_pages", "0", "must be at least 1"));
+            }
+            check_pointer("strategy.total_pointer", &paged.total_pointer)?;
+            if paged.total_pointer.is_empty() {
+                return Err(invalid(
+                    "strategy.total_pointer",
+                    "\"\"",
+                    "must point inside the response, e.g. /total",
+                ));
+            }
+            let names: Vec<(&str, &str)> = match &paged.params {
+                PageParams::OffsetLimit {
+                    offset_param,
+                    limit_param,
+                } => {
+                    vec![
+                        ("strategy.params.offset_param", offset_param),
+                        ("strategy.params.limit_param", limit_param),
+                    ]
+                }
+                PageParams::PageNumber {
+                    page_param,
+                    size_param,
+                    ..
+                } => {
+                    let mut names = vec![("strategy.params.page_param", page_param.as_str())];
+                    if let Some(size) = size_param {
+                        names.push(("strategy.params.size_param", size));
+                    }
+                    names
+                }
+            };
+            for (field, name) in names {
+                if name.trim().is_empty() {
+                    return Err(invalid(field, &format!("{name:?}"), "must not be empty"));
+                }
+                if self.request.query.contains_key(name) {
+                    return Err(invalid(
+                        field,
+                        &format!("{name:?}"),
+                        "is also a fixed parameter in request.query; the strategy sets it per page",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn invalid(field: &str, value: &str, reason: &str) -> SpecError {
+    SpecError::Invalid {
+        field: field.into(),
+        value: value.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Checks a pipeline or dataset name: 1–64 of `a-z 0-9 _ -`, first a letter
+/// or digit (it becomes an S3 key segment and a Glue table name).
+///
+/// # Errors
+/// [`SpecError::Invalid`] naming `field` and the value.
+pub fn check_name(field: &str, value: &str) -> Result<(), SpecError> {
+    let first_ok = value
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let rest_ok = value
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if value.len() > 64 || !first_ok || !rest_ok {
+        return Err(invalid(
+            field,
+            &format!("{value:?}"),
+            "must be 1-64 characters of a-z 0-9 _ -, starting with a letter or digit",
+        ));
+    }
+    Ok(())
+}
+
+fn check_pointer(field: &str, pointer: &str) -> Result<(), SpecError> {
+    if !pointer.is_empty() && !pointer.starts_with('/') {
+        return Err(invalid(
+            field,
+            &format!("{pointer:?}"),
+            "must be an RFC 6901 JSON pointer: empty or starting with '/' (e.g. /items)",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAGED: &str = r#"
+version: 1
+pipeline: customers
+strategy:
+  kind: paged
+  page_size: 50
+  total_pointer: /total
+request:
+  url: http://127.0.0.1:8080/customers
+  records_pointer: /items
+target:
+  dataset: customers
+"#;
+
+    #[test]
+    fn paged_spec_parses_with_defaults() {
+        let spec = PipelineSpec::from_yaml(PAGED).expect("valid spec");
+        let StrategySpec::Paged(paged) = &spec.strategy else {
+            panic!("expected paged, got {:?}", spec.strategy)
+        };
+        assert_eq!(paged.page_size, 50);
+        assert_eq!(paged.max_pages, DEFAULT_MAX_PAGES);
+        assert_eq!(
+            paged.params,
+            PageParams::OffsetLimit {
+                offset_param: "offset".into(),
+                limit_param: "limit".into()
+            }
+        );
+        assert_eq!(spec.request.method, HttpMethod::Get);
+    }
+
+    fn parse_err(text: &str) -> String {
+        PipelineSpec::from_yaml(text)
+            .expect_err("spec must be refused")
+            .to_string()
+    }
+
+    #[test]
+    fn unknown_strategy_kind_names_the_field() {
+        let err = parse_err(&PAGED.replace("kind: paged", "kind: scatter"));
+        assert!(
+            err.contains("`strategy`") && err.contains("scatter"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn missing_url_names_the_field() {
+        let err = parse_err(&PAGED.replace("  url: http://127.0.0.1:8080/customers\n", ""));
+        assert!(err.contains("`request`") && err.contains("url"), "{err}");
+    }
+
+    #[test]
+    fn malformed_url_names_the_field_and_value() {
+        let err = parse_err(&PAGED.replace("http://127.0.0.1:8080/customers", "not a url"));
+        assert!(err.contains("request.url"), "{err}");
+        let err =
+            parse_err(&PAGED.replace("http://127.0.0.1:8080/customers", "ftp://example.com/x"));
+        assert!(
+            err.contains("request.url") && err.contains("ftp://example.com/x"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn malformed_values_name_the_field() {
+        let err = parse_err(&PAGED.replace("page_size: 50", "page_size: fifty"));
+        assert!(err.contains("strategy.page_size"), "{err}");
+        let err = parse_err(&PAGED.replace("page_size: 50", "page_size: 0"));
+        assert!(
+            err.contains("strategy.page_size") && err.contains("= 0"),
+            "{err}"
+        );
+        let err = parse_err(&PAGED.replace("total_pointer: /total", "total_pointer: total"));
+        assert!(
+            err.contains("strategy.total_pointer") && err.contains("\"total\""),
+            "{err}"
+        );
+        let err = parse_err(&PAGED.replace("dataset: customers", "dataset: ../etc"));
+        assert!(err.contains("target.dataset"), "{err}");
+        let err =
+            parse_err(&PAGED.replace("pipeline: customers", "pipeline: customers\ncolour: red"));
+        assert!(err.contains("colour"), "{err}");
+    }
+
+    #[test]
+    fn unknown_version_is_refused() {
+        let err = parse_err(&PAGED.replace("version: 1", "version: 2"));
+        assert!(
+            err.contains("version") && err.contains("unsupported contract version 2"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn page_parameter_clashing_with_fixed_query_is_refused() {
+        let text = PAGED.replace(
+            "  records_pointer: /items",
+            "  records_pointer: /items\n  query: { limit: '10' }",
+        );
+        let err = parse_err(&text);
+        assert!(err.contains("strategy.params.limit_param"), "{err}");
+    }
+
+    #[test]
+    fn simple_spec_and_page_number_params_parse() {
+        let text = r#"{"version":1,"pipeline":"fx","strategy":{"kind":"simple"},
+            "request":{"url":"https://api.example.com/rates"},"target":{"dataset":"fx_rates"}}"#;
+        let spec = PipelineSpec::from_yaml(text).expect("valid simple spec");
+        assert_eq!(spec.strategy, StrategySpec::Simple {});
+        let text = PAGED.replace(
+            "  total_pointer: /total",
+            "  total_pointer: /total\n  params: { style: page_number }",
+        );
+        let spec = PipelineSpec::from_yaml(&text).expect("valid");
+        let StrategySpec::Paged(paged) = spec.strategy else {
+            panic!("paged")
+        };
+        assert_eq!(
+            paged.params,
+            PageParams::PageNumber {
+                page_param: "page".into(),
+                size_param: Some("per_page".into()),
+                first_page: 1
+            }
+        );
+    }
+}

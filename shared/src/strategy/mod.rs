@@ -1,0 +1,159 @@
+//! Call strategies: how a run's vendor calls are planned.
+//!
+//! Planning is pure: a strategy takes the spec, the run and (for count-first)
+//! the probe's reply, and returns the [`RequestMessage`]s to enqueue. The
+//! Orchestrator's handler does the sending. One module per variant; the one
+//! `match` in [`strategy_for`] turns the spec's tagged enum into a strategy.
+
+mod paged;
+mod simple;
+
+pub use paged::Paged;
+pub use simple::Simple;
+
+use chrono::NaiveDate;
+
+use crate::contracts::{
+    Destination, HttpCall, PageRef, ProbeReply, RequestMessage, RequestMode, RunId, V1,
+};
+use crate::spec::{PipelineSpec, StrategySpec};
+
+/// The run being planned and where its messages go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunContext {
+    /// Run id (deterministic: from the scheduled time).
+    pub run_id: RunId,
+    /// Run date, the default `dt=` partition.
+    pub run_date: NaiveDate,
+    /// Queue address Request replies with records to (the persist queue).
+    pub persist_queue: String,
+    /// Queue address probe replies come back to (the orchestrator queue).
+    pub orchestrator_queue: String,
+}
+
+/// A plan that cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// The probe's total needs more pages than the spec allows.
+    #[error(
+        "pipeline {pipeline}: total {total} with strategy.page_size {page_size} needs {pages} pages, more than strategy.max_pages {max_pages}"
+    )]
+    TooManyPages {
+        /// Pipeline name.
+        pipeline: String,
+        /// Total reported by the probe.
+        total: u64,
+        /// Spec's page size.
+        page_size: u32,
+        /// Pages needed.
+        pages: u64,
+        /// Spec's cap.
+        max_pages: u32,
+    },
+    /// A message arrived that this strategy does not expect.
+    #[error("pipeline {pipeline}: strategy `{strategy}` does not expect {what}")]
+    Unexpected {
+        /// Pipeline name.
+        pipeline: String,
+        /// Strategy kind.
+        strategy: &'static str,
+        /// What arrived.
+        what: &'static str,
+    },
+}
+
+/// Plans the vendor calls of a run.
+pub trait CallStrategy: Send + Sync {
+    /// The spec's `kind` of this strategy.
+    fn kind(&self) -> &'static str;
+
+    /// Messages to enqueue when the run starts.
+    ///
+    /// # Errors
+    /// [`PlanError`] when the spec cannot be planned.
+    fn start(
+        &self,
+        spec: &PipelineSpec,
+        run: &RunContext,
+    ) -> Result<Vec<RequestMessage>, PlanError>;
+
+    /// Messages to enqueue when a count-first probe reply arrives. Only
+    /// count-first strategies expect one.
+    ///
+    /// # Errors
+    /// [`PlanError::Unexpected`] by default; strategy-specific errors otherwise.
+    fn on_probe_reply(
+        &self,
+        spec: &PipelineSpec,
+        _run: &RunContext,
+        _reply: &ProbeReply,
+    ) -> Result<Vec<RequestMessage>, PlanError> {
+        Err(PlanError::Unexpected {
+            pipeline: spec.pipeline.clone(),
+            strategy: self.kind(),
+            what: "a probe reply",
+        })
+    }
+}
+
+/// The strategy the spec declares.
+pub fn strategy_for(spec: &StrategySpec) -> Box<dyn CallStrategy + '_> {
+    match spec {
+        StrategySpec::Simple {} => Box::new(Simple),
+        StrategySpec::Paged(paged) => Box::new(Paged(paged)),
+    }
+}
+
+/// The template's call, with extra query parameters.
+pub(crate) fn call_from_template(spec: &PipelineSpec, extra: &[(String, String)]) -> HttpCall {
+    let template = &spec.request;
+    let mut query = template.query.clone();
+    for (name, value) in extra {
+        query.insert(name.clone(), value.clone());
+    }
+    HttpCall {
+        method: template.method,
+        url: template.url.clone(),
+        query,
+        headers: template.headers.clone(),
+        body: template.body.clone(),
+    }
+}
+
+/// A request whose records go to Persist.
+pub(crate) fn records_request(
+    spec: &PipelineSpec,
+    run: &RunContext,
+    page: PageRef,
+    http: HttpCall,
+) -> RequestMessage {
+    RequestMessage {
+        version: V1,
+        pipeline: spec.pipeline.clone(),
+        run_id: run.run_id.clone(),
+        run_date: run.run_date,
+        page: Some(page),
+        http,
+        mode: RequestMode::Records {
+            records_pointer: spec.request.records_pointer.clone(),
+            target: spec.target.clone(),
+        },
+        reply_to: Destination::Queue {
+            queue: run.persist_queue.clone(),
+        },
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::*;
+
+    pub fn run() -> RunContext {
+        RunContext {
+            run_id: RunId::new("20261129T060000Z").expect("valid"),
+            run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("valid"),
+            persist_queue: "persist".into(),
+            orchestrator_queue: "orchestrator".into(),
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! The topology — queues, DLQs, redrive policies, topics, subscriptions and
+//! which function consumes which queue — declared once.
+//!
+//! The local runtime builds its in-process queues from this table, and the
+//! AWS stack (infra/template.yaml) declares the same resources. Names here
+//! are logical; on AWS they are prefixed with the stack name
+//! (`<stack>-request`, …), which [`function_for_dead_letter_queue`] accepts.
+
+use std::time::Duration;
+
+/// The five functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Function {
+    /// Plans calls.
+    Orchestrator,
+    /// Calls vendor APIs.
+    Request,
+    /// Writes Parquet.
+    Persist,
+    /// Runs queries.
+    Athena,
+    /// Turns dead letters into alerts.
+    Notify,
+}
+
+impl Function {
+    /// Lower-case name, as in logs and alerts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Function::Orchestrator => "orchestrator",
+            Function::Request => "request",
+            Function::Persist => "persist",
+            Function::Athena => "athena",
+            Function::Notify => "notify",
+        }
+    }
+}
+
+/// One SQS queue and the Lambda event source mapping that drains it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueDecl {
+    /// Logical name.
+    pub name: &'static str,
+    /// Function triggered by the queue, if any.
+    pub consumer: Option<Function>,
+    /// Event source mapping `BatchSize` (SQS: at most 10 without a batching
+    /// window).
+    pub batch_size: usize,
+    /// `VisibilityTimeout` in seconds; at least the consumer's timeout
+    /// (AWS recommends six times it for SQS event sources).
+    pub visibility_timeout_secs: u64,
+    /// Redrive policy: `(dead-letter queue, maxReceiveCount)`.
+    pub redrive: Option<(&'static str, u32)>,
+}
+
+impl QueueDecl {
+    /// The visibility timeout as a duration.
+    pub fn visibility_timeout(&self) -> Duration {
+        Duration::from_secs(self.visibility_timeout_secs)
+    }
+}
+
+/// The orchestrator's queue: probe replies and query rows.
+pub const ORCHESTRATOR_QUEUE: &str = "orchestrator";
+/// Request's queue.
+pub const REQUEST_QUEUE: &str = "request";
+/// Persist's queue.
+pub const PERSIST_QUEUE: &str = "persist";
+/// The Athena function's queue.
+pub const ATHENA_QUEUE: &str = "athena";
+/// Where Notify's own failures go; nothing consumes it (operators alarm on
+/// its depth).
+pub const NOTIFY_DLQ: &str = "notify-dlq";
+/// The topic Athena publishes rows on.
+pub const QUERY_RESULTS_TOPIC: &str = "query-results";
+/// The topic Notify publishes alerts on (e-mail/SMS subscribers).
+pub const ALERTS_TOPIC: &str = "alerts";
+
+/// Default `maxReceiveCount` of the work queues.
+pub const MAX_RECEIVE_COUNT: u32 = 3;
+
+/// Every queue.
+pub const QUEUES: &[QueueDecl] = &[
+    work_queue(
+        ORCHESTRATOR_QUEUE,
+        Function::Orchestrator,
+        10,
+        60,
+        "orchestrator-dlq",
+    ),
+    work_queue(REQUEST_QUEUE, Function::Request, 5, 180, "request-dlq"),
+    work_queue(PERSIST_QUEUE, Function::Persist, 5, 360, "persist-dlq"),
+    work_queue(ATHENA_QUEUE, Function::Athena, 1, 900, "athena-dlq"),
+    dead_letter_queue("orchestrator-dlq"),
+    dead_letter_queue("request-dlq"),
+    dead_letter_queue("persist-dlq"),
+    dead_letter_queue("athena-dlq"),
+    QueueDecl {
+        name: NOTIFY_DLQ,
+        consumer: None,
+        batch_size: 10,
+        visibility_timeout_secs: 60,
+        redrive: None,
+    },
+];
+
+const fn work_queue(
+    name: &'static str,
+    consumer: Function,
+    batch_size: usize,
+    visibility_timeout_secs: u64,
+    dlq: &'static str,
+) -> QueueDecl {
+    QueueDecl {
+        name,
+        consumer: Some(consumer),
+        batch_size,
+        visibility_timeout_secs,
+        redrive: Some((dlq, MAX_RECEIVE_COUNT)),
+    }
+}
+
+const fn dead_letter_queue(name: &'static str) -> QueueDecl {
+    QueueDecl {
+        name,
+        consumer: Some(Function::Notify),
+        batch_size: 10,
+        visibility_timeout_secs: 60,
+        redrive: Some((NOTIFY_DLQ, MAX_RECEIVE_COUNT)),
+    }
+}
+
+/// A topic's subscription to a queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueSubscriptionDecl {
+    /// Topic.
+    pub topic: &'static str,
+    /// Subscribed queue.
+    pub queue: &'static str,
+    /// `RawMessageDelivery`.
+    pub raw: bool,
+}
+
+/// Topic-to-queue subscriptions (SNS -> SQS fan-out).
+pub const QUEUE_SUBSCRIPTIONS: &[QueueSubscriptionDecl] = &[QueueSubscriptionDecl {
+    topic: QUERY_RESULTS_TOPIC,
+    queue: ORCHESTRATOR_QUEUE,
+    raw: true,
+}];
+
+/// Every topic.
+pub const TOPICS: &[&str] = &[QUERY_RESULTS_TOPIC, ALERTS_TOPIC];
+
+/// The declaration of `name`, if it is one of ours.
+pub fn queue(name: &str) -> Option<&'static QueueDecl> {
+    QUEUES.iter().find(|q| q.name == name)
+}
+
+/// The function whose work queue redrives into dead-letter queue `dlq_name`.
+/// Accepts the logical name and stack-prefixed names (`<stack>-request-dlq`).
+pub fn function_for_dead_letter_queue(dlq_name: &str) -> Option<Function> {
+    QUEUES.iter().find_map(|q| {
+        let (dlq, _) = q.redrive?;
+        let matches = dlq_name == dlq
+            || dlq_name
+                .strip_suffix(dlq)
+                .is_some_and(|prefix| prefix.ends_with('-'));
+        if matches && q.consumer != Some(Function::Notify) {
+            q.consumer
+        } else {
+            None
+        }
+    })
+}
+
+/// The function consuming work queue `queue_name` (logical or prefixed).
+pub fn function_for_queue(queue_name: &str) -> Option<Function> {
+    QUEUES.iter().find_map(|q| {
+        let matches = queue_name == q.name
+            || queue_name
+                .strip_suffix(q.name)
+                .is_some_and(|p| p.ends_with('-'));
+        if matches { q.consumer } else { None }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_redrive_target_and_subscription_exists() {
+        for q in QUEUES {
+            if let Some((dlq, count)) = q.redrive {
+                assert!(
+                    queue(dlq).is_some(),
+                    "{} redrives to undeclared {dlq}",
+                    q.name
+                );
+                assert!(count >= 1);
+            }
+            assert!(
+                (1..=10).contains(&q.batch_size),
+                "{}: SQS batch size 1..=10",
+                q.name
+            );
+        }
+        for s in QUEUE_SUBSCRIPTIONS {
+            assert!(TOPICS.contains(&s.topic) && queue(s.queue).is_some());
+        }
+    }
+
+    #[test]
+    fn dead_letter_queues_map_back_to_their_function() {
+        assert_eq!(
+            function_for_dead_letter_queue("request-dlq"),
+            Some(Function::Request)
+        );
+        assert_eq!(
+            function_for_dead_letter_queue("tributary-prod-persist-dlq"),
+            Some(Function::Persist)
+        );
+        assert_eq!(function_for_dead_letter_queue("somebody-elses-queue"), None);
+        assert_eq!(
+            function_for_queue("tributary-prod-request"),
+            Some(Function::Request)
+        );
+    }
+}
