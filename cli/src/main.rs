@@ -1,1 +1,173 @@
-fn main() {}
+//! `tributary`: run pipelines on one machine, the demo, schemas, validation.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use shared::spec::PipelineSpec;
+use tributary::runtime::{LocalOptions, LocalRuntime, RunSummary};
+use tributary::{lake, vendor};
+
+/// tributary: ingest vendor REST APIs into a Parquet data lake.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one pipeline to completion on this machine (local queues, the lake
+    /// in a directory). Exit code 0 only when no message ended in a DLQ.
+    Run {
+        /// Pipeline spec (YAML or JSON).
+        spec: PathBuf,
+        /// Lake directory (the bucket).
+        #[arg(long, default_value = "lake")]
+        lake: PathBuf,
+        /// Batches per queue handled at once.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+    },
+    /// Start the demo vendor API, run a simple and a paged pipeline against
+    /// it, print the summaries and the first rows read back from Parquet.
+    Demo {
+        /// Lake directory (the bucket).
+        #[arg(long, default_value = "lake")]
+        lake: PathBuf,
+    },
+    /// Serve the demo vendor API until interrupted (for `tributary run
+    /// examples/*.yaml`).
+    Vendor {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        addr: SocketAddr,
+    },
+    /// Check a pipeline spec; print it normalised.
+    Validate {
+        /// Pipeline spec (YAML or JSON).
+        spec: PathBuf,
+    },
+    /// Write the JSON Schemas of the message contracts.
+    Schema {
+        /// Output directory.
+        #[arg(long, default_value = "docs/contracts")]
+        out: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    shared::telemetry::init_cli("warn");
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(execute(cli.command)) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn execute(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Run { spec, lake, concurrency } => {
+            let spec = load_spec(&spec)?;
+            let mut options = LocalOptions::new(&lake);
+            options.concurrency = concurrency;
+            let runtime = LocalRuntime::new(options)?;
+            let summary = runtime.run(&spec, chrono::Utc::now()).await?;
+            print_summary(&summary);
+            Ok(exit_code(&[summary]))
+        }
+        Command::Demo { lake } => demo(&lake).await,
+        Command::Vendor { addr } => {
+            let bound = vendor::spawn(addr, vendor::DemoData::default()).await.with_context(|| format!("binding {addr}"))?;
+            println!("demo vendor API on http://{bound} (GET /customers?offset=&limit=, /transactions, /customers/{{id}}/transactions); Ctrl-C stops it");
+            tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Validate { spec } => {
+            let parsed = load_spec(&spec)?;
+            println!("{} is valid:", spec.display());
+            println!("{}", serde_json::to_string_pretty(&parsed)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Schema { out } => {
+            std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+            for (name, text) in shared::contracts::schemas() {
+                let path = out.join(name);
+                std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+                println!("wrote {}", path.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn load_spec(path: &Path) -> anyhow::Result<PipelineSpec> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading spec {}", path.display()))?;
+    PipelineSpec::from_yaml(&text).with_context(|| format!("spec {}", path.display()))
+}
+
+fn print_summary(summary: &RunSummary) {
+    println!("{summary}");
+    for alert in &summary.alerts {
+        println!("  ALERT: {}", alert.summary);
+    }
+}
+
+fn exit_code(summaries: &[RunSummary]) -> ExitCode {
+    if summaries.iter().all(RunSummary::succeeded) { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+/// The demo: two pipelines against the demo vendor API.
+async fn demo(lake: &Path) -> anyhow::Result<ExitCode> {
+    let data = vendor::DemoData::default();
+    let addr = vendor::spawn("127.0.0.1:0".parse()?, data).await.context("starting the demo vendor API")?;
+    println!("demo vendor API on http://{addr}: {} customers, {} transactions each\n", data.customers, data.transactions_per_customer);
+    let specs = [
+        format!(
+            r#"
+version: 1
+pipeline: demo_customers
+description: Customers, count-first paging with offset/limit.
+strategy: {{ kind: paged, page_size: 40, total_pointer: /total, params: {{ style: offset_limit }} }}
+request: {{ url: "http://{addr}/customers", records_pointer: /items }}
+target: {{ dataset: customers }}
+"#
+        ),
+        format!(
+            r#"
+version: 1
+pipeline: demo_transactions
+description: All transactions in one call.
+strategy: {{ kind: simple }}
+request: {{ url: "http://{addr}/transactions", records_pointer: /data }}
+target: {{ dataset: transactions }}
+"#
+        ),
+    ];
+    let runtime = LocalRuntime::new(LocalOptions::new(lake))?;
+    let mut summaries = Vec::new();
+    for text in &specs {
+        let spec = PipelineSpec::from_yaml(text).context("demo spec")?;
+        let summary = runtime.run(&spec, chrono::Utc::now()).await?;
+        print_summary(&summary);
+        let (table, rows) = lake::preview(lake, &summary.data_keys, 3)?;
+        println!("  first rows of {} ({rows} rows in {} Parquet files under {}):", spec.target.dataset, summary.data_keys.len(), lake.display());
+        println!("{table}\n");
+        summaries.push(summary);
+    }
+    Ok(exit_code(&summaries))
+}

@@ -114,29 +114,12 @@ where
     E: Display,
 {
     let handler = &handler;
-    let mut failures: Vec<(usize, String)> = futures::stream::iter(event.records.iter().enumerate())
-        .map(|(index, record)| async move {
-            let meta = RecordMeta::of(record);
-            let span = tracing::info_span!(
-                "sqs_record",
-                message_id = %meta.message_id,
-                receive_count = meta.receive_count,
-                queue = %meta.source_queue,
-            );
-            let message_id = meta.message_id.clone();
-            let outcome = handler(record, meta).instrument(span.clone()).await;
-            match outcome {
-                Ok(()) => None,
-                Err(err) => {
-                    span.in_scope(|| tracing::warn!(error = %err, "record failed; SQS will redeliver it or move it to the DLQ"));
-                    Some((index, message_id))
-                }
-            }
-        })
-        .buffer_unordered(concurrency.max(1))
-        .filter_map(|failure| async move { failure })
-        .collect()
-        .await;
+    // Futures are built eagerly so the stream holds no closure over record
+    // references (which would defeat `Send` inference in spawned tasks).
+    let attempts: Vec<_> = event.records.iter().enumerate().map(|(index, record)| one_record(index, record, handler)).collect();
+    let outcomes: Vec<Option<(usize, String)>> =
+        futures::stream::iter(attempts).buffer_unordered(concurrency.max(1)).collect().await;
+    let mut failures: Vec<(usize, String)> = outcomes.into_iter().flatten().collect();
     failures.sort_unstable();
     let mut response = SqsBatchResponse::default();
     response.batch_item_failures = failures
@@ -148,6 +131,29 @@ where
         })
         .collect();
     response
+}
+
+async fn one_record<'a, F, Fut, E>(index: usize, record: &'a SqsMessage, handler: &F) -> Option<(usize, String)>
+where
+    F: Fn(&'a SqsMessage, RecordMeta) -> Fut,
+    Fut: Future<Output = Result<(), E>>,
+    E: Display,
+{
+    let meta = RecordMeta::of(record);
+    let span = tracing::info_span!(
+        "sqs_record",
+        message_id = %meta.message_id,
+        receive_count = meta.receive_count,
+        queue = %meta.source_queue,
+    );
+    let message_id = meta.message_id.clone();
+    match handler(record, meta).instrument(span.clone()).await {
+        Ok(()) => None,
+        Err(err) => {
+            span.in_scope(|| tracing::warn!(error = %err, "record failed; SQS will redeliver it or move it to the DLQ"));
+            Some((index, message_id))
+        }
+    }
 }
 
 /// Like [`for_each_record`], with each body decoded into contract `T` first.

@@ -14,6 +14,7 @@ pub mod adapters;
 pub mod batch;
 pub mod contracts;
 pub mod keys;
+pub mod ledger;
 pub mod ports;
 pub mod spec;
 pub mod strategy;

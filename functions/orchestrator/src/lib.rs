@@ -1,1 +1,274 @@
-//! placeholder
+//! Orchestrator: reads a trigger, picks the pipeline's `CallStrategy`, and
+//! enqueues the planned `RequestMessage`s. It never calls a vendor API.
+//!
+//! Triggers ([`parse_trigger`]):
+//! - an EventBridge Scheduler event (`source` = `aws.scheduler`) whose
+//!   `detail` is the pipeline spec, as a JSON object or a JSON string; the
+//!   run id derives from the event's `time` (the scheduled time), so a
+//!   redelivered event plans the same run and its outputs overwrite;
+//! - the bare spec as the whole event (EventBridge constant input); the run
+//!   id derives from the invocation time;
+//! - an SQS batch from the orchestrator queue: count-first probe replies,
+//!   each record handled alone with `batchItemFailures`.
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde_json::Value;
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use shared::batch::{self, BodyError, RecordMeta};
+use shared::contracts::{self, ProbeReply, RequestMessage, RunId};
+use shared::ports::{PortError, QueueSender};
+use shared::spec::{PipelineSpec, SpecError};
+use shared::strategy::{PlanError, RunContext, strategy_for};
+
+/// Where the Orchestrator sends things (queue URLs on AWS, names locally).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OrchestratorConfig {
+    /// Request's queue (`REQUEST_QUEUE_URL`).
+    pub request_queue: String,
+    /// Persist's queue, named as `reply_to` of record requests
+    /// (`PERSIST_QUEUE_URL`).
+    pub persist_queue: String,
+    /// This function's own queue, named as `reply_to` of probes
+    /// (`ORCHESTRATOR_QUEUE_URL`).
+    pub orchestrator_queue: String,
+}
+
+/// The ports and settings the handler uses.
+#[derive(Clone, Copy)]
+pub struct Deps<'a> {
+    /// Sends the planned messages.
+    pub queue: &'a dyn QueueSender,
+    /// Queue addresses.
+    pub config: &'a OrchestratorConfig,
+}
+
+/// Why an orchestration failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OrchestratorError {
+    /// The event is none of the accepted triggers.
+    #[error("unrecognised orchestrator event: {0}")]
+    UnknownTrigger(String),
+    /// The trigger carried an invalid spec.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// A field of the trigger is malformed.
+    #[error("orchestrator event: `{field}` = {value}: {reason}")]
+    BadField {
+        /// Field path.
+        field: &'static str,
+        /// Value found.
+        value: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The strategy could not plan.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// Sending the plan failed.
+    #[error("sending planned requests failed: {0}")]
+    Send(#[from] PortError),
+    /// An SQS record body could not be read.
+    #[error(transparent)]
+    Body(#[from] BodyError),
+    /// A probe reply names a different pipeline than its spec.
+    #[error("probe reply for pipeline {reply:?} carries the spec of pipeline {spec:?}")]
+    Mismatch {
+        /// Pipeline in the reply.
+        reply: String,
+        /// Pipeline in the echoed spec.
+        spec: String,
+    },
+}
+
+/// A parsed trigger.
+#[derive(Debug)]
+pub enum Trigger {
+    /// Start a run of `spec`.
+    Start {
+        /// The pipeline.
+        spec: Box<PipelineSpec>,
+        /// Run id.
+        run_id: RunId,
+        /// Run date.
+        run_date: NaiveDate,
+    },
+    /// Messages from the orchestrator queue.
+    Sqs(SqsEvent),
+}
+
+/// Classifies an event. `now` dates runs whose trigger has no time.
+///
+/// # Errors
+/// [`OrchestratorError::UnknownTrigger`] listing the keys found;
+/// [`OrchestratorError::Spec`] for an invalid spec (naming the field);
+/// [`OrchestratorError::BadField`] for a malformed `time` or `detail`.
+pub fn parse_trigger(event: Value, now: DateTime<Utc>) -> Result<Trigger, OrchestratorError> {
+    let Value::Object(map) = &event else {
+        return Err(OrchestratorError::UnknownTrigger(format!("expected a JSON object, found {}", kind_of(&event))));
+    };
+    if map.get("source").and_then(Value::as_str) == Some("aws.scheduler") {
+        let time = match map.get("time") {
+            Some(Value::String(text)) => DateTime::parse_from_rfc3339(text)
+                .map_err(|err| OrchestratorError::BadField {
+                    field: "time",
+                    value: format!("{text:?}"),
+                    reason: format!("not an RFC 3339 time: {err}"),
+                })?
+                .with_timezone(&Utc),
+            _ => now,
+        };
+        let detail = match map.get("detail") {
+            Some(Value::String(text)) => serde_json::from_str(text).map_err(|err| OrchestratorError::BadField {
+                field: "detail",
+                value: excerpt(text),
+                reason: format!("a string detail must hold the pipeline spec as JSON: {err}"),
+            })?,
+            Some(detail @ Value::Object(_)) => detail.clone(),
+            other => {
+                return Err(OrchestratorError::BadField {
+                    field: "detail",
+                    value: other.map_or("missing".into(), |v| excerpt(&v.to_string())),
+                    reason: "must be the pipeline spec, as a JSON object or a JSON string".into(),
+                });
+            }
+        };
+        return start(detail, time);
+    }
+    if let Some(Value::Array(records)) = map.get("Records") {
+        let from_sqs = records.iter().all(|r| r.get("eventSource").and_then(Value::as_str) == Some("aws:sqs"));
+        if from_sqs && !records.is_empty() {
+            let event: SqsEvent = serde_json::from_value(event).map_err(|err| OrchestratorError::BadField {
+                field: "Records",
+                value: "(SQS batch)".into(),
+                reason: err.to_string(),
+            })?;
+            return Ok(Trigger::Sqs(event));
+        }
+    }
+    if map.contains_key("pipeline") && map.contains_key("strategy") {
+        return start(event, now);
+    }
+    let keys: Vec<&str> = map.keys().map(String::as_str).collect();
+    Err(OrchestratorError::UnknownTrigger(format!(
+        "expected an EventBridge Scheduler event (source \"aws.scheduler\"), a pipeline spec (version, pipeline, strategy, request, target) or an SQS batch (Records from aws:sqs); found keys {keys:?}"
+    )))
+}
+
+fn start(spec: Value, time: DateTime<Utc>) -> Result<Trigger, OrchestratorError> {
+    let spec = PipelineSpec::from_value(spec)?;
+    Ok(Trigger::Start { spec: Box::new(spec), run_id: RunId::from_time(time), run_date: time.date_naive() })
+}
+
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn excerpt(text: &str) -> String {
+    let mut end = text.len().min(120);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}", &text[..end])
+}
+
+/// Handles any trigger: the Lambda entry point.
+///
+/// Returns a small JSON summary for a started run, and the SQS partial batch
+/// response (`{"batchItemFailures": [...]}`) for an SQS batch.
+///
+/// # Errors
+/// [`OrchestratorError`] for a trigger that cannot be planned; the Lambda
+/// invocation then fails, and its on-failure destination (the orchestrator
+/// DLQ) gets the event for Notify.
+pub async fn handle(event: Value, now: DateTime<Utc>, deps: Deps<'_>) -> Result<Value, OrchestratorError> {
+    match parse_trigger(event, now)? {
+        Trigger::Start { spec, run_id, run_date } => {
+            let run = run_context(deps.config, run_id, run_date);
+            let sent = start_run(&spec, &run, deps).await?;
+            Ok(serde_json::json!({
+                "pipeline": spec.pipeline,
+                "run_id": run.run_id,
+                "run_date": run.run_date,
+                "strategy": strategy_for(&spec.strategy).kind(),
+                "messages_sent": sent,
+            }))
+        }
+        Trigger::Sqs(event) => {
+            let response = handle_sqs(&event, deps).await;
+            Ok(serde_json::to_value(response).unwrap_or_default())
+        }
+    }
+}
+
+/// The run context for `run_id` with this config's queues.
+pub fn run_context(config: &OrchestratorConfig, run_id: RunId, run_date: NaiveDate) -> RunContext {
+    RunContext {
+        run_id,
+        run_date,
+        persist_queue: config.persist_queue.clone(),
+        orchestrator_queue: config.orchestrator_queue.clone(),
+    }
+}
+
+/// Plans the start of a run and sends it. Returns the messages sent.
+///
+/// # Errors
+/// [`OrchestratorError::Plan`] or [`OrchestratorError::Send`].
+#[tracing::instrument(skip_all, fields(pipeline = %spec.pipeline, run_id = %run.run_id))]
+pub async fn start_run(spec: &PipelineSpec, run: &RunContext, deps: Deps<'_>) -> Result<usize, OrchestratorError> {
+    let strategy = strategy_for(&spec.strategy);
+    let plan = strategy.start(spec, run)?;
+    tracing::info!(strategy = strategy.kind(), messages = plan.len(), "run started");
+    send_plan(&plan, deps).await
+}
+
+/// Handles a batch from the orchestrator queue (probe replies), reporting
+/// only the failed records.
+pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
+    batch::for_each_message(event, 4, |reply: ProbeReply, _meta: RecordMeta| on_probe_reply(reply, deps)).await
+}
+
+/// Plans the pages of a count-first run from its probe reply and sends them.
+/// A total of 0 sends nothing and succeeds.
+///
+/// Sending is at-least-once: if it fails part-way, the reply is redelivered
+/// and the whole plan is sent again; the duplicated page requests write the
+/// same deterministic keys, so the lake holds each page once.
+///
+/// # Errors
+/// [`OrchestratorError`] for a context that is not a valid spec, a plan over
+/// `max_pages`, or a send failure.
+#[tracing::instrument(skip_all, fields(pipeline = %reply.pipeline, run_id = %reply.run_id, total = reply.total))]
+pub async fn on_probe_reply(reply: ProbeReply, deps: Deps<'_>) -> Result<(), OrchestratorError> {
+    let spec = PipelineSpec::from_value(reply.context.clone())?;
+    if spec.pipeline != reply.pipeline {
+        return Err(OrchestratorError::Mismatch { reply: reply.pipeline, spec: spec.pipeline });
+    }
+    let run = run_context(deps.config, reply.run_id.clone(), reply.run_date);
+    let plan = strategy_for(&spec.strategy).on_probe_reply(&spec, &run, &reply)?;
+    tracing::info!(pages = plan.len(), "pages planned");
+    send_plan(&plan, deps).await?;
+    Ok(())
+}
+
+async fn send_plan(plan: &[RequestMessage], deps: Deps<'_>) -> Result<usize, OrchestratorError> {
+    if plan.is_empty() {
+        return Ok(0);
+    }
+    let bodies = plan
+        .iter()
+        .map(contracts::encode)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| OrchestratorError::BadField { field: "plan", value: String::new(), reason: err.to_string() })?;
+    let count = bodies.len();
+    deps.queue.send(&deps.config.request_queue, bodies).await?;
+    Ok(count)
+}

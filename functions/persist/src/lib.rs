@@ -1,1 +1,224 @@
-//! placeholder
+//! Persist: a page of records -> Arrow -> Parquet in the lake.
+//!
+//! A short pipeline of functions you can test alone:
+//! load (inline or claim check) -> split (JSON objects vs records to
+//! quarantine) -> infer the schema over *all* records of the page -> decode
+//! to Arrow record batches -> write Parquet (zstd) -> put at the page's
+//! deterministic key. The raw page (the `PersistMessage` with its records
+//! inline) is written first under `raw/`, so history can be replayed through
+//! the same code; a page receipt with the counts is written last.
+//!
+//! Keys (see `shared::keys`): `<dataset>/dt=<run_date>/<run_id>-<page>.parquet`
+//! — a redelivered message overwrites the same objects.
+
+mod convert;
+
+pub use convert::{ConvertError, WriterConfig, records_to_parquet};
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use bytes::Bytes;
+use serde_json::Value;
+
+use shared::batch::{self, BodyError, RecordMeta};
+use shared::contracts::{Payload, PersistMessage};
+use shared::keys;
+use shared::ledger::PageReceipt;
+use shared::ports::{ObjectStore, PortError};
+use shared::spec::{SpecError, check_name};
+
+/// Persist's settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PersistConfig {
+    /// Parquet writer settings.
+    pub writer: WriterConfig,
+    /// Records of a batch handled at once (default 2).
+    pub concurrency: usize,
+}
+
+impl Default for PersistConfig {
+    fn default() -> Self {
+        Self { writer: WriterConfig::default(), concurrency: 2 }
+    }
+}
+
+/// The ports and settings the handler uses.
+#[derive(Clone, Copy)]
+pub struct Deps<'a> {
+    /// The lake.
+    pub store: &'a dyn ObjectStore,
+    /// Settings.
+    pub config: &'a PersistConfig,
+}
+
+/// Why a page could not be persisted.
+#[derive(Debug, thiserror::Error)]
+pub enum PersistError {
+    /// A name in the message cannot become part of a key.
+    #[error("persist message: {0}")]
+    Name(#[from] SpecError),
+    /// A claim-check object could not be read as a JSON array.
+    #[error("claim-check object {key}: {problem}")]
+    Claim {
+        /// Object key.
+        key: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The records could not be converted to Parquet.
+    #[error("dataset {dataset} page {page}: {source}")]
+    Convert {
+        /// Dataset.
+        dataset: String,
+        /// Page index.
+        page: u32,
+        /// Conversion failure.
+        source: ConvertError,
+    },
+    /// The lake refused a read or write.
+    #[error(transparent)]
+    Store(#[from] PortError),
+    /// The record body could not be read.
+    #[error(transparent)]
+    Body(#[from] BodyError),
+}
+
+/// Handles an SQS batch of `PersistMessage`s, reporting only failed records.
+pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
+    batch::for_each_message(event, deps.config.concurrency, |message: PersistMessage, _meta: RecordMeta| async move {
+        persist_page(message, deps).await.map(|_| ())
+    })
+    .await
+}
+
+/// A record set aside with the reason.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Quarantined {
+    /// Position in the page.
+    pub index: usize,
+    /// Why it was not persisted.
+    pub reason: String,
+    /// The record as received.
+    pub record: Value,
+}
+
+/// Persists one page and returns its receipt.
+///
+/// # Errors
+/// [`PersistError`]: invalid names, unreadable claim checks and conversion
+/// failures are permanent (the message is dead-lettered with an alert after
+/// `maxReceiveCount`, its raw payload already kept); store failures are
+/// transient.
+#[tracing::instrument(skip_all, fields(pipeline = %message.pipeline, run_id = %message.run_id, page = message.page.index))]
+pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<PageReceipt, PersistError> {
+    check_name("pipeline", &message.pipeline)?;
+    check_name("target.dataset", &message.target.dataset)?;
+    let dataset = message.target.dataset.clone();
+    let (run_id, run_date, page) = (message.run_id.clone(), message.run_date, message.page);
+
+    let records = load_records(&message.payload, deps.store).await?;
+    let raw_key = keys::raw_key(&dataset, run_date, &run_id, page.index);
+    let raw = PersistMessage { payload: Payload::Inline { records }, ..message };
+    let raw_bytes = serde_json::to_vec(&raw).map_err(|err| PortError::Permanent {
+        operation: "encode raw page",
+        target: raw_key.clone(),
+        message: err.to_string(),
+    })?;
+    deps.store.put(&raw_key, Bytes::from(raw_bytes)).await?;
+    let Payload::Inline { records } = raw.payload else {
+        return Err(PersistError::Claim { key: raw_key, problem: "internal: raw payload not inline".into() });
+    };
+
+    let records_in = records.len() as u64;
+    let (objects, quarantined) = split_records(records);
+    let data_key = if objects.is_empty() {
+        None
+    } else {
+        let parquet = records_to_parquet(&objects, &deps.config.writer)
+            .map_err(|source| PersistError::Convert { dataset: dataset.clone(), page: page.index, source })?;
+        let key = keys::data_key(&dataset, run_date, &run_id, page.index);
+        deps.store.put(&key, Bytes::from(parquet)).await?;
+        Some(key)
+    };
+    let quarantine_key = if quarantined.is_empty() {
+        None
+    } else {
+        let key = keys::quarantine_key(&dataset, run_date, &run_id, page.index);
+        let mut lines = Vec::new();
+        for entry in &quarantined {
+            serde_json::to_writer(&mut lines, entry).map_err(|err| PortError::Permanent {
+                operation: "encode quarantine",
+                target: key.clone(),
+                message: err.to_string(),
+            })?;
+            lines.push(b'\n');
+        }
+        deps.store.put(&key, Bytes::from(lines)).await?;
+        tracing::warn!(quarantined = quarantined.len(), key, "records quarantined");
+        Some(key)
+    };
+    let receipt = PageReceipt {
+        pipeline: raw.pipeline.clone(),
+        run_id: run_id.clone(),
+        run_date,
+        dataset,
+        page: page.index,
+        page_count: page.count,
+        records_in,
+        records_persisted: objects.len() as u64,
+        records_quarantined: quarantined.len() as u64,
+        data_key,
+        quarantine_key,
+        raw_key,
+    };
+    let receipt_key = keys::receipt_key(&raw.pipeline, &run_id, page.index);
+    let receipt_bytes = serde_json::to_vec(&receipt).map_err(|err| PortError::Permanent {
+        operation: "encode receipt",
+        target: receipt_key.clone(),
+        message: err.to_string(),
+    })?;
+    deps.store.put(&receipt_key, Bytes::from(receipt_bytes)).await?;
+    tracing::info!(records = receipt.records_persisted, quarantined = receipt.records_quarantined, "page persisted");
+    Ok(receipt)
+}
+
+/// The page's records: inline, or the JSON array stored at a claim-check key.
+///
+/// # Errors
+/// [`PersistError::Store`] when the object cannot be read (not found is
+/// permanent); [`PersistError::Claim`] when it is not a JSON array.
+pub async fn load_records(payload: &Payload, store: &dyn ObjectStore) -> Result<Vec<Value>, PersistError> {
+    match payload {
+        Payload::Inline { records } => Ok(records.clone()),
+        Payload::Object { key } => {
+            let bytes = store.get(key).await?;
+            match serde_json::from_slice::<Value>(&bytes) {
+                Ok(Value::Array(records)) => Ok(records),
+                Ok(_) => Err(PersistError::Claim { key: key.clone(), problem: "is JSON but not an array of records".into() }),
+                Err(err) => Err(PersistError::Claim { key: key.clone(), problem: format!("is not JSON: {err}") }),
+            }
+        }
+    }
+}
+
+/// Splits records into JSON objects (persisted) and everything else
+/// (quarantined with the reason).
+pub fn split_records(records: Vec<Value>) -> (Vec<Value>, Vec<Quarantined>) {
+    let mut objects = Vec::with_capacity(records.len());
+    let mut quarantined = Vec::new();
+    for (index, record) in records.into_iter().enumerate() {
+        if record.is_object() {
+            objects.push(record);
+        } else {
+            let kind = match &record {
+                Value::Null => "null",
+                Value::Bool(_) => "a boolean",
+                Value::Number(_) => "a number",
+                Value::String(_) => "a string",
+                Value::Array(_) => "an array",
+                Value::Object(_) => "an object",
+            };
+            quarantined.push(Quarantined { index, reason: format!("record {index} is {kind}, not a JSON object"), record });
+        }
+    }
+    (objects, quarantined)
+}

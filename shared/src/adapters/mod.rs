@@ -5,5 +5,7 @@
 //! - [`local`]: in-process queues and topics with SQS/SNS semantics, a
 //!   directory as the bucket, secrets from a file or the environment.
 
+#[cfg(feature = "aws")]
+pub mod aws;
 pub mod http;
 pub mod local;

@@ -252,8 +252,9 @@ impl Broker {
             .map_or(0, |q| q.messages.len())
     }
 
-    /// Advances the virtual clock to the earliest time an invisible message
-    /// becomes visible again. Returns `false` when no message is waiting.
+    /// Advances the virtual clock to the earliest time an invisible (in
+    /// flight) message becomes visible again. Returns `false` when no message
+    /// is in flight.
     pub fn advance_to_next_visible(&self) -> bool {
         let mut state = self.lock();
         let now = state.clock_ms;
@@ -262,10 +263,11 @@ impl Broker {
             .values()
             .flat_map(|q| q.messages.iter())
             .map(|m| m.visible_at_ms)
+            .filter(|at| *at > now)
             .min();
         match next {
             Some(at) => {
-                state.clock_ms = now.max(at);
+                state.clock_ms = at;
                 true
             }
             None => false,

@@ -1,0 +1,51 @@
+//! Reading the lake back: Parquet files to Arrow, and a printable preview.
+
+use std::path::Path;
+
+use arrow_array::RecordBatch;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+/// A Parquet file that could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ReadError {
+    /// File.
+    pub path: String,
+    /// Problem.
+    pub message: String,
+}
+
+/// All record batches of one Parquet file.
+///
+/// # Errors
+/// [`ReadError`] when the file cannot be opened or decoded.
+pub fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>, ReadError> {
+    let error = |message: String| ReadError { path: path.display().to_string(), message };
+    let file = std::fs::File::open(path).map_err(|e| error(e.to_string()))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| error(e.to_string()))?.build().map_err(|e| error(e.to_string()))?;
+    reader.collect::<Result<Vec<_>, _>>().map_err(|e| error(e.to_string()))
+}
+
+/// The first `rows` rows of the Parquet files `keys` (under `lake`), as a
+/// text table, with the total row count.
+///
+/// # Errors
+/// [`ReadError`] for an unreadable file.
+pub fn preview(lake: &Path, keys: &[String], rows: usize) -> Result<(String, usize), ReadError> {
+    let mut batches = Vec::new();
+    let mut total = 0;
+    let mut kept = 0;
+    for key in keys {
+        for batch in read_parquet(&lake.join(key))? {
+            total += batch.num_rows();
+            if kept < rows {
+                let take = (rows - kept).min(batch.num_rows());
+                batches.push(batch.slice(0, take));
+                kept += take;
+            }
+        }
+    }
+    let table = arrow_cast::pretty::pretty_format_batches(&batches)
+        .map_err(|e| ReadError { path: lake.display().to_string(), message: e.to_string() })?;
+    Ok((table.to_string(), total))
+}

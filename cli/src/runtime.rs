@@ -1,0 +1,418 @@
+//! The local runtime: the five functions' handlers over in-process queues
+//! with SQS semantics, topics with SNS fan-out, and a directory as the bucket.
+//!
+//! The wiring comes from `shared::topology`, the same table the AWS stack
+//! follows: each work queue is drained by its function in batches of the
+//! declared size, with the declared visibility timeout and redrive policy;
+//! the DLQs are drained by Notify, whose alerts are printed and appended to
+//! `<lake>/_alerts.jsonl`. Handlers return partial batch responses; the
+//! runtime deletes the successful records and leaves the failed ones to
+//! reappear after their visibility timeout (on the broker's virtual clock),
+//! exactly as an SQS event source mapping would.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use chrono::{DateTime, Utc};
+
+use shared::adapters::http::ReqwestClient;
+use shared::adapters::local::{Broker, DirStore, QueueConfig, Subscription};
+use shared::contracts::{Alert, RunId};
+use shared::ledger;
+use shared::ports::{HttpClient, HttpRequest, HttpResponse, PortError, Query, QueryEngine, QueryRows};
+use shared::spec::PipelineSpec;
+use shared::topology::{self, Function};
+
+/// Settings of a local run.
+#[derive(Clone, Debug)]
+pub struct LocalOptions {
+    /// The lake directory (the bucket).
+    pub lake: PathBuf,
+    /// Batches of one queue handled at once (Lambda concurrency), default 4.
+    pub concurrency: usize,
+    /// Queues' `MaximumMessageSize`, default 262144 (256 KiB).
+    pub max_message_bytes: usize,
+    /// Request's settings.
+    pub request: request::RequestConfig,
+    /// Persist's settings.
+    pub persist: persist::PersistConfig,
+}
+
+impl LocalOptions {
+    /// Defaults for `lake`.
+    pub fn new(lake: impl Into<PathBuf>) -> Self {
+        Self {
+            lake: lake.into(),
+            concurrency: 4,
+            max_message_bytes: request::DEFAULT_MAX_MESSAGE_BYTES,
+            request: request::RequestConfig::default(),
+            persist: persist::PersistConfig::default(),
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunSummary {
+    /// Pipeline.
+    pub pipeline: String,
+    /// Run id.
+    pub run_id: String,
+    /// HTTP calls made (retries included).
+    pub requests: u64,
+    /// Pages persisted (receipts written).
+    pub pages: u64,
+    /// Records written to Parquet.
+    pub records_persisted: u64,
+    /// Records quarantined with a reason.
+    pub records_quarantined: u64,
+    /// Messages moved to a DLQ, per source queue.
+    pub dead_lettered: BTreeMap<String, u64>,
+    /// Alerts Notify published during the run.
+    pub alerts: Vec<Alert>,
+    /// Parquet objects written.
+    pub data_keys: Vec<String>,
+    /// Wall time.
+    pub wall_time: Duration,
+}
+
+impl RunSummary {
+    /// Messages that ended in a DLQ.
+    pub fn dead_letters(&self) -> u64 {
+        self.dead_lettered.values().sum()
+    }
+
+    /// Whether the run is a success: nothing dead-lettered.
+    pub fn succeeded(&self) -> bool {
+        self.dead_letters() == 0
+    }
+}
+
+impl std::fmt::Display for RunSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "pipeline {}  run {}", self.pipeline, self.run_id)?;
+        writeln!(f, "  requests made        {}", self.requests)?;
+        writeln!(f, "  pages persisted      {}", self.pages)?;
+        writeln!(f, "  records persisted    {}", self.records_persisted)?;
+        writeln!(f, "  records quarantined  {}", self.records_quarantined)?;
+        let dead: Vec<String> = self.dead_lettered.iter().map(|(q, n)| format!("{q}: {n}")).collect();
+        let detail = if dead.is_empty() { String::new() } else { format!("  ({})", dead.join(", ")) };
+        writeln!(f, "  messages in DLQs     {}{detail}", self.dead_letters())?;
+        writeln!(f, "  alerts               {}", self.alerts.len())?;
+        write!(f, "  wall time            {:.2} s", self.wall_time.as_secs_f64())
+    }
+}
+
+/// Counts the HTTP calls made through it (a decorator over the real client).
+#[derive(Debug)]
+pub struct CountingHttp<C> {
+    inner: C,
+    calls: AtomicU64,
+}
+
+impl<C> CountingHttp<C> {
+    /// Wraps `inner`.
+    pub fn new(inner: C) -> Self {
+        Self { inner, calls: AtomicU64::new(0) }
+    }
+
+    /// Calls made so far.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+}
+
+#[async_trait]
+impl<C: HttpClient> HttpClient for CountingHttp<C> {
+    async fn send(&self, request: HttpRequest) -> Result<HttpResponse, PortError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.send(request).await
+    }
+}
+
+/// The SQL engine slot of the local runtime. The DataFusion engine over the
+/// lake's Parquet arrives with Athena-driven ingestion; until then a query
+/// fails with this explanation (and the message is dead-lettered with an
+/// alert, as any failure).
+#[derive(Debug, Default)]
+pub struct NoQueryEngine;
+
+#[async_trait]
+impl QueryEngine for NoQueryEngine {
+    async fn run(&self, query: &Query) -> Result<QueryRows, PortError> {
+        Err(PortError::Permanent {
+            operation: "run query",
+            target: query.database.clone(),
+            message: "the local runtime has no SQL engine in this build".into(),
+        })
+    }
+}
+
+/// Runs pipelines on one machine.
+pub struct LocalRuntime {
+    options: LocalOptions,
+    broker: Arc<Broker>,
+    store: Arc<DirStore>,
+    http: Arc<CountingHttp<ReqwestClient>>,
+    engine: Arc<dyn QueryEngine>,
+}
+
+/// A failure of the runtime itself (not of a pipeline's messages).
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The orchestrator refused the start event.
+    #[error(transparent)]
+    Orchestrator(#[from] orchestrator::OrchestratorError),
+    /// A port failed outside any handler.
+    #[error(transparent)]
+    Port(#[from] PortError),
+    /// The lake directory cannot be used.
+    #[error("lake directory {path}: {message}")]
+    Lake {
+        /// Path.
+        path: PathBuf,
+        /// Problem.
+        message: String,
+    },
+}
+
+impl LocalRuntime {
+    /// A runtime over `options.lake`, with the topology's queues and topics.
+    ///
+    /// # Errors
+    /// [`RuntimeError`] when the lake directory cannot be created or the HTTP
+    /// client cannot start.
+    pub fn new(options: LocalOptions) -> Result<Self, RuntimeError> {
+        std::fs::create_dir_all(&options.lake)
+            .map_err(|err| RuntimeError::Lake { path: options.lake.clone(), message: err.to_string() })?;
+        let broker = Arc::new(Broker::new());
+        for decl in topology::QUEUES {
+            broker.create_queue(QueueConfig {
+                name: decl.name.into(),
+                visibility_timeout: decl.visibility_timeout(),
+                max_message_bytes: options.max_message_bytes,
+                redrive: decl.redrive.map(|(dlq, count)| (dlq.to_string(), count)),
+            });
+        }
+        for topic in topology::TOPICS {
+            let mut subscriptions: Vec<Subscription> = topology::QUEUE_SUBSCRIPTIONS
+                .iter()
+                .filter(|s| s.topic == *topic)
+                .map(|s| Subscription::Queue { queue: s.queue.into(), raw: s.raw, filter: BTreeMap::new() })
+                .collect();
+            if *topic == topology::ALERTS_TOPIC {
+                subscriptions.push(Subscription::File { path: alerts_file(&options.lake) });
+            }
+            broker.create_topic(topic, subscriptions);
+        }
+        Ok(Self {
+            store: Arc::new(DirStore::new(&options.lake)),
+            http: Arc::new(CountingHttp::new(ReqwestClient::new()?)),
+            engine: Arc::new(NoQueryEngine),
+            broker,
+            options,
+        })
+    }
+
+    /// The in-process broker (tests inject messages through it).
+    pub fn broker(&self) -> &Arc<Broker> {
+        &self.broker
+    }
+
+    /// The lake store.
+    pub fn store(&self) -> &Arc<DirStore> {
+        &self.store
+    }
+
+    /// Runs `spec` to completion: fires the Orchestrator with an EventBridge
+    /// Scheduler event dated `now` (so the run id is `now` as
+    /// `YYYYMMDDTHHMMSSZ`), then drains every queue.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Orchestrator`] when the start event is refused (an
+    /// invalid spec); message failures are not errors but end in the summary.
+    pub async fn run(&self, spec: &PipelineSpec, now: DateTime<Utc>) -> Result<RunSummary, RuntimeError> {
+        let started = Instant::now();
+        let calls_before = self.http.calls();
+        let dead_before = self.broker.stats().dead_lettered;
+        let alerts_before = read_alerts(&self.options.lake).len();
+        let run_id = RunId::from_time(now);
+
+        let event = scheduler_event(spec, now);
+        let config = self.orchestrator_config();
+        let deps = orchestrator::Deps { queue: self.broker.as_ref(), config: &config };
+        orchestrator::handle(event, now, deps).await?;
+        self.drain().await;
+
+        let totals = ledger::run_totals(self.store.as_ref(), &spec.pipeline, &run_id).await?;
+        let mut dead_lettered = self.broker.stats().dead_lettered;
+        for (queue, before) in dead_before {
+            if let Some(n) = dead_lettered.get_mut(&queue) {
+                *n -= before;
+            }
+        }
+        dead_lettered.retain(|_, n| *n > 0);
+        let alerts = read_alerts(&self.options.lake).into_iter().skip(alerts_before).collect();
+        Ok(RunSummary {
+            pipeline: spec.pipeline.clone(),
+            run_id: run_id.to_string(),
+            requests: self.http.calls() - calls_before,
+            pages: totals.pages,
+            records_persisted: totals.records_persisted,
+            records_quarantined: totals.records_quarantined,
+            dead_lettered,
+            alerts,
+            data_keys: totals.data_keys,
+            wall_time: started.elapsed(),
+        })
+    }
+
+    fn orchestrator_config(&self) -> orchestrator::OrchestratorConfig {
+        orchestrator::OrchestratorConfig {
+            request_queue: topology::REQUEST_QUEUE.into(),
+            persist_queue: topology::PERSIST_QUEUE.into(),
+            orchestrator_queue: topology::ORCHESTRATOR_QUEUE.into(),
+        }
+    }
+
+    /// Delivers messages until every consumed queue is empty: each round
+    /// receives up to `concurrency` batches per queue, runs the consumers
+    /// concurrently (each in its own task, so a panic fails only its batch),
+    /// then deletes what succeeded. When nothing is visible, the virtual
+    /// clock jumps to the next visibility deadline.
+    pub async fn drain(&self) {
+        loop {
+            let mut invocations = Vec::new();
+            for decl in topology::QUEUES {
+                let Some(function) = decl.consumer else { continue };
+                for _ in 0..self.options.concurrency.max(1) {
+                    let records = match self.broker.receive(decl.name, decl.batch_size) {
+                        Ok(records) if !records.is_empty() => records,
+                        _ => break,
+                    };
+                    let receipts: Vec<(String, String)> = records
+                        .iter()
+                        .map(|r| (r.message_id.clone().unwrap_or_default(), r.receipt_handle.clone().unwrap_or_default()))
+                        .collect();
+                    let task = tokio::spawn(invoke(self.handles(), function, records));
+                    invocations.push((decl.name, receipts, task));
+                }
+            }
+            if invocations.is_empty() {
+                let waiting = self.consumed_depth() > 0;
+                if waiting && self.broker.advance_to_next_visible() {
+                    continue;
+                }
+                return;
+            }
+            for (queue, receipts, task) in invocations {
+                match task.await {
+                    Ok(response) => {
+                        let failed: std::collections::HashSet<String> =
+                            response.batch_item_failures.into_iter().map(|f| f.item_identifier).collect();
+                        for (message_id, receipt) in receipts {
+                            if !failed.contains(&message_id) {
+                                self.broker.delete(queue, &receipt);
+                            }
+                        }
+                    }
+                    Err(err) => {
+                        tracing::error!(queue, error = %err, "handler panicked; the whole batch will be redelivered");
+                    }
+                }
+            }
+        }
+    }
+
+    fn consumed_depth(&self) -> usize {
+        topology::QUEUES.iter().filter(|q| q.consumer.is_some()).map(|q| self.broker.depth(q.name)).sum()
+    }
+
+    fn handles(&self) -> Handles {
+        Handles {
+            broker: self.broker.clone(),
+            store: self.store.clone(),
+            http: self.http.clone(),
+            engine: self.engine.clone(),
+            request: Arc::new(self.options.request.clone()),
+            persist: Arc::new(self.options.persist.clone()),
+            orchestrator: Arc::new(self.orchestrator_config()),
+            notify: Arc::new(notify::NotifyConfig { alerts_topic: topology::ALERTS_TOPIC.into() }),
+        }
+    }
+}
+
+/// Owned handles a spawned invocation borrows its ports from.
+#[derive(Clone)]
+struct Handles {
+    broker: Arc<Broker>,
+    store: Arc<DirStore>,
+    http: Arc<CountingHttp<ReqwestClient>>,
+    engine: Arc<dyn QueryEngine>,
+    request: Arc<request::RequestConfig>,
+    persist: Arc<persist::PersistConfig>,
+    orchestrator: Arc<orchestrator::OrchestratorConfig>,
+    notify: Arc<notify::NotifyConfig>,
+}
+
+/// One Lambda invocation of `function` with an SQS event of `records`.
+async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> SqsBatchResponse {
+    let mut event = SqsEvent::default();
+    event.records = records;
+    match function {
+        Function::Orchestrator => {
+            orchestrator::handle_sqs(&event, orchestrator::Deps { queue: h.broker.as_ref(), config: &h.orchestrator }).await
+        }
+        Function::Request => {
+            let deps = request::Deps {
+                http: h.http.as_ref(),
+                queue: h.broker.as_ref(),
+                topics: h.broker.as_ref(),
+                store: h.store.as_ref(),
+                config: &h.request,
+            };
+            request::handle_sqs(&event, deps).await
+        }
+        Function::Persist => persist::handle_sqs(&event, persist::Deps { store: h.store.as_ref(), config: &h.persist }).await,
+        Function::Athena => {
+            let deps = athena::Deps { engine: h.engine.as_ref(), topics: h.broker.as_ref(), queue: h.broker.as_ref() };
+            athena::handle_sqs(&event, deps).await
+        }
+        Function::Notify => notify::handle_sqs(&event, notify::Deps { topics: h.broker.as_ref(), config: &h.notify }).await,
+    }
+}
+
+/// The EventBridge Scheduler event that fires `spec` at `time`, in the shape
+/// AWS delivers (`source` `aws.scheduler`, the spec as `detail`).
+pub fn scheduler_event(spec: &PipelineSpec, time: DateTime<Utc>) -> serde_json::Value {
+    serde_json::json!({
+        "version": "0",
+        "id": format!("local-{}", RunId::from_time(time)),
+        "detail-type": "Scheduled Event",
+        "source": "aws.scheduler",
+        "account": "000000000000",
+        "time": time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "region": "local",
+        "resources": [format!("arn:aws:scheduler:local:000000000000:schedule/default/{}", spec.pipeline)],
+        "detail": spec,
+    })
+}
+
+/// `<lake>/_alerts.jsonl`.
+pub fn alerts_file(lake: &Path) -> PathBuf {
+    lake.join("_alerts.jsonl")
+}
+
+/// Alerts recorded in the lake, oldest first (unreadable lines skipped).
+pub fn read_alerts(lake: &Path) -> Vec<Alert> {
+    std::fs::read_to_string(alerts_file(lake))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}

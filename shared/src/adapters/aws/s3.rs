@@ -1,0 +1,177 @@
+//! [`ObjectStore`] over Amazon S3: `PutObject`, `GetObject`,
+//! `ListObjectsV2`.
+
+use async_trait::async_trait;
+use aws_sdk_s3::primitives::ByteStream;
+use bytes::Bytes;
+
+use super::error::port_error;
+use crate::ports::{ObjectStore, PortError};
+
+/// Keys in one bucket, optionally under a key prefix.
+///
+/// Keys given to and returned by the [`ObjectStore`] methods are relative
+/// to the prefix: with prefix `lake/`, `put("a/b.parquet")` writes
+/// `s3://<bucket>/lake/a/b.parquet` and `list("a/")` returns
+/// `["a/b.parquet"]`. A `PutObject` replaces the object atomically (S3 has
+/// strong read-after-write consistency), as the port asks.
+///
+/// The client must use path-style addressing against emulators
+/// ([`super::s3_client`]).
+#[derive(Clone, Debug)]
+pub struct S3Store {
+    client: aws_sdk_s3::Client,
+    bucket: String,
+    prefix: String,
+    page_size: Option<i32>,
+}
+
+impl S3Store {
+    /// The whole of `bucket`.
+    pub fn new(client: aws_sdk_s3::Client, bucket: impl Into<String>) -> Self {
+        Self {
+            client,
+            bucket: bucket.into(),
+            prefix: String::new(),
+            page_size: None,
+        }
+    }
+
+    /// Keys under `prefix` only; a `/` is appended if missing, an empty
+    /// prefix means the whole bucket.
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        let mut prefix = prefix.into();
+        if !prefix.is_empty() && !prefix.ends_with('/') {
+            prefix.push('/');
+        }
+        self.prefix = prefix;
+        self
+    }
+
+    /// Keys per `ListObjectsV2` page (`MaxKeys`, 1..=1000; S3 returns at most
+    /// 1,000 whatever is asked). Unset, S3's default of 1,000 applies.
+    /// <https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html>
+    pub fn with_page_size(mut self, max_keys: i32) -> Self {
+        self.page_size = Some(max_keys.clamp(1, 1000));
+        self
+    }
+
+    /// The bucket.
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    /// The key prefix (empty, or ending in `/`).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    fn full_key(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+
+    fn target(&self, key: &str) -> String {
+        format!("s3://{}/{}{key}", self.bucket, self.prefix)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for S3Store {
+    /// `PutObject` of the whole body (single request: S3 takes up to 5 GiB
+    /// that way; Persist's Parquet pages are far smaller).
+    ///
+    /// # Errors
+    /// [`PortError::Transient`] / [`PortError::Permanent`] by the SDK error.
+    async fn put(&self, key: &str, body: Bytes) -> Result<(), PortError> {
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(self.full_key(key))
+            .body(ByteStream::from(body))
+            .send()
+            .await
+            .map_err(|err| port_error("PutObject", &self.target(key), err))?;
+        Ok(())
+    }
+
+    /// `GetObject`, the whole body read into memory.
+    ///
+    /// # Errors
+    /// [`PortError::NotFound`] for `NoSuchKey`; [`PortError::Transient`] when
+    /// the body stream breaks; others by the SDK error.
+    async fn get(&self, key: &str) -> Result<Bytes, PortError> {
+        let output = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(self.full_key(key))
+            .send()
+            .await
+            .map_err(|err| {
+                if err.as_service_error().is_some_and(|e| e.is_no_such_key()) {
+                    PortError::NotFound {
+                        what: "object",
+                        target: self.target(key),
+                    }
+                } else {
+                    port_error("GetObject", &self.target(key), err)
+                }
+            })?;
+        let body = output
+            .body
+            .collect()
+            .await
+            .map_err(|err| PortError::Transient {
+                operation: "GetObject (read body)",
+                target: self.target(key),
+                message: err.to_string(),
+            })?;
+        Ok(body.into_bytes())
+    }
+
+    /// `ListObjectsV2` over every page (following `NextContinuationToken`),
+    /// keys relative to the store's prefix, sorted.
+    ///
+    /// # Errors
+    /// By the SDK error of any page; nothing is returned on a failure.
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, PortError> {
+        let full_prefix = self.full_key(prefix);
+        let target = self.target(prefix);
+        let mut keys = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let output = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(&full_prefix)
+                .set_max_keys(self.page_size)
+                .set_continuation_token(token.take())
+                .send()
+                .await
+                .map_err(|err| port_error("ListObjectsV2", &target, err))?;
+            keys.extend(output.contents().iter().filter_map(|object| {
+                object
+                    .key()
+                    .and_then(|key| key.strip_prefix(&self.prefix))
+                    .map(str::to_string)
+            }));
+            let truncated = output.is_truncated().unwrap_or(false);
+            match output.next_continuation_token() {
+                Some(next) if truncated && !next.is_empty() => token = Some(next.to_string()),
+                _ if truncated => {
+                    // Stopping here would return part of the listing as
+                    // if it were all of it.
+                    return Err(PortError::Permanent {
+                        operation: "ListObjectsV2",
+                        target,
+                        message: "listing truncated without a NextContinuationToken".into(),
+                    });
+                }
+                _ => break,
+            }
+        }
+        keys.sort();
+        Ok(keys)
+    }
+}
