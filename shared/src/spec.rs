@@ -51,13 +51,44 @@ pub struct PipelineSpec {
 }
 
 /// The call strategy, tagged by `kind`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+///
+/// Deserialised by hand (not serde's internally tagged enum, which buffers
+/// the variant and loses the failing field's name): the error names both
+/// `kind` values and the variant's field, e.g. `field page_size: invalid
+/// type: string "fifty", expected u32`.
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum StrategySpec {
     /// One call, one page.
     Simple {},
     /// Count first: a probe reads the total, then one call per page.
     Paged(PagedSpec),
+}
+
+impl<'de> Deserialize<'de> for StrategySpec {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut value = serde_json::Value::deserialize(deserializer)?;
+        let Some(map) = value.as_object_mut() else {
+            return Err(D::Error::custom("expected a mapping with `kind: simple` or `kind: paged`"));
+        };
+        let kind = match map.remove("kind") {
+            Some(serde_json::Value::String(kind)) => kind,
+            Some(other) => return Err(D::Error::custom(format!("field `kind`: expected `simple` or `paged`, found {other}"))),
+            None => return Err(D::Error::custom("missing field `kind` (`simple` or `paged`)")),
+        };
+        let variant_error = |err: serde_path_to_error::Error<serde_json::Error>| {
+            D::Error::custom(format!("field `{}`: {}", err.path(), err.inner()))
+        };
+        match kind.as_str() {
+            "simple" => match map.keys().next() {
+                None => Ok(StrategySpec::Simple {}),
+                Some(field) => Err(D::Error::custom(format!("unknown field `{field}`: strategy `simple` takes no settings"))),
+            },
+            "paged" => serde_path_to_error::deserialize(value).map(StrategySpec::Paged).map_err(variant_error),
+            other => Err(D::Error::custom(format!("unknown strategy kind `{other}`, expected `simple` or `paged`"))),
+        }
+    }
 }
 
 /// Settings of the count-first (`paged`) strategy.
@@ -191,9 +222,12 @@ impl PipelineSpec {
     pub fn from_yaml(text: &str) -> Result<Self, SpecError> {
         let deserializer = serde_norway::Deserializer::from_str(text);
         let spec: PipelineSpec =
-            serde_path_to_error::deserialize(deserializer).map_err(|err| SpecError::Parse {
-                path: err.path().to_string(),
-                message: err.inner().to_string(),
+            serde_path_to_error::deserialize(deserializer).map_err(|err| {
+                let path = err.path().to_string();
+                // serde_norway prefixes its message with the path; say it once.
+                let message = err.inner().to_string();
+                let message = message.strip_prefix(&format!("{path}: ")).map(str::to_string).unwrap_or(message);
+                SpecError::Parse { path, message }
             })?;
         spec.validate()?;
         Ok(spec)
@@ -384,7 +418,7 @@ target:
     fn unknown_strategy_kind_names_the_field() {
         let err = parse_err(&PAGED.replace("kind: paged", "kind: scatter"));
         assert!(
-            err.contains("`strategy`") && err.contains("scatter"),
+            err.contains("`strategy`") && err.contains("unknown strategy kind `scatter`"),
             "{err}"
         );
     }
@@ -410,7 +444,7 @@ target:
     #[test]
     fn malformed_values_name_the_field() {
         let err = parse_err(&PAGED.replace("page_size: 50", "page_size: fifty"));
-        assert!(err.contains("strategy.page_size"), "{err}");
+        assert!(err.contains("`strategy`") && err.contains("field `page_size`") && err.contains("fifty"), "{err}");
         let err = parse_err(&PAGED.replace("page_size: 50", "page_size: 0"));
         assert!(
             err.contains("strategy.page_size") && err.contains("= 0"),

@@ -79,6 +79,11 @@ pub const ALERTS_TOPIC: &str = "alerts";
 /// Default `maxReceiveCount` of the work queues.
 pub const MAX_RECEIVE_COUNT: u32 = 3;
 
+/// `maxReceiveCount` of the DLQs (redriving to `notify-dlq`). SQS carries a
+/// message's `ApproximateReceiveCount` into its DLQ, so this must exceed
+/// [`MAX_RECEIVE_COUNT`] or a dead letter would skip Notify altogether.
+pub const DLQ_MAX_RECEIVE_COUNT: u32 = 10;
+
 /// Every queue.
 pub const QUEUES: &[QueueDecl] = &[
     work_queue(
@@ -126,7 +131,7 @@ const fn dead_letter_queue(name: &'static str) -> QueueDecl {
         consumer: Some(Function::Notify),
         batch_size: 10,
         visibility_timeout_secs: 60,
-        redrive: Some((NOTIFY_DLQ, MAX_RECEIVE_COUNT)),
+        redrive: Some((NOTIFY_DLQ, DLQ_MAX_RECEIVE_COUNT)),
     }
 }
 

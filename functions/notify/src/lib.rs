@@ -80,8 +80,8 @@ pub fn alert_for(record: &SqsMessage, meta: &RecordMeta) -> Alert {
         _ => "a message that names no pipeline".to_string(),
     };
     let summary = format!(
-        "{function} gave up on {what} after {} receives (message {}); the function's logs for this message id give the reason",
-        meta.receive_count, meta.message_id
+        "{function} gave up on {what} (message {}, receive count {}); the function's logs for this message id give the reason",
+        meta.message_id, meta.receive_count
     );
     Alert {
         version: V1,

@@ -27,8 +27,9 @@ pub struct Alert {
     pub source_queue: String,
     /// SQS message id of the dead letter.
     pub message_id: String,
-    /// How many times the message was received before it was dead-lettered
-    /// (SQS `ApproximateReceiveCount`).
+    /// SQS `ApproximateReceiveCount` of the dead letter as Notify received
+    /// it. SQS carries the count of the source queue into the DLQ, so a
+    /// message that failed `maxReceiveCount` (3) times shows 4.
     pub receive_count: u32,
     /// One-line summary for people.
     pub summary: String,

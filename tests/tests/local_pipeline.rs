@@ -1,0 +1,148 @@
+//! End-to-end: whole pipelines through the local runtime against a local
+//! vendor API, with the Parquet read back.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+
+use chrono::{TimeZone, Utc};
+use serde_json::Value;
+
+use shared::contracts::{PageRef, Payload, PersistMessage, PersistTarget, RunId, V1};
+use shared::ports::QueueSender;
+use tributary::runtime::{LocalOptions, LocalRuntime, read_alerts};
+use tributary_e2e::{VendorBehaviour, paged_spec, read_dataset, record, start_vendor};
+
+fn ids(rows: &[Value]) -> Vec<u64> {
+    let mut ids: Vec<u64> = rows.iter().map(|r| r["id"].as_u64().expect("id")).collect();
+    ids.sort_unstable();
+    ids
+}
+
+#[tokio::test]
+async fn paged_pipeline_persists_every_record_exactly_once_with_its_values() {
+    let vendor = VendorBehaviour { total: 137, ..Default::default() };
+    let addr = start_vendor(vendor.clone()).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let spec = paged_spec(addr, "items", 20);
+
+    let summary = runtime.run(&spec, Utc::now()).await.expect("run");
+
+    assert!(summary.succeeded(), "{summary}");
+    assert_eq!(summary.pages, 7, "{summary}");
+    assert_eq!(summary.records_persisted, 137);
+    assert_eq!(summary.requests, 8, "one probe and seven pages");
+    assert_eq!(vendor.calls.load(Ordering::SeqCst), 8);
+    let rows = read_dataset(lake.path(), "items");
+    assert_eq!(ids(&rows), (0..137).collect::<Vec<u64>>(), "every record exactly once");
+    for row in &rows {
+        let id = u32::try_from(row["id"].as_u64().expect("id")).expect("small id");
+        let expected = record(id);
+        assert_eq!(row["name"], expected["name"]);
+        assert_eq!(row["score"].as_f64(), expected["score"].as_f64(), "integers and floats widen to float64");
+        assert_eq!(row["nested"], expected["nested"]);
+    }
+    let raw = std::fs::read_dir(lake.path().join("raw/items")).expect("raw pages kept").count();
+    assert_eq!(raw, 1, "one dt= partition of raw pages");
+}
+
+#[tokio::test]
+async fn rerunning_the_same_run_overwrites_instead_of_duplicating() {
+    let addr = start_vendor(VendorBehaviour { total: 45, ..Default::default() }).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let spec = paged_spec(addr, "again", 10);
+    let scheduled = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("valid time");
+
+    let first = runtime.run(&spec, scheduled).await.expect("first run");
+    let second = runtime.run(&spec, scheduled).await.expect("redelivered schedule");
+
+    assert_eq!(first.run_id, "20261129T060000Z");
+    assert_eq!(first.run_id, second.run_id);
+    assert_eq!(second.records_persisted, 45);
+    assert_eq!(ids(&read_dataset(lake.path(), "again")), (0..45).collect::<Vec<u64>>());
+    assert!(lake.path().join("again/dt=2026-11-29/20261129T060000Z-00004.parquet").is_file());
+}
+
+#[tokio::test]
+async fn a_total_of_zero_is_a_successful_empty_run() {
+    let addr = start_vendor(VendorBehaviour { total: 0, ..Default::default() }).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let summary = runtime.run(&paged_spec(addr, "empty", 10), Utc::now()).await.expect("run");
+    assert!(summary.succeeded());
+    assert_eq!((summary.requests, summary.pages, summary.records_persisted), (1, 0, 0));
+}
+
+#[tokio::test]
+async fn a_broken_page_is_retried_then_dead_lettered_with_an_alert_and_the_others_persist() {
+    let vendor = VendorBehaviour { total: 100, broken_offsets: BTreeSet::from([40]), ..Default::default() };
+    let addr = start_vendor(vendor.clone()).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+
+    let summary = runtime.run(&paged_spec(addr, "broken", 20), Utc::now()).await.expect("run");
+
+    assert!(!summary.succeeded());
+    assert_eq!(summary.dead_lettered.get("request"), Some(&1), "{summary}");
+    assert_eq!(summary.records_persisted, 80);
+    let persisted = ids(&read_dataset(lake.path(), "broken"));
+    assert_eq!(persisted, (0..40).chain(60..100).collect::<Vec<u64>>());
+    // The broken page was received maxReceiveCount (3) times: 1 probe + 5 pages + 2 redeliveries.
+    assert_eq!(summary.requests, 8);
+    assert_eq!(summary.alerts.len(), 1);
+    let alert = &summary.alerts[0];
+    assert_eq!(alert.pipeline.as_deref(), Some("broken"));
+    assert_eq!(alert.function, "request");
+    assert_eq!(alert.page, Some(2));
+    assert_eq!(alert.receive_count, 4, "3 receives on the request queue, then Notify's");
+    assert_eq!(read_alerts(lake.path()).len(), 1, "the alert is in <lake>/_alerts.jsonl");
+}
+
+#[tokio::test]
+async fn a_record_that_is_not_json_fails_alone_and_is_alerted_after_max_receive_count() {
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let good = PersistMessage {
+        version: V1,
+        pipeline: "inject".into(),
+        run_id: RunId::new("r1").expect("valid"),
+        run_date: chrono::NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
+        page: PageRef::SINGLE,
+        target: PersistTarget { dataset: "inject".into() },
+        payload: Payload::Inline { records: vec![record(1), record(2), Value::from(3)] },
+    };
+    let bodies = vec!["{not json".to_string(), serde_json::to_string(&good).expect("json")];
+    runtime.broker().send("persist", bodies).await.expect("send");
+
+    runtime.drain().await;
+
+    let stats = runtime.broker().stats();
+    assert_eq!(stats.dead_lettered.get("persist"), Some(&1));
+    assert_eq!(stats.received["persist"], 4, "the bad record 3 times, the good one once");
+    assert_eq!(ids(&read_dataset(lake.path(), "inject")), [1, 2]);
+    let quarantine = std::fs::read_to_string(lake.path().join("quarantine/inject/dt=2026-11-29/r1-00000.jsonl")).expect("quarantine");
+    assert!(quarantine.contains("record 2 is a number, not a JSON object"), "{quarantine}");
+    let alerts = read_alerts(lake.path());
+    assert_eq!(alerts.len(), 1);
+    assert_eq!(alerts[0].function, "persist");
+    assert_eq!(alerts[0].pipeline, None);
+    assert!(alerts[0].body_excerpt.starts_with("{not json"));
+}
+
+#[tokio::test]
+async fn pages_over_the_message_size_limit_travel_by_claim_check() {
+    let addr = start_vendor(VendorBehaviour { total: 300, ..Default::default() }).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let mut options = LocalOptions::new(lake.path());
+    options.max_message_bytes = 4_096;
+    options.request.max_message_bytes = 4_096;
+    let runtime = LocalRuntime::new(options).expect("runtime");
+
+    let summary = runtime.run(&paged_spec(addr, "big", 100), Utc::now()).await.expect("run");
+
+    assert!(summary.succeeded(), "{summary}");
+    assert_eq!(ids(&read_dataset(lake.path(), "big")), (0..300).collect::<Vec<u64>>());
+    let claims = std::fs::read_dir(lake.path().join("_claims/big")).expect("claims written").count();
+    assert_eq!(claims, 1, "one run folder of claim-check payloads");
+}
