@@ -1,0 +1,73 @@
+//! The `tributary` binary as a user runs it.
+
+use std::process::Command;
+
+fn tributary() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tributary"))
+}
+
+fn write_spec(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
+    let path = dir.join("spec.yaml");
+    std::fs::write(&path, text).expect("write spec");
+    path
+}
+
+const GOOD: &str = "version: 1\npipeline: p\nstrategy: {kind: simple}\nrequest: {url: 'http://127.0.0.1:9/x'}\ntarget: {dataset: d}\n";
+
+#[test]
+fn invalid_specs_fail_naming_the_field_and_write_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cases = [
+        (GOOD.replace("kind: simple", "kind: sideways"), "unknown strategy kind `sideways`"),
+        (GOOD.replace("request: {url: 'http://127.0.0.1:9/x'}", "request: {method: GET}"), "missing field `url`"),
+        (GOOD.replace("http://127.0.0.1:9/x", "::not a url::"), "request.url"),
+        (GOOD.replace("dataset: d", "dataset: 'a/../b'"), "target.dataset"),
+        (GOOD.replace("version: 1", "version: 7"), "unsupported contract version 7"),
+    ];
+    for (text, expected) in cases {
+        let spec = write_spec(dir.path(), &text);
+        let lake = dir.path().join("lake");
+        let output = tributary().arg("run").arg(&spec).arg("--lake").arg(&lake).output().expect("run tributary");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{expected}: must fail");
+        assert!(stderr.contains(expected), "stderr should name {expected:?}:\n{stderr}");
+        assert!(!lake.exists(), "nothing may be written for an invalid spec");
+    }
+}
+
+#[test]
+fn validate_accepts_the_examples() {
+    for example in ["customers.yaml", "transactions.yaml"] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").join(example);
+        let output = tributary().arg("validate").arg(&path).output().expect("run tributary");
+        assert!(output.status.success(), "{example}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+}
+
+#[test]
+fn demo_persists_records_with_no_dead_letters() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = tributary().arg("demo").arg("--lake").arg(dir.path()).output().expect("run demo");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "demo failed:\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("records persisted    230"), "{stdout}");
+    assert!(stdout.contains("records persisted    690"), "{stdout}");
+    assert_eq!(stdout.matches("messages in DLQs     0").count(), 2, "{stdout}");
+    assert!(stdout.contains("Customer 1 "), "first rows are printed:\n{stdout}");
+}
+
+#[test]
+fn run_exits_non_zero_when_a_message_is_dead_lettered() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Port 9 (discard) on loopback refuses connections: the request fails,
+    // is redelivered, and ends in the DLQ with an alert.
+    let spec = write_spec(dir.path(), GOOD);
+    let lake = dir.path().join("lake");
+    let output = tributary().arg("run").arg(&spec).arg("--lake").arg(&lake).output().expect("run tributary");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("messages in DLQs     1"), "{stdout}");
+    assert!(stdout.contains("ALERT: request gave up on page 0 of run"), "{stdout}");
+    let alerts = std::fs::read_to_string(lake.join("_alerts.jsonl")).expect("alerts file");
+    assert_eq!(alerts.lines().count(), 1);
+}
