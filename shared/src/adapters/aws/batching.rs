@@ -42,10 +42,7 @@ pub struct BatchLimits {
 impl Default for BatchLimits {
     /// 10 entries, 262,144 bytes.
     fn default() -> Self {
-        Self {
-            max_entries: MAX_BATCH_ENTRIES,
-            max_bytes: DEFAULT_MAX_BATCH_BYTES,
-        }
+        Self { max_entries: MAX_BATCH_ENTRIES, max_bytes: DEFAULT_MAX_BATCH_BYTES }
     }
 }
 
@@ -184,21 +181,14 @@ where
             reasons.insert(index, describe());
         }
         let succeeded: BTreeSet<&str> = outcome.successful.iter().map(String::as_str).collect();
-        let remaining: Vec<usize> = pending
-            .iter()
-            .copied()
-            .filter(|&i| !succeeded.contains(entry_id(i).as_str()))
-            .collect();
+        let remaining: Vec<usize> =
+            pending.iter().copied().filter(|&i| !succeeded.contains(entry_id(i).as_str())).collect();
         if remaining.is_empty() {
             return Ok(());
         }
         let summary = remaining
             .iter()
-            .map(|i| {
-                reasons
-                    .remove(i)
-                    .unwrap_or_else(|| format!("entry {} missing from the response", entry_id(*i)))
-            })
+            .map(|i| reasons.remove(i).unwrap_or_else(|| format!("entry {} missing from the response", entry_id(*i))))
             .collect::<Vec<_>>()
             .join("; ");
         let Some(delay) = delays.next() else {
@@ -228,10 +218,7 @@ mod tests {
     use super::*;
 
     fn limits(max_entries: usize, max_bytes: usize) -> BatchLimits {
-        BatchLimits {
-            max_entries,
-            max_bytes,
-        }
+        BatchLimits { max_entries, max_bytes }
     }
 
     #[test]
@@ -252,27 +239,15 @@ mod tests {
 
         // Exactly full batches, then a mixed tail.
         let sizes = [100, 100, 50, 150, 1, 200];
-        assert_eq!(
-            split_batches(&sizes, limits(10, 200)).unwrap(),
-            vec![0..2, 2..4, 4..5, 5..6]
-        );
-        assert_eq!(split_batches(&[], BatchLimits::default()).unwrap(), vec![]);
+        assert_eq!(split_batches(&sizes, limits(10, 200)).unwrap(), vec![0..2, 2..4, 4..5, 5..6]);
+        assert!(split_batches(&[], BatchLimits::default()).unwrap().is_empty());
         // A zero entry limit is clamped to one.
-        assert_eq!(
-            split_batches(&[1, 1], limits(0, 10)).unwrap(),
-            vec![0..1, 1..2]
-        );
+        assert_eq!(split_batches(&[1, 1], limits(0, 10)).unwrap(), vec![0..1, 1..2]);
     }
 
     #[test]
     fn an_entry_over_the_limit_alone_is_refused() {
-        assert_eq!(
-            split_batches(&[10, 300, 10], limits(10, 200)),
-            Err(Oversize {
-                index: 1,
-                bytes: 300
-            })
-        );
+        assert_eq!(split_batches(&[10, 300, 10], limits(10, 200)), Err(Oversize { index: 1, bytes: 300 }));
         assert!(split_batches(&[200], limits(10, 200)).is_ok());
     }
 
@@ -284,12 +259,7 @@ mod tests {
     }
 
     fn failed(id: &str, sender_fault: bool, code: &str) -> FailedEntry {
-        FailedEntry {
-            id: id.into(),
-            sender_fault,
-            code: code.into(),
-            message: Some("boom".into()),
-        }
+        FailedEntry { id: id.into(), sender_fault, code: code.into(), message: Some("boom".into()) }
     }
 
     #[tokio::test]
@@ -308,10 +278,7 @@ mod tests {
                         successful: vec!["m0".into()],
                         failed: vec![failed("m1", false, "InternalError")],
                     },
-                    _ => BatchOutcome {
-                        successful: batch.iter().map(|&i| entry_id(i)).collect(),
-                        failed: vec![],
-                    },
+                    _ => BatchOutcome { successful: batch.iter().map(|&i| entry_id(i)).collect(), failed: vec![] },
                 })
             }
         })
@@ -323,10 +290,7 @@ mod tests {
     #[tokio::test]
     async fn sender_fault_is_permanent_and_names_the_entry() {
         let err = send_all("PublishBatch", "topic", vec![0, 1], &fast(), |_| async {
-            Ok(BatchOutcome {
-                successful: vec!["m0".into()],
-                failed: vec![failed("m1", true, "InvalidParameter")],
-            })
+            Ok(BatchOutcome { successful: vec!["m0".into()], failed: vec![failed("m1", true, "InvalidParameter")] })
         })
         .await
         .unwrap_err();
@@ -337,10 +301,7 @@ mod tests {
     #[tokio::test]
     async fn persistent_transient_failures_end_as_a_transient_error() {
         let err = send_all("SendMessageBatch", "q", vec![0], &fast(), |_| async {
-            Ok(BatchOutcome {
-                successful: vec![],
-                failed: vec![failed("m0", false, "ServiceUnavailable")],
-            })
+            Ok(BatchOutcome { successful: vec![], failed: vec![failed("m0", false, "ServiceUnavailable")] })
         })
         .await
         .unwrap_err();

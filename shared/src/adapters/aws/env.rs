@@ -5,7 +5,7 @@
 //! not set` rather than somewhere deep in a handler. An empty value counts as
 //! unset (SAM passes `""` for an optional parameter left blank).
 //!
-//! [`LambdaEnv`] reads the process environment ([`LambdaEnv::process`]) or a
+//! [`LambdaEnv`] reads the process environment ([`LambdaEnv::from_env`]) or a
 //! fixed map ([`LambdaEnv::from_pairs`], for tests: edition 2024 makes
 //! `std::env::set_var` unsafe). The free functions ([`required_env`],
 //! [`optional_usize`], …) are shorthands over the process environment.
@@ -54,10 +54,8 @@ pub struct LambdaEnv {
 
 impl LambdaEnv {
     /// The process environment (`std::env::var_os`).
-    pub fn process() -> Self {
-        Self {
-            source: Source::Process,
-        }
+    pub fn from_env() -> Self {
+        Self { source: Source::Process }
     }
 
     /// A fixed set of `(name, value)` pairs; nothing else is visible.
@@ -67,14 +65,7 @@ impl LambdaEnv {
         K: Into<String>,
         V: Into<String>,
     {
-        Self {
-            source: Source::Fixed(
-                pairs
-                    .into_iter()
-                    .map(|(k, v)| (k.into(), v.into()))
-                    .collect(),
-            ),
-        }
+        Self { source: Source::Fixed(pairs.into_iter().map(|(k, v)| (k.into(), v.into())).collect()) }
     }
 
     /// The value of `name`, `None` when unset or empty.
@@ -101,8 +92,7 @@ impl LambdaEnv {
     /// # Errors
     /// [`EnvError::Missing`] or [`EnvError::Malformed`] (not UTF-8).
     pub fn required(&self, name: &str) -> Result<String, EnvError> {
-        self.optional(name)?
-            .ok_or_else(|| EnvError::Missing { name: name.into() })
+        self.optional(name)?.ok_or_else(|| EnvError::Missing { name: name.into() })
     }
 
     /// `name` as a non-negative integer (decimal, surrounding spaces
@@ -111,9 +101,7 @@ impl LambdaEnv {
     /// # Errors
     /// [`EnvError::Malformed`].
     pub fn usize_or(&self, name: &str, default: usize) -> Result<usize, EnvError> {
-        self.parsed_or(name, default, "a non-negative integer", |v| {
-            v.parse().ok()
-        })
+        self.parsed_or(name, default, "a non-negative integer", |v| v.parse().ok())
     }
 
     /// `name` as a non-negative integer (`u64`), or `default` when unset.
@@ -121,9 +109,7 @@ impl LambdaEnv {
     /// # Errors
     /// [`EnvError::Malformed`].
     pub fn u64_or(&self, name: &str, default: u64) -> Result<u64, EnvError> {
-        self.parsed_or(name, default, "a non-negative integer", |v| {
-            v.parse().ok()
-        })
+        self.parsed_or(name, default, "a non-negative integer", |v| v.parse().ok())
     }
 
     /// `name` as a boolean (`true`/`false`/`1`/`0`/`yes`/`no`, any case), or
@@ -132,12 +118,10 @@ impl LambdaEnv {
     /// # Errors
     /// [`EnvError::Malformed`].
     pub fn bool_or(&self, name: &str, default: bool) -> Result<bool, EnvError> {
-        self.parsed_or(name, default, "a boolean (true/false)", |v| {
-            match v.to_ascii_lowercase().as_str() {
-                "true" | "1" | "yes" => Some(true),
-                "false" | "0" | "no" => Some(false),
-                _ => None,
-            }
+        self.parsed_or(name, default, "a boolean (true/false)", |v| match v.to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" => Some(true),
+            "false" | "0" | "no" => Some(false),
+            _ => None,
         })
     }
 
@@ -161,11 +145,7 @@ impl LambdaEnv {
     ) -> Result<T, EnvError> {
         match self.optional(name)? {
             None => Ok(default),
-            Some(value) => parse(value.trim()).ok_or(EnvError::Malformed {
-                name: name.into(),
-                value,
-                expected,
-            }),
+            Some(value) => parse(value.trim()).ok_or(EnvError::Malformed { name: name.into(), value, expected }),
         }
     }
 }
@@ -176,7 +156,7 @@ impl LambdaEnv {
 /// # Errors
 /// [`EnvError`] naming the variable.
 pub fn required_env(name: &str) -> Result<String, EnvError> {
-    LambdaEnv::process().required(name)
+    LambdaEnv::from_env().required(name)
 }
 
 /// [`LambdaEnv::optional`] over the process environment.
@@ -184,7 +164,7 @@ pub fn required_env(name: &str) -> Result<String, EnvError> {
 /// # Errors
 /// [`EnvError::Malformed`] (not UTF-8).
 pub fn optional_env(name: &str) -> Result<Option<String>, EnvError> {
-    LambdaEnv::process().optional(name)
+    LambdaEnv::from_env().optional(name)
 }
 
 /// [`LambdaEnv::usize_or`] over the process environment, e.g.
@@ -193,7 +173,7 @@ pub fn optional_env(name: &str) -> Result<Option<String>, EnvError> {
 /// # Errors
 /// [`EnvError::Malformed`] naming the variable.
 pub fn optional_usize(name: &str, default: usize) -> Result<usize, EnvError> {
-    LambdaEnv::process().usize_or(name, default)
+    LambdaEnv::from_env().usize_or(name, default)
 }
 
 /// [`LambdaEnv::bool_or`] over the process environment.
@@ -201,7 +181,7 @@ pub fn optional_usize(name: &str, default: usize) -> Result<usize, EnvError> {
 /// # Errors
 /// [`EnvError::Malformed`] naming the variable.
 pub fn optional_bool(name: &str, default: bool) -> Result<bool, EnvError> {
-    LambdaEnv::process().bool_or(name, default)
+    LambdaEnv::from_env().bool_or(name, default)
 }
 
 /// [`LambdaEnv::secs_or`] over the process environment.
@@ -209,7 +189,7 @@ pub fn optional_bool(name: &str, default: bool) -> Result<bool, EnvError> {
 /// # Errors
 /// [`EnvError::Malformed`] naming the variable.
 pub fn optional_secs(name: &str, default: Duration) -> Result<Duration, EnvError> {
-    LambdaEnv::process().secs_or(name, default)
+    LambdaEnv::from_env().secs_or(name, default)
 }
 
 #[cfg(test)]
@@ -232,10 +212,7 @@ mod tests {
         assert!(malformed.to_string().contains("MAX_MESSAGE_BYTES"), "{malformed}");
         assert_eq!(env.usize_or("UNSET", 262_144).unwrap(), 262_144);
         assert!(env.bool_or("FORCE", false).unwrap());
-        assert_eq!(
-            env.secs_or("TTL_SECS", Duration::from_secs(300)).unwrap(),
-            Duration::from_secs(30)
-        );
+        assert_eq!(env.secs_or("TTL_SECS", Duration::from_secs(300)).unwrap(), Duration::from_secs(30));
         assert!(env.bool_or("MAX_MESSAGE_BYTES", false).is_err());
     }
 }

@@ -32,9 +32,7 @@ const SERVER_ERRORS: &[&str] = &[
 /// Whether an AWS error code (or a `BatchResultErrorEntry.Code`) names a
 /// throttling, time-out or server-side failure.
 pub(crate) fn is_transient_code(code: &str) -> bool {
-    THROTTLING_ERRORS.contains(&code)
-        || TRANSIENT_ERRORS.contains(&code)
-        || SERVER_ERRORS.contains(&code)
+    THROTTLING_ERRORS.contains(&code) || TRANSIENT_ERRORS.contains(&code) || SERVER_ERRORS.contains(&code)
 }
 
 /// Whether `err` is worth retrying later: time-outs, dispatch (connection)
@@ -45,9 +43,7 @@ where
 {
     match err {
         SdkError::ConstructionFailure(_) => false,
-        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
-            true
-        }
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => true,
         SdkError::ServiceError(service) => {
             let status = service.raw().status().as_u16();
             status >= 500 || status == 429 || service.err().code().is_some_and(is_transient_code)
@@ -71,43 +67,23 @@ where
 
 /// Maps `err` from `operation` on `target` to [`PortError::Transient`] or
 /// [`PortError::Permanent`], with the full error chain as the message.
-pub(crate) fn port_error<E>(
-    operation: &'static str,
-    target: &str,
-    err: SdkError<E, RawResponse>,
-) -> PortError
+pub(crate) fn port_error<E>(operation: &'static str, target: &str, err: SdkError<E, RawResponse>) -> PortError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
     let transient = is_transient(&err);
     let message = DisplayErrorContext(&err).to_string();
     if transient {
-        PortError::Transient {
-            operation,
-            target: target.to_string(),
-            message,
-        }
+        PortError::Transient { operation, target: target.to_string(), message }
     } else {
-        PortError::Permanent {
-            operation,
-            target: target.to_string(),
-            message,
-        }
+        PortError::Permanent { operation, target: target.to_string(), message }
     }
 }
 
 /// A request that could not be built (a required field missing): always a
 /// bug on our side, so permanent.
-pub(crate) fn build_error(
-    operation: &'static str,
-    target: &str,
-    err: impl std::fmt::Display,
-) -> PortError {
-    PortError::Permanent {
-        operation,
-        target: target.to_string(),
-        message: format!("invalid request: {err}"),
-    }
+pub(crate) fn build_error(operation: &'static str, target: &str, err: impl std::fmt::Display) -> PortError {
+    PortError::Permanent { operation, target: target.to_string(), message: format!("invalid request: {err}") }
 }
 
 #[cfg(test)]
@@ -116,12 +92,7 @@ mod tests {
 
     #[test]
     fn throttling_and_server_codes_are_transient() {
-        for code in [
-            "ThrottlingException",
-            "RequestThrottled",
-            "InternalError",
-            "ServiceUnavailable",
-        ] {
+        for code in ["ThrottlingException", "RequestThrottled", "InternalError", "ServiceUnavailable"] {
             assert!(is_transient_code(code), "{code}");
         }
         for code in ["AccessDenied", "InvalidParameterValue", "NoSuchKey"] {

@@ -29,12 +29,7 @@ pub struct S3Store {
 impl S3Store {
     /// The whole of `bucket`.
     pub fn new(client: aws_sdk_s3::Client, bucket: impl Into<String>) -> Self {
-        Self {
-            client,
-            bucket: bucket.into(),
-            prefix: String::new(),
-            page_size: None,
-        }
+        Self { client, bucket: bucket.into(), prefix: String::new(), page_size: None }
     }
 
     /// Keys under `prefix` only; a `/` is appended if missing, an empty
@@ -100,32 +95,19 @@ impl ObjectStore for S3Store {
     /// [`PortError::NotFound`] for `NoSuchKey`; [`PortError::Transient`] when
     /// the body stream breaks; others by the SDK error.
     async fn get(&self, key: &str) -> Result<Bytes, PortError> {
-        let output = self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(self.full_key(key))
-            .send()
-            .await
-            .map_err(|err| {
+        let output =
+            self.client.get_object().bucket(&self.bucket).key(self.full_key(key)).send().await.map_err(|err| {
                 if err.as_service_error().is_some_and(|e| e.is_no_such_key()) {
-                    PortError::NotFound {
-                        what: "object",
-                        target: self.target(key),
-                    }
+                    PortError::NotFound { what: "object", target: self.target(key) }
                 } else {
                     port_error("GetObject", &self.target(key), err)
                 }
             })?;
-        let body = output
-            .body
-            .collect()
-            .await
-            .map_err(|err| PortError::Transient {
-                operation: "GetObject (read body)",
-                target: self.target(key),
-                message: err.to_string(),
-            })?;
+        let body = output.body.collect().await.map_err(|err| PortError::Transient {
+            operation: "GetObject (read body)",
+            target: self.target(key),
+            message: err.to_string(),
+        })?;
         Ok(body.into_bytes())
     }
 
@@ -150,12 +132,11 @@ impl ObjectStore for S3Store {
                 .send()
                 .await
                 .map_err(|err| port_error("ListObjectsV2", &target, err))?;
-            keys.extend(output.contents().iter().filter_map(|object| {
-                object
-                    .key()
-                    .and_then(|key| key.strip_prefix(&self.prefix))
-                    .map(str::to_string)
-            }));
+            keys.extend(
+                output.contents().iter().filter_map(|object| {
+                    object.key().and_then(|key| key.strip_prefix(&self.prefix)).map(str::to_string)
+                }),
+            );
             let truncated = output.is_truncated().unwrap_or(false);
             match output.next_continuation_token() {
                 Some(next) if truncated && !next.is_empty() => token = Some(next.to_string()),

@@ -32,11 +32,7 @@ pub struct SecretsManagerStore {
 impl SecretsManagerStore {
     /// A store caching for [`DEFAULT_SECRET_TTL`].
     pub fn new(client: aws_sdk_secretsmanager::Client) -> Self {
-        Self {
-            client,
-            ttl: DEFAULT_SECRET_TTL,
-            cache: Mutex::new(HashMap::new()),
-        }
+        Self { client, ttl: DEFAULT_SECRET_TTL, cache: Mutex::new(HashMap::new()) }
     }
 
     /// Reuses a read value for `ttl` (zero: never cache).
@@ -47,10 +43,7 @@ impl SecretsManagerStore {
 
     fn cached(&self, id: &str) -> Option<Secret> {
         let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        cache
-            .get(id)
-            .filter(|(read_at, _)| read_at.elapsed() < self.ttl)
-            .map(|(_, secret)| secret.clone())
+        cache.get(id).filter(|(read_at, _)| read_at.elapsed() < self.ttl).map(|(_, secret)| secret.clone())
     }
 }
 
@@ -65,33 +58,19 @@ impl SecretStore for SecretsManagerStore {
         if let Some(secret) = self.cached(id) {
             return Ok(secret);
         }
-        let output = self
-            .client
-            .get_secret_value()
-            .secret_id(id)
-            .send()
-            .await
-            .map_err(|err| {
-                if err
-                    .as_service_error()
-                    .is_some_and(|e| e.is_resource_not_found_exception())
-                {
-                    PortError::NotFound {
-                        what: "secret",
-                        target: id.to_string(),
-                    }
-                } else {
-                    port_error("GetSecretValue", id, err)
-                }
-            })?;
+        let output = self.client.get_secret_value().secret_id(id).send().await.map_err(|err| {
+            if err.as_service_error().is_some_and(|e| e.is_resource_not_found_exception()) {
+                PortError::NotFound { what: "secret", target: id.to_string() }
+            } else {
+                port_error("GetSecretValue", id, err)
+            }
+        })?;
         let value = match (output.secret_string(), output.secret_binary()) {
             (Some(text), _) => text.to_string(),
-            (None, Some(blob)) => String::from_utf8(blob.as_ref().to_vec()).map_err(|_| {
-                PortError::Permanent {
-                    operation: "GetSecretValue",
-                    target: id.to_string(),
-                    message: "SecretBinary is not UTF-8 text".into(),
-                }
+            (None, Some(blob)) => String::from_utf8(blob.as_ref().to_vec()).map_err(|_| PortError::Permanent {
+                operation: "GetSecretValue",
+                target: id.to_string(),
+                message: "SecretBinary is not UTF-8 text".into(),
             })?,
             (None, None) => {
                 return Err(PortError::Permanent {

@@ -3,9 +3,7 @@
 use async_trait::async_trait;
 use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
 
-use super::batching::{
-    BatchLimits, BatchOutcome, FailedEntry, entry_id, entry_retry_policy, send_all, split_batches,
-};
+use super::batching::{BatchLimits, BatchOutcome, FailedEntry, entry_id, entry_retry_policy, send_all, split_batches};
 use super::error::{build_error, code, port_error};
 use crate::ports::{PortError, TopicMessage, TopicPublisher};
 
@@ -50,11 +48,8 @@ pub fn sanitize_subject(subject: &str) -> Option<String> {
 /// Bytes SNS counts for a message: body, subject, and each attribute's
 /// name, data type (`String`) and value.
 fn message_bytes(message: &TopicMessage, subject: Option<&str>) -> usize {
-    let attributes: usize = message
-        .attributes
-        .iter()
-        .map(|(name, value)| name.len() + "String".len() + value.len())
-        .sum();
+    let attributes: usize =
+        message.attributes.iter().map(|(name, value)| name.len() + "String".len() + value.len()).sum();
     message.body.len() + subject.map_or(0, str::len) + attributes
 }
 
@@ -79,10 +74,7 @@ impl SnsPublisher {
     /// A publisher with the default limits (10 entries, 262,144 bytes per
     /// call).
     pub fn new(client: aws_sdk_sns::Client) -> Self {
-        Self {
-            client,
-            limits: BatchLimits::default(),
-        }
+        Self { client, limits: BatchLimits::default() }
     }
 
     /// Caps the bytes of one call (and of one message) at `max_bytes`.
@@ -128,20 +120,13 @@ impl SnsPublisher {
             .await
             .map_err(|err| {
                 if code(&err) == Some("NotFound") {
-                    PortError::NotFound {
-                        what: "topic",
-                        target: topic.to_string(),
-                    }
+                    PortError::NotFound { what: "topic", target: topic.to_string() }
                 } else {
                     port_error(OPERATION, topic, err)
                 }
             })?;
         Ok(BatchOutcome {
-            successful: output
-                .successful()
-                .iter()
-                .filter_map(|entry| entry.id().map(str::to_string))
-                .collect(),
+            successful: output.successful().iter().filter_map(|entry| entry.id().map(str::to_string)).collect(),
             failed: output
                 .failed()
                 .iter()
@@ -174,10 +159,8 @@ impl TopicPublisher for SnsPublisher {
                 (message, subject)
             })
             .collect();
-        let sizes: Vec<usize> = messages
-            .iter()
-            .map(|(message, subject)| message_bytes(message, subject.as_deref()))
-            .collect();
+        let sizes: Vec<usize> =
+            messages.iter().map(|(message, subject)| message_bytes(message, subject.as_deref())).collect();
         let batches = split_batches(&sizes, self.limits).map_err(|over| PortError::TooLarge {
             what: "message",
             target: topic.to_string(),
@@ -203,15 +186,9 @@ mod tests {
     fn subjects_are_printable_ascii_and_short() {
         assert_eq!(sanitize_subject(""), None);
         assert_eq!(sanitize_subject(" \n\t "), None);
-        assert_eq!(
-            sanitize_subject("  Pipeline\nfailed:\t\tcafé  "),
-            Some("Pipeline failed: caf?".to_string())
-        );
+        assert_eq!(sanitize_subject("  Pipeline\nfailed:\t\tcafé  "), Some("Pipeline failed: caf?".to_string()));
         let long = "x".repeat(300);
-        assert_eq!(
-            sanitize_subject(&long).map(|s| s.len()),
-            Some(SNS_MAX_SUBJECT_CHARS)
-        );
+        assert_eq!(sanitize_subject(&long).map(|s| s.len()), Some(SNS_MAX_SUBJECT_CHARS));
         let spaced = format!("{} tail", "y".repeat(SNS_MAX_SUBJECT_CHARS - 1));
         let cut = sanitize_subject(&spaced).unwrap();
         assert!(cut.len() <= SNS_MAX_SUBJECT_CHARS && !cut.ends_with(' '));

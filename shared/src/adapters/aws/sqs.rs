@@ -3,9 +3,7 @@
 use async_trait::async_trait;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 
-use super::batching::{
-    BatchLimits, BatchOutcome, FailedEntry, entry_id, entry_retry_policy, send_all, split_batches,
-};
+use super::batching::{BatchLimits, BatchOutcome, FailedEntry, entry_id, entry_retry_policy, send_all, split_batches};
 use super::error::{build_error, code, port_error};
 use crate::ports::{PortError, QueueSender};
 
@@ -13,10 +11,7 @@ const OPERATION: &str = "SendMessageBatch";
 
 /// Error codes SQS answers for a queue that does not exist (query and JSON
 /// protocols).
-const QUEUE_MISSING: &[&str] = &[
-    "AWS.SimpleQueueService.NonExistentQueue",
-    "QueueDoesNotExist",
-];
+const QUEUE_MISSING: &[&str] = &["AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"];
 
 /// Sends bodies to SQS queues with `SendMessageBatch`.
 ///
@@ -40,10 +35,7 @@ pub struct SqsSender {
 impl SqsSender {
     /// A sender with the default limits (10 entries, 262,144 bytes per call).
     pub fn new(client: aws_sdk_sqs::Client) -> Self {
-        Self {
-            client,
-            limits: BatchLimits::default(),
-        }
+        Self { client, limits: BatchLimits::default() }
     }
 
     /// Caps the bytes of one call (and of one body) at `max_bytes`: set it
@@ -59,12 +51,7 @@ impl SqsSender {
         self.limits
     }
 
-    async fn send_batch(
-        &self,
-        queue: &str,
-        bodies: &[String],
-        indices: Vec<usize>,
-    ) -> Result<BatchOutcome, PortError> {
+    async fn send_batch(&self, queue: &str, bodies: &[String], indices: Vec<usize>) -> Result<BatchOutcome, PortError> {
         let entries = indices
             .iter()
             .map(|&i| {
@@ -75,29 +62,18 @@ impl SqsSender {
                     .map_err(|err| build_error(OPERATION, queue, err))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let output = self
-            .client
-            .send_message_batch()
-            .queue_url(queue)
-            .set_entries(Some(entries))
-            .send()
-            .await
-            .map_err(|err| {
-                if code(&err).is_some_and(|c| QUEUE_MISSING.contains(&c)) {
-                    PortError::NotFound {
-                        what: "queue",
-                        target: queue.to_string(),
+        let output =
+            self.client.send_message_batch().queue_url(queue).set_entries(Some(entries)).send().await.map_err(
+                |err| {
+                    if code(&err).is_some_and(|c| QUEUE_MISSING.contains(&c)) {
+                        PortError::NotFound { what: "queue", target: queue.to_string() }
+                    } else {
+                        port_error(OPERATION, queue, err)
                     }
-                } else {
-                    port_error(OPERATION, queue, err)
-                }
-            })?;
+                },
+            )?;
         Ok(BatchOutcome {
-            successful: output
-                .successful()
-                .iter()
-                .map(|entry| entry.id().to_string())
-                .collect(),
+            successful: output.successful().iter().map(|entry| entry.id().to_string()).collect(),
             failed: output
                 .failed()
                 .iter()
@@ -135,10 +111,8 @@ impl QueueSender for SqsSender {
         })?;
         let policy = entry_retry_policy();
         for batch in batches {
-            send_all(OPERATION, queue, batch.collect(), &policy, |indices| {
-                self.send_batch(queue, &bodies, indices)
-            })
-            .await?;
+            send_all(OPERATION, queue, batch.collect(), &policy, |indices| self.send_batch(queue, &bodies, indices))
+                .await?;
         }
         Ok(())
     }
