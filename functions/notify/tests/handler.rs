@@ -1,0 +1,144 @@
+//! Notify's handler over `events/dlq-batch.sqs.json`, publishing to a local
+//! alerts topic whose file subscription stands in for e-mail/SMS.
+
+use std::path::{Path, PathBuf};
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use serde_json::json;
+
+use notify::{Deps, EXCERPT_BYTES, NotifyConfig};
+use shared::adapters::local::{Broker, Subscription};
+use shared::contracts::Alert;
+
+const DLQ_BATCH: &str = include_str!("../../../events/dlq-batch.sqs.json");
+
+const REQUEST_RECORD: &str = "c0ffee00-0001-4a4a-9b9b-request-page-2";
+const NOT_JSON_RECORD: &str = "c0ffee00-0002-4a4a-9b9b-not-json";
+const EMPTY_RECORD: &str = "c0ffee00-0003-4a4a-9b9b-empty-body";
+
+struct Env {
+    _dir: tempfile::TempDir,
+    sink: PathBuf,
+    broker: Broker,
+    config: NotifyConfig,
+}
+
+impl Env {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sink = dir.path().join("alerts.jsonl");
+        let broker = Broker::new();
+        broker.create_topic("alerts", vec![Subscription::File { path: sink.clone() }]);
+        Self { _dir: dir, sink, broker, config: NotifyConfig { alerts_topic: "alerts".into() } }
+    }
+
+    fn deps(&self) -> Deps<'_> {
+        Deps { topics: &self.broker, config: &self.config }
+    }
+
+    fn alerts(&self) -> Vec<Alert> {
+        read_alerts(&self.sink)
+    }
+}
+
+fn read_alerts(path: &Path) -> Vec<Alert> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines().map(|line| serde_json::from_str(line).unwrap_or_else(|err| panic!("{err}: {line}"))).collect()
+}
+
+fn alert<'a>(alerts: &'a [Alert], message_id: &str) -> &'a Alert {
+    alerts
+        .iter()
+        .find(|a| a.message_id == message_id)
+        .unwrap_or_else(|| panic!("no alert for {message_id}: {alerts:#?}"))
+}
+
+#[tokio::test]
+async fn every_dead_letter_gives_one_alert_and_none_fails() {
+    let env = Env::new();
+    let event: SqsEvent = serde_json::from_str(DLQ_BATCH).expect("fixture is an SQS event");
+    let response = notify::handle_sqs(&event, env.deps()).await;
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+
+    let alerts = env.alerts();
+    assert_eq!(alerts.len(), 3, "{alerts:#?}");
+
+    let request = alert(&alerts, REQUEST_RECORD);
+    assert_eq!(request.pipeline.as_deref(), Some("customers"));
+    assert_eq!(request.run_id.as_deref(), Some("20261129T060000Z"));
+    assert_eq!(request.page, Some(2));
+    assert_eq!(request.function, "request");
+    assert_eq!(request.source_queue, "tributary-request");
+    assert_eq!(request.receive_count, 3);
+    assert!(request.summary.contains("page 2 of run 20261129T060000Z of pipeline customers"), "{}", request.summary);
+    assert!(request.body_excerpt.starts_with("{\"version\":1"), "{}", request.body_excerpt);
+
+    for id in [NOT_JSON_RECORD, EMPTY_RECORD] {
+        let unreadable = alert(&alerts, id);
+        assert_eq!(unreadable.function, "request", "{id}: from the DLQ's name: {unreadable:#?}");
+        assert_eq!((&unreadable.pipeline, &unreadable.run_id, unreadable.page), (&None, &None, None), "{id}");
+        assert!(unreadable.summary.contains("not JSON"), "{id}: {}", unreadable.summary);
+    }
+    let not_json = alert(&alerts, NOT_JSON_RECORD);
+    assert_eq!(not_json.body_excerpt, "<html><body>502 Bad Gateway</body></html>");
+    let empty = alert(&alerts, EMPTY_RECORD);
+    assert_eq!((empty.body_excerpt.as_str(), empty.body_bytes), ("", 0));
+}
+
+/// Whatever the record, the alert names the function; this checks it for
+/// each DLQ record on its own so a failure points at the one that is wrong.
+#[tokio::test]
+async fn alert_function_for_each_fixture_record() {
+    let event: SqsEvent = serde_json::from_str(DLQ_BATCH).expect("fixture is an SQS event");
+    let mut found = Vec::new();
+    for record in &event.records {
+        let meta = shared::batch::RecordMeta::of(record);
+        let alert = notify::alert_for(record, &meta);
+        found.push((alert.message_id, alert.function));
+    }
+    let expected: Vec<(String, String)> = [REQUEST_RECORD, NOT_JSON_RECORD, EMPTY_RECORD]
+        .iter()
+        .map(|id| (id.to_string(), "request".to_string()))
+        .collect();
+    assert_eq!(found, expected);
+}
+
+#[tokio::test]
+async fn huge_body_is_quoted_in_at_most_one_kib() {
+    let env = Env::new();
+    let body = "é".repeat(512 * 1024); // 1 MiB of two-byte characters
+    assert_eq!(body.len(), 1_048_576);
+    let event: SqsEvent = serde_json::from_value(json!({
+        "Records": [{
+            "messageId": "c0ffee00-0004-4a4a-9b9b-huge-body",
+            "receiptHandle": "AQEBhuge",
+            "body": body,
+            "attributes": {
+                "ApproximateReceiveCount": "3",
+                "SentTimestamp": "1795932009300",
+                "SenderId": "AROAEXAMPLEROLEID:tributary-persist",
+                "ApproximateFirstReceiveTimestamp": "1795932009387",
+                "DeadLetterQueueSourceArn": "arn:aws:sqs:us-east-1:123456789012:tributary-persist"
+            },
+            "messageAttributes": {},
+            "md5OfBody": "00000000000000000000000000000000",
+            "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:tributary-persist-dlq",
+            "awsRegion": "us-east-1"
+        }]
+    }))
+    .expect("SQS event");
+    let response = notify::handle_sqs(&event, env.deps()).await;
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+
+    let alerts = env.alerts();
+    assert_eq!(alerts.len(), 1);
+    let alert = &alerts[0];
+    assert_eq!(alert.body_bytes, 1_048_576);
+    assert_eq!(alert.function, "persist");
+    assert_eq!(alert.receive_count, 3);
+    assert!(alert.body_excerpt.ends_with('…'), "cut bodies end with an ellipsis");
+    assert!(alert.body_excerpt.len() <= EXCERPT_BYTES + '…'.len_utf8(), "{} bytes", alert.body_excerpt.len());
+    assert!(alert.body_excerpt.len() >= EXCERPT_BYTES - 1, "quotes as much as fits: {}", alert.body_excerpt.len());
+    assert!(alert.body_excerpt.trim_end_matches('…').chars().all(|c| c == 'é'), "cut on a character boundary");
+}

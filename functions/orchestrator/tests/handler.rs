@@ -1,0 +1,249 @@
+//! The Orchestrator's handler fed with the AWS-shaped events under `events/`,
+//! sending through the local [`Broker`] (real in-process SQS semantics).
+
+use std::time::Duration;
+
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use aws_lambda_events::event::sqs::SqsEvent;
+use chrono::{DateTime, NaiveDate, TimeZone, Utc};
+use serde_json::{Value, json};
+
+use orchestrator::{Deps, OrchestratorConfig};
+use shared::adapters::local::{Broker, QueueConfig};
+use shared::contracts::{self, Destination, PageRef, RequestMessage, RequestMode};
+
+const SCHEDULER_EVENT: &str = include_str!("../../../events/scheduler-event.json");
+const SCHEDULER_EVENT_STRING_DETAIL: &str = include_str!("../../../events/scheduler-event-string-detail.json");
+const SPEC_CONSTANT_INPUT: &str = include_str!("../../../events/spec-constant-input.json");
+const PROBE_REPLIES: &str = include_str!("../../../events/orchestrator-probe-replies.sqs.json");
+
+const REQUEST_QUEUE: &str = "request";
+
+fn config() -> OrchestratorConfig {
+    OrchestratorConfig {
+        request_queue: REQUEST_QUEUE.into(),
+        persist_queue: "persist".into(),
+        orchestrator_queue: "orchestrator".into(),
+    }
+}
+
+fn broker() -> Broker {
+    let broker = Broker::new();
+    for name in [REQUEST_QUEUE, "persist", "orchestrator"] {
+        broker.create_queue(QueueConfig {
+            name: name.into(),
+            visibility_timeout: Duration::from_secs(180),
+            max_message_bytes: 262_144,
+            redrive: None,
+        });
+    }
+    broker
+}
+
+/// Invocation time, deliberately not the scheduled time.
+fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 7).single().expect("valid time")
+}
+
+fn date() -> NaiveDate {
+    NaiveDate::from_ymd_opt(2026, 11, 29).expect("valid date")
+}
+
+fn fixture(text: &str) -> Value {
+    serde_json::from_str(text).expect("fixture is JSON")
+}
+
+/// Drains `queue` and decodes every body as a `RequestMessage`.
+fn drain_requests(broker: &Broker) -> Vec<RequestMessage> {
+    let mut messages = Vec::new();
+    loop {
+        let batch = broker.receive(REQUEST_QUEUE, 10).expect("receive");
+        if batch.is_empty() {
+            break;
+        }
+        for record in batch {
+            let body = record.body.as_deref().expect("body");
+            let value: Value = serde_json::from_str(body).expect("body is JSON");
+            messages.push(contracts::decode::<RequestMessage>(value).expect("a RequestMessage"));
+            broker.delete(REQUEST_QUEUE, record.receipt_handle.as_deref().expect("receipt"));
+        }
+    }
+    messages
+}
+
+fn query_of(message: &RequestMessage, name: &str) -> Option<String> {
+    message.http.query.get(name).cloned()
+}
+
+#[test]
+fn fixtures_have_the_shapes_aws_delivers() {
+    for text in [SCHEDULER_EVENT, SCHEDULER_EVENT_STRING_DETAIL] {
+        let event: EventBridgeEvent = serde_json::from_str(text).expect("an EventBridge event");
+        assert_eq!(event.source, "aws.scheduler");
+        assert_eq!(event.detail_type, "Scheduled Event");
+        let resources = event.resources.expect("resources");
+        assert!(resources[0].starts_with("arn:aws:scheduler:"), "{resources:?}");
+    }
+    let event: SqsEvent = serde_json::from_str(PROBE_REPLIES).expect("an SQS event");
+    assert_eq!(event.records.len(), 4);
+    for record in &event.records {
+        assert_eq!(
+            record.event_source_arn.as_deref(),
+            Some("arn:aws:sqs:us-east-1:123456789012:tributary-orchestrator")
+        );
+    }
+}
+
+#[tokio::test]
+async fn scheduler_event_sends_one_probe_dated_by_the_scheduled_time() {
+    let (broker, config) = (broker(), config());
+    let deps = Deps { queue: &broker, config: &config };
+    let summary = orchestrator::handle(fixture(SCHEDULER_EVENT), now(), deps).await.expect("run starts");
+    assert_eq!(summary["run_id"], "20261129T060000Z", "{summary}");
+    assert_eq!(summary["strategy"], "paged", "{summary}");
+    assert_eq!(summary["messages_sent"], 1, "{summary}");
+
+    let sent = drain_requests(&broker);
+    assert_eq!(sent.len(), 1, "exactly one probe: {sent:#?}");
+    let probe = &sent[0];
+    assert_eq!(probe.pipeline, "customers");
+    assert_eq!(probe.run_id.as_str(), "20261129T060000Z");
+    assert_eq!(probe.run_date, date());
+    assert_eq!(probe.page, None, "a probe fetches no page of its own");
+    assert_eq!(probe.http.url.as_str(), "http://127.0.0.1:9/customers");
+    assert_eq!(query_of(probe, "offset").as_deref(), Some("0"));
+    assert_eq!(query_of(probe, "limit").as_deref(), Some("50"));
+    assert_eq!(probe.reply_to, Destination::Queue { queue: "orchestrator".into() });
+    let RequestMode::Probe { total_pointer, context } = &probe.mode else {
+        panic!("expected probe mode, got {:?}", probe.mode)
+    };
+    assert_eq!(total_pointer, "/total");
+    assert_eq!(context["pipeline"], "customers");
+    assert_eq!(context["strategy"]["page_size"], 50);
+    assert_eq!(context["request"]["records_pointer"], "/items");
+    assert_eq!(broker.depth("persist") + broker.depth("orchestrator"), 0);
+}
+
+#[tokio::test]
+async fn redelivered_scheduler_event_plans_the_same_run() {
+    let (broker, config) = (broker(), config());
+    let deps = Deps { queue: &broker, config: &config };
+    let later = now() + chrono::Duration::minutes(3);
+    orchestrator::handle(fixture(SCHEDULER_EVENT), now(), deps).await.expect("first delivery");
+    orchestrator::handle(fixture(SCHEDULER_EVENT), later, deps).await.expect("redelivery");
+    let sent = drain_requests(&broker);
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[0], sent[1], "same scheduled time, same message");
+}
+
+#[tokio::test]
+async fn string_detail_starts_a_simple_run() {
+    let (broker, config) = (broker(), config());
+    let deps = Deps { queue: &broker, config: &config };
+    let summary = orchestrator::handle(fixture(SCHEDULER_EVENT_STRING_DETAIL), now(), deps).await.expect("run starts");
+    assert_eq!(summary["strategy"], "simple", "{summary}");
+    let sent = drain_requests(&broker);
+    assert_eq!(sent.len(), 1, "{sent:#?}");
+    let request = &sent[0];
+    assert_eq!(request.run_id.as_str(), "20261129T060000Z");
+    assert_eq!(request.run_date, date());
+    assert_eq!(request.page, Some(PageRef::SINGLE));
+    assert_eq!(request.reply_to, Destination::Queue { queue: "persist".into() });
+    let RequestMode::Records { records_pointer, target } = &request.mode else {
+        panic!("expected records mode, got {:?}", request.mode)
+    };
+    assert_eq!(records_pointer.as_deref(), Some("/items"));
+    assert_eq!(target.dataset, "customers");
+}
+
+#[tokio::test]
+async fn constant_input_spec_starts_a_run_dated_by_the_invocation() {
+    let (broker, config) = (broker(), config());
+    let deps = Deps { queue: &broker, config: &config };
+    let summary = orchestrator::handle(fixture(SPEC_CONSTANT_INPUT), now(), deps).await.expect("run starts");
+    assert_eq!(summary["run_id"], "20261129T060007Z", "{summary}");
+    let sent = drain_requests(&broker);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].run_id.as_str(), "20261129T060007Z");
+    assert_eq!(sent[0].run_date, date());
+    assert!(matches!(sent[0].mode, RequestMode::Probe { .. }), "{:?}", sent[0].mode);
+}
+
+#[tokio::test]
+async fn probe_replies_plan_pages_and_report_only_the_unreadable_record() {
+    let (broker, config) = (broker(), config());
+    let deps = Deps { queue: &broker, config: &config };
+    let response = orchestrator::handle(fixture(PROBE_REPLIES), now(), deps).await.expect("SQS batch");
+    assert_eq!(
+        response,
+        json!({"batchItemFailures": [{"itemIdentifier": "4d1e2f3a-0004-4b5c-8d9e-not-json"}]}),
+        "only the non-JSON record fails"
+    );
+
+    let sent = drain_requests(&broker);
+    // Plain reply (run 060000Z) and SNS-enveloped reply (run 120000Z): 120
+    // records at 50 a page each; the zero-total reply (run 180000Z) plans
+    // nothing.
+    assert_eq!(sent.len(), 6, "{sent:#?}");
+    for run_id in ["20261129T060000Z", "20261129T120000Z"] {
+        let mut pages: Vec<&RequestMessage> = sent.iter().filter(|m| m.run_id.as_str() == run_id).collect();
+        pages.sort_by_key(|m| m.page.map(|p| p.index));
+        assert_eq!(pages.len(), 3, "run {run_id}: {pages:#?}");
+        for (index, page) in pages.iter().enumerate() {
+            let index = u32::try_from(index).expect("small");
+            assert_eq!(page.page, Some(PageRef { index, count: 3 }), "run {run_id}");
+            assert_eq!(query_of(page, "offset"), Some((index * 50).to_string()), "run {run_id}");
+            assert_eq!(query_of(page, "limit").as_deref(), Some("50"));
+            assert_eq!(page.run_date, date());
+            assert_eq!(page.reply_to, Destination::Queue { queue: "persist".into() });
+            assert!(matches!(&page.mode, RequestMode::Records { target, .. } if target.dataset == "customers"));
+        }
+    }
+    assert!(sent.iter().all(|m| m.run_id.as_str() != "20261129T180000Z"), "a zero total plans no page");
+}
+
+#[tokio::test]
+async fn unrecognised_event_is_refused_naming_what_was_found() {
+    let (broker, config) = (broker(), config());
+    let deps = Deps { queue: &broker, config: &config };
+    let err = orchestrator::handle(json!({"hello": 1}), now(), deps).await.expect_err("not a trigger");
+    let text = err.to_string();
+    assert!(text.contains("unrecognised orchestrator event"), "{text}");
+    assert!(text.contains("hello"), "names the keys found: {text}");
+    assert!(text.contains("strategy"), "names what a spec needs: {text}");
+    assert!(broker.is_drained());
+}
+
+#[tokio::test]
+async fn unknown_strategy_kind_names_the_strategy_field() {
+    let (broker, config) = (broker(), config());
+    let deps = Deps { queue: &broker, config: &config };
+    let mut event = fixture(SCHEDULER_EVENT);
+    event["detail"]["strategy"]["kind"] = json!("scatter_gather");
+    let err = orchestrator::handle(event, now(), deps).await.expect_err("unknown kind");
+    let text = err.to_string();
+    assert!(text.contains("`strategy`") && text.contains("scatter_gather"), "{text}");
+    assert!(broker.is_drained(), "nothing sent for an invalid spec");
+}
+
+#[tokio::test]
+async fn malformed_time_names_the_time_field() {
+    let (broker, config) = (broker(), config());
+    let deps = Deps { queue: &broker, config: &config };
+    let mut event = fixture(SCHEDULER_EVENT);
+    event["time"] = json!("29/11/2026 06:00");
+    let err = orchestrator::handle(event, now(), deps).await.expect_err("bad time");
+    let text = err.to_string();
+    assert!(text.contains("`time`") && text.contains("29/11/2026 06:00"), "{text}");
+    assert!(broker.is_drained());
+}
+
+#[tokio::test]
+async fn string_detail_that_is_not_json_names_the_detail_field() {
+    let (broker, config) = (broker(), config());
+    let deps = Deps { queue: &broker, config: &config };
+    let mut event = fixture(SCHEDULER_EVENT_STRING_DETAIL);
+    event["detail"] = json!("pipeline: customers");
+    let err = orchestrator::handle(event, now(), deps).await.expect_err("bad detail");
+    assert!(err.to_string().contains("`detail`"), "{err}");
+}
