@@ -22,7 +22,10 @@ pub struct ReadError {
 pub fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>, ReadError> {
     let error = |message: String| ReadError { path: path.display().to_string(), message };
     let file = std::fs::File::open(path).map_err(|e| error(e.to_string()))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| error(e.to_string()))?.build().map_err(|e| error(e.to_string()))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| error(e.to_string()))?
+        .build()
+        .map_err(|e| error(e.to_string()))?;
     reader.collect::<Result<Vec<_>, _>>().map_err(|e| error(e.to_string()))
 }
 

@@ -92,8 +92,11 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Demo { lake } => demo(&lake).await,
         Command::Vendor { addr } => {
-            let bound = vendor::spawn(addr, vendor::DemoData::default()).await.with_context(|| format!("binding {addr}"))?;
-            println!("demo vendor API on http://{bound} (GET /customers?offset=&limit=, /transactions, /customers/{{id}}/transactions); Ctrl-C stops it");
+            let bound =
+                vendor::spawn(addr, vendor::DemoData::default()).await.with_context(|| format!("binding {addr}"))?;
+            println!(
+                "demo vendor API on http://{bound} (GET /customers?offset=&limit=, /transactions, /customers/{{id}}/transactions); Ctrl-C stops it"
+            );
             tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
             Ok(ExitCode::SUCCESS)
         }
@@ -135,7 +138,10 @@ fn exit_code(summaries: &[RunSummary]) -> ExitCode {
 async fn demo(lake: &Path) -> anyhow::Result<ExitCode> {
     let data = vendor::DemoData::default();
     let addr = vendor::spawn("127.0.0.1:0".parse()?, data).await.context("starting the demo vendor API")?;
-    println!("demo vendor API on http://{addr}: {} customers, {} transactions each\n", data.customers, data.transactions_per_customer);
+    println!(
+        "demo vendor API on http://{addr}: {} customers, {} transactions each\n",
+        data.customers, data.transactions_per_customer
+    );
     let specs = [
         format!(
             r#"
@@ -165,7 +171,12 @@ target: {{ dataset: transactions }}
         let summary = runtime.run(&spec, chrono::Utc::now()).await?;
         print_summary(&summary);
         let (table, rows) = lake::preview(lake, &summary.data_keys, 3)?;
-        println!("  first rows of {} ({rows} rows in {} Parquet files under {}):", spec.target.dataset, summary.data_keys.len(), lake.display());
+        println!(
+            "  first rows of {} ({rows} rows in {} Parquet files under {}):",
+            spec.target.dataset,
+            summary.data_keys.len(),
+            lake.display()
+        );
         println!("{table}\n");
         summaries.push(summary);
     }

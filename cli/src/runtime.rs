@@ -297,7 +297,9 @@ impl LocalRuntime {
                     };
                     let receipts: Vec<(String, String)> = records
                         .iter()
-                        .map(|r| (r.message_id.clone().unwrap_or_default(), r.receipt_handle.clone().unwrap_or_default()))
+                        .map(|r| {
+                            (r.message_id.clone().unwrap_or_default(), r.receipt_handle.clone().unwrap_or_default())
+                        })
                         .collect();
                     let task = tokio::spawn(invoke(self.handles(), function, records));
                     invocations.push((decl.name, receipts, task));
@@ -366,7 +368,8 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
     event.records = records;
     match function {
         Function::Orchestrator => {
-            orchestrator::handle_sqs(&event, orchestrator::Deps { queue: h.broker.as_ref(), config: &h.orchestrator }).await
+            orchestrator::handle_sqs(&event, orchestrator::Deps { queue: h.broker.as_ref(), config: &h.orchestrator })
+                .await
         }
         Function::Request => {
             let deps = request::Deps {
@@ -378,12 +381,16 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
             };
             request::handle_sqs(&event, deps).await
         }
-        Function::Persist => persist::handle_sqs(&event, persist::Deps { store: h.store.as_ref(), config: &h.persist }).await,
+        Function::Persist => {
+            persist::handle_sqs(&event, persist::Deps { store: h.store.as_ref(), config: &h.persist }).await
+        }
         Function::Athena => {
             let deps = athena::Deps { engine: h.engine.as_ref(), topics: h.broker.as_ref(), queue: h.broker.as_ref() };
             athena::handle_sqs(&event, deps).await
         }
-        Function::Notify => notify::handle_sqs(&event, notify::Deps { topics: h.broker.as_ref(), config: &h.notify }).await,
+        Function::Notify => {
+            notify::handle_sqs(&event, notify::Deps { topics: h.broker.as_ref(), config: &h.notify }).await
+        }
     }
 }
 

@@ -42,13 +42,13 @@ const TIERS: [&str; 3] = ["bronze", "silver", "gold"];
 pub fn customer(id: u32) -> Value {
     let city = CITIES[(id as usize) % CITIES.len()];
     // An integer for most customers, a float for every third: mixed numbers.
-    let credit_limit = if id % 3 == 0 { json!(f64::from(id) * 10.5) } else { json!(u64::from(id) * 100) };
+    let credit_limit = if id.is_multiple_of(3) { json!(f64::from(id) * 10.5) } else { json!(u64::from(id) * 100) };
     let tags: Vec<&str> = TIERS.iter().take((id % 4) as usize).copied().collect();
     json!({
         "id": id,
         "name": format!("Customer {id}"),
-        "email": if id % 7 == 0 { Value::Null } else { json!(format!("customer{id}@example.com")) },
-        "active": id % 5 != 0,
+        "email": if id.is_multiple_of(7) { Value::Null } else { json!(format!("customer{id}@example.com")) },
+        "active": !id.is_multiple_of(5),
         "credit_limit": credit_limit,
         "address": {"city": city, "zip": format!("{:05}-000", 50_000 + id), "geo": {"lat": -8.05 - f64::from(id) / 1000.0, "lon": -34.9}},
         "tags": tags,
@@ -59,14 +59,14 @@ pub fn customer(id: u32) -> Value {
 /// Transaction `n` (0-based) of customer `customer_id`.
 pub fn transaction(customer_id: u32, n: u32, per_customer: u32) -> Value {
     let id = (customer_id - 1) * per_customer + n + 1;
-    let amount = if id % 2 == 0 { json!(id * 3) } else { json!(f64::from(id) * 3.25) };
+    let amount = if id.is_multiple_of(2) { json!(id * 3) } else { json!(f64::from(id) * 3.25) };
     json!({
         "id": id,
         "customer_id": customer_id,
         "amount": amount,
-        "currency": if id % 4 == 0 { "USD" } else { "BRL" },
+        "currency": if id.is_multiple_of(4) { "USD" } else { "BRL" },
         "items": (0..1 + id % 3).map(|k| json!({"sku": format!("SKU-{}", (id + k) % 17), "qty": 1 + k})).collect::<Vec<_>>(),
-        "card": if id % 5 == 0 { Value::Null } else { json!({"brand": "visa", "last4": format!("{:04}", id % 10_000)}) },
+        "card": if id.is_multiple_of(5) { Value::Null } else { json!({"brand": "visa", "last4": format!("{:04}", id % 10_000)}) },
         "at": format!("2026-11-{:02}T{:02}:00:00Z", 1 + id % 28, id % 24),
     })
 }

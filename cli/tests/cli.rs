@@ -12,7 +12,8 @@ fn write_spec(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
     path
 }
 
-const GOOD: &str = "version: 1\npipeline: p\nstrategy: {kind: simple}\nrequest: {url: 'http://127.0.0.1:9/x'}\ntarget: {dataset: d}\n";
+const GOOD: &str =
+    "version: 1\npipeline: p\nstrategy: {kind: simple}\nrequest: {url: 'http://127.0.0.1:9/x'}\ntarget: {dataset: d}\n";
 
 #[test]
 fn invalid_specs_fail_naming_the_field_and_write_nothing() {

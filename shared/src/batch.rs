@@ -40,17 +40,8 @@ impl RecordMeta {
     pub fn of(record: &SqsMessage) -> Self {
         Self {
             message_id: record.message_id.clone().unwrap_or_default(),
-            receive_count: record
-                .attributes
-                .get("ApproximateReceiveCount")
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(1),
-            source_queue: record
-                .event_source_arn
-                .as_deref()
-                .map(queue_name_of_arn)
-                .unwrap_or_default()
-                .to_string(),
+            receive_count: record.attributes.get("ApproximateReceiveCount").and_then(|n| n.parse().ok()).unwrap_or(1),
+            source_queue: record.event_source_arn.as_deref().map(queue_name_of_arn).unwrap_or_default().to_string(),
             from_sns: false,
         }
     }
@@ -103,11 +94,7 @@ pub fn decode_body(raw: &str) -> Result<(Value, bool), BodyError> {
 /// `handler` receives the raw record and its metadata. Each call runs in a
 /// span `sqs_record{message_id, receive_count, queue}`. A failure is logged
 /// with its error and listed in `batchItemFailures`; successes are not.
-pub async fn for_each_record<'a, F, Fut, E>(
-    event: &'a SqsEvent,
-    concurrency: usize,
-    handler: F,
-) -> SqsBatchResponse
+pub async fn for_each_record<'a, F, Fut, E>(event: &'a SqsEvent, concurrency: usize, handler: F) -> SqsBatchResponse
 where
     F: Fn(&'a SqsMessage, RecordMeta) -> Fut,
     Fut: Future<Output = Result<(), E>>,
@@ -116,7 +103,8 @@ where
     let handler = &handler;
     // Futures are built eagerly so the stream holds no closure over record
     // references (which would defeat `Send` inference in spawned tasks).
-    let attempts: Vec<_> = event.records.iter().enumerate().map(|(index, record)| one_record(index, record, handler)).collect();
+    let attempts: Vec<_> =
+        event.records.iter().enumerate().map(|(index, record)| one_record(index, record, handler)).collect();
     let outcomes: Vec<Option<(usize, String)>> =
         futures::stream::iter(attempts).buffer_unordered(concurrency.max(1)).collect().await;
     let mut failures: Vec<(usize, String)> = outcomes.into_iter().flatten().collect();
@@ -150,7 +138,9 @@ where
     match handler(record, meta).instrument(span.clone()).await {
         Ok(()) => None,
         Err(err) => {
-            span.in_scope(|| tracing::warn!(error = %err, "record failed; SQS will redeliver it or move it to the DLQ"));
+            span.in_scope(
+                || tracing::warn!(error = %err, "record failed; SQS will redeliver it or move it to the DLQ"),
+            );
             Some((index, message_id))
         }
     }
@@ -158,11 +148,7 @@ where
 
 /// Like [`for_each_record`], with each body decoded into contract `T` first.
 /// A body that is not JSON or does not match `T` fails its record alone.
-pub async fn for_each_message<'a, T, F, Fut, E>(
-    event: &'a SqsEvent,
-    concurrency: usize,
-    handler: F,
-) -> SqsBatchResponse
+pub async fn for_each_message<T, F, Fut, E>(event: &SqsEvent, concurrency: usize, handler: F) -> SqsBatchResponse
 where
     T: DeserializeOwned,
     F: Fn(T, RecordMeta) -> Fut,
@@ -214,10 +200,7 @@ mod tests {
         let wrapped = decode_body(&envelope.to_string()).expect("json");
         assert_eq!(plain.0, wrapped.0);
         assert!(!plain.1 && wrapped.1);
-        assert!(matches!(
-            decode_body("not json"),
-            Err(BodyError::NotJson(_))
-        ));
+        assert!(matches!(decode_body("not json"), Err(BodyError::NotJson(_))));
     }
 
     #[tokio::test]
@@ -228,26 +211,14 @@ mod tests {
             seen.fetch_add(1, Ordering::SeqCst);
             async move {
                 assert_eq!(meta.source_queue, "tributary-persist");
-                if ping.n == 3 {
-                    Err(TestError::Refused(ping.n))
-                } else {
-                    Ok(())
-                }
+                if ping.n == 3 { Err(TestError::Refused(ping.n)) } else { Ok(()) }
             }
         })
         .await;
-        let failed: Vec<_> = response
-            .batch_item_failures
-            .iter()
-            .map(|f| f.item_identifier.as_str())
-            .collect();
+        let failed: Vec<_> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
         // The fixture holds: n=1 plain, n=2 SNS-enveloped, n=3 (refused by the
         // handler), a body that is not JSON, and a JSON body of the wrong shape.
         assert_eq!(failed, ["msg-3", "msg-not-json", "msg-wrong-shape"]);
-        assert_eq!(
-            seen.load(Ordering::SeqCst),
-            3,
-            "handler runs for every decodable record"
-        );
+        assert_eq!(seen.load(Ordering::SeqCst), 3, "handler runs for every decodable record");
     }
 }

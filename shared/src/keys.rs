@@ -23,26 +23,17 @@ pub fn data_prefix(dataset: &str, run_date: NaiveDate) -> String {
 
 /// Key of a page's Parquet file.
 pub fn data_key(dataset: &str, run_date: NaiveDate, run_id: &RunId, page: u32) -> String {
-    format!(
-        "{}/{run_id}-{page:05}.parquet",
-        data_prefix(dataset, run_date)
-    )
+    format!("{}/{run_id}-{page:05}.parquet", data_prefix(dataset, run_date))
 }
 
 /// Key of a page's raw payload (the `PersistMessage` as received).
 pub fn raw_key(dataset: &str, run_date: NaiveDate, run_id: &RunId, page: u32) -> String {
-    format!(
-        "raw/{}/{run_id}-{page:05}.json",
-        data_prefix(dataset, run_date)
-    )
+    format!("raw/{}/{run_id}-{page:05}.json", data_prefix(dataset, run_date))
 }
 
 /// Key of a page's quarantined records (JSON lines with the reason).
 pub fn quarantine_key(dataset: &str, run_date: NaiveDate, run_id: &RunId, page: u32) -> String {
-    format!(
-        "quarantine/{}/{run_id}-{page:05}.jsonl",
-        data_prefix(dataset, run_date)
-    )
+    format!("quarantine/{}/{run_id}-{page:05}.jsonl", data_prefix(dataset, run_date))
 }
 
 /// Folder of a run's page receipts.
@@ -68,21 +59,9 @@ mod tests {
     fn keys_depend_only_on_their_inputs() {
         let run = RunId::new("20261129T060000Z").expect("valid");
         let date = NaiveDate::from_ymd_opt(2026, 11, 29).expect("valid date");
-        assert_eq!(
-            data_key("customers", date, &run, 3),
-            "customers/dt=2026-11-29/20261129T060000Z-00003.parquet"
-        );
-        assert_eq!(
-            raw_key("customers", date, &run, 3),
-            "raw/customers/dt=2026-11-29/20261129T060000Z-00003.json"
-        );
-        assert_eq!(
-            data_key("customers", date, &run, 3),
-            data_key("customers", date, &run, 3)
-        );
-        assert_eq!(
-            receipt_key("p", &run, 12),
-            "_runs/p/20261129T060000Z/page-00012.json"
-        );
+        assert_eq!(data_key("customers", date, &run, 3), "customers/dt=2026-11-29/20261129T060000Z-00003.parquet");
+        assert_eq!(raw_key("customers", date, &run, 3), "raw/customers/dt=2026-11-29/20261129T060000Z-00003.json");
+        assert_eq!(data_key("customers", date, &run, 3), data_key("customers", date, &run, 3));
+        assert_eq!(receipt_key("p", &run, 12), "_runs/p/20261129T060000Z/page-00012.json");
     }
 }

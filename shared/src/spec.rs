@@ -74,7 +74,9 @@ impl<'de> Deserialize<'de> for StrategySpec {
         };
         let kind = match map.remove("kind") {
             Some(serde_json::Value::String(kind)) => kind,
-            Some(other) => return Err(D::Error::custom(format!("field `kind`: expected `simple` or `paged`, found {other}"))),
+            Some(other) => {
+                return Err(D::Error::custom(format!("field `kind`: expected `simple` or `paged`, found {other}")));
+            }
             None => return Err(D::Error::custom("missing field `kind` (`simple` or `paged`)")),
         };
         let variant_error = |err: serde_path_to_error::Error<serde_json::Error>| {
@@ -83,7 +85,9 @@ impl<'de> Deserialize<'de> for StrategySpec {
         match kind.as_str() {
             "simple" => match map.keys().next() {
                 None => Ok(StrategySpec::Simple {}),
-                Some(field) => Err(D::Error::custom(format!("unknown field `{field}`: strategy `simple` takes no settings"))),
+                Some(field) => {
+                    Err(D::Error::custom(format!("unknown field `{field}`: strategy `simple` takes no settings")))
+                }
             },
             "paged" => serde_path_to_error::deserialize(value).map(StrategySpec::Paged).map_err(variant_error),
             other => Err(D::Error::custom(format!("unknown strategy kind `{other}`, expected `simple` or `paged`"))),
@@ -142,10 +146,7 @@ pub enum PageParams {
 
 impl Default for PageParams {
     fn default() -> Self {
-        PageParams::OffsetLimit {
-            offset_param: default_offset_param(),
-            limit_param: default_limit_param(),
-        }
+        PageParams::OffsetLimit { offset_param: default_offset_param(), limit_param: default_limit_param() }
     }
 }
 
@@ -221,14 +222,13 @@ impl PipelineSpec {
     /// [`SpecError::Invalid`] from [`PipelineSpec::validate`].
     pub fn from_yaml(text: &str) -> Result<Self, SpecError> {
         let deserializer = serde_norway::Deserializer::from_str(text);
-        let spec: PipelineSpec =
-            serde_path_to_error::deserialize(deserializer).map_err(|err| {
-                let path = err.path().to_string();
-                // serde_norway prefixes its message with the path; say it once.
-                let message = err.inner().to_string();
-                let message = message.strip_prefix(&format!("{path}: ")).map(str::to_string).unwrap_or(message);
-                SpecError::Parse { path, message }
-            })?;
+        let spec: PipelineSpec = serde_path_to_error::deserialize(deserializer).map_err(|err| {
+            let path = err.path().to_string();
+            // serde_norway prefixes its message with the path; say it once.
+            let message = err.inner().to_string();
+            let message = message.strip_prefix(&format!("{path}: ")).map(str::to_string).unwrap_or(message);
+            SpecError::Parse { path, message }
+        })?;
         spec.validate()?;
         Ok(spec)
     }
@@ -238,11 +238,8 @@ impl PipelineSpec {
     /// # Errors
     /// As [`PipelineSpec::from_yaml`].
     pub fn from_value(value: serde_json::Value) -> Result<Self, SpecError> {
-        let spec: PipelineSpec =
-            serde_path_to_error::deserialize(value).map_err(|err| SpecError::Parse {
-                path: err.path().to_string(),
-                message: err.inner().to_string(),
-            })?;
+        let spec: PipelineSpec = serde_path_to_error::deserialize(value)
+            .map_err(|err| SpecError::Parse { path: err.path().to_string(), message: err.inner().to_string() })?;
         spec.validate()?;
         Ok(spec)
     }
@@ -256,18 +253,10 @@ impl PipelineSpec {
         check_name("target.dataset", &self.target.dataset)?;
         let scheme = self.request.url.scheme();
         if scheme != "http" && scheme != "https" {
-            return Err(invalid(
-                "request.url",
-                self.request.url.as_str(),
-                "only http and https URLs are supported",
-            ));
+            return Err(invalid("request.url", self.request.url.as_str(), "only http and https URLs are supported"));
         }
         if self.request.url.host_str().is_none() {
-            return Err(invalid(
-                "request.url",
-                self.request.url.as_str(),
-                "the URL has no host",
-            ));
+            return Err(invalid("request.url", self.request.url.as_str(), "the URL has no host"));
         }
         if let Some(pointer) = &self.request.records_pointer {
             check_pointer("request.records_pointer", pointer)?;
@@ -285,27 +274,13 @@ impl PipelineSpec {
             }
             check_pointer("strategy.total_pointer", &paged.total_pointer)?;
             if paged.total_pointer.is_empty() {
-                return Err(invalid(
-                    "strategy.total_pointer",
-                    "\"\"",
-                    "must point inside the response, e.g. /total",
-                ));
+                return Err(invalid("strategy.total_pointer", "\"\"", "must point inside the response, e.g. /total"));
             }
             let names: Vec<(&str, &str)> = match &paged.params {
-                PageParams::OffsetLimit {
-                    offset_param,
-                    limit_param,
-                } => {
-                    vec![
-                        ("strategy.params.offset_param", offset_param),
-                        ("strategy.params.limit_param", limit_param),
-                    ]
+                PageParams::OffsetLimit { offset_param, limit_param } => {
+                    vec![("strategy.params.offset_param", offset_param), ("strategy.params.limit_param", limit_param)]
                 }
-                PageParams::PageNumber {
-                    page_param,
-                    size_param,
-                    ..
-                } => {
+                PageParams::PageNumber { page_param, size_param, .. } => {
                     let mut names = vec![("strategy.params.page_param", page_param.as_str())];
                     if let Some(size) = size_param {
                         names.push(("strategy.params.size_param", size));
@@ -331,11 +306,7 @@ impl PipelineSpec {
 }
 
 fn invalid(field: &str, value: &str, reason: &str) -> SpecError {
-    SpecError::Invalid {
-        field: field.into(),
-        value: value.into(),
-        reason: reason.into(),
-    }
+    SpecError::Invalid { field: field.into(), value: value.into(), reason: reason.into() }
 }
 
 /// Checks a pipeline or dataset name: 1–64 of `a-z 0-9 _ -`, first a letter
@@ -344,13 +315,8 @@ fn invalid(field: &str, value: &str, reason: &str) -> SpecError {
 /// # Errors
 /// [`SpecError::Invalid`] naming `field` and the value.
 pub fn check_name(field: &str, value: &str) -> Result<(), SpecError> {
-    let first_ok = value
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    let rest_ok = value
-        .chars()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    let first_ok = value.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let rest_ok = value.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
     if value.len() > 64 || !first_ok || !rest_ok {
         return Err(invalid(
             field,
@@ -393,34 +359,24 @@ target:
     #[test]
     fn paged_spec_parses_with_defaults() {
         let spec = PipelineSpec::from_yaml(PAGED).expect("valid spec");
-        let StrategySpec::Paged(paged) = &spec.strategy else {
-            panic!("expected paged, got {:?}", spec.strategy)
-        };
+        let StrategySpec::Paged(paged) = &spec.strategy else { panic!("expected paged, got {:?}", spec.strategy) };
         assert_eq!(paged.page_size, 50);
         assert_eq!(paged.max_pages, DEFAULT_MAX_PAGES);
         assert_eq!(
             paged.params,
-            PageParams::OffsetLimit {
-                offset_param: "offset".into(),
-                limit_param: "limit".into()
-            }
+            PageParams::OffsetLimit { offset_param: "offset".into(), limit_param: "limit".into() }
         );
         assert_eq!(spec.request.method, HttpMethod::Get);
     }
 
     fn parse_err(text: &str) -> String {
-        PipelineSpec::from_yaml(text)
-            .expect_err("spec must be refused")
-            .to_string()
+        PipelineSpec::from_yaml(text).expect_err("spec must be refused").to_string()
     }
 
     #[test]
     fn unknown_strategy_kind_names_the_field() {
         let err = parse_err(&PAGED.replace("kind: paged", "kind: scatter"));
-        assert!(
-            err.contains("`strategy`") && err.contains("unknown strategy kind `scatter`"),
-            "{err}"
-        );
+        assert!(err.contains("`strategy`") && err.contains("unknown strategy kind `scatter`"), "{err}");
     }
 
     #[test]
@@ -433,12 +389,8 @@ target:
     fn malformed_url_names_the_field_and_value() {
         let err = parse_err(&PAGED.replace("http://127.0.0.1:8080/customers", "not a url"));
         assert!(err.contains("request.url"), "{err}");
-        let err =
-            parse_err(&PAGED.replace("http://127.0.0.1:8080/customers", "ftp://example.com/x"));
-        assert!(
-            err.contains("request.url") && err.contains("ftp://example.com/x"),
-            "{err}"
-        );
+        let err = parse_err(&PAGED.replace("http://127.0.0.1:8080/customers", "ftp://example.com/x"));
+        assert!(err.contains("request.url") && err.contains("ftp://example.com/x"), "{err}");
     }
 
     #[test]
@@ -446,37 +398,24 @@ target:
         let err = parse_err(&PAGED.replace("page_size: 50", "page_size: fifty"));
         assert!(err.contains("`strategy`") && err.contains("field `page_size`") && err.contains("fifty"), "{err}");
         let err = parse_err(&PAGED.replace("page_size: 50", "page_size: 0"));
-        assert!(
-            err.contains("strategy.page_size") && err.contains("= 0"),
-            "{err}"
-        );
+        assert!(err.contains("strategy.page_size") && err.contains("= 0"), "{err}");
         let err = parse_err(&PAGED.replace("total_pointer: /total", "total_pointer: total"));
-        assert!(
-            err.contains("strategy.total_pointer") && err.contains("\"total\""),
-            "{err}"
-        );
+        assert!(err.contains("strategy.total_pointer") && err.contains("\"total\""), "{err}");
         let err = parse_err(&PAGED.replace("dataset: customers", "dataset: ../etc"));
         assert!(err.contains("target.dataset"), "{err}");
-        let err =
-            parse_err(&PAGED.replace("pipeline: customers", "pipeline: customers\ncolour: red"));
+        let err = parse_err(&PAGED.replace("pipeline: customers", "pipeline: customers\ncolour: red"));
         assert!(err.contains("colour"), "{err}");
     }
 
     #[test]
     fn unknown_version_is_refused() {
         let err = parse_err(&PAGED.replace("version: 1", "version: 2"));
-        assert!(
-            err.contains("version") && err.contains("unsupported contract version 2"),
-            "{err}"
-        );
+        assert!(err.contains("version") && err.contains("unsupported contract version 2"), "{err}");
     }
 
     #[test]
     fn page_parameter_clashing_with_fixed_query_is_refused() {
-        let text = PAGED.replace(
-            "  records_pointer: /items",
-            "  records_pointer: /items\n  query: { limit: '10' }",
-        );
+        let text = PAGED.replace("  records_pointer: /items", "  records_pointer: /items\n  query: { limit: '10' }");
         let err = parse_err(&text);
         assert!(err.contains("strategy.params.limit_param"), "{err}");
     }
@@ -487,21 +426,13 @@ target:
             "request":{"url":"https://api.example.com/rates"},"target":{"dataset":"fx_rates"}}"#;
         let spec = PipelineSpec::from_yaml(text).expect("valid simple spec");
         assert_eq!(spec.strategy, StrategySpec::Simple {});
-        let text = PAGED.replace(
-            "  total_pointer: /total",
-            "  total_pointer: /total\n  params: { style: page_number }",
-        );
+        let text =
+            PAGED.replace("  total_pointer: /total", "  total_pointer: /total\n  params: { style: page_number }");
         let spec = PipelineSpec::from_yaml(&text).expect("valid");
-        let StrategySpec::Paged(paged) = spec.strategy else {
-            panic!("paged")
-        };
+        let StrategySpec::Paged(paged) = spec.strategy else { panic!("paged") };
         assert_eq!(
             paged.params,
-            PageParams::PageNumber {
-                page_param: "page".into(),
-                size_param: Some("per_page".into()),
-                first_page: 1
-            }
+            PageParams::PageNumber { page_param: "page".into(), size_param: Some("per_page".into()), first_page: 1 }
         );
     }
 }

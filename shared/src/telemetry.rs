@@ -9,9 +9,7 @@ use tracing_subscriber::EnvFilter;
 pub fn init_lambda() {
     let _ = tracing_subscriber::fmt()
         .json()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
         .with_current_span(true)
         .with_span_list(false)
         .flatten_event(true)
@@ -25,9 +23,7 @@ pub fn init_lambda() {
 /// says otherwise.
 pub fn init_cli(default_level: &str) {
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)),
-        )
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)))
         .with_target(false)
         .with_writer(std::io::stderr)
         .try_init();

@@ -86,13 +86,7 @@ pub const DLQ_MAX_RECEIVE_COUNT: u32 = 10;
 
 /// Every queue.
 pub const QUEUES: &[QueueDecl] = &[
-    work_queue(
-        ORCHESTRATOR_QUEUE,
-        Function::Orchestrator,
-        10,
-        60,
-        "orchestrator-dlq",
-    ),
+    work_queue(ORCHESTRATOR_QUEUE, Function::Orchestrator, 10, 60, "orchestrator-dlq"),
     work_queue(REQUEST_QUEUE, Function::Request, 5, 180, "request-dlq"),
     work_queue(PERSIST_QUEUE, Function::Persist, 5, 360, "persist-dlq"),
     work_queue(ATHENA_QUEUE, Function::Athena, 1, 900, "athena-dlq"),
@@ -100,13 +94,7 @@ pub const QUEUES: &[QueueDecl] = &[
     dead_letter_queue("request-dlq"),
     dead_letter_queue("persist-dlq"),
     dead_letter_queue("athena-dlq"),
-    QueueDecl {
-        name: NOTIFY_DLQ,
-        consumer: None,
-        batch_size: 10,
-        visibility_timeout_secs: 60,
-        redrive: None,
-    },
+    QueueDecl { name: NOTIFY_DLQ, consumer: None, batch_size: 10, visibility_timeout_secs: 60, redrive: None },
 ];
 
 const fn work_queue(
@@ -147,11 +135,8 @@ pub struct QueueSubscriptionDecl {
 }
 
 /// Topic-to-queue subscriptions (SNS -> SQS fan-out).
-pub const QUEUE_SUBSCRIPTIONS: &[QueueSubscriptionDecl] = &[QueueSubscriptionDecl {
-    topic: QUERY_RESULTS_TOPIC,
-    queue: ORCHESTRATOR_QUEUE,
-    raw: true,
-}];
+pub const QUEUE_SUBSCRIPTIONS: &[QueueSubscriptionDecl] =
+    &[QueueSubscriptionDecl { topic: QUERY_RESULTS_TOPIC, queue: ORCHESTRATOR_QUEUE, raw: true }];
 
 /// Every topic.
 pub const TOPICS: &[&str] = &[QUERY_RESULTS_TOPIC, ALERTS_TOPIC];
@@ -166,25 +151,15 @@ pub fn queue(name: &str) -> Option<&'static QueueDecl> {
 pub fn function_for_dead_letter_queue(dlq_name: &str) -> Option<Function> {
     QUEUES.iter().find_map(|q| {
         let (dlq, _) = q.redrive?;
-        let matches = dlq_name == dlq
-            || dlq_name
-                .strip_suffix(dlq)
-                .is_some_and(|prefix| prefix.ends_with('-'));
-        if matches && q.consumer != Some(Function::Notify) {
-            q.consumer
-        } else {
-            None
-        }
+        let matches = dlq_name == dlq || dlq_name.strip_suffix(dlq).is_some_and(|prefix| prefix.ends_with('-'));
+        if matches && q.consumer != Some(Function::Notify) { q.consumer } else { None }
     })
 }
 
 /// The function consuming work queue `queue_name` (logical or prefixed).
 pub fn function_for_queue(queue_name: &str) -> Option<Function> {
     QUEUES.iter().find_map(|q| {
-        let matches = queue_name == q.name
-            || queue_name
-                .strip_suffix(q.name)
-                .is_some_and(|p| p.ends_with('-'));
+        let matches = queue_name == q.name || queue_name.strip_suffix(q.name).is_some_and(|p| p.ends_with('-'));
         if matches { q.consumer } else { None }
     })
 }
@@ -197,18 +172,10 @@ mod tests {
     fn every_redrive_target_and_subscription_exists() {
         for q in QUEUES {
             if let Some((dlq, count)) = q.redrive {
-                assert!(
-                    queue(dlq).is_some(),
-                    "{} redrives to undeclared {dlq}",
-                    q.name
-                );
+                assert!(queue(dlq).is_some(), "{} redrives to undeclared {dlq}", q.name);
                 assert!(count >= 1);
             }
-            assert!(
-                (1..=10).contains(&q.batch_size),
-                "{}: SQS batch size 1..=10",
-                q.name
-            );
+            assert!((1..=10).contains(&q.batch_size), "{}: SQS batch size 1..=10", q.name);
         }
         for s in QUEUE_SUBSCRIPTIONS {
             assert!(TOPICS.contains(&s.topic) && queue(s.queue).is_some());
@@ -217,18 +184,9 @@ mod tests {
 
     #[test]
     fn dead_letter_queues_map_back_to_their_function() {
-        assert_eq!(
-            function_for_dead_letter_queue("request-dlq"),
-            Some(Function::Request)
-        );
-        assert_eq!(
-            function_for_dead_letter_queue("tributary-prod-persist-dlq"),
-            Some(Function::Persist)
-        );
+        assert_eq!(function_for_dead_letter_queue("request-dlq"), Some(Function::Request));
+        assert_eq!(function_for_dead_letter_queue("tributary-prod-persist-dlq"), Some(Function::Persist));
         assert_eq!(function_for_dead_letter_queue("somebody-elses-queue"), None);
-        assert_eq!(
-            function_for_queue("tributary-prod-request"),
-            Some(Function::Request)
-        );
+        assert_eq!(function_for_queue("tributary-prod-request"), Some(Function::Request));
     }
 }

@@ -29,8 +29,8 @@ pub struct VendorBehaviour {
 
 /// Record `i` as the vendor serves it.
 pub fn record(i: u32) -> Value {
-    let score = if i % 2 == 0 { json!(i) } else { json!(f64::from(i) * 1.5) };
-    json!({"id": i, "name": format!("item {i}"), "score": score, "nested": {"even": i % 2 == 0, "tags": ["t", i.to_string()]}})
+    let score = if i.is_multiple_of(2) { json!(i) } else { json!(f64::from(i) * 1.5) };
+    json!({"id": i, "name": format!("item {i}"), "score": score, "nested": {"even": i.is_multiple_of(2), "tags": ["t", i.to_string()]}})
 }
 
 #[derive(Debug, serde::Deserialize)]

@@ -32,9 +32,13 @@ async fn pyarrow_reads_the_hive_partitioned_dataset_with_every_value() {
     assert!(summary.succeeded(), "{summary}");
 
     let python = python();
-    let output = Command::new(&python).arg("-c").arg(READER).arg(lake.path().join("pyarrow")).output().unwrap_or_else(|err| {
-        panic!("cannot run {} ({err}): run `scripts/python-tools.sh install` or set TRIBUTARY_PYTHON", python.display())
-    });
+    let output =
+        Command::new(&python).arg("-c").arg(READER).arg(lake.path().join("pyarrow")).output().unwrap_or_else(|err| {
+            panic!(
+                "cannot run {} ({err}): run `scripts/python-tools.sh install` or set TRIBUTARY_PYTHON",
+                python.display()
+            )
+        });
     assert!(
         output.status.success(),
         "pyarrow failed (install it with `scripts/python-tools.sh install`):\n{}",

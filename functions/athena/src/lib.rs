@@ -56,8 +56,10 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
 /// [`AthenaError::Port`] with the engine's reason.
 #[tracing::instrument(skip_all, fields(pipeline = %message.pipeline, run_id = %message.run_id))]
 pub async fn run_query(message: QueryMessage, deps: Deps<'_>) -> Result<(), AthenaError> {
-    let port = |source| AthenaError::Port { pipeline: message.pipeline.clone(), run_id: message.run_id.to_string(), source };
-    let query = Query { sql: message.sql.clone(), parameters: message.parameters.clone(), database: message.database.clone() };
+    let port =
+        |source| AthenaError::Port { pipeline: message.pipeline.clone(), run_id: message.run_id.to_string(), source };
+    let query =
+        Query { sql: message.sql.clone(), parameters: message.parameters.clone(), database: message.database.clone() };
     let rows = deps.engine.run(&query).await.map_err(port)?;
     let bodies: Vec<String> = rows
         .rows
@@ -72,8 +74,10 @@ pub async fn run_query(message: QueryMessage, deps: Deps<'_>) -> Result<(), Athe
         Destination::Topic { topic } => {
             let attributes: std::collections::BTreeMap<String, String> =
                 [("pipeline".into(), message.pipeline.clone()), ("run_id".into(), message.run_id.to_string())].into();
-            let messages =
-                bodies.into_iter().map(|body| TopicMessage { subject: None, body, attributes: attributes.clone() }).collect();
+            let messages = bodies
+                .into_iter()
+                .map(|body| TopicMessage { subject: None, body, attributes: attributes.clone() })
+                .collect();
             deps.topics.publish(topic, messages).await
         }
         Destination::Queue { queue } => deps.queue.send(queue, bodies).await,

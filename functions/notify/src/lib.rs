@@ -59,10 +59,14 @@ pub fn alert_for(record: &SqsMessage, meta: &RecordMeta) -> Alert {
         .get("DeadLetterQueueSourceArn")
         .map(|arn| queue_name_of_arn(arn).to_string())
         .unwrap_or_else(|| meta.source_queue.clone());
-    let function = function_for_queue(&source_queue)
-        .or_else(|| function_for_dead_letter_queue(&meta.source_queue))
-        .map_or("unknown", |f| f.name())
-        .to_string();
+    // With the attribute, the source queue's consumer failed; without it
+    // (e.g. a Lambda on-failure destination), the DLQ's name tells whose.
+    let function = match record.attributes.get("DeadLetterQueueSourceArn") {
+        Some(_) => function_for_queue(&source_queue),
+        None => function_for_dead_letter_queue(&meta.source_queue),
+    }
+    .map_or("unknown", |f| f.name())
+    .to_string();
     let parsed = decode_body(body).ok().map(|(value, _)| value);
     let field = |name: &str| parsed.as_ref().and_then(|v| v.get(name)).and_then(Value::as_str).map(str::to_string);
     let pipeline = field("pipeline");
@@ -118,7 +122,9 @@ pub async fn publish(alert: &Alert, deps: Deps<'_>) -> Result<(), PortError> {
     ]
     .into();
     tracing::error!(pipeline, function = %alert.function, message_id = %alert.message_id, "dead letter: {}", alert.summary);
-    deps.topics.publish(&deps.config.alerts_topic, vec![TopicMessage { subject: Some(subject), body, attributes }]).await
+    deps.topics
+        .publish(&deps.config.alerts_topic, vec![TopicMessage { subject: Some(subject), body, attributes }])
+        .await
 }
 
 /// Printable ASCII only, at most [`SUBJECT_MAX_CHARS`] characters.

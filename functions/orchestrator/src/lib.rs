@@ -263,11 +263,10 @@ async fn send_plan(plan: &[RequestMessage], deps: Deps<'_>) -> Result<usize, Orc
     if plan.is_empty() {
         return Ok(0);
     }
-    let bodies = plan
-        .iter()
-        .map(contracts::encode)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|err| OrchestratorError::BadField { field: "plan", value: String::new(), reason: err.to_string() })?;
+    let bodies =
+        plan.iter().map(contracts::encode).collect::<Result<Vec<_>, _>>().map_err(|err| {
+            OrchestratorError::BadField { field: "plan", value: String::new(), reason: err.to_string() }
+        })?;
     let count = bodies.len();
     deps.queue.send(&deps.config.request_queue, bodies).await?;
     Ok(count)

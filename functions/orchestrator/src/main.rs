@@ -1,1 +1,26 @@
-fn main() {}
+//! Orchestrator Lambda: wiring only. Environment (read once, at cold start):
+//! `REQUEST_QUEUE_URL`, `PERSIST_QUEUE_URL`, `ORCHESTRATOR_QUEUE_URL`
+//! (required), `MAX_BATCH_BYTES` (SendMessageBatch payload cap, default 262144).
+
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+use serde_json::Value;
+use shared::adapters::aws::{self, LambdaEnv, SqsSender};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    shared::telemetry::init_lambda();
+    let env = LambdaEnv::from_env();
+    let config = orchestrator::OrchestratorConfig {
+        request_queue: env.required("REQUEST_QUEUE_URL")?,
+        persist_queue: env.required("PERSIST_QUEUE_URL")?,
+        orchestrator_queue: env.required("ORCHESTRATOR_QUEUE_URL")?,
+    };
+    let sdk = aws::sdk_config().await;
+    let queue = SqsSender::new(aws_sdk_sqs::Client::new(&sdk))
+        .with_max_batch_bytes(env.usize_or("MAX_BATCH_BYTES", aws::DEFAULT_MAX_BATCH_BYTES)?);
+    let deps = orchestrator::Deps { queue: &queue, config: &config };
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+        orchestrator::handle(event.payload, chrono::Utc::now(), deps).await.map_err(Error::from)
+    }))
+    .await
+}

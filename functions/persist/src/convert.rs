@@ -84,7 +84,8 @@ mod tests {
     use super::*;
 
     fn read_back(bytes: Vec<u8>) -> arrow_array::RecordBatch {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(Bytes::from(bytes)).expect("parquet").build().expect("reader");
+        let reader =
+            ParquetRecordBatchReaderBuilder::try_new(Bytes::from(bytes)).expect("parquet").build().expect("reader");
         let batches: Vec<_> = reader.collect::<Result<_, _>>().expect("batches");
         arrow_select_concat(&batches)
     }

@@ -130,15 +130,16 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
 
     let records_in = records.len() as u64;
     let (objects, quarantined) = split_records(records);
-    let data_key = if objects.is_empty() {
-        None
-    } else {
-        let parquet = records_to_parquet(&objects, &deps.config.writer)
-            .map_err(|source| PersistError::Convert { dataset: dataset.clone(), page: page.index, source })?;
-        let key = keys::data_key(&dataset, run_date, &run_id, page.index);
-        deps.store.put(&key, Bytes::from(parquet)).await?;
-        Some(key)
-    };
+    let data_key =
+        if objects.is_empty() {
+            None
+        } else {
+            let parquet = records_to_parquet(&objects, &deps.config.writer)
+                .map_err(|source| PersistError::Convert { dataset: dataset.clone(), page: page.index, source })?;
+            let key = keys::data_key(&dataset, run_date, &run_id, page.index);
+            deps.store.put(&key, Bytes::from(parquet)).await?;
+            Some(key)
+        };
     let quarantine_key = if quarantined.is_empty() {
         None
     } else {
@@ -193,7 +194,9 @@ pub async fn load_records(payload: &Payload, store: &dyn ObjectStore) -> Result<
             let bytes = store.get(key).await?;
             match serde_json::from_slice::<Value>(&bytes) {
                 Ok(Value::Array(records)) => Ok(records),
-                Ok(_) => Err(PersistError::Claim { key: key.clone(), problem: "is JSON but not an array of records".into() }),
+                Ok(_) => {
+                    Err(PersistError::Claim { key: key.clone(), problem: "is JSON but not an array of records".into() })
+                }
                 Err(err) => Err(PersistError::Claim { key: key.clone(), problem: format!("is not JSON: {err}") }),
             }
         }
@@ -217,7 +220,11 @@ pub fn split_records(records: Vec<Value>) -> (Vec<Value>, Vec<Quarantined>) {
                 Value::Array(_) => "an array",
                 Value::Object(_) => "an object",
             };
-            quarantined.push(Quarantined { index, reason: format!("record {index} is {kind}, not a JSON object"), record });
+            quarantined.push(Quarantined {
+                index,
+                reason: format!("record {index} is {kind}, not a JSON object"),
+                record,
+            });
         }
     }
     (objects, quarantined)

@@ -1,1 +1,29 @@
-fn main() {}
+//! Persist Lambda: wiring only. Environment (read once, at cold start):
+//! `LAKE_BUCKET` (required), `ZSTD_LEVEL` (default 1), `ROW_GROUP_ROWS`
+//! (default 131072), `TRIBUTARY_S3_FORCE_PATH_STYLE` (default false).
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+use shared::adapters::aws::{self, LambdaEnv, S3Store};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    shared::telemetry::init_lambda();
+    let env = LambdaEnv::from_env();
+    let defaults = persist::WriterConfig::default();
+    let zstd_level = env.u64_or("ZSTD_LEVEL", 1)?;
+    let writer = persist::WriterConfig {
+        zstd_level: i32::try_from(zstd_level).map_err(|_| format!("ZSTD_LEVEL={zstd_level} is out of range 1..=22"))?,
+        row_group_rows: env.usize_or("ROW_GROUP_ROWS", defaults.row_group_rows)?,
+        ..defaults
+    };
+    let config = persist::PersistConfig { writer, ..persist::PersistConfig::default() };
+    let bucket = env.required("LAKE_BUCKET")?;
+    let sdk = aws::sdk_config().await;
+    let store = S3Store::new(aws::s3_client(&sdk)?, bucket);
+    let deps = persist::Deps { store: &store, config: &config };
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        Ok::<_, Error>(persist::handle_sqs(&event.payload, deps).await)
+    }))
+    .await
+}

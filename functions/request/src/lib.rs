@@ -27,7 +27,9 @@ use shared::contracts::{
     self, Destination, PageRef, Payload, PersistMessage, PersistTarget, ProbeReply, RequestMessage, RequestMode, V1,
 };
 use shared::keys;
-use shared::ports::{HttpClient, HttpRequest, HttpResponse, ObjectStore, PortError, QueueSender, TopicMessage, TopicPublisher};
+use shared::ports::{
+    HttpClient, HttpRequest, HttpResponse, ObjectStore, PortError, QueueSender, TopicMessage, TopicPublisher,
+};
 
 /// Default maximum message size: 256 KiB, SQS's classic `MaximumMessageSize`
 /// (Amazon SQS quotas; queues may be raised to 1 MiB).
@@ -225,7 +227,11 @@ async fn fetch(request: &HttpRequest, target: &str, deps: Deps<'_>) -> Result<Ht
         if (200..300).contains(&response.status) {
             Ok(response)
         } else {
-            Err(RequestError::Status { target: target.to_string(), status: response.status, excerpt: excerpt(&response.body) })
+            Err(RequestError::Status {
+                target: target.to_string(),
+                status: response.status,
+                excerpt: excerpt(&response.body),
+            })
         }
     };
     let backoff = ExponentialBuilder::default()
@@ -263,8 +269,12 @@ fn read_total(body: &Value, pointer: &str, target: &str) -> Result<u64, RequestE
         problem,
     };
     match body.pointer(pointer) {
-        Some(Value::Number(n)) => n.as_u64().ok_or_else(|| problem(format!("leads to {n}, not a non-negative integer"))),
-        Some(Value::String(s)) => s.trim().parse().map_err(|_| problem(format!("leads to {s:?}, not a non-negative integer"))),
+        Some(Value::Number(n)) => {
+            n.as_u64().ok_or_else(|| problem(format!("leads to {n}, not a non-negative integer")))
+        }
+        Some(Value::String(s)) => {
+            s.trim().parse().map_err(|_| problem(format!("leads to {s:?}, not a non-negative integer")))
+        }
         Some(other) => Err(problem(format!("leads to {}, not a non-negative integer", kind_of(other)))),
         None => Err(problem("is not in the response".into())),
     }

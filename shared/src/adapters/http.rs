@@ -44,17 +44,12 @@ impl HttpClient for ReqwestClient {
         // The URL is logged and reported without its query string, which may
         // carry API keys.
         let target = format!("{} {}", request.method, redacted_url(&request.url));
-        let mut builder = self
-            .client
-            .request(method, request.url.clone())
-            .timeout(request.timeout);
+        let mut builder = self.client.request(method, request.url.clone()).timeout(request.timeout);
         for (name, value) in &request.headers {
             builder = builder.header(name, value);
         }
         if let Some(body) = request.body {
-            builder = builder
-                .header("content-type", "application/json")
-                .body(body);
+            builder = builder.header("content-type", "application/json").body(body);
         }
         let response = builder.send().await.map_err(|err| PortError::Transient {
             operation: "HTTP call",
@@ -65,23 +60,14 @@ impl HttpClient for ReqwestClient {
         let headers: BTreeMap<String, String> = response
             .headers()
             .iter()
-            .filter_map(|(name, value)| {
-                Some((
-                    name.as_str().to_ascii_lowercase(),
-                    value.to_str().ok()?.to_string(),
-                ))
-            })
+            .filter_map(|(name, value)| Some((name.as_str().to_ascii_lowercase(), value.to_str().ok()?.to_string())))
             .collect();
         let body = response.bytes().await.map_err(|err| PortError::Transient {
             operation: "HTTP read body",
             target,
             message: describe(&err),
         })?;
-        Ok(HttpResponse {
-            status,
-            headers,
-            body,
-        })
+        Ok(HttpResponse { status, headers, body })
     }
 }
 
@@ -92,11 +78,7 @@ pub fn redacted_url(url: &url::Url) -> String {
     url.set_query(None);
     let _ = url.set_password(None);
     let _ = url.set_username("");
-    if had_query {
-        format!("{url}?…")
-    } else {
-        url.to_string()
-    }
+    if had_query { format!("{url}?…") } else { url.to_string() }
 }
 
 fn describe(err: &reqwest::Error) -> String {
@@ -119,8 +101,7 @@ mod tests {
 
     #[test]
     fn redacted_url_drops_query_and_credentials() {
-        let url = url::Url::parse("https://user:pw@api.example.com/v1/x?api_key=SECRET&a=1")
-            .expect("url");
+        let url = url::Url::parse("https://user:pw@api.example.com/v1/x?api_key=SECRET&a=1").expect("url");
         let shown = redacted_url(&url);
         assert_eq!(shown, "https://api.example.com/v1/x?…");
         assert!(!shown.contains("SECRET") && !shown.contains("pw"));

@@ -11,9 +11,7 @@ use serde::{Deserialize, Serialize};
 /// `A-Z a-z 0-9 _ . -`, and `.`/`..` alone are refused. Runs fired by
 /// EventBridge Scheduler derive it from the scheduled time, so a redelivered
 /// schedule event maps to the same run and overwrites instead of duplicating.
-#[derive(
-    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 #[serde(try_from = "String", into = "String")]
 #[schemars(with = "String")]
 pub struct RunId(String);
@@ -26,9 +24,7 @@ impl RunId {
     /// characters, `.`/`..`, or holds a character outside `A-Za-z0-9_.-`.
     pub fn new(value: impl Into<String>) -> Result<Self, String> {
         let value = value.into();
-        let ok_chars = value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+        let ok_chars = value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
         if value.is_empty() || value.len() > 64 || !ok_chars || value == "." || value == ".." {
             return Err(format!(
                 "run_id {value:?} must be 1-64 characters of A-Z a-z 0-9 _ . - (it becomes part of object keys)"

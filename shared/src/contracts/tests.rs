@@ -40,13 +40,9 @@ pub(crate) fn request_message() -> RequestMessage {
         },
         mode: RequestMode::Records {
             records_pointer: Some("/items".into()),
-            target: PersistTarget {
-                dataset: "customers".into(),
-            },
+            target: PersistTarget { dataset: "customers".into() },
         },
-        reply_to: Destination::Queue {
-            queue: "persist".into(),
-        },
+        reply_to: Destination::Queue { queue: "persist".into() },
     }
 }
 
@@ -55,21 +51,12 @@ fn every_contract_round_trips() {
     round_trip(&request_message());
     let mut probe = request_message();
     probe.page = None;
-    probe.mode = RequestMode::Probe {
-        total_pointer: "/total".into(),
-        context: json!({"k": [1, 2]}),
-    };
-    probe.reply_to = Destination::Topic {
-        topic: "arn:aws:sns:us-east-1:1:t".into(),
-    };
+    probe.mode = RequestMode::Probe { total_pointer: "/total".into(), context: json!({"k": [1, 2]}) };
+    probe.reply_to = Destination::Topic { topic: "arn:aws:sns:us-east-1:1:t".into() };
     round_trip(&probe);
     for payload in [
-        Payload::Inline {
-            records: vec![json!({"id": 1}), json!({"id": 2.5})],
-        },
-        Payload::Object {
-            key: "_claims/x".into(),
-        },
+        Payload::Inline { records: vec![json!({"id": 1}), json!({"id": 2.5})] },
+        Payload::Object { key: "_claims/x".into() },
     ] {
         round_trip(&PersistMessage {
             version: V1,
@@ -77,9 +64,7 @@ fn every_contract_round_trips() {
             run_id: run_id(),
             run_date: date(),
             page: PageRef { index: 0, count: 1 },
-            target: PersistTarget {
-                dataset: "customers".into(),
-            },
+            target: PersistTarget { dataset: "customers".into() },
             payload,
         });
     }
@@ -100,9 +85,7 @@ fn every_contract_round_trips() {
         database: "lake".into(),
         workgroup: None,
         output_location: Some("s3://bucket/athena/".into()),
-        reply_to: Destination::Topic {
-            topic: "query-results".into(),
-        },
+        reply_to: Destination::Topic { topic: "query-results".into() },
         context: json!({}),
     });
     round_trip(&Alert {
@@ -126,11 +109,7 @@ fn unknown_version_is_refused_with_a_clear_error() {
     value["version"] = json!(2);
     let err = decode::<RequestMessage>(value).expect_err("version 2");
     assert_eq!(err.path, "version");
-    assert!(
-        err.to_string()
-            .contains("unsupported contract version 2: this build reads version 1"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("unsupported contract version 2: this build reads version 1"), "{err}");
 }
 
 #[test]
@@ -153,8 +132,7 @@ fn committed_schemas_are_fresh() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/contracts");
     for (name, generated) in schemas() {
         let path = dir.join(name);
-        let committed = std::fs::read_to_string(&path)
-            .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+        let committed = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
         assert!(
             committed == generated,
             "{name} is stale: run `cargo run -p tributary -- schema --out docs/contracts` and commit the result"

@@ -13,9 +13,7 @@ pub use simple::Simple;
 
 use chrono::NaiveDate;
 
-use crate::contracts::{
-    Destination, HttpCall, PageRef, ProbeReply, RequestMessage, RequestMode, RunId, V1,
-};
+use crate::contracts::{Destination, HttpCall, PageRef, ProbeReply, RequestMessage, RequestMode, RunId, V1};
 use crate::spec::{PipelineSpec, StrategySpec};
 
 /// The run being planned and where its messages go.
@@ -71,11 +69,7 @@ pub trait CallStrategy: Send + Sync {
     ///
     /// # Errors
     /// [`PlanError`] when the spec cannot be planned.
-    fn start(
-        &self,
-        spec: &PipelineSpec,
-        run: &RunContext,
-    ) -> Result<Vec<RequestMessage>, PlanError>;
+    fn start(&self, spec: &PipelineSpec, run: &RunContext) -> Result<Vec<RequestMessage>, PlanError>;
 
     /// Messages to enqueue when a count-first probe reply arrives. Only
     /// count-first strategies expect one.
@@ -88,11 +82,7 @@ pub trait CallStrategy: Send + Sync {
         _run: &RunContext,
         _reply: &ProbeReply,
     ) -> Result<Vec<RequestMessage>, PlanError> {
-        Err(PlanError::Unexpected {
-            pipeline: spec.pipeline.clone(),
-            strategy: self.kind(),
-            what: "a probe reply",
-        })
+        Err(PlanError::Unexpected { pipeline: spec.pipeline.clone(), strategy: self.kind(), what: "a probe reply" })
     }
 }
 
@@ -121,12 +111,7 @@ pub(crate) fn call_from_template(spec: &PipelineSpec, extra: &[(String, String)]
 }
 
 /// A request whose records go to Persist.
-pub(crate) fn records_request(
-    spec: &PipelineSpec,
-    run: &RunContext,
-    page: PageRef,
-    http: HttpCall,
-) -> RequestMessage {
+pub(crate) fn records_request(spec: &PipelineSpec, run: &RunContext, page: PageRef, http: HttpCall) -> RequestMessage {
     RequestMessage {
         version: V1,
         pipeline: spec.pipeline.clone(),
@@ -138,9 +123,7 @@ pub(crate) fn records_request(
             records_pointer: spec.request.records_pointer.clone(),
             target: spec.target.clone(),
         },
-        reply_to: Destination::Queue {
-            queue: run.persist_queue.clone(),
-        },
+        reply_to: Destination::Queue { queue: run.persist_queue.clone() },
     }
 }
 

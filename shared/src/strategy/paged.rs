@@ -23,25 +23,12 @@ impl Paged<'_> {
     fn page_params(&self, index: u32) -> Vec<(String, String)> {
         let size = self.0.page_size;
         match &self.0.params {
-            PageParams::OffsetLimit {
-                offset_param,
-                limit_param,
-            } => vec![
-                (
-                    offset_param.clone(),
-                    (u64::from(index) * u64::from(size)).to_string(),
-                ),
+            PageParams::OffsetLimit { offset_param, limit_param } => vec![
+                (offset_param.clone(), (u64::from(index) * u64::from(size)).to_string()),
                 (limit_param.clone(), size.to_string()),
             ],
-            PageParams::PageNumber {
-                page_param,
-                size_param,
-                first_page,
-            } => {
-                let mut params = vec![(
-                    page_param.clone(),
-                    (u64::from(*first_page) + u64::from(index)).to_string(),
-                )];
+            PageParams::PageNumber { page_param, size_param, first_page } => {
+                let mut params = vec![(page_param.clone(), (u64::from(*first_page) + u64::from(index)).to_string())];
                 if let Some(size_param) = size_param {
                     params.push((size_param.clone(), size.to_string()));
                 }
@@ -56,11 +43,7 @@ impl CallStrategy for Paged<'_> {
         "paged"
     }
 
-    fn start(
-        &self,
-        spec: &PipelineSpec,
-        run: &RunContext,
-    ) -> Result<Vec<RequestMessage>, PlanError> {
+    fn start(&self, spec: &PipelineSpec, run: &RunContext) -> Result<Vec<RequestMessage>, PlanError> {
         let context = serde_json::to_value(spec).unwrap_or_default();
         Ok(vec![RequestMessage {
             version: V1,
@@ -69,13 +52,8 @@ impl CallStrategy for Paged<'_> {
             run_date: run.run_date,
             page: None,
             http: call_from_template(spec, &self.page_params(0)),
-            mode: RequestMode::Probe {
-                total_pointer: self.0.total_pointer.clone(),
-                context,
-            },
-            reply_to: Destination::Queue {
-                queue: run.orchestrator_queue.clone(),
-            },
+            mode: RequestMode::Probe { total_pointer: self.0.total_pointer.clone(), context },
+            reply_to: Destination::Queue { queue: run.orchestrator_queue.clone() },
         }])
     }
 
@@ -135,104 +113,52 @@ pub(crate) mod tests {
     #[test]
     fn probe_goes_back_to_the_orchestrator_with_the_spec() {
         let spec = spec("");
-        let plan = strategy_for(&spec.strategy)
-            .start(&spec, &run())
-            .expect("plan");
+        let plan = strategy_for(&spec.strategy).start(&spec, &run()).expect("plan");
         assert_eq!(plan.len(), 1);
         let probe = &plan[0];
         assert_eq!(probe.page, None);
-        assert_eq!(
-            probe.reply_to,
-            Destination::Queue {
-                queue: "orchestrator".into()
-            }
-        );
-        let RequestMode::Probe {
-            total_pointer,
-            context,
-        } = &probe.mode
-        else {
-            panic!("probe mode")
-        };
+        assert_eq!(probe.reply_to, Destination::Queue { queue: "orchestrator".into() });
+        let RequestMode::Probe { total_pointer, context } = &probe.mode else { panic!("probe mode") };
         assert_eq!(total_pointer, "/total");
-        assert_eq!(
-            PipelineSpec::from_value(context.clone()).expect("spec in context"),
-            spec
-        );
-        assert_eq!(
-            probe.http.query.get("offset").map(String::as_str),
-            Some("0")
-        );
+        assert_eq!(PipelineSpec::from_value(context.clone()).expect("spec in context"), spec);
+        assert_eq!(probe.http.query.get("offset").map(String::as_str), Some("0"));
     }
 
     #[test]
     fn plans_one_request_per_page_with_offsets() {
         let spec = spec("");
         let strategy = strategy_for(&spec.strategy);
-        let plan = strategy
-            .on_probe_reply(&spec, &run(), &reply(101))
-            .expect("plan");
+        let plan = strategy.on_probe_reply(&spec, &run(), &reply(101)).expect("plan");
         assert_eq!(plan.len(), 3);
-        let offsets: Vec<_> = plan
-            .iter()
-            .map(|m| m.http.query["offset"].clone())
-            .collect();
+        let offsets: Vec<_> = plan.iter().map(|m| m.http.query["offset"].clone()).collect();
         assert_eq!(offsets, ["0", "50", "100"]);
         assert!(plan.iter().all(|m| m.http.query["limit"] == "50"));
         let pages: Vec<_> = plan.iter().map(|m| m.page.expect("page")).collect();
         assert_eq!(pages, [0, 1, 2].map(|index| PageRef { index, count: 3 }));
-        assert!(plan.iter().all(|m| m.reply_to
-            == Destination::Queue {
-                queue: "persist".into()
-            }));
+        assert!(plan.iter().all(|m| m.reply_to == Destination::Queue { queue: "persist".into() }));
     }
 
     #[test]
     fn exact_multiple_and_zero_totals() {
         let spec = spec("");
         let strategy = strategy_for(&spec.strategy);
-        assert_eq!(
-            strategy
-                .on_probe_reply(&spec, &run(), &reply(100))
-                .expect("plan")
-                .len(),
-            2
-        );
-        assert!(
-            strategy
-                .on_probe_reply(&spec, &run(), &reply(0))
-                .expect("plan")
-                .is_empty()
-        );
+        assert_eq!(strategy.on_probe_reply(&spec, &run(), &reply(100)).expect("plan").len(), 2);
+        assert!(strategy.on_probe_reply(&spec, &run(), &reply(0)).expect("plan").is_empty());
     }
 
     #[test]
     fn page_number_params() {
-        let spec =
-            spec(", params: {style: page_number, page_param: p, size_param: n, first_page: 0}");
-        let plan = strategy_for(&spec.strategy)
-            .on_probe_reply(&spec, &run(), &reply(120))
-            .expect("plan");
-        let pages: Vec<_> = plan
-            .iter()
-            .map(|m| (m.http.query["p"].clone(), m.http.query["n"].clone()))
-            .collect();
-        assert_eq!(
-            pages,
-            [("0", "50"), ("1", "50"), ("2", "50")].map(|(a, b)| (a.to_string(), b.to_string()))
-        );
+        let spec = spec(", params: {style: page_number, page_param: p, size_param: n, first_page: 0}");
+        let plan = strategy_for(&spec.strategy).on_probe_reply(&spec, &run(), &reply(120)).expect("plan");
+        let pages: Vec<_> = plan.iter().map(|m| (m.http.query["p"].clone(), m.http.query["n"].clone())).collect();
+        assert_eq!(pages, [("0", "50"), ("1", "50"), ("2", "50")].map(|(a, b)| (a.to_string(), b.to_string())));
     }
 
     #[test]
     fn too_many_pages_is_a_clear_error() {
         let spec = spec("");
-        let err = strategy_for(&spec.strategy)
-            .on_probe_reply(&spec, &run(), &reply(201))
-            .expect_err("over cap");
+        let err = strategy_for(&spec.strategy).on_probe_reply(&spec, &run(), &reply(201)).expect_err("over cap");
         let text = err.to_string();
-        assert!(
-            text.contains("needs 5 pages") && text.contains("strategy.max_pages 4"),
-            "{text}"
-        );
+        assert!(text.contains("needs 5 pages") && text.contains("strategy.max_pages 4"), "{text}");
     }
 }

@@ -13,17 +13,8 @@ impl CallStrategy for Simple {
         "simple"
     }
 
-    fn start(
-        &self,
-        spec: &PipelineSpec,
-        run: &RunContext,
-    ) -> Result<Vec<RequestMessage>, PlanError> {
-        Ok(vec![records_request(
-            spec,
-            run,
-            PageRef::SINGLE,
-            call_from_template(spec, &[]),
-        )])
+    fn start(&self, spec: &PipelineSpec, run: &RunContext) -> Result<Vec<RequestMessage>, PlanError> {
+        Ok(vec![records_request(spec, run, PageRef::SINGLE, call_from_template(spec, &[]))])
     }
 }
 
@@ -44,19 +35,8 @@ mod tests {
         let msg = &plan[0];
         assert_eq!(msg.page, Some(PageRef { index: 0, count: 1 }));
         assert_eq!(msg.http.query.get("base").map(String::as_str), Some("EUR"));
-        assert_eq!(
-            msg.reply_to,
-            Destination::Queue {
-                queue: "persist".into()
-            }
-        );
-        assert!(
-            matches!(&msg.mode, RequestMode::Records { records_pointer: Some(p), .. } if p == "/rates")
-        );
-        assert!(
-            Simple
-                .on_probe_reply(&spec, &run(), &crate::strategy::paged::tests::reply(3))
-                .is_err()
-        );
+        assert_eq!(msg.reply_to, Destination::Queue { queue: "persist".into() });
+        assert!(matches!(&msg.mode, RequestMode::Records { records_pointer: Some(p), .. } if p == "/rates"));
+        assert!(Simple.on_probe_reply(&spec, &run(), &crate::strategy::paged::tests::reply(3)).is_err());
     }
 }

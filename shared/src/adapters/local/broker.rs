@@ -123,9 +123,7 @@ impl Broker {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A poisoned lock only means a panic elsewhere mid-update of plain
         // data; the state is still consistent enough to continue.
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Creates (or reconfigures) a queue.
@@ -135,13 +133,7 @@ impl Broker {
         match state.queues.get_mut(&name) {
             Some(queue) => queue.config = config,
             None => {
-                state.queues.insert(
-                    name,
-                    QueueState {
-                        config,
-                        messages: Vec::new(),
-                    },
-                );
+                state.queues.insert(name, QueueState { config, messages: Vec::new() });
             }
         }
     }
@@ -164,13 +156,8 @@ impl Broker {
         let mut state = self.lock();
         let state = &mut *state;
         let now = state.clock_ms;
-        let q = state
-            .queues
-            .get_mut(queue)
-            .ok_or_else(|| PortError::NotFound {
-                what: "queue",
-                target: queue.into(),
-            })?;
+        let q =
+            state.queues.get_mut(queue).ok_or_else(|| PortError::NotFound { what: "queue", target: queue.into() })?;
         let mut delivered = Vec::new();
         let mut dead = Vec::new();
         let mut index = 0;
@@ -197,34 +184,19 @@ impl Broker {
         }
         *state.stats.received.entry(queue.to_string()).or_default() += delivered.len() as u64;
         if !dead.is_empty() {
-            let dlq = q
-                .config
-                .redrive
-                .as_ref()
-                .map(|(dlq, _)| dlq.clone())
-                .unwrap_or_default();
-            *state
-                .stats
-                .dead_lettered
-                .entry(queue.to_string())
-                .or_default() += dead.len() as u64;
+            let dlq = q.config.redrive.as_ref().map(|(dlq, _)| dlq.clone()).unwrap_or_default();
+            *state.stats.dead_lettered.entry(queue.to_string()).or_default() += dead.len() as u64;
             let source_arn = queue_arn(queue);
             if let Some(dlq_state) = state.queues.get_mut(&dlq) {
                 for mut message in dead {
                     // The message keeps its id, body and receive count.
                     message.visible_at_ms = now;
                     message.receipt = None;
-                    message
-                        .system_attributes
-                        .insert("DeadLetterQueueSourceArn".into(), source_arn.clone());
+                    message.system_attributes.insert("DeadLetterQueueSourceArn".into(), source_arn.clone());
                     dlq_state.messages.push(message);
                 }
             } else {
-                tracing::error!(
-                    queue,
-                    dlq,
-                    "redrive target queue does not exist; dead letters dropped"
-                );
+                tracing::error!(queue, dlq, "redrive target queue does not exist; dead letters dropped");
             }
         }
         Ok(delivered)
@@ -246,10 +218,7 @@ impl Broker {
 
     /// Messages (visible or in flight) in `queue`.
     pub fn depth(&self, queue: &str) -> usize {
-        self.lock()
-            .queues
-            .get(queue)
-            .map_or(0, |q| q.messages.len())
+        self.lock().queues.get(queue).map_or(0, |q| q.messages.len())
     }
 
     /// Advances the virtual clock to the earliest time an invisible (in
@@ -258,13 +227,8 @@ impl Broker {
     pub fn advance_to_next_visible(&self) -> bool {
         let mut state = self.lock();
         let now = state.clock_ms;
-        let next = state
-            .queues
-            .values()
-            .flat_map(|q| q.messages.iter())
-            .map(|m| m.visible_at_ms)
-            .filter(|at| *at > now)
-            .min();
+        let next =
+            state.queues.values().flat_map(|q| q.messages.iter()).map(|m| m.visible_at_ms).filter(|at| *at > now).min();
         match next {
             Some(at) => {
                 state.clock_ms = at;
@@ -288,13 +252,8 @@ impl Broker {
         let now = state.clock_ms;
         state.next_id += 1;
         let id = format!("local-{:08}", state.next_id);
-        let q = state
-            .queues
-            .get_mut(queue)
-            .ok_or_else(|| PortError::NotFound {
-                what: "queue",
-                target: queue.into(),
-            })?;
+        let q =
+            state.queues.get_mut(queue).ok_or_else(|| PortError::NotFound { what: "queue", target: queue.into() })?;
         if body.len() > q.config.max_message_bytes {
             return Err(PortError::TooLarge {
                 what: "message",
@@ -324,10 +283,7 @@ fn duration_ms(duration: Duration) -> u64 {
 
 fn to_sqs_record(queue: &str, message: &Stored, receipt: String) -> SqsMessage {
     let mut attributes: HashMap<String, String> = HashMap::new();
-    attributes.insert(
-        "ApproximateReceiveCount".into(),
-        message.receive_count.to_string(),
-    );
+    attributes.insert("ApproximateReceiveCount".into(), message.receive_count.to_string());
     attributes.insert("SentTimestamp".into(), message.sent_at_ms.to_string());
     if let Some(first) = message.first_received_ms {
         attributes.insert("ApproximateFirstReceiveTimestamp".into(), first.to_string());
@@ -351,18 +307,10 @@ impl QueueSender for Broker {
     async fn send(&self, queue: &str, bodies: Vec<String>) -> Result<(), PortError> {
         let mut state = self.lock();
         // Check every body first so a refused batch enqueues nothing.
-        let q = state.queues.get(queue).ok_or_else(|| PortError::NotFound {
-            what: "queue",
-            target: queue.into(),
-        })?;
+        let q = state.queues.get(queue).ok_or_else(|| PortError::NotFound { what: "queue", target: queue.into() })?;
         let limit = q.config.max_message_bytes;
         if let Some(body) = bodies.iter().find(|b| b.len() > limit) {
-            return Err(PortError::TooLarge {
-                what: "message",
-                target: queue.into(),
-                bytes: body.len(),
-                limit,
-            });
+            return Err(PortError::TooLarge { what: "message", target: queue.into(), bytes: body.len(), limit });
         }
         for body in bodies {
             Self::enqueue(&mut state, queue, body)?;
@@ -375,19 +323,12 @@ impl QueueSender for Broker {
 impl TopicPublisher for Broker {
     async fn publish(&self, topic: &str, messages: Vec<TopicMessage>) -> Result<(), PortError> {
         let mut state = self.lock();
-        let subscriptions =
-            state
-                .topics
-                .get(topic)
-                .cloned()
-                .ok_or_else(|| PortError::NotFound {
-                    what: "topic",
-                    target: topic.into(),
-                })?;
-        if let Some(message) = messages
-            .iter()
-            .find(|m| m.body.len() > SNS_MAX_MESSAGE_BYTES)
-        {
+        let subscriptions = state
+            .topics
+            .get(topic)
+            .cloned()
+            .ok_or_else(|| PortError::NotFound { what: "topic", target: topic.into() })?;
+        if let Some(message) = messages.iter().find(|m| m.body.len() > SNS_MAX_MESSAGE_BYTES) {
             return Err(PortError::TooLarge {
                 what: "message",
                 target: topic.into(),
@@ -404,11 +345,7 @@ impl TopicPublisher for Broker {
                         if !filter_matches(filter, &message.attributes) {
                             continue;
                         }
-                        let body = if *raw {
-                            message.body.clone()
-                        } else {
-                            envelope(topic, &message_id, &message)
-                        };
+                        let body = if *raw { message.body.clone() } else { envelope(topic, &message_id, &message) };
                         Self::enqueue(&mut state, queue, body)?;
                     }
                     Subscription::File { path } => {
@@ -425,15 +362,8 @@ impl TopicPublisher for Broker {
     }
 }
 
-fn filter_matches(
-    filter: &BTreeMap<String, Vec<String>>,
-    attributes: &BTreeMap<String, String>,
-) -> bool {
-    filter.iter().all(|(name, allowed)| {
-        attributes
-            .get(name)
-            .is_some_and(|value| allowed.contains(value))
-    })
+fn filter_matches(filter: &BTreeMap<String, Vec<String>>, attributes: &BTreeMap<String, String>) -> bool {
+    filter.iter().all(|(name, allowed)| attributes.get(name).is_some_and(|value| allowed.contains(value)))
 }
 
 /// The SNS notification envelope an SQS subscription without raw delivery
@@ -442,12 +372,7 @@ fn envelope(topic: &str, message_id: &str, message: &TopicMessage) -> String {
     let attributes: serde_json::Map<String, serde_json::Value> = message
         .attributes
         .iter()
-        .map(|(name, value)| {
-            (
-                name.clone(),
-                serde_json::json!({ "Type": "String", "Value": value }),
-            )
-        })
+        .map(|(name, value)| (name.clone(), serde_json::json!({ "Type": "String", "Value": value })))
         .collect();
     let mut envelope = serde_json::json!({
         "Type": "Notification",
@@ -471,10 +396,7 @@ fn append_line(path: &std::path::Path, line: &str) -> std::io::Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)?;
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
     let mut line = line.replace('\n', " ");
     line.push('\n');
     file.write_all(line.as_bytes())
@@ -504,16 +426,10 @@ mod tests {
     #[tokio::test]
     async fn received_message_is_invisible_until_the_timeout() {
         let broker = broker();
-        broker
-            .send("work", vec!["a".into(), "b".into()])
-            .await
-            .expect("send");
+        broker.send("work", vec!["a".into(), "b".into()]).await.expect("send");
         let first = broker.receive("work", 10).expect("receive");
         assert_eq!(first.len(), 2);
-        assert!(
-            broker.receive("work", 10).expect("receive").is_empty(),
-            "in flight"
-        );
+        assert!(broker.receive("work", 10).expect("receive").is_empty(), "in flight");
         broker.delete("work", first[0].receipt_handle.as_deref().expect("receipt"));
         assert!(broker.advance_to_next_visible());
         assert_eq!(broker.clock_ms(), 30_000);
@@ -526,10 +442,7 @@ mod tests {
     #[tokio::test]
     async fn redrives_to_the_dlq_after_max_receive_count() {
         let broker = broker();
-        broker
-            .send("work", vec!["poison".into()])
-            .await
-            .expect("send");
+        broker.send("work", vec!["poison".into()]).await.expect("send");
         for _ in 0..2 {
             assert_eq!(broker.receive("work", 10).expect("receive").len(), 1);
             broker.advance_to_next_visible();
@@ -538,31 +451,15 @@ mod tests {
         let dead = broker.receive("work-dlq", 10).expect("receive");
         assert_eq!(dead.len(), 1);
         assert_eq!(dead[0].body.as_deref(), Some("poison"));
-        assert_eq!(
-            dead[0].attributes["DeadLetterQueueSourceArn"],
-            queue_arn("work")
-        );
+        assert_eq!(dead[0].attributes["DeadLetterQueueSourceArn"], queue_arn("work"));
         assert_eq!(broker.stats().dead_lettered["work"], 1);
     }
 
     #[tokio::test]
     async fn oversize_message_is_refused_and_nothing_enqueued() {
         let broker = broker();
-        let err = broker
-            .send("work", vec!["ok".into(), "x".repeat(65)])
-            .await
-            .expect_err("too large");
-        assert!(
-            matches!(
-                err,
-                PortError::TooLarge {
-                    bytes: 65,
-                    limit: 64,
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        let err = broker.send("work", vec!["ok".into(), "x".repeat(65)]).await.expect_err("too large");
+        assert!(matches!(err, PortError::TooLarge { bytes: 65, limit: 64, .. }), "{err}");
         assert_eq!(broker.depth("work"), 0);
     }
 
@@ -580,16 +477,8 @@ mod tests {
         broker.create_topic(
             "rows",
             vec![
-                Subscription::Queue {
-                    queue: "raw".into(),
-                    raw: true,
-                    filter: BTreeMap::new(),
-                },
-                Subscription::Queue {
-                    queue: "wrapped".into(),
-                    raw: false,
-                    filter: BTreeMap::new(),
-                },
+                Subscription::Queue { queue: "raw".into(), raw: true, filter: BTreeMap::new() },
+                Subscription::Queue { queue: "wrapped".into(), raw: false, filter: BTreeMap::new() },
                 Subscription::Queue {
                     queue: "filtered".into(),
                     raw: true,
@@ -602,10 +491,7 @@ mod tests {
             body: r#"{"n":1}"#.into(),
             attributes: BTreeMap::from([("pipeline".into(), "p".into())]),
         };
-        broker
-            .publish("rows", vec![message])
-            .await
-            .expect("publish");
+        broker.publish("rows", vec![message]).await.expect("publish");
         let raw = broker.receive("raw", 10).expect("receive");
         assert_eq!(raw[0].body.as_deref(), Some(r#"{"n":1}"#));
         let wrapped = broker.receive("wrapped", 10).expect("receive");
@@ -614,10 +500,6 @@ mod tests {
         assert_eq!(envelope["Type"], "Notification");
         assert_eq!(envelope["Message"], r#"{"n":1}"#);
         assert_eq!(envelope["MessageAttributes"]["pipeline"]["Value"], "p");
-        assert_eq!(
-            broker.depth("filtered"),
-            0,
-            "filter policy must drop non-matching messages"
-        );
+        assert_eq!(broker.depth("filtered"), 0, "filter policy must drop non-matching messages");
     }
 }

@@ -18,10 +18,7 @@ pub struct DirStore {
 impl DirStore {
     /// A store rooted at `root` (created on first write).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self {
-            root: root.into(),
-            temp_counter: AtomicU64::new(0),
-        }
+        Self { root: root.into(), temp_counter: AtomicU64::new(0) }
     }
 
     /// The root directory.
@@ -38,19 +35,17 @@ impl DirStore {
     pub fn path_of(&self, key: &str) -> Result<PathBuf, PortError> {
         let bad = key.is_empty()
             || key.starts_with('/')
-            || key
-                .split('/')
-                .any(|segment| segment.is_empty() || segment == "." || segment == "..")
+            || key.split('/').any(|segment| segment.is_empty() || segment == "." || segment == "..")
             || key.contains('\\')
             || key.chars().any(char::is_control)
-            || Path::new(key)
-                .components()
-                .any(|c| !matches!(c, Component::Normal(_)));
+            || Path::new(key).components().any(|c| !matches!(c, Component::Normal(_)));
         if bad {
             return Err(PortError::Permanent {
                 operation: "map key to path",
                 target: format!("{key:?}"),
-                message: "object keys must be relative, without '.', '..', empty segments, backslashes or control characters".into(),
+                message:
+                    "object keys must be relative, without '.', '..', empty segments, backslashes or control characters"
+                        .into(),
             });
         }
         Ok(self.root.join(key))
@@ -59,16 +54,9 @@ impl DirStore {
 
 fn io_error(operation: &'static str, key: &str, err: &std::io::Error) -> PortError {
     if err.kind() == std::io::ErrorKind::NotFound {
-        PortError::NotFound {
-            what: "object",
-            target: key.into(),
-        }
+        PortError::NotFound { what: "object", target: key.into() }
     } else {
-        PortError::Transient {
-            operation,
-            target: key.into(),
-            message: err.to_string(),
-        }
+        PortError::Transient { operation, target: key.into(), message: err.to_string() }
     }
 }
 
@@ -77,28 +65,19 @@ impl ObjectStore for DirStore {
     async fn put(&self, key: &str, body: Bytes) -> Result<(), PortError> {
         let path = self.path_of(key)?;
         if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| io_error("create folder", key, &e))?;
+            tokio::fs::create_dir_all(parent).await.map_err(|e| io_error("create folder", key, &e))?;
         }
         // Write beside the target, then rename: readers never see half a file,
         // and a redelivered message replaces the object whole.
         let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
         let temp = path.with_extension(format!("tmp-{}-{n}", std::process::id()));
-        tokio::fs::write(&temp, &body)
-            .await
-            .map_err(|e| io_error("write object", key, &e))?;
-        tokio::fs::rename(&temp, &path)
-            .await
-            .map_err(|e| io_error("rename object", key, &e))
+        tokio::fs::write(&temp, &body).await.map_err(|e| io_error("write object", key, &e))?;
+        tokio::fs::rename(&temp, &path).await.map_err(|e| io_error("rename object", key, &e))
     }
 
     async fn get(&self, key: &str) -> Result<Bytes, PortError> {
         let path = self.path_of(key)?;
-        tokio::fs::read(&path)
-            .await
-            .map(Bytes::from)
-            .map_err(|e| io_error("read object", key, &e))
+        tokio::fs::read(&path).await.map(Bytes::from).map_err(|e| io_error("read object", key, &e))
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<String>, PortError> {
@@ -133,9 +112,7 @@ fn walk(root: &Path, dir: &Path, keys: &mut Vec<String>) -> std::io::Result<()> 
         if entry.file_type()?.is_dir() {
             walk(root, &path, keys)?;
         } else if let Ok(relative) = path.strip_prefix(root) {
-            let key = relative
-                .to_string_lossy()
-                .replace(std::path::MAIN_SEPARATOR, "/");
+            let key = relative.to_string_lossy().replace(std::path::MAIN_SEPARATOR, "/");
             if !key.contains(".tmp-") {
                 keys.push(key);
             }
@@ -152,31 +129,13 @@ mod tests {
     async fn put_get_list_and_overwrite() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = DirStore::new(dir.path());
-        store
-            .put("a/dt=2026-11-29/x.parquet", Bytes::from_static(b"one"))
-            .await
-            .expect("put");
-        store
-            .put("a/dt=2026-11-29/x.parquet", Bytes::from_static(b"two"))
-            .await
-            .expect("overwrite");
-        store
-            .put("b/y.json", Bytes::from_static(b"{}"))
-            .await
-            .expect("put");
-        assert_eq!(
-            store.get("a/dt=2026-11-29/x.parquet").await.expect("get"),
-            Bytes::from_static(b"two")
-        );
-        assert_eq!(
-            store.list("a/").await.expect("list"),
-            ["a/dt=2026-11-29/x.parquet"]
-        );
+        store.put("a/dt=2026-11-29/x.parquet", Bytes::from_static(b"one")).await.expect("put");
+        store.put("a/dt=2026-11-29/x.parquet", Bytes::from_static(b"two")).await.expect("overwrite");
+        store.put("b/y.json", Bytes::from_static(b"{}")).await.expect("put");
+        assert_eq!(store.get("a/dt=2026-11-29/x.parquet").await.expect("get"), Bytes::from_static(b"two"));
+        assert_eq!(store.list("a/").await.expect("list"), ["a/dt=2026-11-29/x.parquet"]);
         assert_eq!(store.list("").await.expect("list").len(), 2);
-        assert!(matches!(
-            store.get("nope").await,
-            Err(PortError::NotFound { .. })
-        ));
+        assert!(matches!(store.get("nope").await, Err(PortError::NotFound { .. })));
     }
 
     #[tokio::test]
@@ -185,10 +144,7 @@ mod tests {
         let store = DirStore::new(dir.path());
         for key in ["../x", "/etc/passwd", "a/../../x", "a//b", "a/./b", ""] {
             let err = store.put(key, Bytes::new()).await.expect_err(key);
-            assert!(
-                err.to_string().contains("object keys must be relative"),
-                "{key}: {err}"
-            );
+            assert!(err.to_string().contains("object keys must be relative"), "{key}: {err}");
         }
     }
 }

@@ -22,16 +22,8 @@ impl FileSecrets {
 
     /// The environment variable that holds secret `id`.
     pub fn env_var(id: &str) -> String {
-        let id: String = id
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() {
-                    c.to_ascii_uppercase()
-                } else {
-                    '_'
-                }
-            })
-            .collect();
+        let id: String =
+            id.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
         format!("TRIBUTARY_SECRET_{id}")
     }
 }
@@ -42,10 +34,7 @@ impl SecretStore for FileSecrets {
         if let Ok(value) = std::env::var(Self::env_var(id)) {
             return Ok(Secret::new(value));
         }
-        let not_found = || PortError::NotFound {
-            what: "secret",
-            target: id.into(),
-        };
+        let not_found = || PortError::NotFound { what: "secret", target: id.into() };
         let text = match tokio::fs::read_to_string(&self.file).await {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Err(not_found()),
@@ -88,17 +77,8 @@ mod tests {
         let secrets = FileSecrets::new(&file);
         let secret = secrets.get("vendor/api-key").await.expect("secret");
         assert_eq!(secret.expose(), "s3cr3t");
-        assert_eq!(
-            format!("{secret:?} {secret}"),
-            "Secret(<redacted>) <redacted>"
-        );
-        assert!(matches!(
-            secrets.get("other").await,
-            Err(PortError::NotFound { .. })
-        ));
-        assert_eq!(
-            FileSecrets::env_var("vendor/api-key"),
-            "TRIBUTARY_SECRET_VENDOR_API_KEY"
-        );
+        assert_eq!(format!("{secret:?} {secret}"), "Secret(<redacted>) <redacted>");
+        assert!(matches!(secrets.get("other").await, Err(PortError::NotFound { .. })));
+        assert_eq!(FileSecrets::env_var("vendor/api-key"), "TRIBUTARY_SECRET_VENDOR_API_KEY");
     }
 }
