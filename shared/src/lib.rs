@@ -13,6 +13,7 @@
 pub mod adapters;
 pub mod batch;
 pub mod contracts;
+pub mod json;
 pub mod keys;
 pub mod ledger;
 pub mod ports;

@@ -17,6 +17,7 @@ use serde_json::Value;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use shared::batch::{self, BodyError, RecordMeta};
 use shared::contracts::{self, ProbeReply, RequestMessage, RunId};
+use shared::json::kind_of;
 use shared::ports::{PortError, QueueSender};
 use shared::spec::{PipelineSpec, SpecError};
 use shared::strategy::{PlanError, RunContext, strategy_for};
@@ -158,17 +159,6 @@ pub fn parse_trigger(event: Value, now: DateTime<Utc>) -> Result<Trigger, Orches
 fn start(spec: Value, time: DateTime<Utc>) -> Result<Trigger, OrchestratorError> {
     let spec = PipelineSpec::from_value(spec)?;
     Ok(Trigger::Start { spec: Box::new(spec), run_id: RunId::from_time(time), run_date: time.date_naive() })
-}
-
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 fn excerpt(text: &str) -> String {

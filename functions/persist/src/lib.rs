@@ -212,14 +212,7 @@ pub fn split_records(records: Vec<Value>) -> (Vec<Value>, Vec<Quarantined>) {
         if record.is_object() {
             objects.push(record);
         } else {
-            let kind = match &record {
-                Value::Null => "null",
-                Value::Bool(_) => "a boolean",
-                Value::Number(_) => "a number",
-                Value::String(_) => "a string",
-                Value::Array(_) => "an array",
-                Value::Object(_) => "an object",
-            };
+            let kind = shared::json::kind_of(&record);
             quarantined.push(Quarantined {
                 index,
                 reason: format!("record {index} is {kind}, not a JSON object"),

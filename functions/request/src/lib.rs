@@ -26,6 +26,7 @@ use shared::batch::{self, BodyError, RecordMeta};
 use shared::contracts::{
     self, Destination, PageRef, Payload, PersistMessage, PersistTarget, ProbeReply, RequestMessage, RequestMode, V1,
 };
+use shared::json::kind_of;
 use shared::keys;
 use shared::ports::{
     HttpClient, HttpRequest, HttpResponse, ObjectStore, PortError, QueueSender, TopicMessage, TopicPublisher,
@@ -336,17 +337,6 @@ fn encode_error(err: &serde_json::Error) -> RequestError {
     RequestError::Forward {
         destination: "(encoding)".into(),
         source: PortError::Permanent { operation: "encode message", target: "reply".into(), message: err.to_string() },
-    }
-}
-
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

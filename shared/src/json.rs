@@ -1,0 +1,17 @@
+//! Small helpers for describing JSON values in error messages.
+
+use serde_json::Value;
+
+/// The kind of a JSON value with its article, for messages such as
+/// "leads to a string, not an array": `null`, `a boolean`, `a number`,
+/// `a string`, `an array`, `an object`.
+pub fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
