@@ -36,6 +36,34 @@ impl Function {
     }
 }
 
+/// A Lambda function's settings that the queues depend on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FunctionDecl {
+    /// Which function.
+    pub function: Function,
+    /// Lambda `Timeout` in seconds (Lambda allows at most 900).
+    pub timeout_secs: u64,
+    /// Lambda `MemorySize` in MB.
+    pub memory_mb: u32,
+}
+
+/// The five functions' timeouts and memory. Each queue's visibility timeout
+/// is at least six times its consumer's timeout, as the Lambda developer
+/// guide recommends for SQS event sources (so a message is not redelivered
+/// while a throttled or retried invocation still holds it).
+pub const FUNCTIONS: &[FunctionDecl] = &[
+    FunctionDecl { function: Function::Orchestrator, timeout_secs: 60, memory_mb: 256 },
+    FunctionDecl { function: Function::Request, timeout_secs: 120, memory_mb: 256 },
+    FunctionDecl { function: Function::Persist, timeout_secs: 300, memory_mb: 1024 },
+    FunctionDecl { function: Function::Athena, timeout_secs: 900, memory_mb: 256 },
+    FunctionDecl { function: Function::Notify, timeout_secs: 30, memory_mb: 128 },
+];
+
+/// The declaration of `function` ([`FUNCTIONS`] is in declaration order).
+pub fn function(function: Function) -> &'static FunctionDecl {
+    &FUNCTIONS[function as usize]
+}
+
 /// One SQS queue and the Lambda event source mapping that drains it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueDecl {
@@ -77,7 +105,7 @@ pub const QUERY_RESULTS_TOPIC: &str = "query-results";
 pub const ALERTS_TOPIC: &str = "alerts";
 
 /// Default `maxReceiveCount` of the work queues.
-pub const MAX_RECEIVE_COUNT: u32 = 3;
+pub const MAX_RECEIVE_COUNT: u32 = 5;
 
 /// `maxReceiveCount` of the DLQs (redriving to `notify-dlq`). SQS carries a
 /// message's `ApproximateReceiveCount` into its DLQ, so this must exceed
@@ -86,15 +114,15 @@ pub const DLQ_MAX_RECEIVE_COUNT: u32 = 10;
 
 /// Every queue.
 pub const QUEUES: &[QueueDecl] = &[
-    work_queue(ORCHESTRATOR_QUEUE, Function::Orchestrator, 10, 60, "orchestrator-dlq"),
-    work_queue(REQUEST_QUEUE, Function::Request, 5, 180, "request-dlq"),
-    work_queue(PERSIST_QUEUE, Function::Persist, 5, 360, "persist-dlq"),
-    work_queue(ATHENA_QUEUE, Function::Athena, 1, 900, "athena-dlq"),
+    work_queue(ORCHESTRATOR_QUEUE, Function::Orchestrator, 10, 360, "orchestrator-dlq"),
+    work_queue(REQUEST_QUEUE, Function::Request, 5, 720, "request-dlq"),
+    work_queue(PERSIST_QUEUE, Function::Persist, 5, 1800, "persist-dlq"),
+    work_queue(ATHENA_QUEUE, Function::Athena, 1, 5400, "athena-dlq"),
     dead_letter_queue("orchestrator-dlq"),
     dead_letter_queue("request-dlq"),
     dead_letter_queue("persist-dlq"),
     dead_letter_queue("athena-dlq"),
-    QueueDecl { name: NOTIFY_DLQ, consumer: None, batch_size: 10, visibility_timeout_secs: 60, redrive: None },
+    QueueDecl { name: NOTIFY_DLQ, consumer: None, batch_size: 10, visibility_timeout_secs: 180, redrive: None },
 ];
 
 const fn work_queue(
@@ -118,7 +146,7 @@ const fn dead_letter_queue(name: &'static str) -> QueueDecl {
         name,
         consumer: Some(Function::Notify),
         batch_size: 10,
-        visibility_timeout_secs: 60,
+        visibility_timeout_secs: 180,
         redrive: Some((NOTIFY_DLQ, DLQ_MAX_RECEIVE_COUNT)),
     }
 }
@@ -176,9 +204,21 @@ mod tests {
                 assert!(count >= 1);
             }
             assert!((1..=10).contains(&q.batch_size), "{}: SQS batch size 1..=10", q.name);
+            if let Some(consumer) = q.consumer {
+                let timeout = function(consumer).timeout_secs;
+                assert!(q.visibility_timeout_secs >= 6 * timeout, "{}: visibility below 6x {timeout} s", q.name);
+            }
         }
         for s in QUEUE_SUBSCRIPTIONS {
             assert!(TOPICS.contains(&s.topic) && queue(s.queue).is_some());
+        }
+    }
+
+    #[test]
+    fn functions_are_declared_in_enum_order() {
+        for (index, decl) in FUNCTIONS.iter().enumerate() {
+            assert_eq!(decl.function as usize, index);
+            assert!(decl.timeout_secs <= 900, "Lambda's maximum timeout is 900 s");
         }
     }
 

@@ -88,14 +88,14 @@ async fn a_broken_page_is_retried_then_dead_lettered_with_an_alert_and_the_other
     assert_eq!(summary.records_persisted, 80);
     let persisted = ids(&read_dataset(lake.path(), "broken"));
     assert_eq!(persisted, (0..40).chain(60..100).collect::<Vec<u64>>());
-    // The broken page was received maxReceiveCount (3) times: 1 probe + 5 pages + 2 redeliveries.
-    assert_eq!(summary.requests, 8);
+    // The broken page was received maxReceiveCount (5) times: 1 probe + 5 pages + 4 redeliveries.
+    assert_eq!(summary.requests, 10);
     assert_eq!(summary.alerts.len(), 1);
     let alert = &summary.alerts[0];
     assert_eq!(alert.pipeline.as_deref(), Some("broken"));
     assert_eq!(alert.function, "request");
     assert_eq!(alert.page, Some(2));
-    assert_eq!(alert.receive_count, 4, "3 receives on the request queue, then Notify's");
+    assert_eq!(alert.receive_count, 6, "5 receives on the request queue, then Notify's");
     assert_eq!(read_alerts(lake.path()).len(), 1, "the alert is in <lake>/_alerts.jsonl");
 }
 
@@ -119,7 +119,7 @@ async fn a_record_that_is_not_json_fails_alone_and_is_alerted_after_max_receive_
 
     let stats = runtime.broker().stats();
     assert_eq!(stats.dead_lettered.get("persist"), Some(&1));
-    assert_eq!(stats.received["persist"], 4, "the bad record 3 times, the good one once");
+    assert_eq!(stats.received["persist"], 6, "the bad record 5 times, the good one once");
     assert_eq!(ids(&read_dataset(lake.path(), "inject")), [1, 2]);
     let quarantine = std::fs::read_to_string(lake.path().join("quarantine/inject/dt=2026-11-29/r1-00000.jsonl"))
         .expect("quarantine");

@@ -29,7 +29,7 @@ pub struct Alert {
     pub message_id: String,
     /// SQS `ApproximateReceiveCount` of the dead letter as Notify received
     /// it. SQS carries the count of the source queue into the DLQ, so a
-    /// message that failed `maxReceiveCount` (3) times shows 4.
+    /// message that failed `maxReceiveCount` (5) times shows 6.
     pub receive_count: u32,
     /// One-line summary for people.
     pub summary: String,
