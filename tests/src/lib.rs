@@ -14,6 +14,8 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
+pub mod emulator;
+
 /// A paged vendor API: `GET /items?offset=&limit=` answers
 /// `{"meta": {"total": N}, "results": [...]}`, record `i` being
 /// `{"id": i, "name": "item i", "score": i * 1.5 or i, "nested": {...}}`.

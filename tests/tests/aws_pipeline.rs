@@ -1,0 +1,199 @@
+//! End-to-end on the AWS emulator: the real handlers, the AWS adapters and
+//! the real aws-sdk clients against moto, with the topology provisioned from
+//! `shared::topology` (the declaration the local runtime uses).
+//!
+//! Needs moto at `AWS_ENDPOINT_URL` (`bash .ci/run` starts it); each test
+//! resets it first, and `.config/nextest.toml` runs the emulator tests one at
+//! a time so a reset never wipes a neighbour's resources.
+
+use std::collections::BTreeSet;
+
+use bytes::Bytes;
+use chrono::{TimeZone, Utc};
+use serde_json::{Value, json};
+
+use shared::adapters::aws::{Provisioned, S3Store, SnsPublisher, SqsSender, provision, s3_client_with_path_style};
+use shared::batch::decode_body;
+use shared::contracts::{Alert, PageRef, Payload, PersistMessage, PersistTarget, RunId, V1};
+use shared::ports::{ObjectStore, QueueSender};
+use shared::topology;
+use tributary_e2e::emulator::{Emulator, depth, receive_event, reset_emulator, settle};
+use tributary_e2e::{VendorBehaviour, paged_spec, record, start_vendor};
+
+const BUCKET: &str = "tributary-lake";
+
+async fn setup() -> (Emulator, Provisioned, S3Store) {
+    let emulator = reset_emulator().await;
+    let provisioned = provision(&emulator.config, "e2e", 262_144).await.expect("provision topology");
+    let s3 = s3_client_with_path_style(&emulator.config, true);
+    s3.create_bucket().bucket(BUCKET).send().await.expect("CreateBucket");
+    (emulator, provisioned, S3Store::new(s3, BUCKET))
+}
+
+fn rows_of(bytes: Bytes) -> Vec<Value> {
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .expect("parquet")
+        .build()
+        .expect("reader");
+    reader.flat_map(|batch| tributary::lake::batch_to_json(&batch.expect("batch")).expect("json")).collect()
+}
+
+#[tokio::test]
+async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
+    let (emulator, provisioned, store) = setup().await;
+    let sqs = aws_sdk_sqs::Client::new(&emulator.config);
+    let sender = SqsSender::new(sqs.clone());
+    let addr = start_vendor(VendorBehaviour { total: 95, ..Default::default() }).await;
+    let spec = paged_spec(addr, "onaws", 20);
+
+    let orchestrator_config = orchestrator::OrchestratorConfig {
+        request_queue: provisioned.queue_url(topology::REQUEST_QUEUE).expect("url").into(),
+        persist_queue: provisioned.queue_url(topology::PERSIST_QUEUE).expect("url").into(),
+        orchestrator_queue: provisioned.queue_url(topology::ORCHESTRATOR_QUEUE).expect("url").into(),
+    };
+    let scheduled = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
+    let event = tributary::runtime::scheduler_event(&spec, scheduled);
+    let orchestrator_deps = orchestrator::Deps { queue: &sender, config: &orchestrator_config };
+    orchestrator::handle(event, scheduled, orchestrator_deps).await.expect("run starts");
+
+    let http = shared::adapters::http::ReqwestClient::new().expect("http");
+    let topics = SnsPublisher::new(aws_sdk_sns::Client::new(&emulator.config));
+    let request_config = request::RequestConfig::default();
+    let persist_config = persist::PersistConfig::default();
+    let consumers = [topology::ORCHESTRATOR_QUEUE, topology::REQUEST_QUEUE, topology::PERSIST_QUEUE];
+    // The event source mappings, by hand: poll each queue, invoke, settle.
+    for _round in 0..20 {
+        let mut handled = 0;
+        for queue in consumers {
+            let url = provisioned.queue_url(queue).expect("url");
+            let event = receive_event(&sqs, url, &provisioned.queue_arns[queue], 10, 60).await;
+            if event.records.is_empty() {
+                continue;
+            }
+            let response = match queue {
+                topology::ORCHESTRATOR_QUEUE => orchestrator::handle_sqs(&event, orchestrator_deps).await,
+                topology::REQUEST_QUEUE => {
+                    let deps = request::Deps {
+                        http: &http,
+                        queue: &sender,
+                        topics: &topics,
+                        store: &store,
+                        config: &request_config,
+                    };
+                    request::handle_sqs(&event, deps).await
+                }
+                _ => persist::handle_sqs(&event, persist::Deps { store: &store, config: &persist_config }).await,
+            };
+            assert!(response.batch_item_failures.is_empty(), "{queue}: {:?}", response.batch_item_failures);
+            handled += settle(&sqs, url, &event, &response).await;
+        }
+        if handled == 0 {
+            break;
+        }
+    }
+    for queue in consumers {
+        assert_eq!(depth(&sqs, provisioned.queue_url(queue).expect("url")).await, 0, "{queue} drained");
+    }
+
+    let keys = store.list("onaws/dt=2026-11-29/").await.expect("list");
+    assert_eq!(keys.len(), 5, "{keys:?}");
+    let mut ids = Vec::new();
+    for key in &keys {
+        for row in rows_of(store.get(key).await.expect("get")) {
+            let id = row["id"].as_u64().expect("id");
+            assert_eq!(row["name"], record(u32::try_from(id).expect("small"))["name"]);
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    assert_eq!(ids, (0..95).collect::<Vec<u64>>(), "every record exactly once");
+    let receipts = shared::ledger::run_totals(&store, "onaws", &RunId::new("20261129T060000Z").expect("id")).await;
+    assert_eq!(receipts.expect("receipts").records_persisted, 95);
+}
+
+#[tokio::test]
+async fn a_poison_message_is_dead_lettered_and_notify_alerts_on_the_alerts_topic() {
+    let (emulator, provisioned, _store) = setup().await;
+    let sqs = aws_sdk_sqs::Client::new(&emulator.config);
+    let sns = aws_sdk_sns::Client::new(&emulator.config);
+    // A subscriber to the alerts topic, standing in for e-mail (enveloped).
+    let inbox = sqs.create_queue().queue_name("e2e-alerts-inbox").send().await.expect("CreateQueue");
+    let inbox_url = inbox.queue_url().expect("url").to_string();
+    let inbox_arn = "arn:aws:sqs:us-east-1:123456789012:e2e-alerts-inbox".to_string();
+    sns.subscribe()
+        .topic_arn(provisioned.topic_arn(topology::ALERTS_TOPIC).expect("arn"))
+        .protocol("sqs")
+        .endpoint(&inbox_arn)
+        .send()
+        .await
+        .expect("Subscribe");
+
+    let persist_url = provisioned.queue_url(topology::PERSIST_QUEUE).expect("url");
+    let dlq_url = provisioned.queue_url("persist-dlq").expect("url");
+    SqsSender::new(sqs.clone()).send(persist_url, vec!["{this is not json".into()]).await.expect("send");
+
+    let store = S3Store::new(s3_client_with_path_style(&emulator.config, true), BUCKET);
+    let persist_config = persist::PersistConfig::default();
+    let mut receives = 0;
+    while depth(&sqs, dlq_url).await == 0 && receives < 20 {
+        // Visibility 0: the failed record is visible again at once, standing in
+        // for the queue's visibility timeout passing.
+        let event = receive_event(&sqs, persist_url, &provisioned.queue_arns["persist"], 10, 0).await;
+        if event.records.is_empty() {
+            continue;
+        }
+        receives += 1;
+        let response = persist::handle_sqs(&event, persist::Deps { store: &store, config: &persist_config }).await;
+        assert_eq!(response.batch_item_failures.len(), 1, "the record fails alone");
+        settle(&sqs, persist_url, &event, &response).await;
+    }
+    assert_eq!(receives, topology::MAX_RECEIVE_COUNT as usize, "received maxReceiveCount times, then redriven");
+    assert_eq!(depth(&sqs, persist_url).await, 0);
+
+    let dead = receive_event(&sqs, dlq_url, &provisioned.queue_arns["persist-dlq"], 10, 60).await;
+    assert_eq!(dead.records.len(), 1);
+    let publisher = SnsPublisher::new(sns.clone());
+    let notify_config =
+        notify::NotifyConfig { alerts_topic: provisioned.topic_arn(topology::ALERTS_TOPIC).expect("arn").into() };
+    let response = notify::handle_sqs(&dead, notify::Deps { topics: &publisher, config: &notify_config }).await;
+    assert!(response.batch_item_failures.is_empty(), "Notify never fails on the body");
+    settle(&sqs, dlq_url, &dead, &response).await;
+
+    let delivered = receive_event(&sqs, &inbox_url, &inbox_arn, 10, 60).await;
+    assert_eq!(delivered.records.len(), 1, "one alert on the alerts topic");
+    let (body, from_sns) = decode_body(delivered.records[0].body.as_deref().expect("body")).expect("alert JSON");
+    assert!(from_sns, "delivered in the SNS envelope");
+    let alert: Alert = serde_json::from_value(body).expect("alert contract");
+    assert_eq!(alert.function, "persist");
+    assert_eq!(alert.body_excerpt, "{this is not json");
+    assert!(alert.receive_count >= topology::MAX_RECEIVE_COUNT, "{alert:?}");
+}
+
+#[tokio::test]
+async fn persist_writes_parquet_to_s3_that_reads_back_byte_for_byte() {
+    let (_emulator, _provisioned, store) = setup().await;
+    let records: Vec<Value> = (0..500).map(record).chain([json!(42)]).collect();
+    let message = PersistMessage {
+        version: V1,
+        pipeline: "bytes".into(),
+        run_id: RunId::new("r-1").expect("id"),
+        run_date: chrono::NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
+        page: PageRef { index: 3, count: 4 },
+        target: PersistTarget { dataset: "bytes".into() },
+        payload: Payload::Inline { records: records.clone() },
+    };
+    let config = persist::PersistConfig::default();
+    let receipt =
+        persist::persist_page(message, persist::Deps { store: &store, config: &config }).await.expect("persist");
+    assert_eq!((receipt.records_persisted, receipt.records_quarantined), (500, 1));
+
+    let key = receipt.data_key.expect("data key");
+    assert_eq!(key, "bytes/dt=2026-11-29/r-1-00003.parquet");
+    let stored = store.get(&key).await.expect("get");
+    let expected = persist::records_to_parquet(&records[..500], &config.writer).expect("convert");
+    assert_eq!(stored.as_ref(), expected.as_slice(), "the object is the bytes Persist wrote");
+    let ids: BTreeSet<u64> = rows_of(stored).iter().map(|r| r["id"].as_u64().expect("id")).collect();
+    assert_eq!(ids.len(), 500);
+    let quarantine = store.get(receipt.quarantine_key.as_deref().expect("quarantine key")).await.expect("get");
+    assert!(String::from_utf8_lossy(&quarantine).contains("record 500 is a number"));
+}
