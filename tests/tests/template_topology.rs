@@ -1,0 +1,595 @@
+//! infra/template.yaml follows `shared::topology`, the one declaration of
+//! queues, DLQs, redrive, batch sizes, visibility timeouts, function timeouts
+//! and memory, topics and subscriptions that the local runtime uses too.
+//!
+//! The template is read as YAML (`serde_norway::Value`): CloudFormation's
+//! short tags (`!Ref X`, `!GetAtt X.Arn`, `!Sub "..."`) arrive as
+//! `Value::Tagged`, the long forms (`{"Ref": X}`, `{"Fn::GetAtt": [X, Arn]}`)
+//! as one-key mappings; both are understood. Each test gathers every
+//! difference and fails once, naming the resource and the topology entry.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde_norway::{Mapping, Value};
+use shared::topology::{self, Function, QueueDecl};
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+const TEMPLATE: &str = "infra/template.yaml";
+
+/// The template, parsed, with lookups by logical id.
+struct Template {
+    root: Value,
+}
+
+impl Template {
+    /// `infra/template.yaml`, or the file `TRIBUTARY_TEMPLATE` names (to try
+    /// the checks on a variant).
+    fn load() -> Self {
+        let path = std::env::var_os("TRIBUTARY_TEMPLATE").map_or_else(|| repo_root().join(TEMPLATE), PathBuf::from);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
+        let root: Value =
+            serde_norway::from_str(&text).unwrap_or_else(|err| panic!("{} is not valid YAML: {err}", path.display()));
+        Self { root }
+    }
+
+    fn resources(&self) -> &Mapping {
+        self.root.get("Resources").and_then(Value::as_mapping).expect("template has no Resources mapping")
+    }
+
+    /// `(logical id, resource)` of every resource of type `ty`.
+    fn of_type<'a>(&'a self, ty: &'a str) -> impl Iterator<Item = (&'a str, &'a Value)> + 'a {
+        self.resources().iter().filter_map(move |(id, resource)| {
+            let id = id.as_str()?;
+            (resource.get("Type").and_then(Value::as_str) == Some(ty)).then_some((id, resource))
+        })
+    }
+
+    fn resource(&self, id: &str) -> Option<&Value> {
+        self.resources().get(id)
+    }
+
+    /// A parameter's `Default`.
+    fn parameter_default(&self, name: &str) -> Option<&Value> {
+        self.root.get("Parameters")?.get(name)?.get("Default")
+    }
+
+    /// The logical id of the `AWS::SQS::Queue` named `<stack>-<name>`.
+    fn queue_id(&self, name: &str) -> Option<&str> {
+        self.of_type("AWS::SQS::Queue")
+            .find(|(_, q)| stack_suffix(prop(q, "QueueName")).as_deref() == Some(name))
+            .map(|(id, _)| id)
+    }
+
+    /// The logical id of the `AWS::SNS::Topic` named `<stack>-<name>`.
+    fn topic_id(&self, name: &str) -> Option<&str> {
+        self.of_type("AWS::SNS::Topic")
+            .find(|(_, t)| stack_suffix(prop(t, "TopicName")).as_deref() == Some(name))
+            .map(|(id, _)| id)
+    }
+
+    /// The logical id of the `AWS::Serverless::Function` built from binary
+    /// `function.name()` (`Metadata.BuildProperties.Binary`).
+    fn function_id(&self, function: Function) -> Option<&str> {
+        self.of_type("AWS::Serverless::Function")
+            .find(|(_, f)| {
+                f.get("Metadata")
+                    .and_then(|m| m.get("BuildProperties"))
+                    .and_then(|b| b.get("Binary"))
+                    .and_then(Value::as_str)
+                    == Some(function.name())
+            })
+            .map(|(id, _)| id)
+    }
+
+    /// A number, literal or `!Ref` of a parameter (its default).
+    fn number(&self, value: Option<&Value>) -> Option<u64> {
+        let value = value?;
+        if let Some(param) = ref_target(value) {
+            return self.number(self.parameter_default(param));
+        }
+        value.as_u64().or_else(|| value.as_str()?.parse().ok())
+    }
+
+    /// Every SQS event of every function: `(function id, event name, queue id, event properties)`.
+    fn sqs_events(&self) -> Vec<(&str, &str, Option<&str>, &Value)> {
+        let mut events = Vec::new();
+        for (function_id, function) in self.of_type("AWS::Serverless::Function") {
+            let Some(map) = prop(function, "Events").and_then(Value::as_mapping) else { continue };
+            for (name, event) in map {
+                if event.get("Type").and_then(Value::as_str) != Some("SQS") {
+                    continue;
+                }
+                let properties = event.get("Properties").unwrap_or(&Value::Null);
+                let queue = properties.get("Queue").and_then(getatt).map(|(id, _)| id);
+                events.push((function_id, name.as_str().unwrap_or("?"), queue, properties));
+            }
+        }
+        events
+    }
+}
+
+/// `resource.Properties.<name>`.
+fn prop<'a>(resource: &'a Value, name: &str) -> Option<&'a Value> {
+    resource.get("Properties")?.get(name)
+}
+
+/// An intrinsic function: `("Ref" | "GetAtt" | "Sub" | …, argument)`, from the
+/// short tag form or the one-key long form.
+fn intrinsic(value: &Value) -> Option<(String, &Value)> {
+    match value {
+        Value::Tagged(tagged) => {
+            let tag = tagged.tag.to_string();
+            let name = tag.trim_start_matches('!');
+            Some((name.strip_prefix("Fn::").unwrap_or(name).to_string(), &tagged.value))
+        }
+        Value::Mapping(map) if map.len() == 1 => {
+            let (key, arg) = map.iter().next()?;
+            let key = key.as_str()?;
+            if key == "Ref" || key.starts_with("Fn::") {
+                Some((key.strip_prefix("Fn::").unwrap_or(key).to_string(), arg))
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+/// `X` of `!Ref X`.
+fn ref_target(value: &Value) -> Option<&str> {
+    match intrinsic(value)? {
+        (name, arg) if name == "Ref" => arg.as_str(),
+        _ => None,
+    }
+}
+
+/// `(X, Attr)` of `!GetAtt X.Attr` or `{"Fn::GetAtt": [X, Attr]}`.
+fn getatt(value: &Value) -> Option<(&str, &str)> {
+    let (name, arg) = intrinsic(value)?;
+    if name != "GetAtt" {
+        return None;
+    }
+    match arg {
+        Value::String(text) => text.split_once('.'),
+        Value::Sequence(seq) if seq.len() == 2 => Some((seq[0].as_str()?, seq[1].as_str()?)),
+        _ => None,
+    }
+}
+
+/// `name` of `!Sub "${AWS::StackName}-name"` (what `topology::function_for_queue`
+/// maps back); a literal name as it is.
+fn stack_suffix(value: Option<&Value>) -> Option<String> {
+    // Intrinsics first: `as_str` looks through YAML tags.
+    match value? {
+        Value::String(text) => Some(text.clone()),
+        value => match intrinsic(value)? {
+            (name, Value::String(text)) if name == "Sub" => text.strip_prefix("${AWS::StackName}-").map(str::to_string),
+            _ => None,
+        },
+    }
+}
+
+/// `value` as a list of strings (a scalar is a list of one).
+fn strings(value: Option<&Value>) -> Vec<&str> {
+    match value {
+        Some(Value::String(text)) => vec![text.as_str()],
+        Some(Value::Sequence(seq)) => seq.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn truthy(value: Option<&Value>) -> bool {
+    match value {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::String(text)) => text.eq_ignore_ascii_case("true"),
+        _ => false,
+    }
+}
+
+fn assert_no_failures(what: &str, failures: Vec<String>) {
+    assert!(
+        failures.is_empty(),
+        "{TEMPLATE} does not follow shared/src/topology.rs ({what}):\n  - {}",
+        failures.join("\n  - ")
+    );
+}
+
+#[test]
+fn every_declared_queue_exists_with_its_redrive_and_visibility() {
+    let template = Template::load();
+    let mut failures = Vec::new();
+    for decl in topology::QUEUES {
+        let Some(id) = template.queue_id(decl.name) else {
+            failures.push(format!(
+                "queue `{}`: no AWS::SQS::Queue with QueueName !Sub \"${{AWS::StackName}}-{}\"",
+                decl.name, decl.name
+            ));
+            continue;
+        };
+        let queue = template.resource(id).expect("found above");
+        let visibility = template.number(prop(queue, "VisibilityTimeout"));
+        if visibility != Some(decl.visibility_timeout_secs) {
+            failures.push(format!(
+                "queue `{}` ({id}): VisibilityTimeout is {visibility:?}, topology says {}",
+                decl.name, decl.visibility_timeout_secs
+            ));
+        }
+        let redrive = prop(queue, "RedrivePolicy");
+        match (decl.redrive, redrive) {
+            (None, None) => {}
+            (None, Some(_)) => {
+                failures.push(format!("queue `{}` ({id}): has a RedrivePolicy, topology declares none", decl.name))
+            }
+            (Some((dlq, _)), None) => {
+                failures.push(format!("queue `{}` ({id}): no RedrivePolicy, topology redrives to `{dlq}`", decl.name))
+            }
+            (Some((dlq, count)), Some(policy)) => {
+                let target = policy.get("deadLetterTargetArn").and_then(getatt);
+                let expected = template.queue_id(dlq);
+                if expected.is_none() || target != expected.map(|dlq_id| (dlq_id, "Arn")) {
+                    failures.push(format!(
+                        "queue `{}` ({id}): RedrivePolicy.deadLetterTargetArn is {target:?}, expected !GetAtt of DLQ `{dlq}` ({})",
+                        decl.name,
+                        expected.unwrap_or("missing")
+                    ));
+                }
+                let max = template.number(policy.get("maxReceiveCount"));
+                if max != Some(u64::from(count)) {
+                    failures.push(format!(
+                        "queue `{}` ({id}): RedrivePolicy.maxReceiveCount is {max:?} (parameter defaults resolved), topology says {count}",
+                        decl.name
+                    ));
+                }
+            }
+        }
+    }
+    for (id, queue) in template.of_type("AWS::SQS::Queue") {
+        match stack_suffix(prop(queue, "QueueName")) {
+            Some(name) if topology::queue(&name).is_some() => {}
+            other => failures.push(format!("AWS::SQS::Queue {id} (name {other:?}) is not declared in the topology")),
+        }
+    }
+    assert_no_failures("queues", failures);
+}
+
+#[test]
+fn functions_have_the_declared_timeout_and_memory() {
+    let template = Template::load();
+    let mut failures = Vec::new();
+    for decl in topology::FUNCTIONS {
+        let name = decl.function.name();
+        let Some(id) = template.function_id(decl.function) else {
+            failures.push(format!(
+                "function `{name}`: no AWS::Serverless::Function with Metadata.BuildProperties.Binary `{name}`"
+            ));
+            continue;
+        };
+        let function = template.resource(id).expect("found above");
+        let method = function.get("Metadata").and_then(|m| m.get("BuildMethod")).and_then(Value::as_str);
+        if method != Some("rust-cargolambda") {
+            failures
+                .push(format!("function `{name}` ({id}): Metadata.BuildMethod is {method:?}, not rust-cargolambda"));
+        }
+        let timeout = template.number(prop(function, "Timeout"));
+        if timeout != Some(decl.timeout_secs) {
+            failures
+                .push(format!("function `{name}` ({id}): Timeout is {timeout:?}, topology says {}", decl.timeout_secs));
+        }
+        let memory = template.number(prop(function, "MemorySize"));
+        if memory != Some(u64::from(decl.memory_mb)) {
+            failures
+                .push(format!("function `{name}` ({id}): MemorySize is {memory:?}, topology says {}", decl.memory_mb));
+        }
+    }
+    assert_no_failures("functions", failures);
+}
+
+#[test]
+fn every_consumer_queue_triggers_its_function_with_partial_batch_responses() {
+    let template = Template::load();
+    let events = template.sqs_events();
+    let mut failures = Vec::new();
+    for decl in topology::QUEUES {
+        let Some(queue_id) = template.queue_id(decl.name) else {
+            failures.push(format!("queue `{}`: no AWS::SQS::Queue (see the queue test)", decl.name));
+            continue;
+        };
+        let consumers: Vec<_> = events.iter().filter(|(_, _, queue, _)| *queue == Some(queue_id)).collect();
+        let Some(function) = decl.consumer else {
+            for (function_id, event, _, _) in consumers {
+                failures.push(format!(
+                    "queue `{}` ({queue_id}) has no consumer in the topology, but {function_id} has SQS event `{event}` on it",
+                    decl.name
+                ));
+            }
+            continue;
+        };
+        let Some(function_id) = template.function_id(function) else {
+            failures.push(format!(
+                "queue `{}`: its consumer `{}` has no function resource",
+                decl.name,
+                function.name()
+            ));
+            continue;
+        };
+        let mut found = false;
+        for (consumer_id, event, _, properties) in consumers {
+            if *consumer_id != function_id {
+                failures.push(format!(
+                    "queue `{}` ({queue_id}) is consumed by {consumer_id} (event `{event}`), topology says `{}` ({function_id})",
+                    decl.name,
+                    function.name()
+                ));
+                continue;
+            }
+            found = true;
+            check_sqs_event(&template, decl, function_id, event, properties, &mut failures);
+        }
+        if !found {
+            failures.push(format!(
+                "queue `{}` ({queue_id}): {function_id} has no SQS event with Queue: !GetAtt {queue_id}.Arn",
+                decl.name
+            ));
+        }
+    }
+    for (function_id, event, queue, _) in &events {
+        if queue.is_none() {
+            failures.push(format!("{function_id} SQS event `{event}`: Queue is not !GetAtt <a queue>.Arn"));
+        }
+    }
+    assert_no_failures("event sources", failures);
+}
+
+fn check_sqs_event(
+    template: &Template,
+    decl: &QueueDecl,
+    function_id: &str,
+    event: &str,
+    properties: &Value,
+    failures: &mut Vec<String>,
+) {
+    let at = format!("queue `{}`: {function_id} event `{event}`", decl.name);
+    let batch = template.number(properties.get("BatchSize"));
+    if batch != Some(decl.batch_size as u64) {
+        failures.push(format!("{at}: BatchSize is {batch:?}, topology says {}", decl.batch_size));
+    }
+    let responses = strings(properties.get("FunctionResponseTypes"));
+    if !responses.contains(&"ReportBatchItemFailures") {
+        failures.push(format!("{at}: FunctionResponseTypes {responses:?} lacks ReportBatchItemFailures"));
+    }
+    let function = template.resource(function_id).expect("function exists");
+    let timeout = template.number(prop(function, "Timeout"));
+    let visibility =
+        template.queue_id(decl.name).and_then(|id| template.number(prop(template.resource(id)?, "VisibilityTimeout")));
+    match (timeout, visibility) {
+        (Some(timeout), Some(visibility)) if visibility >= 6 * timeout => {}
+        _ => failures.push(format!(
+            "{at}: the queue's VisibilityTimeout {visibility:?} is below 6x the function's Timeout {timeout:?}"
+        )),
+    }
+}
+
+#[test]
+fn topics_and_subscriptions_exist_with_queue_policies() {
+    let template = Template::load();
+    let mut failures = Vec::new();
+    for topic in topology::TOPICS {
+        if template.topic_id(topic).is_none() {
+            failures.push(format!(
+                "topic `{topic}`: no AWS::SNS::Topic with TopicName !Sub \"${{AWS::StackName}}-{topic}\""
+            ));
+        }
+    }
+    for sub in topology::QUEUE_SUBSCRIPTIONS {
+        let at = format!("subscription `{}` -> queue `{}`", sub.topic, sub.queue);
+        let (Some(topic_id), Some(queue_id)) = (template.topic_id(sub.topic), template.queue_id(sub.queue)) else {
+            failures.push(format!("{at}: the topic or the queue is missing"));
+            continue;
+        };
+        let subscription = template.of_type("AWS::SNS::Subscription").find(|(_, s)| {
+            prop(s, "TopicArn").and_then(ref_target) == Some(topic_id)
+                && prop(s, "Endpoint").and_then(getatt) == Some((queue_id, "Arn"))
+        });
+        match subscription {
+            None => failures.push(format!(
+                "{at}: no AWS::SNS::Subscription with TopicArn !Ref {topic_id} and Endpoint !GetAtt {queue_id}.Arn"
+            )),
+            Some((id, s)) => {
+                if prop(s, "Protocol").and_then(Value::as_str) != Some("sqs") {
+                    failures.push(format!("{at} ({id}): Protocol is not sqs"));
+                }
+                let raw = truthy(prop(s, "RawMessageDelivery"));
+                if raw != sub.raw {
+                    failures.push(format!("{at} ({id}): RawMessageDelivery is {raw}, topology says {}", sub.raw));
+                }
+            }
+        }
+        let allowed = template.of_type("AWS::SQS::QueuePolicy").any(|(_, policy)| {
+            let queues = prop(policy, "Queues").and_then(Value::as_sequence);
+            let covers_queue = queues.is_some_and(|qs| qs.iter().any(|q| ref_target(q) == Some(queue_id)));
+            let statements =
+                prop(policy, "PolicyDocument").and_then(|d| d.get("Statement")).and_then(Value::as_sequence);
+            covers_queue && statements.is_some_and(|st| st.iter().any(|s| allows_topic(s, queue_id, topic_id)))
+        });
+        if !allowed {
+            failures.push(format!(
+                "{at}: no AWS::SQS::QueuePolicy on !Ref {queue_id} allowing sns.amazonaws.com sqs:SendMessage with aws:SourceArn = !Ref {topic_id}"
+            ));
+        }
+    }
+    assert_no_failures("topics and subscriptions", failures);
+}
+
+/// Whether `statement` lets SNS topic `topic_id` send to queue `queue_id`.
+fn allows_topic(statement: &Value, queue_id: &str, topic_id: &str) -> bool {
+    let effect = statement.get("Effect").and_then(Value::as_str) == Some("Allow");
+    let service = strings(statement.get("Principal").and_then(|p| p.get("Service"))).contains(&"sns.amazonaws.com");
+    let action = strings(statement.get("Action")).iter().any(|a| *a == "sqs:SendMessage" || *a == "sqs:*");
+    let resource = match statement.get("Resource") {
+        Some(Value::Sequence(seq)) => seq.iter().any(|r| getatt(r) == Some((queue_id, "Arn"))),
+        Some(single) => getatt(single) == Some((queue_id, "Arn")),
+        None => false,
+    };
+    let source = statement.get("Condition").and_then(Value::as_mapping).is_some_and(|conditions| {
+        conditions.values().any(|c| c.get("aws:SourceArn").and_then(ref_target) == Some(topic_id))
+    });
+    effect && service && action && resource && source
+}
+
+/// Environment variable names mentioned in a main.rs: backquoted in its docs
+/// (`` `LAKE_BUCKET` ``) or as string literals (`"LAKE_BUCKET"`).
+fn documented_env_vars(main_rs: &str) -> BTreeSet<String> {
+    let is_name = |s: &str| {
+        s.len() > 2
+            && s.contains('_')
+            && s.starts_with(|c: char| c.is_ascii_uppercase())
+            && s.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    };
+    let mut names = BTreeSet::new();
+    for quote in ['`', '"'] {
+        for (index, piece) in main_rs.split(quote).enumerate() {
+            if index % 2 == 1 && is_name(piece) {
+                names.insert(piece.to_string());
+            }
+        }
+    }
+    names
+}
+
+#[test]
+fn functions_get_exactly_the_environment_their_main_reads() {
+    let template = Template::load();
+    let mut failures = Vec::new();
+    for decl in topology::FUNCTIONS {
+        let name = decl.function.name();
+        let main = repo_root().join("functions").join(name).join("src/main.rs");
+        let text = std::fs::read_to_string(&main).unwrap_or_else(|err| panic!("cannot read {}: {err}", main.display()));
+        let read = documented_env_vars(&text);
+        let Some(id) = template.function_id(decl.function) else {
+            failures.push(format!("function `{name}`: missing (see the function test)"));
+            continue;
+        };
+        let set: BTreeMap<String, &Value> = prop(template.resource(id).expect("exists"), "Environment")
+            .and_then(|e| e.get("Variables"))
+            .and_then(Value::as_mapping)
+            .map(|vars| vars.iter().filter_map(|(k, v)| Some((k.as_str()?.to_string(), v))).collect())
+            .unwrap_or_default();
+        for var in &read {
+            if !set.contains_key(var) {
+                failures.push(format!(
+                    "function `{name}` ({id}): {} reads {var}, the template does not set it",
+                    main_display(&main)
+                ));
+            }
+        }
+        for var in set.keys() {
+            if !read.contains(var) {
+                failures.push(format!(
+                    "function `{name}` ({id}): the template sets {var}, which {} never mentions",
+                    main_display(&main)
+                ));
+            }
+        }
+    }
+    assert_no_failures("function environments", failures);
+}
+
+fn main_display(path: &Path) -> String {
+    path.strip_prefix(repo_root()).unwrap_or(path).display().to_string()
+}
+
+/// `CustomersPipelineSpec` -> `customers`.
+fn spec_parameters(template: &Template) -> Vec<(String, String)> {
+    let Some(params) = template.root.get("Parameters").and_then(Value::as_mapping) else { return Vec::new() };
+    params
+        .keys()
+        .filter_map(Value::as_str)
+        .filter_map(|name| Some((name.to_string(), name.strip_suffix("PipelineSpec")?.to_ascii_lowercase())))
+        .collect()
+}
+
+#[test]
+fn default_pipeline_specs_are_the_examples() {
+    let template = Template::load();
+    let params = spec_parameters(&template);
+    assert!(!params.is_empty(), "{TEMPLATE} has no <Name>PipelineSpec parameter");
+    let mut failures = Vec::new();
+    for (param, example) in params {
+        let default = template.parameter_default(&param).and_then(Value::as_str).unwrap_or_default();
+        let json: serde_json::Value = match serde_json::from_str(default) {
+            Ok(json) => json,
+            Err(err) => {
+                failures.push(format!("parameter {param}: Default is not JSON: {err}"));
+                continue;
+            }
+        };
+        if let Err(err) = shared::spec::PipelineSpec::from_value(json.clone()) {
+            failures.push(format!("parameter {param}: Default is not a valid spec: {err}"));
+        }
+        let path = repo_root().join("examples").join(format!("{example}.yaml"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
+        let expected: serde_json::Value = serde_norway::from_str(&text).expect("example spec is YAML");
+        if json != expected {
+            failures.push(format!(
+                "parameter {param}: Default differs from examples/{example}.yaml:\n{json}\nvs\n{expected}"
+            ));
+        }
+    }
+    assert_no_failures("pipeline spec parameters", failures);
+}
+
+#[test]
+fn schedules_start_a_run_named_after_the_scheduled_time() {
+    let template = Template::load();
+    let orchestrator = template.function_id(Function::Orchestrator).expect("orchestrator function");
+    let schedules: Vec<_> = template.of_type("AWS::Scheduler::Schedule").collect();
+    assert!(!schedules.is_empty(), "{TEMPLATE} has no AWS::Scheduler::Schedule");
+    let scheduled = "2026-11-29T06:00:00Z";
+    let mut failures = Vec::new();
+    for (id, schedule) in schedules {
+        let target = prop(schedule, "Target").unwrap_or(&Value::Null);
+        if target.get("Arn").and_then(getatt) != Some((orchestrator, "Arn")) {
+            failures.push(format!("schedule {id}: Target.Arn is not !GetAtt {orchestrator}.Arn"));
+        }
+        let mode = prop(schedule, "FlexibleTimeWindow").and_then(|w| w.get("Mode")).and_then(Value::as_str);
+        if mode != Some("OFF") {
+            failures.push(format!("schedule {id}: FlexibleTimeWindow.Mode is {mode:?}, expected \"OFF\" (quoted)"));
+        }
+        let Some(("Sub", Value::String(input))) =
+            target.get("Input").and_then(intrinsic).as_ref().map(|(name, arg)| (name.as_str(), *arg))
+        else {
+            failures.push(format!("schedule {id}: Target.Input is not !Sub \"...${{<Name>PipelineSpec}}...\""));
+            continue;
+        };
+        // Resolve the spec parameter to its default and the Scheduler's
+        // context attributes to what Scheduler puts there.
+        let mut event = input
+            .replace("<aws.scheduler.scheduled-time>", scheduled)
+            .replace("<aws.scheduler.schedule-arn>", "arn:aws:scheduler:us-east-1:123456789012:schedule/default/x");
+        for (param, _) in spec_parameters(&template) {
+            let default = template.parameter_default(&param).and_then(Value::as_str).unwrap_or_default();
+            event = event.replace(&format!("${{{param}}}"), default);
+        }
+        let event: serde_json::Value = match serde_json::from_str(&event) {
+            Ok(event) => event,
+            Err(err) => {
+                failures.push(format!("schedule {id}: Target.Input with defaults is not JSON ({err}): {event}"));
+                continue;
+            }
+        };
+        let now = chrono::Utc::now();
+        match orchestrator::parse_trigger(event, now) {
+            Ok(orchestrator::Trigger::Start { run_id, .. }) if run_id.as_str() == "20261129T060000Z" => {}
+            Ok(orchestrator::Trigger::Start { run_id, .. }) => failures.push(format!(
+                "schedule {id}: run id {run_id} is not the scheduled time (20261129T060000Z): pass <aws.scheduler.scheduled-time> as `time`"
+            )),
+            Ok(other) => failures.push(format!("schedule {id}: the Orchestrator reads the input as {other:?}")),
+            Err(err) => failures.push(format!("schedule {id}: the Orchestrator refuses the input: {err}")),
+        }
+    }
+    assert_no_failures("schedules", failures);
+}
