@@ -29,9 +29,14 @@ enum Command {
         /// Lake directory (the bucket).
         #[arg(long, default_value = "lake")]
         lake: PathBuf,
-        /// Batches per queue handled at once.
-        #[arg(long, default_value_t = 4)]
-        concurrency: usize,
+        /// Batches per queue handled at once (1-64).
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+        concurrency: u16,
+        /// The scheduled time the run stands for (RFC 3339, e.g.
+        /// 2026-11-29T06:00:00Z); default: now. The run id derives from it,
+        /// so the same time re-runs (and overwrites) the same run.
+        #[arg(long, value_parser = parse_time)]
+        scheduled_at: Option<chrono::DateTime<chrono::Utc>>,
     },
     /// Start the demo vendor API, run a simple and a paged pipeline against
     /// it, print the summaries and the first rows read back from Parquet.
@@ -63,7 +68,9 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     shared::telemetry::init_cli("warn");
-    let runtime = match tokio::runtime::Runtime::new() {
+    // Worker threads with 8 MiB stacks, as a main thread has: deeply nested
+    // vendor JSON is parsed and serialised recursively.
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_stack_size(8 << 20).build() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");
@@ -81,12 +88,12 @@ fn main() -> ExitCode {
 
 async fn execute(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Run { spec, lake, concurrency } => {
+        Command::Run { spec, lake, concurrency, scheduled_at } => {
             let spec = load_spec(&spec)?;
             let mut options = LocalOptions::new(&lake);
-            options.concurrency = concurrency;
+            options.concurrency = usize::from(concurrency);
             let runtime = LocalRuntime::new(options)?;
-            let summary = runtime.run(&spec, chrono::Utc::now()).await?;
+            let summary = runtime.run(&spec, scheduled_at.unwrap_or_else(chrono::Utc::now)).await?;
             print_summary(&summary);
             Ok(exit_code(&[summary]))
         }
@@ -116,6 +123,12 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|err| format!("{text:?} is not an RFC 3339 time such as 2026-11-29T06:00:00Z: {err}"))
 }
 
 fn load_spec(path: &Path) -> anyhow::Result<PipelineSpec> {
@@ -150,7 +163,7 @@ pipeline: demo_customers
 description: Customers, count-first paging with offset/limit.
 strategy: {{ kind: paged, page_size: 40, total_pointer: /total, params: {{ style: offset_limit }} }}
 request: {{ url: "http://{addr}/customers", records_pointer: /items }}
-target: {{ dataset: customers }}
+target: {{ dataset: demo_customers }}
 "#
         ),
         format!(
@@ -160,7 +173,7 @@ pipeline: demo_transactions
 description: All transactions in one call.
 strategy: {{ kind: simple }}
 request: {{ url: "http://{addr}/transactions", records_pointer: /data }}
-target: {{ dataset: transactions }}
+target: {{ dataset: demo_transactions }}
 "#
         ),
     ];

@@ -188,8 +188,12 @@ impl LocalRuntime {
     /// [`RuntimeError`] when the lake directory cannot be created or the HTTP
     /// client cannot start.
     pub fn new(options: LocalOptions) -> Result<Self, RuntimeError> {
-        std::fs::create_dir_all(&options.lake)
-            .map_err(|err| RuntimeError::Lake { path: options.lake.clone(), message: err.to_string() })?;
+        let lake_error = |message: String| RuntimeError::Lake { path: options.lake.clone(), message };
+        std::fs::create_dir_all(&options.lake).map_err(|err| lake_error(err.to_string()))?;
+        // Fail before the run rather than in every handler: the lake must take writes.
+        let probe = options.lake.join(format!(".tributary-write-check-{}", std::process::id()));
+        std::fs::write(&probe, b"").map_err(|err| lake_error(format!("cannot write there: {err}")))?;
+        let _ = std::fs::remove_file(&probe);
         let broker = Arc::new(Broker::new());
         for decl in topology::QUEUES {
             broker.create_queue(QueueConfig {
@@ -389,7 +393,24 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
             athena::handle_sqs(&event, deps).await
         }
         Function::Notify => {
+            keep_dead_letters(&h.store, &event).await;
             notify::handle_sqs(&event, notify::Deps { topics: h.broker.as_ref(), config: &h.notify }).await
+        }
+    }
+}
+
+/// Keeps every dead letter whole in the lake at
+/// `_dead_letters/<dlq>/<message id>.json` before Notify handles it: the
+/// local queues live in memory, and an alert quotes only the first KiB. (On
+/// AWS the DLQ itself keeps the message, for up to 14 days.)
+async fn keep_dead_letters(store: &DirStore, event: &SqsEvent) {
+    use shared::ports::ObjectStore;
+    for record in &event.records {
+        let meta = shared::batch::RecordMeta::of(record);
+        let key = format!("_dead_letters/{}/{}.json", meta.source_queue, meta.message_id);
+        let body = bytes::Bytes::from(record.body.clone().unwrap_or_default());
+        if let Err(err) = store.put(&key, body).await {
+            tracing::error!(key, error = %err, "could not keep the dead letter in the lake");
         }
     }
 }

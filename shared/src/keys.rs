@@ -1,14 +1,17 @@
 //! Deterministic object keys of the lake.
 //!
-//! Every key derives from (dataset or pipeline, run date, run id, page) and
+//! Every key derives from (dataset, run date, pipeline, run id, page) and
 //! nothing else — no wall clock, no random part — so a redelivered message
-//! rewrites the same objects instead of adding duplicates.
+//! rewrites the same objects instead of adding duplicates. The pipeline is
+//! part of the file name because two pipelines may feed one dataset and fire
+//! at the same scheduled time (the same run id): they must not overwrite each
+//! other.
 //!
 //! | what | key |
 //! |---|---|
-//! | Parquet data | `<dataset>/dt=<YYYY-MM-DD>/<run_id>-<page:05>.parquet` |
-//! | raw page (the `PersistMessage`, replayable) | `raw/<dataset>/dt=<YYYY-MM-DD>/<run_id>-<page:05>.json` |
-//! | quarantined records | `quarantine/<dataset>/dt=<YYYY-MM-DD>/<run_id>-<page:05>.jsonl` |
+//! | Parquet data | `<dataset>/dt=<YYYY-MM-DD>/<pipeline>-<run_id>-<page:05>.parquet` |
+//! | raw page (the `PersistMessage`, replayable) | `raw/<dataset>/dt=<YYYY-MM-DD>/<pipeline>-<run_id>-<page:05>.json` |
+//! | quarantined records | `quarantine/<dataset>/dt=<YYYY-MM-DD>/<pipeline>-<run_id>-<page:05>.jsonl` |
 //! | page receipt (counts) | `_runs/<pipeline>/<run_id>/page-<page:05>.json` |
 //! | claim-check payload | `_claims/<pipeline>/<run_id>/page-<page:05>.json` |
 
@@ -21,19 +24,40 @@ pub fn data_prefix(dataset: &str, run_date: NaiveDate) -> String {
     format!("{dataset}/dt={run_date}")
 }
 
-/// Key of a page's Parquet file.
-pub fn data_key(dataset: &str, run_date: NaiveDate, run_id: &RunId, page: u32) -> String {
-    format!("{}/{run_id}-{page:05}.parquet", data_prefix(dataset, run_date))
+/// Where one page of one run of one pipeline lands in a dataset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageKey<'a> {
+    /// Dataset (top folder).
+    pub dataset: &'a str,
+    /// Run date (`dt=` partition).
+    pub run_date: NaiveDate,
+    /// Pipeline that wrote it.
+    pub pipeline: &'a str,
+    /// Run id.
+    pub run_id: &'a RunId,
+    /// Page index.
+    pub page: u32,
 }
 
-/// Key of a page's raw payload (the `PersistMessage` as received).
-pub fn raw_key(dataset: &str, run_date: NaiveDate, run_id: &RunId, page: u32) -> String {
-    format!("raw/{}/{run_id}-{page:05}.json", data_prefix(dataset, run_date))
-}
+impl PageKey<'_> {
+    fn stem(&self) -> String {
+        format!("{}/{}-{}-{:05}", data_prefix(self.dataset, self.run_date), self.pipeline, self.run_id, self.page)
+    }
 
-/// Key of a page's quarantined records (JSON lines with the reason).
-pub fn quarantine_key(dataset: &str, run_date: NaiveDate, run_id: &RunId, page: u32) -> String {
-    format!("quarantine/{}/{run_id}-{page:05}.jsonl", data_prefix(dataset, run_date))
+    /// Key of the page's Parquet file.
+    pub fn data(&self) -> String {
+        format!("{}.parquet", self.stem())
+    }
+
+    /// Key of the page's raw payload (the `PersistMessage` as received).
+    pub fn raw(&self) -> String {
+        format!("raw/{}.json", self.stem())
+    }
+
+    /// Key of the page's quarantined records (JSON lines with the reason).
+    pub fn quarantine(&self) -> String {
+        format!("quarantine/{}.jsonl", self.stem())
+    }
 }
 
 /// Folder of a run's page receipts.
@@ -59,9 +83,12 @@ mod tests {
     fn keys_depend_only_on_their_inputs() {
         let run = RunId::new("20261129T060000Z").expect("valid");
         let date = NaiveDate::from_ymd_opt(2026, 11, 29).expect("valid date");
-        assert_eq!(data_key("customers", date, &run, 3), "customers/dt=2026-11-29/20261129T060000Z-00003.parquet");
-        assert_eq!(raw_key("customers", date, &run, 3), "raw/customers/dt=2026-11-29/20261129T060000Z-00003.json");
-        assert_eq!(data_key("customers", date, &run, 3), data_key("customers", date, &run, 3));
+        let key = PageKey { dataset: "customers", run_date: date, pipeline: "crm", run_id: &run, page: 3 };
+        assert_eq!(key.data(), "customers/dt=2026-11-29/crm-20261129T060000Z-00003.parquet");
+        assert_eq!(key.raw(), "raw/customers/dt=2026-11-29/crm-20261129T060000Z-00003.json");
+        assert_eq!(key.quarantine(), "quarantine/customers/dt=2026-11-29/crm-20261129T060000Z-00003.jsonl");
+        let other_pipeline = PageKey { pipeline: "erp", ..key };
+        assert_ne!(key.data(), other_pipeline.data(), "two pipelines feeding one dataset never overwrite each other");
         assert_eq!(receipt_key("p", &run, 12), "_runs/p/20261129T060000Z/page-00012.json");
     }
 }

@@ -250,7 +250,18 @@ impl PipelineSpec {
     /// [`SpecError::Invalid`] naming the first offending field and its value.
     pub fn validate(&self) -> Result<(), SpecError> {
         check_name("pipeline", &self.pipeline)?;
-        check_name("target.dataset", &self.target.dataset)?;
+        check_dataset("target.dataset", &self.target.dataset)?;
+        let url = &self.request.url;
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(invalid(
+                "request.url",
+                &crate::adapters::http::redacted_url(url),
+                "credentials in the URL would travel in every message; reference a secret instead",
+            ));
+        }
+        for (name, value) in &self.request.headers {
+            check_header(name, value)?;
+        }
         let scheme = self.request.url.scheme();
         if scheme != "http" && scheme != "https" {
             return Err(invalid("request.url", self.request.url.as_str(), "only http and https URLs are supported"));
@@ -288,6 +299,11 @@ impl PipelineSpec {
                     names
                 }
             };
+            if let [(_, first), (field, second), ..] = names.as_slice()
+                && first == second
+            {
+                return Err(invalid(field, &format!("{second:?}"), "must differ from the other page parameter"));
+            }
             for (field, name) in names {
                 if name.trim().is_empty() {
                     return Err(invalid(field, &format!("{name:?}"), "must not be empty"));
@@ -323,6 +339,56 @@ pub fn check_name(field: &str, value: &str) -> Result<(), SpecError> {
             &format!("{value:?}"),
             "must be 1-64 characters of a-z 0-9 _ -, starting with a letter or digit",
         ));
+    }
+    Ok(())
+}
+
+/// Folders of the lake that are not datasets.
+pub const RESERVED_DATASETS: &[&str] = &["raw", "quarantine"];
+
+/// Checks a dataset name: [`check_name`], and not one of
+/// [`RESERVED_DATASETS`] (their folders hold raw pages and quarantined
+/// records of every dataset).
+///
+/// # Errors
+/// [`SpecError::Invalid`] naming `field` and the value.
+pub fn check_dataset(field: &str, value: &str) -> Result<(), SpecError> {
+    check_name(field, value)?;
+    if RESERVED_DATASETS.contains(&value) {
+        return Err(invalid(field, &format!("{value:?}"), "is a reserved folder of the lake (raw, quarantine)"));
+    }
+    Ok(())
+}
+
+/// Header names whose values are credentials: they must be referenced as
+/// secrets, never written in a spec (they would travel in every message,
+/// DLQ and alert).
+pub const CREDENTIAL_HEADERS: &[&str] =
+    &["authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token"];
+
+/// Whether a header or parameter name looks like it carries a credential
+/// (the names of [`CREDENTIAL_HEADERS`], or any containing `token`,
+/// `secret`, `password` or `apikey`/`api_key`/`api-key`).
+pub fn is_credential_name(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    CREDENTIAL_HEADERS.contains(&name.as_str())
+        || ["token", "secret", "password", "apikey", "api_key", "api-key"].iter().any(|part| name.contains(part))
+}
+
+fn check_header(name: &str, value: &str) -> Result<(), SpecError> {
+    let field = format!("request.headers.{name}");
+    if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+        return Err(invalid(&field, &format!("{name:?}"), "is not a valid HTTP header name"));
+    }
+    if is_credential_name(name) {
+        return Err(invalid(
+            &field,
+            "<redacted>",
+            "looks like a credential; credentials are referenced by secret id, never written in a spec",
+        ));
+    }
+    if reqwest::header::HeaderValue::from_str(value).is_err() {
+        return Err(invalid(&field, &format!("{value:?}"), "is not a valid HTTP header value (no control characters)"));
     }
     Ok(())
 }
@@ -405,6 +471,27 @@ target:
         assert!(err.contains("target.dataset"), "{err}");
         let err = parse_err(&PAGED.replace("pipeline: customers", "pipeline: customers\ncolour: red"));
         assert!(err.contains("colour"), "{err}");
+    }
+
+    #[test]
+    fn credentials_reserved_names_and_bad_headers_are_refused() {
+        let with =
+            |extra: &str| PAGED.replace("  records_pointer: /items", &format!("  records_pointer: /items\n{extra}"));
+        let err = parse_err(&with("  headers: { Authorization: 'Bearer SECRET123' }"));
+        assert!(err.contains("request.headers.Authorization") && !err.contains("SECRET123"), "{err}");
+        let err = parse_err(&with("  headers: { x-good: \"a\\nb\" }"));
+        assert!(err.contains("request.headers.x-good") && err.contains("not a valid HTTP header value"), "{err}");
+        let err = parse_err(&PAGED.replace("http://127.0.0.1:8080/customers", "http://user:pw@127.0.0.1:8080/c"));
+        assert!(err.contains("request.url") && !err.contains("pw@"), "{err}");
+        let err = parse_err(&PAGED.replace("dataset: customers", "dataset: raw"));
+        assert!(err.contains("target.dataset") && err.contains("reserved"), "{err}");
+        let err = parse_err(&PAGED.replace("dataset: customers", "dataset: customers\n  format: csv"));
+        assert!(err.contains("format"), "{err}");
+        let err = parse_err(&PAGED.replace(
+            "  total_pointer: /total",
+            "  total_pointer: /total\n  params: { style: offset_limit, offset_param: x, limit_param: x }",
+        ));
+        assert!(err.contains("strategy.params.limit_param") && err.contains("must differ"), "{err}");
     }
 
     #[test]

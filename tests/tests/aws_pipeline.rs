@@ -188,7 +188,7 @@ async fn persist_writes_parquet_to_s3_that_reads_back_byte_for_byte() {
     assert_eq!((receipt.records_persisted, receipt.records_quarantined), (500, 1));
 
     let key = receipt.data_key.expect("data key");
-    assert_eq!(key, "bytes/dt=2026-11-29/r-1-00003.parquet");
+    assert_eq!(key, "bytes/dt=2026-11-29/bytes-r-1-00003.parquet");
     let stored = store.get(&key).await.expect("get");
     let expected = persist::records_to_parquet(&records[..500], &config.writer).expect("convert");
     assert_eq!(stored.as_ref(), expected.as_slice(), "the object is the bytes Persist wrote");

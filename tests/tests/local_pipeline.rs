@@ -61,7 +61,7 @@ async fn rerunning_the_same_run_overwrites_instead_of_duplicating() {
     assert_eq!(first.run_id, second.run_id);
     assert_eq!(second.records_persisted, 45);
     assert_eq!(ids(&read_dataset(lake.path(), "again")), (0..45).collect::<Vec<u64>>());
-    assert!(lake.path().join("again/dt=2026-11-29/20261129T060000Z-00004.parquet").is_file());
+    assert!(lake.path().join("again/dt=2026-11-29/again-20261129T060000Z-00004.parquet").is_file());
 }
 
 #[tokio::test]
@@ -121,7 +121,7 @@ async fn a_record_that_is_not_json_fails_alone_and_is_alerted_after_max_receive_
     assert_eq!(stats.dead_lettered.get("persist"), Some(&1));
     assert_eq!(stats.received["persist"], 6, "the bad record 5 times, the good one once");
     assert_eq!(ids(&read_dataset(lake.path(), "inject")), [1, 2]);
-    let quarantine = std::fs::read_to_string(lake.path().join("quarantine/inject/dt=2026-11-29/r1-00000.jsonl"))
+    let quarantine = std::fs::read_to_string(lake.path().join("quarantine/inject/dt=2026-11-29/inject-r1-00000.jsonl"))
         .expect("quarantine");
     assert!(quarantine.contains("record 2 is a number, not a JSON object"), "{quarantine}");
     let alerts = read_alerts(lake.path());

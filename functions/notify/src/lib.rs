@@ -97,9 +97,37 @@ pub fn alert_for(record: &SqsMessage, meta: &RecordMeta) -> Alert {
         message_id: meta.message_id.clone(),
         receive_count: meta.receive_count,
         summary,
-        body_excerpt: truncate(body, EXCERPT_BYTES),
+        body_excerpt: truncate(&redacted_body(body, parsed.as_ref()), EXCERPT_BYTES),
         body_bytes: body.len(),
     }
+}
+
+/// The body with the values of credential-looking fields (`authorization`,
+/// `*token*`, `*secret*`, … — [`shared::spec::is_credential_name`]) replaced
+/// by `<redacted>`, at any depth, so an alert e-mail never carries a secret
+/// another team put in a header. A body that is not JSON is returned as is.
+pub fn redacted_body(body: &str, parsed: Option<&Value>) -> String {
+    let Some(parsed) = parsed else { return body.to_string() };
+    let mut value = parsed.clone();
+    let mut stack = vec![&mut value];
+    let mut changed = false;
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                for (key, field) in map.iter_mut() {
+                    if shared::spec::is_credential_name(key) && !field.is_object() && !field.is_array() {
+                        *field = Value::String("<redacted>".into());
+                        changed = true;
+                    } else {
+                        stack.push(field);
+                    }
+                }
+            }
+            Value::Array(items) => stack.extend(items.iter_mut()),
+            _ => {}
+        }
+    }
+    if changed { value.to_string() } else { body.to_string() }
 }
 
 /// Publishes one alert with a sanitised subject and filterable attributes
@@ -154,6 +182,15 @@ mod tests {
         let subject = sanitize_subject(&format!("ação\n{}", "x".repeat(200)));
         assert_eq!(subject.chars().count(), SUBJECT_MAX_CHARS);
         assert!(subject.chars().all(|c| c.is_ascii_graphic() || c == ' '));
+    }
+
+    #[test]
+    fn credentials_never_reach_the_alert() {
+        let body = r#"{"pipeline":"p","http":{"headers":{"Authorization":"Bearer SECRET123","accept":"x"},"query":{"api_key":"K3Y"}}}"#;
+        let parsed: Value = serde_json::from_str(body).expect("json");
+        let shown = redacted_body(body, Some(&parsed));
+        assert!(!shown.contains("SECRET123") && !shown.contains("K3Y"), "{shown}");
+        assert!(shown.contains("\"accept\":\"x\""), "other fields stay: {shown}");
     }
 
     #[test]

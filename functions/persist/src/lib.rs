@@ -8,7 +8,7 @@
 //! inline) is written first under `raw/`, so history can be replayed through
 //! the same code; a page receipt with the counts is written last.
 //!
-//! Keys (see `shared::keys`): `<dataset>/dt=<run_date>/<run_id>-<page>.parquet`
+//! Keys (see `shared::keys`): `<dataset>/dt=<run_date>/<pipeline>-<run_id>-<page>.parquet`
 //! — a redelivered message overwrites the same objects.
 
 mod convert;
@@ -24,7 +24,7 @@ use shared::contracts::{Payload, PersistMessage};
 use shared::keys;
 use shared::ledger::PageReceipt;
 use shared::ports::{ObjectStore, PortError};
-use shared::spec::{SpecError, check_name};
+use shared::spec::{SpecError, check_dataset, check_name};
 
 /// Persist's settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -111,12 +111,15 @@ pub struct Quarantined {
 #[tracing::instrument(skip_all, fields(pipeline = %message.pipeline, run_id = %message.run_id, page = message.page.index))]
 pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<PageReceipt, PersistError> {
     check_name("pipeline", &message.pipeline)?;
-    check_name("target.dataset", &message.target.dataset)?;
+    check_dataset("target.dataset", &message.target.dataset)?;
     let dataset = message.target.dataset.clone();
+    let pipeline = message.pipeline.clone();
     let (run_id, run_date, page) = (message.run_id.clone(), message.run_date, message.page);
 
     let records = load_records(&message.payload, deps.store).await?;
-    let raw_key = keys::raw_key(&dataset, run_date, &run_id, page.index);
+    let page_key =
+        keys::PageKey { dataset: &dataset, run_date, pipeline: &pipeline, run_id: &run_id, page: page.index };
+    let raw_key = page_key.raw();
     let raw = PersistMessage { payload: Payload::Inline { records }, ..message };
     let raw_bytes = serde_json::to_vec(&raw).map_err(|err| PortError::Permanent {
         operation: "encode raw page",
@@ -136,14 +139,14 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
         } else {
             let parquet = records_to_parquet(&objects, &deps.config.writer)
                 .map_err(|source| PersistError::Convert { dataset: dataset.clone(), page: page.index, source })?;
-            let key = keys::data_key(&dataset, run_date, &run_id, page.index);
+            let key = page_key.data();
             deps.store.put(&key, Bytes::from(parquet)).await?;
             Some(key)
         };
     let quarantine_key = if quarantined.is_empty() {
         None
     } else {
-        let key = keys::quarantine_key(&dataset, run_date, &run_id, page.index);
+        let key = page_key.quarantine();
         let mut lines = Vec::new();
         for entry in &quarantined {
             serde_json::to_writer(&mut lines, entry).map_err(|err| PortError::Permanent {
@@ -182,6 +185,27 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
     Ok(receipt)
 }
 
+/// Nesting depth of a JSON value (a scalar is 0, `{}` and `[]` are 1),
+/// computed without recursion so any depth is safe to measure.
+pub fn nesting_depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 1usize)];
+    while let Some((value, depth)) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                deepest = deepest.max(depth);
+                stack.extend(map.values().map(|v| (v, depth + 1)));
+            }
+            Value::Array(items) => {
+                deepest = deepest.max(depth);
+                stack.extend(items.iter().map(|v| (v, depth + 1)));
+            }
+            _ => {}
+        }
+    }
+    deepest
+}
+
 /// The page's records: inline, or the JSON array stored at a claim-check key.
 ///
 /// # Errors
@@ -203,13 +227,24 @@ pub async fn load_records(payload: &Payload, store: &dyn ObjectStore) -> Result<
     }
 }
 
-/// Splits records into JSON objects (persisted) and everything else
+/// Deepest nesting of objects and arrays a record may have (the record
+/// itself is level 1). Deeper records are quarantined: the Arrow/Parquet
+/// writers recurse per level, and Athena's Hive DDL cannot describe such
+/// types anyway.
+pub const MAX_NESTING_DEPTH: usize = 32;
+
+/// Splits records into JSON objects (persisted) and everything else —
+/// non-objects and records nested deeper than [`MAX_NESTING_DEPTH`] —
 /// (quarantined with the reason).
 pub fn split_records(records: Vec<Value>) -> (Vec<Value>, Vec<Quarantined>) {
     let mut objects = Vec::with_capacity(records.len());
     let mut quarantined = Vec::new();
     for (index, record) in records.into_iter().enumerate() {
-        if record.is_object() {
+        let depth = nesting_depth(&record);
+        if record.is_object() && depth > MAX_NESTING_DEPTH {
+            let reason = format!("record {index} is nested {depth} levels deep, more than {MAX_NESTING_DEPTH}");
+            quarantined.push(Quarantined { index, reason, record });
+        } else if record.is_object() {
             objects.push(record);
         } else {
             let kind = shared::json::kind_of(&record);
@@ -221,4 +256,40 @@ pub fn split_records(records: Vec<Value>) -> (Vec<Value>, Vec<Quarantined>) {
         }
     }
     (objects, quarantined)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn nested(depth: usize) -> Value {
+        let mut value = json!(1);
+        for _ in 0..depth {
+            value = json!({ "x": value });
+        }
+        value
+    }
+
+    #[test]
+    fn depth_is_measured_without_recursion() {
+        assert_eq!(nesting_depth(&json!(1)), 0);
+        assert_eq!(nesting_depth(&json!({})), 1);
+        assert_eq!(nesting_depth(&json!({"a": [1, {"b": []}]})), 4);
+        // serde_json refuses JSON text nested deeper than 128, so that is the deepest a record gets.
+        assert_eq!(nesting_depth(&nested(127)), 127);
+    }
+
+    #[test]
+    fn too_deep_and_non_object_records_are_quarantined_with_the_reason() {
+        let records = vec![json!({"id": 1}), nested(MAX_NESTING_DEPTH + 8), json!("text"), nested(MAX_NESTING_DEPTH)];
+        let (objects, quarantined) = split_records(records);
+        assert_eq!(objects.len(), 2);
+        let reasons: Vec<_> = quarantined.iter().map(|q| q.reason.as_str()).collect();
+        assert_eq!(
+            reasons,
+            ["record 1 is nested 40 levels deep, more than 32", "record 2 is a string, not a JSON object"]
+        );
+    }
 }

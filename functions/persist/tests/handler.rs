@@ -17,11 +17,11 @@ use shared::ports::ObjectStore;
 
 const PERSIST_BATCH: &str = include_str!("../../../events/persist-batch.sqs.json");
 
-const PAGE_0: &str = "customers/dt=2026-11-29/20261129T060000Z-00000.parquet";
-const PAGE_1: &str = "customers/dt=2026-11-29/20261129T060000Z-00001.parquet";
-const QUARANTINE_0: &str = "quarantine/customers/dt=2026-11-29/20261129T060000Z-00000.jsonl";
-const RAW_0: &str = "raw/customers/dt=2026-11-29/20261129T060000Z-00000.json";
-const RAW_1: &str = "raw/customers/dt=2026-11-29/20261129T060000Z-00001.json";
+const PAGE_0: &str = "customers/dt=2026-11-29/customers-20261129T060000Z-00000.parquet";
+const PAGE_1: &str = "customers/dt=2026-11-29/customers-20261129T060000Z-00001.parquet";
+const QUARANTINE_0: &str = "quarantine/customers/dt=2026-11-29/customers-20261129T060000Z-00000.jsonl";
+const RAW_0: &str = "raw/customers/dt=2026-11-29/customers-20261129T060000Z-00000.json";
+const RAW_1: &str = "raw/customers/dt=2026-11-29/customers-20261129T060000Z-00001.json";
 
 fn event() -> SqsEvent {
     serde_json::from_str(PERSIST_BATCH).expect("fixture is an SQS event")

@@ -51,10 +51,16 @@ impl HttpClient for ReqwestClient {
         if let Some(body) = request.body {
             builder = builder.header("content-type", "application/json").body(body);
         }
-        let response = builder.send().await.map_err(|err| PortError::Transient {
-            operation: "HTTP call",
-            target: target.clone(),
-            message: describe(&err),
+        let response = builder.send().await.map_err(|err| {
+            // A request that cannot even be built (an invalid header value,
+            // say) fails the same way on every retry.
+            let message = describe(&err);
+            let target = target.clone();
+            if err.is_builder() {
+                PortError::Permanent { operation: "HTTP call", target, message }
+            } else {
+                PortError::Transient { operation: "HTTP call", target, message }
+            }
         })?;
         let status = response.status().as_u16();
         let headers: BTreeMap<String, String> = response
@@ -82,7 +88,9 @@ pub fn redacted_url(url: &url::Url) -> String {
 }
 
 fn describe(err: &reqwest::Error) -> String {
-    let kind = if err.is_timeout() {
+    let kind = if err.is_builder() {
+        "invalid request (a header name or value, or the URL)"
+    } else if err.is_timeout() {
         "timed out"
     } else if err.is_connect() {
         "connection failed"
