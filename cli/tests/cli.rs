@@ -72,3 +72,33 @@ fn run_exits_non_zero_when_a_message_is_dead_lettered() {
     let alerts = std::fs::read_to_string(lake.join("_alerts.jsonl")).expect("alerts file");
     assert_eq!(alerts.lines().count(), 1);
 }
+
+#[test]
+fn scheduled_at_fixes_the_run_id_and_bad_times_or_lakes_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = write_spec(dir.path(), GOOD);
+    let output = tributary()
+        .args(["run", "--scheduled-at", "yesterday", "--lake"])
+        .arg(dir.path().join("lake"))
+        .arg(&spec)
+        .output()
+        .expect("run tributary");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("--scheduled-at") && stderr.contains("RFC 3339"), "{stderr}");
+
+    let not_a_dir = dir.path().join("file");
+    std::fs::write(&not_a_dir, "x").expect("write");
+    let output = tributary().arg("run").arg(&spec).arg("--lake").arg(&not_a_dir).output().expect("run tributary");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("lake directory"), "{stderr}");
+
+    let lake = dir.path().join("lake");
+    let output = tributary()
+        .args(["run", "--scheduled-at", "2026-11-29T06:00:00Z", "--lake"])
+        .arg(&lake)
+        .arg(&spec)
+        .output()
+        .expect("run tributary");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("run 20261129T060000Z"), "{stdout}");
+}

@@ -97,6 +97,11 @@ async fn a_broken_page_is_retried_then_dead_lettered_with_an_alert_and_the_other
     assert_eq!(alert.page, Some(2));
     assert_eq!(alert.receive_count, 6, "5 receives on the request queue, then Notify's");
     assert_eq!(read_alerts(lake.path()).len(), 1, "the alert is in <lake>/_alerts.jsonl");
+    let kept: Vec<_> =
+        std::fs::read_dir(lake.path().join("_dead_letters/request-dlq")).expect("dead letters kept").collect();
+    assert_eq!(kept.len(), 1);
+    let dead_letter = std::fs::read_to_string(kept[0].as_ref().expect("entry").path()).expect("read");
+    assert!(dead_letter.contains("\"offset\":\"40\""), "the whole RequestMessage is kept: {dead_letter}");
 }
 
 #[tokio::test]
