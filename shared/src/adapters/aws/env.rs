@@ -14,7 +14,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// A missing or malformed environment variable.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+///
+/// `Debug` prints the same sentence as `Display`: a `main` returning this
+/// error prints it with `Debug`, and that line is what the Lambda init error
+/// shows in CloudWatch.
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EnvError {
     /// The variable is unset or empty.
     #[error("environment variable {name} is not set")]
@@ -33,6 +37,12 @@ pub enum EnvError {
         /// What was expected, e.g. `a non-negative integer`.
         expected: &'static str,
     },
+}
+
+impl std::fmt::Debug for EnvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 /// Where variables are read from.
