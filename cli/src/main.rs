@@ -38,8 +38,9 @@ enum Command {
         #[arg(long, value_parser = parse_time)]
         scheduled_at: Option<chrono::DateTime<chrono::Utc>>,
     },
-    /// Start the demo vendor API, run a simple and a paged pipeline against
-    /// it, print the summaries and the first rows read back from Parquet.
+    /// Start the demo vendor API, run a paged, an Athena-driven and a simple
+    /// pipeline against it, print the summaries and the first rows read back
+    /// from Parquet.
     Demo {
         /// Lake directory (the bucket).
         #[arg(long, default_value = "lake")]
@@ -169,6 +170,20 @@ target: {{ dataset: demo_customers }}
         format!(
             r#"
 version: 1
+pipeline: demo_customer_transactions
+description: For each customer in the lake, that customer's transactions (Athena-driven).
+strategy:
+  kind: athena
+  query: SELECT DISTINCT id FROM demo_customers WHERE dt = ? ORDER BY id
+  parameters: ["{{run_date}}"]
+  database: lake
+request: {{ url: "http://{addr}/customers/{{id}}/transactions", records_pointer: /data }}
+target: {{ dataset: demo_customer_transactions }}
+"#
+        ),
+        format!(
+            r#"
+version: 1
 pipeline: demo_transactions
 description: All transactions in one call.
 strategy: {{ kind: simple }}
@@ -182,6 +197,7 @@ target: {{ dataset: demo_transactions }}
     for text in &specs {
         let spec = PipelineSpec::from_yaml(text).context("demo spec")?;
         let summary = runtime.run(&spec, chrono::Utc::now()).await?;
+        println!("strategy {}", shared::strategy::strategy_for(&spec.strategy).kind());
         print_summary(&summary);
         let (table, rows) = lake::preview(lake, &summary.data_keys, 3)?;
         println!(

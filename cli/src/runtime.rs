@@ -24,7 +24,7 @@ use shared::adapters::http::ReqwestClient;
 use shared::adapters::local::{Broker, DirStore, QueueConfig, Subscription};
 use shared::contracts::{Alert, RunId};
 use shared::ledger;
-use shared::ports::{HttpClient, HttpRequest, HttpResponse, PortError, Query, QueryEngine, QueryRows};
+use shared::ports::{HttpClient, HttpRequest, HttpResponse, PortError, QueryEngine};
 use shared::spec::PipelineSpec;
 use shared::topology::{self, Function};
 
@@ -135,24 +135,6 @@ impl<C: HttpClient> HttpClient for CountingHttp<C> {
     }
 }
 
-/// The SQL engine slot of the local runtime. The DataFusion engine over the
-/// lake's Parquet arrives with Athena-driven ingestion; until then a query
-/// fails with this explanation (and the message is dead-lettered with an
-/// alert, as any failure).
-#[derive(Debug, Default)]
-pub struct NoQueryEngine;
-
-#[async_trait]
-impl QueryEngine for NoQueryEngine {
-    async fn run(&self, query: &Query) -> Result<QueryRows, PortError> {
-        Err(PortError::Permanent {
-            operation: "run query",
-            target: query.database.clone(),
-            message: "the local runtime has no SQL engine in this build".into(),
-        })
-    }
-}
-
 /// Runs pipelines on one machine.
 pub struct LocalRuntime {
     options: LocalOptions,
@@ -217,7 +199,7 @@ impl LocalRuntime {
         Ok(Self {
             store: Arc::new(DirStore::new(&options.lake)),
             http: Arc::new(CountingHttp::new(ReqwestClient::new()?)),
-            engine: Arc::new(NoQueryEngine),
+            engine: Arc::new(lakequery::LakeEngine::new(&options.lake)),
             broker,
             options,
         })
@@ -281,6 +263,8 @@ impl LocalRuntime {
             request_queue: topology::REQUEST_QUEUE.into(),
             persist_queue: topology::PERSIST_QUEUE.into(),
             orchestrator_queue: topology::ORCHESTRATOR_QUEUE.into(),
+            athena_queue: topology::ATHENA_QUEUE.into(),
+            query_results_topic: topology::QUERY_RESULTS_TOPIC.into(),
         }
     }
 
@@ -348,6 +332,7 @@ impl LocalRuntime {
             request: Arc::new(self.options.request.clone()),
             persist: Arc::new(self.options.persist.clone()),
             orchestrator: Arc::new(self.orchestrator_config()),
+            athena: Arc::new(athena::AthenaConfig::new(topology::ATHENA_QUEUE)),
             notify: Arc::new(notify::NotifyConfig { alerts_topic: topology::ALERTS_TOPIC.into() }),
         }
     }
@@ -363,6 +348,7 @@ struct Handles {
     request: Arc<request::RequestConfig>,
     persist: Arc<persist::PersistConfig>,
     orchestrator: Arc<orchestrator::OrchestratorConfig>,
+    athena: Arc<athena::AthenaConfig>,
     notify: Arc<notify::NotifyConfig>,
 }
 
@@ -389,8 +375,15 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
             persist::handle_sqs(&event, persist::Deps { store: h.store.as_ref(), config: &h.persist }).await
         }
         Function::Athena => {
-            let deps = athena::Deps { engine: h.engine.as_ref(), topics: h.broker.as_ref(), queue: h.broker.as_ref() };
-            athena::handle_sqs(&event, deps).await
+            let deps = athena::Deps {
+                engine: h.engine.as_ref(),
+                topics: h.broker.as_ref(),
+                queue: h.broker.as_ref(),
+                config: &h.athena,
+            };
+            // As in Lambda: the invocation ends at the function's time-out.
+            let timeout = std::time::Duration::from_secs(topology::function(Function::Athena).timeout_secs);
+            athena::handle_sqs(&event, tokio::time::Instant::now() + timeout, deps).await
         }
         Function::Notify => {
             keep_dead_letters(&h.store, &event).await;

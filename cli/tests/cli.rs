@@ -53,7 +53,8 @@ fn demo_persists_records_with_no_dead_letters() {
     assert!(output.status.success(), "demo failed:\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     assert!(stdout.contains("records persisted    230"), "{stdout}");
     assert!(stdout.contains("records persisted    690"), "{stdout}");
-    assert_eq!(stdout.matches("messages in DLQs     0").count(), 2, "{stdout}");
+    assert_eq!(stdout.matches("messages in DLQs     0").count(), 3, "{stdout}");
+    assert!(stdout.contains("strategy athena") && stdout.contains("requests made        230"), "{stdout}");
     assert!(stdout.contains("Customer 1 "), "first rows are printed:\n{stdout}");
 }
 

@@ -168,30 +168,81 @@ pub trait SecretStore: Send + Sync {
 pub struct Query {
     /// SQL text with `?` placeholders.
     pub sql: String,
-    /// Values bound to the placeholders, in order.
+    /// Values bound to the placeholders, in order, as strings (Athena
+    /// `ExecutionParameters`); compare them with other types through
+    /// `CAST(? AS …)`.
     pub parameters: Vec<String>,
     /// Database (Glue) the tables live in.
     pub database: String,
+    /// Athena workgroup; the engine's default when absent.
+    pub workgroup: Option<String>,
+    /// Where result files go (`s3://…`); the workgroup's when absent.
+    pub output_location: Option<String>,
 }
 
-/// Rows of a query result, each a JSON object keyed by column name.
+/// Where a started query stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueryState {
+    /// Still `QUEUED` or `RUNNING` when the wait's deadline came.
+    Running {
+        /// The engine's state name.
+        state: String,
+    },
+    /// `SUCCEEDED`: results can be paged.
+    Succeeded,
+    /// `FAILED` or `CANCELLED`, with the engine's reason
+    /// (`StateChangeReason` on Athena, the planner's error locally).
+    Failed {
+        /// The engine's state name.
+        state: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One page of a query's results: rows as JSON objects keyed by column name
+/// (values typed by column: integers and floats as numbers, booleans as
+/// booleans, everything else as strings, SQL `NULL` as `null`).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct QueryRows {
+pub struct ResultPage {
     /// Column names in result order.
     pub columns: Vec<String>,
-    /// Rows as JSON objects.
+    /// Rows of this page (never the header row).
     pub rows: Vec<serde_json::Map<String, serde_json::Value>>,
+    /// Token of the next page; `None` on the last page.
+    pub next_token: Option<String>,
 }
 
-/// Runs SQL over the lake (Athena on AWS).
+/// Runs SQL over the lake: Athena on AWS, DataFusion locally.
+///
+/// The three calls follow Athena's API (StartQueryExecution,
+/// GetQueryExecution, GetQueryResults) so a caller can stop between any two
+/// of them and continue in a later invocation from the execution id and the
+/// page token.
 #[async_trait]
 pub trait QueryEngine: Send + Sync {
-    /// Runs `query` to completion and returns its rows.
+    /// Starts `query`; returns its execution id.
     ///
     /// # Errors
-    /// [`PortError::Permanent`] with the engine's reason for a query that
-    /// fails; [`PortError::Transient`] for throttling or time-outs.
-    async fn run(&self, query: &Query) -> Result<QueryRows, PortError>;
+    /// [`PortError::Permanent`] for a query refused outright (invalid
+    /// request); [`PortError::Transient`] for throttling and service errors.
+    async fn start(&self, query: &Query) -> Result<String, PortError>;
+
+    /// Polls the query, with backoff, until it leaves `QUEUED`/`RUNNING` or
+    /// `deadline` comes (then [`QueryState::Running`]). Throttled polls are
+    /// retried, not reported.
+    ///
+    /// # Errors
+    /// [`PortError`] when the state cannot be read at all (unknown id).
+    async fn wait(&self, execution_id: &str, deadline: tokio::time::Instant) -> Result<QueryState, PortError>;
+
+    /// One page of a succeeded query's results: the first when `token` is
+    /// `None` (the header row Athena puts first is skipped there, and only
+    /// there), else the page `token` names.
+    ///
+    /// # Errors
+    /// [`PortError`] from the engine.
+    async fn page(&self, execution_id: &str, token: Option<&str>) -> Result<ResultPage, PortError>;
 }
 
 /// An HTTP request to a vendor.

@@ -63,6 +63,41 @@ pub enum StrategySpec {
     Simple {},
     /// Count first: a probe reads the total, then one call per page.
     Paged(PagedSpec),
+    /// Query the lake; each result row becomes one call, its values bound
+    /// into the request template's `{column}` placeholders.
+    Athena(AthenaSpec),
+}
+
+/// Settings of the Athena-driven (`athena`) strategy.
+///
+/// ```yaml
+/// strategy:
+///   kind: athena
+///   query: SELECT id FROM customers WHERE dt = ?
+///   parameters: ["{run_date}"]
+///   database: tributary_lake
+/// request:
+///   url: https://api.vendor.example/customers/{id}/transactions
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AthenaSpec {
+    /// SQL with `?` placeholders for `parameters`. Values are bound by the
+    /// engine (Athena `ExecutionParameters`), never spliced into the text.
+    pub query: String,
+    /// Values for the placeholders, as strings. `{run_date}` (YYYY-MM-DD)
+    /// and `{run_id}` inside a value are replaced by the run's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parameters: Vec<String>,
+    /// Glue database of the tables (ignored by the local engine, where the
+    /// lake is the one database).
+    pub database: String,
+    /// Athena workgroup; the function's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workgroup: Option<String>,
+    /// `s3://` location for Athena's result files; the workgroup's when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_location: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for StrategySpec {
@@ -70,7 +105,7 @@ impl<'de> Deserialize<'de> for StrategySpec {
         use serde::de::Error;
         let mut value = serde_json::Value::deserialize(deserializer)?;
         let Some(map) = value.as_object_mut() else {
-            return Err(D::Error::custom("expected a mapping with `kind: simple` or `kind: paged`"));
+            return Err(D::Error::custom("expected a mapping with `kind: simple`, `kind: paged` or `kind: athena`"));
         };
         let kind = match map.remove("kind") {
             Some(serde_json::Value::String(kind)) => kind,
@@ -90,7 +125,10 @@ impl<'de> Deserialize<'de> for StrategySpec {
                 }
             },
             "paged" => serde_path_to_error::deserialize(value).map(StrategySpec::Paged).map_err(variant_error),
-            other => Err(D::Error::custom(format!("unknown strategy kind `{other}`, expected `simple` or `paged`"))),
+            "athena" => serde_path_to_error::deserialize(value).map(StrategySpec::Athena).map_err(variant_error),
+            other => Err(D::Error::custom(format!(
+                "unknown strategy kind `{other}`, expected `simple`, `paged` or `athena`"
+            ))),
         }
     }
 }
@@ -271,6 +309,25 @@ impl PipelineSpec {
         }
         if let Some(pointer) = &self.request.records_pointer {
             check_pointer("request.records_pointer", pointer)?;
+        }
+        if let StrategySpec::Athena(athena) = &self.strategy {
+            if athena.query.trim().is_empty() {
+                return Err(invalid("strategy.query", "\"\"", "must be a SQL query"));
+            }
+            let placeholders = crate::strategy::athena::count_placeholders(&athena.query);
+            if placeholders != athena.parameters.len() {
+                return Err(invalid(
+                    "strategy.parameters",
+                    &format!("{:?}", athena.parameters),
+                    &format!(
+                        "the query has {placeholders} `?` placeholders but {} parameters are given",
+                        athena.parameters.len()
+                    ),
+                ));
+            }
+            if athena.database.trim().is_empty() {
+                return Err(invalid("strategy.database", "\"\"", "must name the Glue database"));
+            }
         }
         if let StrategySpec::Paged(paged) = &self.strategy {
             if paged.page_size == 0 || paged.page_size > MAX_PAGE_SIZE {

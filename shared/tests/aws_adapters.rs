@@ -423,16 +423,23 @@ async fn athena_engine_polls_and_types_seeded_rows() {
             .build(),
     );
     let engine = AthenaEngine::new(client).with_poll_delays(Duration::from_millis(10), Duration::from_millis(50));
-    let result = engine
-        .run(&Query {
-            sql: "SELECT id FROM runs WHERE day = ?".into(),
-            parameters: vec!["2026-11-29".into()],
-            database: "lake".into(),
-        })
-        .await;
+    let query = Query {
+        sql: "SELECT id FROM runs WHERE day = ?".into(),
+        parameters: vec!["2026-11-29".into()],
+        database: "lake".into(),
+        workgroup: None,
+        output_location: None,
+    };
+    let result = async {
+        let id = engine.start(&query).await?;
+        let state = engine.wait(&id, tokio::time::Instant::now() + Duration::from_secs(20)).await?;
+        assert_eq!(state, shared::ports::QueryState::Succeeded);
+        engine.page(&id, None).await
+    }
+    .await;
     moto.post_api("/moto-api/state-manager/unset-transition", &json!({"model_name": "athena::execution"})).await;
 
-    let rows = result.expect("run");
+    let rows = result.expect("query");
     assert_eq!(
         starts.calls(),
         vec![vec!["'2026-11-29'".to_string()]],
@@ -441,5 +448,6 @@ async fn athena_engine_polls_and_types_seeded_rows() {
     assert!(polls.calls().len() >= 3, "QUEUED, RUNNING, then SUCCEEDED: {:?}", polls.calls());
     assert_eq!(rows.columns, vec!["id"]);
     assert_eq!(rows.rows.len(), 1, "header row skipped: {rows:?}");
+    assert_eq!(rows.next_token, None);
     assert_eq!(Value::Object(rows.rows[0].clone()), json!({"id": 1}));
 }

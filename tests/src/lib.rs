@@ -18,7 +18,8 @@ pub mod emulator;
 
 /// A paged vendor API: `GET /items?offset=&limit=` answers
 /// `{"meta": {"total": N}, "results": [...]}`, record `i` being
-/// `{"id": i, "name": "item i", "score": i * 1.5 or i, "nested": {...}}`.
+/// `{"id": i, "name": "item i", "score": i * 1.5 or i, "nested": {...}}`;
+/// `GET /items/{id}/details` answers `{"data": [two details]}`.
 #[derive(Clone, Debug, Default)]
 pub struct VendorBehaviour {
     /// Records served.
@@ -50,6 +51,19 @@ async fn items(State(behaviour): State<VendorBehaviour>, Query(page): Query<Page
     Json(json!({"meta": {"total": behaviour.total}, "results": results})).into_response()
 }
 
+async fn details(
+    State(behaviour): State<VendorBehaviour>,
+    axum::extract::Path(id): axum::extract::Path<u32>,
+) -> Response {
+    behaviour.calls.fetch_add(1, Ordering::SeqCst);
+    Json(json!({"data": [detail(id, 0), detail(id, 1)]})).into_response()
+}
+
+/// Detail `k` of item `id`, as `GET /items/{id}/details` serves it.
+pub fn detail(id: u32, k: u32) -> Value {
+    json!({"item_id": id, "k": k, "note": format!("detail {k} of item {id}")})
+}
+
 /// Starts the vendor API on a free loopback port.
 ///
 /// # Panics
@@ -57,7 +71,8 @@ async fn items(State(behaviour): State<VendorBehaviour>, Query(page): Query<Page
 pub async fn start_vendor(behaviour: VendorBehaviour) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
     let addr = listener.local_addr().expect("local addr");
-    let app = Router::new().route("/items", get(items)).with_state(behaviour);
+    let app =
+        Router::new().route("/items", get(items)).route("/items/{id}/details", get(details)).with_state(behaviour);
     tokio::spawn(async move { axum::serve(listener, app).await });
     addr
 }

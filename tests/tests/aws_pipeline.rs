@@ -50,6 +50,8 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
         request_queue: provisioned.queue_url(topology::REQUEST_QUEUE).expect("url").into(),
         persist_queue: provisioned.queue_url(topology::PERSIST_QUEUE).expect("url").into(),
         orchestrator_queue: provisioned.queue_url(topology::ORCHESTRATOR_QUEUE).expect("url").into(),
+        athena_queue: provisioned.queue_url(topology::ATHENA_QUEUE).expect("url").into(),
+        query_results_topic: provisioned.topic_arn(topology::QUERY_RESULTS_TOPIC).expect("arn").into(),
     };
     let scheduled = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
     let event = tributary::runtime::scheduler_event(&spec, scheduled);
@@ -196,4 +198,85 @@ async fn persist_writes_parquet_to_s3_that_reads_back_byte_for_byte() {
     assert_eq!(ids.len(), 500);
     let quarantine = store.get(receipt.quarantine_key.as_deref().expect("quarantine key")).await.expect("get");
     assert!(String::from_utf8_lossy(&quarantine).contains("record 500 is a number"));
+}
+
+#[tokio::test]
+async fn athena_rows_fan_out_through_sns_to_the_orchestrator_and_become_requests() {
+    let (emulator, provisioned, _store) = setup().await;
+    let http = reqwest::Client::new();
+    let seeded = json!({"results": [{
+        "rows": [{"Data": [{"VarCharValue": "id"}]}, {"Data": [{"VarCharValue": "7"}]},
+                 {"Data": [{"VarCharValue": "8"}]}, {"Data": [{"VarCharValue": "9"}]}],
+        "column_info": [{"Name": "id", "Type": "integer"}]}]});
+    let seeded = http
+        .post(format!("{}/moto-api/static/athena/query-results", emulator.endpoint))
+        .header("content-type", "application/json")
+        .body(seeded.to_string())
+        .send()
+        .await
+        .expect("seed Athena results");
+    assert!(seeded.status().is_success());
+
+    let sqs = aws_sdk_sqs::Client::new(&emulator.config);
+    let sender = SqsSender::new(sqs.clone());
+    let orchestrator_config = orchestrator::OrchestratorConfig {
+        request_queue: provisioned.queue_url(topology::REQUEST_QUEUE).expect("url").into(),
+        persist_queue: provisioned.queue_url(topology::PERSIST_QUEUE).expect("url").into(),
+        orchestrator_queue: provisioned.queue_url(topology::ORCHESTRATOR_QUEUE).expect("url").into(),
+        athena_queue: provisioned.queue_url(topology::ATHENA_QUEUE).expect("url").into(),
+        query_results_topic: provisioned.topic_arn(topology::QUERY_RESULTS_TOPIC).expect("arn").into(),
+    };
+    let orchestrator_deps = orchestrator::Deps { queue: &sender, config: &orchestrator_config };
+    let spec: Value = serde_json::from_str(
+        r#"{"version":1,"pipeline":"tx","strategy":{"kind":"athena","query":"SELECT id FROM customers WHERE dt = ?",
+            "parameters":["{run_date}"],"database":"lake"},
+            "request":{"url":"http://127.0.0.1:9/customers/{id}/transactions"},"target":{"dataset":"tx"}}"#,
+    )
+    .expect("spec");
+    let scheduled = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
+    let event = json!({"source": "aws.scheduler", "time": "2026-11-29T06:00:00Z", "detail": spec});
+    orchestrator::handle(event, scheduled, orchestrator_deps).await.expect("run starts");
+
+    // The Athena function's turn: its queue holds the query.
+    let athena_url = provisioned.queue_url(topology::ATHENA_QUEUE).expect("url");
+    let event = receive_event(&sqs, athena_url, &provisioned.queue_arns["athena"], 10, 60).await;
+    assert_eq!(event.records.len(), 1);
+    let engine = shared::adapters::aws::AthenaEngine::new(aws_sdk_athena::Client::new(&emulator.config))
+        .with_poll_delays(std::time::Duration::from_millis(5), std::time::Duration::from_millis(20));
+    let topics = SnsPublisher::new(aws_sdk_sns::Client::new(&emulator.config));
+    let athena_config = athena::AthenaConfig::new(athena_url);
+    let athena_deps = athena::Deps { engine: &engine, topics: &topics, queue: &sender, config: &athena_config };
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    let response = athena::handle_sqs(&event, deadline, athena_deps).await;
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+
+    // SNS (raw delivery) -> the orchestrator queue -> one request per row.
+    let orchestrator_url = provisioned.queue_url(topology::ORCHESTRATOR_QUEUE).expect("url");
+    let rows = receive_event(&sqs, orchestrator_url, &provisioned.queue_arns["orchestrator"], 10, 60).await;
+    assert_eq!(rows.records.len(), 3, "one message per row, header skipped");
+    let response = orchestrator::handle_sqs(&rows, orchestrator_deps).await;
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+    let requests = receive_event(
+        &sqs,
+        provisioned.queue_url(topology::REQUEST_QUEUE).expect("url"),
+        &provisioned.queue_arns["request"],
+        10,
+        60,
+    )
+    .await;
+    let mut urls: Vec<String> = requests
+        .records
+        .iter()
+        .map(|r| {
+            let message: shared::contracts::RequestMessage =
+                serde_json::from_str(r.body.as_deref().expect("body")).expect("request message");
+            message.http.url.to_string()
+        })
+        .collect();
+    urls.sort();
+    assert_eq!(
+        urls,
+        ["7", "8", "9"].map(|id| format!("http://127.0.0.1:9/customers/{id}/transactions")),
+        "row values bound into the URL"
+    );
 }

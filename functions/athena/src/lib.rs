@@ -1,43 +1,107 @@
 //! Athena: runs a `QueryMessage` through the [`QueryEngine`] port and
-//! publishes the rows to `reply_to` (normally the query-results topic, which
-//! fans out to the orchestrator queue).
+//! publishes its rows, one `QueryRow` each, to `reply_to` (normally the
+//! query-results topic, which fans out to the orchestrator queue). It is
+//! the generic query service of the design (the seed's V4): any team may
+//! send it a query and a destination.
 //!
-//! This is the generic query service of the design (the seed's V4). Each
-//! published message is one row: `{"version":1,"pipeline","run_id","row",
-//! "context"}`, with `pipeline` and `run_id` as message attributes for
-//! subscription filter policies. Polling with backoff, result paging and
-//! continuation for very large results live in the engine adapters and the
-//! Athena-driven ingestion work.
+//! The work of one message, bounded by the invocation's deadline:
+//! 1. start the query (parameters bound by the engine, never spliced into
+//!    the SQL) — or pick up the execution named by the message's
+//!    `continuation`;
+//! 2. wait for it with backoff; still running near the deadline: re-enqueue a
+//!    continuation and finish; `FAILED`/`CANCELLED`: fail with the state and
+//!    the engine's reason (the message reaches the DLQ and its alert);
+//! 3. page through the results, publishing each page's rows (topic:
+//!    PublishBatch, 10 entries and 256 KiB per call, with `pipeline` and
+//!    `run_id` message attributes for filter policies) numbered from the
+//!    continuation's `next_row`; a page token seen twice is an error, not a
+//!    loop; near the deadline or past `max_rows_per_invocation`, re-enqueue a
+//!    continuation with the next token and row number.
+//!
+//! A page published twice (a retried invocation) repeats the same row
+//! indexes, which become the same request page keys: no duplicates in the
+//! lake.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use serde_json::json;
+use tokio::time::Instant;
 
 use shared::batch::{self, BodyError, RecordMeta};
-use shared::contracts::{Destination, QueryMessage};
-use shared::ports::{PortError, Query, QueryEngine, QueueSender, TopicMessage, TopicPublisher};
+use shared::contracts::{self, Destination, QueryContinuation, QueryMessage, QueryRow, V1};
+use shared::ports::{PortError, Query, QueryEngine, QueryState, QueueSender, TopicMessage, TopicPublisher};
 
-/// The ports the handler uses.
+/// The Athena function's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AthenaConfig {
+    /// This function's own queue, where continuations go (`ATHENA_QUEUE_URL`).
+    pub own_queue: String,
+    /// Rows published per invocation at most before continuing in the next
+    /// one (`MAX_ROWS_PER_INVOCATION`, default 100000).
+    pub max_rows_per_invocation: u64,
+    /// Time kept free before the deadline for publishing and re-enqueueing
+    /// (default 30 s).
+    pub safety_margin: Duration,
+}
+
+impl AthenaConfig {
+    /// Defaults with `own_queue`.
+    pub fn new(own_queue: impl Into<String>) -> Self {
+        Self { own_queue: own_queue.into(), max_rows_per_invocation: 100_000, safety_margin: Duration::from_secs(30) }
+    }
+}
+
+/// The ports and settings the handler uses.
 #[derive(Clone, Copy)]
 pub struct Deps<'a> {
     /// Runs the SQL.
     pub engine: &'a dyn QueryEngine,
     /// Publishes rows to a topic.
     pub topics: &'a dyn TopicPublisher,
-    /// Sends rows to a queue.
+    /// Sends rows to a queue, and continuations to our own queue.
     pub queue: &'a dyn QueueSender,
+    /// Settings.
+    pub config: &'a AthenaConfig,
 }
 
 /// Why a query message failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AthenaError {
-    /// The query failed or the rows could not be published.
+    /// The query ended `FAILED` or `CANCELLED`.
+    #[error("pipeline {pipeline} run {run_id}: query {execution_id} {state}: {reason}")]
+    QueryFailed {
+        /// Pipeline.
+        pipeline: String,
+        /// Run.
+        run_id: String,
+        /// Engine's execution id.
+        execution_id: String,
+        /// `FAILED` or `CANCELLED`.
+        state: String,
+        /// The engine's reason.
+        reason: String,
+    },
+    /// The engine returned the same page token twice.
+    #[error("pipeline {pipeline} run {run_id}: query {execution_id} returned page token {token:?} twice")]
+    RepeatedToken {
+        /// Pipeline.
+        pipeline: String,
+        /// Run.
+        run_id: String,
+        /// Engine's execution id.
+        execution_id: String,
+        /// The token.
+        token: String,
+    },
+    /// The engine, topic or queue failed.
     #[error("pipeline {pipeline} run {run_id}: {source}")]
     Port {
         /// Pipeline.
         pipeline: String,
         /// Run.
         run_id: String,
-        /// What failed (the engine's reason for a failed query).
+        /// What failed.
         source: PortError,
     },
     /// The record body could not be read.
@@ -45,34 +109,127 @@ pub enum AthenaError {
     Body(#[from] BodyError),
 }
 
-/// Handles an SQS batch of `QueryMessage`s, one at a time.
-pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
-    batch::for_each_message(event, 1, |message: QueryMessage, _meta: RecordMeta| run_query(message, deps)).await
+/// What one invocation did with a query message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// Rows published by this invocation.
+    pub rows_published: u64,
+    /// The continuation re-enqueued, if the query is not done.
+    pub continued: Option<QueryContinuation>,
 }
 
-/// Runs one query and publishes every row. Returns the number of rows.
+/// Handles an SQS batch of `QueryMessage`s, one at a time, each bounded by
+/// `deadline` (the invocation's).
+pub async fn handle_sqs(event: &SqsEvent, deadline: Instant, deps: Deps<'_>) -> SqsBatchResponse {
+    batch::for_each_message(event, 1, |message: QueryMessage, _meta: RecordMeta| async move {
+        run_query(message, deadline, deps).await.map(|_| ())
+    })
+    .await
+}
+
+/// Runs (or continues) one query and publishes its rows.
 ///
 /// # Errors
-/// [`AthenaError::Port`] with the engine's reason.
+/// [`AthenaError::QueryFailed`] with the engine's state and reason;
+/// [`AthenaError::RepeatedToken`]; [`AthenaError::Port`].
 #[tracing::instrument(skip_all, fields(pipeline = %message.pipeline, run_id = %message.run_id))]
-pub async fn run_query(message: QueryMessage, deps: Deps<'_>) -> Result<(), AthenaError> {
+pub async fn run_query(message: QueryMessage, deadline: Instant, deps: Deps<'_>) -> Result<Progress, AthenaError> {
     let port =
         |source| AthenaError::Port { pipeline: message.pipeline.clone(), run_id: message.run_id.to_string(), source };
-    let query =
-        Query { sql: message.sql.clone(), parameters: message.parameters.clone(), database: message.database.clone() };
-    let rows = deps.engine.run(&query).await.map_err(port)?;
-    let bodies: Vec<String> = rows
-        .rows
+    let soft_deadline = deadline.checked_sub(deps.config.safety_margin).unwrap_or_else(Instant::now);
+    let (execution_id, mut token, mut next_row) = match &message.continuation {
+        Some(c) => (c.execution_id.clone(), c.next_token.clone(), c.next_row),
+        None => {
+            let query = Query {
+                sql: message.sql.clone(),
+                parameters: message.parameters.clone(),
+                database: message.database.clone(),
+                workgroup: message.workgroup.clone(),
+                output_location: message.output_location.clone(),
+            };
+            (deps.engine.start(&query).await.map_err(port)?, None, 0)
+        }
+    };
+    match deps.engine.wait(&execution_id, soft_deadline).await.map_err(port)? {
+        QueryState::Succeeded => {}
+        QueryState::Running { state } => {
+            tracing::info!(execution_id, state, "query still running; continuing in the next invocation");
+            let continuation = QueryContinuation { execution_id, next_token: token, next_row };
+            continue_later(&message, &continuation, deps).await.map_err(port)?;
+            return Ok(Progress { rows_published: 0, continued: Some(continuation) });
+        }
+        QueryState::Failed { state, reason } => {
+            return Err(AthenaError::QueryFailed {
+                pipeline: message.pipeline.clone(),
+                run_id: message.run_id.to_string(),
+                execution_id,
+                state,
+                reason,
+            });
+        }
+    }
+    let mut published = 0;
+    loop {
+        let page = deps.engine.page(&execution_id, token.as_deref()).await.map_err(port)?;
+        let rows = page.rows.len() as u64;
+        publish_rows(&message, next_row, page.rows, deps).await.map_err(port)?;
+        next_row += rows;
+        published += rows;
+        match page.next_token {
+            None => break,
+            Some(next) if token.as_deref() == Some(next.as_str()) => {
+                return Err(AthenaError::RepeatedToken {
+                    pipeline: message.pipeline.clone(),
+                    run_id: message.run_id.to_string(),
+                    execution_id,
+                    token: next,
+                });
+            }
+            Some(next) => token = Some(next),
+        }
+        if published >= deps.config.max_rows_per_invocation || Instant::now() >= soft_deadline {
+            let continuation = QueryContinuation { execution_id, next_token: token, next_row };
+            tracing::info!(rows = published, next_row, "continuing the result in the next invocation");
+            continue_later(&message, &continuation, deps).await.map_err(port)?;
+            return Ok(Progress { rows_published: published, continued: Some(continuation) });
+        }
+    }
+    tracing::info!(rows = published, total_rows = next_row, "query answered");
+    Ok(Progress { rows_published: published, continued: None })
+}
+
+async fn publish_rows(
+    message: &QueryMessage,
+    first_row: u64,
+    rows: Vec<serde_json::Map<String, serde_json::Value>>,
+    deps: Deps<'_>,
+) -> Result<(), PortError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let bodies = rows
         .into_iter()
-        .map(|row| {
-            json!({"version": 1, "pipeline": message.pipeline, "run_id": message.run_id, "row": row, "context": message.context})
-                .to_string()
+        .zip(first_row..)
+        .map(|(row, row_index)| {
+            contracts::encode(&QueryRow {
+                version: V1,
+                pipeline: message.pipeline.clone(),
+                run_id: message.run_id.clone(),
+                run_date: message.run_date,
+                row_index,
+                row,
+                context: message.context.clone(),
+            })
         })
-        .collect();
-    tracing::info!(rows = bodies.len(), "query answered");
-    let result = match &message.reply_to {
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|err| PortError::Permanent {
+            operation: "encode row",
+            target: message.pipeline.clone(),
+            message: err.to_string(),
+        })?;
+    match &message.reply_to {
         Destination::Topic { topic } => {
-            let attributes: std::collections::BTreeMap<String, String> =
+            let attributes: BTreeMap<String, String> =
                 [("pipeline".into(), message.pipeline.clone()), ("run_id".into(), message.run_id.to_string())].into();
             let messages = bodies
                 .into_iter()
@@ -81,6 +238,19 @@ pub async fn run_query(message: QueryMessage, deps: Deps<'_>) -> Result<(), Athe
             deps.topics.publish(topic, messages).await
         }
         Destination::Queue { queue } => deps.queue.send(queue, bodies).await,
-    };
-    result.map_err(port)
+    }
+}
+
+async fn continue_later(
+    message: &QueryMessage,
+    continuation: &QueryContinuation,
+    deps: Deps<'_>,
+) -> Result<(), PortError> {
+    let next = QueryMessage { continuation: Some(continuation.clone()), ..message.clone() };
+    let body = contracts::encode(&next).map_err(|err| PortError::Permanent {
+        operation: "encode continuation",
+        target: deps.config.own_queue.clone(),
+        message: err.to_string(),
+    })?;
+    deps.queue.send(&deps.config.own_queue, vec![body]).await
 }

@@ -1,6 +1,10 @@
 //! Athena Lambda: wiring only. Environment (read once, at cold start):
+//! `ATHENA_QUEUE_URL` (required: this function's own queue, for
+//! continuations), `MAX_ROWS_PER_INVOCATION` (default 100000),
 //! `ATHENA_WORKGROUP` and `ATHENA_OUTPUT_LOCATION` (optional defaults for
 //! queries that name none).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
@@ -10,6 +14,8 @@ use shared::adapters::aws::{self, AthenaEngine, LambdaEnv, SnsPublisher, SqsSend
 async fn main() -> Result<(), Error> {
     shared::telemetry::init_lambda();
     let env = LambdaEnv::from_env();
+    let mut config = athena::AthenaConfig::new(env.required("ATHENA_QUEUE_URL")?);
+    config.max_rows_per_invocation = env.u64_or("MAX_ROWS_PER_INVOCATION", config.max_rows_per_invocation)?;
     let sdk = aws::sdk_config().await;
     let mut engine = AthenaEngine::new(aws_sdk_athena::Client::new(&sdk));
     if let Some(workgroup) = env.optional("ATHENA_WORKGROUP")? {
@@ -20,9 +26,13 @@ async fn main() -> Result<(), Error> {
     }
     let topics = SnsPublisher::new(aws_sdk_sns::Client::new(&sdk));
     let queue = SqsSender::new(aws_sdk_sqs::Client::new(&sdk));
-    let deps = athena::Deps { engine: &engine, topics: &topics, queue: &queue };
+    let deps = athena::Deps { engine: &engine, topics: &topics, queue: &queue, config: &config };
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        Ok::<_, Error>(athena::handle_sqs(&event.payload, deps).await)
+        // The invocation's deadline (ms since the epoch) as a monotonic instant.
+        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        let remaining = Duration::from_millis(event.context.deadline.saturating_sub(now_ms));
+        let deadline = tokio::time::Instant::now() + remaining;
+        Ok::<_, Error>(athena::handle_sqs(&event.payload, deadline, deps).await)
     }))
     .await
 }

@@ -16,11 +16,11 @@ use serde_json::Value;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use shared::batch::{self, BodyError, RecordMeta};
-use shared::contracts::{self, ProbeReply, RequestMessage, RunId};
+use shared::contracts::{self, ProbeReply, QueryRow, RunId};
 use shared::json::kind_of;
 use shared::ports::{PortError, QueueSender};
 use shared::spec::{PipelineSpec, SpecError};
-use shared::strategy::{PlanError, RunContext, strategy_for};
+use shared::strategy::{Plan, PlanError, RunContext, strategy_for};
 
 /// Where the Orchestrator sends things (queue URLs on AWS, names locally).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,6 +33,12 @@ pub struct OrchestratorConfig {
     /// This function's own queue, named as `reply_to` of probes
     /// (`ORCHESTRATOR_QUEUE_URL`).
     pub orchestrator_queue: String,
+    /// The Athena function's queue, for the athena strategy's query
+    /// (`ATHENA_QUEUE_URL`).
+    pub athena_queue: String,
+    /// The query-results topic, named as `reply_to` of queries; it fans out
+    /// to the orchestrator queue (`QUERY_RESULTS_TOPIC_ARN`).
+    pub query_results_topic: String,
 }
 
 /// The ports and settings the handler uses.
@@ -205,6 +211,8 @@ pub fn run_context(config: &OrchestratorConfig, run_id: RunId, run_date: NaiveDa
         run_date,
         persist_queue: config.persist_queue.clone(),
         orchestrator_queue: config.orchestrator_queue.clone(),
+        athena_queue: config.athena_queue.clone(),
+        query_results_topic: config.query_results_topic.clone(),
     }
 }
 
@@ -220,10 +228,59 @@ pub async fn start_run(spec: &PipelineSpec, run: &RunContext, deps: Deps<'_>) ->
     send_plan(&plan, deps).await
 }
 
-/// Handles a batch from the orchestrator queue (probe replies), reporting
-/// only the failed records.
+/// Handles a batch from the orchestrator queue — count-first probe replies
+/// and query rows (raw from the query-results topic, or in its SNS envelope)
+/// — reporting only the failed records.
 pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
-    batch::for_each_message(event, 4, |reply: ProbeReply, _meta: RecordMeta| on_probe_reply(reply, deps)).await
+    batch::for_each_message(event, 4, |message: Inbox, _meta: RecordMeta| async move {
+        match message {
+            Inbox::ProbeReply(reply) => on_probe_reply(reply, deps).await,
+            Inbox::QueryRow(row) => on_query_row(*row, deps).await,
+        }
+    })
+    .await
+}
+
+/// What arrives on the orchestrator queue, told apart by shape: a
+/// `ProbeReply` has `total`, a `QueryRow` has `row`.
+#[derive(Debug)]
+pub enum Inbox {
+    /// A count-first probe's answer.
+    ProbeReply(ProbeReply),
+    /// One row of an Athena-driven run's query.
+    QueryRow(Box<QueryRow>),
+}
+
+impl<'de> serde::Deserialize<'de> for Inbox {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = Value::deserialize(deserializer)?;
+        let problem = |contract: &str, err: contracts::ContractError| D::Error::custom(format!("{contract}: {err}"));
+        if value.get("row").is_some() {
+            contracts::decode(value).map(|row| Inbox::QueryRow(Box::new(row))).map_err(|e| problem("query row", e))
+        } else if value.get("total").is_some() {
+            contracts::decode(value).map(Inbox::ProbeReply).map_err(|e| problem("probe reply", e))
+        } else {
+            Err(D::Error::custom("expected a probe reply (with `total`) or a query row (with `row`)"))
+        }
+    }
+}
+
+/// Turns one query row into its request and sends it.
+///
+/// # Errors
+/// [`OrchestratorError::Plan`] naming the template field and placeholder
+/// when the row lacks a value; send failures.
+#[tracing::instrument(skip_all, fields(pipeline = %row.pipeline, run_id = %row.run_id, page = row.row_index))]
+pub async fn on_query_row(row: QueryRow, deps: Deps<'_>) -> Result<(), OrchestratorError> {
+    let spec = PipelineSpec::from_value(row.context.clone())?;
+    if spec.pipeline != row.pipeline {
+        return Err(OrchestratorError::Mismatch { reply: row.pipeline, spec: spec.pipeline });
+    }
+    let run = run_context(deps.config, row.run_id.clone(), row.run_date);
+    let plan = strategy_for(&spec.strategy).on_row(&spec, &run, &row)?;
+    send_plan(&plan, deps).await?;
+    Ok(())
 }
 
 /// Plans the pages of a count-first run from its probe reply and sends them.
@@ -249,15 +306,19 @@ pub async fn on_probe_reply(reply: ProbeReply, deps: Deps<'_>) -> Result<(), Orc
     Ok(())
 }
 
-async fn send_plan(plan: &[RequestMessage], deps: Deps<'_>) -> Result<usize, OrchestratorError> {
-    if plan.is_empty() {
-        return Ok(0);
+async fn send_plan(plan: &Plan, deps: Deps<'_>) -> Result<usize, OrchestratorError> {
+    fn encode_all<T: serde::Serialize>(messages: &[T]) -> Result<Vec<String>, OrchestratorError> {
+        messages
+            .iter()
+            .map(contracts::encode)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|err| OrchestratorError::BadField { field: "plan", value: String::new(), reason: err.to_string() })
     }
-    let bodies =
-        plan.iter().map(contracts::encode).collect::<Result<Vec<_>, _>>().map_err(|err| {
-            OrchestratorError::BadField { field: "plan", value: String::new(), reason: err.to_string() }
-        })?;
-    let count = bodies.len();
-    deps.queue.send(&deps.config.request_queue, bodies).await?;
-    Ok(count)
+    if !plan.queries.is_empty() {
+        deps.queue.send(&deps.config.athena_queue, encode_all(&plan.queries)?).await?;
+    }
+    if !plan.requests.is_empty() {
+        deps.queue.send(&deps.config.request_queue, encode_all(&plan.requests)?).await?;
+    }
+    Ok(plan.len())
 }

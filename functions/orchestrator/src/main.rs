@@ -1,6 +1,7 @@
 //! Orchestrator Lambda: wiring only. Environment (read once, at cold start):
-//! `REQUEST_QUEUE_URL`, `PERSIST_QUEUE_URL`, `ORCHESTRATOR_QUEUE_URL`
-//! (required), `MAX_BATCH_BYTES` (SendMessageBatch payload cap, default 262144).
+//! `REQUEST_QUEUE_URL`, `PERSIST_QUEUE_URL`, `ORCHESTRATOR_QUEUE_URL`,
+//! `ATHENA_QUEUE_URL`, `QUERY_RESULTS_TOPIC_ARN` (required),
+//! `MAX_BATCH_BYTES` (SendMessageBatch payload cap, default 262144).
 
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use serde_json::Value;
@@ -14,6 +15,8 @@ async fn main() -> Result<(), Error> {
         request_queue: env.required("REQUEST_QUEUE_URL")?,
         persist_queue: env.required("PERSIST_QUEUE_URL")?,
         orchestrator_queue: env.required("ORCHESTRATOR_QUEUE_URL")?,
+        athena_queue: env.required("ATHENA_QUEUE_URL")?,
+        query_results_topic: env.required("QUERY_RESULTS_TOPIC_ARN")?,
     };
     let sdk = aws::sdk_config().await;
     let queue = SqsSender::new(aws_sdk_sqs::Client::new(&sdk))

@@ -24,6 +24,8 @@ fn config() -> OrchestratorConfig {
         request_queue: REQUEST_QUEUE.into(),
         persist_queue: "persist".into(),
         orchestrator_queue: "orchestrator".into(),
+        athena_queue: "athena".into(),
+        query_results_topic: "query-results".into(),
     }
 }
 

@@ -68,7 +68,8 @@ impl fmt::Display for RunId {
 pub struct PageRef {
     /// 0-based page index; part of every output key.
     pub index: u32,
-    /// Pages planned for the run (1 for a single call).
+    /// Pages planned for the run (1 for a single call; 0 when unknown up
+    /// front, as for the rows of an Athena-driven run).
     pub count: u32,
 }
 

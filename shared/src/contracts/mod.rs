@@ -22,7 +22,7 @@ pub use alert::Alert;
 pub use common::{Destination, HttpMethod, PageRef, PersistTarget, RunId};
 pub use persist::{Payload, PersistMessage};
 pub use probe::ProbeReply;
-pub use query::QueryMessage;
+pub use query::{QueryContinuation, QueryMessage, QueryRow};
 pub use request::{HttpCall, RequestMessage, RequestMode};
 pub use version::V1;
 
@@ -87,6 +87,7 @@ pub fn schemas() -> Vec<(&'static str, String)> {
         one::<PersistMessage>("persist-message.v1.schema.json"),
         one::<ProbeReply>("probe-reply.v1.schema.json"),
         one::<QueryMessage>("query-message.v1.schema.json"),
+        one::<QueryRow>("query-row.v1.schema.json"),
         one::<Alert>("alert.v1.schema.json"),
     ]
 }

@@ -80,6 +80,7 @@ fn every_contract_round_trips() {
         version: V1,
         pipeline: "p".into(),
         run_id: run_id(),
+        run_date: date(),
         sql: "SELECT id FROM customers WHERE dt = ?".into(),
         parameters: vec!["2026-11-29".into()],
         database: "lake".into(),
@@ -87,6 +88,20 @@ fn every_contract_round_trips() {
         output_location: Some("s3://bucket/athena/".into()),
         reply_to: Destination::Topic { topic: "query-results".into() },
         context: json!({}),
+        continuation: Some(QueryContinuation {
+            execution_id: "q-1".into(),
+            next_token: Some("t".into()),
+            next_row: 1000,
+        }),
+    });
+    round_trip(&QueryRow {
+        version: V1,
+        pipeline: "p".into(),
+        run_id: run_id(),
+        run_date: date(),
+        row_index: 7,
+        row: json!({"id": 7, "name": "x", "missing": null}).as_object().cloned().unwrap_or_default(),
+        context: json!({"spec": true}),
     });
     round_trip(&Alert {
         version: V1,

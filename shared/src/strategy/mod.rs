@@ -5,15 +5,19 @@
 //! Orchestrator's handler does the sending. One module per variant; the one
 //! `match` in [`strategy_for`] turns the spec's tagged enum into a strategy.
 
+pub mod athena;
 mod paged;
 mod simple;
 
+pub use athena::Athena;
 pub use paged::Paged;
 pub use simple::Simple;
 
 use chrono::NaiveDate;
 
-use crate::contracts::{Destination, HttpCall, PageRef, ProbeReply, RequestMessage, RequestMode, RunId, V1};
+use crate::contracts::{
+    Destination, HttpCall, PageRef, ProbeReply, QueryMessage, QueryRow, RequestMessage, RequestMode, RunId, V1,
+};
 use crate::spec::{PipelineSpec, StrategySpec};
 
 /// The run being planned and where its messages go.
@@ -27,6 +31,32 @@ pub struct RunContext {
     pub persist_queue: String,
     /// Queue address probe replies come back to (the orchestrator queue).
     pub orchestrator_queue: String,
+    /// Queue address of the Athena function (queries go there).
+    pub athena_queue: String,
+    /// Topic address query rows are published to (it fans out to the
+    /// orchestrator queue).
+    pub query_results_topic: String,
+}
+
+/// What a strategy wants sent: vendor calls for Request, queries for Athena.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    /// Messages for the request queue.
+    pub requests: Vec<RequestMessage>,
+    /// Messages for the Athena function's queue.
+    pub queries: Vec<QueryMessage>,
+}
+
+impl Plan {
+    /// Messages in the plan.
+    pub fn len(&self) -> usize {
+        self.requests.len() + self.queries.len()
+    }
+
+    /// Whether the plan sends nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// A plan that cannot be made.
@@ -47,6 +77,16 @@ pub enum PlanError {
         pages: u64,
         /// Spec's cap.
         max_pages: u32,
+    },
+    /// A query row cannot become a request (a placeholder without a value).
+    #[error("pipeline {pipeline}: query row {row_index}: {problem}")]
+    Row {
+        /// Pipeline name.
+        pipeline: String,
+        /// The row's index in the result.
+        row_index: u64,
+        /// What is wrong, naming the template field and placeholder.
+        problem: String,
     },
     /// A message arrived that this strategy does not expect.
     #[error("pipeline {pipeline}: strategy `{strategy}` does not expect {what}")]
@@ -69,20 +109,25 @@ pub trait CallStrategy: Send + Sync {
     ///
     /// # Errors
     /// [`PlanError`] when the spec cannot be planned.
-    fn start(&self, spec: &PipelineSpec, run: &RunContext) -> Result<Vec<RequestMessage>, PlanError>;
+    fn start(&self, spec: &PipelineSpec, run: &RunContext) -> Result<Plan, PlanError>;
 
     /// Messages to enqueue when a count-first probe reply arrives. Only
     /// count-first strategies expect one.
     ///
     /// # Errors
     /// [`PlanError::Unexpected`] by default; strategy-specific errors otherwise.
-    fn on_probe_reply(
-        &self,
-        spec: &PipelineSpec,
-        _run: &RunContext,
-        _reply: &ProbeReply,
-    ) -> Result<Vec<RequestMessage>, PlanError> {
+    fn on_probe_reply(&self, spec: &PipelineSpec, _run: &RunContext, _reply: &ProbeReply) -> Result<Plan, PlanError> {
         Err(PlanError::Unexpected { pipeline: spec.pipeline.clone(), strategy: self.kind(), what: "a probe reply" })
+    }
+
+    /// Messages to enqueue when a query row arrives. Only query-driven
+    /// strategies expect one.
+    ///
+    /// # Errors
+    /// [`PlanError::Unexpected`] by default; [`PlanError::Row`] when the row
+    /// cannot be bound into the template.
+    fn on_row(&self, spec: &PipelineSpec, _run: &RunContext, _row: &QueryRow) -> Result<Plan, PlanError> {
+        Err(PlanError::Unexpected { pipeline: spec.pipeline.clone(), strategy: self.kind(), what: "a query row" })
     }
 }
 
@@ -91,6 +136,7 @@ pub fn strategy_for(spec: &StrategySpec) -> Box<dyn CallStrategy + '_> {
     match spec {
         StrategySpec::Simple {} => Box::new(Simple),
         StrategySpec::Paged(paged) => Box::new(Paged(paged)),
+        StrategySpec::Athena(athena) => Box::new(Athena(athena)),
     }
 }
 
@@ -137,6 +183,8 @@ pub(crate) mod test_support {
             run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("valid"),
             persist_queue: "persist".into(),
             orchestrator_queue: "orchestrator".into(),
+            athena_queue: "athena".into(),
+            query_results_topic: "query-results".into(),
         }
     }
 }

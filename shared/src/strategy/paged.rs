@@ -10,7 +10,7 @@
 //!
 //! The Orchestrator never calls the vendor itself.
 
-use super::{CallStrategy, PlanError, RunContext, call_from_template, records_request};
+use super::{CallStrategy, Plan, PlanError, RunContext, call_from_template, records_request};
 use crate::contracts::{Destination, PageRef, ProbeReply, RequestMessage, RequestMode, V1};
 use crate::spec::{PageParams, PagedSpec, PipelineSpec};
 
@@ -43,9 +43,9 @@ impl CallStrategy for Paged<'_> {
         "paged"
     }
 
-    fn start(&self, spec: &PipelineSpec, run: &RunContext) -> Result<Vec<RequestMessage>, PlanError> {
+    fn start(&self, spec: &PipelineSpec, run: &RunContext) -> Result<Plan, PlanError> {
         let context = serde_json::to_value(spec).unwrap_or_default();
-        Ok(vec![RequestMessage {
+        let probe = RequestMessage {
             version: V1,
             pipeline: spec.pipeline.clone(),
             run_id: run.run_id.clone(),
@@ -54,15 +54,11 @@ impl CallStrategy for Paged<'_> {
             http: call_from_template(spec, &self.page_params(0)),
             mode: RequestMode::Probe { total_pointer: self.0.total_pointer.clone(), context },
             reply_to: Destination::Queue { queue: run.orchestrator_queue.clone() },
-        }])
+        };
+        Ok(Plan { requests: vec![probe], queries: Vec::new() })
     }
 
-    fn on_probe_reply(
-        &self,
-        spec: &PipelineSpec,
-        run: &RunContext,
-        reply: &ProbeReply,
-    ) -> Result<Vec<RequestMessage>, PlanError> {
+    fn on_probe_reply(&self, spec: &PipelineSpec, run: &RunContext, reply: &ProbeReply) -> Result<Plan, PlanError> {
         let size = u64::from(self.0.page_size);
         let pages = reply.total.div_ceil(size);
         if pages > u64::from(self.0.max_pages) {
@@ -76,12 +72,13 @@ impl CallStrategy for Paged<'_> {
         }
         // pages <= max_pages: u32, so the conversion cannot fail.
         let count = u32::try_from(pages).unwrap_or(u32::MAX);
-        Ok((0..count)
+        let requests = (0..count)
             .map(|index| {
                 let http = call_from_template(spec, &self.page_params(index));
                 records_request(spec, run, PageRef { index, count }, http)
             })
-            .collect())
+            .collect();
+        Ok(Plan { requests, queries: Vec::new() })
     }
 }
 
@@ -113,7 +110,7 @@ pub(crate) mod tests {
     #[test]
     fn probe_goes_back_to_the_orchestrator_with_the_spec() {
         let spec = spec("");
-        let plan = strategy_for(&spec.strategy).start(&spec, &run()).expect("plan");
+        let plan = strategy_for(&spec.strategy).start(&spec, &run()).expect("plan").requests;
         assert_eq!(plan.len(), 1);
         let probe = &plan[0];
         assert_eq!(probe.page, None);
@@ -128,7 +125,7 @@ pub(crate) mod tests {
     fn plans_one_request_per_page_with_offsets() {
         let spec = spec("");
         let strategy = strategy_for(&spec.strategy);
-        let plan = strategy.on_probe_reply(&spec, &run(), &reply(101)).expect("plan");
+        let plan = strategy.on_probe_reply(&spec, &run(), &reply(101)).expect("plan").requests;
         assert_eq!(plan.len(), 3);
         let offsets: Vec<_> = plan.iter().map(|m| m.http.query["offset"].clone()).collect();
         assert_eq!(offsets, ["0", "50", "100"]);
@@ -149,7 +146,7 @@ pub(crate) mod tests {
     #[test]
     fn page_number_params() {
         let spec = spec(", params: {style: page_number, page_param: p, size_param: n, first_page: 0}");
-        let plan = strategy_for(&spec.strategy).on_probe_reply(&spec, &run(), &reply(120)).expect("plan");
+        let plan = strategy_for(&spec.strategy).on_probe_reply(&spec, &run(), &reply(120)).expect("plan").requests;
         let pages: Vec<_> = plan.iter().map(|m| (m.http.query["p"].clone(), m.http.query["n"].clone())).collect();
         assert_eq!(pages, [("0", "50"), ("1", "50"), ("2", "50")].map(|(a, b)| (a.to_string(), b.to_string())));
     }

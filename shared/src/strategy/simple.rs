@@ -1,7 +1,7 @@
 //! `simple`: one call, one page.
 
-use super::{CallStrategy, PlanError, RunContext, call_from_template, records_request};
-use crate::contracts::{PageRef, RequestMessage};
+use super::{CallStrategy, Plan, PlanError, RunContext, call_from_template, records_request};
+use crate::contracts::PageRef;
 use crate::spec::PipelineSpec;
 
 /// One `RequestMessage` for the template's call, as page 0 of 1.
@@ -13,8 +13,9 @@ impl CallStrategy for Simple {
         "simple"
     }
 
-    fn start(&self, spec: &PipelineSpec, run: &RunContext) -> Result<Vec<RequestMessage>, PlanError> {
-        Ok(vec![records_request(spec, run, PageRef::SINGLE, call_from_template(spec, &[]))])
+    fn start(&self, spec: &PipelineSpec, run: &RunContext) -> Result<Plan, PlanError> {
+        let request = records_request(spec, run, PageRef::SINGLE, call_from_template(spec, &[]));
+        Ok(Plan { requests: vec![request], queries: Vec::new() })
     }
 }
 
@@ -30,7 +31,7 @@ mod tests {
             "version: 1\npipeline: fx\nstrategy: {kind: simple}\nrequest: {url: 'http://h/rates?x=1', query: {base: EUR}, records_pointer: /rates}\ntarget: {dataset: fx}\n",
         )
         .expect("valid");
-        let plan = Simple.start(&spec, &run()).expect("plan");
+        let plan = Simple.start(&spec, &run()).expect("plan").requests;
         assert_eq!(plan.len(), 1);
         let msg = &plan[0];
         assert_eq!(msg.page, Some(PageRef { index: 0, count: 1 }));

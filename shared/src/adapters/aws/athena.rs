@@ -7,9 +7,10 @@ use async_trait::async_trait;
 use aws_sdk_athena::types::{ColumnInfo, QueryExecutionContext, QueryExecutionState, ResultConfiguration, Row};
 use backon::{BackoffBuilder, ExponentialBuilder};
 use serde_json::{Map, Number, Value};
+use tokio::time::Instant;
 
 use super::error::port_error;
-use crate::ports::{PortError, Query, QueryEngine, QueryRows};
+use crate::ports::{PortError, Query, QueryEngine, QueryState, ResultPage};
 
 /// Rows per `GetQueryResults` page: 1,000, the API's maximum.
 /// <https://docs.aws.amazon.com/athena/latest/APIReference/API_GetQueryResults.html>
@@ -22,12 +23,11 @@ pub const DEFAULT_QUERY_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Runs queries on Athena and reads their results.
 ///
-/// [`QueryEngine::run`] starts the query with its parameters as
-/// `ExecutionParameters` (never spliced into the SQL by us), polls
-/// `GetQueryExecution` with exponential backoff (250 ms doubling to 5 s by
-/// default) until a terminal state or the time-out, then reads every page of
-/// `GetQueryResults`, skipping the header row Athena puts first on the first
-/// page of a `SELECT`'s results.
+/// [`QueryEngine::start`] passes the parameters as `ExecutionParameters`
+/// (never spliced into the SQL by us); [`QueryEngine::wait`] polls
+/// `GetQueryExecution` with backoff; [`QueryEngine::page`] reads one
+/// `GetQueryResults` page, skipping the header row Athena puts first on the
+/// first page of a `SELECT`'s results.
 ///
 /// Values are typed by the column's `ColumnInfo.Type`: `tinyint`,
 /// `smallint`, `integer`, `bigint` → JSON integer; `double`, `float`,
@@ -88,134 +88,114 @@ impl AthenaEngine {
         self
     }
 
+    /// Best-effort `StopQueryExecution` of a query we gave up on.
+    pub async fn stop(&self, id: &str) {
+        if let Err(err) = self.client.stop_query_execution().query_execution_id(id).send().await {
+            tracing::warn!(query_execution_id = id, error = %port_error("StopQueryExecution", id, err), "could not stop query");
+        }
+    }
+}
+
+#[async_trait]
+impl QueryEngine for AthenaEngine {
+    /// `StartQueryExecution` with the parameters as `ExecutionParameters`.
+    /// The query's workgroup and output location override the engine's.
     async fn start(&self, query: &Query) -> Result<String, PortError> {
         let target = format!("database {}", query.database);
         let context = QueryExecutionContext::builder().database(&query.database).build();
         let parameters = (!query.parameters.is_empty())
             .then(|| query.parameters.iter().map(|value| string_literal(value)).collect::<Vec<_>>());
+        let output_location = query.output_location.as_ref().or(self.output_location.as_ref());
         let output = self
             .client
             .start_query_execution()
             .query_string(&query.sql)
             .query_execution_context(context)
             .set_execution_parameters(parameters)
-            .set_work_group(self.workgroup.clone())
+            .set_work_group(query.workgroup.clone().or_else(|| self.workgroup.clone()))
             .set_result_configuration(
-                self.output_location
-                    .as_ref()
-                    .map(|location| ResultConfiguration::builder().output_location(location).build()),
+                output_location.map(|location| ResultConfiguration::builder().output_location(location).build()),
             )
             .send()
             .await
             .map_err(|err| port_error("StartQueryExecution", &target, err))?;
-        output.query_execution_id().map(str::to_string).ok_or_else(|| PortError::Permanent {
+        let id = output.query_execution_id().map(str::to_string).ok_or_else(|| PortError::Permanent {
             operation: "StartQueryExecution",
             target,
             message: "response has no QueryExecutionId".into(),
-        })
+        })?;
+        tracing::info!(query_execution_id = %id, database = %query.database, "query started");
+        Ok(id)
     }
 
-    /// Polls until the query succeeds.
-    async fn wait(&self, id: &str) -> Result<(), PortError> {
-        let deadline = tokio::time::Instant::now() + self.timeout;
+    /// Polls `GetQueryExecution` with exponential backoff (250 ms doubling to
+    /// 5 s by default); a throttled or failed poll (`TooManyRequestsException`,
+    /// 5xx) is retried on the same schedule, not reported. The deadline is
+    /// capped by the engine's time-out.
+    async fn wait(&self, id: &str, deadline: Instant) -> Result<QueryState, PortError> {
+        let deadline = deadline.min(Instant::now() + self.timeout);
         let mut delays = ExponentialBuilder::new()
             .with_min_delay(self.min_poll)
             .with_max_delay(self.max_poll)
+            .with_jitter()
             .without_max_times()
             .build();
+        let mut last_state = "UNKNOWN".to_string();
         loop {
-            let output = self
-                .client
-                .get_query_execution()
-                .query_execution_id(id)
-                .send()
-                .await
-                .map_err(|err| port_error("GetQueryExecution", id, err))?;
-            let status = output.query_execution().and_then(|q| q.status());
-            let reason = status.and_then(|s| s.state_change_reason()).unwrap_or("no reason given");
-            let state = status.and_then(|s| s.state());
-            match state {
-                Some(QueryExecutionState::Succeeded) => return Ok(()),
-                Some(QueryExecutionState::Failed) | Some(QueryExecutionState::Cancelled) => {
-                    return Err(PortError::Permanent {
-                        operation: "Athena query",
-                        target: id.to_string(),
-                        message: format!("{}: {reason}", state.map_or("FAILED", QueryExecutionState::as_str)),
-                    });
+            match self.client.get_query_execution().query_execution_id(id).send().await {
+                Ok(output) => {
+                    let status = output.query_execution().and_then(|q| q.status());
+                    let reason = status.and_then(|s| s.state_change_reason()).unwrap_or("no reason given");
+                    let state = status.and_then(|s| s.state());
+                    match state {
+                        Some(QueryExecutionState::Succeeded) => return Ok(QueryState::Succeeded),
+                        Some(state @ (QueryExecutionState::Failed | QueryExecutionState::Cancelled)) => {
+                            return Ok(QueryState::Failed {
+                                state: state.as_str().to_string(),
+                                reason: reason.to_string(),
+                            });
+                        }
+                        other => last_state = other.map_or("UNKNOWN", QueryExecutionState::as_str).to_string(),
+                    }
                 }
-                _ => {}
+                Err(err) => {
+                    let err = port_error("GetQueryExecution", id, err);
+                    if !err.is_retryable() {
+                        return Err(err);
+                    }
+                    tracing::warn!(query_execution_id = id, error = %err, "polling throttled or failed; retrying");
+                }
             }
             let delay = delays.next().unwrap_or(self.max_poll);
-            if tokio::time::Instant::now() + delay > deadline {
-                self.stop(id).await;
-                return Err(PortError::Transient {
-                    operation: "Athena query",
-                    target: id.to_string(),
-                    message: format!(
-                        "still {} after {} s; stopped",
-                        state.map_or("UNKNOWN", QueryExecutionState::as_str),
-                        self.timeout.as_secs()
-                    ),
-                });
+            if Instant::now() + delay > deadline {
+                return Ok(QueryState::Running { state: last_state });
             }
-            tracing::debug!(query_execution_id = id, state = ?state, delay_ms = delay.as_millis() as u64, "query not finished");
             tokio::time::sleep(delay).await;
         }
     }
 
-    /// Best-effort `StopQueryExecution` of a query we gave up on.
-    async fn stop(&self, id: &str) {
-        if let Err(err) = self.client.stop_query_execution().query_execution_id(id).send().await {
-            tracing::warn!(query_execution_id = id, error = %port_error("StopQueryExecution", id, err), "could not stop query");
+    /// One `GetQueryResults` page of up to [`RESULTS_PAGE_SIZE`] rows.
+    async fn page(&self, id: &str, token: Option<&str>) -> Result<ResultPage, PortError> {
+        let output = self
+            .client
+            .get_query_results()
+            .query_execution_id(id)
+            .max_results(RESULTS_PAGE_SIZE)
+            .set_next_token(token.map(str::to_string))
+            .send()
+            .await
+            .map_err(|err| port_error("GetQueryResults", id, err))?;
+        let mut page = ResultPage::default();
+        if let Some(set) = output.result_set() {
+            let columns: Vec<ColumnInfo> =
+                set.result_set_metadata().map(|m| m.column_info().to_vec()).unwrap_or_default();
+            page.columns = columns.iter().map(|c| c.name().to_string()).collect();
+            // Athena repeats the column names as the first row of the first page.
+            let skip = usize::from(token.is_none());
+            page.rows = set.rows().iter().skip(skip).map(|row| to_object(&columns, row)).collect();
         }
-    }
-
-    async fn results(&self, id: &str) -> Result<QueryRows, PortError> {
-        let mut rows = QueryRows::default();
-        let mut columns: Vec<ColumnInfo> = Vec::new();
-        let mut token: Option<String> = None;
-        let mut first_page = true;
-        loop {
-            let output = self
-                .client
-                .get_query_results()
-                .query_execution_id(id)
-                .max_results(RESULTS_PAGE_SIZE)
-                .set_next_token(token.take())
-                .send()
-                .await
-                .map_err(|err| port_error("GetQueryResults", id, err))?;
-            if let Some(set) = output.result_set() {
-                if first_page {
-                    columns = set.result_set_metadata().map(|m| m.column_info().to_vec()).unwrap_or_default();
-                    rows.columns = columns.iter().map(|c| c.name().to_string()).collect();
-                }
-                let skip = usize::from(first_page);
-                rows.rows.extend(set.rows().iter().skip(skip).map(|row| to_object(&columns, row)));
-            }
-            first_page = false;
-            match output.next_token() {
-                Some(next) if !next.is_empty() => token = Some(next.to_string()),
-                _ => break,
-            }
-        }
-        Ok(rows)
-    }
-}
-
-#[async_trait]
-impl QueryEngine for AthenaEngine {
-    /// # Errors
-    /// [`PortError::Permanent`] with the state and `StateChangeReason` for a
-    /// `FAILED` or `CANCELLED` query, or for a refused request (bad SQL
-    /// syntax is reported at start as `InvalidRequestException`);
-    /// [`PortError::Transient`] for throttling (`TooManyRequestsException`),
-    /// service errors and a query still running at the time-out.
-    async fn run(&self, query: &Query) -> Result<QueryRows, PortError> {
-        let id = self.start(query).await?;
-        tracing::info!(query_execution_id = %id, database = %query.database, "query started");
-        self.wait(&id).await?;
-        self.results(&id).await
+        page.next_token = output.next_token().filter(|next| !next.is_empty()).map(str::to_string);
+        Ok(page)
     }
 }
 

@@ -1,0 +1,173 @@
+//! The Athena function's handler over a scripted engine (the port's
+//! contract: start, wait, page with tokens) and the real local broker:
+//! continuation across invocations, FAILED queries, repeated tokens.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::json;
+use shared::adapters::local::{Broker, QueueConfig, Subscription};
+use shared::contracts::{Destination, QueryMessage, QueryRow, RunId, V1};
+use shared::ports::{PortError, Query, QueryEngine, QueryState, ResultPage};
+use tokio::time::Instant;
+
+/// Serves `total` rows `{"n": i}` in pages of `page_rows`, tokens being the
+/// next offset; optionally fails, stays running, or repeats a token.
+struct ScriptedEngine {
+    total: usize,
+    page_rows: usize,
+    state: QueryState,
+    repeat_token: bool,
+    started: Mutex<Vec<Query>>,
+}
+
+impl ScriptedEngine {
+    fn new(total: usize, page_rows: usize) -> Self {
+        Self { total, page_rows, state: QueryState::Succeeded, repeat_token: false, started: Mutex::new(Vec::new()) }
+    }
+}
+
+#[async_trait]
+impl QueryEngine for ScriptedEngine {
+    async fn start(&self, query: &Query) -> Result<String, PortError> {
+        self.started.lock().expect("lock").push(query.clone());
+        Ok("exec-1".into())
+    }
+
+    async fn wait(&self, _: &str, _: Instant) -> Result<QueryState, PortError> {
+        Ok(self.state.clone())
+    }
+
+    async fn page(&self, _: &str, token: Option<&str>) -> Result<ResultPage, PortError> {
+        let offset: usize = token.map_or(0, |t| t.parse().expect("our token"));
+        let end = (offset + self.page_rows).min(self.total);
+        let rows = (offset..end).map(|n| json!({ "n": n }).as_object().cloned().unwrap_or_default()).collect();
+        let next_token =
+            if self.repeat_token { Some("7".to_string()) } else { (end < self.total).then(|| end.to_string()) };
+        Ok(ResultPage { columns: vec!["n".into()], rows, next_token })
+    }
+}
+
+fn broker() -> Broker {
+    let broker = Broker::new();
+    for name in ["athena", "rows"] {
+        broker.create_queue(QueueConfig {
+            name: name.into(),
+            visibility_timeout: Duration::from_secs(60),
+            max_message_bytes: 262_144,
+            redrive: None,
+        });
+    }
+    broker.create_topic(
+        "query-results",
+        vec![Subscription::Queue { queue: "rows".into(), raw: true, filter: Default::default() }],
+    );
+    broker
+}
+
+fn message() -> QueryMessage {
+    QueryMessage {
+        version: V1,
+        pipeline: "tx".into(),
+        run_id: RunId::new("20261129T060000Z").expect("id"),
+        run_date: chrono::NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
+        sql: "SELECT n FROM numbers WHERE dt = ?".into(),
+        parameters: vec!["2026-11-29".into()],
+        database: "lake".into(),
+        workgroup: Some("wg".into()),
+        output_location: None,
+        reply_to: Destination::Topic { topic: "query-results".into() },
+        context: json!({"spec": "echoed"}),
+        continuation: None,
+    }
+}
+
+fn drain(broker: &Broker, queue: &str) -> Vec<String> {
+    let mut bodies = Vec::new();
+    loop {
+        let batch = broker.receive(queue, 10).expect("receive");
+        if batch.is_empty() {
+            return bodies;
+        }
+        for record in batch {
+            broker.delete(queue, record.receipt_handle.as_deref().expect("receipt"));
+            bodies.push(record.body.expect("body"));
+        }
+    }
+}
+
+fn soon() -> Instant {
+    Instant::now() + Duration::from_secs(600)
+}
+
+#[tokio::test]
+async fn a_large_result_continues_across_invocations_without_gaps_or_duplicates() {
+    let broker = broker();
+    let engine = ScriptedEngine::new(2_500, 1_000);
+    let mut config = athena::AthenaConfig::new("athena");
+    config.max_rows_per_invocation = 1_000;
+    config.safety_margin = Duration::ZERO;
+    let deps = athena::Deps { engine: &engine, topics: &broker, queue: &broker, config: &config };
+
+    let mut next = Some(message());
+    let mut invocations = 0;
+    while let Some(message) = next.take() {
+        invocations += 1;
+        let progress = athena::run_query(message, soon(), deps).await.expect("query");
+        assert!(progress.rows_published <= 1_000);
+        next = drain(&broker, "athena").pop().map(|body| serde_json::from_str(&body).expect("continuation"));
+    }
+    assert_eq!(invocations, 3);
+    let started = engine.started.lock().expect("lock");
+    assert_eq!(started.len(), 1, "continuations reuse the execution, never restart the query");
+    assert_eq!(started[0].parameters, ["2026-11-29"]);
+    assert_eq!(started[0].workgroup.as_deref(), Some("wg"));
+
+    let rows: Vec<QueryRow> = drain(&broker, "rows").iter().map(|b| serde_json::from_str(b).expect("row")).collect();
+    let indexes: Vec<u64> = rows.iter().map(|r| r.row_index).collect();
+    assert_eq!(indexes, (0..2_500).collect::<Vec<u64>>());
+    assert!(rows.iter().all(|r| r.row["n"].as_u64() == Some(r.row_index) && r.context == json!({"spec": "echoed"})));
+}
+
+#[tokio::test]
+async fn a_query_still_running_at_the_deadline_continues_later() {
+    let broker = broker();
+    let mut engine = ScriptedEngine::new(10, 10);
+    engine.state = QueryState::Running { state: "RUNNING".into() };
+    let config = athena::AthenaConfig::new("athena");
+    let deps = athena::Deps { engine: &engine, topics: &broker, queue: &broker, config: &config };
+    let progress = athena::run_query(message(), soon(), deps).await.expect("continues");
+    assert_eq!(progress.rows_published, 0);
+    let continuation: QueryMessage = serde_json::from_str(&drain(&broker, "athena")[0]).expect("continuation");
+    let c = continuation.continuation.expect("continuation set");
+    assert_eq!((c.execution_id.as_str(), c.next_token, c.next_row), ("exec-1", None, 0));
+}
+
+#[tokio::test]
+async fn failed_queries_and_repeated_tokens_are_errors_with_the_reason() {
+    let broker = broker();
+    let mut engine = ScriptedEngine::new(10, 10);
+    engine.state = QueryState::Failed { state: "FAILED".into(), reason: "TABLE_NOT_FOUND: numbers".into() };
+    let config = athena::AthenaConfig::new("athena");
+    let deps = athena::Deps { engine: &engine, topics: &broker, queue: &broker, config: &config };
+    let err = athena::run_query(message(), soon(), deps).await.expect_err("failed").to_string();
+    assert!(err.contains("FAILED") && err.contains("TABLE_NOT_FOUND: numbers") && err.contains("exec-1"), "{err}");
+
+    let mut engine = ScriptedEngine::new(30, 10);
+    engine.repeat_token = true;
+    let deps = athena::Deps { engine: &engine, topics: &broker, queue: &broker, config: &config };
+    let err = athena::run_query(message(), soon(), deps).await.expect_err("loop").to_string();
+    assert!(err.contains("returned page token \"7\" twice"), "{err}");
+}
+
+#[tokio::test]
+async fn an_empty_result_publishes_nothing_and_succeeds() {
+    let broker = broker();
+    let engine = ScriptedEngine::new(0, 10);
+    let config = athena::AthenaConfig::new("athena");
+    let deps = athena::Deps { engine: &engine, topics: &broker, queue: &broker, config: &config };
+    let progress = athena::run_query(message(), soon(), deps).await.expect("query");
+    assert_eq!(progress, athena::Progress { rows_published: 0, continued: None });
+    assert!(drain(&broker, "rows").is_empty());
+}

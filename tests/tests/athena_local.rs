@@ -1,0 +1,83 @@
+//! End-to-end: the Athena-driven strategy on one machine — rows of a
+//! DataFusion query over the lake's Parquet drive one vendor call each.
+
+use chrono::Utc;
+use shared::spec::PipelineSpec;
+use tributary::runtime::{LocalOptions, LocalRuntime};
+use tributary_e2e::{VendorBehaviour, detail, paged_spec, read_dataset, start_vendor};
+
+fn athena_spec(addr: std::net::SocketAddr, sql: &str, url_path: &str) -> PipelineSpec {
+    PipelineSpec::from_yaml(&format!(
+        "version: 1\npipeline: details\nstrategy: {{kind: athena, query: \"{sql}\", parameters: ['{{run_date}}'], database: lake}}\nrequest: {{url: 'http://{addr}{url_path}', records_pointer: /data}}\ntarget: {{dataset: details}}\n"
+    ))
+    .expect("valid spec")
+}
+
+#[tokio::test]
+async fn each_row_of_a_lake_query_becomes_one_call_and_its_records_persist_once() {
+    let vendor = VendorBehaviour { total: 57, ..Default::default() };
+    let addr = start_vendor(vendor).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let now = Utc::now();
+    assert!(runtime.run(&paged_spec(addr, "items", 20), now).await.expect("items").succeeded());
+
+    let spec =
+        athena_spec(addr, "SELECT DISTINCT id FROM items WHERE dt = ? AND id < 30 ORDER BY id", "/items/{id}/details");
+    let summary = runtime.run(&spec, now).await.expect("run");
+
+    assert!(summary.succeeded(), "{summary}");
+    assert_eq!(summary.requests, 30, "one call per row");
+    assert_eq!(summary.pages, 30);
+    let mut rows: Vec<(u64, u64)> = read_dataset(lake.path(), "details")
+        .iter()
+        .map(|r| (r["item_id"].as_u64().expect("item_id"), r["k"].as_u64().expect("k")))
+        .collect();
+    rows.sort_unstable();
+    let expected: Vec<(u64, u64)> = (0..30).flat_map(|id| [(id, 0), (id, 1)]).collect();
+    assert_eq!(rows, expected, "every detail exactly once");
+    let sample =
+        read_dataset(lake.path(), "details").into_iter().find(|r| r["item_id"] == 3 && r["k"] == 1).expect("row");
+    assert_eq!(sample["note"], detail(3, 1)["note"]);
+}
+
+#[tokio::test]
+async fn a_query_with_no_rows_is_a_successful_run_of_zero_requests() {
+    let addr = start_vendor(VendorBehaviour { total: 5, ..Default::default() }).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let now = Utc::now();
+    runtime.run(&paged_spec(addr, "items", 20), now).await.expect("items");
+    let spec = athena_spec(addr, "SELECT id FROM items WHERE dt = ? AND id > 1000", "/items/{id}/details");
+    let summary = runtime.run(&spec, now).await.expect("run");
+    assert!(summary.succeeded(), "{summary}");
+    assert_eq!((summary.requests, summary.pages), (0, 0));
+}
+
+#[tokio::test]
+async fn sql_that_fails_to_plan_is_dead_lettered_with_an_alert() {
+    let addr = start_vendor(VendorBehaviour { total: 5, ..Default::default() }).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let spec = athena_spec(addr, "SELECT id FROM no_such_table WHERE dt = ?", "/items/{id}/details");
+    let summary = runtime.run(&spec, Utc::now()).await.expect("run");
+    assert_eq!(summary.dead_lettered.get("athena"), Some(&1), "{summary}");
+    assert_eq!(summary.alerts.len(), 1);
+    assert_eq!(summary.alerts[0].function, "athena");
+    assert_eq!(summary.requests, 0);
+}
+
+#[tokio::test]
+async fn a_row_without_the_templates_value_fails_alone() {
+    let addr = start_vendor(VendorBehaviour { total: 4, ..Default::default() }).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let now = Utc::now();
+    runtime.run(&paged_spec(addr, "items", 20), now).await.expect("items");
+    // Rows 0..2 have an id; the UNION adds one row whose id is NULL.
+    let sql = "SELECT id FROM items WHERE dt = ? AND id < 3 UNION ALL SELECT CAST(NULL AS BIGINT) AS id";
+    let summary = runtime.run(&athena_spec(addr, sql, "/items/{id}/details"), now).await.expect("run");
+    assert_eq!(summary.requests, 3, "{summary}");
+    assert_eq!(summary.records_persisted, 6);
+    assert_eq!(summary.dead_lettered.get("orchestrator"), Some(&1), "{summary}");
+}
