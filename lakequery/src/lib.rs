@@ -1,0 +1,320 @@
+//! tributary's local SQL engine: [`LakeEngine`], the [`QueryEngine`] port
+//! over a lake folder, run by DataFusion.
+//!
+//! It is what `AthenaEngine` is on AWS, for the CLI's local runtime: the
+//! same `?` parameters, the same three calls (start, wait, page) and the
+//! same JSON typing of result values. DataFusion is a large dependency, so
+//! this crate is linked by the CLI only, never by a Lambda function.
+//!
+//! # Tables
+//!
+//! Each query sees every dataset folder directly under the lake root (the
+//! layout of `shared::keys`: `<dataset>/dt=<YYYY-MM-DD>/<file>.parquet`) as
+//! a table named like the folder, with the `dt` partition as a `Utf8`
+//! column. Folders that are not datasets are not tables: `raw/`,
+//! `quarantine/`, `athena-results/` and any name starting with `_` or `.`
+//! (`_runs/`, `_claims/`, …). A dataset folder holding no Parquet file yet
+//! is not a table either. Names are taken as they are: a dataset called
+//! `web-events` is `"web-events"` in SQL. `information_schema` is on, so
+//! `SHOW TABLES` lists them.
+//!
+//! Queries are read-only: DDL (`CREATE …`), DML (`INSERT`, `COPY … TO`) and
+//! other statements (`SET`) are refused, so a query cannot write to the
+//! disk.
+
+mod placeholders;
+mod rows;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arrow_array::RecordBatch;
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::{ParamValues, TableReference};
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::ListingOptions;
+use datafusion::error::DataFusionError;
+use datafusion::execution::context::SQLOptions;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::scalar::ScalarValue;
+use serde_json::{Map, Value};
+use shared::ports::{PortError, Query, QueryEngine, QueryState, ResultPage};
+use tokio::time::Instant;
+
+pub use placeholders::numbered_placeholders;
+
+/// Rows per [`QueryEngine::page`]: 1,000, as `GetQueryResults` gives at most.
+pub const PAGE_ROWS: usize = 1000;
+
+/// The Hive partition column every dataset has (`dt=<YYYY-MM-DD>` folders),
+/// typed `Utf8`.
+pub const PARTITION_COLUMN: &str = "dt";
+
+/// Top folders of the lake that are never tables (besides names starting
+/// with `_` or `.`): raw pages, quarantined records, Athena's result files.
+pub const NOT_DATASETS: &[&str] = &["raw", "quarantine", "athena-results"];
+
+/// Runs SQL over a lake folder with DataFusion.
+///
+/// [`QueryEngine::start`] runs the query to the end and keeps its rows in
+/// memory, under an execution id `local-query-<n>` (`n` counting from 1 per
+/// engine); [`QueryEngine::wait`] then answers at once and
+/// [`QueryEngine::page`] reads the kept rows, [`PAGE_ROWS`] at a time. Rows
+/// are kept until the engine is dropped: this is for the CLI's short-lived
+/// runs and modest results, not a server.
+///
+/// `Query::database`, `workgroup` and `output_location` are accepted and
+/// ignored: one lake folder is one database, and results stay in memory.
+pub struct LakeEngine {
+    lake_root: PathBuf,
+    next_id: AtomicU64,
+    executions: Mutex<HashMap<String, Execution>>,
+}
+
+/// The outcome of one started query.
+enum Execution {
+    Succeeded { columns: Arc<[String]>, rows: Arc<[Map<String, Value>]> },
+    Failed { reason: String },
+}
+
+/// A dataset folder to register as a table.
+struct Dataset {
+    name: String,
+    path: PathBuf,
+}
+
+impl LakeEngine {
+    /// An engine over the lake whose root folder is `lake_root` (the folder
+    /// the local object store writes to). The folder is read at each
+    /// [`QueryEngine::start`], so data written between queries is seen.
+    pub fn new(lake_root: impl Into<PathBuf>) -> Self {
+        Self { lake_root: lake_root.into(), next_id: AtomicU64::new(1), executions: Mutex::new(HashMap::new()) }
+    }
+
+    /// The lake root given to [`LakeEngine::new`].
+    pub fn lake_root(&self) -> &Path {
+        &self.lake_root
+    }
+
+    fn executions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Execution>> {
+        // The map is only inserted into and read: a panic elsewhere cannot
+        // leave it half-updated.
+        self.executions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl fmt::Debug for LakeEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LakeEngine")
+            .field("lake_root", &self.lake_root)
+            .field("executions", &self.executions().len())
+            .finish()
+    }
+}
+
+#[async_trait]
+impl QueryEngine for LakeEngine {
+    /// Registers the lake's datasets in a fresh DataFusion session, binds
+    /// `query.parameters` to the `?` placeholders (as `Utf8` values, like
+    /// Athena's `varchar` parameters: compare with other types through
+    /// `CAST(? AS …)`), runs the query and keeps its rows.
+    ///
+    /// A query that fails to plan or run (unknown table, bad SQL, as many
+    /// parameters as placeholders not given) still gets an id: its failure
+    /// is reported by [`QueryEngine::wait`], as Athena reports it. A dataset
+    /// whose files cannot be read together (say a column `Int64` in one
+    /// file and `Utf8` in another) is left out with a warning, and named in
+    /// the reason if the query then fails.
+    ///
+    /// # Errors
+    /// [`PortError::Permanent`] when the lake root cannot be read (missing,
+    /// not a folder, no permission).
+    async fn start(&self, query: &Query) -> Result<String, PortError> {
+        let unusable = |err: std::io::Error| PortError::Permanent {
+            operation: "StartQueryExecution",
+            target: self.lake_root.display().to_string(),
+            message: format!("cannot read the lake folder: {err}"),
+        };
+        let root = tokio::fs::canonicalize(&self.lake_root).await.map_err(unusable)?;
+        let datasets = find_datasets(&root).await.map_err(unusable)?;
+        let id = format!("local-query-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
+        let execution = match run(&datasets, query).await {
+            Ok((columns, rows)) => {
+                tracing::info!(query_execution_id = %id, tables = datasets.len(), rows = rows.len(), "query succeeded");
+                Execution::Succeeded { columns: columns.into(), rows: rows.into() }
+            }
+            Err(reason) => {
+                tracing::warn!(query_execution_id = %id, tables = datasets.len(), %reason, "query failed");
+                Execution::Failed { reason }
+            }
+        };
+        self.executions().insert(id.clone(), execution);
+        Ok(id)
+    }
+
+    /// The query's final state, at once ([`QueryEngine::start`] ran it to
+    /// the end; `deadline` is not needed): [`QueryState::Succeeded`], or
+    /// [`QueryState::Failed`] with state `FAILED` and DataFusion's message.
+    ///
+    /// # Errors
+    /// [`PortError::NotFound`] (`what: "query"`) for an id this engine did
+    /// not give.
+    async fn wait(&self, execution_id: &str, _deadline: Instant) -> Result<QueryState, PortError> {
+        match self.executions().get(execution_id) {
+            Some(Execution::Succeeded { .. }) => Ok(QueryState::Succeeded),
+            Some(Execution::Failed { reason }) => {
+                Ok(QueryState::Failed { state: "FAILED".to_string(), reason: reason.clone() })
+            }
+            None => Err(PortError::NotFound { what: "query", target: execution_id.to_string() }),
+        }
+    }
+
+    /// Up to [`PAGE_ROWS`] rows starting at the row offset `token` names
+    /// (`None`: the first page). `next_token` is the decimal offset of the
+    /// next page's first row, `None` on the last page. A query with no rows
+    /// has one page with its columns and no rows.
+    ///
+    /// # Errors
+    /// [`PortError::NotFound`] (`what: "query"`) for an unknown id;
+    /// [`PortError::Permanent`] for a failed query, or a token that is not
+    /// a decimal row offset inside the results (naming the token).
+    async fn page(&self, execution_id: &str, token: Option<&str>) -> Result<ResultPage, PortError> {
+        let (columns, rows) = match self.executions().get(execution_id) {
+            Some(Execution::Succeeded { columns, rows }) => (columns.clone(), rows.clone()),
+            Some(Execution::Failed { reason }) => {
+                return Err(PortError::Permanent {
+                    operation: "GetQueryResults",
+                    target: execution_id.to_string(),
+                    message: format!("the query failed, it has no results: {reason}"),
+                });
+            }
+            None => return Err(PortError::NotFound { what: "query", target: execution_id.to_string() }),
+        };
+        let start = match token {
+            None => 0,
+            Some(token) => token.parse::<usize>().ok().filter(|&offset| offset < rows.len()).ok_or_else(|| {
+                PortError::Permanent {
+                    operation: "GetQueryResults",
+                    target: execution_id.to_string(),
+                    message: format!("page token {token:?} is not a row offset below {}", rows.len()),
+                }
+            })?,
+        };
+        let end = rows.len().min(start + PAGE_ROWS);
+        Ok(ResultPage {
+            columns: columns.to_vec(),
+            rows: rows[start..end].to_vec(),
+            next_token: (end < rows.len()).then(|| end.to_string()),
+        })
+    }
+}
+
+/// The dataset folders directly under `root`, sorted by name: every folder
+/// but [`NOT_DATASETS`], names starting with `_` or `.`, names that are not
+/// UTF-8, and folders holding no `.parquet` file.
+///
+/// # Errors
+/// The I/O error of reading `root` itself; unreadable dataset folders are
+/// skipped with a warning.
+async fn find_datasets(root: &Path) -> std::io::Result<Vec<Dataset>> {
+    let mut datasets = Vec::new();
+    let mut entries = tokio::fs::read_dir(root).await?;
+    while let Some(entry) = entries.next_entry().await? {
+        let Ok(name) = entry.file_name().into_string() else { continue };
+        if NOT_DATASETS.contains(&name.as_str()) || name.starts_with(['_', '.']) {
+            continue;
+        }
+        let path = entry.path();
+        if !tokio::fs::metadata(&path).await.is_ok_and(|meta| meta.is_dir()) {
+            continue;
+        }
+        match holds_parquet(&path).await {
+            Ok(true) => datasets.push(Dataset { name, path }),
+            Ok(false) => tracing::debug!(dataset = %name, "no Parquet file yet; not a table"),
+            Err(err) => tracing::warn!(dataset = %name, error = %err, "dataset folder unreadable; not a table"),
+        }
+    }
+    datasets.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(datasets)
+}
+
+/// Whether any file under `folder`, at any depth, ends in `.parquet`.
+async fn holds_parquet(folder: &Path) -> std::io::Result<bool> {
+    let mut pending = vec![folder.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let mut entries = tokio::fs::read_dir(&dir).await?;
+        while let Some(entry) = entries.next_entry().await? {
+            let kind = entry.file_type().await?;
+            if kind.is_dir() {
+                pending.push(entry.path());
+            } else if entry.file_name().to_string_lossy().ends_with(".parquet") {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// Plans and runs `query` over `datasets`: the result's column names and
+/// rows, or the reason it failed (DataFusion's message).
+async fn run(datasets: &[Dataset], query: &Query) -> Result<(Vec<String>, Vec<Map<String, Value>>), String> {
+    let config = SessionConfig::new().with_information_schema(true);
+    let ctx = SessionContext::new_with_config(config);
+    let mut left_out = Vec::new();
+    for dataset in datasets {
+        if let Err(err) = register(&ctx, dataset).await {
+            tracing::warn!(dataset = %dataset.name, error = %err, "dataset cannot be read as one table; left out");
+            left_out.push(format!("{}: {err}", dataset.name));
+        }
+    }
+    let explain = |reason: String| {
+        if left_out.is_empty() {
+            reason
+        } else {
+            format!(
+                "{reason} (datasets left out because their files cannot be read as one table: {})",
+                left_out.join("; ")
+            )
+        }
+    };
+
+    let (sql, placeholders) = numbered_placeholders(&query.sql);
+    if placeholders != query.parameters.len() {
+        return Err(format!(
+            "the query has {placeholders} `?` placeholder(s) but {} parameter(s) were given",
+            query.parameters.len()
+        ));
+    }
+    let read_only = SQLOptions::new().with_allow_ddl(false).with_allow_dml(false).with_allow_statements(false);
+    let outcome: Result<(Vec<String>, Vec<RecordBatch>), DataFusionError> = async {
+        let mut frame = ctx.sql_with_options(&sql, read_only).await?;
+        if placeholders > 0 {
+            let values =
+                query.parameters.iter().map(|value| ScalarValue::Utf8(Some(value.clone()))).collect::<Vec<_>>();
+            frame = frame.with_param_values(ParamValues::from(values))?;
+        }
+        let columns = frame.schema().fields().iter().map(|field| field.name().clone()).collect();
+        Ok((columns, frame.collect().await?))
+    }
+    .await;
+    let (columns, batches) = outcome.map_err(|err| explain(err.strip_backtrace()))?;
+    let rows = rows::to_rows(&batches).map_err(|err| format!("encoding the results as JSON: {err}"))?;
+    Ok((columns, rows))
+}
+
+/// Registers `dataset` in `ctx` as a Parquet listing table partitioned by
+/// [`PARTITION_COLUMN`], its schema merged over all its files.
+async fn register(ctx: &SessionContext, dataset: &Dataset) -> Result<(), DataFusionError> {
+    // A `file://` URL, not a path: DataFusion reads glob characters in a
+    // path (`*`, `?`, `[`) as a pattern.
+    let url = url::Url::from_directory_path(&dataset.path)
+        .map_err(|()| DataFusionError::Plan(format!("{} is not an absolute folder path", dataset.path.display())))?;
+    let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
+        .with_file_extension(".parquet")
+        .with_table_partition_cols(vec![(PARTITION_COLUMN.to_string(), DataType::Utf8)]);
+    ctx.register_listing_table(TableReference::bare(dataset.name.as_str()), url.as_str(), options, None, None).await
+}

@@ -1,0 +1,117 @@
+//! Result batches as JSON rows, typed the way the Athena adapter types
+//! Athena's results (see `shared::adapters::aws::AthenaEngine`).
+//!
+//! | Arrow type | JSON |
+//! |---|---|
+//! | `Int*`, `UInt*` | integer |
+//! | `Float*` | number (`NaN` and infinities, which JSON cannot hold, as `null`) |
+//! | `Boolean` | `true` / `false` |
+//! | `Utf8` and its views and dictionaries | string |
+//! | `Date*`, `Timestamp*`, `Time*`, `Duration`, `Interval` | string (ISO 8601, e.g. `2026-11-29`, `2026-11-29T06:00:00`) |
+//! | `Decimal*` | string keeping its scale (`"1.10"`), as Athena gives decimals |
+//! | `List`, `Struct`, `Map` | string holding the value as JSON text (Athena's own text form, `{a=1}`, is not JSON) |
+//! | any value that is SQL `NULL` | `null` |
+//!
+//! The encoding itself is arrow-json's, with explicit nulls, so every column
+//! is a key of every row.
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_json::{ArrayWriter, WriterBuilder};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::arrow::error::ArrowError;
+use serde_json::{Map, Value};
+
+/// The rows of `batches` as JSON objects keyed by column name, in order.
+///
+/// # Errors
+/// [`ArrowError`] when a column cannot be encoded (a type arrow-json does
+/// not write).
+pub(crate) fn to_rows(batches: &[RecordBatch]) -> Result<Vec<Map<String, Value>>, ArrowError> {
+    let mut rows = Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
+    for batch in batches.iter().filter(|batch| batch.num_rows() > 0) {
+        let batch = decimals_as_text(batch)?;
+        let mut writer: ArrayWriter<Vec<u8>> = WriterBuilder::new().with_explicit_nulls(true).build(Vec::new());
+        writer.write(&batch)?;
+        writer.finish()?;
+        let encoded: Vec<Map<String, Value>> = serde_json::from_slice(&writer.into_inner())
+            .map_err(|err| ArrowError::JsonError(format!("re-reading arrow-json's output: {err}")))?;
+        rows.extend(encoded.into_iter().map(|mut row| {
+            for value in row.values_mut() {
+                if value.is_object() || value.is_array() {
+                    *value = Value::String(value.to_string());
+                }
+            }
+            row
+        }));
+    }
+    Ok(rows)
+}
+
+/// `batch` with its decimal columns cast to text: arrow-json writes
+/// decimals as JSON numbers, which would lose the scale (`1.10` -> `1.1`)
+/// and, past 2^53, the digits.
+fn decimals_as_text(batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+    let is_decimal = |data_type: &DataType| {
+        matches!(
+            data_type,
+            DataType::Decimal32(..) | DataType::Decimal64(..) | DataType::Decimal128(..) | DataType::Decimal256(..)
+        )
+    };
+    let schema = batch.schema();
+    if !schema.fields().iter().any(|field| is_decimal(field.data_type())) {
+        return Ok(batch.clone());
+    }
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        if is_decimal(field.data_type()) {
+            fields.push(Arc::new(Field::new(field.name(), DataType::Utf8, field.is_nullable())));
+            columns.push(cast(column, &DataType::Utf8)?);
+        } else {
+            fields.push(field.clone());
+            columns.push(column.clone());
+        }
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{
+        BooleanArray, Date32Array, Decimal128Array, Float64Array, Int64Array, ListArray, RecordBatch, StringArray,
+    };
+    use datafusion::arrow::datatypes::Int64Type;
+    use serde_json::json;
+
+    use super::to_rows;
+
+    #[test]
+    fn values_are_typed_like_athenas_and_nulls_are_explicit() {
+        let decimals = Decimal128Array::from(vec![Some(110), None]).with_precision_and_scale(10, 2).expect("valid");
+        let list = ListArray::from_iter_primitive::<Int64Type, _, _>(vec![Some(vec![Some(1), Some(2)]), None]);
+        let batch = RecordBatch::try_from_iter([
+            ("id", Arc::new(Int64Array::from(vec![Some(9_007_199_254_740_993), None])) as _),
+            ("score", Arc::new(Float64Array::from(vec![Some(1.5), Some(f64::NAN)])) as _),
+            ("active", Arc::new(BooleanArray::from(vec![Some(true), None])) as _),
+            ("name", Arc::new(StringArray::from(vec![Some("a"), None])) as _),
+            ("day", Arc::new(Date32Array::from(vec![Some(20_786), None])) as _),
+            ("price", Arc::new(decimals) as _),
+            ("tags", Arc::new(list) as _),
+        ])
+        .expect("batch");
+        let rows = to_rows(&[batch]).expect("rows");
+        assert_eq!(
+            serde_json::Value::Array(rows.into_iter().map(serde_json::Value::Object).collect()),
+            json!([
+                {"id": 9_007_199_254_740_993_i64, "score": 1.5, "active": true, "name": "a", "day": "2026-11-29",
+                 "price": "1.10", "tags": "[1,2]"},
+                {"id": null, "score": null, "active": null, "name": null, "day": null, "price": null, "tags": null},
+            ])
+        );
+    }
+}
