@@ -50,10 +50,23 @@ impl LocalOptions {
             lake: lake.into(),
             concurrency: 4,
             max_message_bytes: request::DEFAULT_MAX_MESSAGE_BYTES,
-            request: request::RequestConfig::default(),
-            persist: persist::PersistConfig::default(),
+            request: request::RequestConfig {
+                dead_letter: Some(dead_letter_target(topology::REQUEST_QUEUE)),
+                ..request::RequestConfig::default()
+            },
+            persist: persist::PersistConfig {
+                dead_letter: Some(dead_letter_target(topology::PERSIST_QUEUE)),
+                ..persist::PersistConfig::default()
+            },
         }
     }
+}
+
+/// The DLQ of work queue `queue` and its `maxReceiveCount`, from the topology.
+pub fn dead_letter_target(queue: &str) -> shared::batch::DeadLetterTarget {
+    let (dlq, max_receive_count) =
+        topology::queue(queue).and_then(|q| q.redrive).unwrap_or((topology::NOTIFY_DLQ, topology::MAX_RECEIVE_COUNT));
+    shared::batch::DeadLetterTarget { dlq: dlq.to_string(), max_receive_count }
 }
 
 /// What a run did.
@@ -71,7 +84,8 @@ pub struct RunSummary {
     pub records_persisted: u64,
     /// Records quarantined with a reason.
     pub records_quarantined: u64,
-    /// Messages moved to a DLQ, per source queue.
+    /// Messages that ended in a DLQ during the run, per DLQ (sent there
+    /// with their reason by the functions, or moved by a redrive policy).
     pub dead_lettered: BTreeMap<String, u64>,
     /// Alerts Notify published during the run.
     pub alerts: Vec<Alert>,
@@ -225,7 +239,7 @@ impl LocalRuntime {
     pub async fn run(&self, spec: &PipelineSpec, now: DateTime<Utc>) -> Result<RunSummary, RuntimeError> {
         let started = Instant::now();
         let calls_before = self.http.calls();
-        let dead_before = self.broker.stats().dead_lettered;
+        let dead_before = dead_letters(&self.broker.stats());
         let alerts_before = read_alerts(&self.options.lake).len();
         let run_id = RunId::from_time(now);
 
@@ -236,7 +250,7 @@ impl LocalRuntime {
         self.drain().await;
 
         let totals = ledger::run_totals(self.store.as_ref(), &spec.pipeline, &run_id).await?;
-        let mut dead_lettered = self.broker.stats().dead_lettered;
+        let mut dead_lettered = dead_letters(&self.broker.stats());
         for (queue, before) in dead_before {
             if let Some(n) = dead_lettered.get_mut(&queue) {
                 *n -= before;
@@ -265,6 +279,7 @@ impl LocalRuntime {
             orchestrator_queue: topology::ORCHESTRATOR_QUEUE.into(),
             athena_queue: topology::ATHENA_QUEUE.into(),
             query_results_topic: topology::QUERY_RESULTS_TOPIC.into(),
+            dead_letter: Some(dead_letter_target(topology::ORCHESTRATOR_QUEUE)),
         }
     }
 
@@ -332,7 +347,10 @@ impl LocalRuntime {
             request: Arc::new(self.options.request.clone()),
             persist: Arc::new(self.options.persist.clone()),
             orchestrator: Arc::new(self.orchestrator_config()),
-            athena: Arc::new(athena::AthenaConfig::new(topology::ATHENA_QUEUE)),
+            athena: Arc::new(athena::AthenaConfig {
+                dead_letter: Some(dead_letter_target(topology::ATHENA_QUEUE)),
+                ..athena::AthenaConfig::new(topology::ATHENA_QUEUE)
+            }),
             notify: Arc::new(notify::NotifyConfig { alerts_topic: topology::ALERTS_TOPIC.into() }),
         }
     }
@@ -372,7 +390,8 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
             request::handle_sqs(&event, deps).await
         }
         Function::Persist => {
-            persist::handle_sqs(&event, persist::Deps { store: h.store.as_ref(), config: &h.persist }).await
+            let deps = persist::Deps { store: h.store.as_ref(), queue: h.broker.as_ref(), config: &h.persist };
+            persist::handle_sqs(&event, deps).await
         }
         Function::Athena => {
             let deps = athena::Deps {
@@ -390,6 +409,19 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
             notify::handle_sqs(&event, notify::Deps { topics: h.broker.as_ref(), config: &h.notify }).await
         }
     }
+}
+
+/// Messages in each DLQ so far: sent there plus redriven there.
+fn dead_letters(stats: &shared::adapters::local::BrokerStats) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for decl in topology::QUEUES {
+        let Some((dlq, _)) = decl.redrive else { continue };
+        let n = stats.sent.get(dlq).copied().unwrap_or(0) + stats.redriven_into.get(dlq).copied().unwrap_or(0);
+        if n > 0 {
+            counts.insert(dlq.to_string(), n);
+        }
+    }
+    counts
 }
 
 /// Keeps every dead letter whole in the lake at

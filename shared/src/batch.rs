@@ -21,6 +21,7 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use crate::contracts;
+use crate::ports::{PortError, QueueMessage, QueueSender};
 
 /// What the helper knows about a record besides its body.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,23 +89,134 @@ pub fn decode_body(raw: &str) -> Result<(Value, bool), BodyError> {
     Ok((value, false))
 }
 
+/// A per-record failure, told permanent or not.
+pub trait RecordError: Display {
+    /// Whether the same message can never succeed (a malformed message, an
+    /// HTTP 4xx, a failed query): with [`DeadLetters`], such a record goes to
+    /// its DLQ at once, with the reason, instead of being redelivered until
+    /// `maxReceiveCount`.
+    fn is_permanent(&self) -> bool;
+}
+
+impl RecordError for BodyError {
+    fn is_permanent(&self) -> bool {
+        true
+    }
+}
+
+impl RecordError for PortError {
+    fn is_permanent(&self) -> bool {
+        !self.is_retryable()
+    }
+}
+
+/// Message attribute of a dead letter holding the last error (at most
+/// [`REASON_MAX_BYTES`]).
+pub const ATTR_ERROR: &str = "tributary-error";
+/// Message attribute of a dead letter naming the function that failed.
+pub const ATTR_FUNCTION: &str = "tributary-function";
+/// Message attribute of a dead letter naming the queue it failed on.
+pub const ATTR_SOURCE_QUEUE: &str = "tributary-source-queue";
+/// Message attribute of a dead letter with its receive count on that queue.
+pub const ATTR_RECEIVE_COUNT: &str = "tributary-receive-count";
+/// Message attribute of a dead letter: `true` when the error was permanent.
+pub const ATTR_PERMANENT: &str = "tributary-permanent";
+/// Longest error text kept in [`ATTR_ERROR`]: 4 KiB of the 256 KiB an SQS
+/// message may hold.
+pub const REASON_MAX_BYTES: usize = 4096;
+
+/// Where a function sends the records it gives up on, with the reason.
+///
+/// SQS's redrive policy moves a message to the DLQ unchanged, so the error
+/// that killed it would be lost; instead the helper sends the record's body
+/// to the DLQ itself, with the error in message attributes ([`ATTR_ERROR`]
+/// and the others) for Notify's alert, and deletes it from the source queue:
+/// at once for a permanent error, on the last allowed receive for others.
+/// The redrive policy stays as the safety net (a crash, a timeout).
+#[derive(Clone, Copy)]
+pub struct DeadLetters<'a> {
+    /// Sends to the DLQ.
+    pub queue: &'a dyn QueueSender,
+    /// The DLQ's address (URL on AWS, name locally).
+    pub dlq: &'a str,
+    /// The source queue's `maxReceiveCount`.
+    pub max_receive_count: u32,
+    /// Function name, for the alert.
+    pub function: &'static str,
+}
+
+/// The settings behind [`DeadLetters`], as a function's config holds them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadLetterTarget {
+    /// The DLQ's address (`DLQ_URL` on AWS).
+    pub dlq: String,
+    /// The source queue's `maxReceiveCount` (`MAX_RECEIVE_COUNT`).
+    pub max_receive_count: u32,
+}
+
+impl DeadLetterTarget {
+    /// The policy for `function`, sending through `queue`.
+    pub fn policy<'a>(&'a self, queue: &'a dyn QueueSender, function: &'static str) -> DeadLetters<'a> {
+        DeadLetters { queue, dlq: &self.dlq, max_receive_count: self.max_receive_count, function }
+    }
+}
+
+async fn dead_letter(
+    record: &SqsMessage,
+    meta: &RecordMeta,
+    reason: &str,
+    permanent: bool,
+    to: &DeadLetters<'_>,
+) -> Result<(), PortError> {
+    let mut end = reason.len().min(REASON_MAX_BYTES);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    let attributes = [
+        (ATTR_ERROR, reason[..end].to_string()),
+        (ATTR_FUNCTION, to.function.to_string()),
+        (ATTR_SOURCE_QUEUE, meta.source_queue.clone()),
+        (ATTR_RECEIVE_COUNT, meta.receive_count.to_string()),
+        (ATTR_PERMANENT, permanent.to_string()),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_string(), value))
+    .collect();
+    let message = QueueMessage { body: record.body.clone().unwrap_or_default(), attributes };
+    to.queue.send_messages(to.dlq, vec![message]).await
+}
+
 /// Runs `handler` over every record of `event`, up to `concurrency` at a
 /// time, and reports the failed ones.
+///
+/// With `dead_letters`, a record that fails permanently, or fails on its
+/// last allowed receive, is sent to the DLQ with its reason and counts as
+/// handled (see [`DeadLetters`]); if that send fails, the record is reported
+/// failed as usual.
 ///
 /// `handler` receives the raw record and its metadata. Each call runs in a
 /// span `sqs_record{message_id, receive_count, queue}`. A failure is logged
 /// with its error and listed in `batchItemFailures`; successes are not.
-pub async fn for_each_record<'a, F, Fut, E>(event: &'a SqsEvent, concurrency: usize, handler: F) -> SqsBatchResponse
+pub async fn for_each_record<'a, F, Fut, E>(
+    event: &'a SqsEvent,
+    concurrency: usize,
+    dead_letters: Option<DeadLetters<'a>>,
+    handler: F,
+) -> SqsBatchResponse
 where
     F: Fn(&'a SqsMessage, RecordMeta) -> Fut,
     Fut: Future<Output = Result<(), E>>,
-    E: Display,
+    E: RecordError,
 {
     let handler = &handler;
     // Futures are built eagerly so the stream holds no closure over record
     // references (which would defeat `Send` inference in spawned tasks).
-    let attempts: Vec<_> =
-        event.records.iter().enumerate().map(|(index, record)| one_record(index, record, handler)).collect();
+    let attempts: Vec<_> = event
+        .records
+        .iter()
+        .enumerate()
+        .map(|(index, record)| one_record(index, record, dead_letters, handler))
+        .collect();
     let outcomes: Vec<Option<(usize, String)>> =
         futures::stream::iter(attempts).buffer_unordered(concurrency.max(1)).collect().await;
     let mut failures: Vec<(usize, String)> = outcomes.into_iter().flatten().collect();
@@ -121,11 +233,16 @@ where
     response
 }
 
-async fn one_record<'a, F, Fut, E>(index: usize, record: &'a SqsMessage, handler: &F) -> Option<(usize, String)>
+async fn one_record<'a, F, Fut, E>(
+    index: usize,
+    record: &'a SqsMessage,
+    dead_letters: Option<DeadLetters<'a>>,
+    handler: &F,
+) -> Option<(usize, String)>
 where
     F: Fn(&'a SqsMessage, RecordMeta) -> Fut,
     Fut: Future<Output = Result<(), E>>,
-    E: Display,
+    E: RecordError,
 {
     let meta = RecordMeta::of(record);
     let span = tracing::info_span!(
@@ -135,12 +252,26 @@ where
         queue = %meta.source_queue,
     );
     let message_id = meta.message_id.clone();
+    let kept = meta.clone();
     match handler(record, meta).instrument(span.clone()).await {
         Ok(()) => None,
         Err(err) => {
-            span.in_scope(
-                || tracing::warn!(error = %err, "record failed; SQS will redeliver it or move it to the DLQ"),
-            );
+            let permanent = err.is_permanent();
+            let reason = err.to_string();
+            if let Some(to) = dead_letters
+                && (permanent || kept.receive_count >= to.max_receive_count)
+            {
+                match dead_letter(record, &kept, &reason, permanent, &to).await {
+                    Ok(()) => {
+                        span.in_scope(|| tracing::error!(error = %reason, permanent, dlq = to.dlq, "record dead-lettered with its reason"));
+                        return None;
+                    }
+                    Err(send) => span.in_scope(
+                        || tracing::error!(error = %send, "could not dead-letter the record; SQS will redeliver it"),
+                    ),
+                }
+            }
+            span.in_scope(|| tracing::warn!(error = %reason, permanent, "record failed; SQS will redeliver it or move it to the DLQ"));
             Some((index, message_id))
         }
     }
@@ -148,15 +279,20 @@ where
 
 /// Like [`for_each_record`], with each body decoded into contract `T` first.
 /// A body that is not JSON or does not match `T` fails its record alone.
-pub async fn for_each_message<T, F, Fut, E>(event: &SqsEvent, concurrency: usize, handler: F) -> SqsBatchResponse
+pub async fn for_each_message<'a, T, F, Fut, E>(
+    event: &'a SqsEvent,
+    concurrency: usize,
+    dead_letters: Option<DeadLetters<'a>>,
+    handler: F,
+) -> SqsBatchResponse
 where
     T: DeserializeOwned,
     F: Fn(T, RecordMeta) -> Fut,
     Fut: Future<Output = Result<(), E>>,
-    E: Display + From<BodyError>,
+    E: RecordError + From<BodyError>,
 {
     let handler = &handler;
-    for_each_record(event, concurrency, move |record, mut meta| async move {
+    for_each_record(event, concurrency, dead_letters, move |record, mut meta| async move {
         let raw = record.body.as_deref().ok_or(BodyError::Missing)?;
         let (value, from_sns) = decode_body(raw)?;
         meta.from_sns = from_sns;
@@ -190,6 +326,51 @@ mod tests {
         Refused(u32),
     }
 
+    impl RecordError for TestError {
+        fn is_permanent(&self) -> bool {
+            matches!(self, TestError::Body(_))
+        }
+    }
+
+    #[tokio::test]
+    async fn permanent_and_last_receive_failures_go_to_the_dlq_with_their_reason() {
+        use crate::adapters::local::{Broker, QueueConfig};
+        let broker = Broker::new();
+        broker.create_queue(QueueConfig {
+            name: "dlq".into(),
+            visibility_timeout: std::time::Duration::from_secs(1),
+            max_message_bytes: 262_144,
+            redrive: None,
+        });
+        let mut event = event_from_fixture();
+        // msg-3 (refused, transient) is on its 5th and last allowed receive.
+        event.records[2].attributes.insert("ApproximateReceiveCount".into(), "5".into());
+        let dead_letters = DeadLetters { queue: &broker, dlq: "dlq", max_receive_count: 5, function: "persist" };
+        let response = for_each_message(&event, 4, Some(dead_letters), |ping: Ping, _meta: RecordMeta| async move {
+            if ping.n == 3 { Err(TestError::Refused(ping.n)) } else { Ok(()) }
+        })
+        .await;
+        assert!(
+            response.batch_item_failures.is_empty(),
+            "all failures were dead-lettered: {:?}",
+            response.batch_item_failures
+        );
+        let dead = broker.receive("dlq", 10).expect("receive");
+        let mut reasons: Vec<(String, String, String)> = dead
+            .iter()
+            .map(|r| {
+                let attr = |name: &str| r.message_attributes[name].string_value.clone().unwrap_or_default();
+                (attr(ATTR_ERROR), attr(ATTR_PERMANENT), attr(ATTR_RECEIVE_COUNT))
+            })
+            .collect();
+        reasons.sort();
+        assert_eq!(reasons.len(), 3);
+        assert!(reasons[0].0.starts_with("body is not JSON") && reasons[0].1 == "true", "{reasons:?}");
+        assert!(reasons[1].0.contains("missing field `n`") && reasons[1].1 == "true", "{reasons:?}");
+        assert_eq!(reasons[2], ("n = 3 refused".to_string(), "false".to_string(), "5".to_string()));
+        assert_eq!(dead[0].message_attributes[ATTR_FUNCTION].string_value.as_deref(), Some("persist"));
+    }
+
     #[test]
     fn plain_and_enveloped_bodies_decode_to_the_same_json() {
         let plain = decode_body(r#"{"n": 1}"#).expect("json");
@@ -207,7 +388,7 @@ mod tests {
     async fn only_failed_records_are_reported() {
         let event = event_from_fixture();
         let seen = AtomicUsize::new(0);
-        let response = for_each_message(&event, 4, |ping: Ping, meta: RecordMeta| {
+        let response = for_each_message(&event, 4, None, |ping: Ping, meta: RecordMeta| {
             seen.fetch_add(1, Ordering::SeqCst);
             async move {
                 assert_eq!(meta.source_queue, "tributary-persist");

@@ -68,16 +68,45 @@ impl PortError {
     }
 }
 
+/// One message for an SQS queue: a body and string message attributes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueueMessage {
+    /// Body.
+    pub body: String,
+    /// String message attributes (SQS allows at most 10 per message; names
+    /// of `A-Za-z0-9_-.`, up to 256 characters). They count toward the
+    /// message size: name, `String` and value.
+    pub attributes: BTreeMap<String, String>,
+}
+
+impl QueueMessage {
+    /// Bytes SQS counts toward `MaximumMessageSize`: the body plus, per
+    /// attribute, its name, data type (`String`) and value.
+    pub fn size(&self) -> usize {
+        self.body.len()
+            + self.attributes.iter().map(|(name, value)| name.len() + "String".len() + value.len()).sum::<usize>()
+    }
+}
+
 /// Sends messages to SQS queues.
 #[async_trait]
 pub trait QueueSender: Send + Sync {
-    /// Sends each body as one message to `queue` (a queue URL on AWS, a name
-    /// locally). Adapters split the bodies into `SendMessageBatch` calls of at
-    /// most 10 entries and at most the configured total bytes (SQS quotas).
+    /// Sends each message to `queue` (a queue URL on AWS, a name locally).
+    /// Adapters split the messages into `SendMessageBatch` calls of at most
+    /// 10 entries and at most the configured total bytes (SQS quotas).
     ///
     /// # Errors
-    /// [`PortError`]; an `Ok` means every body was accepted by the queue.
-    async fn send(&self, queue: &str, bodies: Vec<String>) -> Result<(), PortError>;
+    /// [`PortError`]; an `Ok` means every message was accepted by the queue.
+    async fn send_messages(&self, queue: &str, messages: Vec<QueueMessage>) -> Result<(), PortError>;
+
+    /// Sends each body, without attributes, as one message to `queue`.
+    ///
+    /// # Errors
+    /// As [`QueueSender::send_messages`].
+    async fn send(&self, queue: &str, bodies: Vec<String>) -> Result<(), PortError> {
+        let messages = bodies.into_iter().map(|body| QueueMessage { body, attributes: BTreeMap::new() }).collect();
+        self.send_messages(queue, messages).await
+    }
 }
 
 /// One message for an SNS topic.

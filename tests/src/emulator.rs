@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_config::{Region, SdkConfig};
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage, SqsMessageAttribute};
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 
 const HOW_TO_START: &str =
@@ -64,6 +64,7 @@ pub async fn receive_event(
         .max_number_of_messages(max)
         .visibility_timeout(visibility_timeout_secs)
         .message_system_attribute_names(MessageSystemAttributeName::All)
+        .message_attribute_names("All")
         .send()
         .await
         .expect("ReceiveMessage");
@@ -76,6 +77,20 @@ pub async fn receive_event(
         record.attributes = message
             .attributes()
             .map(|a| a.iter().map(|(k, v)| (k.as_str().to_string(), v.clone())).collect::<HashMap<_, _>>())
+            .unwrap_or_default();
+        record.message_attributes = message
+            .message_attributes()
+            .map(|attributes| {
+                attributes
+                    .iter()
+                    .map(|(name, value)| {
+                        let mut attribute = SqsMessageAttribute::default();
+                        attribute.string_value = value.string_value().map(str::to_string);
+                        attribute.data_type = Some(value.data_type().to_string());
+                        (name.clone(), attribute)
+                    })
+                    .collect()
+            })
             .unwrap_or_default();
         record.event_source = Some("aws:sqs".into());
         record.event_source_arn = Some(queue_arn.to_string());

@@ -61,9 +61,14 @@ async fn sql_that_fails_to_plan_is_dead_lettered_with_an_alert() {
     let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
     let spec = athena_spec(addr, "SELECT id FROM no_such_table WHERE dt = ?", "/items/{id}/details");
     let summary = runtime.run(&spec, Utc::now()).await.expect("run");
-    assert_eq!(summary.dead_lettered.get("athena"), Some(&1), "{summary}");
+    assert_eq!(summary.dead_lettered.get("athena-dlq"), Some(&1), "{summary}");
     assert_eq!(summary.alerts.len(), 1);
     assert_eq!(summary.alerts[0].function, "athena");
+    let reason = summary.alerts[0].reason.as_deref().expect("reason");
+    assert!(
+        reason.contains("FAILED") && reason.contains("no_such_table"),
+        "the engine's reason reaches the alert: {reason}"
+    );
     assert_eq!(summary.requests, 0);
 }
 
@@ -79,5 +84,7 @@ async fn a_row_without_the_templates_value_fails_alone() {
     let summary = runtime.run(&athena_spec(addr, sql, "/items/{id}/details"), now).await.expect("run");
     assert_eq!(summary.requests, 3, "{summary}");
     assert_eq!(summary.records_persisted, 6);
-    assert_eq!(summary.dead_lettered.get("orchestrator"), Some(&1), "{summary}");
+    assert_eq!(summary.dead_lettered.get("orchestrator-dlq"), Some(&1), "{summary}");
+    let reason = summary.alerts[0].reason.as_deref().expect("reason");
+    assert!(reason.contains("request.url") && reason.contains("{id}"), "the field and placeholder are named: {reason}");
 }

@@ -52,6 +52,7 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
         orchestrator_queue: provisioned.queue_url(topology::ORCHESTRATOR_QUEUE).expect("url").into(),
         athena_queue: provisioned.queue_url(topology::ATHENA_QUEUE).expect("url").into(),
         query_results_topic: provisioned.topic_arn(topology::QUERY_RESULTS_TOPIC).expect("arn").into(),
+        dead_letter: None,
     };
     let scheduled = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
     let event = tributary::runtime::scheduler_event(&spec, scheduled);
@@ -84,7 +85,10 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
                     };
                     request::handle_sqs(&event, deps).await
                 }
-                _ => persist::handle_sqs(&event, persist::Deps { store: &store, config: &persist_config }).await,
+                _ => {
+                    let deps = persist::Deps { store: &store, queue: &sender, config: &persist_config };
+                    persist::handle_sqs(&event, deps).await
+                }
             };
             assert!(response.batch_item_failures.is_empty(), "{queue}: {:?}", response.batch_item_failures);
             handled += settle(&sqs, url, &event, &response).await;
@@ -145,7 +149,9 @@ async fn a_poison_message_is_dead_lettered_and_notify_alerts_on_the_alerts_topic
             continue;
         }
         receives += 1;
-        let response = persist::handle_sqs(&event, persist::Deps { store: &store, config: &persist_config }).await;
+        let sender = SqsSender::new(sqs.clone());
+        let response =
+            persist::handle_sqs(&event, persist::Deps { store: &store, queue: &sender, config: &persist_config }).await;
         assert_eq!(response.batch_item_failures.len(), 1, "the record fails alone");
         settle(&sqs, persist_url, &event, &response).await;
     }
@@ -169,11 +175,49 @@ async fn a_poison_message_is_dead_lettered_and_notify_alerts_on_the_alerts_topic
     assert_eq!(alert.function, "persist");
     assert_eq!(alert.body_excerpt, "{this is not json");
     assert!(alert.receive_count >= topology::MAX_RECEIVE_COUNT, "{alert:?}");
+    assert_eq!(alert.reason, None, "a redrive policy moves the message without its reason");
+}
+
+#[tokio::test]
+async fn a_permanent_failure_is_dead_lettered_at_once_and_the_alert_carries_the_reason() {
+    let (emulator, provisioned, store) = setup().await;
+    let sqs = aws_sdk_sqs::Client::new(&emulator.config);
+    let sender = SqsSender::new(sqs.clone());
+    let persist_url = provisioned.queue_url(topology::PERSIST_QUEUE).expect("url");
+    let dlq_url = provisioned.queue_url("persist-dlq").expect("url");
+    let bad = json!({"version": 1, "pipeline": "p", "run_id": "r1", "run_date": "2026-11-29",
+                     "page": {"index": 0, "count": 1}, "target": {"dataset": "raw"},
+                     "payload": {"kind": "inline", "records": []}});
+    sender.send(persist_url, vec![bad.to_string()]).await.expect("send");
+    let persist_config = persist::PersistConfig {
+        dead_letter: Some(shared::batch::DeadLetterTarget { dlq: dlq_url.into(), max_receive_count: 5 }),
+        ..persist::PersistConfig::default()
+    };
+    let event = receive_event(&sqs, persist_url, &provisioned.queue_arns["persist"], 10, 60).await;
+    let response =
+        persist::handle_sqs(&event, persist::Deps { store: &store, queue: &sender, config: &persist_config }).await;
+    assert!(response.batch_item_failures.is_empty(), "dead-lettered, so handled");
+    settle(&sqs, persist_url, &event, &response).await;
+    assert_eq!(depth(&sqs, persist_url).await, 0, "gone from the work queue after one receive");
+
+    let dead = receive_event(&sqs, dlq_url, &provisioned.queue_arns["persist-dlq"], 10, 60).await;
+    assert_eq!(dead.records.len(), 1);
+    let publisher = SnsPublisher::new(aws_sdk_sns::Client::new(&emulator.config));
+    let alerts_topic = provisioned.topic_arn(topology::ALERTS_TOPIC).expect("arn").to_string();
+    let alert = notify::alert_for(&dead.records[0], &shared::batch::RecordMeta::of(&dead.records[0]));
+    let reason = alert.reason.clone().expect("the reason travelled in message attributes");
+    assert!(reason.contains("target.dataset") && reason.contains("reserved"), "{reason}");
+    assert_eq!((alert.function.as_str(), alert.receive_count, alert.pipeline.as_deref()), ("persist", 1, Some("p")));
+    assert!(alert.summary.contains(&reason), "{}", alert.summary);
+    let config = notify::NotifyConfig { alerts_topic };
+    let response = notify::handle_sqs(&dead, notify::Deps { topics: &publisher, config: &config }).await;
+    assert!(response.batch_item_failures.is_empty());
 }
 
 #[tokio::test]
 async fn persist_writes_parquet_to_s3_that_reads_back_byte_for_byte() {
-    let (_emulator, _provisioned, store) = setup().await;
+    let (emulator, _provisioned, store) = setup().await;
+    let _sender = SqsSender::new(aws_sdk_sqs::Client::new(&emulator.config));
     let records: Vec<Value> = (0..500).map(record).chain([json!(42)]).collect();
     let message = PersistMessage {
         version: V1,
@@ -185,8 +229,9 @@ async fn persist_writes_parquet_to_s3_that_reads_back_byte_for_byte() {
         payload: Payload::Inline { records: records.clone() },
     };
     let config = persist::PersistConfig::default();
-    let receipt =
-        persist::persist_page(message, persist::Deps { store: &store, config: &config }).await.expect("persist");
+    let receipt = persist::persist_page(message, persist::Deps { store: &store, queue: &_sender, config: &config })
+        .await
+        .expect("persist");
     assert_eq!((receipt.records_persisted, receipt.records_quarantined), (500, 1));
 
     let key = receipt.data_key.expect("data key");
@@ -225,6 +270,7 @@ async fn athena_rows_fan_out_through_sns_to_the_orchestrator_and_become_requests
         orchestrator_queue: provisioned.queue_url(topology::ORCHESTRATOR_QUEUE).expect("url").into(),
         athena_queue: provisioned.queue_url(topology::ATHENA_QUEUE).expect("url").into(),
         query_results_topic: provisioned.topic_arn(topology::QUERY_RESULTS_TOPIC).expect("arn").into(),
+        dead_letter: None,
     };
     let orchestrator_deps = orchestrator::Deps { queue: &sender, config: &orchestrator_config };
     let spec: Value = serde_json::from_str(

@@ -84,7 +84,7 @@ async fn a_broken_page_is_retried_then_dead_lettered_with_an_alert_and_the_other
     let summary = runtime.run(&paged_spec(addr, "broken", 20), Utc::now()).await.expect("run");
 
     assert!(!summary.succeeded());
-    assert_eq!(summary.dead_lettered.get("request"), Some(&1), "{summary}");
+    assert_eq!(summary.dead_lettered.get("request-dlq"), Some(&1), "{summary}");
     assert_eq!(summary.records_persisted, 80);
     let persisted = ids(&read_dataset(lake.path(), "broken"));
     assert_eq!(persisted, (0..40).chain(60..100).collect::<Vec<u64>>());
@@ -95,7 +95,9 @@ async fn a_broken_page_is_retried_then_dead_lettered_with_an_alert_and_the_other
     assert_eq!(alert.pipeline.as_deref(), Some("broken"));
     assert_eq!(alert.function, "request");
     assert_eq!(alert.page, Some(2));
-    assert_eq!(alert.receive_count, 6, "5 receives on the request queue, then Notify's");
+    assert_eq!(alert.receive_count, 5, "given up on its last allowed receive");
+    let reason = alert.reason.as_deref().expect("the reason reaches the alert");
+    assert!(reason.contains("is not JSON") && reason.contains("maintenance"), "{reason}");
     assert_eq!(read_alerts(lake.path()).len(), 1, "the alert is in <lake>/_alerts.jsonl");
     let kept: Vec<_> =
         std::fs::read_dir(lake.path().join("_dead_letters/request-dlq")).expect("dead letters kept").collect();
@@ -123,8 +125,8 @@ async fn a_record_that_is_not_json_fails_alone_and_is_alerted_after_max_receive_
     runtime.drain().await;
 
     let stats = runtime.broker().stats();
-    assert_eq!(stats.dead_lettered.get("persist"), Some(&1));
-    assert_eq!(stats.received["persist"], 6, "the bad record 5 times, the good one once");
+    assert_eq!(stats.sent.get("persist-dlq"), Some(&1), "a malformed message is dead-lettered at once");
+    assert_eq!(stats.received["persist"], 2, "the bad record once (permanent), the good one once");
     assert_eq!(ids(&read_dataset(lake.path(), "inject")), [1, 2]);
     let quarantine = std::fs::read_to_string(lake.path().join("quarantine/inject/dt=2026-11-29/inject-r1-00000.jsonl"))
         .expect("quarantine");
@@ -133,6 +135,7 @@ async fn a_record_that_is_not_json_fails_alone_and_is_alerted_after_max_receive_
     assert_eq!(alerts.len(), 1);
     assert_eq!(alerts[0].function, "persist");
     assert_eq!(alerts[0].pipeline, None);
+    assert!(alerts[0].reason.as_deref().is_some_and(|r| r.starts_with("body is not JSON")), "{:?}", alerts[0]);
     assert!(alerts[0].body_excerpt.starts_with("{not json"));
 }
 

@@ -28,7 +28,7 @@ use std::time::Duration;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use tokio::time::Instant;
 
-use shared::batch::{self, BodyError, RecordMeta};
+use shared::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
 use shared::contracts::{self, Destination, QueryContinuation, QueryMessage, QueryRow, V1};
 use shared::ports::{PortError, Query, QueryEngine, QueryState, QueueSender, TopicMessage, TopicPublisher};
 
@@ -43,12 +43,20 @@ pub struct AthenaConfig {
     /// Time kept free before the deadline for publishing and re-enqueueing
     /// (default 30 s).
     pub safety_margin: Duration,
+    /// Where records that fail for good go, with the reason (`DLQ_URL`,
+    /// `MAX_RECEIVE_COUNT`); `None` leaves them to the redrive policy.
+    pub dead_letter: Option<DeadLetterTarget>,
 }
 
 impl AthenaConfig {
     /// Defaults with `own_queue`.
     pub fn new(own_queue: impl Into<String>) -> Self {
-        Self { own_queue: own_queue.into(), max_rows_per_invocation: 100_000, safety_margin: Duration::from_secs(30) }
+        Self {
+            own_queue: own_queue.into(),
+            max_rows_per_invocation: 100_000,
+            safety_margin: Duration::from_secs(30),
+            dead_letter: None,
+        }
     }
 }
 
@@ -109,6 +117,17 @@ pub enum AthenaError {
     Body(#[from] BodyError),
 }
 
+impl RecordError for AthenaError {
+    /// A failed query, a repeated token and an unreadable message recur on
+    /// every try; engine, topic and queue hiccups do not.
+    fn is_permanent(&self) -> bool {
+        match self {
+            AthenaError::Port { source, .. } => !source.is_retryable(),
+            _ => true,
+        }
+    }
+}
+
 /// What one invocation did with a query message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Progress {
@@ -121,7 +140,8 @@ pub struct Progress {
 /// Handles an SQS batch of `QueryMessage`s, one at a time, each bounded by
 /// `deadline` (the invocation's).
 pub async fn handle_sqs(event: &SqsEvent, deadline: Instant, deps: Deps<'_>) -> SqsBatchResponse {
-    batch::for_each_message(event, 1, |message: QueryMessage, _meta: RecordMeta| async move {
+    let dead_letters = deps.config.dead_letter.as_ref().map(|target| target.policy(deps.queue, "athena"));
+    batch::for_each_message(event, 1, dead_letters, |message: QueryMessage, _meta: RecordMeta| async move {
         run_query(message, deadline, deps).await.map(|_| ())
     })
     .await

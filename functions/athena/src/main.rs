@@ -1,6 +1,7 @@
 //! Athena Lambda: wiring only. Environment (read once, at cold start):
 //! `ATHENA_QUEUE_URL` (required: this function's own queue, for
-//! continuations), `MAX_ROWS_PER_INVOCATION` (default 100000),
+//! continuations), `MAX_ROWS_PER_INVOCATION` (default 100000), `DLQ_URL` and
+//! `MAX_RECEIVE_COUNT` (dead letters with their reason),
 //! `ATHENA_WORKGROUP` and `ATHENA_OUTPUT_LOCATION` (optional defaults for
 //! queries that name none).
 
@@ -8,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use shared::adapters::aws::{self, AthenaEngine, LambdaEnv, SnsPublisher, SqsSender};
+use shared::adapters::aws::{self, AthenaEngine, LambdaEnv, SnsPublisher, SqsSender, dead_letter_target};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -16,6 +17,7 @@ async fn main() -> Result<(), Error> {
     let env = LambdaEnv::from_env();
     let mut config = athena::AthenaConfig::new(env.required("ATHENA_QUEUE_URL")?);
     config.max_rows_per_invocation = env.u64_or("MAX_ROWS_PER_INVOCATION", config.max_rows_per_invocation)?;
+    config.dead_letter = dead_letter_target(&env)?;
     let sdk = aws::sdk_config().await;
     let mut engine = AthenaEngine::new(aws_sdk_athena::Client::new(&sdk));
     if let Some(workgroup) = env.optional("ATHENA_WORKGROUP")? {

@@ -19,6 +19,9 @@ use shared::topology::{function_for_dead_letter_queue, function_for_queue};
 /// Body bytes quoted in an alert (1 KiB).
 pub const EXCERPT_BYTES: usize = 1024;
 
+/// Error text quoted in an alert (1 KiB).
+pub const REASON_BYTES: usize = 1024;
+
 /// SNS `Subject`: printable ASCII, at most 100 characters (Amazon SNS
 /// Publish API reference).
 pub const SUBJECT_MAX_CHARS: usize = 100;
@@ -42,7 +45,7 @@ pub struct Deps<'a> {
 /// Handles a batch of dead letters, one alert each. Only publish failures
 /// are reported in `batchItemFailures`.
 pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
-    batch::for_each_record(event, 4, |record: &SqsMessage, meta: RecordMeta| async move {
+    batch::for_each_record(event, 4, None, |record: &SqsMessage, meta: RecordMeta| async move {
         let alert = alert_for(record, &meta);
         publish(&alert, deps).await
     })
@@ -52,21 +55,24 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
 /// Builds the alert for one dead letter. Never fails.
 pub fn alert_for(record: &SqsMessage, meta: &RecordMeta) -> Alert {
     let body = record.body.as_deref().unwrap_or("");
-    // The work queue the message came from: SQS sets DeadLetterQueueSourceArn
-    // on redriven messages; otherwise the DLQ's own name tells.
-    let source_queue = record
-        .attributes
-        .get("DeadLetterQueueSourceArn")
-        .map(|arn| queue_name_of_arn(arn).to_string())
+    // A function that dead-lettered the record itself said who, where, how
+    // often and why, in message attributes.
+    let attribute = |name: &str| record.message_attributes.get(name).and_then(|a| a.string_value.clone());
+    let reason = attribute(batch::ATTR_ERROR).map(|r| truncate(&r, REASON_BYTES));
+    // Otherwise the work queue it came from: SQS sets DeadLetterQueueSourceArn
+    // on redriven messages; without it, the DLQ's own name tells.
+    let source_queue = attribute(batch::ATTR_SOURCE_QUEUE)
+        .or_else(|| record.attributes.get("DeadLetterQueueSourceArn").map(|arn| queue_name_of_arn(arn).to_string()))
         .unwrap_or_else(|| meta.source_queue.clone());
-    // With the attribute, the source queue's consumer failed; without it
-    // (e.g. a Lambda on-failure destination), the DLQ's name tells whose.
-    let function = match record.attributes.get("DeadLetterQueueSourceArn") {
-        Some(_) => function_for_queue(&source_queue),
-        None => function_for_dead_letter_queue(&meta.source_queue),
-    }
-    .map_or("unknown", |f| f.name())
-    .to_string();
+    let function = attribute(batch::ATTR_FUNCTION).unwrap_or_else(|| {
+        match record.attributes.get("DeadLetterQueueSourceArn") {
+            Some(_) => function_for_queue(&source_queue),
+            None => function_for_dead_letter_queue(&meta.source_queue),
+        }
+        .map_or("unknown", |f| f.name())
+        .to_string()
+    });
+    let receive_count = attribute(batch::ATTR_RECEIVE_COUNT).and_then(|n| n.parse().ok()).unwrap_or(meta.receive_count);
     let parsed = decode_body(body).ok().map(|(value, _)| value);
     let field = |name: &str| parsed.as_ref().and_then(|v| v.get(name)).and_then(Value::as_str).map(str::to_string);
     let pipeline = field("pipeline");
@@ -83,10 +89,13 @@ pub fn alert_for(record: &SqsMessage, meta: &RecordMeta) -> Alert {
         _ if parsed.is_none() => "a message whose body is not JSON".to_string(),
         _ => "a message that names no pipeline".to_string(),
     };
-    let summary = format!(
-        "{function} gave up on {what} (message {}, receive count {}); the function's logs for this message id give the reason",
-        meta.message_id, meta.receive_count
-    );
+    let summary = match &reason {
+        Some(reason) => format!("{function} gave up on {what} after {receive_count} receives: {reason}"),
+        None => format!(
+            "{function} gave up on {what} (message {}, receive count {receive_count}); the function's logs for this message id give the reason",
+            meta.message_id
+        ),
+    };
     Alert {
         version: V1,
         pipeline,
@@ -95,7 +104,8 @@ pub fn alert_for(record: &SqsMessage, meta: &RecordMeta) -> Alert {
         function,
         source_queue,
         message_id: meta.message_id.clone(),
-        receive_count: meta.receive_count,
+        receive_count,
+        reason,
         summary,
         body_excerpt: truncate(&redacted_body(body, parsed.as_ref()), EXCERPT_BYTES),
         body_bytes: body.len(),

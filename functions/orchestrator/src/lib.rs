@@ -15,7 +15,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::Value;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use shared::batch::{self, BodyError, RecordMeta};
+use shared::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
 use shared::contracts::{self, ProbeReply, QueryRow, RunId};
 use shared::json::kind_of;
 use shared::ports::{PortError, QueueSender};
@@ -39,6 +39,10 @@ pub struct OrchestratorConfig {
     /// The query-results topic, named as `reply_to` of queries; it fans out
     /// to the orchestrator queue (`QUERY_RESULTS_TOPIC_ARN`).
     pub query_results_topic: String,
+    /// Where queue records that fail for good go, with the reason
+    /// (`DLQ_URL`, `MAX_RECEIVE_COUNT`); `None` leaves them to the redrive
+    /// policy.
+    pub dead_letter: Option<DeadLetterTarget>,
 }
 
 /// The ports and settings the handler uses.
@@ -86,6 +90,16 @@ pub enum OrchestratorError {
         /// Pipeline in the echoed spec.
         spec: String,
     },
+}
+
+impl RecordError for OrchestratorError {
+    /// Everything but a failed send recurs on every try.
+    fn is_permanent(&self) -> bool {
+        match self {
+            OrchestratorError::Send(err) => !err.is_retryable(),
+            _ => true,
+        }
+    }
 }
 
 /// A parsed trigger.
@@ -232,7 +246,8 @@ pub async fn start_run(spec: &PipelineSpec, run: &RunContext, deps: Deps<'_>) ->
 /// and query rows (raw from the query-results topic, or in its SNS envelope)
 /// — reporting only the failed records.
 pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
-    batch::for_each_message(event, 4, |message: Inbox, _meta: RecordMeta| async move {
+    let dead_letters = deps.config.dead_letter.as_ref().map(|target| target.policy(deps.queue, "orchestrator"));
+    batch::for_each_message(event, 4, dead_letters, |message: Inbox, _meta: RecordMeta| async move {
         match message {
             Inbox::ProbeReply(reply) => on_probe_reply(reply, deps).await,
             Inbox::QueryRow(row) => on_query_row(*row, deps).await,

@@ -1,11 +1,12 @@
 //! Orchestrator Lambda: wiring only. Environment (read once, at cold start):
 //! `REQUEST_QUEUE_URL`, `PERSIST_QUEUE_URL`, `ORCHESTRATOR_QUEUE_URL`,
 //! `ATHENA_QUEUE_URL`, `QUERY_RESULTS_TOPIC_ARN` (required),
-//! `MAX_BATCH_BYTES` (SendMessageBatch payload cap, default 262144).
+//! `MAX_BATCH_BYTES` (SendMessageBatch payload cap, default 262144),
+//! `DLQ_URL` and `MAX_RECEIVE_COUNT` (dead letters with their reason).
 
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use serde_json::Value;
-use shared::adapters::aws::{self, LambdaEnv, SqsSender};
+use shared::adapters::aws::{self, LambdaEnv, SqsSender, dead_letter_target};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -17,6 +18,7 @@ async fn main() -> Result<(), Error> {
         orchestrator_queue: env.required("ORCHESTRATOR_QUEUE_URL")?,
         athena_queue: env.required("ATHENA_QUEUE_URL")?,
         query_results_topic: env.required("QUERY_RESULTS_TOPIC_ARN")?,
+        dead_letter: dead_letter_target(&env)?,
     };
     let sdk = aws::sdk_config().await;
     let queue = SqsSender::new(aws_sdk_sqs::Client::new(&sdk))

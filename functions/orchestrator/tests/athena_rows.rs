@@ -23,6 +23,7 @@ fn config() -> orchestrator::OrchestratorConfig {
         orchestrator_queue: "orchestrator".into(),
         athena_queue: "athena".into(),
         query_results_topic: "query-results".into(),
+        dead_letter: None,
     }
 }
 

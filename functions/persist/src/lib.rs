@@ -19,11 +19,11 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use bytes::Bytes;
 use serde_json::Value;
 
-use shared::batch::{self, BodyError, RecordMeta};
+use shared::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
 use shared::contracts::{Payload, PersistMessage};
 use shared::keys;
 use shared::ledger::PageReceipt;
-use shared::ports::{ObjectStore, PortError};
+use shared::ports::{ObjectStore, PortError, QueueSender};
 use shared::spec::{SpecError, check_dataset, check_name};
 
 /// Persist's settings.
@@ -33,11 +33,14 @@ pub struct PersistConfig {
     pub writer: WriterConfig,
     /// Records of a batch handled at once (default 2).
     pub concurrency: usize,
+    /// Where records that fail for good go, with the reason (`DLQ_URL`,
+    /// `MAX_RECEIVE_COUNT`); `None` leaves them to the redrive policy.
+    pub dead_letter: Option<DeadLetterTarget>,
 }
 
 impl Default for PersistConfig {
     fn default() -> Self {
-        Self { writer: WriterConfig::default(), concurrency: 2 }
+        Self { writer: WriterConfig::default(), concurrency: 2, dead_letter: None }
     }
 }
 
@@ -46,6 +49,8 @@ impl Default for PersistConfig {
 pub struct Deps<'a> {
     /// The lake.
     pub store: &'a dyn ObjectStore,
+    /// Sends dead letters with their reason.
+    pub queue: &'a dyn QueueSender,
     /// Settings.
     pub config: &'a PersistConfig,
 }
@@ -82,11 +87,29 @@ pub enum PersistError {
     Body(#[from] BodyError),
 }
 
+impl RecordError for PersistError {
+    /// Invalid names, unreadable claim checks, missing objects and
+    /// conversion failures recur on every try; store hiccups do not.
+    fn is_permanent(&self) -> bool {
+        match self {
+            PersistError::Store(err) => !err.is_retryable(),
+            PersistError::Name(_)
+            | PersistError::Claim { .. }
+            | PersistError::Convert { .. }
+            | PersistError::Body(_) => true,
+        }
+    }
+}
+
 /// Handles an SQS batch of `PersistMessage`s, reporting only failed records.
 pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
-    batch::for_each_message(event, deps.config.concurrency, |message: PersistMessage, _meta: RecordMeta| async move {
-        persist_page(message, deps).await.map(|_| ())
-    })
+    let dead_letters = deps.config.dead_letter.as_ref().map(|target| target.policy(deps.queue, "persist"));
+    batch::for_each_message(
+        event,
+        deps.config.concurrency,
+        dead_letters,
+        |message: PersistMessage, _meta: RecordMeta| async move { persist_page(message, deps).await.map(|_| ()) },
+    )
     .await
 }
 

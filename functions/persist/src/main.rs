@@ -1,10 +1,11 @@
 //! Persist Lambda: wiring only. Environment (read once, at cold start):
 //! `LAKE_BUCKET` (required), `ZSTD_LEVEL` (default 1), `ROW_GROUP_ROWS`
-//! (default 131072), `TRIBUTARY_S3_FORCE_PATH_STYLE` (default false).
+//! (default 131072), `TRIBUTARY_S3_FORCE_PATH_STYLE` (default false), `DLQ_URL`
+//! and `MAX_RECEIVE_COUNT` (dead letters with their reason).
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use shared::adapters::aws::{self, LambdaEnv, S3Store};
+use shared::adapters::aws::{self, LambdaEnv, S3Store, dead_letter_target};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -17,11 +18,13 @@ async fn main() -> Result<(), Error> {
         row_group_rows: env.usize_or("ROW_GROUP_ROWS", defaults.row_group_rows)?,
         ..defaults
     };
-    let config = persist::PersistConfig { writer, ..persist::PersistConfig::default() };
+    let config =
+        persist::PersistConfig { writer, dead_letter: dead_letter_target(&env)?, ..persist::PersistConfig::default() };
     let bucket = env.required("LAKE_BUCKET")?;
     let sdk = aws::sdk_config().await;
     let store = S3Store::new(aws::s3_client(&sdk)?, bucket);
-    let deps = persist::Deps { store: &store, config: &config };
+    let queue = aws::SqsSender::new(aws_sdk_sqs::Client::new(&sdk));
+    let deps = persist::Deps { store: &store, queue: &queue, config: &config };
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         Ok::<_, Error>(persist::handle_sqs(&event.payload, deps).await)
     }))

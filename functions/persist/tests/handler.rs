@@ -10,7 +10,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{Value, json};
 
 use persist::{Deps, PersistConfig};
-use shared::adapters::local::DirStore;
+use shared::adapters::local::{Broker, DirStore};
 use shared::contracts::{self, Payload, PersistMessage};
 use shared::ledger::PageReceipt;
 use shared::ports::ObjectStore;
@@ -41,7 +41,8 @@ fn arrow_select(batches: Vec<RecordBatch>) -> RecordBatch {
 
 async fn run(store: &DirStore) -> Vec<String> {
     let config = PersistConfig::default();
-    let response = persist::handle_sqs(&event(), Deps { store, config: &config }).await;
+    let broker = Broker::new(); // dead letters are not configured here: failures are reported
+    let response = persist::handle_sqs(&event(), Deps { store, queue: &broker, config: &config }).await;
     response.batch_item_failures.into_iter().map(|f| f.item_identifier).collect()
 }
 
@@ -181,7 +182,10 @@ async fn field_null_in_every_record_is_persisted() {
     }))
     .expect("PersistMessage");
     let config = PersistConfig::default();
-    let receipt = persist::persist_page(message, Deps { store: &store, config: &config }).await.expect("persisted");
+    let broker = Broker::new();
+    let receipt = persist::persist_page(message, Deps { store: &store, queue: &broker, config: &config })
+        .await
+        .expect("persisted");
     assert_eq!(receipt.records_persisted, 2);
     let page = read_parquet(&store, receipt.data_key.as_deref().expect("data key")).await;
     assert_eq!(page.num_rows(), 2);

@@ -22,7 +22,7 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use shared::adapters::http::redacted_url;
-use shared::batch::{self, BodyError, RecordMeta};
+use shared::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
 use shared::contracts::{
     self, Destination, PageRef, Payload, PersistMessage, PersistTarget, ProbeReply, RequestMessage, RequestMode, V1,
 };
@@ -50,6 +50,9 @@ pub struct RequestConfig {
     pub timeout: Duration,
     /// Records of a batch handled at once (default 5).
     pub concurrency: usize,
+    /// Where records that fail for good go, with the reason (`DLQ_URL`,
+    /// `MAX_RECEIVE_COUNT`); `None` leaves them to the redrive policy.
+    pub dead_letter: Option<DeadLetterTarget>,
 }
 
 impl Default for RequestConfig {
@@ -60,6 +63,7 @@ impl Default for RequestConfig {
             base_delay: Duration::from_millis(200),
             timeout: Duration::from_secs(30),
             concurrency: 5,
+            dead_letter: None,
         }
     }
 }
@@ -130,6 +134,21 @@ pub enum RequestError {
     Body(#[from] BodyError),
 }
 
+impl RecordError for RequestError {
+    /// HTTP 4xx other than 408 and 429, and unreadable messages: retrying
+    /// the same call cannot succeed. A body that is not JSON, or lacks the
+    /// array, may be a vendor's passing error page, so it is retried.
+    fn is_permanent(&self) -> bool {
+        match self {
+            RequestError::Status { status, .. } => (400..500).contains(status) && !matches!(status, 408 | 429),
+            RequestError::Transport(err) => !err.is_retryable(),
+            RequestError::Forward { source, .. } => !source.is_retryable(),
+            RequestError::Body(_) => true,
+            RequestError::NotJson { .. } | RequestError::Pointer { .. } => false,
+        }
+    }
+}
+
 impl RequestError {
     /// Whether a retry within this invocation may succeed: 5xx, 408, 429 and
     /// transport failures.
@@ -158,9 +177,13 @@ pub enum Outcome {
 
 /// Handles an SQS batch of `RequestMessage`s, reporting only failed records.
 pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
-    batch::for_each_message(event, deps.config.concurrency, |message: RequestMessage, _meta: RecordMeta| async move {
-        handle_message(message, deps).await.map(|_| ())
-    })
+    let dead_letters = deps.config.dead_letter.as_ref().map(|target| target.policy(deps.queue, "request"));
+    batch::for_each_message(
+        event,
+        deps.config.concurrency,
+        dead_letters,
+        |message: RequestMessage, _meta: RecordMeta| async move { handle_message(message, deps).await.map(|_| ()) },
+    )
     .await
 }
 

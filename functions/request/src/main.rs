@@ -1,11 +1,12 @@
 //! Request Lambda: wiring only. Environment (read once, at cold start):
 //! `LAKE_BUCKET` (required: claim-check payloads), `MAX_MESSAGE_BYTES`
 //! (default 262144), `HTTP_TIMEOUT_SECS` (default 30), `HTTP_MAX_ATTEMPTS`
-//! (default 3), `TRIBUTARY_S3_FORCE_PATH_STYLE` (default false).
+//! (default 3), `TRIBUTARY_S3_FORCE_PATH_STYLE` (default false), `DLQ_URL` and
+//! `MAX_RECEIVE_COUNT` (dead letters with their reason).
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use shared::adapters::aws::{self, LambdaEnv, S3Store, SnsPublisher, SqsSender};
+use shared::adapters::aws::{self, LambdaEnv, S3Store, SnsPublisher, SqsSender, dead_letter_target};
 use shared::adapters::http::ReqwestClient;
 
 #[tokio::main]
@@ -17,6 +18,7 @@ async fn main() -> Result<(), Error> {
         max_message_bytes: env.usize_or("MAX_MESSAGE_BYTES", defaults.max_message_bytes)?,
         max_attempts: env.usize_or("HTTP_MAX_ATTEMPTS", defaults.max_attempts)?,
         timeout: env.secs_or("HTTP_TIMEOUT_SECS", defaults.timeout)?,
+        dead_letter: dead_letter_target(&env)?,
         ..defaults
     };
     let bucket = env.required("LAKE_BUCKET")?;

@@ -27,10 +27,15 @@ pub struct Alert {
     pub source_queue: String,
     /// SQS message id of the dead letter.
     pub message_id: String,
-    /// SQS `ApproximateReceiveCount` of the dead letter as Notify received
-    /// it. SQS carries the count of the source queue into the DLQ, so a
-    /// message that failed `maxReceiveCount` (5) times shows 6.
+    /// Times the message was received on its work queue before it was given
+    /// up on (from the function that dead-lettered it; for a message moved
+    /// by a redrive policy, SQS's `ApproximateReceiveCount` as Notify sees
+    /// it, which carries the source queue's count: 6 after 5 failures).
     pub receive_count: u32,
+    /// The last error, as the failing function reported it (status code,
+    /// vendor message, field path, engine reason…), at most 1 KiB; `null`
+    /// when the message was moved by a redrive policy without one.
+    pub reason: Option<String>,
     /// One-line summary for people.
     pub summary: String,
     /// First bytes of the body (at most 1 KiB, cut on a character boundary).

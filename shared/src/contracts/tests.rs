@@ -112,6 +112,7 @@ fn every_contract_round_trips() {
         source_queue: "request".into(),
         message_id: "m-1".into(),
         receive_count: 3,
+        reason: Some("HTTP 404".into()),
         summary: "s".into(),
         body_excerpt: "{".into(),
         body_bytes: 1,

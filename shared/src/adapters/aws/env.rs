@@ -202,6 +202,26 @@ pub fn optional_secs(name: &str, default: Duration) -> Result<Duration, EnvError
     LambdaEnv::from_env().secs_or(name, default)
 }
 
+/// The dead-letter target of a function from `DLQ_URL` (its work queue's
+/// DLQ; unset: leave failures to the redrive policy alone) and
+/// `MAX_RECEIVE_COUNT` (the work queue's `maxReceiveCount`, default
+/// [`crate::topology::MAX_RECEIVE_COUNT`]).
+///
+/// # Errors
+/// [`EnvError::Malformed`] for a `MAX_RECEIVE_COUNT` that is not a number
+/// from 1 to 1000 (the SQS redrive policy's range).
+pub fn dead_letter_target(env: &LambdaEnv) -> Result<Option<crate::batch::DeadLetterTarget>, EnvError> {
+    let Some(dlq) = env.optional("DLQ_URL")? else { return Ok(None) };
+    let count = env.u64_or("MAX_RECEIVE_COUNT", u64::from(crate::topology::MAX_RECEIVE_COUNT))?;
+    let max_receive_count =
+        u32::try_from(count).ok().filter(|n| (1..=1000).contains(n)).ok_or_else(|| EnvError::Malformed {
+            name: "MAX_RECEIVE_COUNT".into(),
+            value: count.to_string(),
+            expected: "a number from 1 to 1000",
+        })?;
+    Ok(Some(crate::batch::DeadLetterTarget { dlq, max_receive_count }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,7 +31,9 @@ mod sqs;
 
 pub use athena::{AthenaEngine, DEFAULT_QUERY_TIMEOUT, RESULTS_PAGE_SIZE};
 pub use batching::{BatchLimits, DEFAULT_MAX_BATCH_BYTES, MAX_BATCH_ENTRIES};
-pub use env::{EnvError, LambdaEnv, optional_bool, optional_env, optional_secs, optional_usize, required_env};
+pub use env::{
+    EnvError, LambdaEnv, dead_letter_target, optional_bool, optional_env, optional_secs, optional_usize, required_env,
+};
 pub use provision::{Provisioned, provision};
 pub use s3::S3Store;
 pub use secrets::{DEFAULT_SECRET_TTL, SecretsManagerStore};

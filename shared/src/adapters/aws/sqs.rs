@@ -1,11 +1,11 @@
 //! [`QueueSender`] over Amazon SQS `SendMessageBatch`.
 
 use async_trait::async_trait;
-use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 
 use super::batching::{BatchLimits, BatchOutcome, FailedEntry, entry_id, entry_retry_policy, send_all, split_batches};
 use super::error::{build_error, code, port_error};
-use crate::ports::{PortError, QueueSender};
+use crate::ports::{PortError, QueueMessage, QueueSender};
 
 const OPERATION: &str = "SendMessageBatch";
 
@@ -17,9 +17,9 @@ const QUEUE_MISSING: &[&str] = &["AWS.SimpleQueueService.NonExistentQueue", "Que
 ///
 /// `queue` in [`QueueSender::send`] is the queue URL. Bodies are split, in
 /// order, into calls of at most 10 entries and at most
-/// [`BatchLimits::max_bytes`] bytes of bodies in all (default 262,144; SQS
-/// counts the body plus message attributes, and this sender sends no
-/// attributes). Entries a call reports as failed without sender fault are
+/// [`BatchLimits::max_bytes`] bytes in all (default 262,144), counted as SQS
+/// does: the body plus each message attribute's name, type and value
+/// ([`QueueMessage::size`]). Entries a call reports as failed without sender fault are
 /// re-sent by id with a short backoff (see the [`batching`](super::batching)
 /// module); SQS quotas:
 /// <https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html>.
@@ -51,15 +51,27 @@ impl SqsSender {
         self.limits
     }
 
-    async fn send_batch(&self, queue: &str, bodies: &[String], indices: Vec<usize>) -> Result<BatchOutcome, PortError> {
+    async fn send_batch(
+        &self,
+        queue: &str,
+        messages: &[QueueMessage],
+        indices: Vec<usize>,
+    ) -> Result<BatchOutcome, PortError> {
         let entries = indices
             .iter()
             .map(|&i| {
-                SendMessageBatchRequestEntry::builder()
-                    .id(entry_id(i))
-                    .message_body(bodies[i].as_str())
-                    .build()
-                    .map_err(|err| build_error(OPERATION, queue, err))
+                let message = &messages[i];
+                let mut entry =
+                    SendMessageBatchRequestEntry::builder().id(entry_id(i)).message_body(message.body.as_str());
+                for (name, value) in &message.attributes {
+                    let value = MessageAttributeValue::builder()
+                        .data_type("String")
+                        .string_value(value)
+                        .build()
+                        .map_err(|err| build_error(OPERATION, queue, err))?;
+                    entry = entry.message_attributes(name, value);
+                }
+                entry.build().map_err(|err| build_error(OPERATION, queue, err))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let output =
@@ -101,8 +113,8 @@ impl QueueSender for SqsSender {
     ///
     /// On an error, earlier batches may already have been sent: SQS delivery
     /// is at-least-once and consumers are idempotent.
-    async fn send(&self, queue: &str, bodies: Vec<String>) -> Result<(), PortError> {
-        let sizes: Vec<usize> = bodies.iter().map(String::len).collect();
+    async fn send_messages(&self, queue: &str, messages: Vec<QueueMessage>) -> Result<(), PortError> {
+        let sizes: Vec<usize> = messages.iter().map(QueueMessage::size).collect();
         let batches = split_batches(&sizes, self.limits).map_err(|over| PortError::TooLarge {
             what: "message",
             target: queue.to_string(),
@@ -111,7 +123,7 @@ impl QueueSender for SqsSender {
         })?;
         let policy = entry_retry_policy();
         for batch in batches {
-            send_all(OPERATION, queue, batch.collect(), &policy, |indices| self.send_batch(queue, &bodies, indices))
+            send_all(OPERATION, queue, batch.collect(), &policy, |indices| self.send_batch(queue, &messages, indices))
                 .await?;
         }
         Ok(())

@@ -14,9 +14,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_lambda_events::event::sqs::SqsMessage;
+use aws_lambda_events::event::sqs::{SqsMessage, SqsMessageAttribute};
 
-use crate::ports::{PortError, QueueSender, TopicMessage, TopicPublisher};
+use crate::ports::{PortError, QueueMessage, QueueSender, TopicMessage, TopicPublisher};
 
 /// Largest message SNS accepts (Amazon SNS quotas: 256 KiB per publish).
 pub const SNS_MAX_MESSAGE_BYTES: usize = 262_144;
@@ -62,8 +62,10 @@ pub enum Subscription {
 pub struct BrokerStats {
     /// Messages accepted per queue.
     pub sent: BTreeMap<String, u64>,
-    /// Messages moved to a DLQ, per source queue.
+    /// Messages moved to a DLQ by a redrive policy, per source queue.
     pub dead_lettered: BTreeMap<String, u64>,
+    /// Messages moved to a DLQ by a redrive policy, per DLQ.
+    pub redriven_into: BTreeMap<String, u64>,
     /// Messages received (deliveries, redeliveries included) per queue.
     pub received: BTreeMap<String, u64>,
 }
@@ -78,6 +80,7 @@ struct Stored {
     first_received_ms: Option<u64>,
     receipt: Option<String>,
     system_attributes: BTreeMap<String, String>,
+    message_attributes: BTreeMap<String, String>,
 }
 
 #[derive(Debug)]
@@ -186,6 +189,7 @@ impl Broker {
         if !dead.is_empty() {
             let dlq = q.config.redrive.as_ref().map(|(dlq, _)| dlq.clone()).unwrap_or_default();
             *state.stats.dead_lettered.entry(queue.to_string()).or_default() += dead.len() as u64;
+            *state.stats.redriven_into.entry(dlq.clone()).or_default() += dead.len() as u64;
             let source_arn = queue_arn(queue);
             if let Some(dlq_state) = state.queues.get_mut(&dlq) {
                 for mut message in dead {
@@ -248,17 +252,19 @@ impl Broker {
         self.lock().stats.clone()
     }
 
-    fn enqueue(state: &mut State, queue: &str, body: String) -> Result<(), PortError> {
+    fn enqueue(state: &mut State, queue: &str, message: QueueMessage) -> Result<(), PortError> {
+        let QueueMessage { body, attributes } = message;
         let now = state.clock_ms;
         state.next_id += 1;
         let id = format!("local-{:08}", state.next_id);
         let q =
             state.queues.get_mut(queue).ok_or_else(|| PortError::NotFound { what: "queue", target: queue.into() })?;
-        if body.len() > q.config.max_message_bytes {
+        let size = body.len() + attributes.iter().map(|(n, v)| n.len() + "String".len() + v.len()).sum::<usize>();
+        if size > q.config.max_message_bytes {
             return Err(PortError::TooLarge {
                 what: "message",
                 target: queue.into(),
-                bytes: body.len(),
+                bytes: size,
                 limit: q.config.max_message_bytes,
             });
         }
@@ -271,6 +277,7 @@ impl Broker {
             first_received_ms: None,
             receipt: None,
             system_attributes: BTreeMap::new(),
+            message_attributes: attributes,
         });
         *state.stats.sent.entry(queue.to_string()).or_default() += 1;
         Ok(())
@@ -296,6 +303,16 @@ fn to_sqs_record(queue: &str, message: &Stored, receipt: String) -> SqsMessage {
     record.receipt_handle = Some(receipt);
     record.body = Some(message.body.clone());
     record.attributes = attributes;
+    record.message_attributes = message
+        .message_attributes
+        .iter()
+        .map(|(name, value)| {
+            let mut attribute = SqsMessageAttribute::default();
+            attribute.string_value = Some(value.clone());
+            attribute.data_type = Some("String".into());
+            (name.clone(), attribute)
+        })
+        .collect();
     record.event_source = Some("aws:sqs".into());
     record.event_source_arn = Some(queue_arn(queue));
     record.aws_region = Some(REGION.into());
@@ -304,16 +321,16 @@ fn to_sqs_record(queue: &str, message: &Stored, receipt: String) -> SqsMessage {
 
 #[async_trait]
 impl QueueSender for Broker {
-    async fn send(&self, queue: &str, bodies: Vec<String>) -> Result<(), PortError> {
+    async fn send_messages(&self, queue: &str, messages: Vec<QueueMessage>) -> Result<(), PortError> {
         let mut state = self.lock();
-        // Check every body first so a refused batch enqueues nothing.
+        // Check every message first so a refused batch enqueues nothing.
         let q = state.queues.get(queue).ok_or_else(|| PortError::NotFound { what: "queue", target: queue.into() })?;
         let limit = q.config.max_message_bytes;
-        if let Some(body) = bodies.iter().find(|b| b.len() > limit) {
-            return Err(PortError::TooLarge { what: "message", target: queue.into(), bytes: body.len(), limit });
+        if let Some(message) = messages.iter().find(|m| m.size() > limit) {
+            return Err(PortError::TooLarge { what: "message", target: queue.into(), bytes: message.size(), limit });
         }
-        for body in bodies {
-            Self::enqueue(&mut state, queue, body)?;
+        for message in messages {
+            Self::enqueue(&mut state, queue, message)?;
         }
         Ok(())
     }
@@ -346,7 +363,7 @@ impl TopicPublisher for Broker {
                             continue;
                         }
                         let body = if *raw { message.body.clone() } else { envelope(topic, &message_id, &message) };
-                        Self::enqueue(&mut state, queue, body)?;
+                        Self::enqueue(&mut state, queue, QueueMessage { body, attributes: BTreeMap::new() })?;
                     }
                     Subscription::File { path } => {
                         append_line(path, &message.body).map_err(|err| PortError::Permanent {
