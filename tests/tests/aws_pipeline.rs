@@ -30,6 +30,18 @@ async fn setup() -> (Emulator, Provisioned, S3Store) {
     (emulator, provisioned, S3Store::new(s3, BUCKET))
 }
 
+/// The Orchestrator's queue and topic addresses on the provisioned topology.
+fn orchestrator_config(provisioned: &Provisioned) -> orchestrator::OrchestratorConfig {
+    orchestrator::OrchestratorConfig {
+        request_queue: provisioned.queue_url(topology::REQUEST_QUEUE).expect("url").into(),
+        persist_queue: provisioned.queue_url(topology::PERSIST_QUEUE).expect("url").into(),
+        orchestrator_queue: provisioned.queue_url(topology::ORCHESTRATOR_QUEUE).expect("url").into(),
+        athena_queue: provisioned.queue_url(topology::ATHENA_QUEUE).expect("url").into(),
+        query_results_topic: provisioned.topic_arn(topology::QUERY_RESULTS_TOPIC).expect("arn").into(),
+        dead_letter: None,
+    }
+}
+
 fn rows_of(bytes: Bytes) -> Vec<Value> {
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
         .expect("parquet")
@@ -46,14 +58,7 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
     let addr = start_vendor(VendorBehaviour { total: 95, ..Default::default() }).await;
     let spec = paged_spec(addr, "onaws", 20);
 
-    let orchestrator_config = orchestrator::OrchestratorConfig {
-        request_queue: provisioned.queue_url(topology::REQUEST_QUEUE).expect("url").into(),
-        persist_queue: provisioned.queue_url(topology::PERSIST_QUEUE).expect("url").into(),
-        orchestrator_queue: provisioned.queue_url(topology::ORCHESTRATOR_QUEUE).expect("url").into(),
-        athena_queue: provisioned.queue_url(topology::ATHENA_QUEUE).expect("url").into(),
-        query_results_topic: provisioned.topic_arn(topology::QUERY_RESULTS_TOPIC).expect("arn").into(),
-        dead_letter: None,
-    };
+    let orchestrator_config = orchestrator_config(&provisioned);
     let scheduled = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
     let event = tributary::runtime::scheduler_event(&spec, scheduled);
     let orchestrator_deps = orchestrator::Deps { queue: &sender, config: &orchestrator_config };
@@ -264,14 +269,7 @@ async fn athena_rows_fan_out_through_sns_to_the_orchestrator_and_become_requests
 
     let sqs = aws_sdk_sqs::Client::new(&emulator.config);
     let sender = SqsSender::new(sqs.clone());
-    let orchestrator_config = orchestrator::OrchestratorConfig {
-        request_queue: provisioned.queue_url(topology::REQUEST_QUEUE).expect("url").into(),
-        persist_queue: provisioned.queue_url(topology::PERSIST_QUEUE).expect("url").into(),
-        orchestrator_queue: provisioned.queue_url(topology::ORCHESTRATOR_QUEUE).expect("url").into(),
-        athena_queue: provisioned.queue_url(topology::ATHENA_QUEUE).expect("url").into(),
-        query_results_topic: provisioned.topic_arn(topology::QUERY_RESULTS_TOPIC).expect("arn").into(),
-        dead_letter: None,
-    };
+    let orchestrator_config = orchestrator_config(&provisioned);
     let orchestrator_deps = orchestrator::Deps { queue: &sender, config: &orchestrator_config };
     let spec: Value = serde_json::from_str(
         r#"{"version":1,"pipeline":"tx","strategy":{"kind":"athena","query":"SELECT id FROM customers WHERE dt = ?",
