@@ -16,6 +16,7 @@ pub mod contracts;
 pub mod json;
 pub mod keys;
 pub mod ledger;
+pub mod metrics;
 pub mod ports;
 pub mod spec;
 pub mod strategy;
