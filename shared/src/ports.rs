@@ -115,10 +115,33 @@ pub struct TopicMessage {
     /// Subject (e-mail subscribers see it; SNS allows printable ASCII, at
     /// most 100 characters).
     pub subject: Option<String>,
-    /// Body.
+    /// Body (with `per_protocol`, the `default` text).
     pub body: String,
     /// String message attributes, used by subscription filter policies.
     pub attributes: BTreeMap<String, String>,
+    /// A different text per subscription protocol (`sms`, `email`, `sqs`,
+    /// `lambda`, …): when not empty, the message is published with
+    /// `MessageStructure=json` and `body` as the `default` text (Amazon SNS
+    /// Publish API reference).
+    pub per_protocol: BTreeMap<String, String>,
+}
+
+impl TopicMessage {
+    /// What SNS receives as `Message`: the body, or with `per_protocol` the
+    /// JSON object of the texts by protocol, `default` included.
+    pub fn wire_body(&self) -> String {
+        if self.per_protocol.is_empty() {
+            return self.body.clone();
+        }
+        let mut texts = self.per_protocol.clone();
+        texts.insert("default".into(), self.body.clone());
+        serde_json::to_string(&texts).unwrap_or_else(|_| self.body.clone())
+    }
+
+    /// The text a subscriber of `protocol` gets.
+    pub fn text_for(&self, protocol: &str) -> &str {
+        self.per_protocol.get(protocol).map_or(self.body.as_str(), String::as_str)
+    }
 }
 
 /// Publishes messages to SNS topics.

@@ -72,8 +72,12 @@ pub struct QueueDecl {
     /// Function triggered by the queue, if any.
     pub consumer: Option<Function>,
     /// Event source mapping `BatchSize` (SQS: at most 10 without a batching
-    /// window).
+    /// window, up to 10,000 with one).
     pub batch_size: usize,
+    /// Event source mapping `MaximumBatchingWindowInSeconds` (0-300): how
+    /// long Lambda gathers records before invoking; Notify's DLQs use it so
+    /// a burst of dead letters becomes one grouped alert.
+    pub batching_window_secs: u32,
     /// `VisibilityTimeout` in seconds; at least the consumer's timeout
     /// (AWS recommends six times it for SQS event sources).
     pub visibility_timeout_secs: u64,
@@ -122,7 +126,14 @@ pub const QUEUES: &[QueueDecl] = &[
     dead_letter_queue("request-dlq"),
     dead_letter_queue("persist-dlq"),
     dead_letter_queue("athena-dlq"),
-    QueueDecl { name: NOTIFY_DLQ, consumer: None, batch_size: 10, visibility_timeout_secs: 180, redrive: None },
+    QueueDecl {
+        name: NOTIFY_DLQ,
+        consumer: None,
+        batch_size: 10,
+        batching_window_secs: 0,
+        visibility_timeout_secs: 180,
+        redrive: None,
+    },
 ];
 
 const fn work_queue(
@@ -136,6 +147,7 @@ const fn work_queue(
         name,
         consumer: Some(consumer),
         batch_size,
+        batching_window_secs: 0,
         visibility_timeout_secs,
         redrive: Some((dlq, MAX_RECEIVE_COUNT)),
     }
@@ -145,7 +157,8 @@ const fn dead_letter_queue(name: &'static str) -> QueueDecl {
     QueueDecl {
         name,
         consumer: Some(Function::Notify),
-        batch_size: 10,
+        batch_size: 100,
+        batching_window_secs: 30,
         visibility_timeout_secs: 180,
         redrive: Some((NOTIFY_DLQ, DLQ_MAX_RECEIVE_COUNT)),
     }
@@ -203,7 +216,9 @@ mod tests {
                 assert!(queue(dlq).is_some(), "{} redrives to undeclared {dlq}", q.name);
                 assert!(count >= 1);
             }
-            assert!((1..=10).contains(&q.batch_size), "{}: SQS batch size 1..=10", q.name);
+            let max_batch = if q.batching_window_secs > 0 { 10_000 } else { 10 };
+            assert!((1..=max_batch).contains(&q.batch_size), "{}: SQS batch size 1..={max_batch}", q.name);
+            assert!(q.batching_window_secs <= 300, "{}: batching window 0..=300 s", q.name);
             if let Some(consumer) = q.consumer {
                 let timeout = function(consumer).timeout_secs;
                 assert!(q.visibility_timeout_secs >= 6 * timeout, "{}: visibility below 6x {timeout} s", q.name);

@@ -288,6 +288,7 @@ async fn sns_fan_out_raw_and_enveloped_decode_to_the_same_json() {
             subject: Some("Query\nresults ✓".into()),
             body: json!({"rows": [{"id": i}], "note": "fan-out"}).to_string(),
             attributes: [("kind".to_string(), "rows".to_string())].into(),
+            per_protocol: Default::default(),
         })
         .collect();
     let expected: BTreeSet<String> =

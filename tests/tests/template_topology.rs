@@ -357,6 +357,13 @@ fn check_sqs_event(
     if batch != Some(decl.batch_size as u64) {
         failures.push(format!("{at}: BatchSize is {batch:?}, topology says {}", decl.batch_size));
     }
+    let window = template.number(properties.get("MaximumBatchingWindowInSeconds")).unwrap_or(0);
+    if window != u64::from(decl.batching_window_secs) {
+        failures.push(format!(
+            "{at}: MaximumBatchingWindowInSeconds is {window}, topology says {}",
+            decl.batching_window_secs
+        ));
+    }
     let responses = strings(properties.get("FunctionResponseTypes"));
     if !responses.contains(&"ReportBatchItemFailures") {
         failures.push(format!("{at}: FunctionResponseTypes {responses:?} lacks ReportBatchItemFailures"));

@@ -253,7 +253,7 @@ async fn publish_rows(
                 [("pipeline".into(), message.pipeline.clone()), ("run_id".into(), message.run_id.to_string())].into();
             let messages = bodies
                 .into_iter()
-                .map(|body| TopicMessage { subject: None, body, attributes: attributes.clone() })
+                .map(|body| TopicMessage { body, attributes: attributes.clone(), ..TopicMessage::default() })
                 .collect();
             deps.topics.publish(topic, messages).await
         }

@@ -1,17 +1,31 @@
 //! Notify: turns dead letters into alerts on the alerts SNS topic.
 //!
-//! Triggered by the DLQs of the work queues. For each dead letter it builds
-//! an [`Alert`] — pipeline, run and page when the body is readable, the
-//! function (from the queue the message was dead-lettered from), receive
-//! count and a truncated body — and publishes it. It never fails on the
-//! body: unparseable, empty or huge bodies still give one clear alert. Only
-//! a failure to publish fails the record, so SQS retries it (and after
-//! `maxReceiveCount` moves it to `notify-dlq`, which operators alarm on).
+//! Triggered by the DLQs of the work queues (batches of up to 100 gathered
+//! over a 30 s window). It reads each dead letter — pipeline, run and page
+//! when the body is readable; the function, receive count and reason from
+//! the message attributes the failing function set (or from the queue names
+//! after a plain redrive) — and groups them by (pipeline, run, function): a
+//! burst of a thousand dead letters is one alert with the count and the
+//! first examples, not a thousand e-mails.
+//!
+//! Each alert is published with `MessageStructure=json`: a short `sms` text
+//! (at most 140 characters), a full `email`/`default` text (pipeline,
+//! function, run, count, first failures with reasons and truncated bodies,
+//! first-seen time and a CloudWatch Logs Insights query for the run's log
+//! lines), and the [`Alert`] JSON for machine subscribers (`sqs`, `lambda`,
+//! `http(s)`, `email-json`). Message attributes `pipeline`, `function` and
+//! `severity` let subscriptions filter.
+//!
+//! Notify never fails on a body: unparseable, empty or huge bodies still
+//! give one clear alert. Only a failure to publish fails the group's records,
+//! so SQS retries them (and after `maxReceiveCount` moves them to
+//! `notify-dlq`, which operators alarm on).
 
-use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use serde_json::Value;
 
 use shared::batch::{self, RecordMeta, decode_body, queue_name_of_arn};
+use shared::contracts::AlertExample;
 use shared::contracts::{Alert, V1};
 use shared::ports::{PortError, TopicMessage, TopicPublisher};
 use shared::topology::{function_for_dead_letter_queue, function_for_queue};
@@ -42,14 +56,64 @@ pub struct Deps<'a> {
     pub config: &'a NotifyConfig,
 }
 
-/// Handles a batch of dead letters, one alert each. Only publish failures
-/// are reported in `batchItemFailures`.
+/// Examples quoted in a grouped alert.
+pub const EXAMPLES: usize = 3;
+
+/// Longest SMS text (SNS sends longer texts as several messages).
+pub const SMS_MAX_CHARS: usize = 140;
+
+/// Handles a batch of dead letters: one alert per (pipeline, run, function).
+/// Only publish failures are reported in `batchItemFailures` (every record
+/// of the group that could not be published).
 pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
-    batch::for_each_record(event, 4, None, |record: &SqsMessage, meta: RecordMeta| async move {
+    let mut groups: Vec<(Alert, Vec<String>)> = Vec::new();
+    for record in &event.records {
+        let meta = RecordMeta::of(record);
         let alert = alert_for(record, &meta);
-        publish(&alert, deps).await
-    })
-    .await
+        let key = |a: &Alert| (a.pipeline.clone(), a.run_id.clone(), a.function.clone());
+        match groups.iter_mut().find(|(group, _)| key(group) == key(&alert)) {
+            Some((group, ids)) => {
+                merge(group, alert);
+                ids.push(meta.message_id);
+            }
+            None => groups.push((alert, vec![meta.message_id])),
+        }
+    }
+    let mut response = SqsBatchResponse::default();
+    for (alert, ids) in groups {
+        if let Err(err) = publish(&alert, deps).await {
+            tracing::error!(error = %err, messages = ids.len(), "could not publish the alert; SQS will redeliver its dead letters");
+            for id in ids {
+                let mut failure = BatchItemFailure::default();
+                failure.item_identifier = id;
+                response.batch_item_failures.push(failure);
+            }
+        }
+    }
+    response
+}
+
+/// Adds `other` (a dead letter of the same pipeline, run and function) to
+/// the group `alert`: the count, the earliest first-seen time, an example
+/// while fewer than [`EXAMPLES`] are kept.
+fn merge(alert: &mut Alert, other: Alert) {
+    alert.count += other.count;
+    alert.first_seen = match (alert.first_seen.take(), other.first_seen) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    for example in other.examples {
+        if alert.examples.len() < EXAMPLES {
+            alert.examples.push(example);
+        }
+    }
+    let what = match (&alert.pipeline, &alert.run_id) {
+        (Some(p), Some(r)) => format!("run {r} of pipeline {p}"),
+        (Some(p), None) => format!("pipeline {p}"),
+        _ => "messages that name no pipeline".to_string(),
+    };
+    let first = alert.examples.first().and_then(|e| e.reason.clone()).unwrap_or_else(|| "see the examples".into());
+    alert.summary = format!("{} gave up on {} messages of {what}; first: {first}", alert.function, alert.count);
 }
 
 /// Builds the alert for one dead letter. Never fails.
@@ -96,6 +160,13 @@ pub fn alert_for(record: &SqsMessage, meta: &RecordMeta) -> Alert {
             meta.message_id
         ),
     };
+    let first_seen = record
+        .attributes
+        .get("SentTimestamp")
+        .and_then(|ms| ms.parse::<i64>().ok())
+        .and_then(chrono::DateTime::from_timestamp_millis)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    let body_excerpt = truncate(&redacted_body(body, parsed.as_ref()), EXCERPT_BYTES);
     Alert {
         version: V1,
         pipeline,
@@ -105,10 +176,19 @@ pub fn alert_for(record: &SqsMessage, meta: &RecordMeta) -> Alert {
         source_queue,
         message_id: meta.message_id.clone(),
         receive_count,
-        reason,
+        reason: reason.clone(),
         summary,
-        body_excerpt: truncate(&redacted_body(body, parsed.as_ref()), EXCERPT_BYTES),
+        body_excerpt: body_excerpt.clone(),
         body_bytes: body.len(),
+        count: 1,
+        first_seen,
+        examples: vec![AlertExample {
+            message_id: meta.message_id.clone(),
+            page,
+            receive_count,
+            reason,
+            body_excerpt: truncate(&body_excerpt, EXAMPLE_BYTES),
+        }],
     }
 }
 
@@ -140,29 +220,98 @@ pub fn redacted_body(body: &str, parsed: Option<&Value>) -> String {
     if changed { value.to_string() } else { body.to_string() }
 }
 
-/// Publishes one alert with a sanitised subject and filterable attributes
-/// (`pipeline`, `function`, `severity`).
+/// Body bytes quoted per example in the e-mail text.
+pub const EXAMPLE_BYTES: usize = 300;
+
+/// Publishes one (grouped) alert: `MessageStructure=json` with the `sms`,
+/// `email`/`default` texts and the [`Alert`] JSON for machine protocols; a
+/// sanitised subject; `pipeline`, `function`, `severity` attributes.
 ///
 /// # Errors
 /// [`PortError`] from the topic.
 pub async fn publish(alert: &Alert, deps: Deps<'_>) -> Result<(), PortError> {
     let pipeline = alert.pipeline.as_deref().unwrap_or("unknown");
-    let subject = sanitize_subject(&format!("tributary alert: {} failed for pipeline {pipeline}", alert.function));
-    let body = serde_json::to_string(alert).map_err(|err| PortError::Permanent {
+    let times = if alert.count == 1 { String::new() } else { format!(" {}x", alert.count) };
+    let subject =
+        sanitize_subject(&format!("tributary alert: {}{times} failed for pipeline {pipeline}", alert.function));
+    let json = serde_json::to_string(alert).map_err(|err| PortError::Permanent {
         operation: "encode alert",
         target: deps.config.alerts_topic.clone(),
         message: err.to_string(),
     })?;
+    let email = email_text(alert);
+    let per_protocol = [
+        ("sms", sms_text(alert)),
+        ("email", email.clone()),
+        ("email-json", json.clone()),
+        ("sqs", json.clone()),
+        ("lambda", json.clone()),
+        ("http", json.clone()),
+        ("https", json),
+    ]
+    .into_iter()
+    .map(|(protocol, text)| (protocol.to_string(), text))
+    .collect();
     let attributes = [
         ("pipeline".to_string(), pipeline.to_string()),
         ("function".to_string(), alert.function.clone()),
         ("severity".to_string(), "error".to_string()),
     ]
     .into();
-    tracing::error!(pipeline, function = %alert.function, message_id = %alert.message_id, "dead letter: {}", alert.summary);
-    deps.topics
-        .publish(&deps.config.alerts_topic, vec![TopicMessage { subject: Some(subject), body, attributes }])
-        .await
+    tracing::error!(pipeline, function = %alert.function, count = alert.count, "dead letters: {}", alert.summary);
+    let message = TopicMessage { subject: Some(subject), body: email, attributes, per_protocol };
+    deps.topics.publish(&deps.config.alerts_topic, vec![message]).await
+}
+
+/// The SMS text: at most [`SMS_MAX_CHARS`] characters.
+pub fn sms_text(alert: &Alert) -> String {
+    let pipeline = alert.pipeline.as_deref().unwrap_or("unknown pipeline");
+    let run = alert.run_id.as_deref().map(|r| format!(" run {r}")).unwrap_or_default();
+    let times = if alert.count == 1 { String::new() } else { format!(" {}x", alert.count) };
+    let reason = alert.reason.as_deref().unwrap_or("see the e-mail");
+    let text = format!("tributary: {} failed{times}, {pipeline}{run}: {reason}", alert.function);
+    let mut sms: String = text.chars().take(SMS_MAX_CHARS).collect();
+    if sms.len() < text.len() {
+        sms.pop();
+        sms.push('…');
+    }
+    sms
+}
+
+/// The full e-mail (and `default`) text.
+pub fn email_text(alert: &Alert) -> String {
+    use std::fmt::Write;
+    let pipeline = alert.pipeline.as_deref().unwrap_or("(not named by the message)");
+    let run = alert.run_id.as_deref().unwrap_or("(not named by the message)");
+    let mut text = String::new();
+    let _ = writeln!(text, "tributary alert: {} gave up on {} message(s)\n", alert.function, alert.count);
+    let _ = writeln!(text, "Pipeline:    {pipeline}");
+    let _ = writeln!(text, "Run:         {run}");
+    let _ = writeln!(text, "Function:    {} (queue {})", alert.function, alert.source_queue);
+    let _ = writeln!(text, "Dead letters: {}", alert.count);
+    if let Some(first_seen) = &alert.first_seen {
+        let _ = writeln!(text, "First seen:  {first_seen}");
+    }
+    let _ = writeln!(text, "\nFirst failures:");
+    for (i, example) in alert.examples.iter().enumerate() {
+        let page = example.page.map(|p| format!(", page {p}")).unwrap_or_default();
+        let _ =
+            writeln!(text, "{}. message {}{page}, receive count {}", i + 1, example.message_id, example.receive_count);
+        let _ = writeln!(
+            text,
+            "   reason: {}",
+            example.reason.as_deref().unwrap_or("(not recorded: moved by the redrive policy; see the logs)")
+        );
+        let _ = writeln!(text, "   body:   {}", example.body_excerpt);
+    }
+    if let (Some(p), Some(r)) = (&alert.pipeline, &alert.run_id) {
+        let _ = writeln!(text, "\nThe run's log lines (CloudWatch Logs Insights, log groups /aws/lambda/<stack>-*):");
+        let _ = writeln!(
+            text,
+            "fields @timestamp, @log, level, message, error | filter pipeline = \"{p}\" and run_id = \"{r}\" | sort @timestamp asc"
+        );
+    }
+    text
 }
 
 /// Printable ASCII only, at most [`SUBJECT_MAX_CHARS`] characters.

@@ -54,16 +54,19 @@ fn alert<'a>(alerts: &'a [Alert], message_id: &str) -> &'a Alert {
 }
 
 #[tokio::test]
-async fn every_dead_letter_gives_one_alert_and_none_fails() {
+async fn dead_letters_are_grouped_by_pipeline_run_and_function_and_none_fails() {
     let env = Env::new();
     let event: SqsEvent = serde_json::from_str(DLQ_BATCH).expect("fixture is an SQS event");
     let response = notify::handle_sqs(&event, env.deps()).await;
     assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
 
+    // The RequestMessage names its run; the two unreadable bodies name none:
+    // two groups, two alerts.
     let alerts = env.alerts();
-    assert_eq!(alerts.len(), 3, "{alerts:#?}");
+    assert_eq!(alerts.len(), 2, "{alerts:#?}");
 
     let request = alert(&alerts, REQUEST_RECORD);
+    assert_eq!(request.count, 1);
     assert_eq!(request.pipeline.as_deref(), Some("customers"));
     assert_eq!(request.run_id.as_deref(), Some("20261129T060000Z"));
     assert_eq!(request.page, Some(2));
@@ -73,16 +76,53 @@ async fn every_dead_letter_gives_one_alert_and_none_fails() {
     assert!(request.summary.contains("page 2 of run 20261129T060000Z of pipeline customers"), "{}", request.summary);
     assert!(request.body_excerpt.starts_with("{\"version\":1"), "{}", request.body_excerpt);
 
-    for id in [NOT_JSON_RECORD, EMPTY_RECORD] {
-        let unreadable = alert(&alerts, id);
-        assert_eq!(unreadable.function, "request", "{id}: from the DLQ's name: {unreadable:#?}");
-        assert_eq!((&unreadable.pipeline, &unreadable.run_id, unreadable.page), (&None, &None, None), "{id}");
-        assert!(unreadable.summary.contains("not JSON"), "{id}: {}", unreadable.summary);
+    let unreadable = alert(&alerts, NOT_JSON_RECORD);
+    assert_eq!(unreadable.count, 2, "the non-JSON and the empty body are one group: {unreadable:#?}");
+    assert_eq!(unreadable.function, "request", "from the DLQ's name");
+    assert_eq!((&unreadable.pipeline, &unreadable.run_id, unreadable.page), (&None, &None, None));
+    assert_eq!(unreadable.body_excerpt, "<html><body>502 Bad Gateway</body></html>");
+    let examples: Vec<(&str, &str)> =
+        unreadable.examples.iter().map(|e| (e.message_id.as_str(), e.body_excerpt.as_str())).collect();
+    assert_eq!(examples, [(NOT_JSON_RECORD, "<html><body>502 Bad Gateway</body></html>"), (EMPTY_RECORD, "")]);
+    assert!(unreadable.summary.contains("gave up on 2 messages"), "{}", unreadable.summary);
+}
+
+#[tokio::test]
+async fn a_burst_of_dead_letters_is_one_alert_with_short_sms_and_full_email_texts() {
+    let template: SqsEvent = serde_json::from_str(DLQ_BATCH).expect("fixture is an SQS event");
+    let mut event = SqsEvent::default();
+    for i in 0..100 {
+        let mut record = template.records[0].clone();
+        record.message_id = Some(format!("m-{i:03}"));
+        let mut attribute = aws_lambda_events::event::sqs::SqsMessageAttribute::default();
+        attribute.string_value =
+            Some(format!("GET https://api.example.com/v1/customers?… answered HTTP 404: \"no page {i}\""));
+        attribute.data_type = Some("String".into());
+        record.message_attributes.insert(shared::batch::ATTR_ERROR.into(), attribute);
+        event.records.push(record);
     }
-    let not_json = alert(&alerts, NOT_JSON_RECORD);
-    assert_eq!(not_json.body_excerpt, "<html><body>502 Bad Gateway</body></html>");
-    let empty = alert(&alerts, EMPTY_RECORD);
-    assert_eq!((empty.body_excerpt.as_str(), empty.body_bytes), ("", 0));
+    let env = Env::new();
+    let response = notify::handle_sqs(&event, env.deps()).await;
+    assert!(response.batch_item_failures.is_empty());
+    let alerts = env.alerts();
+    assert_eq!(alerts.len(), 1, "one alert for the burst");
+    let grouped = &alerts[0];
+    assert_eq!(grouped.count, 100);
+    assert_eq!(grouped.examples.len(), notify::EXAMPLES);
+    let sms = notify::sms_text(grouped);
+    assert!(sms.chars().count() <= notify::SMS_MAX_CHARS, "{sms}");
+    assert!(sms.starts_with("tributary: request failed 100x, customers run 20261129T060000Z: GET"), "{sms}");
+    let email = notify::email_text(grouped);
+    for needle in [
+        "Pipeline:    customers",
+        "Run:         20261129T060000Z",
+        "Dead letters: 100",
+        "1. message m-000, page 2, receive count 3",
+        "reason: GET https://api.example.com/v1/customers?… answered HTTP 404: \"no page 0\"",
+        "filter pipeline = \"customers\" and run_id = \"20261129T060000Z\"",
+    ] {
+        assert!(email.contains(needle), "missing {needle:?} in:\n{email}");
+    }
 }
 
 /// Whatever the record, the alert names the function; this checks it for

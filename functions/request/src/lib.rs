@@ -346,7 +346,7 @@ async fn send(destination: &Destination, body: String, deps: Deps<'_>) -> Result
     let result = match destination {
         Destination::Queue { queue } => deps.queue.send(queue, vec![body]).await,
         Destination::Topic { topic } => {
-            deps.topics.publish(topic, vec![TopicMessage { subject: None, body, attributes: Default::default() }]).await
+            deps.topics.publish(topic, vec![TopicMessage { body, ..TopicMessage::default() }]).await
         }
     };
     result.map_err(|source| RequestError::Forward { destination: destination.to_string(), source })

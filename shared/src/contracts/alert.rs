@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::V1;
 
-/// A human-actionable alert about a message that ended in a dead-letter queue.
+/// A human-actionable alert about messages that ended in a dead-letter queue.
 ///
 /// Published by Notify on the alerts SNS topic (e-mail/SMS subscribers) and,
 /// in the local runtime, appended to `<lake>/_alerts.jsonl`. Every field
@@ -42,4 +42,26 @@ pub struct Alert {
     pub body_excerpt: String,
     /// Size of the whole body in bytes.
     pub body_bytes: usize,
+    /// Dead letters this alert stands for: one alert per (pipeline, run,
+    /// function) per Notify batch. The fields above describe the first.
+    pub count: u32,
+    /// When the first of them was sent to its queue (RFC 3339, UTC).
+    pub first_seen: Option<String>,
+    /// The first few dead letters (at most 3), with their reasons.
+    pub examples: Vec<AlertExample>,
+}
+
+/// One dead letter quoted in an alert.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AlertExample {
+    /// SQS message id.
+    pub message_id: String,
+    /// Page index named by the message, if any.
+    pub page: Option<u32>,
+    /// Receives on its work queue before it was given up on.
+    pub receive_count: u32,
+    /// The last error, if recorded.
+    pub reason: Option<String>,
+    /// First bytes of the body (at most 300, credentials redacted).
+    pub body_excerpt: String,
 }

@@ -18,7 +18,7 @@ mod query;
 mod request;
 mod version;
 
-pub use alert::Alert;
+pub use alert::{Alert, AlertExample};
 pub use common::{Destination, HttpMethod, PageRef, PersistTarget, RunId};
 pub use persist::{Payload, PersistMessage};
 pub use probe::ProbeReply;

@@ -116,6 +116,15 @@ fn every_contract_round_trips() {
         summary: "s".into(),
         body_excerpt: "{".into(),
         body_bytes: 1,
+        count: 2,
+        first_seen: Some("2026-11-29T06:00:00Z".into()),
+        examples: vec![AlertExample {
+            message_id: "m-1".into(),
+            page: Some(3),
+            receive_count: 3,
+            reason: Some("HTTP 404".into()),
+            body_excerpt: "{".into(),
+        }],
     });
 }
 

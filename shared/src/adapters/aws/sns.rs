@@ -50,7 +50,7 @@ pub fn sanitize_subject(subject: &str) -> Option<String> {
 fn message_bytes(message: &TopicMessage, subject: Option<&str>) -> usize {
     let attributes: usize =
         message.attributes.iter().map(|(name, value)| name.len() + "String".len() + value.len()).sum();
-    message.body.len() + subject.map_or(0, str::len) + attributes
+    message.wire_body().len() + subject.map_or(0, str::len) + attributes
 }
 
 /// Publishes to SNS topics with `PublishBatch`.
@@ -99,7 +99,8 @@ impl SnsPublisher {
             let (message, subject) = &messages[i];
             let mut entry = PublishBatchRequestEntry::builder()
                 .id(entry_id(i))
-                .message(message.body.as_str())
+                .message(message.wire_body())
+                .set_message_structure((!message.per_protocol.is_empty()).then(|| "json".to_string()))
                 .set_subject(subject.clone());
             for (name, value) in &message.attributes {
                 let attribute = MessageAttributeValue::builder()
@@ -197,6 +198,7 @@ mod tests {
     #[test]
     fn message_size_counts_subject_and_attributes() {
         let message = TopicMessage {
+            per_protocol: Default::default(),
             subject: Some("hello".into()),
             body: "12345".into(),
             attributes: [("kind".to_string(), "rows".to_string())].into(),

@@ -345,11 +345,11 @@ impl TopicPublisher for Broker {
             .get(topic)
             .cloned()
             .ok_or_else(|| PortError::NotFound { what: "topic", target: topic.into() })?;
-        if let Some(message) = messages.iter().find(|m| m.body.len() > SNS_MAX_MESSAGE_BYTES) {
+        if let Some(message) = messages.iter().find(|m| m.wire_body().len() > SNS_MAX_MESSAGE_BYTES) {
             return Err(PortError::TooLarge {
                 what: "message",
                 target: topic.into(),
-                bytes: message.body.len(),
+                bytes: message.wire_body().len(),
                 limit: SNS_MAX_MESSAGE_BYTES,
             });
         }
@@ -362,11 +362,14 @@ impl TopicPublisher for Broker {
                         if !filter_matches(filter, &message.attributes) {
                             continue;
                         }
-                        let body = if *raw { message.body.clone() } else { envelope(topic, &message_id, &message) };
+                        // An SQS subscriber of a structured message gets its `sqs` text.
+                        let text = message.text_for("sqs");
+                        let body = if *raw { text.to_string() } else { envelope(topic, &message_id, &message, text) };
                         Self::enqueue(&mut state, queue, QueueMessage { body, attributes: BTreeMap::new() })?;
                     }
                     Subscription::File { path } => {
-                        append_line(path, &message.body).map_err(|err| PortError::Permanent {
+                        // The file stands for machine subscribers: the `sqs` text too.
+                        append_line(path, message.text_for("sqs")).map_err(|err| PortError::Permanent {
                             operation: "append to subscription file",
                             target: path.display().to_string(),
                             message: err.to_string(),
@@ -385,7 +388,7 @@ fn filter_matches(filter: &BTreeMap<String, Vec<String>>, attributes: &BTreeMap<
 
 /// The SNS notification envelope an SQS subscription without raw delivery
 /// receives (Amazon SNS message format, `Type: Notification`).
-fn envelope(topic: &str, message_id: &str, message: &TopicMessage) -> String {
+fn envelope(topic: &str, message_id: &str, message: &TopicMessage, text: &str) -> String {
     let attributes: serde_json::Map<String, serde_json::Value> = message
         .attributes
         .iter()
@@ -395,7 +398,7 @@ fn envelope(topic: &str, message_id: &str, message: &TopicMessage) -> String {
         "Type": "Notification",
         "MessageId": message_id,
         "TopicArn": topic_arn(topic),
-        "Message": message.body,
+        "Message": text,
         "Timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         "SignatureVersion": "1",
         "Signature": "",
@@ -507,6 +510,7 @@ mod tests {
             subject: Some("s".into()),
             body: r#"{"n":1}"#.into(),
             attributes: BTreeMap::from([("pipeline".into(), "p".into())]),
+            per_protocol: BTreeMap::new(),
         };
         broker.publish("rows", vec![message]).await.expect("publish");
         let raw = broker.receive("raw", 10).expect("receive");
