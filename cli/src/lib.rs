@@ -6,4 +6,5 @@
 
 pub mod lake;
 pub mod runtime;
+pub mod status;
 pub mod vendor;

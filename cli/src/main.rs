@@ -53,6 +53,16 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:8080")]
         addr: SocketAddr,
     },
+    /// List recent runs in a lake with their state (complete, incomplete,
+    /// failed), pages, records and dead letters.
+    Status {
+        /// Lake directory.
+        #[arg(long, default_value = "lake")]
+        lake: PathBuf,
+        /// Runs to show, newest first.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
     /// Check a pipeline spec; print it normalised.
     Validate {
         /// Pipeline spec (YAML or JSON).
@@ -106,6 +116,15 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
                 "demo vendor API on http://{bound} (GET /customers?offset=&limit=, /transactions, /customers/{{id}}/transactions); Ctrl-C stops it"
             );
             tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Status { lake, limit } => {
+            if !lake.is_dir() {
+                anyhow::bail!("lake directory {} does not exist", lake.display());
+            }
+            let store = shared::adapters::local::DirStore::new(&lake);
+            let runs = tributary::status::recent_runs(&store, &lake, limit).await?;
+            print!("{}", tributary::status::table(&runs));
             Ok(ExitCode::SUCCESS)
         }
         Command::Validate { spec } => {

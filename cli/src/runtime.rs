@@ -289,7 +289,14 @@ impl LocalRuntime {
     /// then deletes what succeeded. When nothing is visible, the virtual
     /// clock jumps to the next visibility deadline.
     pub async fn drain(&self) {
+        // Drawn on stderr only when it is a terminal; hidden in tests and CI.
+        let progress = indicatif::ProgressBar::new(0);
+        progress.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {elapsed} [{bar:30}] {pos}/{len} requests  {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
         loop {
+            self.show_progress(&progress);
             let mut invocations = Vec::new();
             for decl in topology::QUEUES {
                 let Some(function) = decl.consumer else { continue };
@@ -313,6 +320,7 @@ impl LocalRuntime {
                 if waiting && self.broker.advance_to_next_visible() {
                     continue;
                 }
+                progress.finish_and_clear();
                 return;
             }
             for (queue, receipts, task) in invocations {
@@ -332,6 +340,17 @@ impl LocalRuntime {
                 }
             }
         }
+    }
+
+    /// Requests done of requests planned so far, pages persisted, dead letters.
+    fn show_progress(&self, progress: &indicatif::ProgressBar) {
+        let stats = self.broker.stats();
+        let sent = |queue: &str| stats.sent.get(queue).copied().unwrap_or(0);
+        let done = |queue: &str| sent(queue).saturating_sub(self.broker.depth(queue) as u64);
+        progress.set_length(sent(topology::REQUEST_QUEUE));
+        progress.set_position(done(topology::REQUEST_QUEUE));
+        let dead: u64 = dead_letters(&stats).values().sum();
+        progress.set_message(format!("{} pages persisted  {dead} dead letters", done(topology::PERSIST_QUEUE)));
     }
 
     fn consumed_depth(&self) -> usize {

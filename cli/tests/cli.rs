@@ -56,6 +56,17 @@ fn demo_persists_records_with_no_dead_letters() {
     assert_eq!(stdout.matches("messages in DLQs     0").count(), 3, "{stdout}");
     assert!(stdout.contains("strategy athena") && stdout.contains("requests made        230"), "{stdout}");
     assert!(stdout.contains("Customer 1 "), "first rows are printed:\n{stdout}");
+
+    let status = tributary().arg("status").arg("--lake").arg(dir.path()).output().expect("run status");
+    let table = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{table}");
+    let line = |pipeline: &str| {
+        table.lines().find(|l| l.starts_with(pipeline)).unwrap_or_else(|| panic!("{pipeline}:\n{table}")).to_string()
+    };
+    let customers = line("demo_customers ");
+    assert!(customers.contains("complete") && customers.contains("6/6") && customers.contains("230"), "{customers}");
+    let athena = line("demo_customer_transactions ");
+    assert!(athena.contains("persisted") && athena.contains(" 230 ") && athena.contains("690"), "{athena}");
 }
 
 #[test]
@@ -72,6 +83,10 @@ fn run_exits_non_zero_when_a_message_is_dead_lettered() {
     assert!(stdout.contains("ALERT: request gave up on page 0 of run"), "{stdout}");
     let alerts = std::fs::read_to_string(lake.join("_alerts.jsonl")).expect("alerts file");
     assert_eq!(alerts.lines().count(), 1);
+    let status = tributary().arg("status").arg("--lake").arg(&lake).output().expect("run status");
+    let table = String::from_utf8_lossy(&status.stdout);
+    let run = table.lines().find(|l| l.starts_with("p ")).unwrap_or_else(|| panic!("no run:\n{table}"));
+    assert!(run.contains("failed") && run.trim_end().ends_with('1'), "one dead letter: {run}");
 }
 
 #[test]

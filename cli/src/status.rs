@@ -1,0 +1,102 @@
+//! `tributary status`: recent runs and their state, from the lake's page
+//! receipts (`_runs/`) and alerts (`_alerts.jsonl`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use shared::ledger::PageReceipt;
+use shared::ports::{ObjectStore, PortError};
+
+use crate::runtime::read_alerts;
+
+/// One run as the lake records it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunStatus {
+    /// Pipeline.
+    pub pipeline: String,
+    /// Run id.
+    pub run_id: String,
+    /// Pages with a receipt.
+    pub pages_persisted: u64,
+    /// Pages planned, when the run knew it up front (not for Athena-driven
+    /// runs, whose row count is only known at the end).
+    pub pages_planned: Option<u64>,
+    /// Records written to Parquet.
+    pub records_persisted: u64,
+    /// Records quarantined.
+    pub records_quarantined: u64,
+    /// Dead letters alerted for the run.
+    pub dead_letters: u64,
+}
+
+impl RunStatus {
+    /// `failed`, `complete`, `incomplete` or `persisted` (total unknown).
+    pub fn state(&self) -> &'static str {
+        match self.pages_planned {
+            _ if self.dead_letters > 0 => "failed",
+            Some(planned) if self.pages_persisted >= planned => "complete",
+            Some(_) => "incomplete",
+            None => "persisted",
+        }
+    }
+}
+
+/// Runs found in the lake, newest first (by run id), at most `limit`.
+///
+/// # Errors
+/// [`PortError`] from the store; an unreadable receipt is skipped with a
+/// warning.
+pub async fn recent_runs(store: &dyn ObjectStore, lake: &Path, limit: usize) -> Result<Vec<RunStatus>, PortError> {
+    let mut runs: BTreeMap<(String, String), RunStatus> = BTreeMap::new();
+    for key in store.list("_runs/").await? {
+        let bytes = store.get(&key).await?;
+        let Ok(receipt) = serde_json::from_slice::<PageReceipt>(&bytes) else {
+            tracing::warn!(key, "unreadable page receipt skipped");
+            continue;
+        };
+        let run = runs.entry((receipt.run_id.to_string(), receipt.pipeline.clone())).or_insert_with(|| RunStatus {
+            pipeline: receipt.pipeline.clone(),
+            run_id: receipt.run_id.to_string(),
+            ..RunStatus::default()
+        });
+        run.pages_persisted += 1;
+        run.pages_planned = (receipt.page_count > 0).then_some(u64::from(receipt.page_count));
+        run.records_persisted += receipt.records_persisted;
+        run.records_quarantined += receipt.records_quarantined;
+    }
+    for alert in read_alerts(lake) {
+        let (Some(pipeline), Some(run_id)) = (alert.pipeline, alert.run_id) else { continue };
+        let run = runs.entry((run_id.clone(), pipeline.clone())).or_insert_with(|| RunStatus {
+            pipeline,
+            run_id,
+            ..RunStatus::default()
+        });
+        run.dead_letters += u64::from(alert.count);
+    }
+    Ok(runs.into_values().rev().take(limit).collect())
+}
+
+/// The runs as a text table.
+pub fn table(runs: &[RunStatus]) -> String {
+    let mut text = format!(
+        "{:<28} {:<18} {:<11} {:>9} {:>9} {:>11} {:>12}\n",
+        "pipeline", "run", "state", "pages", "records", "quarantined", "dead letters"
+    );
+    for run in runs {
+        let pages = match run.pages_planned {
+            Some(planned) => format!("{}/{planned}", run.pages_persisted),
+            None => run.pages_persisted.to_string(),
+        };
+        text.push_str(&format!(
+            "{:<28} {:<18} {:<11} {:>9} {:>9} {:>11} {:>12}\n",
+            run.pipeline,
+            run.run_id,
+            run.state(),
+            pages,
+            run.records_persisted,
+            run.records_quarantined,
+            run.dead_letters
+        ));
+    }
+    text
+}
