@@ -46,16 +46,20 @@ pub struct LocalOptions {
 impl LocalOptions {
     /// Defaults for `lake`.
     pub fn new(lake: impl Into<PathBuf>) -> Self {
+        let lake = lake.into();
+        let metrics = shared::metrics::MetricsTarget::File(lake.join("_metrics.jsonl"));
         Self {
-            lake: lake.into(),
+            lake,
             concurrency: 4,
             max_message_bytes: request::DEFAULT_MAX_MESSAGE_BYTES,
             request: request::RequestConfig {
                 dead_letter: Some(dead_letter_target(topology::REQUEST_QUEUE)),
+                metrics: metrics.clone(),
                 ..request::RequestConfig::default()
             },
             persist: persist::PersistConfig {
                 dead_letter: Some(dead_letter_target(topology::PERSIST_QUEUE)),
+                metrics,
                 ..persist::PersistConfig::default()
             },
         }
@@ -370,7 +374,10 @@ impl LocalRuntime {
                 dead_letter: Some(dead_letter_target(topology::ATHENA_QUEUE)),
                 ..athena::AthenaConfig::new(topology::ATHENA_QUEUE)
             }),
-            notify: Arc::new(notify::NotifyConfig { alerts_topic: topology::ALERTS_TOPIC.into() }),
+            notify: Arc::new(notify::NotifyConfig {
+                alerts_topic: topology::ALERTS_TOPIC.into(),
+                metrics: shared::metrics::MetricsTarget::File(self.options.lake.join("_metrics.jsonl")),
+            }),
         }
     }
 }

@@ -139,6 +139,19 @@ impl Recorded {
     }
 }
 
+/// Where a function's EMF lines go.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum MetricsTarget {
+    /// Nowhere (tests, and tools that have no use for them).
+    #[default]
+    Off,
+    /// Standard output: in Lambda each line becomes a CloudWatch Logs event,
+    /// which is how EMF is ingested.
+    Stdout,
+    /// Appended to a file (the local runtime's `<lake>/_metrics.jsonl`).
+    File(std::path::PathBuf),
+}
+
 /// A per-invocation metric accumulator for one function and pipeline.
 ///
 /// Counts and bytes add up under their name; durations are kept as samples
@@ -244,16 +257,29 @@ impl Metrics {
     /// Writes through a locked stdout rather than `println!`, which panics if
     /// stdout is closed; a failed write is logged and the metrics are lost.
     pub fn flush(&mut self) {
+        self.flush_to(&MetricsTarget::Stdout);
+    }
+
+    /// Writes [`Metrics::to_lines`] for the current time to `target`, then
+    /// clears metrics and properties.
+    pub fn flush_to(&mut self, target: &MetricsTarget) {
         let now_ms = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or_default();
         let lines = self.to_lines(now_ms);
-        let mut stdout = std::io::stdout().lock();
-        for line in &lines {
-            if let Err(error) = writeln!(stdout, "{line}") {
-                tracing::warn!(%error, "could not write EMF line to stdout");
-                break;
+        let result = match target {
+            MetricsTarget::Off => Ok(()),
+            MetricsTarget::Stdout => {
+                let mut stdout = std::io::stdout().lock();
+                lines.iter().try_for_each(|line| writeln!(stdout, "{line}")).and_then(|()| stdout.flush())
             }
+            MetricsTarget::File(path) => {
+                std::fs::OpenOptions::new().create(true).append(true).open(path).and_then(|mut file| {
+                    file.write_all(lines.iter().map(|l| format!("{l}\n")).collect::<String>().as_bytes())
+                })
+            }
+        };
+        if let Err(error) = result {
+            tracing::warn!(%error, "could not write EMF lines; these metrics are lost");
         }
-        let _ = stdout.flush();
         self.metrics.clear();
         self.properties.clear();
     }

@@ -166,8 +166,10 @@ async fn a_poison_message_is_dead_lettered_and_notify_alerts_on_the_alerts_topic
     let dead = receive_event(&sqs, dlq_url, &provisioned.queue_arns["persist-dlq"], 10, 60).await;
     assert_eq!(dead.records.len(), 1);
     let publisher = SnsPublisher::new(sns.clone());
-    let notify_config =
-        notify::NotifyConfig { alerts_topic: provisioned.topic_arn(topology::ALERTS_TOPIC).expect("arn").into() };
+    let notify_config = notify::NotifyConfig {
+        alerts_topic: provisioned.topic_arn(topology::ALERTS_TOPIC).expect("arn").into(),
+        metrics: Default::default(),
+    };
     let response = notify::handle_sqs(&dead, notify::Deps { topics: &publisher, config: &notify_config }).await;
     assert!(response.batch_item_failures.is_empty(), "Notify never fails on the body");
     settle(&sqs, dlq_url, &dead, &response).await;
@@ -214,7 +216,7 @@ async fn a_permanent_failure_is_dead_lettered_at_once_and_the_alert_carries_the_
     assert!(reason.contains("target.dataset") && reason.contains("reserved"), "{reason}");
     assert_eq!((alert.function.as_str(), alert.receive_count, alert.pipeline.as_deref()), ("persist", 1, Some("p")));
     assert!(alert.summary.contains(&reason), "{}", alert.summary);
-    let config = notify::NotifyConfig { alerts_topic };
+    let config = notify::NotifyConfig { alerts_topic, metrics: Default::default() };
     let response = notify::handle_sqs(&dead, notify::Deps { topics: &publisher, config: &config }).await;
     assert!(response.batch_item_failures.is_empty());
 }

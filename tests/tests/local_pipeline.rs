@@ -44,6 +44,23 @@ async fn paged_pipeline_persists_every_record_exactly_once_with_its_values() {
     }
     let raw = std::fs::read_dir(lake.path().join("raw/items")).expect("raw pages kept").count();
     assert_eq!(raw, 1, "one dt= partition of raw pages");
+
+    // CloudWatch EMF lines, kept locally in <lake>/_metrics.jsonl.
+    let emf: Vec<Value> = std::fs::read_to_string(lake.path().join("_metrics.jsonl"))
+        .expect("metrics file")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("EMF line is JSON"))
+        .collect();
+    let sum = |function: &str, metric: &str| -> u64 {
+        emf.iter().filter(|l| l["function"] == function).filter_map(|l| l[metric].as_u64()).sum()
+    };
+    assert_eq!(sum("request", "records_fetched"), 137);
+    assert_eq!(sum("persist", "records_persisted"), 137);
+    let latencies: usize = emf.iter().filter_map(|l| l["api_latency"].as_array()).map(Vec::len).sum();
+    assert_eq!(latencies, 8, "one latency sample per HTTP call");
+    assert!(
+        emf.iter().all(|l| l["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "tributary" && l["pipeline"] == "items")
+    );
 }
 
 #[tokio::test]
@@ -99,6 +116,13 @@ async fn a_broken_page_is_retried_then_dead_lettered_with_an_alert_and_the_other
     let reason = alert.reason.as_deref().expect("the reason reaches the alert");
     assert!(reason.contains("is not JSON") && reason.contains("maintenance"), "{reason}");
     assert_eq!(read_alerts(lake.path()).len(), 1, "the alert is in <lake>/_alerts.jsonl");
+    let metrics = std::fs::read_to_string(lake.path().join("_metrics.jsonl")).expect("metrics file");
+    let dead: u64 = metrics
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|line| line["dead_letters"].as_u64())
+        .sum();
+    assert_eq!(dead, 1, "the dead_letters metric counts the alerted dead letter");
     let kept: Vec<_> =
         std::fs::read_dir(lake.path().join("_dead_letters/request-dlq")).expect("dead letters kept").collect();
     assert_eq!(kept.len(), 1);

@@ -45,6 +45,8 @@ pub const SUBJECT_MAX_CHARS: usize = 100;
 pub struct NotifyConfig {
     /// Alerts topic (`ALERTS_TOPIC_ARN` on AWS).
     pub alerts_topic: String,
+    /// Where the EMF `dead_letters` count of each alert goes.
+    pub metrics: shared::metrics::MetricsTarget,
 }
 
 /// The ports and settings the handler uses.
@@ -81,6 +83,12 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
     }
     let mut response = SqsBatchResponse::default();
     for (alert, ids) in groups {
+        let mut emf = shared::metrics::Metrics::new(&alert.function, alert.pipeline.as_deref().unwrap_or("unknown"));
+        emf.count(shared::metrics::DEAD_LETTERS, u64::from(alert.count));
+        if let Some(run_id) = &alert.run_id {
+            emf.property("run_id", Value::String(run_id.clone()));
+        }
+        emf.flush_to(&deps.config.metrics);
         if let Err(err) = publish(&alert, deps).await {
             tracing::error!(error = %err, messages = ids.len(), "could not publish the alert; SQS will redeliver its dead letters");
             for id in ids {

@@ -9,7 +9,10 @@ use shared::adapters::aws::{self, LambdaEnv, SnsPublisher};
 async fn main() -> Result<(), Error> {
     shared::telemetry::init_lambda();
     let env = LambdaEnv::from_env();
-    let config = notify::NotifyConfig { alerts_topic: env.required("ALERTS_TOPIC_ARN")? };
+    let config = notify::NotifyConfig {
+        alerts_topic: env.required("ALERTS_TOPIC_ARN")?,
+        metrics: shared::metrics::MetricsTarget::Stdout,
+    };
     let sdk = aws::sdk_config().await;
     let topics = SnsPublisher::new(aws_sdk_sns::Client::new(&sdk));
     let deps = notify::Deps { topics: &topics, config: &config };

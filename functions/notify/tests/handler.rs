@@ -29,7 +29,12 @@ impl Env {
         let sink = dir.path().join("alerts.jsonl");
         let broker = Broker::new();
         broker.create_topic("alerts", vec![Subscription::File { path: sink.clone() }]);
-        Self { _dir: dir, sink, broker, config: NotifyConfig { alerts_topic: "alerts".into() } }
+        Self {
+            _dir: dir,
+            sink,
+            broker,
+            config: NotifyConfig { alerts_topic: "alerts".into(), metrics: Default::default() },
+        }
     }
 
     fn deps(&self) -> Deps<'_> {

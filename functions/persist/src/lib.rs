@@ -23,6 +23,7 @@ use shared::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
 use shared::contracts::{Payload, PersistMessage};
 use shared::keys;
 use shared::ledger::PageReceipt;
+use shared::metrics::{self, Metrics, MetricsTarget};
 use shared::ports::{ObjectStore, PortError, QueueSender};
 use shared::spec::{SpecError, check_dataset, check_name};
 
@@ -36,11 +37,14 @@ pub struct PersistConfig {
     /// Where records that fail for good go, with the reason (`DLQ_URL`,
     /// `MAX_RECEIVE_COUNT`); `None` leaves them to the redrive policy.
     pub dead_letter: Option<DeadLetterTarget>,
+    /// Where the EMF metrics of each page go (records persisted and
+    /// quarantined, Parquet bytes).
+    pub metrics: MetricsTarget,
 }
 
 impl Default for PersistConfig {
     fn default() -> Self {
-        Self { writer: WriterConfig::default(), concurrency: 2, dead_letter: None }
+        Self { writer: WriterConfig::default(), concurrency: 2, dead_letter: None, metrics: MetricsTarget::Off }
     }
 }
 
@@ -156,12 +160,14 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
 
     let records_in = records.len() as u64;
     let (objects, quarantined) = split_records(records);
+    let mut parquet_bytes = 0;
     let data_key =
         if objects.is_empty() {
             None
         } else {
             let parquet = records_to_parquet(&objects, &deps.config.writer)
                 .map_err(|source| PersistError::Convert { dataset: dataset.clone(), page: page.index, source })?;
+            parquet_bytes = parquet.len() as u64;
             let key = page_key.data();
             deps.store.put(&key, Bytes::from(parquet)).await?;
             Some(key)
@@ -205,6 +211,14 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
     })?;
     deps.store.put(&receipt_key, Bytes::from(receipt_bytes)).await?;
     tracing::info!(records = receipt.records_persisted, quarantined = receipt.records_quarantined, "page persisted");
+    let mut emf = Metrics::new("persist", &receipt.pipeline);
+    emf.count(metrics::RECORDS_PERSISTED, receipt.records_persisted);
+    emf.count(metrics::RECORDS_QUARANTINED, receipt.records_quarantined);
+    emf.bytes(metrics::BYTES_PERSISTED, parquet_bytes);
+    emf.property("run_id", Value::String(receipt.run_id.to_string()));
+    emf.property("page", Value::from(receipt.page));
+    emf.property("dataset", Value::String(receipt.dataset.clone()));
+    emf.flush_to(&deps.config.metrics);
     Ok(receipt)
 }
 

@@ -28,6 +28,7 @@ use shared::contracts::{
 };
 use shared::json::kind_of;
 use shared::keys;
+use shared::metrics::{self, Metrics, MetricsTarget};
 use shared::ports::{
     HttpClient, HttpRequest, HttpResponse, ObjectStore, PortError, QueueSender, TopicMessage, TopicPublisher,
 };
@@ -53,6 +54,9 @@ pub struct RequestConfig {
     /// Where records that fail for good go, with the reason (`DLQ_URL`,
     /// `MAX_RECEIVE_COUNT`); `None` leaves them to the redrive policy.
     pub dead_letter: Option<DeadLetterTarget>,
+    /// Where the EMF metrics of each message go (records fetched, API
+    /// latency, retries, throttles).
+    pub metrics: MetricsTarget,
 }
 
 impl Default for RequestConfig {
@@ -64,6 +68,7 @@ impl Default for RequestConfig {
             timeout: Duration::from_secs(30),
             concurrency: 5,
             dead_letter: None,
+            metrics: MetricsTarget::Off,
         }
     }
 }
@@ -194,9 +199,28 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
 /// `max_attempts - 1` times.
 #[tracing::instrument(skip_all, fields(pipeline = %message.pipeline, run_id = %message.run_id, page = message.page.map(|p| p.index)))]
 pub async fn handle_message(message: RequestMessage, deps: Deps<'_>) -> Result<Outcome, RequestError> {
-    let request = http_request(&message, deps.config.timeout);
+    let metrics = std::sync::Mutex::new(Metrics::new("request", &message.pipeline));
+    let outcome = call_and_forward(&message, deps, &metrics).await;
+    let mut metrics = metrics.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    metrics.property("run_id", Value::String(message.run_id.to_string()));
+    if let Some(page) = message.page {
+        metrics.property("page", Value::from(page.index));
+    }
+    if let Ok(Outcome::Records { count, .. }) = &outcome {
+        metrics.count(metrics::RECORDS_FETCHED, *count as u64);
+    }
+    metrics.flush_to(&deps.config.metrics);
+    outcome
+}
+
+async fn call_and_forward(
+    message: &RequestMessage,
+    deps: Deps<'_>,
+    metrics: &std::sync::Mutex<Metrics>,
+) -> Result<Outcome, RequestError> {
+    let request = http_request(message, deps.config.timeout);
     let target = format!("{} {}", request.method, redacted_url(&request.url));
-    let response = fetch(&request, &target, deps).await?;
+    let response = fetch(&request, &target, deps, metrics).await?;
     let mut body: Value = serde_json::from_slice(&response.body).map_err(|err| RequestError::NotJson {
         target: target.clone(),
         error: err.to_string(),
@@ -207,7 +231,7 @@ pub async fn handle_message(message: RequestMessage, deps: Deps<'_>) -> Result<O
             let records = take_records(&mut body, records_pointer.as_deref(), &target)?;
             let page = message.page.unwrap_or(PageRef::SINGLE);
             let count = records.len();
-            let claim_check = forward_records(&message, page, dataset, records, deps).await?;
+            let claim_check = forward_records(message, page, dataset, records, deps).await?;
             tracing::info!(records = count, claim_check, "page fetched");
             Ok(Outcome::Records { count, claim_check })
         }
@@ -245,9 +269,26 @@ pub fn http_request(message: &RequestMessage, timeout: Duration) -> HttpRequest 
     }
 }
 
-async fn fetch(request: &HttpRequest, target: &str, deps: Deps<'_>) -> Result<HttpResponse, RequestError> {
+async fn fetch(
+    request: &HttpRequest,
+    target: &str,
+    deps: Deps<'_>,
+    metrics: &std::sync::Mutex<Metrics>,
+) -> Result<HttpResponse, RequestError> {
+    let record = |f: &dyn Fn(&mut Metrics)| {
+        if let Ok(mut metrics) = metrics.lock() {
+            f(&mut metrics);
+        }
+    };
     let attempt = || async {
-        let response = deps.http.send(request.clone()).await.map_err(RequestError::Transport)?;
+        let started = std::time::Instant::now();
+        let response = deps.http.send(request.clone()).await;
+        let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+        record(&|m| m.duration_ms(metrics::API_LATENCY, elapsed_ms));
+        let response = response.map_err(RequestError::Transport)?;
+        if response.status == 429 {
+            record(&|m| m.count(metrics::API_THROTTLES, 1));
+        }
         if (200..300).contains(&response.status) {
             Ok(response)
         } else {
@@ -266,7 +307,10 @@ async fn fetch(request: &HttpRequest, target: &str, deps: Deps<'_>) -> Result<Ht
     attempt
         .retry(backoff)
         .when(RequestError::is_retryable)
-        .notify(|err, delay| tracing::warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "vendor call failed; retrying"))
+        .notify(|err, delay| {
+            record(&|m| m.count(metrics::API_RETRIES, 1));
+            tracing::warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "vendor call failed; retrying")
+        })
         .await
 }
 

@@ -19,6 +19,7 @@ async fn main() -> Result<(), Error> {
         max_attempts: env.usize_or("HTTP_MAX_ATTEMPTS", defaults.max_attempts)?,
         timeout: env.secs_or("HTTP_TIMEOUT_SECS", defaults.timeout)?,
         dead_letter: dead_letter_target(&env)?,
+        metrics: shared::metrics::MetricsTarget::Stdout,
         ..defaults
     };
     let bucket = env.required("LAKE_BUCKET")?;
