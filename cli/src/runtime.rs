@@ -249,7 +249,8 @@ impl LocalRuntime {
 
         let event = scheduler_event(spec, now);
         let config = self.orchestrator_config();
-        let deps = orchestrator::Deps { queue: self.broker.as_ref(), config: &config };
+        let deps =
+            orchestrator::Deps { queue: self.broker.as_ref(), config: &config, ledger: Some(self.store.as_ref()) };
         orchestrator::handle(event, now, deps).await?;
         self.drain().await;
 
@@ -402,8 +403,12 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
     event.records = records;
     match function {
         Function::Orchestrator => {
-            orchestrator::handle_sqs(&event, orchestrator::Deps { queue: h.broker.as_ref(), config: &h.orchestrator })
-                .await
+            let deps = orchestrator::Deps {
+                queue: h.broker.as_ref(),
+                config: &h.orchestrator,
+                ledger: Some(h.store.as_ref()),
+            };
+            orchestrator::handle_sqs(&event, deps).await
         }
         Function::Request => {
             let deps = request::Deps {
@@ -425,6 +430,7 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
                 topics: h.broker.as_ref(),
                 queue: h.broker.as_ref(),
                 config: &h.athena,
+                ledger: Some(h.store.as_ref()),
             };
             // As in Lambda: the invocation ends at the function's time-out.
             let timeout = std::time::Duration::from_secs(topology::function(Function::Athena).timeout_secs);

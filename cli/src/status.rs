@@ -1,10 +1,11 @@
-//! `tributary status`: recent runs and their state, from the lake's page
-//! receipts (`_runs/`) and alerts (`_alerts.jsonl`).
+//! `tributary status`: recent runs and their state, from the lake's run
+//! ledger (`_runs/`: receipts, expected page counts, completion markers)
+//! and alerts (`_alerts.jsonl`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use shared::ledger::PageReceipt;
+use shared::ledger::{Expected, PageReceipt};
 use shared::ports::{ObjectStore, PortError};
 
 use crate::runtime::read_alerts;
@@ -27,16 +28,20 @@ pub struct RunStatus {
     pub records_quarantined: u64,
     /// Dead letters alerted for the run.
     pub dead_letters: u64,
+    /// Whether the ledger marks the run complete (`_SUCCESS`, manifest
+    /// written).
+    pub completed: bool,
 }
 
 impl RunStatus {
-    /// `failed`, `complete`, `incomplete` or `persisted` (total unknown).
+    /// `failed` (dead letters), `complete` (the ledger's marker),
+    /// `incomplete` (pages missing) or `running` (total not known yet).
     pub fn state(&self) -> &'static str {
         match self.pages_planned {
             _ if self.dead_letters > 0 => "failed",
-            Some(planned) if self.pages_persisted >= planned => "complete",
+            _ if self.completed => "complete",
             Some(_) => "incomplete",
-            None => "persisted",
+            None => "running",
         }
     }
 }
@@ -49,18 +54,31 @@ impl RunStatus {
 pub async fn recent_runs(store: &dyn ObjectStore, lake: &Path, limit: usize) -> Result<Vec<RunStatus>, PortError> {
     let mut runs: BTreeMap<(String, String), RunStatus> = BTreeMap::new();
     for key in store.list("_runs/").await? {
+        // _runs/<pipeline>/<run_id>/<object>
+        let parts: Vec<&str> = key.splitn(4, '/').collect();
+        let [_, pipeline, run_id, object] = parts.as_slice() else { continue };
+        let run = runs.entry((run_id.to_string(), pipeline.to_string())).or_insert_with(|| RunStatus {
+            pipeline: pipeline.to_string(),
+            run_id: run_id.to_string(),
+            ..RunStatus::default()
+        });
+        if *object == "_SUCCESS" {
+            run.completed = true;
+            continue;
+        }
         let bytes = store.get(&key).await?;
+        if *object == "expected.json" {
+            match serde_json::from_slice::<Expected>(&bytes) {
+                Ok(expected) => run.pages_planned = Some(expected.pages),
+                Err(_) => tracing::warn!(key, "unreadable expected page count skipped"),
+            }
+            continue;
+        }
         let Ok(receipt) = serde_json::from_slice::<PageReceipt>(&bytes) else {
             tracing::warn!(key, "unreadable page receipt skipped");
             continue;
         };
-        let run = runs.entry((receipt.run_id.to_string(), receipt.pipeline.clone())).or_insert_with(|| RunStatus {
-            pipeline: receipt.pipeline.clone(),
-            run_id: receipt.run_id.to_string(),
-            ..RunStatus::default()
-        });
         run.pages_persisted += 1;
-        run.pages_planned = (receipt.page_count > 0).then_some(u64::from(receipt.page_count));
         run.records_persisted += receipt.records_persisted;
         run.records_quarantined += receipt.records_quarantined;
     }

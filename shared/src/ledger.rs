@@ -1,9 +1,18 @@
-//! Run bookkeeping kept in the lake: one receipt per persisted page.
+//! Run bookkeeping kept in the lake (S3 objects on AWS, files locally — no
+//! database to run): what a run expects, what it did, and when it is done.
 //!
-//! Persist writes a [`PageReceipt`] at [`crate::keys::receipt_key`] after a
-//! page's objects are written. The key is deterministic, so a redelivered
-//! page rewrites its receipt instead of counting twice; summing a run's
-//! receipts gives its records persisted and quarantined.
+//! | object | written by | key |
+//! |---|---|---|
+//! | page receipt ([`PageReceipt`]) | Persist, after the page's objects | `_runs/<pipeline>/<run_id>/page-<page>.json` |
+//! | expected pages ([`Expected`]) | whoever learns the count: Orchestrator (simple: 1; paged: at the probe reply), Athena (at the end of the query) | `_runs/<pipeline>/<run_id>/expected.json` |
+//! | manifest ([`Manifest`]) and `_SUCCESS` marker | the first to see every expected receipt | `_manifests/<pipeline>/<run_id>.json`, `_runs/<pipeline>/<run_id>/_SUCCESS` |
+//!
+//! Every key is deterministic, so redelivered messages rewrite instead of
+//! counting twice. Completion is checked by [`complete_if_done`] both after
+//! each receipt and after the expected count is written, so whichever comes
+//! last completes the run; two writers finishing at once write the same
+//! manifest, and the completion event may then be published twice
+//! (at-least-once, like everything else).
 
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
@@ -39,6 +48,159 @@ pub struct PageReceipt {
     pub quarantine_key: Option<String>,
     /// Raw payload key.
     pub raw_key: String,
+    /// The page's Arrow schema as text (absent for an empty page), for the
+    /// manifest's schema hash.
+    #[serde(default)]
+    pub schema: Option<String>,
+}
+
+/// How many pages a run expects.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Expected {
+    /// Pipeline name.
+    pub pipeline: String,
+    /// Run id.
+    pub run_id: RunId,
+    /// Run date.
+    pub run_date: NaiveDate,
+    /// Pages (receipts) the run is complete with; 0 for an empty run.
+    pub pages: u64,
+}
+
+/// What a completed run wrote: read it instead of listing the lake.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Pipeline name.
+    pub pipeline: String,
+    /// Run id.
+    pub run_id: RunId,
+    /// Run date.
+    pub run_date: NaiveDate,
+    /// Pages persisted.
+    pub pages: u64,
+    /// Records written to Parquet.
+    pub records_persisted: u64,
+    /// Records quarantined.
+    pub records_quarantined: u64,
+    /// Parquet objects, sorted.
+    pub files: Vec<String>,
+    /// FNV-1a 64 hash (hex) of the distinct page schemas, sorted: equal
+    /// across runs whose pages have the same columns and types.
+    pub schema_hash: String,
+}
+
+/// Key of a run's expected page count.
+pub fn expected_key(pipeline: &str, run_id: &RunId) -> String {
+    format!("{}expected.json", keys::receipts_prefix(pipeline, run_id))
+}
+
+/// Key of a completed run's marker.
+pub fn success_key(pipeline: &str, run_id: &RunId) -> String {
+    format!("{}_SUCCESS", keys::receipts_prefix(pipeline, run_id))
+}
+
+/// Key of a completed run's manifest.
+pub fn manifest_key(pipeline: &str, run_id: &RunId) -> String {
+    format!("_manifests/{pipeline}/{run_id}.json")
+}
+
+/// What [`complete_if_done`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Completion {
+    /// The expected count is not known yet, or pages are missing.
+    NotYet,
+    /// This call completed the run: the manifest and marker were written.
+    Completed(Manifest),
+    /// The run was already complete.
+    AlreadyComplete,
+}
+
+fn encode<T: Serialize>(key: &str, value: &T) -> Result<bytes::Bytes, PortError> {
+    serde_json::to_vec(value).map(bytes::Bytes::from).map_err(|err| PortError::Permanent {
+        operation: "encode ledger object",
+        target: key.to_string(),
+        message: err.to_string(),
+    })
+}
+
+/// Writes the run's expected page count, then checks completion (an empty
+/// run, or one whose pages were all persisted before the count was known,
+/// completes here).
+///
+/// # Errors
+/// [`PortError`] from the store.
+pub async fn record_expected(store: &dyn ObjectStore, expected: &Expected) -> Result<Completion, PortError> {
+    let key = expected_key(&expected.pipeline, &expected.run_id);
+    store.put(&key, encode(&key, expected)?).await?;
+    complete_if_done(store, &expected.pipeline, &expected.run_id).await
+}
+
+/// Completes the run if its expected count is known and every page has a
+/// receipt: writes the manifest, then the `_SUCCESS` marker.
+///
+/// # Errors
+/// [`PortError`] from the store; unreadable ledger objects are
+/// [`PortError::Permanent`] naming their key.
+pub async fn complete_if_done(
+    store: &dyn ObjectStore,
+    pipeline: &str,
+    run_id: &RunId,
+) -> Result<Completion, PortError> {
+    let expected: Expected = match store.get(&expected_key(pipeline, run_id)).await {
+        Ok(bytes) => decode(&expected_key(pipeline, run_id), &bytes)?,
+        Err(PortError::NotFound { .. }) => return Ok(Completion::NotYet),
+        Err(err) => return Err(err),
+    };
+    let receipts = receipts(store, pipeline, run_id).await?;
+    if (receipts.len() as u64) < expected.pages {
+        return Ok(Completion::NotYet);
+    }
+    if store.get(&success_key(pipeline, run_id)).await.is_ok() {
+        return Ok(Completion::AlreadyComplete);
+    }
+    let mut schemas: Vec<&str> = receipts.iter().filter_map(|r| r.schema.as_deref()).collect();
+    schemas.sort_unstable();
+    schemas.dedup();
+    let mut files: Vec<String> = receipts.iter().filter_map(|r| r.data_key.clone()).collect();
+    files.sort();
+    let manifest = Manifest {
+        pipeline: pipeline.to_string(),
+        run_id: run_id.clone(),
+        run_date: expected.run_date,
+        pages: receipts.len() as u64,
+        records_persisted: receipts.iter().map(|r| r.records_persisted).sum(),
+        records_quarantined: receipts.iter().map(|r| r.records_quarantined).sum(),
+        files,
+        schema_hash: format!("{:016x}", fnv1a(schemas.join("\n").as_bytes())),
+    };
+    let key = manifest_key(pipeline, run_id);
+    store.put(&key, encode(&key, &manifest)?).await?;
+    store.put(&success_key(pipeline, run_id), bytes::Bytes::new()).await?;
+    Ok(Completion::Completed(manifest))
+}
+
+fn decode<T: serde::de::DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T, PortError> {
+    serde_json::from_slice(bytes).map_err(|err| PortError::Permanent {
+        operation: "read ledger object",
+        target: key.to_string(),
+        message: err.to_string(),
+    })
+}
+
+async fn receipts(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -> Result<Vec<PageReceipt>, PortError> {
+    let mut receipts = Vec::new();
+    for key in store.list(&keys::receipts_prefix(pipeline, run_id)).await? {
+        if key.rsplit('/').next().is_some_and(|name| name.starts_with("page-")) {
+            receipts.push(decode(&key, &store.get(&key).await?)?);
+        }
+    }
+    Ok(receipts)
+}
+
+/// FNV-1a, 64 bits: a stable hash (std's hasher may change between Rust
+/// releases, and the manifest's hash must not).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// Totals over a run's receipts.
@@ -61,13 +223,7 @@ pub struct RunTotals {
 /// [`PortError::Permanent`] naming its key.
 pub async fn run_totals(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -> Result<RunTotals, PortError> {
     let mut totals = RunTotals::default();
-    for key in store.list(&keys::receipts_prefix(pipeline, run_id)).await? {
-        let bytes = store.get(&key).await?;
-        let receipt: PageReceipt = serde_json::from_slice(&bytes).map_err(|err| PortError::Permanent {
-            operation: "read page receipt",
-            target: key.clone(),
-            message: err.to_string(),
-        })?;
+    for receipt in receipts(store, pipeline, run_id).await? {
         totals.pages += 1;
         totals.records_persisted += receipt.records_persisted;
         totals.records_quarantined += receipt.records_quarantined;

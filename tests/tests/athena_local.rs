@@ -39,6 +39,12 @@ async fn each_row_of_a_lake_query_becomes_one_call_and_its_records_persist_once(
     let sample =
         read_dataset(lake.path(), "details").into_iter().find(|r| r["item_id"] == 3 && r["k"] == 1).expect("row");
     assert_eq!(sample["note"], detail(3, 1)["note"]);
+    let run_id = shared::contracts::RunId::new(summary.run_id.clone()).expect("run id");
+    let manifest: shared::ledger::Manifest = serde_json::from_slice(
+        &std::fs::read(lake.path().join(shared::ledger::manifest_key("details", &run_id))).expect("manifest"),
+    )
+    .expect("manifest");
+    assert_eq!((manifest.pages, manifest.records_persisted), (30, 60), "complete once the row count is known");
 }
 
 #[tokio::test]

@@ -61,7 +61,7 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
     let orchestrator_config = orchestrator_config(&provisioned);
     let scheduled = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
     let event = tributary::runtime::scheduler_event(&spec, scheduled);
-    let orchestrator_deps = orchestrator::Deps { queue: &sender, config: &orchestrator_config };
+    let orchestrator_deps = orchestrator::Deps { queue: &sender, config: &orchestrator_config, ledger: None };
     orchestrator::handle(event, scheduled, orchestrator_deps).await.expect("run starts");
 
     let http = shared::adapters::http::ReqwestClient::new().expect("http");
@@ -272,7 +272,7 @@ async fn athena_rows_fan_out_through_sns_to_the_orchestrator_and_become_requests
     let sqs = aws_sdk_sqs::Client::new(&emulator.config);
     let sender = SqsSender::new(sqs.clone());
     let orchestrator_config = orchestrator_config(&provisioned);
-    let orchestrator_deps = orchestrator::Deps { queue: &sender, config: &orchestrator_config };
+    let orchestrator_deps = orchestrator::Deps { queue: &sender, config: &orchestrator_config, ledger: None };
     let spec: Value = serde_json::from_str(
         r#"{"version":1,"pipeline":"tx","strategy":{"kind":"athena","query":"SELECT id FROM customers WHERE dt = ?",
             "parameters":["{run_date}"],"database":"lake"},
@@ -291,7 +291,8 @@ async fn athena_rows_fan_out_through_sns_to_the_orchestrator_and_become_requests
         .with_poll_delays(std::time::Duration::from_millis(5), std::time::Duration::from_millis(20));
     let topics = SnsPublisher::new(aws_sdk_sns::Client::new(&emulator.config));
     let athena_config = athena::AthenaConfig::new(athena_url);
-    let athena_deps = athena::Deps { engine: &engine, topics: &topics, queue: &sender, config: &athena_config };
+    let athena_deps =
+        athena::Deps { engine: &engine, topics: &topics, queue: &sender, config: &athena_config, ledger: None };
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
     let response = athena::handle_sqs(&event, deadline, athena_deps).await;
     assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);

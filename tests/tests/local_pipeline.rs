@@ -42,6 +42,15 @@ async fn paged_pipeline_persists_every_record_exactly_once_with_its_values() {
         assert_eq!(row["score"].as_f64(), expected["score"].as_f64(), "integers and floats widen to float64");
         assert_eq!(row["nested"], expected["nested"]);
     }
+    // The run ledger completed the run: a manifest for readers and a marker.
+    let run_id = RunId::new(summary.run_id.clone()).expect("run id");
+    let manifest: shared::ledger::Manifest = serde_json::from_slice(
+        &std::fs::read(lake.path().join(shared::ledger::manifest_key("items", &run_id))).expect("manifest written"),
+    )
+    .expect("manifest");
+    assert_eq!((manifest.pages, manifest.records_persisted, manifest.files.len()), (7, 137, 7));
+    assert_eq!(manifest.schema_hash.len(), 16);
+    assert!(lake.path().join(shared::ledger::success_key("items", &run_id)).is_file());
     let raw = std::fs::read_dir(lake.path().join("raw/items")).expect("raw pages kept").count();
     assert_eq!(raw, 1, "one dt= partition of raw pages");
 
@@ -89,6 +98,10 @@ async fn a_total_of_zero_is_a_successful_empty_run() {
     let summary = runtime.run(&paged_spec(addr, "empty", 10), Utc::now()).await.expect("run");
     assert!(summary.succeeded());
     assert_eq!((summary.requests, summary.pages, summary.records_persisted), (1, 0, 0));
+    let run_id = RunId::new(summary.run_id.clone()).expect("run id");
+    let manifest = std::fs::read_to_string(lake.path().join(shared::ledger::manifest_key("empty", &run_id)))
+        .expect("an empty run completes too");
+    assert!(manifest.contains("\"pages\":0"), "{manifest}");
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! Athena Lambda: wiring only. Environment (read once, at cold start):
 //! `ATHENA_QUEUE_URL` (required: this function's own queue, for
-//! continuations), `MAX_ROWS_PER_INVOCATION` (default 100000), `DLQ_URL` and
+//! continuations), `LAKE_BUCKET` (required: the run ledger), `MAX_ROWS_PER_INVOCATION` (default 100000), `DLQ_URL` and
 //! `MAX_RECEIVE_COUNT` (dead letters with their reason),
 //! `ATHENA_WORKGROUP` and `ATHENA_OUTPUT_LOCATION` (optional defaults for
 //! queries that name none).
@@ -28,7 +28,8 @@ async fn main() -> Result<(), Error> {
     }
     let topics = SnsPublisher::new(aws_sdk_sns::Client::new(&sdk));
     let queue = SqsSender::new(aws_sdk_sqs::Client::new(&sdk));
-    let deps = athena::Deps { engine: &engine, topics: &topics, queue: &queue, config: &config };
+    let ledger = aws::S3Store::new(aws::s3_client(&sdk)?, env.required("LAKE_BUCKET")?);
+    let deps = athena::Deps { engine: &engine, topics: &topics, queue: &queue, config: &config, ledger: Some(&ledger) };
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         // The invocation's deadline (ms since the epoch) as a monotonic instant.
         let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);

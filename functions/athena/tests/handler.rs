@@ -108,7 +108,7 @@ async fn a_large_result_continues_across_invocations_without_gaps_or_duplicates(
     let mut config = athena::AthenaConfig::new("athena");
     config.max_rows_per_invocation = 1_000;
     config.safety_margin = Duration::ZERO;
-    let deps = athena::Deps { engine: &engine, topics: &broker, queue: &broker, config: &config };
+    let deps = athena::Deps { engine: &engine, topics: &broker, queue: &broker, config: &config, ledger: None };
 
     let mut next = Some(message());
     let mut invocations = 0;
@@ -136,7 +136,7 @@ async fn a_query_still_running_at_the_deadline_continues_later() {
     let mut engine = ScriptedEngine::new(10, 10);
     engine.state = QueryState::Running { state: "RUNNING".into() };
     let config = athena::AthenaConfig::new("athena");
-    let deps = athena::Deps { engine: &engine, topics: &broker, queue: &broker, config: &config };
+    let deps = athena::Deps { engine: &engine, topics: &broker, queue: &broker, config: &config, ledger: None };
     let progress = athena::run_query(message(), soon(), deps).await.expect("continues");
     assert_eq!(progress.rows_published, 0);
     let continuation: QueryMessage = serde_json::from_str(&drain(&broker, "athena")[0]).expect("continuation");
@@ -150,13 +150,13 @@ async fn failed_queries_and_repeated_tokens_are_errors_with_the_reason() {
     let mut engine = ScriptedEngine::new(10, 10);
     engine.state = QueryState::Failed { state: "FAILED".into(), reason: "TABLE_NOT_FOUND: numbers".into() };
     let config = athena::AthenaConfig::new("athena");
-    let deps = athena::Deps { engine: &engine, topics: &broker, queue: &broker, config: &config };
+    let deps = athena::Deps { engine: &engine, topics: &broker, queue: &broker, config: &config, ledger: None };
     let err = athena::run_query(message(), soon(), deps).await.expect_err("failed").to_string();
     assert!(err.contains("FAILED") && err.contains("TABLE_NOT_FOUND: numbers") && err.contains("exec-1"), "{err}");
 
     let mut engine = ScriptedEngine::new(30, 10);
     engine.repeat_token = true;
-    let deps = athena::Deps { engine: &engine, topics: &broker, queue: &broker, config: &config };
+    let deps = athena::Deps { engine: &engine, topics: &broker, queue: &broker, config: &config, ledger: None };
     let err = athena::run_query(message(), soon(), deps).await.expect_err("loop").to_string();
     assert!(err.contains("returned page token \"7\" twice"), "{err}");
 }
@@ -166,7 +166,7 @@ async fn an_empty_result_publishes_nothing_and_succeeds() {
     let broker = broker();
     let engine = ScriptedEngine::new(0, 10);
     let config = athena::AthenaConfig::new("athena");
-    let deps = athena::Deps { engine: &engine, topics: &broker, queue: &broker, config: &config };
+    let deps = athena::Deps { engine: &engine, topics: &broker, queue: &broker, config: &config, ledger: None };
     let progress = athena::run_query(message(), soon(), deps).await.expect("query");
     assert_eq!(progress, athena::Progress { rows_published: 0, continued: None });
     assert!(drain(&broker, "rows").is_empty());

@@ -18,7 +18,7 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use shared::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
 use shared::contracts::{self, ProbeReply, QueryRow, RunId};
 use shared::json::kind_of;
-use shared::ports::{PortError, QueueSender};
+use shared::ports::{ObjectStore, PortError, QueueSender};
 use shared::spec::{PipelineSpec, SpecError};
 use shared::strategy::{Plan, PlanError, RunContext, strategy_for};
 
@@ -50,6 +50,8 @@ pub struct OrchestratorConfig {
 pub struct Deps<'a> {
     /// Sends the planned messages.
     pub queue: &'a dyn QueueSender,
+    /// The lake, for the run ledger's expected page count (`None`: no ledger).
+    pub ledger: Option<&'a dyn ObjectStore>,
     /// Queue addresses.
     pub config: &'a OrchestratorConfig,
 }
@@ -239,6 +241,7 @@ pub async fn start_run(spec: &PipelineSpec, run: &RunContext, deps: Deps<'_>) ->
     let strategy = strategy_for(&spec.strategy);
     let plan = strategy.start(spec, run)?;
     tracing::info!(strategy = strategy.kind(), messages = plan.len(), "run started");
+    record_expected(&plan, run, &spec.pipeline, deps).await?;
     send_plan(&plan, deps).await
 }
 
@@ -317,7 +320,29 @@ pub async fn on_probe_reply(reply: ProbeReply, deps: Deps<'_>) -> Result<(), Orc
     let run = run_context(deps.config, reply.run_id.clone(), reply.run_date);
     let plan = strategy_for(&spec.strategy).on_probe_reply(&spec, &run, &reply)?;
     tracing::info!(pages = plan.len(), "pages planned");
+    record_expected(&plan, &run, &spec.pipeline, deps).await?;
     send_plan(&plan, deps).await?;
+    Ok(())
+}
+
+/// Records the plan's expected page count in the run ledger, when it
+/// settles it (an empty paged run completes here).
+async fn record_expected(
+    plan: &Plan,
+    run: &RunContext,
+    pipeline: &str,
+    deps: Deps<'_>,
+) -> Result<(), OrchestratorError> {
+    let (Some(store), Some(pages)) = (deps.ledger, plan.expected_pages) else { return Ok(()) };
+    let expected = shared::ledger::Expected {
+        pipeline: pipeline.to_string(),
+        run_id: run.run_id.clone(),
+        run_date: run.run_date,
+        pages,
+    };
+    if let shared::ledger::Completion::Completed(manifest) = shared::ledger::record_expected(store, &expected).await? {
+        tracing::info!(pages = manifest.pages, "run completed");
+    }
     Ok(())
 }
 

@@ -1,6 +1,6 @@
 //! Orchestrator Lambda: wiring only. Environment (read once, at cold start):
 //! `REQUEST_QUEUE_URL`, `PERSIST_QUEUE_URL`, `ORCHESTRATOR_QUEUE_URL`,
-//! `ATHENA_QUEUE_URL`, `QUERY_RESULTS_TOPIC_ARN` (required),
+//! `ATHENA_QUEUE_URL`, `QUERY_RESULTS_TOPIC_ARN`, `LAKE_BUCKET` (run ledger) (required),
 //! `MAX_BATCH_BYTES` (SendMessageBatch payload cap, default 262144),
 //! `DLQ_URL` and `MAX_RECEIVE_COUNT` (dead letters with their reason).
 
@@ -23,7 +23,8 @@ async fn main() -> Result<(), Error> {
     let sdk = aws::sdk_config().await;
     let queue = SqsSender::new(aws_sdk_sqs::Client::new(&sdk))
         .with_max_batch_bytes(env.usize_or("MAX_BATCH_BYTES", aws::DEFAULT_MAX_BATCH_BYTES)?);
-    let deps = orchestrator::Deps { queue: &queue, config: &config };
+    let ledger = aws::S3Store::new(aws::s3_client(&sdk)?, env.required("LAKE_BUCKET")?);
+    let deps = orchestrator::Deps { queue: &queue, config: &config, ledger: Some(&ledger) };
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         orchestrator::handle(event.payload, chrono::Utc::now(), deps).await.map_err(Error::from)
     }))

@@ -62,7 +62,7 @@ fn record(id: &str, body: String) -> SqsMessage {
 async fn rows_become_requests_and_a_row_without_a_value_fails_alone() {
     let broker = broker();
     let config = config();
-    let deps = orchestrator::Deps { queue: &broker, config: &config };
+    let deps = orchestrator::Deps { queue: &broker, config: &config, ledger: None };
     let scheduled = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
     let event = json!({"source": "aws.scheduler", "time": "2026-11-29T06:00:00Z", "detail": serde_json::from_str::<Value>(SPEC).expect("spec")});
     let started = orchestrator::handle(event, scheduled, deps).await.expect("start");

@@ -100,7 +100,7 @@ fn fixtures_have_the_shapes_aws_delivers() {
 #[tokio::test]
 async fn scheduler_event_sends_one_probe_dated_by_the_scheduled_time() {
     let (broker, config) = (broker(), config());
-    let deps = Deps { queue: &broker, config: &config };
+    let deps = Deps { queue: &broker, config: &config, ledger: None };
     let summary = orchestrator::handle(fixture(SCHEDULER_EVENT), now(), deps).await.expect("run starts");
     assert_eq!(summary["run_id"], "20261129T060000Z", "{summary}");
     assert_eq!(summary["strategy"], "paged", "{summary}");
@@ -130,7 +130,7 @@ async fn scheduler_event_sends_one_probe_dated_by_the_scheduled_time() {
 #[tokio::test]
 async fn redelivered_scheduler_event_plans_the_same_run() {
     let (broker, config) = (broker(), config());
-    let deps = Deps { queue: &broker, config: &config };
+    let deps = Deps { queue: &broker, config: &config, ledger: None };
     let later = now() + chrono::Duration::minutes(3);
     orchestrator::handle(fixture(SCHEDULER_EVENT), now(), deps).await.expect("first delivery");
     orchestrator::handle(fixture(SCHEDULER_EVENT), later, deps).await.expect("redelivery");
@@ -142,7 +142,7 @@ async fn redelivered_scheduler_event_plans_the_same_run() {
 #[tokio::test]
 async fn string_detail_starts_a_simple_run() {
     let (broker, config) = (broker(), config());
-    let deps = Deps { queue: &broker, config: &config };
+    let deps = Deps { queue: &broker, config: &config, ledger: None };
     let summary = orchestrator::handle(fixture(SCHEDULER_EVENT_STRING_DETAIL), now(), deps).await.expect("run starts");
     assert_eq!(summary["strategy"], "simple", "{summary}");
     let sent = drain_requests(&broker);
@@ -162,7 +162,7 @@ async fn string_detail_starts_a_simple_run() {
 #[tokio::test]
 async fn constant_input_spec_starts_a_run_dated_by_the_invocation() {
     let (broker, config) = (broker(), config());
-    let deps = Deps { queue: &broker, config: &config };
+    let deps = Deps { queue: &broker, config: &config, ledger: None };
     let summary = orchestrator::handle(fixture(SPEC_CONSTANT_INPUT), now(), deps).await.expect("run starts");
     assert_eq!(summary["run_id"], "20261129T060007Z", "{summary}");
     let sent = drain_requests(&broker);
@@ -175,7 +175,7 @@ async fn constant_input_spec_starts_a_run_dated_by_the_invocation() {
 #[tokio::test]
 async fn probe_replies_plan_pages_and_report_only_the_unreadable_record() {
     let (broker, config) = (broker(), config());
-    let deps = Deps { queue: &broker, config: &config };
+    let deps = Deps { queue: &broker, config: &config, ledger: None };
     let response = orchestrator::handle(fixture(PROBE_REPLIES), now(), deps).await.expect("SQS batch");
     assert_eq!(
         response,
@@ -208,7 +208,7 @@ async fn probe_replies_plan_pages_and_report_only_the_unreadable_record() {
 #[tokio::test]
 async fn unrecognised_event_is_refused_naming_what_was_found() {
     let (broker, config) = (broker(), config());
-    let deps = Deps { queue: &broker, config: &config };
+    let deps = Deps { queue: &broker, config: &config, ledger: None };
     let err = orchestrator::handle(json!({"hello": 1}), now(), deps).await.expect_err("not a trigger");
     let text = err.to_string();
     assert!(text.contains("unrecognised orchestrator event"), "{text}");
@@ -220,7 +220,7 @@ async fn unrecognised_event_is_refused_naming_what_was_found() {
 #[tokio::test]
 async fn unknown_strategy_kind_names_the_strategy_field() {
     let (broker, config) = (broker(), config());
-    let deps = Deps { queue: &broker, config: &config };
+    let deps = Deps { queue: &broker, config: &config, ledger: None };
     let mut event = fixture(SCHEDULER_EVENT);
     event["detail"]["strategy"]["kind"] = json!("scatter_gather");
     let err = orchestrator::handle(event, now(), deps).await.expect_err("unknown kind");
@@ -232,7 +232,7 @@ async fn unknown_strategy_kind_names_the_strategy_field() {
 #[tokio::test]
 async fn malformed_time_names_the_time_field() {
     let (broker, config) = (broker(), config());
-    let deps = Deps { queue: &broker, config: &config };
+    let deps = Deps { queue: &broker, config: &config, ledger: None };
     let mut event = fixture(SCHEDULER_EVENT);
     event["time"] = json!("29/11/2026 06:00");
     let err = orchestrator::handle(event, now(), deps).await.expect_err("bad time");
@@ -244,7 +244,7 @@ async fn malformed_time_names_the_time_field() {
 #[tokio::test]
 async fn string_detail_that_is_not_json_names_the_detail_field() {
     let (broker, config) = (broker(), config());
-    let deps = Deps { queue: &broker, config: &config };
+    let deps = Deps { queue: &broker, config: &config, ledger: None };
     let mut event = fixture(SCHEDULER_EVENT_STRING_DETAIL);
     event["detail"] = json!("pipeline: customers");
     let err = orchestrator::handle(event, now(), deps).await.expect_err("bad detail");

@@ -53,13 +53,24 @@ pub enum ConvertError {
 /// field that is an empty object in every record) or the settings are
 /// invalid (zstd level outside 1..=22).
 pub fn records_to_parquet(records: &[Value], config: &WriterConfig) -> Result<Vec<u8>, ConvertError> {
+    records_to_parquet_with_schema(records, config).map(|(bytes, _)| bytes)
+}
+
+/// As [`records_to_parquet`], also returning the Arrow schema inferred.
+///
+/// # Errors
+/// As [`records_to_parquet`].
+pub fn records_to_parquet_with_schema(
+    records: &[Value],
+    config: &WriterConfig,
+) -> Result<(Vec<u8>, arrow_schema::SchemaRef), ConvertError> {
     let schema = Arc::new(infer_json_schema_from_iterator(records.iter().map(Ok::<_, ArrowError>))?);
     let properties = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(config.zstd_level)?))
         .set_max_row_group_row_count(Some(config.row_group_rows.max(1)))
         .build();
     let mut writer = ArrowWriter::try_new(Vec::new(), schema.clone(), Some(properties))?;
-    let mut decoder = ReaderBuilder::new(schema)
+    let mut decoder = ReaderBuilder::new(schema.clone())
         .with_batch_size(config.batch_rows.max(1))
         .with_coerce_primitive(true)
         .build_decoder()?;
@@ -69,7 +80,7 @@ pub fn records_to_parquet(records: &[Value], config: &WriterConfig) -> Result<Ve
             writer.write(&batch)?;
         }
     }
-    Ok(writer.into_inner()?)
+    Ok((writer.into_inner()?, schema))
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 
 mod convert;
 
-pub use convert::{ConvertError, WriterConfig, records_to_parquet};
+pub use convert::{ConvertError, WriterConfig, records_to_parquet, records_to_parquet_with_schema};
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use bytes::Bytes;
@@ -22,7 +22,7 @@ use serde_json::Value;
 use shared::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
 use shared::contracts::{Payload, PersistMessage};
 use shared::keys;
-use shared::ledger::PageReceipt;
+use shared::ledger::{self, PageReceipt};
 use shared::metrics::{self, Metrics, MetricsTarget};
 use shared::ports::{ObjectStore, PortError, QueueSender};
 use shared::spec::{SpecError, check_dataset, check_name};
@@ -161,17 +161,19 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
     let records_in = records.len() as u64;
     let (objects, quarantined) = split_records(records);
     let mut parquet_bytes = 0;
-    let data_key =
-        if objects.is_empty() {
-            None
-        } else {
-            let parquet = records_to_parquet(&objects, &deps.config.writer)
-                .map_err(|source| PersistError::Convert { dataset: dataset.clone(), page: page.index, source })?;
-            parquet_bytes = parquet.len() as u64;
-            let key = page_key.data();
-            deps.store.put(&key, Bytes::from(parquet)).await?;
-            Some(key)
-        };
+    let mut schema = None;
+    let data_key = if objects.is_empty() {
+        None
+    } else {
+        let converted = records_to_parquet_with_schema(&objects, &deps.config.writer);
+        let (parquet, arrow_schema) =
+            converted.map_err(|source| PersistError::Convert { dataset: dataset.clone(), page: page.index, source })?;
+        parquet_bytes = parquet.len() as u64;
+        schema = Some(format!("{:?}", arrow_schema.fields()));
+        let key = page_key.data();
+        deps.store.put(&key, Bytes::from(parquet)).await?;
+        Some(key)
+    };
     let quarantine_key = if quarantined.is_empty() {
         None
     } else {
@@ -202,6 +204,7 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
         data_key,
         quarantine_key,
         raw_key,
+        schema,
     };
     let receipt_key = keys::receipt_key(&raw.pipeline, &run_id, page.index);
     let receipt_bytes = serde_json::to_vec(&receipt).map_err(|err| PortError::Permanent {
@@ -210,6 +213,11 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
         message: err.to_string(),
     })?;
     deps.store.put(&receipt_key, Bytes::from(receipt_bytes)).await?;
+    if let ledger::Completion::Completed(manifest) =
+        ledger::complete_if_done(deps.store, &raw.pipeline, &run_id).await?
+    {
+        tracing::info!(pages = manifest.pages, records = manifest.records_persisted, "run completed");
+    }
     tracing::info!(records = receipt.records_persisted, quarantined = receipt.records_quarantined, "page persisted");
     let mut emf = Metrics::new("persist", &receipt.pipeline);
     emf.count(metrics::RECORDS_PERSISTED, receipt.records_persisted);

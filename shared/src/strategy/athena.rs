@@ -52,7 +52,7 @@ impl CallStrategy for Athena<'_> {
             context: serde_json::to_value(spec).unwrap_or_default(),
             continuation: None,
         };
-        Ok(Plan { requests: Vec::new(), queries: vec![query] })
+        Ok(Plan { requests: Vec::new(), queries: vec![query], expected_pages: None })
     }
 
     fn on_row(&self, spec: &PipelineSpec, run: &RunContext, row: &QueryRow) -> Result<Plan, PlanError> {
@@ -66,7 +66,11 @@ impl CallStrategy for Athena<'_> {
             row_index: row.row_index,
             problem: "row index beyond 4294967295".into(),
         })?;
-        Ok(Plan { requests: vec![records_request(spec, run, PageRef { index, count: 0 }, http)], queries: Vec::new() })
+        Ok(Plan {
+            requests: vec![records_request(spec, run, PageRef { index, count: 0 }, http)],
+            queries: Vec::new(),
+            expected_pages: None,
+        })
     }
 }
 

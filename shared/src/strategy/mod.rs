@@ -45,6 +45,9 @@ pub struct Plan {
     pub requests: Vec<RequestMessage>,
     /// Messages for the Athena function's queue.
     pub queries: Vec<QueryMessage>,
+    /// Pages the run will have, when this plan settles it (simple: 1; paged:
+    /// at the probe reply). The Orchestrator records it in the run ledger.
+    pub expected_pages: Option<u64>,
 }
 
 impl Plan {

@@ -55,7 +55,7 @@ impl CallStrategy for Paged<'_> {
             mode: RequestMode::Probe { total_pointer: self.0.total_pointer.clone(), context },
             reply_to: Destination::Queue { queue: run.orchestrator_queue.clone() },
         };
-        Ok(Plan { requests: vec![probe], queries: Vec::new() })
+        Ok(Plan { requests: vec![probe], queries: Vec::new(), expected_pages: None })
     }
 
     fn on_probe_reply(&self, spec: &PipelineSpec, run: &RunContext, reply: &ProbeReply) -> Result<Plan, PlanError> {
@@ -78,7 +78,7 @@ impl CallStrategy for Paged<'_> {
                 records_request(spec, run, PageRef { index, count }, http)
             })
             .collect();
-        Ok(Plan { requests, queries: Vec::new() })
+        Ok(Plan { requests, queries: Vec::new(), expected_pages: Some(u64::from(count)) })
     }
 }
 
