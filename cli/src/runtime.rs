@@ -212,6 +212,9 @@ impl LocalRuntime {
             if *topic == topology::ALERTS_TOPIC {
                 subscriptions.push(Subscription::File { path: alerts_file(&options.lake) });
             }
+            if *topic == topology::RUN_EVENTS_TOPIC {
+                subscriptions.push(Subscription::File { path: options.lake.join("_run_events.jsonl") });
+            }
             broker.create_topic(topic, subscriptions);
         }
         Ok(Self {
@@ -249,8 +252,11 @@ impl LocalRuntime {
 
         let event = scheduler_event(spec, now);
         let config = self.orchestrator_config();
-        let deps =
-            orchestrator::Deps { queue: self.broker.as_ref(), config: &config, ledger: Some(self.store.as_ref()) };
+        let ledger = shared::ledger::RunLedger {
+            store: self.store.as_ref(),
+            events: Some((self.broker.as_ref(), topology::RUN_EVENTS_TOPIC)),
+        };
+        let deps = orchestrator::Deps { queue: self.broker.as_ref(), config: &config, ledger: Some(ledger) };
         orchestrator::handle(event, now, deps).await?;
         self.drain().await;
 
@@ -397,17 +403,23 @@ struct Handles {
     notify: Arc<notify::NotifyConfig>,
 }
 
+impl Handles {
+    fn ledger(&self) -> shared::ledger::RunLedger<'_> {
+        shared::ledger::RunLedger {
+            store: self.store.as_ref(),
+            events: Some((self.broker.as_ref(), topology::RUN_EVENTS_TOPIC)),
+        }
+    }
+}
+
 /// One Lambda invocation of `function` with an SQS event of `records`.
 async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> SqsBatchResponse {
     let mut event = SqsEvent::default();
     event.records = records;
     match function {
         Function::Orchestrator => {
-            let deps = orchestrator::Deps {
-                queue: h.broker.as_ref(),
-                config: &h.orchestrator,
-                ledger: Some(h.store.as_ref()),
-            };
+            let deps =
+                orchestrator::Deps { queue: h.broker.as_ref(), config: &h.orchestrator, ledger: Some(h.ledger()) };
             orchestrator::handle_sqs(&event, deps).await
         }
         Function::Request => {
@@ -421,7 +433,12 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
             request::handle_sqs(&event, deps).await
         }
         Function::Persist => {
-            let deps = persist::Deps { store: h.store.as_ref(), queue: h.broker.as_ref(), config: &h.persist };
+            let deps = persist::Deps {
+                store: h.store.as_ref(),
+                queue: h.broker.as_ref(),
+                run_events: Some((h.broker.as_ref(), topology::RUN_EVENTS_TOPIC)),
+                config: &h.persist,
+            };
             persist::handle_sqs(&event, deps).await
         }
         Function::Athena => {
@@ -430,7 +447,7 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
                 topics: h.broker.as_ref(),
                 queue: h.broker.as_ref(),
                 config: &h.athena,
-                ledger: Some(h.store.as_ref()),
+                ledger: Some(h.ledger()),
             };
             // As in Lambda: the invocation ends at the function's time-out.
             let timeout = std::time::Duration::from_secs(topology::function(Function::Athena).timeout_secs);

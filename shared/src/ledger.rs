@@ -104,6 +104,83 @@ pub fn manifest_key(pipeline: &str, run_id: &RunId) -> String {
     format!("_manifests/{pipeline}/{run_id}.json")
 }
 
+/// Announced on the run-events topic when a run completes, so dashboards and
+/// downstream jobs can refresh (`run-completed.v1`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RunCompleted {
+    /// Contract version, always `1`.
+    pub version: crate::contracts::V1,
+    /// Pipeline name.
+    pub pipeline: String,
+    /// Run id.
+    pub run_id: RunId,
+    /// Run date.
+    pub run_date: NaiveDate,
+    /// Pages persisted.
+    pub pages: u64,
+    /// Records written to Parquet.
+    pub records_persisted: u64,
+    /// Records quarantined.
+    pub records_quarantined: u64,
+    /// Key of the run's manifest in the lake bucket.
+    pub manifest_key: String,
+    /// The manifest's schema hash.
+    pub schema_hash: String,
+}
+
+/// The ledger as a function uses it: the lake, and optionally the topic on
+/// which completed runs are announced ([`RunCompleted`]).
+#[derive(Clone, Copy)]
+pub struct RunLedger<'a> {
+    /// The lake bucket.
+    pub store: &'a dyn ObjectStore,
+    /// The run-events topic (an ARN on AWS, a name locally) and its publisher.
+    pub events: Option<(&'a dyn crate::ports::TopicPublisher, &'a str)>,
+}
+
+impl RunLedger<'_> {
+    /// [`record_expected`], announcing the run if this completed it.
+    ///
+    /// # Errors
+    /// [`PortError`] from the store or the topic.
+    pub async fn record_expected(&self, expected: &Expected) -> Result<Completion, PortError> {
+        let completion = record_expected(self.store, expected).await?;
+        self.announce(&completion).await?;
+        Ok(completion)
+    }
+
+    /// [`complete_if_done`], announcing the run if this completed it.
+    ///
+    /// # Errors
+    /// [`PortError`] from the store or the topic.
+    pub async fn complete_if_done(&self, pipeline: &str, run_id: &RunId) -> Result<Completion, PortError> {
+        let completion = complete_if_done(self.store, pipeline, run_id).await?;
+        self.announce(&completion).await?;
+        Ok(completion)
+    }
+
+    async fn announce(&self, completion: &Completion) -> Result<(), PortError> {
+        let (Completion::Completed(manifest), Some((topics, topic))) = (completion, self.events) else { return Ok(()) };
+        tracing::info!(pipeline = %manifest.pipeline, run_id = %manifest.run_id, pages = manifest.pages, "run completed");
+        let event = RunCompleted {
+            version: crate::contracts::V1,
+            pipeline: manifest.pipeline.clone(),
+            run_id: manifest.run_id.clone(),
+            run_date: manifest.run_date,
+            pages: manifest.pages,
+            records_persisted: manifest.records_persisted,
+            records_quarantined: manifest.records_quarantined,
+            manifest_key: manifest_key(&manifest.pipeline, &manifest.run_id),
+            schema_hash: manifest.schema_hash.clone(),
+        };
+        let body = String::from_utf8_lossy(&encode(topic, &event)?).into_owned();
+        let attributes =
+            [("pipeline".to_string(), manifest.pipeline.clone()), ("event".to_string(), "run_completed".to_string())]
+                .into();
+        topics.publish(topic, vec![crate::ports::TopicMessage { body, attributes, ..Default::default() }]).await
+    }
+}
+
 /// What [`complete_if_done`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Completion {

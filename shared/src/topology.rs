@@ -107,6 +107,9 @@ pub const NOTIFY_DLQ: &str = "notify-dlq";
 pub const QUERY_RESULTS_TOPIC: &str = "query-results";
 /// The topic Notify publishes alerts on (e-mail/SMS subscribers).
 pub const ALERTS_TOPIC: &str = "alerts";
+/// The topic completed runs are announced on (`run-completed.v1`), for
+/// dashboards and downstream jobs.
+pub const RUN_EVENTS_TOPIC: &str = "run-events";
 
 /// Default `maxReceiveCount` of the work queues.
 pub const MAX_RECEIVE_COUNT: u32 = 5;
@@ -180,7 +183,7 @@ pub const QUEUE_SUBSCRIPTIONS: &[QueueSubscriptionDecl] =
     &[QueueSubscriptionDecl { topic: QUERY_RESULTS_TOPIC, queue: ORCHESTRATOR_QUEUE, raw: true }];
 
 /// Every topic.
-pub const TOPICS: &[&str] = &[QUERY_RESULTS_TOPIC, ALERTS_TOPIC];
+pub const TOPICS: &[&str] = &[QUERY_RESULTS_TOPIC, ALERTS_TOPIC, RUN_EVENTS_TOPIC];
 
 /// The declaration of `name`, if it is one of ours.
 pub fn queue(name: &str) -> Option<&'static QueueDecl> {

@@ -91,7 +91,8 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
                     request::handle_sqs(&event, deps).await
                 }
                 _ => {
-                    let deps = persist::Deps { store: &store, queue: &sender, config: &persist_config };
+                    let deps =
+                        persist::Deps { store: &store, queue: &sender, config: &persist_config, run_events: None };
                     persist::handle_sqs(&event, deps).await
                 }
             };
@@ -155,8 +156,11 @@ async fn a_poison_message_is_dead_lettered_and_notify_alerts_on_the_alerts_topic
         }
         receives += 1;
         let sender = SqsSender::new(sqs.clone());
-        let response =
-            persist::handle_sqs(&event, persist::Deps { store: &store, queue: &sender, config: &persist_config }).await;
+        let response = persist::handle_sqs(
+            &event,
+            persist::Deps { store: &store, queue: &sender, config: &persist_config, run_events: None },
+        )
+        .await;
         assert_eq!(response.batch_item_failures.len(), 1, "the record fails alone");
         settle(&sqs, persist_url, &event, &response).await;
     }
@@ -201,8 +205,11 @@ async fn a_permanent_failure_is_dead_lettered_at_once_and_the_alert_carries_the_
         ..persist::PersistConfig::default()
     };
     let event = receive_event(&sqs, persist_url, &provisioned.queue_arns["persist"], 10, 60).await;
-    let response =
-        persist::handle_sqs(&event, persist::Deps { store: &store, queue: &sender, config: &persist_config }).await;
+    let response = persist::handle_sqs(
+        &event,
+        persist::Deps { store: &store, queue: &sender, config: &persist_config, run_events: None },
+    )
+    .await;
     assert!(response.batch_item_failures.is_empty(), "dead-lettered, so handled");
     settle(&sqs, persist_url, &event, &response).await;
     assert_eq!(depth(&sqs, persist_url).await, 0, "gone from the work queue after one receive");
@@ -236,9 +243,12 @@ async fn persist_writes_parquet_to_s3_that_reads_back_byte_for_byte() {
         payload: Payload::Inline { records: records.clone() },
     };
     let config = persist::PersistConfig::default();
-    let receipt = persist::persist_page(message, persist::Deps { store: &store, queue: &_sender, config: &config })
-        .await
-        .expect("persist");
+    let receipt = persist::persist_page(
+        message,
+        persist::Deps { store: &store, queue: &_sender, config: &config, run_events: None },
+    )
+    .await
+    .expect("persist");
     assert_eq!((receipt.records_persisted, receipt.records_quarantined), (500, 1));
 
     let key = receipt.data_key.expect("data key");

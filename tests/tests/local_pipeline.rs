@@ -51,6 +51,11 @@ async fn paged_pipeline_persists_every_record_exactly_once_with_its_values() {
     assert_eq!((manifest.pages, manifest.records_persisted, manifest.files.len()), (7, 137, 7));
     assert_eq!(manifest.schema_hash.len(), 16);
     assert!(lake.path().join(shared::ledger::success_key("items", &run_id)).is_file());
+    let events = std::fs::read_to_string(lake.path().join("_run_events.jsonl")).expect("run events");
+    let event: shared::ledger::RunCompleted =
+        serde_json::from_str(events.lines().next().expect("one event")).expect("event");
+    assert_eq!((event.pipeline.as_str(), event.pages, event.records_persisted), ("items", 7, 137));
+    assert_eq!(event.manifest_key, shared::ledger::manifest_key("items", &run_id));
     let raw = std::fs::read_dir(lake.path().join("raw/items")).expect("raw pages kept").count();
     assert_eq!(raw, 1, "one dt= partition of raw pages");
 

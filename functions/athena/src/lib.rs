@@ -30,9 +30,7 @@ use tokio::time::Instant;
 
 use shared::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
 use shared::contracts::{self, Destination, QueryContinuation, QueryMessage, QueryRow, V1};
-use shared::ports::{
-    ObjectStore, PortError, Query, QueryEngine, QueryState, QueueSender, TopicMessage, TopicPublisher,
-};
+use shared::ports::{PortError, Query, QueryEngine, QueryState, QueueSender, TopicMessage, TopicPublisher};
 
 /// The Athena function's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,7 +71,7 @@ pub struct Deps<'a> {
     pub queue: &'a dyn QueueSender,
     /// The lake, for the run ledger: when the last row is published, the
     /// row count is the run's expected page count (`None`: no ledger).
-    pub ledger: Option<&'a dyn ObjectStore>,
+    pub ledger: Option<shared::ledger::RunLedger<'a>>,
     /// Settings.
     pub config: &'a AthenaConfig,
 }
@@ -220,14 +218,14 @@ pub async fn run_query(message: QueryMessage, deadline: Instant, deps: Deps<'_>)
         }
     }
     tracing::info!(rows = published, total_rows = next_row, "query answered");
-    if let Some(store) = deps.ledger {
+    if let Some(ledger) = deps.ledger {
         let expected = shared::ledger::Expected {
             pipeline: message.pipeline.clone(),
             run_id: message.run_id.clone(),
             run_date: message.run_date,
             pages: next_row,
         };
-        shared::ledger::record_expected(store, &expected).await.map_err(port)?;
+        ledger.record_expected(&expected).await.map_err(port)?;
     }
     Ok(Progress { rows_published: published, continued: None })
 }

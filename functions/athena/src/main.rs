@@ -1,6 +1,7 @@
 //! Athena Lambda: wiring only. Environment (read once, at cold start):
 //! `ATHENA_QUEUE_URL` (required: this function's own queue, for
-//! continuations), `LAKE_BUCKET` (required: the run ledger), `MAX_ROWS_PER_INVOCATION` (default 100000), `DLQ_URL` and
+//! continuations), `LAKE_BUCKET` (required: the run ledger), `RUN_EVENTS_TOPIC_ARN`
+//! (announces completed runs; unset: none), `MAX_ROWS_PER_INVOCATION` (default 100000), `DLQ_URL` and
 //! `MAX_RECEIVE_COUNT` (dead letters with their reason),
 //! `ATHENA_WORKGROUP` and `ATHENA_OUTPUT_LOCATION` (optional defaults for
 //! queries that name none).
@@ -29,7 +30,12 @@ async fn main() -> Result<(), Error> {
     let topics = SnsPublisher::new(aws_sdk_sns::Client::new(&sdk));
     let queue = SqsSender::new(aws_sdk_sqs::Client::new(&sdk));
     let ledger = aws::S3Store::new(aws::s3_client(&sdk)?, env.required("LAKE_BUCKET")?);
-    let deps = athena::Deps { engine: &engine, topics: &topics, queue: &queue, config: &config, ledger: Some(&ledger) };
+    let run_events = env.optional("RUN_EVENTS_TOPIC_ARN")?;
+    let ledger = shared::ledger::RunLedger {
+        store: &ledger,
+        events: run_events.as_deref().map(|topic| (&topics as &dyn shared::ports::TopicPublisher, topic)),
+    };
+    let deps = athena::Deps { engine: &engine, topics: &topics, queue: &queue, config: &config, ledger: Some(ledger) };
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         // The invocation's deadline (ms since the epoch) as a monotonic instant.
         let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);

@@ -18,7 +18,7 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use shared::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
 use shared::contracts::{self, ProbeReply, QueryRow, RunId};
 use shared::json::kind_of;
-use shared::ports::{ObjectStore, PortError, QueueSender};
+use shared::ports::{PortError, QueueSender};
 use shared::spec::{PipelineSpec, SpecError};
 use shared::strategy::{Plan, PlanError, RunContext, strategy_for};
 
@@ -50,8 +50,8 @@ pub struct OrchestratorConfig {
 pub struct Deps<'a> {
     /// Sends the planned messages.
     pub queue: &'a dyn QueueSender,
-    /// The lake, for the run ledger's expected page count (`None`: no ledger).
-    pub ledger: Option<&'a dyn ObjectStore>,
+    /// The run ledger, for the expected page count (`None`: no ledger).
+    pub ledger: Option<shared::ledger::RunLedger<'a>>,
     /// Queue addresses.
     pub config: &'a OrchestratorConfig,
 }
@@ -333,16 +333,14 @@ async fn record_expected(
     pipeline: &str,
     deps: Deps<'_>,
 ) -> Result<(), OrchestratorError> {
-    let (Some(store), Some(pages)) = (deps.ledger, plan.expected_pages) else { return Ok(()) };
+    let (Some(ledger), Some(pages)) = (deps.ledger, plan.expected_pages) else { return Ok(()) };
     let expected = shared::ledger::Expected {
         pipeline: pipeline.to_string(),
         run_id: run.run_id.clone(),
         run_date: run.run_date,
         pages,
     };
-    if let shared::ledger::Completion::Completed(manifest) = shared::ledger::record_expected(store, &expected).await? {
-        tracing::info!(pages = manifest.pages, "run completed");
-    }
+    ledger.record_expected(&expected).await?;
     Ok(())
 }
 

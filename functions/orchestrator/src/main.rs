@@ -1,6 +1,7 @@
 //! Orchestrator Lambda: wiring only. Environment (read once, at cold start):
 //! `REQUEST_QUEUE_URL`, `PERSIST_QUEUE_URL`, `ORCHESTRATOR_QUEUE_URL`,
 //! `ATHENA_QUEUE_URL`, `QUERY_RESULTS_TOPIC_ARN`, `LAKE_BUCKET` (run ledger) (required),
+//! `RUN_EVENTS_TOPIC_ARN` (announces completed runs; unset: none),
 //! `MAX_BATCH_BYTES` (SendMessageBatch payload cap, default 262144),
 //! `DLQ_URL` and `MAX_RECEIVE_COUNT` (dead letters with their reason).
 
@@ -24,7 +25,13 @@ async fn main() -> Result<(), Error> {
     let queue = SqsSender::new(aws_sdk_sqs::Client::new(&sdk))
         .with_max_batch_bytes(env.usize_or("MAX_BATCH_BYTES", aws::DEFAULT_MAX_BATCH_BYTES)?);
     let ledger = aws::S3Store::new(aws::s3_client(&sdk)?, env.required("LAKE_BUCKET")?);
-    let deps = orchestrator::Deps { queue: &queue, config: &config, ledger: Some(&ledger) };
+    let topics = aws::SnsPublisher::new(aws_sdk_sns::Client::new(&sdk));
+    let run_events = env.optional("RUN_EVENTS_TOPIC_ARN")?;
+    let ledger = shared::ledger::RunLedger {
+        store: &ledger,
+        events: run_events.as_deref().map(|topic| (&topics as &dyn shared::ports::TopicPublisher, topic)),
+    };
+    let deps = orchestrator::Deps { queue: &queue, config: &config, ledger: Some(ledger) };
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         orchestrator::handle(event.payload, chrono::Utc::now(), deps).await.map_err(Error::from)
     }))

@@ -55,6 +55,9 @@ pub struct Deps<'a> {
     pub store: &'a dyn ObjectStore,
     /// Sends dead letters with their reason.
     pub queue: &'a dyn QueueSender,
+    /// The run-events topic and its publisher, to announce runs this page
+    /// completes (`None`: completion is recorded in the lake only).
+    pub run_events: Option<(&'a dyn shared::ports::TopicPublisher, &'a str)>,
     /// Settings.
     pub config: &'a PersistConfig,
 }
@@ -213,11 +216,7 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
         message: err.to_string(),
     })?;
     deps.store.put(&receipt_key, Bytes::from(receipt_bytes)).await?;
-    if let ledger::Completion::Completed(manifest) =
-        ledger::complete_if_done(deps.store, &raw.pipeline, &run_id).await?
-    {
-        tracing::info!(pages = manifest.pages, records = manifest.records_persisted, "run completed");
-    }
+    ledger::RunLedger { store: deps.store, events: deps.run_events }.complete_if_done(&raw.pipeline, &run_id).await?;
     tracing::info!(records = receipt.records_persisted, quarantined = receipt.records_quarantined, "page persisted");
     let mut emf = Metrics::new("persist", &receipt.pipeline);
     emf.count(metrics::RECORDS_PERSISTED, receipt.records_persisted);

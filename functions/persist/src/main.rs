@@ -1,7 +1,8 @@
 //! Persist Lambda: wiring only. Environment (read once, at cold start):
 //! `LAKE_BUCKET` (required), `ZSTD_LEVEL` (default 1), `ROW_GROUP_ROWS`
 //! (default 131072), `TRIBUTARY_S3_FORCE_PATH_STYLE` (default false), `DLQ_URL`
-//! and `MAX_RECEIVE_COUNT` (dead letters with their reason).
+//! and `MAX_RECEIVE_COUNT` (dead letters with their reason), `RUN_EVENTS_TOPIC_ARN`
+//! (announces completed runs; unset: none).
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
@@ -24,7 +25,14 @@ async fn main() -> Result<(), Error> {
     let sdk = aws::sdk_config().await;
     let store = S3Store::new(aws::s3_client(&sdk)?, bucket);
     let queue = aws::SqsSender::new(aws_sdk_sqs::Client::new(&sdk));
-    let deps = persist::Deps { store: &store, queue: &queue, config: &config };
+    let topics = aws::SnsPublisher::new(aws_sdk_sns::Client::new(&sdk));
+    let run_events = env.optional("RUN_EVENTS_TOPIC_ARN")?;
+    let deps = persist::Deps {
+        store: &store,
+        queue: &queue,
+        run_events: run_events.as_deref().map(|topic| (&topics as &dyn shared::ports::TopicPublisher, topic)),
+        config: &config,
+    };
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         Ok::<_, Error>(persist::handle_sqs(&event.payload, deps).await)
     }))

@@ -42,7 +42,8 @@ fn arrow_select(batches: Vec<RecordBatch>) -> RecordBatch {
 async fn run(store: &DirStore) -> Vec<String> {
     let config = PersistConfig::default();
     let broker = Broker::new(); // dead letters are not configured here: failures are reported
-    let response = persist::handle_sqs(&event(), Deps { store, queue: &broker, config: &config }).await;
+    let response =
+        persist::handle_sqs(&event(), Deps { store, queue: &broker, config: &config, run_events: None }).await;
     response.batch_item_failures.into_iter().map(|f| f.item_identifier).collect()
 }
 
@@ -183,9 +184,10 @@ async fn field_null_in_every_record_is_persisted() {
     .expect("PersistMessage");
     let config = PersistConfig::default();
     let broker = Broker::new();
-    let receipt = persist::persist_page(message, Deps { store: &store, queue: &broker, config: &config })
-        .await
-        .expect("persisted");
+    let receipt =
+        persist::persist_page(message, Deps { store: &store, queue: &broker, config: &config, run_events: None })
+            .await
+            .expect("persisted");
     assert_eq!(receipt.records_persisted, 2);
     let page = read_parquet(&store, receipt.data_key.as_deref().expect("data key")).await;
     assert_eq!(page.num_rows(), 2);

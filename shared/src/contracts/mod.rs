@@ -89,6 +89,7 @@ pub fn schemas() -> Vec<(&'static str, String)> {
         one::<QueryMessage>("query-message.v1.schema.json"),
         one::<QueryRow>("query-row.v1.schema.json"),
         one::<Alert>("alert.v1.schema.json"),
+        one::<crate::ledger::RunCompleted>("run-completed.v1.schema.json"),
     ]
 }
 
