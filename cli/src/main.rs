@@ -63,6 +63,19 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         limit: usize,
     },
+    /// The freshness check: alert (exit 1) when the spec's pipeline has no run
+    /// of the day completed in the lake. Needs `freshness.deadline_utc` in the
+    /// spec; run it at that time (cron, or the SAM stack's schedule on AWS).
+    Freshness {
+        /// Pipeline spec (YAML or JSON).
+        spec: PathBuf,
+        /// Lake directory.
+        #[arg(long, default_value = "lake")]
+        lake: PathBuf,
+        /// The day to check (YYYY-MM-DD); default: today (UTC).
+        #[arg(long)]
+        date: Option<chrono::NaiveDate>,
+    },
     /// Check a pipeline spec; print it normalised.
     Validate {
         /// Pipeline spec (YAML or JSON).
@@ -126,6 +139,37 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             let runs = tributary::status::recent_runs(&store, &lake, limit).await?;
             print!("{}", tributary::status::table(&runs));
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Freshness { spec, lake, date } => {
+            let spec = load_spec(&spec)?;
+            let Some(freshness) = &spec.freshness else {
+                anyhow::bail!("spec {} declares no freshness.deadline_utc", spec.pipeline);
+            };
+            let runtime = LocalRuntime::new(LocalOptions::new(&lake))?;
+            let check = notify::FreshnessCheck {
+                pipeline: spec.pipeline.clone(),
+                deadline_utc: freshness.deadline_utc.clone(),
+            };
+            let config = notify::NotifyConfig {
+                alerts_topic: shared::topology::ALERTS_TOPIC.into(),
+                metrics: shared::metrics::MetricsTarget::Off,
+            };
+            let deps = notify::FreshnessDeps {
+                store: runtime.store().as_ref(),
+                topics: runtime.broker().as_ref(),
+                config: &config,
+            };
+            let date = date.unwrap_or_else(|| chrono::Utc::now().date_naive());
+            match notify::check_freshness(&check, date, deps).await? {
+                None => {
+                    println!("{}: fresh (a run of {date} completed)", spec.pipeline);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Some(alert) => {
+                    println!("ALERT: {}", alert.summary);
+                    Ok(ExitCode::FAILURE)
+                }
+            }
         }
         Command::Validate { spec } => {
             let parsed = load_spec(&spec)?;

@@ -118,3 +118,45 @@ fn scheduled_at_fixes_the_run_id_and_bad_times_or_lakes_are_refused() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(stdout.contains("run 20261129T060000Z"), "{stdout}");
 }
+
+#[test]
+fn freshness_alerts_until_a_run_of_the_day_completes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lake = dir.path().join("lake");
+    std::fs::create_dir_all(&lake).expect("lake");
+    let text = GOOD.replace("target: {dataset: d}", "target: {dataset: d}\nfreshness: {deadline_utc: '07:30'}");
+    let spec = write_spec(dir.path(), &text);
+    let output = tributary()
+        .arg("freshness")
+        .arg(&spec)
+        .arg("--lake")
+        .arg(&lake)
+        .args(["--date", "2026-11-29"])
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("no run of 2026-11-29 completed by the deadline 07:30 UTC"), "{stdout}");
+    let alerts = std::fs::read_to_string(lake.join("_alerts.jsonl")).expect("alert published");
+    assert!(alerts.contains("\"function\":\"freshness\""), "{alerts}");
+
+    // A completed run of the day (its manifest in the ledger) makes it fresh.
+    let manifest = serde_json::json!({"pipeline": "p", "run_id": "20261129T060000Z", "run_date": "2026-11-29", "pages": 0,
+        "records_persisted": 0, "records_quarantined": 0, "files": [], "schema_hash": "0"});
+    std::fs::create_dir_all(lake.join("_manifests/p")).expect("dir");
+    std::fs::write(lake.join("_manifests/p/20261129T060000Z.json"), manifest.to_string()).expect("write");
+    let output = tributary()
+        .arg("freshness")
+        .arg(&spec)
+        .arg("--lake")
+        .arg(&lake)
+        .args(["--date", "2026-11-29"])
+        .output()
+        .expect("run");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stdout));
+    let bad = text.replace("07:30", "7.30am");
+    let spec = write_spec(dir.path(), &bad);
+    let output = tributary().arg("freshness").arg(&spec).arg("--lake").arg(&lake).output().expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("freshness.deadline_utc"), "{stderr}");
+}

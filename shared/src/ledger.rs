@@ -274,6 +274,26 @@ async fn receipts(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -> Re
     Ok(receipts)
 }
 
+/// Runs of `pipeline` completed for `run_date` (their manifests).
+///
+/// # Errors
+/// [`PortError`] from the store; unreadable manifests are skipped.
+pub async fn completed_runs(
+    store: &dyn ObjectStore,
+    pipeline: &str,
+    run_date: NaiveDate,
+) -> Result<Vec<Manifest>, PortError> {
+    let mut runs = Vec::new();
+    for key in store.list(&format!("_manifests/{pipeline}/")).await? {
+        match decode::<Manifest>(&key, &store.get(&key).await?) {
+            Ok(manifest) if manifest.run_date == run_date => runs.push(manifest),
+            Ok(_) => {}
+            Err(err) => tracing::warn!(key, error = %err, "unreadable manifest skipped"),
+        }
+    }
+    Ok(runs)
+}
+
 /// FNV-1a, 64 bits: a stable hash (std's hasher may change between Rust
 /// releases, and the manifest's hash must not).
 fn fnv1a(bytes: &[u8]) -> u64 {

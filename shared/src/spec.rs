@@ -48,6 +48,35 @@ pub struct PipelineSpec {
     pub request: RequestTemplate,
     /// Where the records go.
     pub target: PersistTarget,
+    /// When the data must be in: a freshness check alerts when no run of the
+    /// day has completed by then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freshness: Option<FreshnessSpec>,
+}
+
+/// The pipeline's freshness promise.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FreshnessSpec {
+    /// Time of day (UTC, `HH:MM`) by which a run of the day must have
+    /// completed, e.g. `07:30`.
+    pub deadline_utc: String,
+}
+
+impl FreshnessSpec {
+    /// The deadline as a time of day.
+    ///
+    /// # Errors
+    /// [`SpecError::Invalid`] naming `freshness.deadline_utc` and the value.
+    pub fn deadline(&self) -> Result<chrono::NaiveTime, SpecError> {
+        chrono::NaiveTime::parse_from_str(&self.deadline_utc, "%H:%M").map_err(|_| {
+            invalid(
+                "freshness.deadline_utc",
+                &format!("{:?}", self.deadline_utc),
+                "must be a UTC time of day as HH:MM, e.g. 07:30",
+            )
+        })
+    }
 }
 
 /// The call strategy, tagged by `kind`.
@@ -289,6 +318,9 @@ impl PipelineSpec {
     pub fn validate(&self) -> Result<(), SpecError> {
         check_name("pipeline", &self.pipeline)?;
         check_dataset("target.dataset", &self.target.dataset)?;
+        if let Some(freshness) = &self.freshness {
+            freshness.deadline()?;
+        }
         let url = &self.request.url;
         if !url.username().is_empty() || url.password().is_some() {
             return Err(invalid(
@@ -549,6 +581,14 @@ target:
             "  total_pointer: /total\n  params: { style: offset_limit, offset_param: x, limit_param: x }",
         ));
         assert!(err.contains("strategy.params.limit_param") && err.contains("must differ"), "{err}");
+    }
+
+    #[test]
+    fn freshness_deadline_must_be_a_time_of_day() {
+        let ok = PipelineSpec::from_yaml(&format!("{PAGED}freshness: {{ deadline_utc: '07:30' }}\n")).expect("valid");
+        assert_eq!(ok.freshness.expect("set").deadline().expect("time").to_string(), "07:30:00");
+        let err = parse_err(&format!("{PAGED}freshness: {{ deadline_utc: 'half past seven' }}\n"));
+        assert!(err.contains("freshness.deadline_utc") && err.contains("half past seven"), "{err}");
     }
 
     #[test]

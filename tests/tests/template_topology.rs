@@ -557,8 +557,32 @@ fn schedules_start_a_run_named_after_the_scheduled_time() {
     assert!(!schedules.is_empty(), "{TEMPLATE} has no AWS::Scheduler::Schedule");
     let scheduled = "2026-11-29T06:00:00Z";
     let mut failures = Vec::new();
+    let notify = template.function_id(Function::Notify).expect("notify function");
     for (id, schedule) in schedules {
         let target = prop(schedule, "Target").unwrap_or(&Value::Null);
+        // Freshness checks go to Notify, which must read them as one, dated
+        // by the scheduled time.
+        if target.get("Arn").and_then(getatt) == Some((notify, "Arn")) {
+            let input = target.get("Input").and_then(intrinsic).and_then(|(_, arg)| arg.as_str().map(str::to_string));
+            let Some(mut event) = input else {
+                failures.push(format!("schedule {id}: Target.Input is not a !Sub string"));
+                continue;
+            };
+            event = event.replace("<aws.scheduler.scheduled-time>", scheduled);
+            for name in ["CustomersFreshnessDeadline"] {
+                let default = template.parameter_default(name).and_then(Value::as_str).unwrap_or_default();
+                event = event.replace(&format!("${{{name}}}"), default);
+            }
+            match serde_json::from_str(&event)
+                .map_err(|e| e.to_string())
+                .and_then(|e| notify::parse_event(e, chrono::Utc::now()))
+            {
+                Ok(notify::NotifyEvent::Freshness { date, .. }) if date.to_string() == "2026-11-29" => {}
+                other => failures
+                    .push(format!("schedule {id}: Notify does not read it as today's freshness check: {other:?}")),
+            }
+            continue;
+        }
         if target.get("Arn").and_then(getatt) != Some((orchestrator, "Arn")) {
             failures.push(format!("schedule {id}: Target.Arn is not !GetAtt {orchestrator}.Arn"));
         }

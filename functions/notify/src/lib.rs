@@ -58,6 +58,108 @@ pub struct Deps<'a> {
     pub config: &'a NotifyConfig,
 }
 
+/// What the freshness check needs: the lake (to find completed runs) and
+/// the alerts topic.
+#[derive(Clone, Copy)]
+pub struct FreshnessDeps<'a> {
+    /// The lake bucket.
+    pub store: &'a dyn shared::ports::ObjectStore,
+    /// Publishes the alert.
+    pub topics: &'a dyn TopicPublisher,
+    /// Settings (the alerts topic).
+    pub config: &'a NotifyConfig,
+}
+
+/// The freshness check's trigger, sent by its own schedule at the
+/// pipeline's deadline: `{"freshness_check": {"pipeline": "customers",
+/// "deadline_utc": "07:30"}}`, as the whole event or as an EventBridge
+/// Scheduler event's `detail`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FreshnessCheck {
+    /// Pipeline to check.
+    pub pipeline: String,
+    /// Its deadline (UTC, `HH:MM`), quoted in the alert.
+    pub deadline_utc: String,
+}
+
+/// Alerts when `check.pipeline` has no run of `date` completed (no
+/// manifest in the lake's run ledger). Returns the alert, if one was sent.
+///
+/// # Errors
+/// [`PortError`] from the lake or the topic (the schedule's retry policy
+/// runs the check again).
+pub async fn check_freshness(
+    check: &FreshnessCheck,
+    date: chrono::NaiveDate,
+    deps: FreshnessDeps<'_>,
+) -> Result<Option<Alert>, PortError> {
+    let completed = shared::ledger::completed_runs(deps.store, &check.pipeline, date).await?;
+    if !completed.is_empty() {
+        tracing::info!(pipeline = %check.pipeline, %date, runs = completed.len(), "fresh: a run of the day completed");
+        return Ok(None);
+    }
+    let reason = format!("no run of {date} completed by the deadline {} UTC", check.deadline_utc);
+    let alert = Alert {
+        version: V1,
+        pipeline: Some(check.pipeline.clone()),
+        run_id: None,
+        page: None,
+        function: "freshness".into(),
+        source_queue: String::new(),
+        message_id: format!("freshness-{}-{date}", check.pipeline),
+        receive_count: 0,
+        reason: Some(reason.clone()),
+        summary: format!("pipeline {}: {reason}; dashboards reading it are stale", check.pipeline),
+        body_excerpt: String::new(),
+        body_bytes: 0,
+        count: 1,
+        first_seen: None,
+        examples: Vec::new(),
+    };
+    publish(&alert, Deps { topics: deps.topics, config: deps.config }).await?;
+    Ok(Some(alert))
+}
+
+/// What Notify was invoked with.
+#[derive(Debug)]
+pub enum NotifyEvent {
+    /// Dead letters from a DLQ.
+    DeadLetters(SqsEvent),
+    /// A scheduled freshness check, for the date of the schedule's time.
+    Freshness {
+        /// The check.
+        check: FreshnessCheck,
+        /// The day whose run must be complete.
+        date: chrono::NaiveDate,
+    },
+}
+
+/// Classifies an invocation: an SQS batch (`Records`), or a freshness check
+/// (`freshness_check` as the whole event, or in a scheduler event's
+/// `detail`, dated by its `time`; else by `now`).
+///
+/// # Errors
+/// A message naming the field when the event is neither, or the check is
+/// malformed.
+pub fn parse_event(event: Value, now: chrono::DateTime<chrono::Utc>) -> Result<NotifyEvent, String> {
+    if event.get("Records").is_some() {
+        return serde_json::from_value(event).map(NotifyEvent::DeadLetters).map_err(|err| format!("`Records`: {err}"));
+    }
+    let date = event
+        .get("time")
+        .and_then(Value::as_str)
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map_or_else(|| now.date_naive(), |t| t.with_timezone(&chrono::Utc).date_naive());
+    let check = event.get("freshness_check").or_else(|| event.pointer("/detail/freshness_check"));
+    match check {
+        Some(check) => serde_json::from_value(check.clone())
+            .map(|check| NotifyEvent::Freshness { check, date })
+            .map_err(|err| format!("`freshness_check`: {err}")),
+        None => Err("expected an SQS batch (`Records`) or a freshness check (`freshness_check`)".into()),
+    }
+}
+
 /// Examples quoted in a grouped alert.
 pub const EXAMPLES: usize = 3;
 
@@ -358,6 +460,22 @@ mod tests {
         let shown = redacted_body(body, Some(&parsed));
         assert!(!shown.contains("SECRET123") && !shown.contains("K3Y"), "{shown}");
         assert!(shown.contains("\"accept\":\"x\""), "other fields stay: {shown}");
+    }
+
+    #[test]
+    fn events_are_dead_letters_or_freshness_checks() {
+        let now = chrono::Utc::now();
+        let scheduled = serde_json::json!({"time": "2026-11-29T07:30:00Z",
+            "freshness_check": {"pipeline": "customers", "deadline_utc": "07:30"}});
+        let Ok(NotifyEvent::Freshness { check, date }) = parse_event(scheduled, now) else { panic!("freshness") };
+        assert_eq!((check.pipeline.as_str(), date.to_string().as_str()), ("customers", "2026-11-29"));
+        let in_detail = serde_json::json!({"source": "aws.scheduler", "time": "2026-11-30T07:30:00Z",
+            "detail": {"freshness_check": {"pipeline": "p", "deadline_utc": "07:30"}}});
+        assert!(matches!(parse_event(in_detail, now), Ok(NotifyEvent::Freshness { .. })));
+        assert!(matches!(parse_event(serde_json::json!({"Records": []}), now), Ok(NotifyEvent::DeadLetters(_))));
+        let err = parse_event(serde_json::json!({"freshness_check": {"pipeline": "p"}}), now).expect_err("no deadline");
+        assert!(err.contains("freshness_check") && err.contains("deadline_utc"), "{err}");
+        assert!(parse_event(serde_json::json!({"hello": 1}), now).is_err());
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! Notify Lambda: wiring only. Environment (read once, at cold start):
-//! `ALERTS_TOPIC_ARN` (required).
+//! `ALERTS_TOPIC_ARN` (required), `LAKE_BUCKET` (for the scheduled freshness
+//! checks; required by them), `TRIBUTARY_S3_FORCE_PATH_STYLE` (default false).
 
-use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use shared::adapters::aws::{self, LambdaEnv, SnsPublisher};
+use serde_json::Value;
+use shared::adapters::aws::{self, LambdaEnv, S3Store, SnsPublisher};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -15,9 +16,24 @@ async fn main() -> Result<(), Error> {
     };
     let sdk = aws::sdk_config().await;
     let topics = SnsPublisher::new(aws_sdk_sns::Client::new(&sdk));
-    let deps = notify::Deps { topics: &topics, config: &config };
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        Ok::<_, Error>(notify::handle_sqs(&event.payload, deps).await)
+    let store = match env.optional("LAKE_BUCKET")? {
+        Some(bucket) => Some(S3Store::new(aws::s3_client(&sdk)?, bucket)),
+        None => None,
+    };
+    let (topics, config, store) = (&topics, &config, store.as_ref());
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+        match notify::parse_event(event.payload, chrono::Utc::now())? {
+            notify::NotifyEvent::DeadLetters(event) => {
+                let response = notify::handle_sqs(&event, notify::Deps { topics, config }).await;
+                Ok::<_, Error>(serde_json::to_value(response)?)
+            }
+            notify::NotifyEvent::Freshness { check, date } => {
+                let store = store.ok_or("a freshness check needs LAKE_BUCKET, which is not set")?;
+                let deps = notify::FreshnessDeps { store, topics, config };
+                let alert = notify::check_freshness(&check, date, deps).await?;
+                Ok(serde_json::json!({ "pipeline": check.pipeline, "date": date, "fresh": alert.is_none() }))
+            }
+        }
     }))
     .await
 }
