@@ -569,10 +569,8 @@ fn schedules_start_a_run_named_after_the_scheduled_time() {
                 continue;
             };
             event = event.replace("<aws.scheduler.scheduled-time>", scheduled);
-            for name in ["CustomersFreshnessDeadline"] {
-                let default = template.parameter_default(name).and_then(Value::as_str).unwrap_or_default();
-                event = event.replace(&format!("${{{name}}}"), default);
-            }
+            let deadline = template.parameter_default("CustomersFreshnessDeadline").and_then(Value::as_str);
+            event = event.replace("${CustomersFreshnessDeadline}", deadline.unwrap_or_default());
             match serde_json::from_str(&event)
                 .map_err(|e| e.to_string())
                 .and_then(|e| notify::parse_event(e, chrono::Utc::now()))
