@@ -245,11 +245,16 @@ where
     E: RecordError,
 {
     let meta = RecordMeta::of(record);
+    // pipeline, run_id and page are filled in once the body is read, so
+    // every line about the record can be found by run.
     let span = tracing::info_span!(
         "sqs_record",
         message_id = %meta.message_id,
         receive_count = meta.receive_count,
         queue = %meta.source_queue,
+        pipeline = tracing::field::Empty,
+        run_id = tracing::field::Empty,
+        page = tracing::field::Empty,
     );
     let message_id = meta.message_id.clone();
     let kept = meta.clone();
@@ -296,6 +301,16 @@ where
         let raw = record.body.as_deref().ok_or(BodyError::Missing)?;
         let (value, from_sns) = decode_body(raw)?;
         meta.from_sns = from_sns;
+        let span = tracing::Span::current();
+        if let Some(pipeline) = value.get("pipeline").and_then(Value::as_str) {
+            span.record("pipeline", pipeline);
+        }
+        if let Some(run_id) = value.get("run_id").and_then(Value::as_str) {
+            span.record("run_id", run_id);
+        }
+        if let Some(page) = value.pointer("/page/index").or_else(|| value.get("row_index")).and_then(Value::as_u64) {
+            span.record("page", page);
+        }
         let message: T = contracts::decode(value).map_err(BodyError::from)?;
         handler(message, meta).await
     })

@@ -1,0 +1,81 @@
+//! A secret that another team put in its RequestMessage (a header and a
+//! query parameter) never appears in any log line of the run, nor in the
+//! alert that goes out by e-mail/SMS; the run's log lines carry pipeline,
+//! run_id, page and message_id.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use shared::ports::QueueSender;
+use tributary::runtime::{LocalOptions, LocalRuntime, read_alerts};
+use tributary_e2e::{VendorBehaviour, start_vendor};
+
+const SECRET: &str = "s3cr3t-TOKEN-4f9a";
+
+/// Collects the log output in memory.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log buffer").extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'w> tracing_subscriber::fmt::MakeWriter<'w> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'w self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[tokio::test]
+async fn a_secret_never_reaches_a_log_line_or_an_alert() {
+    let logs = Captured::default();
+    // The Lambda functions' JSON subscriber; a current-thread runtime keeps
+    // every task on this thread, under this default.
+    let _guard = tracing::subscriber::set_default(shared::telemetry::lambda_subscriber(logs.clone()));
+
+    // Offset 0 answers a maintenance page that is not JSON: the request fails
+    // on every receive and ends in the DLQ with an alert.
+    let addr = start_vendor(VendorBehaviour { total: 10, broken_offsets: [0].into(), ..Default::default() }).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let message = json!({
+        "version": 1, "pipeline": "leaky", "run_id": "20261129T060000Z", "run_date": "2026-11-29",
+        "page": {"index": 0, "count": 1},
+        "http": {"url": format!("http://{addr}/items"), "query": {"offset": "0", "limit": "5", "api_key": SECRET},
+                 "headers": {"x-api-key": SECRET, "authorization": format!("Bearer {SECRET}")}},
+        "mode": {"kind": "records", "records_pointer": "/results", "target": {"dataset": "leaky"}},
+        "reply_to": {"kind": "queue", "queue": "persist"}
+    });
+    runtime.broker().send("request", vec![message.to_string()]).await.expect("send");
+    runtime.drain().await;
+
+    let text = String::from_utf8(logs.0.lock().expect("log buffer").clone()).expect("utf-8 logs");
+    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).expect("JSON log line")).collect();
+    assert!(lines.len() >= 5, "the failures were logged: {text}");
+    assert!(!text.contains(SECRET), "a log line holds the secret:\n{text}");
+    let failure = lines
+        .iter()
+        .find(|l| l["message"].as_str().is_some_and(|m| m.contains("record failed")))
+        .expect("a failure line");
+    let spans = failure["spans"].as_array().expect("span list");
+    let field = |name: &str| spans.iter().find_map(|s| s.get(name).cloned());
+    assert_eq!(field("pipeline"), Some(json!("leaky")), "{failure}");
+    assert_eq!(field("run_id"), Some(json!("20261129T060000Z")));
+    assert_eq!(field("page"), Some(json!(0)));
+    assert!(field("message_id").is_some(), "{failure}");
+
+    let alerts = read_alerts(lake.path());
+    assert_eq!(alerts.len(), 1);
+    let alert = serde_json::to_string(&alerts[0]).expect("alert JSON");
+    assert!(!alert.contains(SECRET), "the alert holds the secret: {alert}");
+    assert!(notify::email_text(&alerts[0]).contains("<redacted>"), "redacted, not dropped");
+    assert!(!notify::sms_text(&alerts[0]).contains(SECRET));
+}
