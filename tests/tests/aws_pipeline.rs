@@ -58,14 +58,37 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
     let addr = start_vendor(VendorBehaviour { total: 95, ..Default::default() }).await;
     let spec = paged_spec(addr, "onaws", 20);
 
+    // A subscriber to the run-events topic, standing in for a dashboard.
+    let inbox_url = sqs
+        .create_queue()
+        .queue_name("e2e-run-events")
+        .send()
+        .await
+        .expect("CreateQueue")
+        .queue_url()
+        .expect("url")
+        .to_string();
+    let inbox_arn = "arn:aws:sqs:us-east-1:123456789012:e2e-run-events";
+    let run_events = provisioned.topic_arn(topology::RUN_EVENTS_TOPIC).expect("arn").to_string();
+    aws_sdk_sns::Client::new(&emulator.config)
+        .subscribe()
+        .topic_arn(&run_events)
+        .protocol("sqs")
+        .endpoint(inbox_arn)
+        .attributes("RawMessageDelivery", "true")
+        .send()
+        .await
+        .expect("Subscribe");
+    let topics = SnsPublisher::new(aws_sdk_sns::Client::new(&emulator.config));
+    let ledger = shared::ledger::RunLedger { store: &store, events: Some((&topics, run_events.as_str())) };
+
     let orchestrator_config = orchestrator_config(&provisioned);
     let scheduled = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
     let event = tributary::runtime::scheduler_event(&spec, scheduled);
-    let orchestrator_deps = orchestrator::Deps { queue: &sender, config: &orchestrator_config, ledger: None };
+    let orchestrator_deps = orchestrator::Deps { queue: &sender, config: &orchestrator_config, ledger: Some(ledger) };
     orchestrator::handle(event, scheduled, orchestrator_deps).await.expect("run starts");
 
     let http = shared::adapters::http::ReqwestClient::new().expect("http");
-    let topics = SnsPublisher::new(aws_sdk_sns::Client::new(&emulator.config));
     let request_config = request::RequestConfig::default();
     let persist_config = persist::PersistConfig::default();
     let consumers = [topology::ORCHESTRATOR_QUEUE, topology::REQUEST_QUEUE, topology::PERSIST_QUEUE];
@@ -91,8 +114,12 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
                     request::handle_sqs(&event, deps).await
                 }
                 _ => {
-                    let deps =
-                        persist::Deps { store: &store, queue: &sender, config: &persist_config, run_events: None };
+                    let deps = persist::Deps {
+                        store: &store,
+                        queue: &sender,
+                        config: &persist_config,
+                        run_events: Some((&topics, run_events.as_str())),
+                    };
                     persist::handle_sqs(&event, deps).await
                 }
             };
@@ -119,8 +146,57 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
     }
     ids.sort_unstable();
     assert_eq!(ids, (0..95).collect::<Vec<u64>>(), "every record exactly once");
-    let receipts = shared::ledger::run_totals(&store, "onaws", &RunId::new("20261129T060000Z").expect("id")).await;
+    let run_id = RunId::new("20261129T060000Z").expect("id");
+    let receipts = shared::ledger::run_totals(&store, "onaws", &run_id).await;
     assert_eq!(receipts.expect("receipts").records_persisted, 95);
+
+    // The run ledger in S3 completed the run and announced it on SNS.
+    let manifest: shared::ledger::Manifest = serde_json::from_slice(
+        &store.get(&shared::ledger::manifest_key("onaws", &run_id)).await.expect("manifest in S3"),
+    )
+    .expect("manifest");
+    assert_eq!((manifest.pages, manifest.records_persisted), (5, 95));
+    let announced = receive_event(&sqs, &inbox_url, inbox_arn, 10, 60).await;
+    assert_eq!(announced.records.len(), 1, "one run-completed event");
+    let event: shared::ledger::RunCompleted =
+        serde_json::from_str(announced.records[0].body.as_deref().expect("body")).expect("run-completed.v1");
+    assert_eq!((event.pipeline.as_str(), event.pages), ("onaws", 5));
+
+    // The freshness check finds the day's completed run; another day is stale.
+    let alerts_inbox = sqs
+        .create_queue()
+        .queue_name("e2e-fresh-alerts")
+        .send()
+        .await
+        .expect("CreateQueue")
+        .queue_url()
+        .expect("url")
+        .to_string();
+    aws_sdk_sns::Client::new(&emulator.config)
+        .subscribe()
+        .topic_arn(provisioned.topic_arn(topology::ALERTS_TOPIC).expect("arn"))
+        .protocol("sqs")
+        .endpoint("arn:aws:sqs:us-east-1:123456789012:e2e-fresh-alerts")
+        .attributes("RawMessageDelivery", "true")
+        .send()
+        .await
+        .expect("Subscribe");
+    let notify_config = notify::NotifyConfig {
+        alerts_topic: provisioned.topic_arn(topology::ALERTS_TOPIC).expect("arn").into(),
+        metrics: Default::default(),
+    };
+    let check = notify::FreshnessCheck { pipeline: "onaws".into(), deadline_utc: "07:30".into() };
+    let fresh_deps = notify::FreshnessDeps { store: &store, topics: &topics, config: &notify_config };
+    let day = chrono::NaiveDate::from_ymd_opt(2026, 11, 29).expect("date");
+    assert!(notify::check_freshness(&check, day, fresh_deps).await.expect("check").is_none(), "fresh");
+    let stale = notify::check_freshness(&check, day.succ_opt().expect("next day"), fresh_deps).await.expect("check");
+    assert!(stale.is_some(), "no run of the next day");
+    let alert = receive_event(&sqs, &alerts_inbox, "arn:aws:sqs:us-east-1:123456789012:e2e-fresh-alerts", 10, 60).await;
+    assert_eq!(alert.records.len(), 1);
+    let body: Value =
+        serde_json::from_str(alert.records[0].body.as_deref().expect("body")).expect("alert JSON (sqs text)");
+    assert_eq!(body["function"], "freshness");
+    assert!(body["reason"].as_str().is_some_and(|r| r.contains("no run of 2026-11-30")), "{body}");
 }
 
 #[tokio::test]
