@@ -131,6 +131,9 @@ async fn a_broken_page_is_retried_then_dead_lettered_with_an_alert_and_the_other
     assert_eq!(alert.function, "request");
     assert_eq!(alert.page, Some(2));
     assert_eq!(alert.receive_count, 5, "given up on its last allowed receive");
+    let first_seen =
+        chrono::DateTime::parse_from_rfc3339(alert.first_seen.as_deref().expect("first seen")).expect("RFC 3339");
+    assert!((Utc::now() - first_seen.with_timezone(&Utc)).num_minutes().abs() < 5, "a wall-clock time: {first_seen}");
     let reason = alert.reason.as_deref().expect("the reason reaches the alert");
     assert!(reason.contains("is not JSON") && reason.contains("maintenance"), "{reason}");
     assert_eq!(read_alerts(lake.path()).len(), 1, "the alert is in <lake>/_alerts.jsonl");

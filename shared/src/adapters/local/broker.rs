@@ -76,7 +76,9 @@ struct Stored {
     body: String,
     receive_count: u32,
     visible_at_ms: u64,
-    sent_at_ms: u64,
+    /// Wall-clock send time, ms since the Unix epoch (`SentTimestamp`; the
+    /// virtual clock only drives visibility).
+    sent_at_epoch_ms: u64,
     first_received_ms: Option<u64>,
     receipt: Option<String>,
     system_attributes: BTreeMap<String, String>,
@@ -273,7 +275,7 @@ impl Broker {
             body,
             receive_count: 0,
             visible_at_ms: now,
-            sent_at_ms: now,
+            sent_at_epoch_ms: u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or_default(),
             first_received_ms: None,
             receipt: None,
             system_attributes: BTreeMap::new(),
@@ -291,7 +293,7 @@ fn duration_ms(duration: Duration) -> u64 {
 fn to_sqs_record(queue: &str, message: &Stored, receipt: String) -> SqsMessage {
     let mut attributes: HashMap<String, String> = HashMap::new();
     attributes.insert("ApproximateReceiveCount".into(), message.receive_count.to_string());
-    attributes.insert("SentTimestamp".into(), message.sent_at_ms.to_string());
+    attributes.insert("SentTimestamp".into(), message.sent_at_epoch_ms.to_string());
     if let Some(first) = message.first_received_ms {
         attributes.insert("ApproximateFirstReceiveTimestamp".into(), first.to_string());
     }
