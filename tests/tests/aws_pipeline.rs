@@ -30,6 +30,24 @@ async fn setup() -> (Emulator, Provisioned, S3Store) {
     (emulator, provisioned, S3Store::new(s3, BUCKET))
 }
 
+/// A queue subscribed to `topic` with raw delivery; its URL and ARN.
+async fn raw_inbox(emulator: &Emulator, topic: &str, name: &str) -> (String, String) {
+    let sqs = aws_sdk_sqs::Client::new(&emulator.config);
+    let url =
+        sqs.create_queue().queue_name(name).send().await.expect("CreateQueue").queue_url().expect("url").to_string();
+    let arn = format!("arn:aws:sqs:us-east-1:123456789012:{name}");
+    aws_sdk_sns::Client::new(&emulator.config)
+        .subscribe()
+        .topic_arn(topic)
+        .protocol("sqs")
+        .endpoint(&arn)
+        .attributes("RawMessageDelivery", "true")
+        .send()
+        .await
+        .expect("Subscribe");
+    (url, arn)
+}
+
 /// The Orchestrator's queue and topic addresses on the provisioned topology.
 fn orchestrator_config(provisioned: &Provisioned) -> orchestrator::OrchestratorConfig {
     orchestrator::OrchestratorConfig {
@@ -59,26 +77,9 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
     let spec = paged_spec(addr, "onaws", 20);
 
     // A subscriber to the run-events topic, standing in for a dashboard.
-    let inbox_url = sqs
-        .create_queue()
-        .queue_name("e2e-run-events")
-        .send()
-        .await
-        .expect("CreateQueue")
-        .queue_url()
-        .expect("url")
-        .to_string();
-    let inbox_arn = "arn:aws:sqs:us-east-1:123456789012:e2e-run-events";
     let run_events = provisioned.topic_arn(topology::RUN_EVENTS_TOPIC).expect("arn").to_string();
-    aws_sdk_sns::Client::new(&emulator.config)
-        .subscribe()
-        .topic_arn(&run_events)
-        .protocol("sqs")
-        .endpoint(inbox_arn)
-        .attributes("RawMessageDelivery", "true")
-        .send()
-        .await
-        .expect("Subscribe");
+    let (inbox_url, inbox_arn) = raw_inbox(&emulator, &run_events, "e2e-run-events").await;
+    let inbox_arn = inbox_arn.as_str();
     let topics = SnsPublisher::new(aws_sdk_sns::Client::new(&emulator.config));
     let ledger = shared::ledger::RunLedger { store: &store, events: Some((&topics, run_events.as_str())) };
 
@@ -163,24 +164,8 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
     assert_eq!((event.pipeline.as_str(), event.pages), ("onaws", 5));
 
     // The freshness check finds the day's completed run; another day is stale.
-    let alerts_inbox = sqs
-        .create_queue()
-        .queue_name("e2e-fresh-alerts")
-        .send()
-        .await
-        .expect("CreateQueue")
-        .queue_url()
-        .expect("url")
-        .to_string();
-    aws_sdk_sns::Client::new(&emulator.config)
-        .subscribe()
-        .topic_arn(provisioned.topic_arn(topology::ALERTS_TOPIC).expect("arn"))
-        .protocol("sqs")
-        .endpoint("arn:aws:sqs:us-east-1:123456789012:e2e-fresh-alerts")
-        .attributes("RawMessageDelivery", "true")
-        .send()
-        .await
-        .expect("Subscribe");
+    let alerts_topic = provisioned.topic_arn(topology::ALERTS_TOPIC).expect("arn").to_string();
+    let (alerts_inbox, alerts_inbox_arn) = raw_inbox(&emulator, &alerts_topic, "e2e-fresh-alerts").await;
     let notify_config = notify::NotifyConfig {
         alerts_topic: provisioned.topic_arn(topology::ALERTS_TOPIC).expect("arn").into(),
         metrics: Default::default(),
@@ -191,7 +176,7 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
     assert!(notify::check_freshness(&check, day, fresh_deps).await.expect("check").is_none(), "fresh");
     let stale = notify::check_freshness(&check, day.succ_opt().expect("next day"), fresh_deps).await.expect("check");
     assert!(stale.is_some(), "no run of the next day");
-    let alert = receive_event(&sqs, &alerts_inbox, "arn:aws:sqs:us-east-1:123456789012:e2e-fresh-alerts", 10, 60).await;
+    let alert = receive_event(&sqs, &alerts_inbox, &alerts_inbox_arn, 10, 60).await;
     assert_eq!(alert.records.len(), 1);
     let body: Value =
         serde_json::from_str(alert.records[0].body.as_deref().expect("body")).expect("alert JSON (sqs text)");
