@@ -317,7 +317,7 @@ impl PipelineSpec {
     /// [`SpecError::Invalid`] naming the first offending field and its value.
     pub fn validate(&self) -> Result<(), SpecError> {
         check_name("pipeline", &self.pipeline)?;
-        check_dataset("target.dataset", &self.target.dataset)?;
+        self.target.validate("target")?;
         if let Some(freshness) = &self.freshness {
             freshness.deadline()?;
         }

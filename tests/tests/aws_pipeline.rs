@@ -300,7 +300,7 @@ async fn persist_writes_parquet_to_s3_that_reads_back_byte_for_byte() {
         run_id: RunId::new("r-1").expect("id"),
         run_date: chrono::NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
         page: PageRef { index: 3, count: 4 },
-        target: PersistTarget { dataset: "bytes".into() },
+        target: PersistTarget::new("bytes"),
         payload: Payload::Inline { records: records.clone() },
     };
     let config = persist::PersistConfig::default();

@@ -12,6 +12,7 @@
 //! — a redelivered message overwrites the same objects.
 
 mod convert;
+pub mod page;
 
 pub use convert::{ConvertError, WriterConfig, records_to_parquet, records_to_parquet_with_schema};
 
@@ -258,7 +259,7 @@ pub fn nesting_depth(value: &Value) -> usize {
 pub async fn load_records(payload: &Payload, store: &dyn ObjectStore) -> Result<Vec<Value>, PersistError> {
     match payload {
         Payload::Inline { records } => Ok(records.clone()),
-        Payload::Object { key } => {
+        Payload::Object { key, .. } => {
             let bytes = store.get(key).await?;
             match serde_json::from_slice::<Value>(&bytes) {
                 Ok(Value::Array(records)) => Ok(records),

@@ -369,7 +369,7 @@ async fn forward_records(
     if body.len() > deps.config.max_message_bytes {
         // Claim check: the records go to the lake, the message carries the key.
         let key = keys::claim_key(&message.pipeline, &message.run_id, page.index);
-        let payload = std::mem::replace(&mut persist.payload, Payload::Object { key: key.clone() });
+        let payload = std::mem::replace(&mut persist.payload, Payload::Object { key: key.clone(), format: Default::default() });
         let records = match payload {
             Payload::Inline { records } => records,
             Payload::Object { .. } => Vec::new(),

@@ -278,7 +278,7 @@ async fn oversize_page_goes_by_claim_check() {
     assert!(body_len <= 2_000, "the claim-check message itself fits: {body_len} bytes");
     let persist: PersistMessage = contracts::decode(sent[0].clone()).expect("PersistMessage");
     assert_eq!(persist.page, PageRef { index: 4, count: 9 });
-    let Payload::Object { key } = &persist.payload else { panic!("object payload expected") };
+    let Payload::Object { key, .. } = &persist.payload else { panic!("object payload expected") };
     assert!(key.starts_with("_claims/"), "{key}");
     assert_eq!(key, "_claims/customers/20261129T060000Z/page-00004.json");
 

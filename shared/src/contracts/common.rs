@@ -125,18 +125,3 @@ impl fmt::Display for HttpMethod {
         })
     }
 }
-
-/// Where Persist writes a page: the dataset (a folder of the lake).
-///
-/// Objects land at `<dataset>/dt=<run_date>/<pipeline>-<run_id>-<page>.parquet`
-/// (see [`crate::keys`]). Unknown fields are refused (a misspelt option must
-/// not be dropped silently).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PersistTarget {
-    /// Dataset name: 1–64 characters of `a-z 0-9 _ -`, starting with a letter
-    /// or digit, and not one of the lake's own folders (`raw`, `quarantine`).
-    /// It is the top folder of the dataset in the lake and the table name
-    /// Athena/Glue see.
-    pub dataset: String,
-}

@@ -16,14 +16,19 @@ mod persist;
 mod probe;
 mod query;
 mod request;
+mod target;
 mod version;
 
 pub use alert::{Alert, AlertExample};
-pub use common::{Destination, HttpMethod, PageRef, PersistTarget, RunId};
-pub use persist::{Payload, PersistMessage};
+pub use common::{Destination, HttpMethod, PageRef, RunId};
+pub use persist::{Layout, Payload, PayloadFormat, PersistMessage};
 pub use probe::ProbeReply;
 pub use query::{QueryContinuation, QueryMessage, QueryRow};
 pub use request::{HttpCall, RequestMessage, RequestMode};
+pub use target::{
+    Compression, DeclaredField, FieldType, FieldTypeError, FileSettings, Granularity, MAX_ROW_GROUP_ROWS, Partitioning,
+    PersistTarget, TimeUnit,
+};
 pub use version::V1;
 
 use serde::de::DeserializeOwned;

@@ -45,5 +45,44 @@ pub enum Payload {
     Object {
         /// Object key in the lake bucket.
         key: String,
+        /// How the object's records are laid out (default: detected).
+        #[serde(default, skip_serializing_if = "PayloadFormat::is_default")]
+        format: PayloadFormat,
     },
+}
+
+/// Layout of a claim-check object. A gzip stream (magic bytes `1f 8b`) is
+/// decompressed and a UTF-8 byte-order mark skipped, whatever the layout.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PayloadFormat {
+    /// `json` (one JSON document), `ndjson` (one record per line) or
+    /// `auto` (the default: a document starting with `[`, or with `{` when
+    /// `records_pointer` is set, is `json`; otherwise `ndjson`).
+    #[serde(default)]
+    pub layout: Layout,
+    /// RFC 6901 JSON pointer to the records array inside a `json` document,
+    /// e.g. `/data/items`; absent: the document is the array.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_pointer: Option<String>,
+}
+
+impl PayloadFormat {
+    /// Whether this is the default (detected layout, root array).
+    pub fn is_default(&self) -> bool {
+        *self == PayloadFormat::default()
+    }
+}
+
+/// How records are laid out in a payload.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// Detected from the first byte (see [`PayloadFormat::layout`]).
+    #[default]
+    Auto,
+    /// One JSON document: the array, or an object holding it at the pointer.
+    Json,
+    /// Newline-delimited JSON: one record per line, blank lines skipped.
+    Ndjson,
 }

@@ -38,10 +38,7 @@ pub(crate) fn request_message() -> RequestMessage {
             headers: [("accept".to_string(), "application/json".to_string())].into(),
             body: Some(json!({"filter": {"active": true}})),
         },
-        mode: RequestMode::Records {
-            records_pointer: Some("/items".into()),
-            target: PersistTarget { dataset: "customers".into() },
-        },
+        mode: RequestMode::Records { records_pointer: Some("/items".into()), target: PersistTarget::new("customers") },
         reply_to: Destination::Queue { queue: "persist".into() },
     }
 }
@@ -56,7 +53,7 @@ fn every_contract_round_trips() {
     round_trip(&probe);
     for payload in [
         Payload::Inline { records: vec![json!({"id": 1}), json!({"id": 2.5})] },
-        Payload::Object { key: "_claims/x".into() },
+        Payload::Object { key: "_claims/x".into(), format: Default::default() },
     ] {
         round_trip(&PersistMessage {
             version: V1,
@@ -64,7 +61,7 @@ fn every_contract_round_trips() {
             run_id: run_id(),
             run_date: date(),
             page: PageRef { index: 0, count: 1 },
-            target: PersistTarget { dataset: "customers".into() },
+            target: PersistTarget::new("customers"),
             payload,
         });
     }
