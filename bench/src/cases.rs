@@ -1,0 +1,251 @@
+//! The benchmark run: generate the pages, run each case in its own process,
+//! collect what each process reports about itself.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use crate::pages::{PageSpec, Shape, Variant};
+use crate::report::{self, CaseResult, Outcome};
+
+/// Options of `persist-bench run`.
+#[derive(Debug, clap::Args)]
+pub struct RunOptions {
+    /// Only the 1k and 50k pages (a fast check); default also 500k.
+    #[arg(long)]
+    pub quick: bool,
+    /// Python with pyarrow (default: `$TRIBUTARY_PYTHON`, else `python3`).
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// The Python peer script.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/peer.py"))]
+    pub peer: PathBuf,
+    /// Where the tables go (`persist.md`, `persist.json`).
+    #[arg(long, default_value = "target/bench")]
+    pub out: PathBuf,
+    /// Where the pages are generated (default: a temporary folder, removed
+    /// at the end).
+    #[arg(long)]
+    pub work: Option<PathBuf>,
+    /// Seed of the page generator.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+/// What a case's process prints on its last stdout line (both the Rust
+/// `run-one` and `peer.py`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ChildReport {
+    /// Whether the conversion succeeded.
+    pub ok: bool,
+    /// Rows written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rows: Option<u64>,
+    /// Seconds from reading the input to the Parquet file written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+    /// The process's peak resident set (VmHWM), KiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss_kb: Option<u64>,
+    /// First line of the error, when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ChildReport {
+    /// A successful conversion, with this process's peak RSS.
+    pub fn success(rows: u64, seconds: f64) -> Self {
+        Self { ok: true, rows: Some(rows), seconds: Some(seconds), peak_rss_kb: peak_rss_kb(), error: None }
+    }
+
+    /// A failed conversion: the first line of `error`.
+    pub fn failure(error: &str) -> Self {
+        Self { ok: false, error: Some(first_line(error)), peak_rss_kb: peak_rss_kb(), ..Self::default() }
+    }
+}
+
+/// This process's peak resident set size (VmHWM in `/proc/self/status`), KiB.
+fn peak_rss_kb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn first_line(text: &str) -> String {
+    text.trim().lines().next().unwrap_or("").to_string()
+}
+
+/// The tools compared on every page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tool {
+    /// Persist's converter on the NDJSON page.
+    Tributary,
+    /// Persist's converter on the JSON array page.
+    TributaryArray,
+    /// `pyarrow.json.read_json` on the NDJSON page + `write_table`.
+    ReadJson,
+    /// `json.load` on the array + `Table.from_pylist` + `write_table`.
+    FromPylist,
+}
+
+impl Tool {
+    /// Every tool, in table order.
+    pub const ALL: [Tool; 4] = [Tool::Tributary, Tool::TributaryArray, Tool::ReadJson, Tool::FromPylist];
+
+    /// Name in the tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            Tool::Tributary => "tributary",
+            Tool::TributaryArray => "tributary (array)",
+            Tool::ReadJson => "pyarrow read_json",
+            Tool::FromPylist => "json + from_pylist",
+        }
+    }
+
+    fn reads_ndjson(self) -> bool {
+        matches!(self, Tool::Tributary | Tool::ReadJson)
+    }
+}
+
+/// Runs the whole benchmark and writes the tables.
+///
+/// # Errors
+/// When a page cannot be generated, a process cannot be started, or the
+/// tables cannot be written. A case that fails is a result, not an error.
+pub fn run(options: &RunOptions) -> anyhow::Result<()> {
+    let python = options
+        .python
+        .clone()
+        .or_else(|| std::env::var_os("TRIBUTARY_PYTHON").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("python3"));
+    let me = std::env::current_exe().context("locating the persist-bench binary")?;
+    let temp = tempfile::tempdir().context("creating a temporary folder")?;
+    let work = options.work.clone().unwrap_or_else(|| temp.path().to_path_buf());
+    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let target = shared::contracts::PersistTarget::new("bench");
+    let settings = PeerSettings {
+        python,
+        script: options.peer.clone(),
+        row_group_rows: target.files.row_group_rows,
+        zstd_level: persist::WriterConfig::default().zstd_level,
+    };
+    let sizes: &[u64] = if options.quick { &[1_000, 50_000] } else { &[1_000, 50_000, 500_000] };
+    let mut results = Vec::new();
+    for &records in sizes {
+        for shape in [Shape::Customers, Shape::Transactions] {
+            for variant in [Variant::Clean, Variant::Messy] {
+                let page = PageSpec { shape, variant, records };
+                eprintln!("persist-bench: generating {}", page.stem());
+                let files = page.write(&work, options.seed)?;
+                for tool in Tool::ALL {
+                    let input = if tool.reads_ndjson() { &files.ndjson } else { &files.array };
+                    let output = work.join(format!(
+                        "{}-{}.parquet",
+                        page.stem(),
+                        tool.label().replace([' ', '(', ')', '+'], "")
+                    ));
+                    let result = run_case(&me, &settings, page, tool, input, &output)?;
+                    eprintln!("persist-bench:   {}", report::progress_line(&result));
+                    results.push(result);
+                    let _ = std::fs::remove_file(&output);
+                }
+                let _ = std::fs::remove_file(&files.ndjson);
+                let _ = std::fs::remove_file(&files.array);
+            }
+        }
+    }
+    let markdown = report::markdown(&results, &settings.describe());
+    print!("{markdown}");
+    std::fs::create_dir_all(&options.out).with_context(|| format!("creating {}", options.out.display()))?;
+    let md_path = options.out.join("persist.md");
+    std::fs::write(&md_path, &markdown).with_context(|| format!("writing {}", md_path.display()))?;
+    let json_path = options.out.join("persist.json");
+    let json = serde_json::to_string_pretty(&results).context("encoding the results")?;
+    std::fs::write(&json_path, json).with_context(|| format!("writing {}", json_path.display()))?;
+    eprintln!("persist-bench: wrote {} and {}", md_path.display(), json_path.display());
+    Ok(())
+}
+
+/// How the Python peers are run, and the writer settings every tool uses.
+struct PeerSettings {
+    python: PathBuf,
+    script: PathBuf,
+    row_group_rows: u32,
+    zstd_level: i32,
+}
+
+impl PeerSettings {
+    fn describe(&self) -> String {
+        format!(
+            "Parquet: zstd level {}, row groups of {} rows, for every tool. Python: {}.",
+            self.zstd_level,
+            self.row_group_rows,
+            self.python.display()
+        )
+    }
+}
+
+/// Runs one case in its own process and reads its report.
+fn run_case(
+    me: &Path,
+    settings: &PeerSettings,
+    page: PageSpec,
+    tool: Tool,
+    input: &Path,
+    output: &Path,
+) -> anyhow::Result<CaseResult> {
+    let mut command = match tool {
+        Tool::Tributary | Tool::TributaryArray => {
+            let mut command = Command::new(me);
+            command.arg("run-one").arg("--input").arg(input).arg("--output").arg(output);
+            command
+        }
+        Tool::ReadJson | Tool::FromPylist => {
+            let mut command = Command::new(&settings.python);
+            let peer = if tool == Tool::ReadJson { "read_json" } else { "from_pylist" };
+            command
+                .arg(&settings.script)
+                .arg(peer)
+                .arg(input)
+                .arg(output)
+                .arg(settings.row_group_rows.to_string())
+                .arg(settings.zstd_level.to_string());
+            command
+        }
+    };
+    let input_bytes = std::fs::metadata(input).with_context(|| format!("reading {}", input.display()))?.len();
+    let started = Instant::now();
+    let finished = command.output().with_context(|| format!("starting {command:?}"))?;
+    let process_seconds = started.elapsed().as_secs_f64();
+    let stdout = String::from_utf8_lossy(&finished.stdout);
+    let child: Option<ChildReport> = stdout.lines().rev().find_map(|line| serde_json::from_str(line).ok());
+    let outcome = match child {
+        Some(ChildReport { ok: true, rows: Some(rows), seconds: Some(seconds), peak_rss_kb, .. }) => Outcome::Ok {
+            rows,
+            seconds,
+            process_seconds,
+            peak_rss_kb,
+            output_bytes: std::fs::metadata(output).map(|m| m.len()).unwrap_or(0),
+        },
+        Some(ChildReport { error: Some(error), peak_rss_kb, .. }) => Outcome::Failed { error, peak_rss_kb },
+        _ => Outcome::Failed {
+            error: format!(
+                "exited with {} without a report: {}",
+                finished.status,
+                first_line(&String::from_utf8_lossy(&finished.stderr))
+            ),
+            peak_rss_kb: None,
+        },
+    };
+    Ok(CaseResult {
+        shape: page.shape.to_string(),
+        variant: page.variant.to_string(),
+        records: page.records,
+        tool: tool.label().to_string(),
+        input_bytes,
+        outcome,
+    })
+}
