@@ -5,6 +5,7 @@
 //! uses.
 
 pub mod lake;
+pub mod replay;
 pub mod runtime;
 pub mod status;
 pub mod vendor;

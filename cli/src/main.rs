@@ -81,6 +81,23 @@ enum Command {
         /// Pipeline spec (YAML or JSON).
         spec: PathBuf,
     },
+    /// Re-drive a dataset's raw archived pages (`raw/<dataset>/dt=<date>/`)
+    /// through Persist: same code, same keys. Exit code 0 only when every
+    /// page was persisted again.
+    Replay {
+        /// Lake directory.
+        #[arg(long, default_value = "lake")]
+        lake: PathBuf,
+        /// Dataset to replay.
+        #[arg(long)]
+        dataset: String,
+        /// First `dt=` date replayed (YYYY-MM-DD, inclusive); default: the first.
+        #[arg(long)]
+        from: Option<chrono::NaiveDate>,
+        /// Last `dt=` date replayed (YYYY-MM-DD, inclusive); default: the last.
+        #[arg(long)]
+        to: Option<chrono::NaiveDate>,
+    },
     /// Write the JSON Schemas of the message contracts.
     Schema {
         /// Output directory.
@@ -176,6 +193,12 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             println!("{} is valid:", spec.display());
             println!("{}", serde_json::to_string_pretty(&parsed)?);
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Replay { lake, dataset, from, to } => {
+            let summary =
+                tributary::replay::replay_lake(&lake, &dataset, tributary::replay::DateRange { from, to }).await?;
+            print!("{summary}");
+            Ok(if summary.succeeded() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Command::Schema { out } => {
             std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;

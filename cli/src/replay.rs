@@ -1,0 +1,217 @@
+//! `tributary replay`: re-drive a dataset's raw archived pages through
+//! Persist (Kappa-style reprocessing).
+//!
+//! Persist archives every page it receives as the `PersistMessage` itself at
+//! `raw/<dataset>/dt=<run date>/<pipeline>-<run_id>-<page>.json` before
+//! converting it. Replay lists those envelopes (optionally only the `dt=`
+//! folders from `--from` to `--to`, inclusive), and hands each one, as it
+//! is, to [`persist::persist_page`] — the same code, so the same keys: data,
+//! quarantine, raw page and receipt are overwritten with what the current
+//! Persist makes of them, and a second replay changes nothing. Replay
+//! announces no run events and writes no metrics (both would differ per
+//! replay); runs already complete stay complete.
+//!
+//! A page that fails is reported with its key and reason; the others go on.
+
+use std::fmt;
+
+use chrono::NaiveDate;
+use shared::contracts::PersistMessage;
+use shared::ports::{ObjectStore, PortError};
+use shared::spec::{SpecError, check_dataset};
+
+/// The `dt=` dates to replay, both ends inclusive; `None` is open.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DateRange {
+    /// First date replayed.
+    pub from: Option<NaiveDate>,
+    /// Last date replayed.
+    pub to: Option<NaiveDate>,
+}
+
+impl DateRange {
+    /// Whether `date` is in the range.
+    pub fn contains(&self, date: NaiveDate) -> bool {
+        self.from.is_none_or(|from| date >= from) && self.to.is_none_or(|to| date <= to)
+    }
+}
+
+impl fmt::Display for DateRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let end = |date: Option<NaiveDate>| date.map_or_else(|| "…".to_string(), |d| d.to_string());
+        write!(f, "{} to {}", end(self.from), end(self.to))
+    }
+}
+
+/// Why a replay could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The dataset name is not one Persist writes.
+    #[error("--dataset: {0}")]
+    Dataset(#[from] SpecError),
+    /// `--from` is after `--to`.
+    #[error("--from {from} is after --to {to}")]
+    Range {
+        /// First date.
+        from: NaiveDate,
+        /// Last date.
+        to: NaiveDate,
+    },
+    /// The raw archive could not be listed.
+    #[error("listing the raw pages: {0}")]
+    List(#[source] PortError),
+}
+
+/// A raw page that could not be replayed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayFailure {
+    /// Key of the raw page.
+    pub key: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// What a replay did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplaySummary {
+    /// Dataset replayed.
+    pub dataset: String,
+    /// Dates replayed.
+    pub range: DateRange,
+    /// Raw pages found in the range.
+    pub pages: u64,
+    /// Pages persisted again.
+    pub pages_persisted: u64,
+    /// Records persisted, over all pages.
+    pub records_persisted: u64,
+    /// Records quarantined, over all pages.
+    pub records_quarantined: u64,
+    /// Pages that failed, with the reason.
+    pub failures: Vec<ReplayFailure>,
+}
+
+impl ReplaySummary {
+    /// Whether every raw page was persisted again.
+    pub fn succeeded(&self) -> bool {
+        self.failures.is_empty()
+    }
+}
+
+impl fmt::Display for ReplaySummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "replay of dataset {} ({}): {} raw pages, {} persisted, {} failed; records persisted {}, quarantined {}",
+            self.dataset,
+            self.range,
+            self.pages,
+            self.pages_persisted,
+            self.failures.len(),
+            self.records_persisted,
+            self.records_quarantined
+        )?;
+        for failure in &self.failures {
+            writeln!(f, "  FAILED {}: {}", failure.key, failure.reason)?;
+        }
+        Ok(())
+    }
+}
+
+/// The raw pages of `dataset` in `range`, sorted, with the keys that are
+/// not under a `dt=YYYY-MM-DD` folder as failures. Only `*.json` objects
+/// directly in a `dt=` folder are pages (anything else there, such as a
+/// payload copy, is not an envelope).
+async fn raw_pages(
+    store: &dyn ObjectStore,
+    dataset: &str,
+    range: DateRange,
+) -> Result<(Vec<String>, Vec<ReplayFailure>), ReplayError> {
+    let prefix = format!("raw/{dataset}/");
+    let mut pages = Vec::new();
+    let mut misplaced = Vec::new();
+    for key in store.list(&prefix).await.map_err(ReplayError::List)? {
+        let Some(rest) = key.strip_prefix(&prefix) else { continue };
+        let (folder, file) = rest.split_once('/').unwrap_or(("", rest));
+        if !file.ends_with(".json") || file.contains('/') {
+            continue;
+        }
+        match folder.strip_prefix("dt=").and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok()) {
+            Some(date) if range.contains(date) => pages.push(key),
+            Some(_) => {}
+            None => misplaced.push(ReplayFailure { key, reason: "not under a dt=YYYY-MM-DD folder".into() }),
+        }
+    }
+    Ok((pages, misplaced))
+}
+
+/// Re-drives every raw page of `dataset` in `range` through
+/// [`persist::persist_page`] with `store` as the lake.
+///
+/// # Errors
+/// [`ReplayError`] when the dataset name or range is invalid or the raw
+/// archive cannot be listed. Pages that fail are in
+/// [`ReplaySummary::failures`], not errors.
+pub async fn replay(
+    store: &dyn ObjectStore,
+    dataset: &str,
+    range: DateRange,
+    config: &persist::PersistConfig,
+) -> Result<ReplaySummary, ReplayError> {
+    check_dataset("dataset", dataset)?;
+    if let (Some(from), Some(to)) = (range.from, range.to)
+        && from > to
+    {
+        return Err(ReplayError::Range { from, to });
+    }
+    let (keys, failures) = raw_pages(store, dataset, range).await?;
+    let mut summary = ReplaySummary { dataset: dataset.to_string(), range, failures, ..ReplaySummary::default() };
+    summary.pages = keys.len() as u64 + summary.failures.len() as u64;
+    // Nothing is sent: Persist only queues dead letters, and replay sets no DLQ.
+    let queue = shared::adapters::local::Broker::new();
+    let deps = persist::Deps { store, queue: &queue, run_events: None, config };
+    for key in keys {
+        match replay_page(&key, dataset, deps).await {
+            Ok(receipt) => {
+                summary.pages_persisted += 1;
+                summary.records_persisted += receipt.records_persisted;
+                summary.records_quarantined += receipt.records_quarantined;
+            }
+            Err(reason) => {
+                tracing::warn!(key, reason, "raw page not replayed");
+                summary.failures.push(ReplayFailure { key, reason });
+            }
+        }
+    }
+    Ok(summary)
+}
+
+/// Reads the envelope at `key` and persists it again.
+async fn replay_page(key: &str, dataset: &str, deps: persist::Deps<'_>) -> Result<shared::ledger::PageReceipt, String> {
+    let bytes = deps.store.get(key).await.map_err(|err| err.to_string())?;
+    let message: PersistMessage =
+        serde_json::from_slice(&bytes).map_err(|err| format!("not a persist message: {err}"))?;
+    if message.target.dataset != dataset {
+        return Err(format!("the envelope's target.dataset is {:?}, not {dataset:?}", message.target.dataset));
+    }
+    persist::persist_page(message, deps).await.map_err(|err| err.to_string())
+}
+
+/// Replays `dataset` in the lake directory `lake` with Persist's default
+/// settings (metrics off, no dead-letter queue).
+///
+/// # Errors
+/// [`ReplayError`], or a lake directory that does not exist.
+pub async fn replay_lake(
+    lake: &std::path::Path,
+    dataset: &str,
+    range: DateRange,
+) -> Result<ReplaySummary, ReplayError> {
+    if !lake.is_dir() {
+        return Err(ReplayError::List(PortError::NotFound {
+            what: "lake directory",
+            target: lake.display().to_string(),
+        }));
+    }
+    let store = shared::adapters::local::DirStore::new(lake);
+    replay(&store, dataset, range, &persist::PersistConfig::default()).await
+}
