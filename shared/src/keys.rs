@@ -10,7 +10,10 @@
 //! | what | key |
 //! |---|---|
 //! | Parquet data | `<dataset>/dt=<YYYY-MM-DD>/<pipeline>-<run_id>-<page:05>.parquet` |
+//! | more parts of the page (rotation), other partitions | `<dataset>/<partition>/<pipeline>-<run_id>-<page:05>[-<part:03>].parquet` |
 //! | raw page (the `PersistMessage`, replayable) | `raw/<dataset>/dt=<YYYY-MM-DD>/<pipeline>-<run_id>-<page:05>.json` |
+//! | raw claim-check payload (bytes as received) | `raw/<dataset>/dt=<YYYY-MM-DD>/<pipeline>-<run_id>-<page:05>.payload` |
+//! | the dataset's schema | `_schema/<dataset>.json` |
 //! | quarantined records | `quarantine/<dataset>/dt=<YYYY-MM-DD>/<pipeline>-<run_id>-<page:05>.jsonl` |
 //! | page receipt (counts) | `_runs/<pipeline>/<run_id>/page-<page:05>.json` |
 //! | claim-check payload | `_claims/<pipeline>/<run_id>/page-<page:05>.json` |
@@ -49,6 +52,22 @@ impl PageKey<'_> {
         format!("{}.parquet", self.stem())
     }
 
+    /// Key of part `part` of the page's data in the Hive partition
+    /// `partition` (e.g. `dt=2026-11-29`): part 0 has no suffix, later
+    /// parts (file rotation) end `-001`, `-002`…
+    pub fn data_part(&self, partition: &str, part: u32) -> String {
+        let name = format!("{}-{}-{:05}", self.pipeline, self.run_id, self.page);
+        match part {
+            0 => format!("{}/{partition}/{name}.parquet", self.dataset),
+            n => format!("{}/{partition}/{name}-{n:03}.parquet", self.dataset),
+        }
+    }
+
+    /// Key of the copy of a claim-check payload, kept for replay.
+    pub fn raw_payload(&self) -> String {
+        format!("raw/{}.payload", self.stem())
+    }
+
     /// Key of the page's raw payload (the `PersistMessage` as received).
     pub fn raw(&self) -> String {
         format!("raw/{}.json", self.stem())
@@ -70,6 +89,11 @@ pub fn receipt_key(pipeline: &str, run_id: &RunId, page: u32) -> String {
     format!("{}page-{page:05}.json", receipts_prefix(pipeline, run_id))
 }
 
+/// Key of a dataset's schema (Persist's inferred and declared columns).
+pub fn schema_key(dataset: &str) -> String {
+    format!("_schema/{dataset}.json")
+}
+
 /// Key of a claim-check payload written by Request.
 pub fn claim_key(pipeline: &str, run_id: &RunId, page: u32) -> String {
     format!("_claims/{pipeline}/{run_id}/page-{page:05}.json")
@@ -87,6 +111,11 @@ mod tests {
         assert_eq!(key.data(), "customers/dt=2026-11-29/crm-20261129T060000Z-00003.parquet");
         assert_eq!(key.raw(), "raw/customers/dt=2026-11-29/crm-20261129T060000Z-00003.json");
         assert_eq!(key.quarantine(), "quarantine/customers/dt=2026-11-29/crm-20261129T060000Z-00003.jsonl");
+        assert_eq!(key.data_part("dt=2026-11-29", 0), key.data());
+        assert_eq!(
+            key.data_part("day=2026-11-01/hour=07", 2),
+            "customers/day=2026-11-01/hour=07/crm-20261129T060000Z-00003-002.parquet"
+        );
         let other_pipeline = PageKey { pipeline: "erp", ..key };
         assert_ne!(key.data(), other_pipeline.data(), "two pipelines feeding one dataset never overwrite each other");
         assert_eq!(receipt_key("p", &run, 12), "_runs/p/20261129T060000Z/page-00012.json");

@@ -42,8 +42,10 @@ pub struct PageReceipt {
     pub records_persisted: u64,
     /// Records written to quarantine with a reason.
     pub records_quarantined: u64,
-    /// Parquet object key (absent for an empty page).
-    pub data_key: Option<String>,
+    /// Parquet object keys: one per partition and part (empty when the
+    /// page has no rows).
+    #[serde(default)]
+    pub data_keys: Vec<String>,
     /// Quarantine object key (absent when nothing was quarantined).
     pub quarantine_key: Option<String>,
     /// Raw payload key.
@@ -238,7 +240,7 @@ pub async fn complete_if_done(
     let mut schemas: Vec<&str> = receipts.iter().filter_map(|r| r.schema.as_deref()).collect();
     schemas.sort_unstable();
     schemas.dedup();
-    let mut files: Vec<String> = receipts.iter().filter_map(|r| r.data_key.clone()).collect();
+    let mut files: Vec<String> = receipts.iter().flat_map(|r| r.data_keys.iter().cloned()).collect();
     files.sort();
     let manifest = Manifest {
         pipeline: pipeline.to_string(),
@@ -324,7 +326,7 @@ pub async fn run_totals(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId)
         totals.pages += 1;
         totals.records_persisted += receipt.records_persisted;
         totals.records_quarantined += receipt.records_quarantined;
-        totals.data_keys.extend(receipt.data_key);
+        totals.data_keys.extend(receipt.data_keys);
     }
     Ok(totals)
 }
@@ -345,7 +347,7 @@ mod tests {
             records_in: 10,
             records_persisted: 9,
             records_quarantined: 1,
-            data_key: Some(format!("d/dt=2026-11-29/p-r1-{page:05}.parquet")),
+            data_keys: vec![format!("d/dt=2026-11-29/p-r1-{page:05}.parquet")],
             quarantine_key: None,
             raw_key: String::new(),
             schema: Some(schema.into()),

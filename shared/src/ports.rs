@@ -175,6 +175,51 @@ pub trait ObjectStore: Send + Sync {
     /// # Errors
     /// [`PortError`].
     async fn list(&self, prefix: &str) -> Result<Vec<String>, PortError>;
+
+    /// Writes the object at `key` to the local file `path` (streamed where
+    /// the store can: memory does not grow with the object).
+    ///
+    /// # Errors
+    /// As [`ObjectStore::get`]; [`PortError::Transient`] when the file
+    /// cannot be written.
+    async fn get_to_file(&self, key: &str, path: &std::path::Path) -> Result<u64, PortError> {
+        let body = self.get(key).await?;
+        tokio::fs::write(path, &body).await.map_err(|err| PortError::Transient {
+            operation: "write local file",
+            target: path.display().to_string(),
+            message: err.to_string(),
+        })?;
+        Ok(body.len() as u64)
+    }
+
+    /// Writes the local file `path` at `key` (streamed where the store can).
+    ///
+    /// # Errors
+    /// As [`ObjectStore::put`]; [`PortError::Transient`] when the file
+    /// cannot be read.
+    async fn put_file(&self, key: &str, path: &std::path::Path) -> Result<(), PortError> {
+        let body = tokio::fs::read(path).await.map_err(|err| PortError::Transient {
+            operation: "read local file",
+            target: path.display().to_string(),
+            message: err.to_string(),
+        })?;
+        self.put(key, Bytes::from(body)).await
+    }
+
+    /// Copies the object at `from` to `to` (server-side where the store can).
+    ///
+    /// # Errors
+    /// As [`ObjectStore::get`] and [`ObjectStore::put`].
+    async fn copy(&self, from: &str, to: &str) -> Result<(), PortError> {
+        let body = self.get(from).await?;
+        self.put(to, body).await
+    }
+
+    /// Deletes the object at `key`; deleting a missing object succeeds.
+    ///
+    /// # Errors
+    /// [`PortError`].
+    async fn delete(&self, key: &str) -> Result<(), PortError>;
 }
 
 /// A secret value. Its `Debug` and `Display` never show the value.
@@ -310,6 +355,12 @@ pub struct HttpRequest {
     pub body: Option<Bytes>,
     /// Total time allowed for the call.
     pub timeout: Duration,
+    /// Address ranges beyond public ones the call may connect to (the SSRF
+    /// guard checks the resolved addresses).
+    pub access: crate::adapters::ssrf::NetworkAccess,
+    /// Largest body read, in bytes: reading stops past it with
+    /// [`PortError::TooLarge`]. `None`: no cap.
+    pub max_body_bytes: Option<u64>,
 }
 
 /// An HTTP response.
@@ -326,9 +377,13 @@ pub struct HttpResponse {
 /// Makes HTTP calls.
 #[async_trait]
 pub trait HttpClient: Send + Sync {
-    /// Sends `request` and returns the response, whatever its status.
+    /// Sends `request` and returns the response, whatever its status
+    /// (redirects are returned, not followed).
     ///
     /// # Errors
-    /// [`PortError::Transient`] for time-outs and connection failures.
+    /// [`PortError::Transient`] for time-outs and connection failures;
+    /// [`PortError::Permanent`] (operation `SSRF guard`) for an address the
+    /// request's `access` refuses, naming host and address;
+    /// [`PortError::TooLarge`] for a body past `max_body_bytes`.
     async fn send(&self, request: HttpRequest) -> Result<HttpResponse, PortError>;
 }

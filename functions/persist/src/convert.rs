@@ -1,31 +1,65 @@
-//! JSON objects -> Arrow -> Parquet bytes.
+//! A page's payload -> Parquet files, in two streaming passes.
 //!
-//! The schema is inferred over every record of the page (arrow-json's
-//! inference: an integer and a float in one field widen to Float64; a field
-//! that is a string in some records and a number in others becomes Utf8 with
-//! the numbers kept as text, by `coerce_primitive`). The richer coercion
-//! rules, declared schemas and schema evolution come with the
-//! "Persist, production grade" work.
+//! 1. **Infer**: every record is tokenized and its types merged into the
+//!    page's schema (all records, never a sample — see [`crate::infer`]).
+//!    The page's schema is then evolved onto the dataset's schema from the
+//!    lake, with the declared columns enforced.
+//! 2. **Write**: every record is tokenized again, checked against that
+//!    schema (a record that does not fit is quarantined with the field
+//!    path, expected and found type), routed to its partition and appended
+//!    to Arrow builders; every `batch_rows` rows the builders become a
+//!    record batch written into the partition's Parquet file, whose row
+//!    groups are flushed at `row_group_rows`. A file is closed and the next
+//!    part started at `max_rows` rows or about `max_bytes` bytes.
+//!
+//! Memory: one record's text and tape, [`crate::source::CHUNK_BYTES`] of
+//! input, and per open partition the builders of one batch plus the Parquet
+//! row group in progress. It does not grow with the payload: files go to a
+//! temporary directory, not to memory.
 
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
 use std::sync::Arc;
 
-use arrow_json::ReaderBuilder;
-use arrow_json::reader::infer_json_schema_from_iterator;
-use arrow_schema::ArrowError;
+use arrow_array::RecordBatch;
+use arrow_schema::{Schema, SchemaRef};
+use chrono::NaiveDate;
 use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
 use parquet::errors::ParquetError;
 use parquet::file::properties::WriterProperties;
-use serde_json::Value;
+use shared::contracts::{Compression, Granularity, Partitioning, PayloadFormat, PersistTarget};
+use tempfile::TempPath;
 
-/// Parquet writer settings.
+use crate::build::{Col, Rec};
+use crate::infer::{Ty, root_with_declared};
+use crate::json::{Tape, Tok, unescape};
+use crate::source::{DecodeError, Framer, PageSource};
+
+/// Deepest nesting of objects and arrays a record may have (the record
+/// itself is level 1). Deeper records are quarantined: Athena's Hive DDL
+/// cannot describe such types, and readers recurse per level.
+pub const MAX_NESTING_DEPTH: usize = 32;
+
+/// Partitions one page may write at once; each holds a batch of builders
+/// and a row group in memory. More is an error rather than unbounded memory.
+pub const MAX_OPEN_PARTITIONS: usize = 256;
+
+/// Hive's folder for records without a usable partition value.
+pub const DEFAULT_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
+
+/// Parquet writer settings that are Persist's (the rest is the target's
+/// `files`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct WriterConfig {
     /// zstd level, 1..=22 (default 1: fast, and most of the size gain).
     pub zstd_level: i32,
-    /// Rows per Arrow batch decoded at a time (default 8192).
+    /// Rows per Arrow batch built at a time (default 8192).
     pub batch_rows: usize,
-    /// Rows per Parquet row group at most (default 131072).
+    /// Default rows per Parquet row group when the target does not say
+    /// (default 131072).
     pub row_group_rows: usize,
 }
 
@@ -38,94 +72,428 @@ impl Default for WriterConfig {
 /// A page that could not be converted.
 #[derive(Debug, thiserror::Error)]
 pub enum ConvertError {
-    /// Arrow could not infer a schema or decode a record.
-    #[error("JSON to Arrow: {0}")]
-    Arrow(#[from] ArrowError),
+    /// The payload cannot be read as records.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
     /// The Parquet writer refused the data or its settings.
     #[error("Arrow to Parquet: {0}")]
     Parquet(#[from] ParquetError),
+    /// A temporary file could not be written.
+    #[error("temporary file: {0}")]
+    Io(#[from] std::io::Error),
+    /// The page spans more partitions than [`MAX_OPEN_PARTITIONS`].
+    #[error("the page spans more than {MAX_OPEN_PARTITIONS} partitions of `{field}`; use a coarser granularity")]
+    TooManyPartitions {
+        /// The partition field.
+        field: String,
+    },
 }
 
-/// Converts JSON objects to one Parquet file (bytes), zstd-compressed.
-///
-/// # Errors
-/// [`ConvertError`] when the records cannot be represented (for example a
-/// field that is an empty object in every record) or the settings are
-/// invalid (zstd level outside 1..=22).
-pub fn records_to_parquet(records: &[Value], config: &WriterConfig) -> Result<Vec<u8>, ConvertError> {
-    records_to_parquet_with_schema(records, config).map(|(bytes, _)| bytes)
+/// What the conversion needs besides the payload.
+#[derive(Clone, Copy, Debug)]
+pub struct PageSettings<'a> {
+    /// Dataset, declared columns, partitioning, files.
+    pub target: &'a PersistTarget,
+    /// The dataset's schema in the lake, if any.
+    pub lake_schema: Option<&'a Ty>,
+    /// The run's date (the default partition).
+    pub run_date: NaiveDate,
+    /// Writer settings.
+    pub writer: &'a WriterConfig,
+    /// Where the Parquet and quarantine files are written.
+    pub temp_dir: &'a Path,
 }
 
-/// As [`records_to_parquet`], also returning the Arrow schema inferred.
+/// One Parquet file written.
+#[derive(Debug)]
+pub struct OutputFile {
+    /// Hive partition path, e.g. `dt=2026-11-29` or `dt=2026-11-29/hour=06`.
+    pub partition: String,
+    /// Part number within the partition, from 0.
+    pub part: u32,
+    /// The file (deleted when dropped).
+    pub path: TempPath,
+    /// Rows in it.
+    pub rows: u64,
+    /// Its size in bytes.
+    pub bytes: u64,
+}
+
+/// The records set aside, as JSON lines `{"index", "reason", "record"}`.
+#[derive(Debug)]
+pub struct QuarantineFile {
+    /// The file (deleted when dropped).
+    pub path: TempPath,
+    /// How many records.
+    pub records: u64,
+    /// Up to five distinct reasons, for logs and alerts.
+    pub sample_reasons: Vec<String>,
+}
+
+/// The result of converting a page.
+#[derive(Debug)]
+pub struct PageOutput {
+    /// Parquet files, by partition and part.
+    pub files: Vec<OutputFile>,
+    /// Quarantined records, if any.
+    pub quarantine: Option<QuarantineFile>,
+    /// Records in the payload.
+    pub records_in: u64,
+    /// Rows written to Parquet.
+    pub rows_written: u64,
+    /// Payload bytes read (after decompression).
+    pub input_bytes: u64,
+    /// The dataset's schema after this page (to keep in the lake).
+    pub schema: Ty,
+    /// The Arrow schema of the files written.
+    pub arrow_schema: SchemaRef,
+    /// Changes of the dataset's schema this page could not make (its
+    /// records that needed them are quarantined).
+    pub conflicts: Vec<String>,
+}
+
+impl PageOutput {
+    /// Records quarantined.
+    pub fn quarantined(&self) -> u64 {
+        self.quarantine.as_ref().map_or(0, |q| q.records)
+    }
+}
+
+fn syntax(framer_index: u64, offset: u64, err: crate::json::SyntaxError) -> ConvertError {
+    ConvertError::Decode(DecodeError::Record {
+        index: framer_index,
+        offset: offset + err.offset as u64,
+        message: format!("invalid JSON: {}", err.message),
+    })
+}
+
+/// Infers the page's schema over all its records (pass 1).
 ///
 /// # Errors
-/// As [`records_to_parquet`].
-pub fn records_to_parquet_with_schema(
-    records: &[Value],
-    config: &WriterConfig,
-) -> Result<(Vec<u8>, arrow_schema::SchemaRef), ConvertError> {
-    let schema = Arc::new(infer_json_schema_from_iterator(records.iter().map(Ok::<_, ArrowError>))?);
-    let properties = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(config.zstd_level)?))
-        .set_max_row_group_row_count(Some(config.row_group_rows.max(1)))
-        .build();
-    let mut writer = ArrowWriter::try_new(Vec::new(), schema.clone(), Some(properties))?;
-    let mut decoder = ReaderBuilder::new(schema.clone())
-        .with_batch_size(config.batch_rows.max(1))
-        .with_coerce_primitive(true)
-        .build_decoder()?;
-    for chunk in records.chunks(config.batch_rows.max(1)) {
-        decoder.serialize(chunk)?;
-        while let Some(batch) = decoder.flush()? {
-            writer.write(&batch)?;
+/// [`ConvertError::Decode`] for unreadable payloads and invalid JSON.
+pub fn infer_page(source: &PageSource, format: &PayloadFormat, target: &PersistTarget) -> Result<Ty, ConvertError> {
+    let mut framer = Framer::open(source, format)?;
+    let mut root = root_with_declared(&target.schema);
+    let mut tape = Tape::default();
+    let mut scratch = String::new();
+    loop {
+        let (index, offset) = (framer.records_read(), framer.bytes_read());
+        let Some(text) = framer.next_record()? else { break };
+        tape.parse(text).map_err(|e| syntax(index, offset, e))?;
+        if matches!(tape.toks[0], Tok::Obj { .. }) && tape.depth <= MAX_NESTING_DEPTH {
+            root.absorb(text, &tape, 0, &mut scratch);
         }
     }
-    Ok((writer.into_inner()?, schema))
+    Ok(root)
+}
+
+/// Converts a page: infers, evolves, checks, partitions and writes.
+///
+/// # Errors
+/// [`ConvertError`]: unreadable payload or invalid JSON (the page fails as
+/// a whole, permanently), too many partitions, writer or disk failures.
+pub fn convert_page(
+    source: &PageSource,
+    format: &PayloadFormat,
+    settings: PageSettings<'_>,
+) -> Result<PageOutput, ConvertError> {
+    let page_ty = infer_page(source, format, settings.target)?;
+    let mut conflicts = Vec::new();
+    let schema = match settings.lake_schema {
+        Some(lake) => lake.evolve(&page_ty, "", &mut conflicts),
+        None => page_ty,
+    };
+    let checker = Col::new(&schema);
+    let arrow_schema = Arc::new(Schema::new(checker.arrow_fields()));
+    let properties = writer_properties(settings)?;
+    let no_columns = arrow_schema.fields().is_empty();
+    let mut partitions: HashMap<String, PartWriter> = HashMap::new();
+    let mut quarantine = Quarantine::new(settings.temp_dir)?;
+
+    let mut framer = Framer::open(source, format)?;
+    let mut tape = Tape::default();
+    let mut scratch = String::new();
+    let mut path = String::new();
+    let mut rows_written = 0;
+    loop {
+        let (index, offset) = (framer.records_read(), framer.bytes_read());
+        let Some(text) = framer.next_record()? else { break };
+        tape.parse(text).map_err(|e| syntax(index, offset, e))?;
+        let rec = Rec { text, tape: &tape };
+        if !matches!(tape.toks[0], Tok::Obj { .. }) {
+            let kind = crate::json::kind_name(&tape.toks[0]);
+            quarantine.add(index, &format!("record {index} is {kind}, not a JSON object"), text)?;
+            continue;
+        }
+        if tape.depth > MAX_NESTING_DEPTH {
+            let reason = format!("record {index} is nested {} levels deep, more than {MAX_NESTING_DEPTH}", tape.depth);
+            quarantine.add(index, &reason, text)?;
+            continue;
+        }
+        path.clear();
+        if let Err(violation) = checker.check(rec, 0, &mut path, &mut scratch) {
+            quarantine.add(index, &format!("record {index}: {violation}"), text)?;
+            continue;
+        }
+        if no_columns {
+            // Only `{}` records: nothing to write as columns; counted as written.
+            rows_written += 1;
+            continue;
+        }
+        let partition = partition_of(&settings.target.partition, rec, settings.run_date, &mut scratch);
+        if !partitions.contains_key(&partition) && partitions.len() >= MAX_OPEN_PARTITIONS {
+            let Partitioning::Field { field, .. } = &settings.target.partition else { unreachable!("one partition") };
+            return Err(ConvertError::TooManyPartitions { field: field.clone() });
+        }
+        let writer = partitions.entry(partition).or_insert_with_key(|partition| PartWriter {
+            partition: partition.clone(),
+            col: Col::new(&schema),
+            pending: 0,
+            file: None,
+            part: 0,
+            rows_in_file: 0,
+            done: Vec::new(),
+        });
+        writer.col.append(rec, 0, &mut scratch);
+        writer.pending += 1;
+        rows_written += 1;
+        let limit = settings.target.files.max_rows.map_or(u64::MAX, |max| max - writer.rows_in_file);
+        if writer.pending >= settings.writer.batch_rows.max(1) || writer.pending as u64 >= limit {
+            writer.flush(settings, &arrow_schema, &properties)?;
+        }
+    }
+    let mut files = Vec::new();
+    let mut writers: Vec<PartWriter> = partitions.into_values().collect();
+    writers.sort_by(|a, b| a.partition.cmp(&b.partition));
+    for mut writer in writers {
+        writer.flush(settings, &arrow_schema, &properties)?;
+        writer.close()?;
+        files.append(&mut writer.done);
+    }
+    Ok(PageOutput {
+        files,
+        quarantine: quarantine.finish()?,
+        records_in: framer.records_read(),
+        rows_written,
+        input_bytes: framer.bytes_read(),
+        schema,
+        arrow_schema,
+        conflicts,
+    })
+}
+
+fn writer_properties(settings: PageSettings<'_>) -> Result<WriterProperties, ConvertError> {
+    let compression = match settings.target.files.compression {
+        Compression::Zstd => ParquetCompression::ZSTD(ZstdLevel::try_new(settings.writer.zstd_level)?),
+        Compression::Snappy => ParquetCompression::SNAPPY,
+    };
+    let row_group_rows = settings.target.files.row_group_rows.max(1) as usize;
+    Ok(WriterProperties::builder()
+        .set_compression(compression)
+        .set_max_row_group_row_count(Some(row_group_rows))
+        .build())
+}
+
+struct PartWriter {
+    partition: String,
+    col: Col,
+    pending: usize,
+    file: Option<(ArrowWriter<File>, TempPath)>,
+    part: u32,
+    rows_in_file: u64,
+    done: Vec<OutputFile>,
+}
+
+impl PartWriter {
+    fn flush(
+        &mut self,
+        settings: PageSettings<'_>,
+        schema: &SchemaRef,
+        properties: &WriterProperties,
+    ) -> Result<(), ConvertError> {
+        if self.pending == 0 {
+            return Ok(());
+        }
+        let batch = RecordBatch::from(self.col.finish_struct());
+        self.pending = 0;
+        if self.file.is_none() {
+            let (file, path) = tempfile::NamedTempFile::new_in(settings.temp_dir)?.into_parts();
+            self.file = Some((ArrowWriter::try_new(file, schema.clone(), Some(properties.clone()))?, path));
+        }
+        let Some((writer, _)) = self.file.as_mut() else { return Ok(()) };
+        writer.write(&batch)?;
+        self.rows_in_file += batch.num_rows() as u64;
+        let files = &settings.target.files;
+        let full_rows = files.max_rows.is_some_and(|max| self.rows_in_file >= max);
+        let full_bytes =
+            files.max_bytes.is_some_and(|max| (writer.bytes_written() + writer.in_progress_size()) as u64 >= max);
+        if full_rows || full_bytes {
+            self.close()?;
+        }
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<(), ConvertError> {
+        if let Some((writer, path)) = self.file.take() {
+            writer.close()?;
+            let bytes = std::fs::metadata(&path)?.len();
+            self.done.push(OutputFile {
+                partition: self.partition.clone(),
+                part: self.part,
+                path,
+                rows: self.rows_in_file,
+                bytes,
+            });
+            self.part += 1;
+            self.rows_in_file = 0;
+        }
+        Ok(())
+    }
+}
+
+struct Quarantine<'a> {
+    dir: &'a Path,
+    file: Option<(BufWriter<File>, TempPath)>,
+    records: u64,
+    sample_reasons: Vec<String>,
+}
+
+impl<'a> Quarantine<'a> {
+    fn new(dir: &'a Path) -> Result<Self, ConvertError> {
+        Ok(Quarantine { dir, file: None, records: 0, sample_reasons: Vec::new() })
+    }
+
+    fn add(&mut self, index: u64, reason: &str, record: &str) -> Result<(), ConvertError> {
+        if self.file.is_none() {
+            let (file, path) = tempfile::NamedTempFile::new_in(self.dir)?.into_parts();
+            self.file = Some((BufWriter::new(file), path));
+        }
+        let Some((out, _)) = self.file.as_mut() else { return Ok(()) };
+        let reason_json = serde_json::to_string(reason).unwrap_or_else(|_| "\"?\"".into());
+        writeln!(out, "{{\"index\":{index},\"reason\":{reason_json},\"record\":{}}}", record.trim())?;
+        self.records += 1;
+        if self.sample_reasons.len() < 5 {
+            self.sample_reasons.push(reason.to_string());
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Option<QuarantineFile>, ConvertError> {
+        let Some((mut out, path)) = self.file else { return Ok(None) };
+        out.flush()?;
+        Ok(Some(QuarantineFile { path, records: self.records, sample_reasons: self.sample_reasons }))
+    }
+}
+
+/// The Hive partition path of a record.
+pub fn partition_of(partitioning: &Partitioning, rec: Rec<'_>, run_date: NaiveDate, scratch: &mut String) -> String {
+    let Partitioning::Field { field, granularity, column } = partitioning else {
+        return format!("dt={run_date}");
+    };
+    let value = lookup(rec, field, scratch);
+    let timestamp = |value: &Tok, scratch: &mut String| -> Option<chrono::DateTime<chrono::Utc>> {
+        match *value {
+            Tok::Str { start, end, escaped } => {
+                crate::build::parse_timestamp(unescape(rec.text, start, end, escaped, scratch).ok()?)
+            }
+            Tok::Num { start, end, .. } => {
+                let n: f64 = rec.text[start as usize..end as usize].parse().ok()?;
+                // Epoch seconds, or milliseconds when the number is too large for seconds.
+                let millis = if n.abs() < 1e11 { n * 1000.0 } else { n };
+                chrono::DateTime::from_timestamp_millis(millis as i64)
+            }
+            _ => None,
+        }
+    };
+    match (granularity, value) {
+        (Granularity::Day, Some(tok)) => match timestamp(&tok, scratch) {
+            Some(t) => format!("{column}={}", t.format("%Y-%m-%d")),
+            None => format!("{column}={DEFAULT_PARTITION}"),
+        },
+        (Granularity::Hour, Some(tok)) => match timestamp(&tok, scratch) {
+            Some(t) => format!("{column}={}/hour={}", t.format("%Y-%m-%d"), t.format("%H")),
+            None => format!("{column}={DEFAULT_PARTITION}/hour={DEFAULT_PARTITION}"),
+        },
+        (Granularity::Value, Some(Tok::Str { start, end, escaped })) => {
+            let text = unescape(rec.text, start, end, escaped, scratch).unwrap_or("").to_string();
+            format!("{column}={}", sanitize_partition_value(&text))
+        }
+        (Granularity::Value, Some(tok @ (Tok::Num { .. } | Tok::Bool(_)))) => {
+            let raw = match tok {
+                Tok::Num { start, end, .. } => rec.text[start as usize..end as usize].to_string(),
+                Tok::Bool(b) => b.to_string(),
+                _ => String::new(),
+            };
+            format!("{column}={}", sanitize_partition_value(&raw))
+        }
+        (Granularity::Hour, None) => format!("{column}={DEFAULT_PARTITION}/hour={DEFAULT_PARTITION}"),
+        _ => format!("{column}={DEFAULT_PARTITION}"),
+    }
+}
+
+fn lookup(rec: Rec<'_>, pointer: &str, scratch: &mut String) -> Option<Tok> {
+    let mut idx = 0;
+    for segment in pointer.strip_prefix('/')?.split('/') {
+        let segment = segment.replace("~1", "/").replace("~0", "~");
+        let Tok::Obj { end, .. } = rec.tape.toks[idx] else { return None };
+        let mut i = idx + 1;
+        let mut found = None;
+        while i < end as usize {
+            let Tok::Str { start, end: key_end, escaped } = rec.tape.toks[i] else { return None };
+            if unescape(rec.text, start, key_end, escaped, scratch).ok()? == segment {
+                found = Some(i + 1);
+                break;
+            }
+            i = rec.tape.skip(i + 1);
+        }
+        idx = found?;
+    }
+    match rec.tape.toks[idx] {
+        Tok::Null => None,
+        tok => Some(tok),
+    }
+}
+
+/// A partition value made safe as one S3 key segment: characters other
+/// than `A-Z a-z 0-9 . _ -` (so `/`, `=`, `..`'s meaning, spaces and
+/// control characters) are percent-encoded as Hive does, `.` and `..`
+/// alone are encoded too, an empty value is Hive's default partition, and
+/// values longer than 128 bytes are cut (at a character boundary).
+pub fn sanitize_partition_value(value: &str) -> String {
+    if value.is_empty() {
+        return DEFAULT_PARTITION.into();
+    }
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+            out.push(c);
+        } else {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+        if out.len() >= 128 {
+            break;
+        }
+    }
+    if out.chars().all(|c| c == '.') {
+        return out.replace('.', "%2E");
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
-    use arrow_array::Array;
-    use arrow_array::cast::AsArray;
-    use arrow_array::types::{Float64Type, Int64Type};
-    use bytes::Bytes;
-    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-    use serde_json::json;
-
     use super::*;
 
-    fn read_back(bytes: Vec<u8>) -> arrow_array::RecordBatch {
-        let reader =
-            ParquetRecordBatchReaderBuilder::try_new(Bytes::from(bytes)).expect("parquet").build().expect("reader");
-        let batches: Vec<_> = reader.collect::<Result<_, _>>().expect("batches");
-        arrow_select_concat(&batches)
-    }
-
-    fn arrow_select_concat(batches: &[arrow_array::RecordBatch]) -> arrow_array::RecordBatch {
-        assert_eq!(batches.len(), 1, "small pages fit one batch");
-        batches[0].clone()
-    }
-
     #[test]
-    fn mixed_numbers_nested_objects_and_late_keys_round_trip() {
-        let records = vec![
-            json!({"id": 1, "amount": 10, "address": {"city": "Recife"}, "tags": ["a"]}),
-            json!({"id": 2, "amount": 10.5, "address": {"city": "Natal"}, "tags": []}),
-            json!({"id": 3, "amount": null, "address": null, "tags": ["b", "c"], "late": "x"}),
-        ];
-        let batch = read_back(records_to_parquet(&records, &WriterConfig::default()).expect("convert"));
-        assert_eq!(batch.num_rows(), 3);
-        let ids = batch.column_by_name("id").expect("id").as_primitive::<Int64Type>();
-        assert_eq!(ids.values(), &[1, 2, 3]);
-        let amounts = batch.column_by_name("amount").expect("amount").as_primitive::<Float64Type>();
-        assert_eq!((amounts.value(0), amounts.value(1), amounts.is_null(2)), (10.0, 10.5, true));
-        let late = batch.column_by_name("late").expect("late key inferred from the last record").as_string::<i32>();
-        assert!(late.is_null(0) && late.value(2) == "x");
-    }
-
-    #[test]
-    fn bad_zstd_level_is_an_error_not_a_panic() {
-        let config = WriterConfig { zstd_level: 99, ..WriterConfig::default() };
-        assert!(records_to_parquet(&[json!({"a": 1})], &config).is_err());
+    fn partition_values_are_safe_key_segments() {
+        assert_eq!(sanitize_partition_value("BR/SP"), "BR%2FSP");
+        assert_eq!(sanitize_partition_value(".."), "%2E%2E");
+        assert_eq!(sanitize_partition_value("a b=\u{7}"), "a%20b%3D%07");
+        assert_eq!(sanitize_partition_value("São"), "S%C3%A3o");
+        assert_eq!(sanitize_partition_value(""), DEFAULT_PARTITION);
+        assert!(sanitize_partition_value(&"x".repeat(500)).len() <= 128);
     }
 }

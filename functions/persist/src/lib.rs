@@ -11,22 +11,35 @@
 //! Keys (see `shared::keys`): `<dataset>/dt=<run_date>/<pipeline>-<run_id>-<page>.parquet`
 //! — a redelivered message overwrites the same objects.
 
+mod build;
 mod convert;
+mod infer;
+mod json;
 pub mod page;
+pub use page::{ConvertStats, convert_to_writer, records_to_parquet};
+mod source;
 
-pub use convert::{ConvertError, WriterConfig, records_to_parquet, records_to_parquet_with_schema};
+pub use build::{Violation, parse_decimal, parse_timestamp};
+pub use convert::{
+    ConvertError, DEFAULT_PARTITION, MAX_OPEN_PARTITIONS, OutputFile, PageOutput, PageSettings, QuarantineFile,
+    WriterConfig, convert_page, infer_page, sanitize_partition_value,
+};
+pub use infer::{Fields, Ty};
+pub use json::{SyntaxError, Tape, Tok};
+pub use source::{CHUNK_BYTES, DecodeError, Framer, PageSource};
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use bytes::Bytes;
 use serde_json::Value;
 
 use shared::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
+use shared::contracts::PayloadFormat;
 use shared::contracts::{Payload, PersistMessage};
 use shared::keys;
 use shared::ledger::{self, PageReceipt};
 use shared::metrics::{self, Metrics, MetricsTarget};
-use shared::ports::{ObjectStore, PortError, QueueSender};
-use shared::spec::{SpecError, check_dataset, check_name};
+use shared::ports::{ObjectStore, PortError, QueueMessage, QueueSender};
+use shared::spec::{SpecError, check_name};
 
 /// Persist's settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -121,104 +134,146 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
     .await
 }
 
-/// A record set aside with the reason.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Quarantined {
-    /// Position in the page.
-    pub index: usize,
-    /// Why it was not persisted.
-    pub reason: String,
-    /// The record as received.
-    pub record: Value,
-}
-
 /// Persists one page and returns its receipt.
 ///
+/// Steps: keep the raw page (the message as received under `raw/`, and for
+/// a claim check a copy of the payload, so replay never depends on the
+/// claim-check object's lifetime); read the dataset's schema from
+/// `_schema/<dataset>.json`; convert (see [`convert_page`]) on a blocking
+/// thread, the payload spilled to a temporary file first; put every
+/// Parquet part and the quarantine file; delete parts an earlier delivery
+/// of this page wrote that this one did not (so a redelivery never leaves
+/// duplicates); widen the dataset's schema; write the receipt; complete the
+/// run when this was its last page.
+///
+/// Records whose values the dataset's schema cannot take (an incompatible
+/// change) are quarantined and a dead letter with the reason goes to the
+/// DLQ, so Notify alerts, while the rest of the page is persisted.
+///
 /// # Errors
-/// [`PersistError`]: invalid names, unreadable claim checks and conversion
-/// failures are permanent (the message is dead-lettered with an alert after
-/// `maxReceiveCount`, its raw payload already kept); store failures are
-/// transient.
+/// [`PersistError`]: invalid names, unreadable or missing claim checks,
+/// invalid JSON and conversion failures are permanent (the message is
+/// dead-lettered with an alert, its raw payload already kept); store
+/// failures are transient.
 #[tracing::instrument(skip_all, fields(pipeline = %message.pipeline, run_id = %message.run_id, page = message.page.index))]
 pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<PageReceipt, PersistError> {
     check_name("pipeline", &message.pipeline)?;
-    check_dataset("target.dataset", &message.target.dataset)?;
+    message.target.validate("target")?;
     let dataset = message.target.dataset.clone();
-    let pipeline = message.pipeline.clone();
     let (run_id, run_date, page) = (message.run_id.clone(), message.run_date, message.page);
-
-    let records = load_records(&message.payload, deps.store).await?;
     let page_key =
-        keys::PageKey { dataset: &dataset, run_date, pipeline: &pipeline, run_id: &run_id, page: page.index };
+        keys::PageKey { dataset: &dataset, run_date, pipeline: &message.pipeline, run_id: &run_id, page: page.index };
     let raw_key = page_key.raw();
-    let raw = PersistMessage { payload: Payload::Inline { records }, ..message };
-    let raw_bytes = serde_json::to_vec(&raw).map_err(|err| PortError::Permanent {
-        operation: "encode raw page",
-        target: raw_key.clone(),
-        message: err.to_string(),
-    })?;
+    let temp_dir = tempfile::tempdir().map_err(|err| local_error("create temporary folder", &err))?;
+
+    // 1. The payload, and the raw page kept for replay.
+    let (source, format, raw) = match &message.payload {
+        Payload::Inline { records } => {
+            let bytes = serde_json::to_vec(records).map_err(|err| encode_error("encode records", &raw_key, &err))?;
+            (PageSource::Bytes(Bytes::from(bytes)), PayloadFormat::default(), message.clone())
+        }
+        Payload::Object { key, format } => {
+            let local = temp_dir.path().join("payload");
+            deps.store.get_to_file(key, &local).await.map_err(|err| match err {
+                PortError::NotFound { .. } => PersistError::Claim {
+                    key: key.clone(),
+                    problem: "does not exist (expired or never written)".into(),
+                },
+                other => PersistError::Store(other),
+            })?;
+            let raw_payload = page_key.raw_payload();
+            if *key != raw_payload {
+                deps.store.put_file(&raw_payload, &local).await?;
+            }
+            let payload = Payload::Object { key: raw_payload, format: format.clone() };
+            (PageSource::File(local), format.clone(), PersistMessage { payload, ..message.clone() })
+        }
+    };
+    let raw_bytes = serde_json::to_vec(&raw).map_err(|err| encode_error("encode raw page", &raw_key, &err))?;
     deps.store.put(&raw_key, Bytes::from(raw_bytes)).await?;
-    let Payload::Inline { records } = raw.payload else {
-        return Err(PersistError::Claim { key: raw_key, problem: "internal: raw payload not inline".into() });
+
+    // 2. The dataset's schema, then the conversion.
+    let schema_key = keys::schema_key(&dataset);
+    let lake_schema = read_schema(deps.store, &schema_key).await?;
+    let target = message.target.clone();
+    let writer = deps.config.writer.clone();
+    let dir = temp_dir.path().to_path_buf();
+    let lake = lake_schema.clone();
+    let converted = tokio::task::spawn_blocking(move || {
+        let settings =
+            PageSettings { target: &target, lake_schema: lake.as_ref(), run_date, writer: &writer, temp_dir: &dir };
+        convert_page(&source, &format, settings)
+    })
+    .await
+    .map_err(|err| PersistError::Claim { key: raw_key.clone(), problem: format!("conversion panicked: {err}") })?;
+    let output =
+        converted.map_err(|source| PersistError::Convert { dataset: dataset.clone(), page: page.index, source })?;
+
+    // 3. Files, stale parts of an earlier delivery, quarantine.
+    let mut data_keys = Vec::with_capacity(output.files.len());
+    let mut parquet_bytes = 0;
+    for file in &output.files {
+        let key = page_key.data_part(&file.partition, file.part);
+        deps.store.put_file(&key, &file.path).await?;
+        parquet_bytes += file.bytes;
+        data_keys.push(key);
+    }
+    let receipt_key = keys::receipt_key(&message.pipeline, &run_id, page.index);
+    if let Ok(previous) = deps.store.get(&receipt_key).await
+        && let Ok(previous) = serde_json::from_slice::<PageReceipt>(&previous)
+    {
+        for stale in previous.data_keys.iter().filter(|k| !data_keys.contains(k)) {
+            tracing::info!(key = %stale, "deleting a part an earlier delivery of this page wrote");
+            deps.store.delete(stale).await?;
+        }
+    }
+    let quarantine_key = match &output.quarantine {
+        None => None,
+        Some(quarantine) => {
+            let key = page_key.quarantine();
+            deps.store.put_file(&key, &quarantine.path).await?;
+            tracing::warn!(quarantined = quarantine.records, key, reasons = ?quarantine.sample_reasons, "records quarantined");
+            Some(key)
+        }
     };
 
-    let records_in = records.len() as u64;
-    let (objects, quarantined) = split_records(records);
-    let mut parquet_bytes = 0;
-    let mut schema = None;
-    let data_key = if objects.is_empty() {
-        None
-    } else {
-        let converted = records_to_parquet_with_schema(&objects, &deps.config.writer);
-        let (parquet, arrow_schema) =
-            converted.map_err(|source| PersistError::Convert { dataset: dataset.clone(), page: page.index, source })?;
-        parquet_bytes = parquet.len() as u64;
-        schema = Some(format!("{:?}", arrow_schema.fields()));
-        let key = page_key.data();
-        deps.store.put(&key, Bytes::from(parquet)).await?;
-        Some(key)
-    };
-    let quarantine_key = if quarantined.is_empty() {
-        None
-    } else {
-        let key = page_key.quarantine();
-        let mut lines = Vec::new();
-        for entry in &quarantined {
-            serde_json::to_writer(&mut lines, entry).map_err(|err| PortError::Permanent {
-                operation: "encode quarantine",
-                target: key.clone(),
-                message: err.to_string(),
-            })?;
-            lines.push(b'\n');
-        }
-        deps.store.put(&key, Bytes::from(lines)).await?;
-        tracing::warn!(quarantined = quarantined.len(), key, "records quarantined");
-        Some(key)
-    };
+    // 4. The dataset's schema, widened.
+    if lake_schema.as_ref() != Some(&output.schema) {
+        write_schema(deps.store, &schema_key, &output.schema).await?;
+    }
+    if !output.conflicts.is_empty() && output.quarantined() > 0 {
+        alert_schema_conflict(&raw, &output, quarantine_key.as_deref(), deps).await?;
+    }
+
+    // 5. Receipt, run completion, metrics.
     let receipt = PageReceipt {
-        pipeline: raw.pipeline.clone(),
+        pipeline: message.pipeline.clone(),
         run_id: run_id.clone(),
         run_date,
-        dataset,
+        dataset: dataset.clone(),
         page: page.index,
         page_count: page.count,
-        records_in,
-        records_persisted: objects.len() as u64,
-        records_quarantined: quarantined.len() as u64,
-        data_key,
+        records_in: output.records_in,
+        records_persisted: output.rows_written,
+        records_quarantined: output.quarantined(),
+        data_keys,
         quarantine_key,
-        raw_key,
-        schema,
+        raw_key: page_key.raw(),
+        schema: (output.rows_written > 0).then(|| format!("{:?}", output.arrow_schema.fields())),
     };
-    let receipt_key = keys::receipt_key(&raw.pipeline, &run_id, page.index);
-    let receipt_bytes = serde_json::to_vec(&receipt).map_err(|err| PortError::Permanent {
-        operation: "encode receipt",
-        target: receipt_key.clone(),
-        message: err.to_string(),
-    })?;
+    let receipt_bytes =
+        serde_json::to_vec(&receipt).map_err(|err| encode_error("encode receipt", &receipt_key, &err))?;
     deps.store.put(&receipt_key, Bytes::from(receipt_bytes)).await?;
-    ledger::RunLedger { store: deps.store, events: deps.run_events }.complete_if_done(&raw.pipeline, &run_id).await?;
-    tracing::info!(records = receipt.records_persisted, quarantined = receipt.records_quarantined, "page persisted");
+    ledger::RunLedger { store: deps.store, events: deps.run_events }
+        .complete_if_done(&message.pipeline, &run_id)
+        .await?;
+    tracing::info!(
+        records = receipt.records_persisted,
+        quarantined = receipt.records_quarantined,
+        files = receipt.data_keys.len(),
+        input_bytes = output.input_bytes,
+        "page persisted"
+    );
     let mut emf = Metrics::new("persist", &receipt.pipeline);
     emf.count(metrics::RECORDS_PERSISTED, receipt.records_persisted);
     emf.count(metrics::RECORDS_QUARANTINED, receipt.records_quarantined);
@@ -230,111 +285,96 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
     Ok(receipt)
 }
 
-/// Nesting depth of a JSON value (a scalar is 0, `{}` and `[]` are 1),
-/// computed without recursion so any depth is safe to measure.
-pub fn nesting_depth(value: &Value) -> usize {
-    let mut deepest = 0;
-    let mut stack = vec![(value, 1usize)];
-    while let Some((value, depth)) = stack.pop() {
-        match value {
-            Value::Object(map) => {
-                deepest = deepest.max(depth);
-                stack.extend(map.values().map(|v| (v, depth + 1)));
-            }
-            Value::Array(items) => {
-                deepest = deepest.max(depth);
-                stack.extend(items.iter().map(|v| (v, depth + 1)));
-            }
-            _ => {}
-        }
-    }
-    deepest
+fn local_error(operation: &'static str, err: &std::io::Error) -> PersistError {
+    PersistError::Store(PortError::Transient {
+        operation,
+        target: std::env::temp_dir().display().to_string(),
+        message: err.to_string(),
+    })
 }
 
-/// The page's records: inline, or the JSON array stored at a claim-check key.
+fn encode_error(operation: &'static str, key: &str, err: &serde_json::Error) -> PersistError {
+    PersistError::Store(PortError::Permanent { operation, target: key.to_string(), message: err.to_string() })
+}
+
+/// The dataset's schema from the lake (`None` before its first page).
 ///
 /// # Errors
-/// [`PersistError::Store`] when the object cannot be read (not found is
-/// permanent); [`PersistError::Claim`] when it is not a JSON array.
-pub async fn load_records(payload: &Payload, store: &dyn ObjectStore) -> Result<Vec<Value>, PersistError> {
-    match payload {
-        Payload::Inline { records } => Ok(records.clone()),
-        Payload::Object { key, .. } => {
-            let bytes = store.get(key).await?;
-            match serde_json::from_slice::<Value>(&bytes) {
-                Ok(Value::Array(records)) => Ok(records),
-                Ok(_) => {
-                    Err(PersistError::Claim { key: key.clone(), problem: "is JSON but not an array of records".into() })
-                }
-                Err(err) => Err(PersistError::Claim { key: key.clone(), problem: format!("is not JSON: {err}") }),
+/// [`PersistError::Store`] when it cannot be read, or is not a schema
+/// (permanent: someone wrote it by hand; fix or delete the object).
+pub async fn read_schema(store: &dyn ObjectStore, key: &str) -> Result<Option<Ty>, PersistError> {
+    match store.get(key).await {
+        Ok(bytes) => {
+            serde_json::from_slice(&bytes).map(Some).map_err(|err| encode_error("read dataset schema", key, &err))
+        }
+        Err(PortError::NotFound { .. }) => Ok(None),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Widens the dataset's schema at `key` with `schema`: read, merge, write,
+/// then read again and merge once more if a concurrent page wrote in
+/// between (the merge only adds and widens, so retrying converges).
+///
+/// # Errors
+/// [`PersistError::Store`].
+pub async fn write_schema(store: &dyn ObjectStore, key: &str, schema: &Ty) -> Result<(), PersistError> {
+    let mut wanted = schema.clone();
+    for _ in 0..3 {
+        let current = read_schema(store, key).await?;
+        let merged = match &current {
+            Some(current) => current.evolve(&wanted, "", &mut Vec::new()),
+            None => wanted.clone(),
+        };
+        if current.as_ref() == Some(&merged) {
+            return Ok(());
+        }
+        let bytes =
+            serde_json::to_vec_pretty(&merged).map_err(|err| encode_error("encode dataset schema", key, &err))?;
+        store.put(key, Bytes::from(bytes)).await?;
+        wanted = merged;
+    }
+    Ok(())
+}
+
+async fn alert_schema_conflict(
+    raw: &PersistMessage,
+    output: &PageOutput,
+    quarantine_key: Option<&str>,
+    deps: Deps<'_>,
+) -> Result<(), PersistError> {
+    let reason = format!(
+        "dataset {} cannot take this page's types ({}); {} records quarantined in {}",
+        raw.target.dataset,
+        output.conflicts.join("; "),
+        output.quarantined(),
+        quarantine_key.unwrap_or("quarantine/")
+    );
+    tracing::error!(%reason, "incompatible schema change");
+    let Some(target) = &deps.config.dead_letter else { return Ok(()) };
+    let mut envelope = raw.clone();
+    if let Payload::Inline { .. } = envelope.payload {
+        envelope.payload = Payload::Object {
+            key: keys::PageKey {
+                dataset: &raw.target.dataset,
+                run_date: raw.run_date,
+                pipeline: &raw.pipeline,
+                run_id: &raw.run_id,
+                page: raw.page.index,
             }
-        }
+            .raw(),
+            format: PayloadFormat::default(),
+        };
     }
-}
-
-/// Deepest nesting of objects and arrays a record may have (the record
-/// itself is level 1). Deeper records are quarantined: the Arrow/Parquet
-/// writers recurse per level, and Athena's Hive DDL cannot describe such
-/// types anyway.
-pub const MAX_NESTING_DEPTH: usize = 32;
-
-/// Splits records into JSON objects (persisted) and everything else —
-/// non-objects and records nested deeper than [`MAX_NESTING_DEPTH`] —
-/// (quarantined with the reason).
-pub fn split_records(records: Vec<Value>) -> (Vec<Value>, Vec<Quarantined>) {
-    let mut objects = Vec::with_capacity(records.len());
-    let mut quarantined = Vec::new();
-    for (index, record) in records.into_iter().enumerate() {
-        let depth = nesting_depth(&record);
-        if record.is_object() && depth > MAX_NESTING_DEPTH {
-            let reason = format!("record {index} is nested {depth} levels deep, more than {MAX_NESTING_DEPTH}");
-            quarantined.push(Quarantined { index, reason, record });
-        } else if record.is_object() {
-            objects.push(record);
-        } else {
-            let kind = shared::json::kind_of(&record);
-            quarantined.push(Quarantined {
-                index,
-                reason: format!("record {index} is {kind}, not a JSON object"),
-                record,
-            });
-        }
-    }
-    (objects, quarantined)
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn nested(depth: usize) -> Value {
-        let mut value = json!(1);
-        for _ in 0..depth {
-            value = json!({ "x": value });
-        }
-        value
-    }
-
-    #[test]
-    fn depth_is_measured_without_recursion() {
-        assert_eq!(nesting_depth(&json!(1)), 0);
-        assert_eq!(nesting_depth(&json!({})), 1);
-        assert_eq!(nesting_depth(&json!({"a": [1, {"b": []}]})), 4);
-        // serde_json refuses JSON text nested deeper than 128, so that is the deepest a record gets.
-        assert_eq!(nesting_depth(&nested(127)), 127);
-    }
-
-    #[test]
-    fn too_deep_and_non_object_records_are_quarantined_with_the_reason() {
-        let records = vec![json!({"id": 1}), nested(MAX_NESTING_DEPTH + 8), json!("text"), nested(MAX_NESTING_DEPTH)];
-        let (objects, quarantined) = split_records(records);
-        assert_eq!(objects.len(), 2);
-        let reasons: Vec<_> = quarantined.iter().map(|q| q.reason.as_str()).collect();
-        assert_eq!(
-            reasons,
-            ["record 1 is nested 40 levels deep, more than 32", "record 2 is a string, not a JSON object"]
-        );
-    }
+    let body = serde_json::to_string(&envelope).map_err(|err| encode_error("encode alert", &target.dlq, &err))?;
+    let attributes = [
+        (batch::ATTR_ERROR, reason),
+        (batch::ATTR_FUNCTION, "persist".to_string()),
+        (batch::ATTR_PERMANENT, "true".to_string()),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_string(), value))
+    .collect();
+    deps.queue.send_messages(&target.dlq, vec![QueueMessage { body, attributes }]).await?;
+    Ok(())
 }

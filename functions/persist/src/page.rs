@@ -1,23 +1,15 @@
-//! Whole-page conversion entry points: a payload (bytes or a file) in, one
-//! Parquet stream out. Used by the benchmark and by tools; Persist's handler
-//! adds partitioning, rotation, quarantine files and the lake schema on top.
+//! Whole-page conversion to one stream: a payload (bytes or a file) in, one
+//! Parquet file out. Used by the benchmark and by tools; Persist's handler
+//! uses [`crate::convert_page`] directly, with partitioning, rotation,
+//! quarantine files and the lake's schema.
 
 use std::io::Write;
-use std::path::PathBuf;
 
-use bytes::Bytes;
+use chrono::NaiveDate;
 use shared::contracts::{PayloadFormat, PersistTarget};
 
-use crate::convert::{ConvertError, WriterConfig, records_to_parquet};
-
-/// Where a page's payload is.
-#[derive(Clone, Debug)]
-pub enum PageSource {
-    /// In memory (an inline payload).
-    Bytes(Bytes),
-    /// A local file (a claim-check object spilled to disk).
-    File(PathBuf),
-}
+use crate::convert::{ConvertError, PageSettings, WriterConfig, convert_page};
+pub use crate::source::PageSource;
 
 /// What a conversion did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -32,7 +24,9 @@ pub struct ConvertStats {
     pub input_bytes: u64,
 }
 
-/// Converts a payload to one Parquet stream written to `writer`.
+/// Converts a payload to one Parquet stream written to `writer` (the
+/// target's partitioning is ignored: every record goes to one file;
+/// quarantined records are only counted).
 ///
 /// # Errors
 /// [`ConvertError`] for unreadable payloads and writer failures.
@@ -42,25 +36,44 @@ pub fn convert_to_writer<W: Write + Send>(
     target: &PersistTarget,
     mut writer: W,
 ) -> Result<ConvertStats, ConvertError> {
-    // Placeholder until the streaming converter lands: parse everything.
-    let _ = (format, target);
-    let bytes = match source {
-        PageSource::Bytes(bytes) => bytes.to_vec(),
-        PageSource::File(path) => std::fs::read(path).map_err(|e| ConvertError::Arrow(e.into()))?,
+    let target = PersistTarget { partition: Default::default(), ..target.clone() };
+    let files = shared::contracts::FileSettings { max_rows: None, max_bytes: None, ..target.files.clone() };
+    let target = PersistTarget { files, ..target };
+    let temp_dir = tempfile::tempdir()?;
+    let config = WriterConfig::default();
+    let settings = PageSettings {
+        target: &target,
+        lake_schema: None,
+        run_date: NaiveDate::default(),
+        writer: &config,
+        temp_dir: temp_dir.path(),
     };
-    let records: Vec<serde_json::Value> = match serde_json::from_slice::<serde_json::Value>(&bytes) {
-        Ok(serde_json::Value::Array(records)) => records,
-        _ => serde_json::Deserializer::from_slice(&bytes)
-            .into_iter::<serde_json::Value>()
-            .collect::<Result<_, _>>()
-            .map_err(|e| ConvertError::Arrow(arrow_schema::ArrowError::JsonError(e.to_string())))?,
-    };
-    let parquet = records_to_parquet(&records, &WriterConfig::default())?;
-    writer.write_all(&parquet).map_err(|e| ConvertError::Arrow(e.into()))?;
+    let output = convert_page(source, format, settings)?;
+    for file in &output.files {
+        std::io::copy(&mut std::fs::File::open(&file.path)?, &mut writer)?;
+    }
     Ok(ConvertStats {
-        records_in: records.len() as u64,
-        rows_written: records.len() as u64,
-        quarantined: 0,
-        input_bytes: bytes.len() as u64,
+        records_in: output.records_in,
+        rows_written: output.rows_written,
+        quarantined: output.quarantined(),
+        input_bytes: output.input_bytes,
     })
+}
+
+/// Converts JSON records to one Parquet file in memory, every column
+/// inferred, zstd (a convenience for tests and tools; Persist streams).
+///
+/// # Errors
+/// As [`convert_to_writer`].
+pub fn records_to_parquet(records: &[serde_json::Value], config: &WriterConfig) -> Result<Vec<u8>, ConvertError> {
+    let bytes = serde_json::to_vec(records).map_err(std::io::Error::other)?;
+    let mut out = Vec::new();
+    let _ = config;
+    convert_to_writer(
+        &PageSource::Bytes(bytes::Bytes::from(bytes)),
+        &PayloadFormat::default(),
+        &PersistTarget::new("records"),
+        &mut out,
+    )?;
+    Ok(out)
 }

@@ -61,8 +61,12 @@ async fn batch_is_persisted_and_only_the_version_2_record_fails() {
         !keys.iter().any(|k| k.starts_with("quarantine/") && k.ends_with("-00001.jsonl")),
         "page 1 has nothing to quarantine: {keys:#?}"
     );
-    // The version-2 message wrote nothing: only pages 0 and 1 have objects.
-    assert!(keys.iter().all(|k| k.contains("-00000") || k.contains("-00001")), "{keys:#?}");
+    // The version-2 message wrote nothing: only pages 0 and 1 have objects
+    // (besides the dataset's schema).
+    assert!(
+        keys.iter().all(|k| k.contains("-00000") || k.contains("-00001") || k == "_schema/customers.json"),
+        "{keys:#?}"
+    );
 }
 
 #[tokio::test]
@@ -130,13 +134,13 @@ async fn non_object_record_is_quarantined_with_a_reason() {
     assert_eq!(lines[0]["index"], 3);
     assert_eq!(lines[0]["record"], json!(42));
     let reason = lines[0]["reason"].as_str().expect("reason");
-    assert!(reason.contains("number") && reason.contains("not a JSON object"), "{reason}");
+    assert!(reason.contains("integer") && reason.contains("not a JSON object"), "{reason}");
 
     let receipt: PageReceipt =
         serde_json::from_slice(&store.get("_runs/customers/20261129T060000Z/page-00000.json").await.expect("receipt"))
             .expect("a PageReceipt");
     assert_eq!((receipt.records_in, receipt.records_persisted, receipt.records_quarantined), (4, 3, 1));
-    assert_eq!(receipt.data_key.as_deref(), Some(PAGE_0));
+    assert_eq!(receipt.data_keys, vec![PAGE_0.to_string()]);
     assert_eq!(receipt.quarantine_key.as_deref(), Some(QUARANTINE_0));
 }
 
@@ -189,7 +193,7 @@ async fn field_null_in_every_record_is_persisted() {
             .await
             .expect("persisted");
     assert_eq!(receipt.records_persisted, 2);
-    let page = read_parquet(&store, receipt.data_key.as_deref().expect("data key")).await;
+    let page = read_parquet(&store, receipt.data_keys.first().expect("data key")).await;
     assert_eq!(page.num_rows(), 2);
     let deleted_at = page.column_by_name("deleted_at").expect("deleted_at");
     assert_eq!(deleted_at.logical_null_count(), 2, "{:?}", deleted_at.data_type());

@@ -111,6 +111,99 @@ impl ObjectStore for S3Store {
         Ok(body.into_bytes())
     }
 
+    /// `GetObject` streamed to the file chunk by chunk.
+    ///
+    /// # Errors
+    /// As [`ObjectStore::get`]; [`PortError::Transient`] for a local write failure.
+    async fn get_to_file(&self, key: &str, path: &std::path::Path) -> Result<u64, PortError> {
+        use tokio::io::AsyncWriteExt;
+        let mut output =
+            self.client.get_object().bucket(&self.bucket).key(self.full_key(key)).send().await.map_err(|err| {
+                if err.as_service_error().is_some_and(|e| e.is_no_such_key()) {
+                    PortError::NotFound { what: "object", target: self.target(key) }
+                } else {
+                    port_error("GetObject", &self.target(key), err)
+                }
+            })?;
+        let local = |err: std::io::Error| PortError::Transient {
+            operation: "write local file",
+            target: path.display().to_string(),
+            message: err.to_string(),
+        };
+        let mut file = tokio::fs::File::create(path).await.map_err(local)?;
+        let mut written = 0u64;
+        while let Some(chunk) = output.body.try_next().await.map_err(|err| PortError::Transient {
+            operation: "GetObject (read body)",
+            target: self.target(key),
+            message: err.to_string(),
+        })? {
+            file.write_all(&chunk).await.map_err(local)?;
+            written += chunk.len() as u64;
+        }
+        file.flush().await.map_err(local)?;
+        Ok(written)
+    }
+
+    /// `PutObject` streaming the file's body (single request: up to 5 GiB,
+    /// the S3 `PutObject` limit).
+    ///
+    /// # Errors
+    /// As [`ObjectStore::put`].
+    async fn put_file(&self, key: &str, path: &std::path::Path) -> Result<(), PortError> {
+        let body = ByteStream::from_path(path).await.map_err(|err| PortError::Transient {
+            operation: "read local file",
+            target: path.display().to_string(),
+            message: err.to_string(),
+        })?;
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(self.full_key(key))
+            .body(body)
+            .send()
+            .await
+            .map_err(|err| port_error("PutObject", &self.target(key), err))?;
+        Ok(())
+    }
+
+    /// `CopyObject`, server-side (up to 5 GiB, the `CopyObject` limit).
+    ///
+    /// # Errors
+    /// [`PortError::NotFound`] when `from` is missing; others by the SDK error.
+    async fn copy(&self, from: &str, to: &str) -> Result<(), PortError> {
+        let source = format!("{}/{}", self.bucket, urlencode_key(&self.full_key(from)));
+        self.client
+            .copy_object()
+            .bucket(&self.bucket)
+            .key(self.full_key(to))
+            .copy_source(source)
+            .send()
+            .await
+            .map_err(|err| {
+                if err.raw_response().is_some_and(|r| r.status().as_u16() == 404) {
+                    PortError::NotFound { what: "object", target: self.target(from) }
+                } else {
+                    port_error("CopyObject", &self.target(to), err)
+                }
+            })?;
+        Ok(())
+    }
+
+    /// `DeleteObject` (S3 answers success for a missing key too).
+    ///
+    /// # Errors
+    /// By the SDK error.
+    async fn delete(&self, key: &str) -> Result<(), PortError> {
+        self.client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(self.full_key(key))
+            .send()
+            .await
+            .map_err(|err| port_error("DeleteObject", &self.target(key), err))?;
+        Ok(())
+    }
+
     /// `ListObjectsV2` over every page (following `NextContinuationToken`),
     /// keys relative to the store's prefix, sorted.
     ///
@@ -155,4 +248,17 @@ impl ObjectStore for S3Store {
         keys.sort();
         Ok(keys)
     }
+}
+
+/// A key percent-encoded for `x-amz-copy-source` (`/` kept).
+fn urlencode_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    for b in key.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'/' | b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }

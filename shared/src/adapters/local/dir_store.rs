@@ -80,6 +80,37 @@ impl ObjectStore for DirStore {
         tokio::fs::read(&path).await.map(Bytes::from).map_err(|e| io_error("read object", key, &e))
     }
 
+    async fn get_to_file(&self, key: &str, path: &Path) -> Result<u64, PortError> {
+        let source = self.path_of(key)?;
+        tokio::fs::copy(&source, path).await.map_err(|e| io_error("read object", key, &e))
+    }
+
+    async fn put_file(&self, key: &str, path: &Path) -> Result<(), PortError> {
+        let target = self.path_of(key)?;
+        if let Some(parent) = target.parent() {
+            tokio::fs::create_dir_all(parent).await.map_err(|e| io_error("create folder", key, &e))?;
+        }
+        let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
+        let temp = target.with_extension(format!("tmp-{}-{n}", std::process::id()));
+        tokio::fs::copy(path, &temp).await.map_err(|e| io_error("write object", key, &e))?;
+        tokio::fs::rename(&temp, &target).await.map_err(|e| io_error("rename object", key, &e))
+    }
+
+    async fn copy(&self, from: &str, to: &str) -> Result<(), PortError> {
+        let source = self.path_of(from)?;
+        if !tokio::fs::try_exists(&source).await.unwrap_or(false) {
+            return Err(PortError::NotFound { what: "object", target: from.to_string() });
+        }
+        self.put_file(to, &source).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), PortError> {
+        match tokio::fs::remove_file(self.path_of(key)?).await {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(io_error("delete object", key, &err)),
+            _ => Ok(()),
+        }
+    }
+
     async fn list(&self, prefix: &str) -> Result<Vec<String>, PortError> {
         let root = self.root.clone();
         let prefix = prefix.to_string();

@@ -1,0 +1,622 @@
+//! Arrow column builders driven by the tape: check a record against the
+//! write schema, then append it.
+//!
+//! [`Col::check`] walks a value without writing anything and says why it
+//! does not fit (field path, expected and found type); only records that
+//! pass are appended, so a quarantined record never leaves half a row in
+//! the builders.
+
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder, Float64Builder, Int32Builder, Int64Builder,
+    StringBuilder,
+};
+use arrow_array::{Array, ArrayRef, ListArray, StructArray};
+use arrow_buffer::{NullBufferBuilder, OffsetBuffer, ScalarBuffer};
+use arrow_schema::{DataType, Field, Fields as ArrowFields, TimeUnit as ArrowUnit};
+use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
+use shared::contracts::{FieldType, TimeUnit};
+
+use crate::infer::{Fields, Ty};
+use crate::json::{Tape, Tok, kind_name, unescape};
+
+/// Why a value does not fit its column.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// JSON pointer of the value, e.g. `/address/zip`.
+    pub path: String,
+    /// The column's type.
+    pub expected: String,
+    /// What was found.
+    pub found: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "field {}: expected {}, found {}", self.path, self.expected, self.found)
+    }
+}
+
+/// Text of a record with its tape.
+#[derive(Clone, Copy)]
+pub struct Rec<'a> {
+    /// The record's JSON text.
+    pub text: &'a str,
+    /// Its tokens.
+    pub tape: &'a Tape,
+}
+
+impl Rec<'_> {
+    fn raw(&self, idx: usize) -> &str {
+        match self.tape.toks[idx] {
+            Tok::Obj { from, to, .. } | Tok::Arr { from, to, .. } => &self.text[from as usize..to as usize],
+            Tok::Num { start, end, .. } => &self.text[start as usize..end as usize],
+            Tok::Str { start, end, .. } => &self.text[start as usize - 1..end as usize + 1],
+            Tok::Bool(true) => "true",
+            Tok::Bool(false) => "false",
+            Tok::Null => "null",
+        }
+    }
+}
+
+/// A column being built.
+pub enum Col {
+    /// `bool`.
+    Bool(BooleanBuilder),
+    /// `int32` (declared).
+    Int32(Int32Builder),
+    /// `int64`.
+    Int64(Int64Builder),
+    /// `float32` (declared).
+    Float32(Float32Builder),
+    /// `float64`.
+    Float64(Float64Builder),
+    /// `decimal(p, s)`; inferred beyond-`i64` integers are `decimal(38, 0)`.
+    Decimal(Decimal128Builder, u8, u8),
+    /// Text: strings as they are, other values as JSON text.
+    Text(StringBuilder, &'static str),
+    /// Declared `json`: every value as its JSON text.
+    Json(StringBuilder),
+    /// `date`.
+    Date(Date32Builder),
+    /// `timestamp(unit[, tz])`, stored as epoch values in the unit.
+    Timestamp(Int64Builder, TimeUnit, Option<String>),
+    /// A list.
+    List {
+        /// End offsets, starting with 0.
+        offsets: Vec<i32>,
+        /// Validity.
+        nulls: NullBufferBuilder,
+        /// Items.
+        item: Box<Col>,
+    },
+    /// A struct (the record itself is one).
+    Struct {
+        /// Names and index.
+        names: Fields,
+        /// Children, in `names` order.
+        children: Vec<Col>,
+        /// Which children are required (declared `required: true`).
+        required: Vec<bool>,
+        /// Row stamp per child: `rows + 1` once set in the current row.
+        stamps: Vec<usize>,
+        /// Validity.
+        nulls: NullBufferBuilder,
+        /// Rows appended.
+        rows: usize,
+    },
+}
+
+const CAPACITY: usize = 1024;
+
+impl Col {
+    /// The builder for a column of type `ty`.
+    pub fn new(ty: &Ty) -> Col {
+        match ty {
+            Ty::Null | Ty::Text => Col::Text(StringBuilder::new(), "string"),
+            Ty::Bool => Col::Bool(BooleanBuilder::new()),
+            Ty::Int => Col::Int64(Int64Builder::new()),
+            Ty::BigInt { digits } if *digits <= 38 => Col::Decimal(decimal_builder(38, 0), 38, 0),
+            Ty::BigInt { .. } => Col::Text(StringBuilder::new(), "string (integers beyond 38 digits)"),
+            Ty::Float => Col::Float64(Float64Builder::new()),
+            Ty::List { item } => {
+                Col::List { offsets: vec![0], nulls: NullBufferBuilder::new(CAPACITY), item: Box::new(Col::new(item)) }
+            }
+            Ty::Struct { fields } if fields.list.is_empty() => Col::Text(StringBuilder::new(), "string"),
+            Ty::Struct { fields } => Col::Struct {
+                names: fields.clone(),
+                children: fields.list.iter().map(|(_, ty)| Col::new(ty)).collect(),
+                required: fields.list.iter().map(|(_, ty)| matches!(ty, Ty::Declared { required: true, .. })).collect(),
+                stamps: vec![0; fields.list.len()],
+                nulls: NullBufferBuilder::new(CAPACITY),
+                rows: 0,
+            },
+            Ty::Declared { declared, .. } => Col::declared(declared),
+        }
+    }
+
+    fn declared(ty: &FieldType) -> Col {
+        match ty {
+            FieldType::Bool => Col::Bool(BooleanBuilder::new()),
+            FieldType::Int32 => Col::Int32(Int32Builder::new()),
+            FieldType::Int64 => Col::Int64(Int64Builder::new()),
+            FieldType::Float32 => Col::Float32(Float32Builder::new()),
+            FieldType::Float64 => Col::Float64(Float64Builder::new()),
+            FieldType::String => Col::Text(StringBuilder::new(), "string"),
+            FieldType::Json => Col::Json(StringBuilder::new()),
+            FieldType::Date => Col::Date(Date32Builder::new()),
+            FieldType::Timestamp { unit, tz } => Col::Timestamp(Int64Builder::new(), *unit, tz.clone()),
+            FieldType::Decimal { precision, scale } => {
+                Col::Decimal(decimal_builder(*precision, *scale), *precision, *scale)
+            }
+            FieldType::List(item) => Col::List {
+                offsets: vec![0],
+                nulls: NullBufferBuilder::new(CAPACITY),
+                item: Box::new(Col::declared(item)),
+            },
+        }
+    }
+
+    /// The Arrow type this column writes.
+    pub fn data_type(&self) -> DataType {
+        match self {
+            Col::Bool(_) => DataType::Boolean,
+            Col::Int32(_) => DataType::Int32,
+            Col::Int64(_) => DataType::Int64,
+            Col::Float32(_) => DataType::Float32,
+            Col::Float64(_) => DataType::Float64,
+            Col::Decimal(_, p, s) => DataType::Decimal128(*p, *s as i8),
+            Col::Text(..) | Col::Json(_) => DataType::Utf8,
+            Col::Date(_) => DataType::Date32,
+            Col::Timestamp(_, unit, tz) => DataType::Timestamp(arrow_unit(*unit), tz.as_deref().map(Arc::from)),
+            Col::List { item, .. } => DataType::List(Arc::new(Field::new_list_field(item.data_type(), true))),
+            Col::Struct { .. } => DataType::Struct(self.arrow_fields()),
+        }
+    }
+
+    /// A struct column's Arrow fields (empty for other columns).
+    pub fn arrow_fields(&self) -> ArrowFields {
+        match self {
+            Col::Struct { names, children, .. } => names
+                .list
+                .iter()
+                .zip(children)
+                .map(|((name, _), child)| Field::new(name, child.data_type(), true))
+                .collect(),
+            _ => ArrowFields::empty(),
+        }
+    }
+
+    fn expected(&self) -> String {
+        match self {
+            Col::Text(_, name) => (*name).to_string(),
+            Col::Json(_) => "json".into(),
+            Col::Decimal(_, p, s) => format!("decimal({p}, {s})"),
+            Col::Timestamp(_, unit, tz) => FieldType::Timestamp { unit: *unit, tz: tz.clone() }.to_string(),
+            Col::List { item, .. } => format!("list<{}>", item.expected()),
+            Col::Struct { .. } => "struct".into(),
+            other => match other.data_type() {
+                DataType::Boolean => "bool".into(),
+                DataType::Int32 => "int32".into(),
+                DataType::Int64 => "int64".into(),
+                DataType::Float32 => "float32".into(),
+                DataType::Float64 => "float64".into(),
+                DataType::Date32 => "date".into(),
+                DataType::Timestamp(..) => "timestamp".into(),
+                other => other.to_string(),
+            },
+        }
+    }
+
+    /// Whether the value at `idx` fits; returns the index after it.
+    ///
+    /// # Errors
+    /// The first [`Violation`], with the value's path under `path`.
+    pub fn check(&self, rec: Rec<'_>, idx: usize, path: &mut String, scratch: &mut String) -> Result<usize, Violation> {
+        let tok = rec.tape.toks[idx];
+        let next = rec.tape.skip(idx);
+        let violation =
+            |path: &str, found: String| Violation { path: path_or_root(path), expected: self.expected(), found };
+        if tok == Tok::Null {
+            return Ok(next);
+        }
+        match self {
+            Col::Text(..) | Col::Json(_) => Ok(next),
+            Col::Bool(_) => match tok {
+                Tok::Bool(_) => Ok(next),
+                _ => Err(violation(path, found(rec, idx))),
+            },
+            Col::Int64(_) | Col::Int32(_) => {
+                let ok = match tok {
+                    Tok::Num { int: true, .. } => match self {
+                        Col::Int32(_) => rec.raw(idx).parse::<i32>().is_ok(),
+                        _ => rec.raw(idx).parse::<i64>().is_ok(),
+                    },
+                    _ => false,
+                };
+                if ok { Ok(next) } else { Err(violation(path, found(rec, idx))) }
+            }
+            Col::Float64(_) | Col::Float32(_) => match tok {
+                Tok::Num { .. } if rec.raw(idx).parse::<f64>().is_ok_and(f64::is_finite) => Ok(next),
+                _ => Err(violation(path, found(rec, idx))),
+            },
+            Col::Decimal(_, p, s) => match decimal_text(rec, idx, scratch) {
+                Some(text) => parse_decimal(text, *p, *s).map(|_| next).map_err(|why| violation(path, why)),
+                None => Err(violation(path, found(rec, idx))),
+            },
+            Col::Date(_) => match string_of(rec, idx, scratch) {
+                Some(text) if parse_date(text).is_some() => Ok(next),
+                _ => Err(violation(path, found(rec, idx))),
+            },
+            Col::Timestamp(_, unit, _) => match timestamp_of(rec, idx, *unit, scratch) {
+                Some(_) => Ok(next),
+                None => Err(violation(path, found(rec, idx))),
+            },
+            Col::List { item, .. } => {
+                let len = path.len();
+                let result = if let Tok::Arr { end, .. } = tok {
+                    let mut i = idx + 1;
+                    let mut n = 0;
+                    while i < end as usize {
+                        path.truncate(len);
+                        path.push_str(&format!("/{n}"));
+                        i = item.check(rec, i, path, scratch)?;
+                        n += 1;
+                    }
+                    Ok(next)
+                } else {
+                    item.check(rec, idx, path, scratch)
+                };
+                path.truncate(len);
+                result
+            }
+            Col::Struct { names, children, required, .. } => {
+                let Tok::Obj { end, .. } = tok else { return Err(violation(path, found(rec, idx))) };
+                let len = path.len();
+                let mut seen = vec![false; children.len()];
+                let mut i = idx + 1;
+                let mut hint = 0;
+                while i < end as usize {
+                    let Tok::Str { start, end: key_end, escaped } = rec.tape.toks[i] else { break };
+                    let key = unescape(rec.text, start, key_end, escaped, scratch).unwrap_or("\u{FFFD}").to_string();
+                    let value = i + 1;
+                    match names.position(&key, hint) {
+                        Some(at) => {
+                            hint = at + 1;
+                            seen[at] = seen[at] || rec.tape.toks[value] != Tok::Null;
+                            path.push('/');
+                            path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                            children[at].check(rec, value, path, scratch)?;
+                            path.truncate(len);
+                        }
+                        None => {
+                            return Err(Violation {
+                                path: format!("{path}/{key}"),
+                                expected: "a field of the dataset".into(),
+                                found: "an undeclared field".into(),
+                            });
+                        }
+                    }
+                    i = rec.tape.skip(value);
+                }
+                for (at, required) in required.iter().enumerate() {
+                    if *required && !seen[at] {
+                        return Err(Violation {
+                            path: format!("{path}/{}", names.list[at].0),
+                            expected: format!("{} (required)", children[at].expected()),
+                            found: "no value".into(),
+                        });
+                    }
+                }
+                Ok(next)
+            }
+        }
+    }
+
+    /// Appends the value at `idx`, which [`Col::check`] accepted; returns
+    /// the index after it.
+    pub fn append(&mut self, rec: Rec<'_>, idx: usize, scratch: &mut String) -> usize {
+        let tok = rec.tape.toks[idx];
+        let next = rec.tape.skip(idx);
+        if tok == Tok::Null {
+            self.append_null();
+            return next;
+        }
+        match self {
+            Col::Text(b, _) => match tok {
+                Tok::Str { start, end, escaped } => {
+                    b.append_value(unescape(rec.text, start, end, escaped, scratch).unwrap_or("\u{FFFD}"))
+                }
+                _ => b.append_value(rec.raw(idx)),
+            },
+            Col::Json(b) => b.append_value(rec.raw(idx)),
+            Col::Bool(b) => b.append_value(tok == Tok::Bool(true)),
+            Col::Int64(b) => b.append_option(rec.raw(idx).parse::<i64>().ok()),
+            Col::Int32(b) => b.append_option(rec.raw(idx).parse::<i32>().ok()),
+            Col::Float64(b) => b.append_option(rec.raw(idx).parse::<f64>().ok()),
+            Col::Float32(b) => b.append_option(rec.raw(idx).parse::<f64>().ok().map(|v| v as f32)),
+            Col::Decimal(b, p, s) => {
+                let value = decimal_text(rec, idx, scratch).and_then(|t| parse_decimal(t, *p, *s).ok());
+                b.append_option(value)
+            }
+            Col::Date(b) => {
+                let value = string_of(rec, idx, scratch).and_then(parse_date);
+                b.append_option(value)
+            }
+            Col::Timestamp(b, unit, _) => b.append_option(timestamp_of(rec, idx, *unit, scratch)),
+            Col::List { offsets, nulls, item } => {
+                let mut count = 0;
+                if let Tok::Arr { end, .. } = tok {
+                    let mut i = idx + 1;
+                    while i < end as usize {
+                        i = item.append(rec, i, scratch);
+                        count += 1;
+                    }
+                } else {
+                    item.append(rec, idx, scratch);
+                    count = 1;
+                }
+                let last = *offsets.last().unwrap_or(&0);
+                offsets.push(last + count);
+                nulls.append_non_null();
+            }
+            Col::Struct { names, children, stamps, nulls, rows, .. } => {
+                let stamp = *rows + 1;
+                let mut i = idx + 1;
+                let mut hint = 0;
+                let end = next;
+                while i < end {
+                    let Tok::Str { start, end: key_end, escaped } = rec.tape.toks[i] else { break };
+                    let value = i + 1;
+                    let key = unescape(rec.text, start, key_end, escaped, scratch).unwrap_or("\u{FFFD}");
+                    if let Some(at) = names.position(key, hint) {
+                        hint = at + 1;
+                        // A repeated key: the first occurrence is kept (the raw page keeps both).
+                        if stamps[at] != stamp {
+                            stamps[at] = stamp;
+                            children[at].append(rec, value, scratch);
+                        }
+                    }
+                    i = rec.tape.skip(value);
+                }
+                for (child, stamp_of) in children.iter_mut().zip(stamps.iter_mut()) {
+                    if *stamp_of != stamp {
+                        child.append_null();
+                        *stamp_of = stamp;
+                    }
+                }
+                nulls.append_non_null();
+                *rows += 1;
+            }
+        }
+        next
+    }
+
+    /// Appends a null.
+    pub fn append_null(&mut self) {
+        match self {
+            Col::Text(b, _) | Col::Json(b) => b.append_null(),
+            Col::Bool(b) => b.append_null(),
+            Col::Int64(b) | Col::Timestamp(b, ..) => b.append_null(),
+            Col::Int32(b) => b.append_null(),
+            Col::Float64(b) => b.append_null(),
+            Col::Float32(b) => b.append_null(),
+            Col::Decimal(b, ..) => b.append_null(),
+            Col::Date(b) => b.append_null(),
+            Col::List { offsets, nulls, .. } => {
+                let last = *offsets.last().unwrap_or(&0);
+                offsets.push(last);
+                nulls.append_null();
+            }
+            Col::Struct { children, nulls, rows, stamps, .. } => {
+                for child in children.iter_mut() {
+                    child.append_null();
+                }
+                *rows += 1;
+                stamps.iter_mut().for_each(|s| *s = *rows);
+                nulls.append_null();
+            }
+        }
+    }
+
+    /// The values appended since the last finish, as an Arrow array.
+    pub fn finish(&mut self) -> ArrayRef {
+        match self {
+            Col::Text(b, _) | Col::Json(b) => Arc::new(b.finish()),
+            Col::Bool(b) => Arc::new(b.finish()),
+            Col::Int64(b) => Arc::new(b.finish()),
+            Col::Int32(b) => Arc::new(b.finish()),
+            Col::Float64(b) => Arc::new(b.finish()),
+            Col::Float32(b) => Arc::new(b.finish()),
+            Col::Decimal(b, p, s) => {
+                let (p, s) = (*p, *s);
+                let array = b.finish();
+                Arc::new(array.with_precision_and_scale(p, s as i8).unwrap_or_else(|_| decimal_builder(p, s).finish()))
+            }
+            Col::Date(b) => Arc::new(b.finish()),
+            Col::Timestamp(b, unit, tz) => {
+                let values = b.finish();
+                let tz: Option<Arc<str>> = tz.as_deref().map(Arc::from);
+                let (_, buffer, nulls) = values.into_parts();
+                match unit {
+                    TimeUnit::Second => {
+                        Arc::new(arrow_array::TimestampSecondArray::new(buffer, nulls).with_timezone_opt(tz))
+                    }
+                    TimeUnit::Millisecond => {
+                        Arc::new(arrow_array::TimestampMillisecondArray::new(buffer, nulls).with_timezone_opt(tz))
+                    }
+                    TimeUnit::Microsecond => {
+                        Arc::new(arrow_array::TimestampMicrosecondArray::new(buffer, nulls).with_timezone_opt(tz))
+                    }
+                    TimeUnit::Nanosecond => {
+                        Arc::new(arrow_array::TimestampNanosecondArray::new(buffer, nulls).with_timezone_opt(tz))
+                    }
+                }
+            }
+            Col::List { offsets, nulls, item } => {
+                let values = item.finish();
+                let field = Arc::new(Field::new_list_field(values.data_type().clone(), true));
+                let offsets = OffsetBuffer::new(ScalarBuffer::from(std::mem::replace(offsets, vec![0])));
+                Arc::new(ListArray::new(field, offsets, values, nulls.finish()))
+            }
+            Col::Struct { .. } => Arc::new(self.finish_struct()),
+        }
+    }
+
+    /// A struct column's values as a [`StructArray`].
+    pub fn finish_struct(&mut self) -> StructArray {
+        let fields = self.arrow_fields();
+        match self {
+            Col::Struct { children, nulls, rows, stamps, .. } => {
+                let arrays: Vec<ArrayRef> = children.iter_mut().map(Col::finish).collect();
+                let len = std::mem::take(rows);
+                stamps.iter_mut().for_each(|s| *s = 0);
+                if arrays.is_empty() {
+                    return StructArray::new_empty_fields(len, nulls.finish());
+                }
+                StructArray::new(fields, arrays, nulls.finish())
+            }
+            _ => StructArray::new_empty_fields(0, None),
+        }
+    }
+}
+
+fn path_or_root(path: &str) -> String {
+    if path.is_empty() { "/".into() } else { path.to_string() }
+}
+
+fn found(rec: Rec<'_>, idx: usize) -> String {
+    let tok = rec.tape.toks[idx];
+    let raw = rec.raw(idx);
+    match tok {
+        Tok::Obj { .. } | Tok::Arr { .. } => kind_name(&tok).to_string(),
+        _ if raw.len() > 40 => format!("{} {}…", kind_name(&tok), &raw[..raw.floor_char_boundary(40)]),
+        _ => format!("{} {raw}", kind_name(&tok)),
+    }
+}
+
+fn decimal_builder(precision: u8, scale: u8) -> Decimal128Builder {
+    Decimal128Builder::new()
+        .with_precision_and_scale(precision, scale as i8)
+        .unwrap_or_else(|_| Decimal128Builder::new())
+}
+
+fn arrow_unit(unit: TimeUnit) -> ArrowUnit {
+    match unit {
+        TimeUnit::Second => ArrowUnit::Second,
+        TimeUnit::Millisecond => ArrowUnit::Millisecond,
+        TimeUnit::Microsecond => ArrowUnit::Microsecond,
+        TimeUnit::Nanosecond => ArrowUnit::Nanosecond,
+    }
+}
+
+fn string_of<'a>(rec: Rec<'a>, idx: usize, scratch: &'a mut String) -> Option<&'a str> {
+    match rec.tape.toks[idx] {
+        Tok::Str { start, end, escaped } => unescape(rec.text, start, end, escaped, scratch).ok(),
+        _ => None,
+    }
+}
+
+/// A number's text, or a string holding a number (vendors often quote decimals).
+fn decimal_text<'a>(rec: Rec<'a>, idx: usize, scratch: &'a mut String) -> Option<&'a str> {
+    match rec.tape.toks[idx] {
+        Tok::Num { start, end, .. } => Some(&rec.text[start as usize..end as usize]),
+        Tok::Str { .. } => string_of(rec, idx, scratch).map(str::trim),
+        _ => None,
+    }
+}
+
+/// Parses decimal text exactly into an unscaled `i128`.
+///
+/// # Errors
+/// A reason when it is not a plain decimal number (exponents are refused),
+/// has more fraction digits than `scale` (it would be rounded) or more
+/// digits than `precision`.
+pub fn parse_decimal(text: &str, precision: u8, scale: u8) -> Result<i128, String> {
+    let (negative, body) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+    if int.is_empty() || !int.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{text:?}, not a plain decimal number"));
+    }
+    let frac_trimmed = frac.trim_end_matches('0');
+    if frac_trimmed.len() > scale as usize {
+        return Err(format!("{text} with {} fraction digits (it would be rounded)", frac_trimmed.len()));
+    }
+    let int = int.trim_start_matches('0');
+    if int.len() + scale as usize > precision as usize {
+        return Err(format!("{text}, more than {} integer digits", precision - scale));
+    }
+    let mut digits = String::with_capacity(int.len() + scale as usize);
+    digits.push_str(int);
+    digits.push_str(frac_trimmed);
+    for _ in frac_trimmed.len()..scale as usize {
+        digits.push('0');
+    }
+    let value: i128 =
+        if digits.is_empty() { 0 } else { digits.parse().map_err(|_| format!("{text}: too many digits"))? };
+    Ok(if negative { -value } else { value })
+}
+
+fn parse_date(text: &str) -> Option<i32> {
+    let date = NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?;
+    let epoch = NaiveDate::from_ymd_opt(1970, 1, 1)?;
+    i32::try_from((date - epoch).num_days()).ok()
+}
+
+/// A timestamp in UTC: RFC 3339 text, a naive `YYYY-MM-DD[T ]HH:MM:SS[.f]`
+/// (taken as UTC) or a date.
+pub fn parse_timestamp(text: &str) -> Option<DateTime<Utc>> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Some(t.with_timezone(&Utc));
+    }
+    for format in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f"] {
+        if let Ok(t) = NaiveDateTime::parse_from_str(text, format) {
+            return Some(t.and_utc());
+        }
+    }
+    NaiveDate::parse_from_str(text, "%Y-%m-%d").ok().and_then(|d| d.and_hms_opt(0, 0, 0)).map(|t| t.and_utc())
+}
+
+fn timestamp_of(rec: Rec<'_>, idx: usize, unit: TimeUnit, scratch: &mut String) -> Option<i64> {
+    match rec.tape.toks[idx] {
+        Tok::Num { int: true, .. } => rec.raw(idx).parse::<i64>().ok(),
+        Tok::Str { .. } => {
+            let t = parse_timestamp(string_of(rec, idx, scratch)?)?;
+            match unit {
+                TimeUnit::Second => Some(t.timestamp()),
+                TimeUnit::Millisecond => Some(t.timestamp_millis()),
+                TimeUnit::Microsecond => Some(t.timestamp_micros()),
+                TimeUnit::Nanosecond => t.timestamp_nanos_opt(),
+            }
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals_parse_exactly_or_say_why() {
+        assert_eq!(parse_decimal("12.5", 10, 2), Ok(1250));
+        assert_eq!(parse_decimal("-0.10", 10, 2), Ok(-10));
+        assert_eq!(parse_decimal("123456789012345678901234567890", 38, 0), Ok(123_456_789_012_345_678_901_234_567_890));
+        assert!(parse_decimal("1.234", 10, 2).expect_err("rounding").contains("would be rounded"));
+        assert!(parse_decimal("1e5", 10, 2).expect_err("exponent").contains("not a plain decimal"));
+        assert!(parse_decimal("123456789", 10, 2).expect_err("too big").contains("more than 8 integer digits"));
+    }
+
+    #[test]
+    fn timestamps_accept_rfc3339_naive_and_dates() {
+        let t = parse_timestamp("2026-11-29T06:00:00+02:00").expect("rfc3339");
+        assert_eq!(t.to_rfc3339(), "2026-11-29T04:00:00+00:00");
+        assert!(parse_timestamp("2026-11-29 06:00:00.250").is_some());
+        assert!(parse_timestamp("2026-11-29").is_some());
+        assert!(parse_timestamp("yesterday").is_none());
+    }
+}

@@ -1,0 +1,494 @@
+//! A small JSON tokenizer: one record's text -> a flat tape of tokens.
+//!
+//! Persist reads every page twice (once to infer the schema over all
+//! records, once to build Arrow arrays), so a record is never materialised
+//! as a `serde_json::Value`: it is tokenized into a reusable [`Tape`] whose
+//! strings and numbers are byte ranges of the record's text. Numbers keep
+//! their text, so an integer beyond `i64` is seen as such (and written as a
+//! decimal or text), never rounded through `f64` as a DOM parser would.
+//!
+//! Grammar: RFC 8259. Objects and arrays record the index of the token after
+//! their last child (`end`), so a value is skipped in O(1).
+
+use std::fmt;
+
+/// Deepest nesting the tokenizer follows before refusing the record (the
+/// parser recurses per level). Persist quarantines records nested deeper
+/// than `MAX_NESTING_DEPTH` (32) anyway; this only bounds the stack.
+pub const MAX_PARSE_DEPTH: usize = 512;
+
+/// One token. Offsets are byte offsets into the record's text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tok {
+    /// `null`.
+    Null,
+    /// `true` or `false`.
+    Bool(bool),
+    /// A number: its text is `text[start..end]`; `int` when it has no
+    /// fraction and no exponent.
+    Num {
+        /// First byte.
+        start: u32,
+        /// One past the last byte.
+        end: u32,
+        /// Integer literal.
+        int: bool,
+    },
+    /// A string: its raw content (between the quotes) is `text[start..end]`;
+    /// `escaped` when it contains a backslash escape.
+    Str {
+        /// First byte after the opening quote.
+        start: u32,
+        /// The closing quote's offset.
+        end: u32,
+        /// Contains `\` escapes.
+        escaped: bool,
+    },
+    /// An object: children are key (`Str`), value pairs; the token after the
+    /// last child is at index `end`. `bytes` is its text's range.
+    Obj {
+        /// Index of the first token after the object.
+        end: u32,
+        /// First byte (`{`).
+        from: u32,
+        /// One past `}`.
+        to: u32,
+    },
+    /// An array: items follow; the token after the last item is at `end`.
+    Arr {
+        /// Index of the first token after the array.
+        end: u32,
+        /// First byte (`[`).
+        from: u32,
+        /// One past `]`.
+        to: u32,
+    },
+}
+
+/// A record's tokens, reused across records.
+#[derive(Debug, Default)]
+pub struct Tape {
+    /// The tokens, in document order.
+    pub toks: Vec<Tok>,
+    /// Deepest nesting seen (a scalar is 0, `{}` is 1).
+    pub depth: usize,
+}
+
+/// Invalid JSON text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyntaxError {
+    /// Byte offset in the record's text.
+    pub offset: usize,
+    /// What was expected or found.
+    pub message: String,
+}
+
+impl fmt::Display for SyntaxError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at byte {}", self.message, self.offset)
+    }
+}
+
+impl std::error::Error for SyntaxError {}
+
+impl Tape {
+    /// Tokenizes `text`, which must hold exactly one JSON value (surrounding
+    /// whitespace allowed).
+    ///
+    /// # Errors
+    /// [`SyntaxError`] with the byte offset, for anything RFC 8259 refuses
+    /// (including control characters in strings and nesting beyond
+    /// [`MAX_PARSE_DEPTH`]).
+    pub fn parse(&mut self, text: &str) -> Result<(), SyntaxError> {
+        self.toks.clear();
+        self.depth = 0;
+        let mut parser = Parser { bytes: text.as_bytes(), pos: 0, tape: self };
+        parser.skip_ws();
+        parser.value(0)?;
+        parser.skip_ws();
+        if parser.pos != parser.bytes.len() {
+            return Err(parser.error("unexpected text after the value"));
+        }
+        Ok(())
+    }
+
+    /// Index of the token after the value at `idx`.
+    #[inline]
+    pub fn skip(&self, idx: usize) -> usize {
+        match self.toks[idx] {
+            Tok::Obj { end, .. } | Tok::Arr { end, .. } => end as usize,
+            _ => idx + 1,
+        }
+    }
+}
+
+struct Parser<'a, 't> {
+    bytes: &'a [u8],
+    pos: usize,
+    tape: &'t mut Tape,
+}
+
+impl Parser<'_, '_> {
+    fn error(&self, message: &str) -> SyntaxError {
+        let found = match self.bytes.get(self.pos) {
+            Some(b) if b.is_ascii_graphic() => format!(", found `{}`", *b as char),
+            Some(b) => format!(", found byte 0x{b:02x}"),
+            None => ", found the end of the text".to_string(),
+        };
+        SyntaxError { offset: self.pos, message: format!("{message}{found}") }
+    }
+
+    #[inline]
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.bytes.get(self.pos) {
+            self.pos += 1;
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Result<(), SyntaxError> {
+        match self.bytes.get(self.pos) {
+            Some(b'{') => self.object(depth + 1),
+            Some(b'[') => self.array(depth + 1),
+            Some(b'"') => {
+                let tok = self.string()?;
+                self.tape.toks.push(tok);
+                Ok(())
+            }
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(b't') => self.literal(b"true", Tok::Bool(true)),
+            Some(b'f') => self.literal(b"false", Tok::Bool(false)),
+            Some(b'n') => self.literal(b"null", Tok::Null),
+            _ => Err(self.error("expected a JSON value")),
+        }
+    }
+
+    fn literal(&mut self, word: &[u8], tok: Tok) -> Result<(), SyntaxError> {
+        if self.bytes[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            self.tape.toks.push(tok);
+            Ok(())
+        } else {
+            Err(self.error("expected true, false or null"))
+        }
+    }
+
+    fn enter(&mut self, depth: usize) -> Result<usize, SyntaxError> {
+        if depth > MAX_PARSE_DEPTH {
+            return Err(self.error(&format!("nested deeper than {MAX_PARSE_DEPTH} levels")));
+        }
+        self.tape.depth = self.tape.depth.max(depth);
+        let at = self.tape.toks.len();
+        // Placeholder, completed when the container closes.
+        self.tape.toks.push(Tok::Null);
+        Ok(at)
+    }
+
+    fn object(&mut self, depth: usize) -> Result<(), SyntaxError> {
+        let at = self.enter(depth)?;
+        let from = self.pos as u32;
+        self.pos += 1;
+        self.skip_ws();
+        if self.bytes.get(self.pos) == Some(&b'}') {
+            self.pos += 1;
+        } else {
+            loop {
+                if self.bytes.get(self.pos) != Some(&b'"') {
+                    return Err(self.error("expected a string key"));
+                }
+                let key = self.string()?;
+                self.tape.toks.push(key);
+                self.skip_ws();
+                if self.bytes.get(self.pos) != Some(&b':') {
+                    return Err(self.error("expected `:` after the key"));
+                }
+                self.pos += 1;
+                self.skip_ws();
+                self.value(depth)?;
+                self.skip_ws();
+                match self.bytes.get(self.pos) {
+                    Some(b',') => {
+                        self.pos += 1;
+                        self.skip_ws();
+                    }
+                    Some(b'}') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    _ => return Err(self.error("expected `,` or `}` in the object")),
+                }
+            }
+        }
+        let end = self.tape.toks.len() as u32;
+        self.tape.toks[at] = Tok::Obj { end, from, to: self.pos as u32 };
+        Ok(())
+    }
+
+    fn array(&mut self, depth: usize) -> Result<(), SyntaxError> {
+        let at = self.enter(depth)?;
+        let from = self.pos as u32;
+        self.pos += 1;
+        self.skip_ws();
+        if self.bytes.get(self.pos) == Some(&b']') {
+            self.pos += 1;
+        } else {
+            loop {
+                self.value(depth)?;
+                self.skip_ws();
+                match self.bytes.get(self.pos) {
+                    Some(b',') => {
+                        self.pos += 1;
+                        self.skip_ws();
+                    }
+                    Some(b']') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    _ => return Err(self.error("expected `,` or `]` in the array")),
+                }
+            }
+        }
+        let end = self.tape.toks.len() as u32;
+        self.tape.toks[at] = Tok::Arr { end, from, to: self.pos as u32 };
+        Ok(())
+    }
+
+    fn string(&mut self) -> Result<Tok, SyntaxError> {
+        self.pos += 1;
+        let start = self.pos;
+        let mut escaped = false;
+        loop {
+            let rest = &self.bytes[self.pos..];
+            let Some(found) = rest.iter().position(|b| *b == b'"' || *b == b'\\' || *b < 0x20) else {
+                self.pos = self.bytes.len();
+                return Err(self.error("unterminated string"));
+            };
+            self.pos += found;
+            match self.bytes[self.pos] {
+                b'"' => break,
+                b'\\' => {
+                    escaped = true;
+                    match self.bytes.get(self.pos + 1) {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.pos += 2,
+                        Some(b'u') => {
+                            let hex = self.bytes.get(self.pos + 2..self.pos + 6);
+                            if !hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
+                                return Err(self.error("invalid \\u escape"));
+                            }
+                            self.pos += 6;
+                        }
+                        _ => return Err(self.error("invalid escape")),
+                    }
+                }
+                _ => return Err(self.error("control character in a string")),
+            }
+        }
+        let end = self.pos;
+        self.pos += 1;
+        Ok(Tok::Str { start: start as u32, end: end as u32, escaped })
+    }
+
+    fn number(&mut self) -> Result<(), SyntaxError> {
+        let start = self.pos;
+        let bytes = self.bytes;
+        let mut pos = self.pos;
+        if bytes[pos] == b'-' {
+            pos += 1;
+        }
+        let digits = |pos: &mut usize| {
+            let from = *pos;
+            while bytes.get(*pos).is_some_and(u8::is_ascii_digit) {
+                *pos += 1;
+            }
+            *pos - from
+        };
+        let int_start = pos;
+        let n = digits(&mut pos);
+        if n == 0 || (n > 1 && bytes[int_start] == b'0') {
+            self.pos = int_start;
+            return Err(self.error("invalid number"));
+        }
+        let mut int = true;
+        if bytes.get(pos) == Some(&b'.') {
+            pos += 1;
+            int = false;
+            if digits(&mut pos) == 0 {
+                self.pos = pos;
+                return Err(self.error("expected digits after the decimal point"));
+            }
+        }
+        if let Some(b'e' | b'E') = bytes.get(pos) {
+            pos += 1;
+            int = false;
+            if let Some(b'+' | b'-') = bytes.get(pos) {
+                pos += 1;
+            }
+            if digits(&mut pos) == 0 {
+                self.pos = pos;
+                return Err(self.error("expected digits in the exponent"));
+            }
+        }
+        self.pos = pos;
+        self.tape.toks.push(Tok::Num { start: start as u32, end: pos as u32, int });
+        Ok(())
+    }
+}
+
+/// The content of a string token, with escapes resolved (into `scratch`
+/// when needed).
+///
+/// # Errors
+/// A [`SyntaxError`] for a lone UTF-16 surrogate in a `\u` escape.
+pub fn unescape<'a>(
+    text: &'a str,
+    start: u32,
+    end: u32,
+    escaped: bool,
+    scratch: &'a mut String,
+) -> Result<&'a str, SyntaxError> {
+    let raw = &text[start as usize..end as usize];
+    if !escaped {
+        return Ok(raw);
+    }
+    scratch.clear();
+    let bytes = raw.as_bytes();
+    let mut i = 0;
+    let mut run = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        scratch.push_str(&raw[run..i]);
+        let code = bytes[i + 1];
+        i += 2;
+        match code {
+            b'"' => scratch.push('"'),
+            b'\\' => scratch.push('\\'),
+            b'/' => scratch.push('/'),
+            b'b' => scratch.push('\u{8}'),
+            b'f' => scratch.push('\u{c}'),
+            b'n' => scratch.push('\n'),
+            b'r' => scratch.push('\r'),
+            b't' => scratch.push('\t'),
+            _ => {
+                let unit = |at: usize| u32::from_str_radix(&raw[at..at + 4], 16).unwrap_or(0xFFFF_FFFF);
+                let high = unit(i);
+                i += 4;
+                let c = if (0xD800..0xDC00).contains(&high) {
+                    if raw.as_bytes().get(i..i + 2) == Some(b"\\u") && i + 6 <= raw.len() {
+                        let low = unit(i + 2);
+                        i += 6;
+                        if (0xDC00..0xE000).contains(&low) {
+                            char::from_u32(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))
+                        } else {
+                            None
+                        }
+                    } else {
+                        None
+                    }
+                } else {
+                    char::from_u32(high)
+                };
+                match c {
+                    Some(c) => scratch.push(c),
+                    None => {
+                        return Err(SyntaxError {
+                            offset: start as usize + i,
+                            message: "invalid UTF-16 surrogate in a \\u escape".into(),
+                        });
+                    }
+                }
+            }
+        }
+        run = i;
+    }
+    scratch.push_str(&raw[run..]);
+    Ok(scratch.as_str())
+}
+
+/// Describes the kind of the token for error messages: `a string`, `an
+/// integer`, `a number`, `a boolean`, `null`, `an object`, `an array`.
+pub fn kind_name(tok: &Tok) -> &'static str {
+    match tok {
+        Tok::Null => "null",
+        Tok::Bool(_) => "a boolean",
+        Tok::Num { int: true, .. } => "an integer",
+        Tok::Num { .. } => "a number",
+        Tok::Str { .. } => "a string",
+        Tok::Obj { .. } => "an object",
+        Tok::Arr { .. } => "an array",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tape(text: &str) -> Tape {
+        let mut tape = Tape::default();
+        tape.parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        tape
+    }
+
+    #[test]
+    fn tokens_keep_number_text_and_container_ends() {
+        let text = r#" {"a": [1, -2.5e3, 18446744073709551616], "b": {"c": null}, "d": "x\"y", "e": true} "#;
+        let t = tape(text);
+        assert_eq!(t.depth, 2);
+        let Tok::Obj { end, .. } = t.toks[0] else { panic!("object") };
+        assert_eq!(end as usize, t.toks.len());
+        let numbers: Vec<_> = t
+            .toks
+            .iter()
+            .filter_map(|tok| match tok {
+                Tok::Num { start, end, int } => Some((&text[*start as usize..*end as usize], *int)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(numbers, [("1", true), ("-2.5e3", false), ("18446744073709551616", true)]);
+        let mut scratch = String::new();
+        let Tok::Str { start, end, escaped } = t.toks[t.toks.len() - 3] else { panic!("string") };
+        assert_eq!(unescape(text, start, end, escaped, &mut scratch).expect("valid"), "x\"y");
+    }
+
+    #[test]
+    fn escapes_and_surrogate_pairs_resolve() {
+        let text = r#""a\n\u00e9\ud83d\ude00\/""#;
+        let t = tape(text);
+        let Tok::Str { start, end, escaped } = t.toks[0] else { panic!("string") };
+        let mut scratch = String::new();
+        assert_eq!(unescape(text, start, end, escaped, &mut scratch).expect("valid"), "a\né😀/");
+        let text = r#""\ud83d x""#;
+        let t = tape(text);
+        let Tok::Str { start, end, escaped } = t.toks[0] else { panic!("string") };
+        assert!(unescape(text, start, end, escaped, &mut scratch).is_err());
+    }
+
+    #[test]
+    fn invalid_json_is_refused_with_the_offset() {
+        for (text, needle) in [
+            ("{\"a\": 1,}", "expected a string key"),
+            ("[1 2]", "expected `,` or `]`"),
+            ("\"abc", "unterminated string"),
+            ("01", "invalid number"),
+            ("1.", "expected digits after the decimal point"),
+            ("{\"a\": tru}", "expected true, false or null"),
+            ("\"a\tb\"", "control character"),
+            ("{} x", "unexpected text after the value"),
+            ("", "expected a JSON value"),
+        ] {
+            let err = Tape::default().parse(text).expect_err(text);
+            assert!(err.to_string().contains(needle), "{text}: {err}");
+        }
+        let deep = "[".repeat(MAX_PARSE_DEPTH + 1) + &"]".repeat(MAX_PARSE_DEPTH + 1);
+        assert!(Tape::default().parse(&deep).expect_err("too deep").to_string().contains("nested deeper"));
+    }
+
+    #[test]
+    fn agrees_with_serde_json_on_what_is_valid() {
+        for text in ["[]", "{}", "0", "-0", "1e5", "[{\"a\":[[]]}]", "\"\\u0000\"", "[1,[2,[3]]]", "{\"\":\"\"}"] {
+            assert!(serde_json::from_str::<serde_json::Value>(text).is_ok());
+            tape(text);
+        }
+    }
+}

@@ -1,0 +1,556 @@
+//! Payload decoding: bytes or a file -> one record's text at a time.
+//!
+//! Accepted layouts ([`PayloadFormat`]): a JSON array; an object holding the
+//! array at a JSON pointer (`/data/items`); NDJSON (one record per line,
+//! blank lines skipped, `\r\n` accepted). Whatever the layout, a gzip stream
+//! (magic bytes `1f 8b`, multi-member allowed) is decompressed on the fly
+//! and a UTF-8 byte-order mark is skipped.
+//!
+//! The [`Framer`] reads in chunks of [`CHUNK_BYTES`] and holds at most one
+//! record plus one chunk in memory, whatever the payload's size: this is
+//! what keeps Persist's memory bounded on claim-check objects of hundreds of
+//! MB (the object is first spilled to a local file, read twice).
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use shared::contracts::{Layout, PayloadFormat};
+
+use crate::json::{Tape, Tok, unescape};
+
+/// Bytes read from the payload at a time.
+pub const CHUNK_BYTES: usize = 256 * 1024;
+
+/// Where a page's payload is.
+#[derive(Clone, Debug)]
+pub enum PageSource {
+    /// In memory (an inline payload, or a small object).
+    Bytes(Bytes),
+    /// A local file (a claim-check object spilled to disk).
+    File(PathBuf),
+}
+
+/// A payload that cannot be read as records.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// Reading or decompressing failed (a gzip stream cut short, say).
+    #[error("{0}")]
+    Io(String),
+    /// The bytes are not what the layout says.
+    #[error("{0}")]
+    Layout(String),
+    /// A record's text is not valid JSON or not UTF-8.
+    #[error("record {index} (byte {offset} of the payload): {message}")]
+    Record {
+        /// Position of the record in the payload.
+        index: u64,
+        /// Byte offset of the record's start, after decompression.
+        offset: u64,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn io_error(err: &std::io::Error) -> DecodeError {
+    let text = err.to_string();
+    if err.kind() == std::io::ErrorKind::UnexpectedEof || text.contains("corrupt deflate") {
+        DecodeError::Io(format!("gzip stream is cut short or corrupt: {text}"))
+    } else {
+        DecodeError::Io(format!("cannot read the payload: {text}"))
+    }
+}
+
+/// Opens a payload, decompressing gzip when its first bytes say so.
+///
+/// # Errors
+/// [`DecodeError::Io`] when the file cannot be opened.
+pub fn open(source: &PageSource) -> Result<Box<dyn BufRead + Send>, DecodeError> {
+    let mut reader: Box<dyn BufRead + Send> = match source {
+        PageSource::Bytes(bytes) => Box::new(std::io::Cursor::new(bytes.clone())),
+        PageSource::File(path) => Box::new(BufReader::with_capacity(
+            CHUNK_BYTES,
+            File::open(path).map_err(|e| DecodeError::Io(format!("cannot open {}: {e}", path.display())))?,
+        )),
+    };
+    let head = reader.fill_buf().map_err(|e| io_error(&e))?;
+    if head.starts_with(&[0x1f, 0x8b]) {
+        Ok(Box::new(BufReader::with_capacity(CHUNK_BYTES, flate2::bufread::MultiGzDecoder::new(reader))))
+    } else {
+        Ok(reader)
+    }
+}
+
+enum Mode {
+    Ndjson,
+    Array { done: bool, first: bool },
+}
+
+/// Splits a payload into records' texts.
+pub struct Framer<R> {
+    reader: R,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    eof: bool,
+    mode: Mode,
+    consumed: u64,
+    index: u64,
+    scratch_tape: Tape,
+}
+
+impl Framer<Box<dyn BufRead + Send>> {
+    /// Opens `source` and positions on the first record.
+    ///
+    /// # Errors
+    /// [`DecodeError`]: unreadable payload, a layout that does not match,
+    /// a pointer that does not lead to an array.
+    pub fn open(source: &PageSource, format: &PayloadFormat) -> Result<Self, DecodeError> {
+        Framer::new(open(source)?, format)
+    }
+}
+
+impl<R: Read> Framer<R> {
+    /// Positions on the first record of `reader`.
+    ///
+    /// # Errors
+    /// As [`Framer::open`].
+    pub fn new(reader: R, format: &PayloadFormat) -> Result<Self, DecodeError> {
+        let mut framer = Framer {
+            reader,
+            buf: Vec::new(),
+            start: 0,
+            end: 0,
+            eof: false,
+            mode: Mode::Ndjson,
+            consumed: 0,
+            index: 0,
+            scratch_tape: Tape::default(),
+        };
+        framer.fill()?;
+        if framer.buf[framer.start..framer.end].starts_with(&[0xEF, 0xBB, 0xBF]) {
+            framer.advance(3);
+        }
+        let first = framer.peek_non_ws()?;
+        let layout = match (format.layout, first, &format.records_pointer) {
+            (Layout::Ndjson, _, Some(pointer)) => {
+                return Err(DecodeError::Layout(format!(
+                    "records_pointer {pointer:?} applies to the json layout, not ndjson"
+                )));
+            }
+            (Layout::Auto, Some(b'['), _) | (Layout::Auto, Some(b'{'), Some(_)) => Layout::Json,
+            (Layout::Auto, Some(b'{') | None, None) => Layout::Ndjson,
+            (Layout::Auto, Some(other), _) => {
+                return Err(DecodeError::Layout(format!(
+                    "the payload starts with {}; expected a JSON array, an object holding one (with \
+                     records_pointer) or NDJSON records",
+                    describe_byte(other)
+                )));
+            }
+            (layout, _, _) => layout,
+        };
+        if layout == Layout::Json {
+            framer.descend(format.records_pointer.as_deref().unwrap_or(""))?;
+            framer.mode = Mode::Array { done: false, first: true };
+        }
+        Ok(framer)
+    }
+
+    /// Records read so far.
+    pub fn records_read(&self) -> u64 {
+        self.index
+    }
+
+    /// Payload bytes consumed so far (after decompression).
+    pub fn bytes_read(&self) -> u64 {
+        self.consumed
+    }
+
+    fn fill(&mut self) -> Result<bool, DecodeError> {
+        if self.eof {
+            return Ok(false);
+        }
+        if self.start > 0 && self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.start > self.buf.len() / 2 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        if self.buf.len() < self.end + CHUNK_BYTES {
+            self.buf.resize(self.end + CHUNK_BYTES, 0);
+        }
+        let n = loop {
+            match self.reader.read(&mut self.buf[self.end..]) {
+                Ok(n) => break n,
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(io_error(&err)),
+            }
+        };
+        if n == 0 {
+            self.eof = true;
+        }
+        self.end += n;
+        Ok(n > 0)
+    }
+
+    fn advance(&mut self, n: usize) {
+        self.start += n;
+        self.consumed += n as u64;
+    }
+
+    /// The next byte that is not whitespace (consuming the whitespace).
+    fn peek_non_ws(&mut self) -> Result<Option<u8>, DecodeError> {
+        loop {
+            while self.start < self.end {
+                match self.buf[self.start] {
+                    b' ' | b'\n' | b'\r' | b'\t' => self.advance(1),
+                    b => return Ok(Some(b)),
+                }
+            }
+            if !self.fill()? {
+                return Ok(None);
+            }
+        }
+    }
+
+    fn expect(&mut self, byte: u8, context: &str) -> Result<(), DecodeError> {
+        match self.peek_non_ws()? {
+            Some(b) if b == byte => {
+                self.advance(1);
+                Ok(())
+            }
+            other => Err(DecodeError::Layout(format!(
+                "{context}: expected `{}`, found {}",
+                byte as char,
+                other.map_or("the end of the payload".to_string(), describe_byte)
+            ))),
+        }
+    }
+
+    /// Length of the complete JSON value starting at `start`, reading more
+    /// as needed.
+    fn value_len(&mut self) -> Result<usize, DecodeError> {
+        let mut scanned = Scan::default();
+        loop {
+            if let Some(len) = scanned.resume(&self.buf[self.start..self.end], self.eof) {
+                return Ok(len);
+            }
+            if !self.fill()? {
+                if let Some(len) = scanned.resume(&self.buf[self.start..self.end], true) {
+                    return Ok(len);
+                }
+                return Err(DecodeError::Record {
+                    index: self.index,
+                    offset: self.consumed,
+                    message: "the payload ends inside this record".into(),
+                });
+            }
+        }
+    }
+
+    /// Walks down the document to the array at `pointer` and consumes its `[`.
+    fn descend(&mut self, pointer: &str) -> Result<(), DecodeError> {
+        let segments: Vec<String> = if pointer.is_empty() {
+            Vec::new()
+        } else if let Some(rest) = pointer.strip_prefix('/') {
+            rest.split('/').map(|s| s.replace("~1", "/").replace("~0", "~")).collect()
+        } else {
+            return Err(DecodeError::Layout(format!(
+                "records_pointer {pointer:?} is not an RFC 6901 JSON pointer (it must start with /)"
+            )));
+        };
+        let mut at = String::new();
+        for segment in &segments {
+            let here = if at.is_empty() { "/".to_string() } else { at.clone() };
+            match self.peek_non_ws()? {
+                Some(b'{') => self.advance(1),
+                other => {
+                    return Err(DecodeError::Layout(format!(
+                        "records_pointer {pointer:?}: the value at {here} is {}, not an object",
+                        other.map_or("missing".into(), describe_value_start)
+                    )));
+                }
+            }
+            loop {
+                match self.peek_non_ws()? {
+                    Some(b'"') => {}
+                    Some(b'}') => {
+                        return Err(DecodeError::Layout(format!(
+                            "records_pointer {pointer:?}: no key {segment:?} in the object at {here}"
+                        )));
+                    }
+                    other => {
+                        return Err(DecodeError::Layout(format!(
+                            "records_pointer {pointer:?}: invalid JSON in the object at {here}: found {}",
+                            other.map_or("the end of the payload".into(), describe_byte)
+                        )));
+                    }
+                }
+                let len = self.value_len()?;
+                let key_text = std::str::from_utf8(&self.buf[self.start..self.start + len])
+                    .map_err(|_| DecodeError::Layout(format!("a key in the object at {here} is not UTF-8")))?
+                    .to_string();
+                self.advance(len);
+                let key = self.key(&key_text)?;
+                self.expect(b':', &format!("records_pointer {pointer:?}: object at {here}"))?;
+                if key == *segment {
+                    break;
+                }
+                self.peek_non_ws()?;
+                let len = self.value_len()?;
+                self.advance(len);
+                match self.peek_non_ws()? {
+                    Some(b',') => self.advance(1),
+                    _ => {
+                        return Err(DecodeError::Layout(format!(
+                            "records_pointer {pointer:?}: no key {segment:?} in the object at {here}"
+                        )));
+                    }
+                }
+            }
+            at.push('/');
+            at.push_str(segment);
+        }
+        match self.peek_non_ws()? {
+            Some(b'[') => {
+                self.advance(1);
+                Ok(())
+            }
+            other => {
+                let what = other.map_or("missing".into(), describe_value_start);
+                Err(DecodeError::Layout(if pointer.is_empty() {
+                    format!("the payload is {what}, not an array of records")
+                } else {
+                    format!("records_pointer {pointer:?} leads to {what}, not an array of records")
+                }))
+            }
+        }
+    }
+
+    fn key(&mut self, text: &str) -> Result<String, DecodeError> {
+        let syntax = |e: crate::json::SyntaxError| DecodeError::Layout(format!("invalid key {text}: {e}"));
+        self.scratch_tape.parse(text).map_err(syntax)?;
+        let Some(Tok::Str { start, end, escaped }) = self.scratch_tape.toks.first().copied() else {
+            return Err(DecodeError::Layout(format!("invalid key {text}")));
+        };
+        let mut scratch = String::new();
+        Ok(unescape(text, start, end, escaped, &mut scratch).map_err(syntax)?.to_string())
+    }
+
+    /// The next record's text, or `None` after the last.
+    ///
+    /// # Errors
+    /// [`DecodeError`] for unreadable bytes, text that is not UTF-8, a
+    /// record cut short, or an array that is not closed properly.
+    pub fn next_record(&mut self) -> Result<Option<&str>, DecodeError> {
+        let (from, len) = match self.mode {
+            Mode::Ndjson => loop {
+                let Some(first) = self.peek_non_ws()? else { return Ok(None) };
+                let _ = first;
+                let newline = loop {
+                    if let Some(at) = memchr::memchr(b'\n', &self.buf[self.start..self.end]) {
+                        break at;
+                    }
+                    if !self.fill()? {
+                        break self.end - self.start;
+                    }
+                };
+                let from = self.start;
+                self.advance(newline);
+                break (from, newline);
+            },
+            Mode::Array { done: true, .. } => return Ok(None),
+            Mode::Array { first, .. } => {
+                let next = self.peek_non_ws()?;
+                if next == Some(b']') {
+                    self.advance(1);
+                    self.mode = Mode::Array { done: true, first: false };
+                    return Ok(None);
+                }
+                if !first {
+                    if next != Some(b',') {
+                        return Err(DecodeError::Record {
+                            index: self.index,
+                            offset: self.consumed,
+                            message: format!(
+                                "expected `,` or `]` between records, found {}",
+                                next.map_or("the end of the payload".into(), describe_byte)
+                            ),
+                        });
+                    }
+                    self.advance(1);
+                    self.peek_non_ws()?;
+                }
+                let len = self.value_len()?;
+                let from = self.start;
+                self.advance(len);
+                self.mode = Mode::Array { done: false, first: false };
+                (from, len)
+            }
+        };
+        let index = self.index;
+        self.index += 1;
+        let offset = self.consumed - len as u64;
+        let text = std::str::from_utf8(&self.buf[from..from + len]).map_err(|err| DecodeError::Record {
+            index,
+            offset,
+            message: format!("not UTF-8 text ({err})"),
+        })?;
+        Ok(Some(text.trim_end_matches(['\r', ' ', '\t'])))
+    }
+}
+
+fn describe_byte(b: u8) -> String {
+    if b.is_ascii_graphic() { format!("`{}`", b as char) } else { format!("byte 0x{b:02x}") }
+}
+
+fn describe_value_start(b: u8) -> String {
+    match b {
+        b'{' => "an object".into(),
+        b'[' => "an array".into(),
+        b'"' => "a string".into(),
+        b'-' | b'0'..=b'9' => "a number".into(),
+        b't' | b'f' => "a boolean".into(),
+        b'n' => "null".into(),
+        other => describe_byte(other),
+    }
+}
+
+/// A resumable scan for the end of one JSON value: tracks nesting and
+/// strings only (the tokenizer checks the rest).
+#[derive(Default)]
+struct Scan {
+    pos: usize,
+    depth: usize,
+    in_string: bool,
+    escape: bool,
+    started: bool,
+    scalar: bool,
+}
+
+impl Scan {
+    /// The value's length once it is complete within `bytes`.
+    fn resume(&mut self, bytes: &[u8], eof: bool) -> Option<usize> {
+        while self.pos < bytes.len() {
+            let b = bytes[self.pos];
+            if self.in_string {
+                if self.escape {
+                    self.escape = false;
+                } else if b == b'\\' {
+                    self.escape = true;
+                } else if b == b'"' {
+                    self.in_string = false;
+                    if self.depth == 0 {
+                        return Some(self.pos + 1);
+                    }
+                }
+                self.pos += 1;
+                continue;
+            }
+            if !self.started {
+                self.started = true;
+                self.scalar = !matches!(b, b'{' | b'[' | b'"');
+            }
+            if self.scalar {
+                if matches!(b, b',' | b']' | b'}' | b' ' | b'\n' | b'\r' | b'\t') {
+                    return Some(self.pos);
+                }
+                self.pos += 1;
+                continue;
+            }
+            match b {
+                b'"' => self.in_string = true,
+                b'{' | b'[' => self.depth += 1,
+                b'}' | b']' => {
+                    self.depth = self.depth.saturating_sub(1);
+                    if self.depth == 0 {
+                        return Some(self.pos + 1);
+                    }
+                }
+                _ => {}
+            }
+            self.pos += 1;
+        }
+        (eof && self.scalar && self.pos > 0).then_some(self.pos)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn records(bytes: &[u8], format: &PayloadFormat) -> Result<Vec<String>, DecodeError> {
+        let mut framer = Framer::open(&PageSource::Bytes(Bytes::copy_from_slice(bytes)), format)?;
+        let mut out = Vec::new();
+        while let Some(text) = framer.next_record()? {
+            out.push(text.to_string());
+        }
+        Ok(out)
+    }
+
+    fn auto() -> PayloadFormat {
+        PayloadFormat::default()
+    }
+
+    fn pointer(p: &str) -> PayloadFormat {
+        PayloadFormat { records_pointer: Some(p.into()), ..PayloadFormat::default() }
+    }
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(bytes).expect("gzip");
+        encoder.finish().expect("gzip")
+    }
+
+    #[test]
+    fn every_layout_yields_the_same_records() {
+        let expected = vec![r#"{"a":1}"#.to_string(), r#"{"b":"x,]}"}"#.to_string(), "7".to_string()];
+        let array = br#"[{"a":1}, {"b":"x,]}"} ,7]"#;
+        assert_eq!(records(array, &auto()).expect("array"), expected);
+        let ndjson = b"{\"a\":1}\r\n\n{\"b\":\"x,]}\"}\n7";
+        assert_eq!(records(ndjson, &auto()).expect("ndjson"), expected);
+        let wrapped = br#"{"meta": {"n": [1, {"x": "]"}]}, "da\/ta": {"items": [{"a":1},{"b":"x,]}"},7], "after": 1}}"#;
+        assert_eq!(records(wrapped, &pointer("/da~1ta/items")).expect("pointer"), expected);
+        let mut bom = vec![0xEF, 0xBB, 0xBF];
+        bom.extend_from_slice(array);
+        assert_eq!(records(&gzip(&bom), &auto()).expect("gzip + BOM"), expected);
+        assert_eq!(records(b"", &auto()).expect("empty"), Vec::<String>::new());
+        assert_eq!(records(b"[ ]", &auto()).expect("empty array"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn records_larger_than_a_chunk_are_framed_whole() {
+        let big = format!("{{\"s\":\"{}\"}}", "x".repeat(CHUNK_BYTES * 3));
+        let array = format!("[{big},{big}]");
+        assert_eq!(records(array.as_bytes(), &auto()).expect("array"), vec![big.clone(), big.clone()]);
+        let ndjson = format!("{big}\n{big}\n");
+        assert_eq!(records(ndjson.as_bytes(), &auto()).expect("ndjson"), vec![big.clone(), big]);
+    }
+
+    #[test]
+    fn bad_payloads_say_what_is_wrong() {
+        let err = records(br#"{"data": {"items": 3}}"#, &pointer("/data/items")).expect_err("not array");
+        assert!(err.to_string().contains("leads to a number, not an array"), "{err}");
+        let err = records(br#"{"data": {}}"#, &pointer("/data/items")).expect_err("missing");
+        assert!(err.to_string().contains("no key \"items\" in the object at /data"), "{err}");
+        let err = records(b"[{\"a\":1} {\"b\":2}]", &auto()).expect_err("missing comma");
+        assert!(err.to_string().contains("record 1") && err.to_string().contains("expected `,` or `]`"), "{err}");
+        let err = records(b"[{\"a\":1}, {\"b\":", &auto()).expect_err("cut short");
+        assert!(err.to_string().contains("ends inside this record"), "{err}");
+        let mut cut = gzip(br#"[{"a":1},{"b":2},{"c":3}]"#);
+        cut.truncate(cut.len() - 12);
+        let err = records(&cut, &auto()).expect_err("cut gzip");
+        assert!(err.to_string().contains("gzip stream is cut short"), "{err}");
+        let err = records(b"<html>", &auto()).expect_err("html");
+        assert!(err.to_string().contains("starts with `<`"), "{err}");
+        let err = records(b"{\"a\":\"\xff\"}\n", &auto()).expect_err("latin-1");
+        assert!(err.to_string().contains("not UTF-8"), "{err}");
+        let format = PayloadFormat { layout: Layout::Ndjson, records_pointer: Some("/x".into()) };
+        assert!(records(b"{}", &format).is_err());
+    }
+}
