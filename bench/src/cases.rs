@@ -17,6 +17,9 @@ pub struct RunOptions {
     /// Only the 1k and 50k pages (a fast check); default also 500k.
     #[arg(long)]
     pub quick: bool,
+    /// Page sizes to run instead, in records, e.g. `--records 1000,200000`.
+    #[arg(long, value_delimiter = ',', conflicts_with = "quick")]
+    pub records: Vec<u64>,
     /// Python with pyarrow (default: `$TRIBUTARY_PYTHON`, else `python3`).
     #[arg(long)]
     pub python: Option<PathBuf>,
@@ -132,7 +135,11 @@ pub fn run(options: &RunOptions) -> anyhow::Result<()> {
         row_group_rows: target.files.row_group_rows,
         zstd_level: persist::WriterConfig::default().zstd_level,
     };
-    let sizes: &[u64] = if options.quick { &[1_000, 50_000] } else { &[1_000, 50_000, 500_000] };
+    let sizes: &[u64] = match (options.quick, options.records.as_slice()) {
+        (true, _) => &[1_000, 50_000],
+        (false, []) => &[1_000, 50_000, 500_000],
+        (false, sizes) => sizes,
+    };
     let mut results = Vec::new();
     for &records in sizes {
         for shape in [Shape::Customers, Shape::Transactions] {

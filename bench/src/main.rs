@@ -81,7 +81,8 @@ fn convert(input: &Path, output: &Path) -> anyhow::Result<u64> {
         &PersistTarget::new("bench"),
         &mut writer,
     )
-    .with_context(|| format!("converting {}", input.display()))?;
+    // The converter's own message (its source chain repeats it).
+    .map_err(|err| anyhow::anyhow!("{err}"))?;
     writer.flush().with_context(|| format!("writing {}", output.display()))?;
     Ok(stats.rows_written)
 }

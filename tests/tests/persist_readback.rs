@@ -161,11 +161,6 @@ async fn persist_and_read(dataset: &str, records: &[String]) -> [Table; 2] {
     tables
 }
 
-/// Records `{"id": i, <field>: <text>}` for each JSON text of `values`.
-fn records_with(field: &str, values: &[&str]) -> Vec<String> {
-    values.iter().enumerate().map(|(id, text)| format!("{{\"id\":{id},\"{field}\":{text}}}")).collect()
-}
-
 /// What a reader must give back for one input value.
 #[derive(Clone, Debug)]
 enum Expect {
@@ -245,10 +240,6 @@ impl Kind {
             (Kind::Any, _) => true,
         }
     }
-}
-
-fn values(values: Vec<Value>) -> Vec<Expect> {
-    values.into_iter().map(Expect::Value).collect()
 }
 
 /// A clean customer record, as a vendor would send it.
@@ -341,96 +332,142 @@ async fn hive_partitioned_dataset_reads_as_one_table_with_its_dt_column_in_both_
     assert_rows_equal(&tables, &records, |i| dt[i].clone());
 }
 
-#[tokio::test]
-async fn messy_int_and_float_in_one_field_become_float64() {
-    let tables =
-        persist_and_read("messy_numbers", &records_with("amount", &["1", "2.5", "3", "-4.25", "0", "null"])).await;
-    let expected = values(vec![json!(1.0), json!(2.5), json!(3.0), json!(-4.25), json!(0.0), Value::Null]);
-    check_column(&tables, "amount", Kind::Float64, &expected);
+/// One field of a messy page: the JSON text of its value in record 0, 1, …
+/// (`None`: the record lacks the key) and what both readers must give back.
+/// Records past the end of `cells` lack the key too (read back as null).
+struct Field {
+    name: &'static str,
+    kind: Kind,
+    cells: Vec<(Option<&'static str>, Expect)>,
 }
 
-#[tokio::test]
-async fn messy_mixed_scalar_kinds_become_strings_holding_their_json_text() {
-    let texts = ["7", "\"A7\"", "true", "2.5", "false", "null", "-12345678901234", "\"\""];
-    let tables = persist_and_read("messy_scalars", &records_with("code", &texts)).await;
-    let expected = values(vec![
-        json!("7"),
-        json!("A7"),
-        json!("true"),
-        json!("2.5"),
-        json!("false"),
-        Value::Null,
-        json!("-12345678901234"),
-        json!(""),
-    ]);
-    check_column(&tables, "code", Kind::String, &expected);
+fn field(name: &'static str, kind: Kind, cells: Vec<(&'static str, Expect)>) -> Field {
+    Field { name, kind, cells: cells.into_iter().map(|(text, expect)| (Some(text), expect)).collect() }
 }
 
-#[tokio::test]
-async fn messy_scalar_in_some_records_and_list_in_others_becomes_a_list_with_the_scalar_wrapped() {
-    let records: Vec<String> = [
-        r#"{"id":0,"tags":"vip","scores":1}"#,
-        r#"{"id":1,"tags":["a","b"],"scores":[2,3]}"#,
-        r#"{"id":2,"tags":[],"scores":[]}"#,
-        r#"{"id":3,"tags":"x","scores":4}"#,
-        r#"{"id":4,"tags":null,"scores":null}"#,
+fn exact(value: Value) -> Expect {
+    Expect::Value(value)
+}
+
+/// The records of a page holding `fields`, with `id` = the record's index.
+fn records_of(fields: &[Field]) -> Vec<String> {
+    let rows = fields.iter().map(|f| f.cells.len()).max().unwrap_or(0);
+    (0..rows)
+        .map(|i| {
+            let mut text = format!("{{\"id\":{i}");
+            for f in fields {
+                if let Some((Some(value), _)) = f.cells.get(i) {
+                    text.push_str(&format!(",\"{}\":{value}", f.name));
+                }
+            }
+            text.push('}');
+            text
+        })
+        .collect()
+}
+
+/// Persists a page of `fields` by claim check and checks every field in
+/// both readers.
+async fn check_fields(dataset: &str, fields: &[Field]) {
+    let records = records_of(fields);
+    let tables = persist_and_read(dataset, &records).await;
+    for f in fields {
+        let expected: Vec<Expect> = (0..records.len())
+            .map(|i| f.cells.get(i).map_or(Expect::Value(Value::Null), |(_, expect)| expect.clone()))
+            .collect();
+        check_column(&tables, f.name, f.kind, &expected);
+    }
+}
+
+/// int + float -> float64.
+fn int_and_float() -> Vec<Field> {
+    vec![field(
+        "amount",
+        Kind::Float64,
+        vec![
+            ("1", exact(json!(1.0))),
+            ("2.5", exact(json!(2.5))),
+            ("3", exact(json!(3.0))),
+            ("-4.25", exact(json!(-4.25))),
+            ("0", exact(json!(0.0))),
+            ("null", exact(Value::Null)),
+        ],
+    )]
+}
+
+/// Mixed scalar kinds -> string, each value's JSON text (strings as they are).
+fn mixed_scalars() -> Vec<Field> {
+    vec![field(
+        "code",
+        Kind::String,
+        vec![
+            ("7", exact(json!("7"))),
+            ("\"A7\"", exact(json!("A7"))),
+            ("true", exact(json!("true"))),
+            ("2.5", exact(json!("2.5"))),
+            ("false", exact(json!("false"))),
+            ("null", exact(Value::Null)),
+            ("-12345678901234", exact(json!("-12345678901234"))),
+            ("\"\"", exact(json!(""))),
+        ],
+    )]
+}
+
+/// A scalar beside lists -> a list, the scalar wrapped.
+fn scalar_and_list() -> Vec<Field> {
+    vec![
+        field(
+            "tags",
+            Kind::List,
+            vec![
+                ("\"vip\"", exact(json!(["vip"]))),
+                ("[\"a\",\"b\"]", exact(json!(["a", "b"]))),
+                ("[]", exact(json!([]))),
+                ("\"x\"", exact(json!(["x"]))),
+                ("null", exact(Value::Null)),
+            ],
+        ),
+        field(
+            "scores",
+            Kind::List,
+            vec![
+                ("1", exact(json!([1]))),
+                ("[2,3]", exact(json!([2, 3]))),
+                ("[]", exact(json!([]))),
+                ("4", exact(json!([4]))),
+                ("null", exact(Value::Null)),
+            ],
+        ),
     ]
-    .map(String::from)
-    .to_vec();
-    let tables = persist_and_read("messy_lists", &records).await;
-    let tags = values(vec![json!(["vip"]), json!(["a", "b"]), json!([]), json!(["x"]), Value::Null]);
-    check_column(&tables, "tags", Kind::List, &tags);
-    let scores = values(vec![json!([1]), json!([2, 3]), json!([]), json!([4]), Value::Null]);
-    check_column(&tables, "scores", Kind::List, &scores);
 }
 
-#[tokio::test]
-async fn messy_always_null_field_is_kept_as_a_nullable_string_column() {
-    let records: Vec<String> = (0..5)
-        .map(|i| if i == 2 { format!("{{\"id\":{i}}}") } else { format!("{{\"id\":{i},\"legacy\":null}}") })
-        .collect();
-    let tables = persist_and_read("messy_nulls", &records).await;
-    check_column(&tables, "legacy", Kind::String, &values(vec![Value::Null; 5]));
+/// Always null (or absent) -> a nullable string column.
+fn always_null() -> Vec<Field> {
+    let cells = [Some("null"), Some("null"), None, Some("null"), Some("null")];
+    vec![Field {
+        name: "legacy",
+        kind: Kind::String,
+        cells: cells.into_iter().map(|text| (text, exact(Value::Null))).collect(),
+    }]
 }
 
-#[tokio::test]
-async fn messy_empty_objects_and_lists_are_written_and_read_back() {
-    let records: Vec<String> = [
-        r#"{"id":0,"prefs":{},"aliases":[],"settings":{},"notes":[]}"#,
-        r#"{"id":1,"prefs":{},"aliases":[],"settings":{"theme":"dark"},"notes":["n1"]}"#,
-        r#"{"id":2,"prefs":{},"aliases":[],"settings":{},"notes":[]}"#,
+/// `{}` and `[]`: written; read back as themselves, null or their JSON text.
+fn empty_objects_and_lists() -> Vec<Field> {
+    let (object, list) = (Expect::Empty(json!({})), Expect::Empty(json!([])));
+    vec![
+        field("prefs", Kind::Any, vec![("{}", object.clone()), ("{}", object.clone()), ("{}", object.clone())]),
+        field("aliases", Kind::Any, vec![("[]", list.clone()), ("[]", list.clone()), ("[]", list.clone())]),
+        field(
+            "settings",
+            Kind::Struct,
+            vec![("{}", object.clone()), ("{\"theme\":\"dark\"}", exact(json!({"theme": "dark"}))), ("{}", object)],
+        ),
+        field("notes", Kind::List, vec![("[]", list.clone()), ("[\"n1\"]", exact(json!(["n1"]))), ("[]", list)]),
     ]
-    .map(String::from)
-    .to_vec();
-    let tables = persist_and_read("messy_empty", &records).await;
-    check_column(
-        &tables,
-        "prefs",
-        Kind::Any,
-        &[Expect::Empty(json!({})), Expect::Empty(json!({})), Expect::Empty(json!({}))],
-    );
-    check_column(
-        &tables,
-        "aliases",
-        Kind::Any,
-        &[Expect::Empty(json!([])), Expect::Empty(json!([])), Expect::Empty(json!([]))],
-    );
-    check_column(
-        &tables,
-        "settings",
-        Kind::Struct,
-        &[Expect::Empty(json!({})), Expect::Value(json!({"theme": "dark"})), Expect::Empty(json!({}))],
-    );
-    check_column(
-        &tables,
-        "notes",
-        Kind::List,
-        &[Expect::Empty(json!([])), Expect::Value(json!(["n1"])), Expect::Empty(json!([]))],
-    );
 }
 
-#[tokio::test]
-async fn messy_integers_beyond_i64_are_decimal_or_text_never_rounded() {
+/// Integers beyond i64 -> decimal(38,0) or text, never rounded.
+fn big_integers() -> Vec<Field> {
     let digits = [
         "42",
         "18446744073709551616",
@@ -441,8 +478,87 @@ async fn messy_integers_beyond_i64_are_decimal_or_text_never_rounded() {
         "-9223372036854775808",
         "-7",
     ];
-    let tables = persist_and_read("messy_big", &records_with("external_ref", &digits)).await;
-    check_column(&tables, "external_ref", Kind::BigInteger, &digits.map(Expect::Digits));
+    vec![field("external_ref", Kind::BigInteger, digits.into_iter().map(|d| (d, Expect::Digits(d))).collect())]
+}
+
+/// The same rules inside structs and lists of structs; a key only some
+/// items carry is a nullable struct field.
+fn nested() -> Vec<Field> {
+    vec![
+        field(
+            "address",
+            Kind::Struct,
+            vec![
+                (r#"{"city":"A","zip":12345}"#, exact(json!({"city": "A", "zip": "12345"}))),
+                (r#"{"city":"B","zip":"01234"}"#, exact(json!({"city": "B", "zip": "01234"}))),
+                (r#"{"city":"C","zip":true}"#, exact(json!({"city": "C", "zip": "true"}))),
+            ],
+        ),
+        field(
+            "line_items",
+            Kind::List,
+            vec![
+                (
+                    r#"[{"sku":"a","qty":1},{"sku":"b","qty":2.5}]"#,
+                    exact(json!([{"sku": "a", "qty": 1.0, "price": null}, {"sku": "b", "qty": 2.5, "price": null}])),
+                ),
+                ("[]", Expect::Empty(json!([]))),
+                (r#"[{"sku":"c","qty":3,"price":10}]"#, exact(json!([{"sku": "c", "qty": 3.0, "price": 10}]))),
+            ],
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn messy_int_and_float_in_one_field_become_float64() {
+    check_fields("messy_numbers", &int_and_float()).await;
+}
+
+#[tokio::test]
+async fn messy_mixed_scalar_kinds_become_strings_holding_their_json_text() {
+    check_fields("messy_scalars", &mixed_scalars()).await;
+}
+
+#[tokio::test]
+async fn messy_scalar_in_some_records_and_list_in_others_becomes_a_list_with_the_scalar_wrapped() {
+    check_fields("messy_lists", &scalar_and_list()).await;
+}
+
+#[tokio::test]
+async fn messy_always_null_field_is_kept_as_a_nullable_string_column() {
+    check_fields("messy_nulls", &always_null()).await;
+}
+
+#[tokio::test]
+async fn messy_empty_objects_and_lists_are_written_and_read_back() {
+    check_fields("messy_empty", &empty_objects_and_lists()).await;
+}
+
+#[tokio::test]
+async fn messy_integers_beyond_i64_are_decimal_or_text_never_rounded() {
+    check_fields("messy_big", &big_integers()).await;
+}
+
+#[tokio::test]
+async fn messy_nested_structs_and_lists_of_structs_follow_the_same_rules() {
+    check_fields("messy_nested", &nested()).await;
+}
+
+#[tokio::test]
+async fn messy_page_with_every_mess_at_once_reads_back_under_every_rule() {
+    let fields: Vec<Field> = [
+        int_and_float(),
+        mixed_scalars(),
+        scalar_and_list(),
+        always_null(),
+        empty_objects_and_lists(),
+        big_integers(),
+        nested(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    check_fields("messy_all", &fields).await;
 }
 
 #[tokio::test]
@@ -457,34 +573,10 @@ async fn messy_keys_only_late_records_carry_become_nullable_columns() {
         })
         .collect();
     let tables = persist_and_read("messy_late", &records).await;
-    let mut late = vec![Value::Null; n - 2];
-    late.extend([json!("x"), json!("y")]);
-    check_column(&tables, "late", Kind::String, &values(late));
-    let mut address = vec![json!({"city": "c", "apartment": null}); n - 1];
-    address.push(json!({"city": "c", "apartment": "12B"}));
-    check_column(&tables, "address", Kind::Struct, &values(address));
-}
-
-#[tokio::test]
-async fn messy_nested_structs_and_lists_of_structs_follow_the_same_rules() {
-    let records: Vec<String> = [
-        r#"{"id":0,"address":{"city":"A","zip":12345},"line_items":[{"sku":"a","qty":1},{"sku":"b","qty":2.5}]}"#,
-        r#"{"id":1,"address":{"city":"B","zip":"01234"},"line_items":[]}"#,
-        r#"{"id":2,"address":{"city":"C","zip":true},"line_items":[{"sku":"c","qty":3,"price":10}]}"#,
-    ]
-    .map(String::from)
-    .to_vec();
-    let tables = persist_and_read("messy_nested", &records).await;
-    let address = values(vec![
-        json!({"city": "A", "zip": "12345"}),
-        json!({"city": "B", "zip": "01234"}),
-        json!({"city": "C", "zip": "true"}),
-    ]);
+    let mut late = vec![exact(Value::Null); n - 2];
+    late.extend([exact(json!("x")), exact(json!("y"))]);
+    check_column(&tables, "late", Kind::String, &late);
+    let mut address = vec![exact(json!({"city": "c", "apartment": null})); n - 1];
+    address.push(exact(json!({"city": "c", "apartment": "12B"})));
     check_column(&tables, "address", Kind::Struct, &address);
-    let items = vec![
-        Expect::Value(json!([{"sku": "a", "qty": 1.0, "price": null}, {"sku": "b", "qty": 2.5, "price": null}])),
-        Expect::Empty(json!([])),
-        Expect::Value(json!([{"sku": "c", "qty": 3.0, "price": 10}])),
-    ];
-    check_column(&tables, "line_items", Kind::List, &items);
 }
