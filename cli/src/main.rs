@@ -249,7 +249,7 @@ version: 1
 pipeline: demo_customers
 description: Customers, count-first paging with offset/limit.
 strategy: {{ kind: paged, page_size: 40, total_pointer: /total, params: {{ style: offset_limit }} }}
-request: {{ url: "http://{addr}/customers", records_pointer: /items }}
+request: {{ url: "http://{addr}/customers", records_pointer: /items, allow: {{ loopback: true }} }}
 target: {{ dataset: demo_customers }}
 "#
         ),
@@ -263,7 +263,7 @@ strategy:
   query: SELECT DISTINCT id FROM demo_customers WHERE dt = ? ORDER BY id
   parameters: ["{{run_date}}"]
   database: lake
-request: {{ url: "http://{addr}/customers/{{id}}/transactions", records_pointer: /data }}
+request: {{ url: "http://{addr}/customers/{{id}}/transactions", records_pointer: /data, allow: {{ loopback: true }} }}
 target: {{ dataset: demo_customer_transactions }}
 "#
         ),
@@ -273,7 +273,7 @@ version: 1
 pipeline: demo_transactions
 description: All transactions in one call.
 strategy: {{ kind: simple }}
-request: {{ url: "http://{addr}/transactions", records_pointer: /data }}
+request: {{ url: "http://{addr}/transactions", records_pointer: /data, allow: {{ loopback: true }} }}
 target: {{ dataset: demo_transactions }}
 "#
         ),

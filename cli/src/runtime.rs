@@ -9,6 +9,11 @@
 //! runtime deletes the successful records and leaves the failed ones to
 //! reappear after their visibility timeout (on the broker's virtual clock),
 //! exactly as an SQS event source mapping would.
+//!
+//! Request reads secrets from `TRIBUTARY_SECRET_<ID>` or
+//! `<lake>/_secrets.json`; its OAuth tokens and rate budgets are shared by
+//! all workers; each invocation's deadline is the function's time-out from
+//! the topology, as in Lambda.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,7 +26,7 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use chrono::{DateTime, Utc};
 
 use shared::adapters::http::ReqwestClient;
-use shared::adapters::local::{Broker, DirStore, QueueConfig, Subscription};
+use shared::adapters::local::{Broker, DirStore, FileSecrets, QueueConfig, Subscription};
 use shared::contracts::{Alert, RunId};
 use shared::ledger;
 use shared::ports::{HttpClient, HttpRequest, HttpResponse, PortError, QueryEngine};
@@ -160,6 +165,8 @@ pub struct LocalRuntime {
     store: Arc<DirStore>,
     http: Arc<CountingHttp<ReqwestClient>>,
     engine: Arc<dyn QueryEngine>,
+    secrets: Arc<FileSecrets>,
+    warm: Arc<request::Warm>,
 }
 
 /// A failure of the runtime itself (not of a pipeline's messages).
@@ -221,6 +228,10 @@ impl LocalRuntime {
             store: Arc::new(DirStore::new(&options.lake)),
             http: Arc::new(CountingHttp::new(ReqwestClient::new()?)),
             engine: Arc::new(lakequery::LakeEngine::new(&options.lake)),
+            secrets: Arc::new(FileSecrets::new(options.lake.join("_secrets.json"))),
+            // One budget and token cache for every worker: a pipeline's rate
+            // budget holds across the runtime's concurrent invocations.
+            warm: Arc::new(request::Warm::default()),
             broker,
             options,
         })
@@ -374,6 +385,8 @@ impl LocalRuntime {
             store: self.store.clone(),
             http: self.http.clone(),
             engine: self.engine.clone(),
+            secrets: self.secrets.clone(),
+            warm: self.warm.clone(),
             request: Arc::new(self.options.request.clone()),
             persist: Arc::new(self.options.persist.clone()),
             orchestrator: Arc::new(self.orchestrator_config()),
@@ -396,6 +409,8 @@ struct Handles {
     store: Arc<DirStore>,
     http: Arc<CountingHttp<ReqwestClient>>,
     engine: Arc<dyn QueryEngine>,
+    secrets: Arc<FileSecrets>,
+    warm: Arc<request::Warm>,
     request: Arc<request::RequestConfig>,
     persist: Arc<persist::PersistConfig>,
     orchestrator: Arc<orchestrator::OrchestratorConfig>,
@@ -428,6 +443,11 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
                 queue: h.broker.as_ref(),
                 topics: h.broker.as_ref(),
                 store: h.store.as_ref(),
+                secrets: h.secrets.as_ref(),
+                warm: &h.warm,
+                // As in Lambda: the invocation ends at the function's time-out.
+                deadline: tokio::time::Instant::now()
+                    + std::time::Duration::from_secs(topology::function(Function::Request).timeout_secs),
                 config: &h.request,
             };
             request::handle_sqs(&event, deps).await

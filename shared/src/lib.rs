@@ -7,6 +7,7 @@
 //! - [`ports`]: one narrow trait per outside capability; [`adapters`]: the
 //!   implementations (local ones that really work, HTTP through reqwest).
 //! - [`batch`]: the SQS batch helper every SQS-triggered function uses.
+//! - [`rate`]: per-pipeline rate budgets shared by concurrent vendor calls.
 //! - [`topology`]: the queues, DLQs, topics and subscriptions, declared once.
 //! - [`telemetry`]: tracing set-up for Lambda (JSON) and the CLI (text).
 
@@ -18,6 +19,7 @@ pub mod keys;
 pub mod ledger;
 pub mod metrics;
 pub mod ports;
+pub mod rate;
 pub mod spec;
 pub mod strategy;
 pub mod telemetry;

@@ -23,7 +23,9 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::contracts::{HttpMethod, PersistTarget, V1};
+use crate::contracts::{
+    Auth, CallPolicy, HttpMethod, NetworkPolicy, NextPage, PersistTarget, RateBudget, ResponseRules, V1,
+};
 
 /// Default cap on pages one count-first run may plan.
 pub const DEFAULT_MAX_PAGES: u32 = 10_000;
@@ -95,6 +97,29 @@ pub enum StrategySpec {
     /// Query the lake; each result row becomes one call, its values bound
     /// into the request template's `{column}` placeholders.
     Athena(AthenaSpec),
+    /// No total up front: each page says where the next one is (a cursor or
+    /// URL in the body, a `Link` header, or offset/page number until a short
+    /// page); Request sends the next page's message itself.
+    Cursor(CursorSpec),
+}
+
+/// Settings of the continuation (`cursor`) strategy.
+///
+/// ```yaml
+/// strategy:
+///   kind: cursor
+///   next: { kind: body_token, pointer: /meta/next_cursor, param: cursor }
+///   max_pages: 1000
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CursorSpec {
+    /// Where the next page is.
+    pub next: NextPage,
+    /// Pages one run may fetch (default 10000); the run stops there with a
+    /// warning.
+    #[serde(default = "default_max_pages")]
+    pub max_pages: u32,
 }
 
 /// Settings of the Athena-driven (`athena`) strategy.
@@ -129,19 +154,22 @@ pub struct AthenaSpec {
     pub output_location: Option<String>,
 }
 
+/// The strategy kinds, for error messages.
+const KINDS: &str = "`simple`, `paged`, `athena` or `cursor`";
+
 impl<'de> Deserialize<'de> for StrategySpec {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::Error;
         let mut value = serde_json::Value::deserialize(deserializer)?;
         let Some(map) = value.as_object_mut() else {
-            return Err(D::Error::custom("expected a mapping with `kind: simple`, `kind: paged` or `kind: athena`"));
+            return Err(D::Error::custom(format!("expected a mapping with `kind:` one of {KINDS}")));
         };
         let kind = match map.remove("kind") {
             Some(serde_json::Value::String(kind)) => kind,
             Some(other) => {
-                return Err(D::Error::custom(format!("field `kind`: expected `simple` or `paged`, found {other}")));
+                return Err(D::Error::custom(format!("field `kind`: expected one of {KINDS}, found {other}")));
             }
-            None => return Err(D::Error::custom("missing field `kind` (`simple` or `paged`)")),
+            None => return Err(D::Error::custom(format!("missing field `kind` ({KINDS})"))),
         };
         let variant_error = |err: serde_path_to_error::Error<serde_json::Error>| {
             D::Error::custom(format!("field `{}`: {}", err.path(), err.inner()))
@@ -155,9 +183,8 @@ impl<'de> Deserialize<'de> for StrategySpec {
             },
             "paged" => serde_path_to_error::deserialize(value).map(StrategySpec::Paged).map_err(variant_error),
             "athena" => serde_path_to_error::deserialize(value).map(StrategySpec::Athena).map_err(variant_error),
-            other => Err(D::Error::custom(format!(
-                "unknown strategy kind `{other}`, expected `simple`, `paged` or `athena`"
-            ))),
+            "cursor" => serde_path_to_error::deserialize(value).map(StrategySpec::Cursor).map_err(variant_error),
+            other => Err(D::Error::custom(format!("unknown strategy kind `{other}`, expected one of {KINDS}"))),
         }
     }
 }
@@ -217,19 +244,19 @@ impl Default for PageParams {
     }
 }
 
-fn default_offset_param() -> String {
+pub(crate) fn default_offset_param() -> String {
     "offset".into()
 }
-fn default_limit_param() -> String {
+pub(crate) fn default_limit_param() -> String {
     "limit".into()
 }
-fn default_page_param() -> String {
+pub(crate) fn default_page_param() -> String {
     "page".into()
 }
 fn default_size_param() -> Option<String> {
     Some("per_page".into())
 }
-fn default_first_page() -> u32 {
+pub(crate) fn default_first_page() -> u32 {
     1
 }
 
@@ -255,6 +282,36 @@ pub struct RequestTemplate {
     /// response's root is the array.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub records_pointer: Option<String>,
+    /// Credentials, by secret id (see `docs/request.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<Auth>,
+    /// Further hosts redirects may reach, and whether loopback or private
+    /// addresses may be called (SSRF guard; default: neither).
+    #[serde(default, skip_serializing_if = "NetworkPolicy::is_default")]
+    pub allow: NetworkPolicy,
+    /// Requests per second and concurrent calls for this pipeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateBudget>,
+    /// Status actions, expected content type, maximum response bytes.
+    #[serde(default, skip_serializing_if = "ResponseRules::is_default")]
+    pub response: ResponseRules,
+    /// Total time for one HTTP call in seconds, 1..=900 (Lambda's maximum
+    /// run time); default Request's `HTTP_TIMEOUT_SECS`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+}
+
+impl RequestTemplate {
+    /// The call policy every planned message carries.
+    pub fn policy(&self) -> CallPolicy {
+        CallPolicy {
+            auth: self.auth.clone(),
+            allow: self.allow.clone(),
+            rate: self.rate,
+            response: self.response.clone(),
+            timeout_secs: self.timeout_secs,
+        }
+    }
 }
 
 /// A spec that could not be read or is not valid.
@@ -341,6 +398,10 @@ impl PipelineSpec {
         }
         if let Some(pointer) = &self.request.records_pointer {
             check_pointer("request.records_pointer", pointer)?;
+        }
+        check_policy(&self.request.policy())?;
+        if let StrategySpec::Cursor(cursor) = &self.strategy {
+            check_cursor(cursor, &self.request.query)?;
         }
         if let StrategySpec::Athena(athena) = &self.strategy {
             if athena.query.trim().is_empty() {
@@ -478,6 +539,125 @@ fn check_header(name: &str, value: &str) -> Result<(), SpecError> {
     }
     if reqwest::header::HeaderValue::from_str(value).is_err() {
         return Err(invalid(&field, &format!("{value:?}"), "is not a valid HTTP header value (no control characters)"));
+    }
+    Ok(())
+}
+
+/// Checks a call policy (the spec's `request` fields, or a message's
+/// `policy`): secret ids present, one place for an API key, valid header
+/// names, rates and sizes at least 1, a time-out within Lambda's 900 s.
+///
+/// # Errors
+/// [`SpecError::Invalid`] naming the field under `request.`.
+pub fn check_policy(policy: &CallPolicy) -> Result<(), SpecError> {
+    if let Some(auth) = &policy.auth {
+        if auth.secret_id().trim().is_empty() {
+            return Err(invalid("request.auth.secret_id", "\"\"", "must name a secret (Secrets Manager id or ARN)"));
+        }
+        match auth {
+            Auth::ApiKey { header, query_param, .. } => match (header, query_param) {
+                (Some(header), None) => {
+                    if reqwest::header::HeaderName::from_bytes(header.as_bytes()).is_err() {
+                        return Err(invalid(
+                            "request.auth.header",
+                            &format!("{header:?}"),
+                            "is not a valid HTTP header name",
+                        ));
+                    }
+                }
+                (None, Some(param)) if !param.trim().is_empty() => {}
+                _ => {
+                    return Err(invalid(
+                        "request.auth",
+                        "api_key",
+                        "needs exactly one of `header` and `query_param` (non-empty)",
+                    ));
+                }
+            },
+            Auth::OAuth2ClientCredentials { token_url, client_id, .. } => {
+                if !matches!(token_url.scheme(), "http" | "https") || token_url.host_str().is_none() {
+                    return Err(invalid(
+                        "request.auth.token_url",
+                        &crate::adapters::http::redacted_url(token_url),
+                        "must be an absolute http or https URL",
+                    ));
+                }
+                if client_id.trim().is_empty() {
+                    return Err(invalid("request.auth.client_id", "\"\"", "must not be empty"));
+                }
+            }
+            Auth::Bearer { .. } | Auth::Basic { .. } => {}
+        }
+    }
+    if let Some(host) = policy.allow.hosts.iter().find(|h| h.trim().is_empty() || h.contains(['/', ':', ' '])) {
+        return Err(invalid("request.allow.hosts", &format!("{host:?}"), "must be a host name, or *.domain"));
+    }
+    if let Some(rate) = &policy.rate {
+        if rate.requests_per_second == 0 {
+            return Err(invalid("request.rate.requests_per_second", "0", "must be at least 1"));
+        }
+        if rate.max_concurrency == Some(0) {
+            return Err(invalid("request.rate.max_concurrency", "0", "must be at least 1"));
+        }
+    }
+    if policy.response.max_bytes == Some(0) {
+        return Err(invalid("request.response.max_bytes", "0", "must be at least 1"));
+    }
+    if let Some(status) = policy.response.status_actions.keys().find(|s| !(100..=599).contains(*s)) {
+        return Err(invalid("request.response.status_actions", &status.to_string(), "is not an HTTP status code"));
+    }
+    if let Some(secs) = policy.timeout_secs.filter(|s| !(1..=900).contains(s)) {
+        return Err(invalid(
+            "request.timeout_secs",
+            &secs.to_string(),
+            "must be between 1 and 900 (Lambda's maximum run time)",
+        ));
+    }
+    Ok(())
+}
+
+fn check_cursor(cursor: &CursorSpec, fixed: &BTreeMap<String, String>) -> Result<(), SpecError> {
+    if cursor.max_pages == 0 {
+        return Err(invalid("strategy.max_pages", "0", "must be at least 1"));
+    }
+    let size_ok = |field: &str, size: u32| {
+        if size == 0 || size > MAX_PAGE_SIZE {
+            return Err(invalid(field, &size.to_string(), &format!("must be between 1 and {MAX_PAGE_SIZE}")));
+        }
+        Ok(())
+    };
+    let params: Vec<(&str, &str)> = match &cursor.next {
+        NextPage::BodyToken { pointer, param } => {
+            check_pointer("strategy.next.pointer", pointer)?;
+            vec![("strategy.next.param", param)]
+        }
+        NextPage::BodyUrl { pointer } => {
+            check_pointer("strategy.next.pointer", pointer)?;
+            Vec::new()
+        }
+        NextPage::LinkHeader {} => Vec::new(),
+        NextPage::Offset { offset_param, limit_param, limit } => {
+            size_ok("strategy.next.limit", *limit)?;
+            vec![("strategy.next.offset_param", offset_param), ("strategy.next.limit_param", limit_param)]
+        }
+        NextPage::PageNumber { page_param, size_param, size, .. } => {
+            size_ok("strategy.next.size", *size)?;
+            let mut params = vec![("strategy.next.page_param", page_param.as_str())];
+            params.extend(size_param.as_deref().map(|p| ("strategy.next.size_param", p)));
+            params
+        }
+    };
+    for (field, name) in params {
+        if name.trim().is_empty() {
+            return Err(invalid(field, &format!("{name:?}"), "must not be empty"));
+        }
+        if fixed.contains_key(name) {
+            return Err(invalid(
+                field,
+                &format!("{name:?}"),
+                "is also a fixed parameter in request.query; the strategy sets it per page",
+            ));
+        }
     }
     Ok(())
 }

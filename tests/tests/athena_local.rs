@@ -8,7 +8,7 @@ use tributary_e2e::{VendorBehaviour, detail, paged_spec, read_dataset, start_ven
 
 fn athena_spec(addr: std::net::SocketAddr, sql: &str, url_path: &str) -> PipelineSpec {
     PipelineSpec::from_yaml(&format!(
-        "version: 1\npipeline: details\nstrategy: {{kind: athena, query: \"{sql}\", parameters: ['{{run_date}}'], database: lake}}\nrequest: {{url: 'http://{addr}{url_path}', records_pointer: /data}}\ntarget: {{dataset: details}}\n"
+        "version: 1\npipeline: details\nstrategy: {{kind: athena, query: \"{sql}\", parameters: ['{{run_date}}'], database: lake}}\nrequest: {{url: 'http://{addr}{url_path}', records_pointer: /data, allow: {{loopback: true}}}}\ntarget: {{dataset: details}}\n"
     ))
     .expect("valid spec")
 }

@@ -91,6 +91,7 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
 
     let http = shared::adapters::http::ReqwestClient::new().expect("http");
     let request_config = request::RequestConfig::default();
+    let (secrets, warm) = (shared::adapters::local::FileSecrets::new("no-secrets.json"), request::Warm::default());
     let persist_config = persist::PersistConfig::default();
     let consumers = [topology::ORCHESTRATOR_QUEUE, topology::REQUEST_QUEUE, topology::PERSIST_QUEUE];
     // The event source mappings, by hand: poll each queue, invoke, settle.
@@ -110,6 +111,9 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
                         queue: &sender,
                         topics: &topics,
                         store: &store,
+                        secrets: &secrets,
+                        warm: &warm,
+                        deadline: tokio::time::Instant::now() + std::time::Duration::from_secs(120),
                         config: &request_config,
                     };
                     request::handle_sqs(&event, deps).await

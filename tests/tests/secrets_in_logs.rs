@@ -51,6 +51,7 @@ async fn a_secret_never_reaches_a_log_line_or_an_alert() {
         "page": {"index": 0, "count": 1},
         "http": {"url": format!("http://{addr}/items"), "query": {"offset": "0", "limit": "5", "api_key": SECRET},
                  "headers": {"x-api-key": SECRET, "authorization": format!("Bearer {SECRET}")}},
+        "policy": {"allow": {"loopback": true}},
         "mode": {"kind": "records", "records_pointer": "/results", "target": {"dataset": "leaky"}},
         "reply_to": {"kind": "queue", "queue": "persist"}
     });

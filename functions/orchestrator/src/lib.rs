@@ -226,6 +226,7 @@ pub fn run_context(config: &OrchestratorConfig, run_id: RunId, run_date: NaiveDa
         run_id,
         run_date,
         persist_queue: config.persist_queue.clone(),
+        request_queue: config.request_queue.clone(),
         orchestrator_queue: config.orchestrator_queue.clone(),
         athena_queue: config.athena_queue.clone(),
         query_results_topic: config.query_results_topic.clone(),

@@ -152,7 +152,7 @@ async fn string_detail_starts_a_simple_run() {
     assert_eq!(request.run_date, date());
     assert_eq!(request.page, Some(PageRef::SINGLE));
     assert_eq!(request.reply_to, Destination::Queue { queue: "persist".into() });
-    let RequestMode::Records { records_pointer, target } = &request.mode else {
+    let RequestMode::Records { records_pointer, target, .. } = &request.mode else {
         panic!("expected records mode, got {:?}", request.mode)
     };
     assert_eq!(records_pointer.as_deref(), Some("/items"));

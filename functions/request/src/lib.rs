@@ -1,59 +1,99 @@
 //! Request: the only code that calls vendor APIs.
 //!
 //! For each `RequestMessage` it makes the HTTP call (GET or POST, query,
-//! headers, JSON body), retries a few times with exponential backoff and
-//! jitter on 5xx, 408, 429 and transport failures, parses the JSON response
-//! and, by the message's `mode`:
+//! headers, JSON body) under the message's `policy` — credentials read by
+//! secret id ([`auth`]), the SSRF guard (host allow-list, resolved addresses
+//! checked in the HTTP adapter, redirects followed here and re-checked), the
+//! pipeline's rate budget ([`shared::rate`]), response rules — and retries
+//! with exponential backoff, full jitter and `Retry-After` ([`retry`]),
+//! always inside the invocation's deadline. It parses the JSON response and,
+//! by the message's `mode`:
 //! - `records`: extracts the array at `records_pointer` and sends a
 //!   `PersistMessage` to `reply_to` — inline, or as a claim check (records
 //!   in the lake, a pointer in the message) when the message would exceed
-//!   the queue's maximum message size;
+//!   the queue's maximum message size; with `next` (the `cursor` strategy)
+//!   it then sends the next page's message itself ([`paging`]), or records
+//!   the run's page count in the ledger on the last page;
 //! - `probe`: reads the total at `total_pointer` and sends a `ProbeReply`.
 //!
 //! Any failure fails that record alone (`batchItemFailures`): SQS redelivers
 //! it after its visibility timeout and dead-letters it after
-//! `maxReceiveCount`, where Notify alerts.
+//! `maxReceiveCount`, where Notify alerts; permanent failures (a 4xx, a
+//! refused address, a missing secret, a body past the size cap) go to the
+//! DLQ at once. See `docs/request.md`.
+
+pub mod auth;
+mod fetch;
+pub mod paging;
+pub mod retry;
 
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use backon::{ExponentialBuilder, Retryable};
 use bytes::Bytes;
 use serde_json::Value;
 
-use shared::adapters::http::redacted_url;
+use shared::adapters::ssrf::NetworkAccess;
 use shared::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
 use shared::contracts::{
-    self, Destination, PageRef, Payload, PersistMessage, PersistTarget, ProbeReply, RequestMessage, RequestMode, V1,
+    self, CallPolicy, Continuation, Destination, PageRef, Payload, PersistMessage, PersistTarget, PlannedTotal,
+    ProbeReply, RequestMessage, RequestMode, V1,
 };
 use shared::json::kind_of;
 use shared::keys;
 use shared::metrics::{self, Metrics, MetricsTarget};
 use shared::ports::{
-    HttpClient, HttpRequest, HttpResponse, ObjectStore, PortError, QueueSender, TopicMessage, TopicPublisher,
+    HttpClient, HttpRequest, ObjectStore, PortError, QueueSender, SecretStore, TopicMessage, TopicPublisher,
 };
 
+pub use fetch::Fetched;
+
 /// Default maximum message size: 256 KiB, SQS's classic `MaximumMessageSize`
-/// (Amazon SQS quotas; queues may be raised to 1 MiB).
+/// (Amazon SQS quotas: a queue's `MaximumMessageSize` is 1 KiB to 256 KiB by
+/// default and may be raised to 1 MiB; SNS publishes up to 256 KiB). Set
+/// `MAX_MESSAGE_BYTES` to the persist queue's own `MaximumMessageSize`.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 262_144;
+/// Default largest response body read: 64 MiB (Request runs with 256 MB).
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 64 * 1024 * 1024;
+/// Most redirects followed for one call (each target re-checked).
+pub const MAX_REDIRECTS: usize = 5;
 
 /// Request's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestConfig {
     /// Largest message sent to `reply_to`, in bytes; larger record pages go
-    /// by claim check (`MAX_MESSAGE_BYTES`, default 262144).
+    /// by claim check (`MAX_MESSAGE_BYTES`, default 262144: SQS's default
+    /// `MaximumMessageSize`; up to 1048576 for queues raised to 1 MiB).
     pub max_message_bytes: usize,
-    /// Calls per message, first included (default 3).
+    /// Calls per message, first included (`HTTP_MAX_ATTEMPTS`, default 3).
     pub max_attempts: usize,
-    /// First backoff delay; doubles per retry, with full jitter (default 200 ms).
+    /// First backoff delay; doubles per retry, with full jitter; also the
+    /// least wait after `Retry-After: 0` (default 200 ms).
     pub base_delay: Duration,
-    /// Total time allowed for one HTTP call (default 30 s).
+    /// Longest backoff delay (default 5 s).
+    pub max_delay: Duration,
+    /// Longest `Retry-After` waited inside an invocation
+    /// (`MAX_RETRY_AFTER_SECS`, default 30 s); longer ones fail the record
+    /// for SQS to redeliver after its visibility timeout.
+    pub max_retry_after: Duration,
+    /// Total time allowed for one HTTP call (`HTTP_TIMEOUT_SECS`, default
+    /// 30 s); a message's `policy.timeout_secs` may only lower it, and the
+    /// invocation's remaining time always bounds it.
     pub timeout: Duration,
+    /// Time kept before the invocation's deadline for forwarding the result
+    /// (default 3 s): no call or wait runs into it.
+    pub deadline_reserve: Duration,
+    /// Largest response body read (`MAX_RESPONSE_BYTES`, default 64 MiB); a
+    /// message's `policy.response.max_bytes` may only lower it.
+    pub max_response_bytes: u64,
     /// Records of a batch handled at once (default 5).
     pub concurrency: usize,
     /// Where records that fail for good go, with the reason (`DLQ_URL`,
     /// `MAX_RECEIVE_COUNT`); `None` leaves them to the redrive policy.
     pub dead_letter: Option<DeadLetterTarget>,
+    /// The run-events topic (`RUN_EVENTS_TOPIC_ARN`): a `cursor` run whose
+    /// last page count, written by Request, completes it is announced there.
+    pub run_events_topic: Option<String>,
     /// Where the EMF metrics of each message go (records fetched, API
     /// latency, retries, throttles).
     pub metrics: MetricsTarget,
@@ -65,12 +105,28 @@ impl Default for RequestConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             max_attempts: 3,
             base_delay: Duration::from_millis(200),
+            max_delay: Duration::from_secs(5),
+            max_retry_after: Duration::from_secs(30),
             timeout: Duration::from_secs(30),
+            deadline_reserve: Duration::from_secs(3),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             concurrency: 5,
             dead_letter: None,
+            run_events_topic: None,
             metrics: MetricsTarget::Off,
         }
     }
+}
+
+/// State kept across warm invocations: OAuth tokens and rate budgets. Build
+/// once per process (at cold start; the local runtime shares one between
+/// all its workers).
+#[derive(Debug, Default)]
+pub struct Warm {
+    /// OAuth access tokens.
+    pub tokens: auth::TokenCache,
+    /// Per-pipeline rate budgets.
+    pub rates: shared::rate::RateLimits,
 }
 
 /// The ports and settings the handler uses.
@@ -82,10 +138,26 @@ pub struct Deps<'a> {
     pub queue: &'a dyn QueueSender,
     /// Publishes replies to topics.
     pub topics: &'a dyn TopicPublisher,
-    /// Holds claim-check payloads.
+    /// Holds claim-check payloads and the ledger of `cursor` runs.
     pub store: &'a dyn ObjectStore,
+    /// Reads credentials by secret id.
+    pub secrets: &'a dyn SecretStore,
+    /// Tokens and rate budgets that outlive one invocation.
+    pub warm: &'a Warm,
+    /// When the invocation ends (Lambda's `Context.deadline`, see
+    /// [`deadline_from_epoch_ms`]): no call or wait runs past it.
+    pub deadline: tokio::time::Instant,
     /// Settings.
     pub config: &'a RequestConfig,
+}
+
+/// The tokio instant of a Lambda deadline given in epoch milliseconds
+/// (`lambda_runtime::Context::deadline`); a deadline already past is now.
+pub fn deadline_from_epoch_ms(deadline_ms: u64) -> tokio::time::Instant {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
+    tokio::time::Instant::now() + Duration::from_millis(deadline_ms.saturating_sub(now_ms))
 }
 
 /// Why a request failed.
@@ -100,10 +172,68 @@ pub enum RequestError {
         status: u16,
         /// First bytes of the body.
         excerpt: String,
+        /// Whether a retry may succeed: 5xx, 408, 429, or a status the
+        /// spec's `response.status_actions` says to retry.
+        retryable: bool,
+        /// The `Retry-After` the vendor asked for.
+        retry_after: Option<Duration>,
     },
-    /// The call did not complete (timeout, connection failure).
+    /// The call did not complete (timeout, connection failure), or the SSRF
+    /// guard refused the address (permanent, naming host and address), or
+    /// the body passed its size cap (permanent).
     #[error(transparent)]
     Transport(PortError),
+    /// The host is not the message's own nor in `policy.allow.hosts`, or a
+    /// redirect is unusable (permanent).
+    #[error("{target}: {reason}")]
+    Refused {
+        /// `METHOD url` of the refused call.
+        target: String,
+        /// Why.
+        reason: String,
+    },
+    /// No time is left in the invocation for the call (retryable: SQS
+    /// redelivers the record).
+    #[error("{target}: {reason}")]
+    Deadline {
+        /// `METHOD url`.
+        target: String,
+        /// What did not fit.
+        reason: String,
+    },
+    /// Retrying inside this invocation was stopped (a `Retry-After` past
+    /// the cap, or a wait past the deadline); SQS redelivers the record.
+    #[error("{last} ({reason})")]
+    RetryLater {
+        /// The last failure.
+        last: Box<RequestError>,
+        /// Why no further retry here.
+        reason: String,
+    },
+    /// The credentials cannot be had.
+    #[error("`{field}` = {value:?}: {problem}")]
+    Auth {
+        /// Field of the policy, e.g. `policy.auth.secret_id`.
+        field: &'static str,
+        /// Its value (a secret id or URL, never a secret).
+        value: String,
+        /// What went wrong.
+        problem: String,
+        /// Whether retrying cannot help.
+        permanent: bool,
+    },
+    /// The response's content type is not the expected one.
+    #[error(
+        "response from {target} has content type {found:?}, expected {expected:?} (`policy.response.content_type`)"
+    )]
+    ContentType {
+        /// `METHOD url`.
+        target: String,
+        /// The expected media type.
+        expected: String,
+        /// What the response said.
+        found: String,
+    },
     /// The response is not JSON.
     #[error("response from {target} is not JSON ({error}); body starts {excerpt}")]
     NotJson {
@@ -126,6 +256,14 @@ pub enum RequestError {
         /// What was found instead.
         problem: String,
     },
+    /// The next page of a `cursor` run cannot be found in the response.
+    #[error("response from {target}: {problem}")]
+    Paging {
+        /// `METHOD url`.
+        target: String,
+        /// What is wrong, naming `strategy.next`'s field.
+        problem: String,
+    },
     /// Sending the reply or storing the claim check failed.
     #[error("forwarding to {destination} failed: {source}")]
     Forward {
@@ -140,28 +278,43 @@ pub enum RequestError {
 }
 
 impl RecordError for RequestError {
-    /// HTTP 4xx other than 408 and 429, and unreadable messages: retrying
-    /// the same call cannot succeed. A body that is not JSON, or lacks the
-    /// array, may be a vendor's passing error page, so it is retried.
+    /// HTTP 4xx other than 408 and 429 (unless the spec says to retry),
+    /// refused hosts and addresses, missing secrets, bodies past the cap
+    /// and unreadable messages: retrying the same call cannot succeed. A
+    /// body that is not JSON, or lacks the array, may be a vendor's passing
+    /// error page, so it is retried (by redelivery).
     fn is_permanent(&self) -> bool {
         match self {
-            RequestError::Status { status, .. } => (400..500).contains(status) && !matches!(status, 408 | 429),
+            RequestError::Status { retryable, .. } => !retryable,
             RequestError::Transport(err) => !err.is_retryable(),
             RequestError::Forward { source, .. } => !source.is_retryable(),
-            RequestError::Body(_) => true,
-            RequestError::NotJson { .. } | RequestError::Pointer { .. } => false,
+            RequestError::Auth { permanent, .. } => *permanent,
+            RequestError::Body(_) | RequestError::Refused { .. } | RequestError::Paging { .. } => true,
+            RequestError::Deadline { .. }
+            | RequestError::RetryLater { .. }
+            | RequestError::ContentType { .. }
+            | RequestError::NotJson { .. }
+            | RequestError::Pointer { .. } => false,
         }
     }
 }
 
 impl RequestError {
-    /// Whether a retry within this invocation may succeed: 5xx, 408, 429 and
-    /// transport failures.
+    /// Whether a retry within this invocation may succeed: 5xx, 408, 429,
+    /// statuses the spec marks `retry`, and transport failures.
     pub fn is_retryable(&self) -> bool {
         match self {
-            RequestError::Status { status, .. } => *status >= 500 || *status == 408 || *status == 429,
+            RequestError::Status { retryable, .. } => *retryable,
             RequestError::Transport(err) => err.is_retryable(),
             _ => false,
+        }
+    }
+
+    /// The `Retry-After` the vendor asked for, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            RequestError::Status { retry_after, .. } => *retry_after,
+            _ => None,
         }
     }
 }
@@ -218,25 +371,46 @@ async fn call_and_forward(
     deps: Deps<'_>,
     metrics: &std::sync::Mutex<Metrics>,
 ) -> Result<Outcome, RequestError> {
-    let request = http_request(message, deps.config.timeout);
-    let target = format!("{} {}", request.method, redacted_url(&request.url));
-    let response = fetch(&request, &target, deps, metrics).await?;
-    let mut body: Value = serde_json::from_slice(&response.body).map_err(|err| RequestError::NotJson {
-        target: target.clone(),
-        error: err.to_string(),
-        excerpt: excerpt(&response.body),
+    shared::spec::check_policy(&message.policy).map_err(|err| RequestError::Refused {
+        target: format!("{} {}", message.http.method, shared::adapters::http::redacted_url(&message.http.url)),
+        reason: err.to_string(),
     })?;
+    let request = http_request(message, deps.config);
+    let fetched = fetch::fetch(message, request, deps, metrics).await?;
+    let target = fetched.target.clone();
+    let mut body: Value = if fetched.empty {
+        Value::Null
+    } else {
+        serde_json::from_slice(&fetched.response.body).map_err(|err| RequestError::NotJson {
+            target: target.clone(),
+            error: err.to_string(),
+            excerpt: excerpt(&fetched.response.body),
+        })?
+    };
     match &message.mode {
-        RequestMode::Records { records_pointer, target: dataset } => {
-            let records = take_records(&mut body, records_pointer.as_deref(), &target)?;
+        RequestMode::Records { records_pointer, target: dataset, next, planned_total } => {
+            let records =
+                if fetched.empty { Vec::new() } else { take_records(&mut body, records_pointer.as_deref(), &target)? };
+            if let Some(planned) = planned_total {
+                check_drift(planned, &body, message.page);
+            }
             let page = message.page.unwrap_or(PageRef::SINGLE);
             let count = records.len();
+            let continuation = match next {
+                Some(next) => Some(continue_with(message, next, &fetched, &body, page, count, deps).await?),
+                None => None,
+            };
             let claim_check = forward_records(message, page, dataset, records, deps).await?;
+            if let (Some(next_page), Some(next)) = (continuation.flatten(), next) {
+                let body = encode(&next_page)?;
+                send(&Destination::Queue { queue: next.queue.clone() }, body, deps).await?;
+                tracing::info!(next_page = page.index + 1, "next page sent");
+            }
             tracing::info!(records = count, claim_check, "page fetched");
             Ok(Outcome::Records { count, claim_check })
         }
         RequestMode::Probe { total_pointer, context } => {
-            let total = read_total(&body, total_pointer, &target)?;
+            let total = if fetched.empty { 0 } else { read_total(&body, total_pointer, &target)? };
             let reply = ProbeReply {
                 version: V1,
                 pipeline: message.pipeline.clone(),
@@ -252,66 +426,101 @@ async fn call_and_forward(
     }
 }
 
-/// The HTTP request of a message: its URL with the query parameters added.
-pub fn http_request(message: &RequestMessage, timeout: Duration) -> HttpRequest {
+/// Logs a count-first total that drifted since the probe. The plan stands:
+/// each planned page is fetched once; records past the probe's total are
+/// the next run's, and a short last page is fine.
+fn check_drift(planned: &PlannedTotal, body: &Value, page: Option<PageRef>) {
+    let now = body.pointer(&planned.total_pointer).and_then(|v| v.as_u64().or_else(|| v.as_str()?.trim().parse().ok()));
+    if let Some(now) = now.filter(|now| *now != planned.total) {
+        tracing::warn!(
+            planned_total = planned.total,
+            vendor_total = now,
+            page = page.map(|p| p.index),
+            "the vendor's total drifted since the probe; the planned pages stand (no page twice, none skipped within the planned total)"
+        );
+    }
+}
+
+/// For a `cursor` page: the next page's message, or `None` on the last page
+/// (then the run's page count goes to the ledger, before this page is
+/// forwarded, so Persist's receipt of it completes the run).
+async fn continue_with(
+    message: &RequestMessage,
+    next: &Continuation,
+    fetched: &Fetched,
+    body: &Value,
+    page: PageRef,
+    records: usize,
+    deps: Deps<'_>,
+) -> Result<Option<RequestMessage>, RequestError> {
+    let call = if fetched.empty {
+        None
+    } else {
+        paging::next_call(
+            &next.paging,
+            &message.http,
+            &fetched.url,
+            body,
+            &fetched.response.headers,
+            page.index,
+            records,
+        )
+        .map_err(|problem| RequestError::Paging { target: fetched.target.clone(), problem })?
+    };
+    let index = page.index.saturating_add(1);
+    match call {
+        Some(http) if index < next.max_pages => {
+            let mut following = message.clone();
+            following.http = http;
+            following.page = Some(PageRef { index, count: 0 });
+            Ok(Some(following))
+        }
+        more => {
+            if more.is_some() {
+                tracing::warn!(max_pages = next.max_pages, "strategy.max_pages reached: the run stops here");
+            }
+            let expected = shared::ledger::Expected {
+                pipeline: message.pipeline.clone(),
+                run_id: message.run_id.clone(),
+                run_date: message.run_date,
+                pages: u64::from(index),
+            };
+            let ledger = shared::ledger::RunLedger {
+                store: deps.store,
+                events: deps.config.run_events_topic.as_deref().map(|topic| (deps.topics, topic)),
+            };
+            ledger
+                .record_expected(&expected)
+                .await
+                .map_err(|source| RequestError::Forward { destination: "the run ledger".into(), source })?;
+            tracing::info!(pages = index, "last page: page count recorded");
+            Ok(None)
+        }
+    }
+}
+
+/// The HTTP request of a message: its URL with the query parameters added,
+/// the time-out and body cap of its policy within Request's own.
+pub fn http_request(message: &RequestMessage, config: &RequestConfig) -> HttpRequest {
     let mut url = message.http.url.clone();
     if !message.http.query.is_empty() {
         url.query_pairs_mut().extend_pairs(&message.http.query);
     }
     let mut headers = message.http.headers.clone();
     headers.entry("accept".into()).or_insert_with(|| "application/json".into());
+    let policy: &CallPolicy = &message.policy;
+    let timeout = policy.timeout_secs.map_or(config.timeout, |secs| config.timeout.min(Duration::from_secs(secs)));
+    let max_body_bytes =
+        policy.response.max_bytes.map_or(config.max_response_bytes, |max| max.min(config.max_response_bytes));
     HttpRequest {
         method: message.http.method,
         url,
         headers,
         body: message.http.body.as_ref().map(|b| Bytes::from(b.to_string())),
         timeout,
+        access: NetworkAccess { loopback: policy.allow.loopback, private: policy.allow.private },
+        max_body_bytes: Some(max_body_bytes),
     }
-}
-
-async fn fetch(
-    request: &HttpRequest,
-    target: &str,
-    deps: Deps<'_>,
-    metrics: &std::sync::Mutex<Metrics>,
-) -> Result<HttpResponse, RequestError> {
-    let record = |f: &dyn Fn(&mut Metrics)| {
-        if let Ok(mut metrics) = metrics.lock() {
-            f(&mut metrics);
-        }
-    };
-    let attempt = || async {
-        let started = std::time::Instant::now();
-        let response = deps.http.send(request.clone()).await;
-        let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
-        record(&|m| m.duration_ms(metrics::API_LATENCY, elapsed_ms));
-        let response = response.map_err(RequestError::Transport)?;
-        if response.status == 429 {
-            record(&|m| m.count(metrics::API_THROTTLES, 1));
-        }
-        if (200..300).contains(&response.status) {
-            Ok(response)
-        } else {
-            Err(RequestError::Status {
-                target: target.to_string(),
-                status: response.status,
-                excerpt: excerpt(&response.body),
-            })
-        }
-    };
-    let backoff = ExponentialBuilder::default()
-        .with_min_delay(deps.config.base_delay)
-        .with_max_delay(Duration::from_secs(5))
-        .with_max_times(deps.config.max_attempts.saturating_sub(1))
-        .with_jitter();
-    attempt
-        .retry(backoff)
-        .when(RequestError::is_retryable)
-        .notify(|err, delay| {
-            record(&|m| m.count(metrics::API_RETRIES, 1));
-            tracing::warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "vendor call failed; retrying")
-        })
-        .await
 }
 
 fn take_records(body: &mut Value, pointer: Option<&str>, target: &str) -> Result<Vec<Value>, RequestError> {
@@ -369,7 +578,8 @@ async fn forward_records(
     if body.len() > deps.config.max_message_bytes {
         // Claim check: the records go to the lake, the message carries the key.
         let key = keys::claim_key(&message.pipeline, &message.run_id, page.index);
-        let payload = std::mem::replace(&mut persist.payload, Payload::Object { key: key.clone(), format: Default::default() });
+        let payload =
+            std::mem::replace(&mut persist.payload, Payload::Object { key: key.clone(), format: Default::default() });
         let records = match payload {
             Payload::Inline { records } => records,
             Payload::Object { .. } => Vec::new(),
@@ -408,7 +618,7 @@ fn encode_error(err: &serde_json::Error) -> RequestError {
 }
 
 /// The first 200 bytes of a body as text, cut on a character boundary.
-fn excerpt(body: &[u8]) -> String {
+pub(crate) fn excerpt(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(&body[..body.len().min(200)]);
     let text = text.trim_end_matches('\u{FFFD}');
     format!("{text:?}")

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use axum::extract::{Query, State};
@@ -15,9 +14,10 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use request::{Deps, Outcome, RequestConfig, RequestError};
-use shared::adapters::http::ReqwestClient;
-use shared::adapters::local::{Broker, DirStore, QueueConfig};
+mod common;
+
+use common::Harness;
+use request::{Outcome, RequestError};
 use shared::contracts::{self, PageRef, Payload, PersistMessage, ProbeReply, RequestMessage};
 use shared::ports::ObjectStore;
 
@@ -91,43 +91,30 @@ async fn vendor() -> (SocketAddr, Arc<Hits>) {
 struct Env {
     addr: SocketAddr,
     hits: Arc<Hits>,
-    http: ReqwestClient,
-    broker: Broker,
-    _dir: tempfile::TempDir,
-    store: DirStore,
-    config: RequestConfig,
+    harness: Harness,
+}
+
+impl std::ops::Deref for Env {
+    type Target = Harness;
+    fn deref(&self) -> &Harness {
+        &self.harness
+    }
+}
+
+impl std::ops::DerefMut for Env {
+    fn deref_mut(&mut self) -> &mut Harness {
+        &mut self.harness
+    }
 }
 
 impl Env {
     async fn new() -> Self {
         let (addr, hits) = vendor().await;
-        let broker = Broker::new();
-        for name in [PERSIST_QUEUE, ORCHESTRATOR_QUEUE] {
-            broker.create_queue(QueueConfig {
-                name: name.into(),
-                visibility_timeout: Duration::from_secs(360),
-                max_message_bytes: 262_144,
-                redrive: None,
-            });
-        }
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = DirStore::new(dir.path());
-        let config = RequestConfig { base_delay: Duration::from_millis(1), ..RequestConfig::default() };
-        Self { addr, hits, http: ReqwestClient::new().expect("client"), broker, _dir: dir, store, config }
-    }
-
-    fn deps(&self) -> Deps<'_> {
-        Deps { http: &self.http, queue: &self.broker, topics: &self.broker, store: &self.store, config: &self.config }
+        Self { addr, hits, harness: Harness::new() }
     }
 
     fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
-    }
-
-    /// Every message waiting in `queue`, as JSON.
-    fn drain(&self, queue: &str) -> Vec<Value> {
-        let records = self.broker.receive(queue, 10).expect("receive");
-        records.iter().map(|r| serde_json::from_str(r.body.as_deref().expect("body")).expect("JSON body")).collect()
     }
 }
 
@@ -138,6 +125,7 @@ fn records_message(url: &str, page: Option<Value>, query: Value) -> Value {
         "run_id": "20261129T060000Z",
         "run_date": "2026-11-29",
         "http": {"method": "GET", "url": url, "query": query},
+        "policy": {"allow": {"loopback": true}},
         "mode": {"kind": "records", "records_pointer": "/items", "target": {"dataset": "customers"}},
         "reply_to": {"kind": "queue", "queue": PERSIST_QUEUE},
     });
@@ -196,6 +184,7 @@ async fn probe_replies_with_the_total_and_echoes_the_context() {
         "run_id": "20261129T060000Z",
         "run_date": "2026-11-29",
         "http": {"url": env.url("/customers"), "query": {"offset": "0", "limit": "50"}},
+        "policy": {"allow": {"loopback": true}},
         "mode": {"kind": "probe", "total_pointer": "/total", "context": context},
         "reply_to": {"kind": "queue", "queue": ORCHESTRATOR_QUEUE},
     }));

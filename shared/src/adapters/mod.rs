@@ -1,7 +1,7 @@
 //! Implementations of the [`crate::ports`].
 //!
 //! - [`http`]: the reqwest-based [`crate::ports::HttpClient`], used in Lambda
-//!   and locally alike.
+//!   and locally alike, behind [`ssrf`]'s address guard.
 //! - [`local`]: in-process queues and topics with SQS/SNS semantics, a
 //!   directory as the bucket, secrets from a file or the environment.
 
@@ -9,3 +9,4 @@
 pub mod aws;
 pub mod http;
 pub mod local;
+pub mod ssrf;

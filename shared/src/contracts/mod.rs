@@ -24,7 +24,10 @@ pub use common::{Destination, HttpMethod, PageRef, RunId};
 pub use persist::{Layout, Payload, PayloadFormat, PersistMessage};
 pub use probe::ProbeReply;
 pub use query::{QueryContinuation, QueryMessage, QueryRow};
-pub use request::{HttpCall, RequestMessage, RequestMode};
+pub use request::{
+    Auth, CallPolicy, Continuation, HttpCall, NetworkPolicy, NextPage, PlannedTotal, RateBudget, RequestMessage,
+    RequestMode, ResponseRules, StatusAction,
+};
 pub use target::{
     Compression, DeclaredField, FieldType, FieldTypeError, FileSettings, Granularity, MAX_ROW_GROUP_ROWS, Partitioning,
     PersistTarget, TimeUnit,

@@ -38,7 +38,13 @@ pub(crate) fn request_message() -> RequestMessage {
             headers: [("accept".to_string(), "application/json".to_string())].into(),
             body: Some(json!({"filter": {"active": true}})),
         },
-        mode: RequestMode::Records { records_pointer: Some("/items".into()), target: PersistTarget::new("customers") },
+        policy: Default::default(),
+        mode: RequestMode::Records {
+            records_pointer: Some("/items".into()),
+            target: PersistTarget::new("customers"),
+            next: None,
+            planned_total: None,
+        },
         reply_to: Destination::Queue { queue: "persist".into() },
     }
 }

@@ -6,10 +6,12 @@
 //! `match` in [`strategy_for`] turns the spec's tagged enum into a strategy.
 
 pub mod athena;
+mod cursor;
 mod paged;
 mod simple;
 
 pub use athena::Athena;
+pub use cursor::{Cursor, numeric_page_params};
 pub use paged::Paged;
 pub use simple::Simple;
 
@@ -29,6 +31,9 @@ pub struct RunContext {
     pub run_date: NaiveDate,
     /// Queue address Request replies with records to (the persist queue).
     pub persist_queue: String,
+    /// Queue address of Request itself: the `cursor` strategy's pages send
+    /// their continuation there.
+    pub request_queue: String,
     /// Queue address probe replies come back to (the orchestrator queue).
     pub orchestrator_queue: String,
     /// Queue address of the Athena function (queries go there).
@@ -140,6 +145,7 @@ pub fn strategy_for(spec: &StrategySpec) -> Box<dyn CallStrategy + '_> {
         StrategySpec::Simple {} => Box::new(Simple),
         StrategySpec::Paged(paged) => Box::new(Paged(paged)),
         StrategySpec::Athena(athena) => Box::new(Athena(athena)),
+        StrategySpec::Cursor(cursor) => Box::new(Cursor(cursor)),
     }
 }
 
@@ -168,9 +174,12 @@ pub(crate) fn records_request(spec: &PipelineSpec, run: &RunContext, page: PageR
         run_date: run.run_date,
         page: Some(page),
         http,
+        policy: spec.request.policy(),
         mode: RequestMode::Records {
             records_pointer: spec.request.records_pointer.clone(),
             target: spec.target.clone(),
+            next: None,
+            planned_total: None,
         },
         reply_to: Destination::Queue { queue: run.persist_queue.clone() },
     }
@@ -185,6 +194,7 @@ pub(crate) mod test_support {
             run_id: RunId::new("20261129T060000Z").expect("valid"),
             run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("valid"),
             persist_queue: "persist".into(),
+            request_queue: "request".into(),
             orchestrator_queue: "orchestrator".into(),
             athena_queue: "athena".into(),
             query_results_topic: "query-results".into(),

@@ -8,10 +8,16 @@
 //!    `i` addressed by offset `i*page_size` (or page number `first_page+i`).
 //!    A total of 0 plans nothing: a successful, empty run.
 //!
+//! Each page carries the probe's total (`planned_total`): a vendor total
+//! that drifts before a page is fetched (records added or removed) is
+//! logged and counted by Request, and the plan stands: every page of the
+//! probe's total is requested once, none twice; a short or empty last page
+//! is fine; records past the probe's total are the next run's.
+//!
 //! The Orchestrator never calls the vendor itself.
 
 use super::{CallStrategy, Plan, PlanError, RunContext, call_from_template, records_request};
-use crate::contracts::{Destination, PageRef, ProbeReply, RequestMessage, RequestMode, V1};
+use crate::contracts::{Destination, PageRef, PlannedTotal, ProbeReply, RequestMessage, RequestMode, V1};
 use crate::spec::{PageParams, PagedSpec, PipelineSpec};
 
 /// Count-first paging over the spec's `PagedSpec`.
@@ -52,6 +58,7 @@ impl CallStrategy for Paged<'_> {
             run_date: run.run_date,
             page: None,
             http: call_from_template(spec, &self.page_params(0)),
+            policy: spec.request.policy(),
             mode: RequestMode::Probe { total_pointer: self.0.total_pointer.clone(), context },
             reply_to: Destination::Queue { queue: run.orchestrator_queue.clone() },
         };
@@ -75,7 +82,12 @@ impl CallStrategy for Paged<'_> {
         let requests = (0..count)
             .map(|index| {
                 let http = call_from_template(spec, &self.page_params(index));
-                records_request(spec, run, PageRef { index, count }, http)
+                let mut request = records_request(spec, run, PageRef { index, count }, http);
+                if let RequestMode::Records { planned_total, .. } = &mut request.mode {
+                    *planned_total =
+                        Some(PlannedTotal { total_pointer: self.0.total_pointer.clone(), total: reply.total });
+                }
+                request
             })
             .collect();
         Ok(Plan { requests, queries: Vec::new(), expected_pages: Some(u64::from(count)) })

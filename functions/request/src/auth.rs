@@ -1,0 +1,198 @@
+//! Credentials of a call, read by secret id and never logged.
+//!
+//! | `kind` | secret holds | sent as |
+//! |---|---|---|
+//! | `api_key` | the key | header `header`, or query parameter `query_param` |
+//! | `bearer` | the token | `Authorization: Bearer <token>` (RFC 6750) |
+//! | `basic` | `user:password` | `Authorization: Basic <base64>` (RFC 7617) |
+//! | `oauth2_client_credentials` | the client secret | a token from `token_url` (RFC 6749 §4.4) as a bearer token |
+//!
+//! OAuth tokens are cached in [`TokenCache`] (it lives across warm
+//! invocations) until `expires_in` less [`TOKEN_MARGIN`]; the caller asks
+//! for a fresh one once when the API answers 401.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use base64::Engine;
+use bytes::Bytes;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use shared::contracts::{Auth, HttpMethod};
+use shared::ports::{HttpRequest, PortError, Secret};
+
+use crate::{Deps, RequestError};
+
+/// A cached token is dropped this long before it expires: 60 s, so a call
+/// never starts with a token about to lapse.
+pub const TOKEN_MARGIN: Duration = Duration::from_secs(60);
+/// Lifetime assumed when a token response has no `expires_in`: 300 s.
+pub const DEFAULT_TOKEN_LIFETIME: Duration = Duration::from_secs(300);
+
+/// OAuth access tokens by (token URL, client id, scope).
+#[derive(Default)]
+pub struct TokenCache {
+    tokens: Mutex<HashMap<String, (Secret, Instant)>>,
+}
+
+impl std::fmt::Debug for TokenCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TokenCache(<redacted>)")
+    }
+}
+
+impl TokenCache {
+    fn get(&self, key: &str) -> Option<Secret> {
+        let tokens = self.tokens.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        tokens.get(key).filter(|(_, until)| Instant::now() < *until).map(|(token, _)| token.clone())
+    }
+
+    fn put(&self, key: String, token: Secret, until: Instant) {
+        self.tokens.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key, (token, until));
+    }
+}
+
+/// Where the credential goes on the request.
+#[derive(Clone, Debug, Default)]
+pub struct Credentials {
+    /// A header and its value.
+    pub header: Option<(String, Secret)>,
+    /// A query parameter and its value.
+    pub query: Option<(String, Secret)>,
+}
+
+impl Credentials {
+    /// Adds the credential to `request`.
+    pub fn apply(&self, request: &mut HttpRequest) {
+        if let Some((name, value)) = &self.header {
+            request.headers.insert(name.clone(), value.expose().to_string());
+        }
+        if let Some((name, value)) = &self.query {
+            request.url.query_pairs_mut().append_pair(name, value.expose());
+        }
+    }
+}
+
+fn secret_error(secret_id: &str, err: PortError) -> RequestError {
+    let permanent = !err.is_retryable();
+    let problem = match err {
+        PortError::NotFound { .. } => "no such secret".to_string(),
+        other => other.to_string(),
+    };
+    RequestError::Auth { field: "policy.auth.secret_id", value: secret_id.to_string(), problem, permanent }
+}
+
+/// The credentials of `auth`; with `refresh`, an OAuth token is fetched
+/// anew even if one is cached.
+///
+/// # Errors
+/// [`RequestError::Auth`] naming the field: a missing secret (permanent), a
+/// token endpoint that refuses the client (permanent) or fails (retryable).
+pub async fn credentials(
+    auth: &Auth,
+    deps: Deps<'_>,
+    access: HttpRequest,
+    refresh: bool,
+) -> Result<Credentials, RequestError> {
+    let secret = deps.secrets.get(auth.secret_id()).await.map_err(|err| secret_error(auth.secret_id(), err))?;
+    Ok(match auth {
+        Auth::ApiKey { header: Some(header), .. } => {
+            Credentials { header: Some((header.clone(), secret)), query: None }
+        }
+        Auth::ApiKey { query_param: Some(param), .. } => {
+            Credentials { header: None, query: Some((param.clone(), secret)) }
+        }
+        Auth::ApiKey { .. } => {
+            return Err(RequestError::Auth {
+                field: "policy.auth",
+                value: "api_key".into(),
+                problem: "needs exactly one of `header` and `query_param`".into(),
+                permanent: true,
+            });
+        }
+        Auth::Bearer { .. } => bearer(&secret),
+        Auth::Basic { .. } => {
+            let encoded = base64::engine::general_purpose::STANDARD.encode(secret.expose());
+            Credentials { header: Some(("authorization".into(), Secret::new(format!("Basic {encoded}")))), query: None }
+        }
+        Auth::OAuth2ClientCredentials { token_url, client_id, scope, .. } => {
+            let key = format!("{token_url}|{client_id}|{}", scope.as_deref().unwrap_or(""));
+            if !refresh && let Some(token) = deps.warm.tokens.get(&key) {
+                return Ok(bearer(&token));
+            }
+            let (token, lifetime) = fetch_token(token_url, client_id, &secret, scope.as_deref(), deps, access).await?;
+            if lifetime > TOKEN_MARGIN {
+                deps.warm.tokens.put(key, token.clone(), Instant::now() + lifetime - TOKEN_MARGIN);
+            }
+            bearer(&token)
+        }
+    })
+}
+
+fn bearer(token: &Secret) -> Credentials {
+    Credentials {
+        header: Some(("authorization".into(), Secret::new(format!("Bearer {}", token.expose())))),
+        query: None,
+    }
+}
+
+/// POSTs the client credentials grant (client authenticated with HTTP Basic,
+/// RFC 6749 §2.3.1) and reads `access_token` and `expires_in`.
+async fn fetch_token(
+    token_url: &url::Url,
+    client_id: &str,
+    client_secret: &Secret,
+    scope: Option<&str>,
+    deps: Deps<'_>,
+    template: HttpRequest,
+) -> Result<(Secret, Duration), RequestError> {
+    let failed = |problem: String, permanent: bool| RequestError::Auth {
+        field: "policy.auth.token_url",
+        value: shared::adapters::http::redacted_url(token_url),
+        problem,
+        permanent,
+    };
+    // The serializer is not `Send`: finish it before any await.
+    let form = {
+        let mut form = url::form_urlencoded::Serializer::new(String::new());
+        form.append_pair("grant_type", "client_credentials");
+        if let Some(scope) = scope {
+            form.append_pair("scope", scope);
+        }
+        form.finish()
+    };
+    let client = base64::engine::general_purpose::STANDARD.encode(format!("{client_id}:{}", client_secret.expose()));
+    let request = HttpRequest {
+        method: HttpMethod::Post,
+        url: token_url.clone(),
+        headers: [
+            ("authorization".to_string(), format!("Basic {client}")),
+            ("content-type".to_string(), "application/x-www-form-urlencoded".to_string()),
+            ("accept".to_string(), "application/json".to_string()),
+        ]
+        .into(),
+        body: Some(Bytes::from(form)),
+        max_body_bytes: Some(64 * 1024),
+        ..template
+    };
+    let response = deps.http.send(request).await.map_err(|err| {
+        let permanent = !err.is_retryable();
+        failed(err.to_string(), permanent)
+    })?;
+    if !(200..300).contains(&response.status) {
+        // 4xx: the provider refuses these credentials; retrying cannot help.
+        let permanent = (400..500).contains(&response.status) && !matches!(response.status, 408 | 429);
+        return Err(failed(format!("the token endpoint answered HTTP {}", response.status), permanent));
+    }
+    let body: Value = serde_json::from_slice(&response.body)
+        .map_err(|err| failed(format!("the token response is not JSON: {err}"), false))?;
+    let token = body
+        .get("access_token")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| failed("the token response has no `access_token`".into(), false))?;
+    let lifetime = body.get("expires_in").and_then(Value::as_u64).map_or(DEFAULT_TOKEN_LIFETIME, Duration::from_secs);
+    Ok((Secret::new(token), lifetime))
+}

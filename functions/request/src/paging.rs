@@ -1,0 +1,194 @@
+//! The next page of a `cursor` run, from the page just fetched: pure, so
+//! every pagination kind is unit-tested.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use shared::contracts::{HttpCall, NextPage};
+use shared::strategy::numeric_page_params;
+
+/// The call of page `index + 1`, or `None` when page `index` was the last.
+///
+/// - `body_token`: the token at `pointer` (a string or a number) becomes
+///   query parameter `param`; absent, `null`, `""`, or the token this page
+///   was fetched with (a loop) ends.
+/// - `body_url`: the URL at `pointer`, resolved against `url` (the page's
+///   final URL); absent, `null`, `""` or this page's own URL ends.
+/// - `link_header`: the `Link` header's `rel="next"` target (RFC 8288),
+///   resolved likewise.
+/// - `offset`, `page_number`: the next offset or number; a page with fewer
+///   records than the page size ends.
+///
+/// # Errors
+/// A message naming `strategy.next.pointer` when the value there is neither
+/// a string nor a number, or a next URL that is not a URL.
+pub fn next_call(
+    paging: &NextPage,
+    current: &HttpCall,
+    url: &url::Url,
+    body: &Value,
+    headers: &BTreeMap<String, String>,
+    index: u32,
+    records: usize,
+) -> Result<Option<HttpCall>, String> {
+    let with_url = |next: &str| -> Result<Option<HttpCall>, String> {
+        let next = url.join(next).map_err(|err| format!("next page URL {next:?} is not a URL: {err}"))?;
+        if &next == url {
+            tracing::warn!("the next page's URL is this page's: stopping");
+            return Ok(None);
+        }
+        // The URL carries the whole query of the next page.
+        Ok(Some(HttpCall { url: next, query: BTreeMap::new(), ..current.clone() }))
+    };
+    match paging {
+        NextPage::BodyToken { pointer, param } => {
+            let token = match body.pointer(pointer) {
+                None | Some(Value::Null) => return Ok(None),
+                Some(Value::String(token)) => token.clone(),
+                Some(Value::Number(token)) => token.to_string(),
+                Some(other) => {
+                    return Err(format!(
+                        "`strategy.next.pointer` {pointer:?} leads to {}, not a string or number token",
+                        shared::json::kind_of(other)
+                    ));
+                }
+            };
+            if token.is_empty() || current.query.get(param) == Some(&token) {
+                return Ok(None);
+            }
+            let mut next = current.clone();
+            next.query.insert(param.clone(), token);
+            Ok(Some(next))
+        }
+        NextPage::BodyUrl { pointer } => match body.pointer(pointer) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(next)) if next.is_empty() => Ok(None),
+            Some(Value::String(next)) => with_url(next),
+            Some(other) => Err(format!(
+                "`strategy.next.pointer` {pointer:?} leads to {}, not a URL string",
+                shared::json::kind_of(other)
+            )),
+        },
+        NextPage::LinkHeader {} => match headers.get("link").and_then(|link| link_next(link)) {
+            Some(next) => with_url(&next),
+            None => Ok(None),
+        },
+        NextPage::Offset { limit: size, .. } | NextPage::PageNumber { size, .. } => {
+            if records < *size as usize {
+                return Ok(None);
+            }
+            let mut next = current.clone();
+            next.query.extend(numeric_page_params(paging, index.saturating_add(1)));
+            Ok(Some(next))
+        }
+    }
+}
+
+/// The target of the first `rel="next"` link in a `Link` header value
+/// (RFC 8288 §3: `<uri>; rel="next"`, several links comma-separated, `rel`
+/// possibly unquoted or holding several space-separated types).
+pub fn link_next(header: &str) -> Option<String> {
+    let mut rest = header;
+    while let Some(start) = rest.find('<') {
+        let end = start + rest[start..].find('>')?;
+        let target = &rest[start + 1..end];
+        let params_end = rest[end..].find('<').map_or(rest.len(), |next| end + next);
+        let params = &rest[end + 1..params_end];
+        let is_next = params.split(';').any(|param| {
+            let Some((name, value)) = param.split_once('=') else { return false };
+            name.trim().eq_ignore_ascii_case("rel")
+                && value.trim().trim_matches('"').split_ascii_whitespace().any(|rel| rel.eq_ignore_ascii_case("next"))
+        });
+        if is_next {
+            return Some(target.trim().to_string());
+        }
+        rest = &rest[params_end..];
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(query: &[(&str, &str)]) -> HttpCall {
+        HttpCall {
+            method: Default::default(),
+            url: url::Url::parse("https://api.example.com/v1/events").expect("url"),
+            query: query.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            headers: BTreeMap::new(),
+            body: None,
+        }
+    }
+
+    fn next(
+        paging: &NextPage,
+        current: &HttpCall,
+        body: Value,
+        link: Option<&str>,
+        records: usize,
+    ) -> Option<HttpCall> {
+        let headers = link.map(|l| [("link".to_string(), l.to_string())].into()).unwrap_or_default();
+        let url = current.url.clone();
+        next_call(paging, current, &url, &body, &headers, 0, records).expect("next")
+    }
+
+    #[test]
+    fn link_header_parsing() {
+        assert_eq!(link_next(r#"<https://a/x?page=2>; rel="next""#).as_deref(), Some("https://a/x?page=2"));
+        assert_eq!(
+            link_next(r#"<https://a/x?page=1>; rel="prev", <https://a/x?page=3>; rel=next"#).as_deref(),
+            Some("https://a/x?page=3")
+        );
+        assert_eq!(link_next(r#"</x?page=4>; title="a, b"; rel="last next""#).as_deref(), Some("/x?page=4"));
+        assert_eq!(link_next(r#"<https://a/x?page=1>; rel="prev""#), None);
+        assert_eq!(link_next("garbage"), None);
+    }
+
+    #[test]
+    fn body_token_sets_the_parameter_and_stops_without_one() {
+        let paging = NextPage::BodyToken { pointer: "/meta/next".into(), param: "cursor".into() };
+        let first = call(&[("status", "active")]);
+        let second = next(&paging, &first, json!({"meta": {"next": "abc"}}), None, 10).expect("page 2");
+        assert_eq!(second.query["cursor"], "abc");
+        assert_eq!(second.query["status"], "active");
+        assert_eq!(
+            next(&paging, &second, json!({"meta": {"next": 42}}), None, 10).expect("page 3").query["cursor"],
+            "42"
+        );
+        assert!(next(&paging, &second, json!({"meta": {"next": null}}), None, 10).is_none());
+        assert!(next(&paging, &second, json!({"meta": {}}), None, 10).is_none());
+        assert!(next(&paging, &second, json!({"meta": {"next": "abc"}}), None, 10).is_none(), "same token: a loop");
+        let url = second.url.clone();
+        let err = next_call(&paging, &second, &url, &json!({"meta": {"next": [1]}}), &BTreeMap::new(), 1, 1)
+            .expect_err("an array is no token");
+        assert!(err.contains("strategy.next.pointer"), "{err}");
+    }
+
+    #[test]
+    fn body_url_and_link_header_resolve_relative_urls() {
+        let paging = NextPage::BodyUrl { pointer: "/next".into() };
+        let page = next(&paging, &call(&[("a", "1")]), json!({"next": "/v1/events?after=9"}), None, 3).expect("next");
+        assert_eq!(page.url.as_str(), "https://api.example.com/v1/events?after=9");
+        assert!(page.query.is_empty(), "the URL carries the query");
+        assert!(next(&paging, &call(&[]), json!({"next": ""}), None, 3).is_none());
+        let link = NextPage::LinkHeader {};
+        let page = next(&link, &call(&[]), json!([]), Some(r#"<?page=2>; rel="next""#), 3).expect("next");
+        assert_eq!(page.url.as_str(), "https://api.example.com/v1/events?page=2");
+        assert!(next(&link, &call(&[]), json!([]), None, 3).is_none());
+    }
+
+    #[test]
+    fn numeric_paging_stops_on_a_short_page() {
+        let paging = NextPage::Offset { offset_param: "offset".into(), limit_param: "limit".into(), limit: 10 };
+        let first = call(&[("offset", "0"), ("limit", "10")]);
+        let second = next(&paging, &first, json!([]), None, 10).expect("a full page goes on");
+        assert_eq!((second.query["offset"].as_str(), second.query["limit"].as_str()), ("10", "10"));
+        assert!(next(&paging, &first, json!([]), None, 9).is_none(), "short page");
+        assert!(next(&paging, &first, json!([]), None, 0).is_none(), "empty page");
+        let paging = NextPage::PageNumber { page_param: "page".into(), size_param: None, size: 5, first_page: 1 };
+        assert_eq!(next(&paging, &call(&[("page", "1")]), json!([]), None, 5).expect("next").query["page"], "2");
+    }
+}
