@@ -30,6 +30,9 @@ pub struct Violation {
     pub expected: String,
     /// What was found.
     pub found: String,
+    /// Whether the column is a declared one (a violation there is the
+    /// declared schema at work, not a change of the dataset's types).
+    pub declared: bool,
 }
 
 impl std::fmt::Display for Violation {
@@ -99,6 +102,8 @@ pub enum Col {
         children: Vec<Col>,
         /// Which children are required (declared `required: true`).
         required: Vec<bool>,
+        /// Which children are declared columns.
+        declared: Vec<bool>,
         /// Row stamp per child: `rows + 1` once set in the current row.
         stamps: Vec<usize>,
         /// Validity.
@@ -128,6 +133,7 @@ impl Col {
                 names: fields.clone(),
                 children: fields.list.iter().map(|(_, ty)| Col::new(ty)).collect(),
                 required: fields.list.iter().map(|(_, ty)| matches!(ty, Ty::Declared { required: true, .. })).collect(),
+                declared: fields.list.iter().map(|(_, ty)| matches!(ty, Ty::Declared { .. })).collect(),
                 stamps: vec![0; fields.list.len()],
                 nulls: NullBufferBuilder::new(CAPACITY),
                 rows: 0,
@@ -216,8 +222,12 @@ impl Col {
     pub fn check(&self, rec: Rec<'_>, idx: usize, path: &mut String, scratch: &mut String) -> Result<usize, Violation> {
         let tok = rec.tape.toks[idx];
         let next = rec.tape.skip(idx);
-        let violation =
-            |path: &str, found: String| Violation { path: path_or_root(path), expected: self.expected(), found };
+        let violation = |path: &str, found: String| Violation {
+            path: path_or_root(path),
+            expected: self.expected(),
+            found,
+            declared: false,
+        };
         if tok == Tok::Null {
             return Ok(next);
         }
@@ -271,7 +281,7 @@ impl Col {
                 path.truncate(len);
                 result
             }
-            Col::Struct { names, children, required, .. } => {
+            Col::Struct { names, children, required, declared, .. } => {
                 let Tok::Obj { end, .. } = tok else { return Err(violation(path, found(rec, idx))) };
                 let len = path.len();
                 let mut seen = vec![false; children.len()];
@@ -287,7 +297,10 @@ impl Col {
                             seen[at] = seen[at] || rec.tape.toks[value] != Tok::Null;
                             path.push('/');
                             path.push_str(&key.replace('~', "~0").replace('/', "~1"));
-                            children[at].check(rec, value, path, scratch)?;
+                            children[at].check(rec, value, path, scratch).map_err(|mut v| {
+                                v.declared |= declared[at];
+                                v
+                            })?;
                             path.truncate(len);
                         }
                         None => {
@@ -295,6 +308,7 @@ impl Col {
                                 path: format!("{path}/{key}"),
                                 expected: "a field of the dataset".into(),
                                 found: "an undeclared field".into(),
+                                declared: false,
                             });
                         }
                     }
@@ -306,6 +320,7 @@ impl Col {
                             path: format!("{path}/{}", names.list[at].0),
                             expected: format!("{} (required)", children[at].expected()),
                             found: "no value".into(),
+                            declared: true,
                         });
                     }
                 }

@@ -34,7 +34,7 @@ use shared::contracts::{Compression, Granularity, Partitioning, PayloadFormat, P
 use tempfile::TempPath;
 
 use crate::build::{Col, Rec};
-use crate::infer::{Ty, root_with_declared};
+use crate::infer::{Ty, pin, root_with_declared};
 use crate::json::{Tape, Tok, unescape};
 use crate::source::{DecodeError, Framer, PageSource};
 
@@ -167,13 +167,27 @@ fn syntax(framer_index: u64, offset: u64, err: crate::json::SyntaxError) -> Conv
     })
 }
 
-/// Infers the page's schema over all its records (pass 1).
+/// Infers the page's schema over all its records (pass 1), starting from
+/// the dataset's schema `lake` when there is one.
 ///
 /// # Errors
 /// [`ConvertError::Decode`] for unreadable payloads and invalid JSON.
-pub fn infer_page(source: &PageSource, format: &PayloadFormat, target: &PersistTarget) -> Result<Ty, ConvertError> {
+pub fn infer_page(
+    source: &PageSource,
+    format: &PayloadFormat,
+    target: &PersistTarget,
+    lake: Option<&Ty>,
+) -> Result<Ty, ConvertError> {
     let mut framer = Framer::open(source, format)?;
-    let mut root = root_with_declared(&target.schema);
+    let declared = root_with_declared(&target.schema);
+    let mut root = match lake {
+        Some(lake) => {
+            let mut seeded = lake.evolve(&declared, "", &mut Vec::new());
+            pin(&mut seeded);
+            seeded
+        }
+        None => declared,
+    };
     let mut tape = Tape::default();
     let mut scratch = String::new();
     loop {
@@ -197,7 +211,7 @@ pub fn convert_page(
     format: &PayloadFormat,
     settings: PageSettings<'_>,
 ) -> Result<PageOutput, ConvertError> {
-    let page_ty = infer_page(source, format, settings.target)?;
+    let page_ty = infer_page(source, format, settings.target, settings.lake_schema)?;
     let mut conflicts = Vec::new();
     let schema = match settings.lake_schema {
         Some(lake) => lake.evolve(&page_ty, "", &mut conflicts),
@@ -233,6 +247,17 @@ pub fn convert_page(
         path.clear();
         if let Err(violation) = checker.check(rec, 0, &mut path, &mut scratch) {
             quarantine.add(index, &format!("record {index}: {violation}"), text)?;
+            // Inferred columns take every value of the page, so a violation
+            // there is the dataset's schema refusing a change.
+            if !violation.declared && conflicts.len() < 10 {
+                let conflict = format!(
+                    "{}: the dataset has {}, this page has {}",
+                    violation.path, violation.expected, violation.found
+                );
+                if !conflicts.iter().any(|c: &String| c.starts_with(&format!("{}: ", violation.path))) {
+                    conflicts.push(conflict);
+                }
+            }
             continue;
         }
         if no_columns {

@@ -78,6 +78,10 @@ pub struct Fields {
     /// `(name, type)` pairs.
     pub list: Vec<(String, Ty)>,
     index: HashMap<String, usize>,
+    /// A struct of the dataset's schema: a scalar or array seen where it is
+    /// does not turn it into text or a list while inferring (those records
+    /// are quarantined instead).
+    pinned: bool,
 }
 
 impl PartialEq for Fields {
@@ -91,7 +95,7 @@ impl Eq for Fields {}
 impl From<Vec<(String, Ty)>> for Fields {
     fn from(list: Vec<(String, Ty)>) -> Self {
         let index = list.iter().enumerate().map(|(i, (name, _))| (name.clone(), i)).collect();
-        Fields { list, index }
+        Fields { list, index, pinned: false }
     }
 }
 
@@ -165,6 +169,7 @@ impl Ty {
             Tok::Arr { end, .. } => {
                 match self {
                     Ty::List { .. } | Ty::Declared { .. } => {}
+                    Ty::Struct { fields } if fields.pinned => return end as usize,
                     _ => {
                         let lone = std::mem::replace(self, Ty::Null);
                         *self = Ty::List { item: Box::new(lone) };
@@ -195,6 +200,7 @@ impl Ty {
     fn merge_scalar(&mut self, seen: Ty) {
         let merged = match (&*self, &seen) {
             (Ty::Declared { .. }, _) => return,
+            (Ty::Struct { fields }, _) if fields.pinned => return,
             (Ty::List { .. }, _) => {
                 if let Ty::List { item } = self {
                     item.merge_scalar(seen);
@@ -294,6 +300,18 @@ fn join_fields(a: Fields, b: Fields) -> Fields {
         out.list[at].1 = current.join(ty);
     }
     out
+}
+
+/// Marks every struct of `ty` as the dataset's (see [`Fields`]'s `pinned`).
+pub fn pin(ty: &mut Ty) {
+    match ty {
+        Ty::Struct { fields } => {
+            fields.pinned = true;
+            fields.list.iter_mut().for_each(|(_, t)| pin(t));
+        }
+        Ty::List { item } => pin(item),
+        _ => {}
+    }
 }
 
 /// The root type of a page: a struct seeded with the declared columns.

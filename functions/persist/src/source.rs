@@ -347,21 +347,24 @@ impl<R: Read> Framer<R> {
     /// record cut short, or an array that is not closed properly.
     pub fn next_record(&mut self) -> Result<Option<&str>, DecodeError> {
         let (from, len) = match self.mode {
-            Mode::Ndjson => loop {
-                let Some(first) = self.peek_non_ws()? else { return Ok(None) };
-                let _ = first;
+            Mode::Ndjson => {
+                if self.peek_non_ws()?.is_none() {
+                    return Ok(None);
+                }
+                let mut searched = 0;
                 let newline = loop {
-                    if let Some(at) = memchr::memchr(b'\n', &self.buf[self.start..self.end]) {
-                        break at;
+                    if let Some(at) = memchr::memchr(b'\n', &self.buf[self.start + searched..self.end]) {
+                        break searched + at;
                     }
+                    searched = self.end - self.start;
                     if !self.fill()? {
                         break self.end - self.start;
                     }
                 };
                 let from = self.start;
                 self.advance(newline);
-                break (from, newline);
-            },
+                (from, newline)
+            }
             Mode::Array { done: true, .. } => return Ok(None),
             Mode::Array { first, .. } => {
                 let next = self.peek_non_ws()?;

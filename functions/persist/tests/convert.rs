@@ -1,0 +1,338 @@
+//! Persist's converter: one test per coercion rule, declared schemas, schema
+//! evolution, partitions, rotation and bad payloads. Files are read back
+//! with the parquet crate's reader and compared as JSON rows.
+
+use std::io::Write;
+use std::path::Path;
+
+use arrow_schema::DataType;
+use bytes::Bytes;
+use chrono::NaiveDate;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use persist::{ConvertError, PageOutput, PageSettings, PageSource, Ty, WriterConfig, convert_page};
+use serde_json::{Value, json};
+use shared::contracts::{FileSettings, Granularity, Partitioning, PayloadFormat, PersistTarget};
+
+fn date() -> NaiveDate {
+    NaiveDate::from_ymd_opt(2026, 11, 29).expect("date")
+}
+
+fn convert(text: &str, target: &PersistTarget, lake: Option<&Ty>) -> Result<PageOutput, ConvertError> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = WriterConfig { batch_rows: 3, ..WriterConfig::default() };
+    let settings = PageSettings { target, lake_schema: lake, run_date: date(), writer: &config, temp_dir: dir.path() };
+    let output = convert_page(&PageSource::Bytes(Bytes::from(text.to_string())), &PayloadFormat::default(), settings)?;
+    // Keep the files past the temp dir's life: they are TempPaths inside it.
+    std::mem::forget(dir);
+    Ok(output)
+}
+
+fn rows_of(path: &Path) -> (Vec<Value>, arrow_schema::SchemaRef, usize) {
+    let file = std::fs::File::open(path).expect("parquet file");
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).expect("parquet");
+    let row_groups = builder.metadata().num_row_groups();
+    let schema = builder.schema().clone();
+    let batches: Vec<_> = builder.build().expect("reader").collect::<Result<_, _>>().expect("batches");
+    let mut writer = arrow_json::ArrayWriter::new(Vec::new());
+    for batch in &batches {
+        writer.write(batch).expect("json");
+    }
+    writer.finish().expect("json");
+    let text = writer.into_inner();
+    let rows = if text.is_empty() { Vec::new() } else { serde_json::from_slice(&text).expect("rows") };
+    (rows, schema, row_groups)
+}
+
+fn single(output: &PageOutput) -> (Vec<Value>, arrow_schema::SchemaRef) {
+    assert_eq!(output.files.len(), 1, "{:?}", output.files);
+    let (rows, schema, _) = rows_of(&output.files[0].path);
+    (rows, schema)
+}
+
+fn target() -> PersistTarget {
+    PersistTarget::new("t")
+}
+
+fn field_type(schema: &arrow_schema::Schema, name: &str) -> DataType {
+    schema.field_with_name(name).unwrap_or_else(|_| panic!("no column {name}")).data_type().clone()
+}
+
+#[test]
+fn integer_and_float_in_one_field_become_float64() {
+    let out = convert(r#"[{"n": 1}, {"n": 2.5}, {"n": null}]"#, &target(), None).expect("convert");
+    let (rows, schema) = single(&out);
+    assert_eq!(field_type(&schema, "n"), DataType::Float64);
+    assert_eq!(rows, [json!({"n": 1.0}), json!({"n": 2.5}), json!({})]);
+}
+
+#[test]
+fn integers_beyond_i64_are_exact_decimals_or_text() {
+    let text = r#"[{"big": 18446744073709551616, "huge": 1234567890123456789012345678901234567890, "mixed": 1.5},
+                   {"big": -5, "huge": 1, "mixed": 99999999999999999999}]"#;
+    let out = convert(text, &target(), None).expect("convert");
+    let (rows, schema) = single(&out);
+    assert_eq!(field_type(&schema, "big"), DataType::Decimal128(38, 0));
+    assert_eq!(field_type(&schema, "huge"), DataType::Utf8);
+    assert_eq!(field_type(&schema, "mixed"), DataType::Utf8, "a big integer among floats is never rounded");
+    let file = std::fs::File::open(&out.files[0].path).expect("file");
+    let batch = ParquetRecordBatchReaderBuilder::try_new(file).expect("parquet").build().expect("reader").next();
+    let batch = batch.expect("a batch").expect("read");
+    let big = batch.column_by_name("big").expect("big");
+    let big = big.as_any().downcast_ref::<arrow_array::Decimal128Array>().expect("decimal");
+    assert_eq!((big.value(0), big.value(1)), (18_446_744_073_709_551_616, -5), "exact, not through f64");
+    assert_eq!(rows[0]["huge"], "1234567890123456789012345678901234567890");
+    assert_eq!(rows[1]["mixed"], "99999999999999999999");
+    assert_eq!(rows[0]["mixed"], "1.5");
+}
+
+#[test]
+fn mixed_scalar_kinds_become_text_with_json_text_values() {
+    let out = convert(r#"[{"v": "a"}, {"v": 12.50}, {"v": true}, {"v": null}]"#, &target(), None).expect("convert");
+    let (rows, schema) = single(&out);
+    assert_eq!(field_type(&schema, "v"), DataType::Utf8);
+    let values: Vec<_> = rows.iter().map(|r| r.get("v").cloned().unwrap_or(Value::Null)).collect();
+    assert_eq!(values, [json!("a"), json!("12.50"), json!("true"), Value::Null]);
+}
+
+#[test]
+fn a_scalar_among_lists_is_wrapped() {
+    let out = convert(r#"[{"tags": "one"}, {"tags": ["a", "b"]}, {"tags": null}, {"tags": []}]"#, &target(), None)
+        .expect("convert");
+    let (rows, schema) = single(&out);
+    assert!(matches!(field_type(&schema, "tags"), DataType::List(_)));
+    assert_eq!(rows, [json!({"tags": ["one"]}), json!({"tags": ["a", "b"]}), json!({}), json!({"tags": []})]);
+}
+
+#[test]
+fn an_always_null_field_is_kept_as_a_nullable_string_column() {
+    let out = convert(r#"[{"id": 1, "gone": null}, {"id": 2, "gone": null}]"#, &target(), None).expect("convert");
+    let (rows, schema) = single(&out);
+    let field = schema.field_with_name("gone").expect("the column is kept");
+    assert_eq!((field.data_type(), field.is_nullable()), (&DataType::Utf8, true));
+    assert_eq!(rows, [json!({"id": 1}), json!({"id": 2})]);
+}
+
+#[test]
+fn empty_objects_and_arrays_are_written() {
+    let text = r#"[{"e": {}, "l": [], "s": {"a": 1}}, {"e": {}, "l": [], "s": {}}]"#;
+    let out = convert(text, &target(), None).expect("convert");
+    let (rows, schema) = single(&out);
+    assert_eq!(field_type(&schema, "e"), DataType::Utf8, "an always-empty object is its JSON text");
+    assert!(matches!(field_type(&schema, "l"), DataType::List(_)));
+    assert_eq!(rows[0], json!({"e": "{}", "l": [], "s": {"a": 1}}));
+    assert_eq!(
+        rows[1],
+        json!({"e": "{}", "l": [], "s": {}}),
+        "an empty object in a struct column is a struct of nulls"
+    );
+}
+
+#[test]
+fn nested_objects_and_lists_of_objects_keep_their_shape_and_names() {
+    let text = r#"[{"First Name": "Ana", "address": {"city": "Recife", "geo": {"lat": -8.05}},
+                    "items": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 2, "note": "x"}]},
+                   {"First Name": "Bia", "address": {"city": "Natal"}, "items": [], "a.b": 1}]"#;
+    let out = convert(text, &target(), None).expect("convert");
+    let (rows, schema) = single(&out);
+    assert!(matches!(field_type(&schema, "address"), DataType::Struct(_)));
+    let DataType::List(item) = field_type(&schema, "items") else { panic!("list") };
+    assert!(matches!(item.data_type(), DataType::Struct(_)));
+    assert_eq!(rows[0]["First Name"], "Ana", "names are kept as sent");
+    assert_eq!(rows[0]["address"], json!({"city": "Recife", "geo": {"lat": -8.05}}));
+    assert_eq!(rows[0]["items"], json!([{"sku": "a", "qty": 1}, {"sku": "b", "qty": 2, "note": "x"}]));
+    assert_eq!(rows[1]["a.b"], 1);
+}
+
+#[test]
+fn an_object_among_scalars_becomes_its_json_text() {
+    let out = convert(r#"[{"v": {"a": [1, 2]}}, {"v": "plain"}]"#, &target(), None).expect("convert");
+    let (rows, _) = single(&out);
+    assert_eq!(rows, [json!({"v": "{\"a\": [1, 2]}"}), json!({"v": "plain"})]);
+}
+
+#[test]
+fn late_keys_are_seen_because_every_record_is_inferred() {
+    let mut records: Vec<Value> = (0..10_000).map(|i| json!({"id": i})).collect();
+    records.push(json!({"id": 10_000, "late": "only here"}));
+    let out = convert(&serde_json::to_string(&records).expect("json"), &target(), None).expect("convert");
+    let (rows, _) = single(&out);
+    assert_eq!(rows.len(), 10_001);
+    assert_eq!(rows[10_000]["late"], "only here");
+}
+
+fn declared_target() -> PersistTarget {
+    let mut target = target();
+    target.schema = serde_json::from_value(json!([
+        {"name": "id", "type": "int64", "required": true},
+        {"name": "at", "type": "timestamp(ms, +00:00)"},
+        {"name": "day", "type": "date"},
+        {"name": "amount", "type": "decimal(10, 2)"},
+        {"name": "raw", "type": "json"},
+    ]))
+    .expect("declared");
+    target
+}
+
+#[test]
+fn declared_columns_are_enforced_and_violations_quarantined_with_the_reason() {
+    let text = r#"[{"id": 1, "at": "2026-11-29T06:00:00+02:00", "day": "2026-11-29", "amount": "12.5", "raw": {"x": 1}, "extra": "kept"},
+                   {"id": "two", "amount": 1},
+                   {"at": 1764388800000},
+                   {"id": 4, "amount": 1.234},
+                   {"id": 5, "day": "29/11/2026"},
+                   {"id": 6, "at": 1764388800000, "amount": 3}]"#;
+    let out = convert(text, &declared_target(), None).expect("convert");
+    let (rows, schema) = single(&out);
+    assert_eq!(
+        field_type(&schema, "at"),
+        DataType::Timestamp(arrow_schema::TimeUnit::Millisecond, Some("+00:00".into()))
+    );
+    assert_eq!(field_type(&schema, "day"), DataType::Date32);
+    assert_eq!(field_type(&schema, "amount"), DataType::Decimal128(10, 2));
+    assert_eq!(field_type(&schema, "extra"), DataType::Utf8, "undeclared fields are inferred, not dropped");
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["at"], "2026-11-29T04:00:00Z");
+    assert_eq!(rows[0]["raw"], "{\"x\": 1}");
+    assert_eq!(rows[0]["amount"].as_f64(), Some(12.5));
+    assert_eq!(rows[1]["id"], 6);
+
+    let quarantine = out.quarantine.as_ref().expect("quarantine");
+    assert_eq!(quarantine.records, 4);
+    let lines: Vec<Value> = std::fs::read_to_string(&quarantine.path)
+        .expect("read")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    let reasons: Vec<&str> = lines.iter().map(|l| l["reason"].as_str().expect("reason")).collect();
+    assert_eq!(
+        reasons,
+        [
+            "record 1: field /id: expected int64, found a string \"two\"",
+            "record 2: field /id: expected int64 (required), found no value",
+            "record 3: field /amount: expected decimal(10, 2), found 1.234 with 3 fraction digits (it would be rounded)",
+            "record 4: field /day: expected date, found a string \"29/11/2026\"",
+        ]
+    );
+    assert_eq!(lines[0]["record"], json!({"id": "two", "amount": 1}), "the record is kept as received");
+}
+
+#[test]
+fn the_dataset_schema_widens_and_refuses_what_readers_cannot_follow() {
+    let first = convert(r#"[{"n": 1, "addr": {"city": "Recife"}}]"#, &target(), None).expect("first page");
+    let lake = first.schema.clone();
+    let second = convert(
+        r#"[{"n": 2.5, "addr": {"city": "Natal", "zip": "59000"}, "new": true}, {"n": 3, "addr": "unknown"}]"#,
+        &target(),
+        Some(&lake),
+    )
+    .expect("second page");
+    let (rows, schema) = single(&second);
+    assert_eq!(field_type(&schema, "n"), DataType::Float64, "int64 widens to float64");
+    assert_eq!(field_type(&schema, "new"), DataType::Boolean, "a new field is added");
+    assert_eq!(rows, [json!({"n": 2.5, "addr": {"city": "Natal", "zip": "59000"}, "new": true})]);
+    assert_eq!(second.conflicts, ["/addr: the dataset has struct, this page has a string \"unknown\""]);
+    assert_eq!(second.quarantined(), 1);
+    let reasons = &second.quarantine.as_ref().expect("quarantine").sample_reasons;
+    assert_eq!(reasons, &["record 1: field /addr: expected struct, found a string \"unknown\""]);
+}
+
+#[test]
+fn records_are_partitioned_by_a_field_with_safe_values() {
+    let mut target = target();
+    target.partition = Partitioning::Field { field: "/at".into(), granularity: Granularity::Hour, column: "dt".into() };
+    let text = r#"[{"at": "2026-11-01T07:30:00Z"}, {"at": "2026-11-01T07:59:59Z"}, {"at": "2026-11-02T00:00:00+01:00"},
+                   {"at": 1764388800}, {"at": "not a time"}, {}]"#;
+    let out = convert(text, &target, None).expect("convert");
+    let parts: Vec<(&str, u64)> = out.files.iter().map(|f| (f.partition.as_str(), f.rows)).collect();
+    assert_eq!(
+        parts,
+        [
+            ("dt=2025-11-29/hour=04", 1),
+            ("dt=2026-11-01/hour=07", 2),
+            ("dt=2026-11-01/hour=23", 1),
+            ("dt=__HIVE_DEFAULT_PARTITION__/hour=__HIVE_DEFAULT_PARTITION__", 2),
+        ]
+    );
+    target.partition =
+        Partitioning::Field { field: "/c".into(), granularity: Granularity::Value, column: "country".into() };
+    let out = convert(r#"[{"c": "BR/../SP"}, {"c": ".."}]"#, &target, None).expect("convert");
+    let parts: Vec<&str> = out.files.iter().map(|f| f.partition.as_str()).collect();
+    assert_eq!(parts, ["country=%2E%2E", "country=BR%2F..%2FSP"]);
+}
+
+#[test]
+fn files_rotate_by_rows_and_row_groups_follow_the_setting() {
+    let mut target = target();
+    target.files = FileSettings { max_rows: Some(5), row_group_rows: 2, ..FileSettings::default() };
+    let records: Vec<Value> = (0..12).map(|i| json!({"i": i})).collect();
+    let out = convert(&serde_json::to_string(&records).expect("json"), &target, None).expect("convert");
+    let parts: Vec<(u32, u64)> = out.files.iter().map(|f| (f.part, f.rows)).collect();
+    assert_eq!(parts, [(0, 5), (1, 5), (2, 2)]);
+    let (rows, _, row_groups) = rows_of(&out.files[1].path);
+    assert_eq!(rows.first(), Some(&json!({"i": 5})));
+    assert_eq!(row_groups, 3, "5 rows in row groups of 2");
+}
+
+#[test]
+fn snappy_is_available() {
+    let mut target = target();
+    target.files.compression = shared::contracts::Compression::Snappy;
+    let out = convert(r#"[{"a": "x"}]"#, &target, None).expect("convert");
+    let file = std::fs::File::open(&out.files[0].path).expect("file");
+    let meta = ParquetRecordBatchReaderBuilder::try_new(file).expect("parquet").metadata().clone();
+    assert_eq!(meta.row_group(0).column(0).compression(), parquet::basic::Compression::SNAPPY);
+}
+
+#[test]
+fn non_objects_and_too_deep_records_are_quarantined() {
+    let deep = format!("{}1{}", "{\"x\":".repeat(40), "}".repeat(40));
+    let text = format!("[{{\"a\": 1}}, 42, \"s\", [1], {deep}]");
+    let out = convert(&text, &target(), None).expect("convert");
+    let quarantine = out.quarantine.as_ref().expect("quarantine");
+    assert_eq!(quarantine.records, 4);
+    assert_eq!(out.rows_written, 1);
+    assert_eq!(quarantine.sample_reasons[3], "record 4 is nested 40 levels deep, more than 32");
+}
+
+#[test]
+fn bad_payloads_fail_with_a_clear_error() {
+    let err = convert(r#"[{"a": 1}, {"a": tru}]"#, &target(), None).expect_err("invalid JSON").to_string();
+    assert!(err.contains("record 1") && err.contains("invalid JSON"), "{err}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = WriterConfig::default();
+    let target = target();
+    let settings =
+        PageSettings { target: &target, lake_schema: None, run_date: date(), writer: &config, temp_dir: dir.path() };
+    let format = PayloadFormat { records_pointer: Some("/data".into()), ..PayloadFormat::default() };
+    let err = convert_page(&PageSource::Bytes(Bytes::from_static(br#"{"data": {"a": 1}}"#)), &format, settings)
+        .expect_err("not an array")
+        .to_string();
+    assert!(err.contains("records_pointer \"/data\" leads to an object, not an array"), "{err}");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(serde_json::to_string(&vec![json!({"a": "x".repeat(1000)}); 50]).expect("json").as_bytes())
+        .expect("gz");
+    let mut bytes = gz.finish().expect("gz");
+    bytes.truncate(bytes.len() / 2);
+    let err = convert_page(&PageSource::Bytes(Bytes::from(bytes)), &PayloadFormat::default(), settings)
+        .expect_err("cut gzip")
+        .to_string();
+    assert!(err.contains("gzip stream is cut short"), "{err}");
+}
+
+#[test]
+fn ndjson_gzip_and_bom_payloads_convert_like_arrays() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = WriterConfig::default();
+    let target = target();
+    let settings =
+        PageSettings { target: &target, lake_schema: None, run_date: date(), writer: &config, temp_dir: dir.path() };
+    let mut text = vec![0xEF, 0xBB, 0xBF];
+    text.extend_from_slice(b"{\"a\": 1}\n{\"a\": 2.5, \"b\": [1]}\n");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&text).expect("gz");
+    let path = dir.path().join("payload.ndjson.gz");
+    std::fs::write(&path, gz.finish().expect("gz")).expect("write");
+    let out = convert_page(&PageSource::File(path), &PayloadFormat::default(), settings).expect("convert");
+    let (rows, _) = single(&out);
+    assert_eq!(rows, [json!({"a": 1.0}), json!({"a": 2.5, "b": [1]})]);
+}
