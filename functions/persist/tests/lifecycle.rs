@@ -1,0 +1,149 @@
+//! `persist_page` end to end on a directory lake: claim checks (gzip NDJSON),
+//! the raw copy kept for replay, a missing claim check, a redelivery that
+//! writes fewer parts, and an incompatible schema change that alerts.
+
+use std::io::Write;
+use std::time::Duration;
+
+use bytes::Bytes;
+use chrono::NaiveDate;
+use serde_json::{Value, json};
+
+use persist::{Deps, PersistConfig, PersistError};
+use shared::adapters::local::{Broker, DirStore, QueueConfig};
+use shared::batch::{ATTR_ERROR, DeadLetterTarget, RecordError};
+use shared::contracts::{FileSettings, PageRef, Payload, PayloadFormat, PersistMessage, PersistTarget, RunId, V1};
+use shared::ports::ObjectStore;
+
+fn message(page: u32, target: PersistTarget, payload: Payload) -> PersistMessage {
+    PersistMessage {
+        version: V1,
+        pipeline: "orders".into(),
+        run_id: RunId::new("20261129T060000Z").expect("run id"),
+        run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
+        page: PageRef { index: page, count: 3 },
+        target,
+        payload,
+    }
+}
+
+fn inline(records: Value) -> Payload {
+    let Value::Array(records) = records else { panic!("array") };
+    Payload::Inline { records }
+}
+
+async fn persist(
+    store: &DirStore,
+    broker: &Broker,
+    config: &PersistConfig,
+    m: PersistMessage,
+) -> Result<shared::ledger::PageReceipt, PersistError> {
+    persist::persist_page(m, Deps { store, queue: broker, config, run_events: None }).await
+}
+
+#[tokio::test]
+async fn a_gzip_ndjson_claim_check_is_persisted_and_kept_for_replay() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    for i in 0..1000 {
+        writeln!(gz, "{}", json!({"id": i, "amount": if i % 2 == 0 { json!(i) } else { json!(i as f64 + 0.5) }}))
+            .expect("gz");
+    }
+    let claim = "_claims/orders/20261129T060000Z/page-00000.json.gz";
+    store.put(claim, Bytes::from(gz.finish().expect("gz"))).await.expect("put claim");
+    let payload = Payload::Object { key: claim.into(), format: PayloadFormat::default() };
+    let config = PersistConfig::default();
+    let receipt = persist(&store, &Broker::new(), &config, message(0, PersistTarget::new("orders"), payload))
+        .await
+        .expect("persisted");
+    assert_eq!((receipt.records_in, receipt.records_persisted), (1000, 1000));
+    assert!(store.get(claim).await.is_ok(), "Persist deletes nothing it did not write");
+    let raw: PersistMessage =
+        serde_json::from_slice(&store.get(&receipt.raw_key).await.expect("raw")).expect("envelope");
+    let Payload::Object { key, .. } = &raw.payload else { panic!("the raw envelope points at the copy") };
+    assert_eq!(key, "raw/orders/dt=2026-11-29/orders-20261129T060000Z-00000.payload");
+    assert_eq!(store.get(key).await.expect("copy"), store.get(claim).await.expect("claim"), "copied byte for byte");
+    // Replaying the raw envelope writes the same keys again.
+    let again = persist(&store, &Broker::new(), &config, raw).await.expect("replayed");
+    assert_eq!(again.data_keys, receipt.data_keys);
+}
+
+#[tokio::test]
+async fn a_missing_claim_check_fails_permanently_naming_the_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let payload = Payload::Object { key: "_claims/orders/gone.json".into(), format: PayloadFormat::default() };
+    let err =
+        persist(&store, &Broker::new(), &PersistConfig::default(), message(0, PersistTarget::new("orders"), payload))
+            .await
+            .expect_err("missing object");
+    assert!(err.is_permanent(), "{err}");
+    assert!(
+        err.to_string().contains("_claims/orders/gone.json") && err.to_string().contains("does not exist"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_redelivery_that_writes_fewer_parts_removes_the_stale_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let records = json!([{"i": 1}, {"i": 2}, {"i": 3}, {"i": 4}, {"i": 5}]);
+    let mut target = PersistTarget::new("orders");
+    target.files = FileSettings { max_rows: Some(2), ..FileSettings::default() };
+    let config = PersistConfig::default();
+    let first =
+        persist(&store, &Broker::new(), &config, message(1, target, inline(records.clone()))).await.expect("first");
+    assert_eq!(first.data_keys.len(), 3, "{:?}", first.data_keys);
+    let second = persist(&store, &Broker::new(), &config, message(1, PersistTarget::new("orders"), inline(records)))
+        .await
+        .expect("second");
+    assert_eq!(second.data_keys, ["orders/dt=2026-11-29/orders-20261129T060000Z-00001.parquet"]);
+    let parquet: Vec<String> =
+        store.list("orders/").await.expect("list").into_iter().filter(|k| k.ends_with(".parquet")).collect();
+    assert_eq!(parquet, second.data_keys, "no duplicate rows are left behind");
+}
+
+#[tokio::test]
+async fn an_incompatible_change_quarantines_the_records_and_alerts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let broker = Broker::new();
+    broker.create_queue(QueueConfig {
+        name: "persist-dlq".into(),
+        visibility_timeout: Duration::from_secs(30),
+        max_message_bytes: 262_144,
+        redrive: None,
+    });
+    let config = PersistConfig {
+        dead_letter: Some(DeadLetterTarget { dlq: "persist-dlq".into(), max_receive_count: 5 }),
+        ..PersistConfig::default()
+    };
+    let target = PersistTarget::new("orders");
+    persist(
+        &store,
+        &broker,
+        &config,
+        message(0, target.clone(), inline(json!([{"id": 1, "addr": {"city": "Recife"}}]))),
+    )
+    .await
+    .expect("first page");
+    let receipt = persist(
+        &store,
+        &broker,
+        &config,
+        message(1, target, inline(json!([{"id": 2, "addr": {"city": "Natal"}}, {"id": 3, "addr": "Rua A, 1"}]))),
+    )
+    .await
+    .expect("the page is persisted, not failed");
+    assert_eq!((receipt.records_persisted, receipt.records_quarantined), (1, 1));
+    let letters = broker.receive("persist-dlq", 10).expect("receive");
+    assert_eq!(letters.len(), 1);
+    let reason = letters[0].message_attributes.get(ATTR_ERROR).and_then(|a| a.string_value.clone()).expect("reason");
+    assert!(reason.contains("/addr: the dataset has struct, this page has a string"), "{reason}");
+    let quarantined =
+        String::from_utf8(store.get(receipt.quarantine_key.as_deref().expect("key")).await.expect("q").to_vec())
+            .expect("utf-8");
+    assert!(quarantined.contains("Rua A, 1"), "the record is kept: {quarantined}");
+}
