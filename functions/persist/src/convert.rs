@@ -58,8 +58,8 @@ pub struct WriterConfig {
     pub zstd_level: i32,
     /// Rows per Arrow batch built at a time (default 8192).
     pub batch_rows: usize,
-    /// Default rows per Parquet row group when the target does not say
-    /// (default 131072).
+    /// Rows per Parquet row group when the target leaves `row_group_rows`
+    /// at its default (default 131072, `ROW_GROUP_ROWS`).
     pub row_group_rows: usize,
 }
 
@@ -312,7 +312,15 @@ fn writer_properties(settings: PageSettings<'_>) -> Result<WriterProperties, Con
         Compression::Zstd => ParquetCompression::ZSTD(ZstdLevel::try_new(settings.writer.zstd_level)?),
         Compression::Snappy => ParquetCompression::SNAPPY,
     };
-    let row_group_rows = settings.target.files.row_group_rows.max(1) as usize;
+    // The target's setting, unless it is the default: then the function's
+    // (`ROW_GROUP_ROWS`).
+    let declared = settings.target.files.row_group_rows;
+    let row_group_rows = if declared == shared::contracts::FileSettings::default().row_group_rows {
+        settings.writer.row_group_rows
+    } else {
+        declared as usize
+    };
+    let row_group_rows = row_group_rows.max(1);
     Ok(WriterProperties::builder()
         .set_compression(compression)
         .set_max_row_group_row_count(Some(row_group_rows))
