@@ -94,7 +94,8 @@ pub fn link_next(header: &str) -> Option<String> {
         let end = start + rest[start..].find('>')?;
         let target = &rest[start + 1..end];
         let params_end = rest[end..].find('<').map_or(rest.len(), |next| end + next);
-        let params = &rest[end + 1..params_end];
+        // The link's parameters, without the comma before the next link.
+        let params = rest[end + 1..params_end].trim_end().trim_end_matches(',');
         let is_next = params.split(';').any(|param| {
             let Some((name, value)) = param.split_once('=') else { return false };
             name.trim().eq_ignore_ascii_case("rel")
@@ -143,6 +144,10 @@ mod tests {
             Some("https://a/x?page=3")
         );
         assert_eq!(link_next(r#"</x?page=4>; title="a, b"; rel="last next""#).as_deref(), Some("/x?page=4"));
+        assert_eq!(
+            link_next(r#"<https://a/x?page=3>; rel="next", <https://a/x?page=1>; rel="first""#).as_deref(),
+            Some("https://a/x?page=3")
+        );
         assert_eq!(link_next(r#"<https://a/x?page=1>; rel="prev""#), None);
         assert_eq!(link_next("garbage"), None);
     }

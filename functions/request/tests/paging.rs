@@ -1,0 +1,202 @@
+//! Every pagination kind of the `cursor` strategy, end to end through
+//! Request: each page's records go to Persist, the next page's message goes
+//! to the request queue (Request sends it itself), and the last page writes
+//! the run's page count to the ledger. The server counts every call.
+
+mod common;
+
+use common::{Harness, Log, PERSIST_QUEUE, REQUEST_QUEUE, reply};
+use serde_json::{Value, json};
+use shared::contracts::{self, PageRef, Payload, PersistMessage, RequestMessage, RunId};
+use shared::ports::ObjectStore;
+
+/// Records 0..TOTAL, served three per page by every kind.
+const TOTAL: u32 = 7;
+const SIZE: u32 = 3;
+
+fn records(from: u32) -> Vec<Value> {
+    records_n(from, SIZE)
+}
+
+fn records_n(from: u32, n: u32) -> Vec<Value> {
+    (from..from.saturating_add(n).min(TOTAL)).map(|id| json!({"id": id})).collect()
+}
+
+async fn vendor() -> (std::net::SocketAddr, Log) {
+    common::recorder(|_, seen| {
+        let number = |name: &str| seen.query(name).and_then(|v| v.parse::<u32>().ok());
+        let path = seen.uri.split('?').next().unwrap_or_default();
+        match path {
+            "/token" => {
+                let from = seen.query("cursor").map_or(0, |c| c.trim_start_matches('c').parse().unwrap_or(0));
+                let next = (from + SIZE < TOTAL).then(|| format!("c{}", from + SIZE));
+                reply(200, &[], json!({"items": records(from), "meta": {"next_cursor": next}}))
+            }
+            "/url" => {
+                let from = number("after").unwrap_or(0);
+                let next = (from + SIZE < TOTAL).then(|| format!("/url?after={}", from + SIZE));
+                reply(200, &[], json!({"items": records(from), "links": {"next": next}}))
+            }
+            "/link" => {
+                let from = number("start").unwrap_or(0);
+                let next = format!("</link?start={}>; rel=\"next\", </link?start=0>; rel=\"first\"", from + SIZE);
+                let headers: Vec<(&str, &str)> =
+                    if from + SIZE < TOTAL { vec![("link", next.as_str())] } else { vec![] };
+                reply(200, &headers, json!({"items": records(from)}))
+            }
+            "/offset" => {
+                let items = records_n(number("offset").unwrap_or(0), number("limit").unwrap_or(SIZE));
+                reply(200, &[], json!({"items": items}))
+            }
+            "/pages" => reply(200, &[], json!({"items": records((number("page").unwrap_or(1) - 1) * SIZE)})),
+            _ => reply(404, &[], json!({})),
+        }
+    })
+    .await
+}
+
+/// Page 0 of a cursor run over `path` with `next`, as the Orchestrator plans it.
+fn first_page(addr: std::net::SocketAddr, path: &str, query: Value, next: Value, max_pages: u32) -> RequestMessage {
+    contracts::decode(json!({
+        "version": 1, "pipeline": "events", "run_id": "20261129T060000Z", "run_date": "2026-11-29",
+        "page": {"index": 0, "count": 0},
+        "http": {"url": format!("http://{addr}{path}"), "query": query},
+        "policy": {"allow": {"loopback": true}},
+        "mode": {"kind": "records", "records_pointer": "/items", "target": {"dataset": "events"},
+                 "next": {"paging": next, "max_pages": max_pages, "queue": REQUEST_QUEUE}},
+        "reply_to": {"kind": "queue", "queue": PERSIST_QUEUE},
+    }))
+    .expect("valid RequestMessage")
+}
+
+/// Handles `first`, then every continuation Request sends, like the
+/// request queue's event source; returns the pages Persist got (index,
+/// record ids) and the ledger's expected page count.
+async fn run(harness: &Harness, first: RequestMessage) -> (Vec<(u32, Vec<u64>)>, u64) {
+    let mut next = Some(first);
+    while let Some(message) = next.take() {
+        request::handle_message(message, harness.deps()).await.expect("page handled");
+        let mut sent = harness.drain(REQUEST_QUEUE);
+        assert!(sent.len() <= 1, "one continuation per page");
+        next = sent.pop().map(|v| contracts::decode(v).expect("continuation"));
+    }
+    let pages = harness
+        .drain(PERSIST_QUEUE)
+        .into_iter()
+        .map(|v| {
+            let persist: PersistMessage = contracts::decode(v).expect("PersistMessage");
+            let Payload::Inline { records } = persist.payload else { panic!("inline") };
+            assert_eq!(persist.page.count, 0, "count unknown up front");
+            (persist.page.index, records.iter().map(|r| r["id"].as_u64().expect("id")).collect())
+        })
+        .collect();
+    let run_id = RunId::new("20261129T060000Z").expect("run id");
+    let expected = harness.store.get(&shared::ledger::expected_key("events", &run_id)).await.expect("expected.json");
+    let expected: Value = serde_json::from_slice(&expected).expect("json");
+    (pages, expected["pages"].as_u64().expect("pages"))
+}
+
+fn all_pages() -> Vec<(u32, Vec<u64>)> {
+    vec![(0, vec![0, 1, 2]), (1, vec![3, 4, 5]), (2, vec![6])]
+}
+
+fn uris(log: &Log) -> Vec<String> {
+    log.lock().expect("log").iter().map(|s| s.uri.clone()).collect()
+}
+
+#[tokio::test]
+async fn body_token_cursor() {
+    let (addr, log) = vendor().await;
+    let harness = Harness::new();
+    let next = json!({"kind": "body_token", "pointer": "/meta/next_cursor", "param": "cursor"});
+    let (pages, expected) = run(&harness, first_page(addr, "/token", json!({}), next, 100)).await;
+    assert_eq!((pages, expected), (all_pages(), 3));
+    assert_eq!(uris(&log), ["/token", "/token?cursor=c3", "/token?cursor=c6"]);
+}
+
+#[tokio::test]
+async fn next_url_in_the_body() {
+    let (addr, log) = vendor().await;
+    let harness = Harness::new();
+    let next = json!({"kind": "body_url", "pointer": "/links/next"});
+    let (pages, expected) = run(&harness, first_page(addr, "/url", json!({}), next, 100)).await;
+    assert_eq!((pages, expected), (all_pages(), 3));
+    assert_eq!(uris(&log), ["/url", "/url?after=3", "/url?after=6"]);
+}
+
+#[tokio::test]
+async fn link_header_rel_next() {
+    let (addr, log) = vendor().await;
+    let harness = Harness::new();
+    let (pages, expected) =
+        run(&harness, first_page(addr, "/link", json!({}), json!({"kind": "link_header"}), 100)).await;
+    assert_eq!((pages, expected), (all_pages(), 3));
+    assert_eq!(uris(&log), ["/link", "/link?start=3", "/link?start=6"]);
+}
+
+#[tokio::test]
+async fn offset_limit_stops_on_a_short_page() {
+    let (addr, log) = vendor().await;
+    let harness = Harness::new();
+    let next = json!({"kind": "offset", "limit": SIZE});
+    let query = json!({"offset": "0", "limit": "3"});
+    let (pages, expected) = run(&harness, first_page(addr, "/offset", query, next, 100)).await;
+    assert_eq!((pages, expected), (all_pages(), 3));
+    assert_eq!(uris(&log), ["/offset?limit=3&offset=0", "/offset?limit=3&offset=3", "/offset?limit=3&offset=6"]);
+}
+
+#[tokio::test]
+async fn page_number_stops_on_a_short_page() {
+    let (addr, log) = vendor().await;
+    let harness = Harness::new();
+    let next = json!({"kind": "page_number", "page_param": "page", "size": SIZE});
+    let (pages, expected) = run(&harness, first_page(addr, "/pages", json!({"page": "1"}), next, 100)).await;
+    assert_eq!((pages, expected), (all_pages(), 3));
+    assert_eq!(uris(&log), ["/pages?page=1", "/pages?page=2", "/pages?page=3"]);
+}
+
+#[tokio::test]
+async fn a_full_last_page_needs_one_empty_page_to_end() {
+    let (addr, log) = vendor().await;
+    let harness = Harness::new();
+    // 7 records, pages of 7: page 0 is full, page 1 comes back empty.
+    let next = json!({"kind": "offset", "limit": 7});
+    let (pages, expected) =
+        run(&harness, first_page(addr, "/offset", json!({"offset": "0", "limit": "7"}), next, 100)).await;
+    let ids: Vec<u32> = pages.iter().map(|(index, _)| *index).collect();
+    assert_eq!((ids, expected), (vec![0, 1], 2), "the empty page is persisted as an empty page");
+    assert_eq!(uris(&log), ["/offset?limit=7&offset=0", "/offset?limit=7&offset=7"]);
+}
+
+#[tokio::test]
+async fn the_page_cap_ends_the_run() {
+    let (addr, log) = vendor().await;
+    let harness = Harness::new();
+    let next = json!({"kind": "body_token", "pointer": "/meta/next_cursor", "param": "cursor"});
+    let (pages, expected) = run(&harness, first_page(addr, "/token", json!({}), next, 2)).await;
+    assert_eq!(pages, all_pages()[..2].to_vec());
+    assert_eq!(expected, 2, "the run completes with the pages it had");
+    assert_eq!(uris(&log).len(), 2);
+}
+
+#[tokio::test]
+async fn a_paged_page_whose_total_drifted_is_still_fetched_once() {
+    let (addr, log) = vendor().await;
+    let harness = Harness::new();
+    let message: RequestMessage = contracts::decode(json!({
+        "version": 1, "pipeline": "events", "run_id": "20261129T060000Z", "run_date": "2026-11-29",
+        "page": {"index": 2, "count": 3},
+        "http": {"url": format!("http://{addr}/offset"), "query": {"offset": "6", "limit": "3"}},
+        "policy": {"allow": {"loopback": true}},
+        "mode": {"kind": "records", "records_pointer": "/items", "target": {"dataset": "events"},
+                 "planned_total": {"total_pointer": "/total", "total": 9}},
+        "reply_to": {"kind": "queue", "queue": PERSIST_QUEUE},
+    }))
+    .expect("message");
+    let outcome = request::handle_message(message, harness.deps()).await.expect("short last page is fine");
+    assert_eq!(outcome, request::Outcome::Records { count: 1, claim_check: false });
+    assert_eq!(uris(&log).len(), 1);
+    assert!(harness.drain(REQUEST_QUEUE).is_empty(), "a count-first page sends no continuation");
+    let persist: PersistMessage = contracts::decode(harness.drain(PERSIST_QUEUE).remove(0)).expect("persist");
+    assert_eq!(persist.page, PageRef { index: 2, count: 3 });
+}
