@@ -215,19 +215,17 @@ impl Col {
         }
     }
 
-    /// Whether the value at `idx` fits; returns the index after it.
+    /// Whether the value at `idx` fits; returns the index after it. Nothing
+    /// is allocated unless it does not fit.
     ///
     /// # Errors
-    /// The first [`Violation`], with the value's path under `path`.
-    pub fn check(&self, rec: Rec<'_>, idx: usize, path: &mut String, scratch: &mut String) -> Result<usize, Violation> {
+    /// The first [`Violation`], its path relative to this value (the
+    /// caller prefixes its own segment).
+    pub fn check(&self, rec: Rec<'_>, idx: usize, scratch: &mut String) -> Result<usize, Violation> {
         let tok = rec.tape.toks[idx];
         let next = rec.tape.skip(idx);
-        let violation = |path: &str, found: String| Violation {
-            path: path_or_root(path),
-            expected: self.expected(),
-            found,
-            declared: false,
-        };
+        let violation =
+            |found: String| Violation { path: String::new(), expected: self.expected(), found, declared: false };
         if tok == Tok::Null {
             return Ok(next);
         }
@@ -235,7 +233,7 @@ impl Col {
             Col::Text(..) | Col::Json(_) => Ok(next),
             Col::Bool(_) => match tok {
                 Tok::Bool(_) => Ok(next),
-                _ => Err(violation(path, found(rec, idx))),
+                _ => Err(violation(found(rec, idx))),
             },
             Col::Int64(_) | Col::Int32(_) => {
                 let ok = match tok {
@@ -245,83 +243,84 @@ impl Col {
                     },
                     _ => false,
                 };
-                if ok { Ok(next) } else { Err(violation(path, found(rec, idx))) }
+                if ok { Ok(next) } else { Err(violation(found(rec, idx))) }
             }
             Col::Float64(_) | Col::Float32(_) => match tok {
+                Tok::Num { int: true, .. } => Ok(next),
                 Tok::Num { .. } if rec.raw(idx).parse::<f64>().is_ok_and(f64::is_finite) => Ok(next),
-                _ => Err(violation(path, found(rec, idx))),
+                _ => Err(violation(found(rec, idx))),
             },
             Col::Decimal(_, p, s) => match decimal_text(rec, idx, scratch) {
-                Some(text) => parse_decimal(text, *p, *s).map(|_| next).map_err(|why| violation(path, why)),
-                None => Err(violation(path, found(rec, idx))),
+                Some(text) => parse_decimal(text, *p, *s).map(|_| next).map_err(violation),
+                None => Err(violation(found(rec, idx))),
             },
             Col::Date(_) => match string_of(rec, idx, scratch) {
                 Some(text) if parse_date(text).is_some() => Ok(next),
-                _ => Err(violation(path, found(rec, idx))),
+                _ => Err(violation(found(rec, idx))),
             },
             Col::Timestamp(_, unit, _) => match timestamp_of(rec, idx, *unit, scratch) {
                 Some(_) => Ok(next),
-                None => Err(violation(path, found(rec, idx))),
+                None => Err(violation(found(rec, idx))),
             },
             Col::List { item, .. } => {
-                let len = path.len();
-                let result = if let Tok::Arr { end, .. } = tok {
+                if let Tok::Arr { end, .. } = tok {
                     let mut i = idx + 1;
                     let mut n = 0;
                     while i < end as usize {
-                        path.truncate(len);
-                        path.push_str(&format!("/{n}"));
-                        i = item.check(rec, i, path, scratch)?;
+                        i = item.check(rec, i, scratch).map_err(|mut v| {
+                            v.path = format!("/{n}{}", v.path);
+                            v
+                        })?;
                         n += 1;
                     }
                     Ok(next)
                 } else {
-                    item.check(rec, idx, path, scratch)
-                };
-                path.truncate(len);
-                result
+                    item.check(rec, idx, scratch)
+                }
             }
             Col::Struct { names, children, required, declared, .. } => {
-                let Tok::Obj { end, .. } = tok else { return Err(violation(path, found(rec, idx))) };
-                let len = path.len();
-                let mut seen = vec![false; children.len()];
+                let Tok::Obj { end, .. } = tok else { return Err(violation(found(rec, idx))) };
                 let mut i = idx + 1;
                 let mut hint = 0;
                 while i < end as usize {
                     let Tok::Str { start, end: key_end, escaped } = rec.tape.toks[i] else { break };
-                    let key = unescape(rec.text, start, key_end, escaped, scratch).unwrap_or("\u{FFFD}").to_string();
                     let value = i + 1;
-                    match names.position(&key, hint) {
-                        Some(at) => {
-                            hint = at + 1;
-                            seen[at] = seen[at] || rec.tape.toks[value] != Tok::Null;
-                            path.push('/');
-                            path.push_str(&key.replace('~', "~0").replace('/', "~1"));
-                            children[at].check(rec, value, path, scratch).map_err(|mut v| {
-                                v.declared |= declared[at];
-                                v
-                            })?;
-                            path.truncate(len);
-                        }
-                        None => {
-                            return Err(Violation {
-                                path: format!("{path}/{key}"),
-                                expected: "a field of the dataset".into(),
-                                found: "an undeclared field".into(),
-                                declared: false,
-                            });
-                        }
+                    let at = if escaped {
+                        let key = unescape(rec.text, start, key_end, escaped, scratch).unwrap_or("\u{FFFD}");
+                        names.position(key, hint)
+                    } else {
+                        names.position(&rec.text[start as usize..key_end as usize], hint)
+                    };
+                    let key_of = |scratch: &mut String| {
+                        let key = unescape(rec.text, start, key_end, escaped, scratch).unwrap_or("\u{FFFD}");
+                        key.replace('~', "~0").replace('/', "~1")
+                    };
+                    let Some(at) = at else {
+                        return Err(Violation {
+                            path: format!("/{}", key_of(scratch)),
+                            expected: "a field of the dataset".into(),
+                            found: "an undeclared field".into(),
+                            declared: false,
+                        });
+                    };
+                    hint = at + 1;
+                    if let Err(mut v) = children[at].check(rec, value, scratch) {
+                        v.path = format!("/{}{}", key_of(scratch), v.path);
+                        v.declared |= declared[at];
+                        return Err(v);
                     }
                     i = rec.tape.skip(value);
                 }
-                for (at, required) in required.iter().enumerate() {
-                    if *required && !seen[at] {
-                        return Err(Violation {
-                            path: format!("{path}/{}", names.list[at].0),
-                            expected: format!("{} (required)", children[at].expected()),
-                            found: "no value".into(),
-                            declared: true,
-                        });
+                if required.iter().any(|r| *r) {
+                    for (at, _) in required.iter().enumerate().filter(|(_, r)| **r) {
+                        if !has_value(rec, idx, &names.list[at].0, scratch) {
+                            return Err(Violation {
+                                path: format!("/{}", names.list[at].0),
+                                expected: format!("{} (required)", children[at].expected()),
+                                found: "no value".into(),
+                                declared: true,
+                            });
+                        }
                     }
                 }
                 Ok(next)
@@ -497,8 +496,18 @@ impl Col {
     }
 }
 
-fn path_or_root(path: &str) -> String {
-    if path.is_empty() { "/".into() } else { path.to_string() }
+/// Whether the object at `idx` has a non-null value for `name`.
+fn has_value(rec: Rec<'_>, idx: usize, name: &str, scratch: &mut String) -> bool {
+    let Tok::Obj { end, .. } = rec.tape.toks[idx] else { return false };
+    let mut i = idx + 1;
+    while i < end as usize {
+        let Tok::Str { start, end: key_end, escaped } = rec.tape.toks[i] else { return false };
+        if unescape(rec.text, start, key_end, escaped, scratch).is_ok_and(|k| k == name) {
+            return rec.tape.toks[i + 1] != Tok::Null;
+        }
+        i = rec.tape.skip(i + 1);
+    }
+    false
 }
 
 fn found(rec: Rec<'_>, idx: usize) -> String {

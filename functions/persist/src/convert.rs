@@ -227,7 +227,6 @@ pub fn convert_page(
     let mut framer = Framer::open(source, format)?;
     let mut tape = Tape::default();
     let mut scratch = String::new();
-    let mut path = String::new();
     let mut rows_written = 0;
     loop {
         let (index, offset) = (framer.records_read(), framer.bytes_read());
@@ -244,8 +243,10 @@ pub fn convert_page(
             quarantine.add(index, &reason, text)?;
             continue;
         }
-        path.clear();
-        if let Err(violation) = checker.check(rec, 0, &mut path, &mut scratch) {
+        if let Err(mut violation) = checker.check(rec, 0, &mut scratch) {
+            if violation.path.is_empty() {
+                violation.path = "/".into();
+            }
             quarantine.add(index, &format!("record {index}: {violation}"), text)?;
             // Inferred columns take every value of the page, so a violation
             // there is the dataset's schema refusing a change.
