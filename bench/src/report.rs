@@ -185,7 +185,14 @@ fn machine() -> String {
         })
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
-    format!("{}, {cpu}, {cores} cores", chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"))
+    // Other work on the machine skews wall-clock figures: say how busy it was.
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| {
+            text.split_whitespace().next().map(|one_minute| format!(", load average {one_minute} at the end"))
+        })
+        .unwrap_or_default();
+    format!("{}, {cpu}, {cores} cores{load}", chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"))
 }
 
 #[cfg(test)]
