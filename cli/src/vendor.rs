@@ -7,6 +7,9 @@
 //! | `GET /customers?offset=&limit=` | `{"total": N, "offset", "limit", "items": [customer…]}` (limit 1..=1000, default 50) |
 //! | `GET /transactions` | `{"count": N, "data": [transaction…]}` — every transaction at once |
 //! | `GET /customers/{id}/transactions` | `{"customer_id", "data": [transaction…]}` |
+//! | `GET /events?cursor=&limit=&updated_since=` | no total: `{"data": [event…], "next_cursor", "links": {"next"}}` and a `Link: <…>; rel="next"` header — every continuation kind at once (limit 1..=1000, default 25) |
+//! | `GET /secure/events?…` | as `/events`, only with `x-api-key: demo-key` or a bearer token from `/oauth/token` |
+//! | `POST /oauth/token` | client credentials grant (HTTP Basic `demo:demo-secret`): `{"access_token", "token_type", "expires_in"}` |
 //!
 //! Data is a pure function of the index, so tests can check every value.
 
@@ -27,12 +30,30 @@ pub struct DemoData {
     pub customers: u32,
     /// Transactions per customer.
     pub transactions_per_customer: u32,
+    /// Events (ids 1..=events), one every 10 minutes from 2026-11-01.
+    pub events: u32,
 }
 
 impl Default for DemoData {
     fn default() -> Self {
-        Self { customers: 230, transactions_per_customer: 3 }
+        Self { customers: 230, transactions_per_customer: 3, events: 120 }
     }
+}
+
+/// The demo API's key for `/secure/*` (`x-api-key`).
+pub const DEMO_API_KEY: &str = "demo-key";
+/// The demo API's OAuth client id and secret for `/oauth/token`.
+pub const DEMO_CLIENT: (&str, &str) = ("demo", "demo-secret");
+/// The bearer token `/oauth/token` issues.
+const DEMO_TOKEN: &str = "demo-access-token";
+
+/// Event `id` (1-based): its `updated_at` grows with the id.
+pub fn event(id: u32) -> Value {
+    let at = chrono::DateTime::<chrono::Utc>::from_timestamp(1_793_491_200 + i64::from(id) * 600, 0)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default();
+    let kind = ["signup", "login", "purchase"][(id % 3) as usize];
+    json!({"id": id, "kind": kind, "customer_id": 1 + id % 230, "updated_at": at})
 }
 
 const CITIES: [&str; 5] = ["Recife", "São Paulo", "Porto Alegre", "Belém", "Curitiba"];
@@ -114,12 +135,81 @@ async fn customer_transactions(State(data): State<DemoData>, Path(id): Path<Stri
     }
 }
 
+#[derive(Debug, Deserialize)]
+struct EventsPage {
+    cursor: Option<String>,
+    limit: Option<u32>,
+    updated_since: Option<String>,
+}
+
+async fn events(State(data): State<DemoData>, uri: axum::http::Uri, Query(page): Query<EventsPage>) -> Response {
+    let after = match page.cursor.as_deref().map(|c| c.trim_start_matches('e').parse::<u32>()) {
+        None => 0,
+        Some(Ok(after)) => after,
+        Some(Err(_)) => return bad_request(format!("cursor {:?} is not one this API gave", page.cursor)),
+    };
+    let limit = page.limit.unwrap_or(25);
+    if !(1..=1000).contains(&limit) {
+        return bad_request(format!("limit {limit} must be between 1 and 1000"));
+    }
+    let since = page.updated_since.unwrap_or_default();
+    let rows: Vec<Value> = (after.saturating_add(1)..=data.events)
+        .map(event)
+        .filter(|e| e["updated_at"].as_str().is_some_and(|at| at > since.as_str()))
+        .take(limit as usize)
+        .collect();
+    let last = rows.last().and_then(|e| e["id"].as_u64()).unwrap_or(0);
+    let more = rows.len() == limit as usize && last < u64::from(data.events);
+    let next_cursor = more.then(|| format!("e{last}"));
+    let next_url = next_cursor.as_ref().map(|cursor| {
+        let mut url = url::Url::parse(&format!("http://vendor{uri}")).expect("request URI");
+        let kept: Vec<(String, String)> =
+            url.query_pairs().filter(|(k, _)| k != "cursor").map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+        url.query_pairs_mut().clear().extend_pairs(kept).append_pair("cursor", cursor);
+        format!("{}?{}", url.path(), url.query().unwrap_or_default())
+    });
+    let mut response =
+        Json(json!({"data": rows, "next_cursor": next_cursor, "links": {"next": next_url}})).into_response();
+    if let Some(link) =
+        next_url.and_then(|next| axum::http::HeaderValue::from_str(&format!("<{next}>; rel=\"next\"")).ok())
+    {
+        response.headers_mut().insert("link", link);
+    }
+    response
+}
+
+async fn secure_events(
+    state: State<DemoData>,
+    headers: axum::http::HeaderMap,
+    uri: axum::http::Uri,
+    query: Query<EventsPage>,
+) -> Response {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    if header("x-api-key") != DEMO_API_KEY && header("authorization") != format!("Bearer {DEMO_TOKEN}") {
+        return (StatusCode::UNAUTHORIZED, Json(json!({"error": "missing or wrong credentials"}))).into_response();
+    }
+    events(state, uri, query).await
+}
+
+async fn token(headers: axum::http::HeaderMap, body: String) -> Response {
+    use base64::Engine;
+    let expected = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", DEMO_CLIENT.0, DEMO_CLIENT.1));
+    let basic = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    if basic != format!("Basic {expected}") || !body.contains("grant_type=client_credentials") {
+        return (StatusCode::UNAUTHORIZED, Json(json!({"error": "invalid_client"}))).into_response();
+    }
+    Json(json!({"access_token": DEMO_TOKEN, "token_type": "bearer", "expires_in": 3600})).into_response()
+}
+
 /// The demo API's routes.
 pub fn router(data: DemoData) -> Router {
     Router::new()
         .route("/customers", get(customers))
         .route("/transactions", get(transactions))
         .route("/customers/{id}/transactions", get(customer_transactions))
+        .route("/events", get(events))
+        .route("/secure/events", get(secure_events))
+        .route("/oauth/token", axum::routing::post(token))
         .with_state(data)
 }
 

@@ -254,6 +254,9 @@ pub async fn complete_if_done(
     };
     let key = manifest_key(pipeline, run_id);
     store.put(&key, encode(&key, &manifest)?).await?;
+    // Incremental loading: the run's highest cursor becomes the pipeline's
+    // (a no-op for pipelines without `incremental`), before the marker.
+    crate::state::fold_run(store, pipeline, run_id).await?;
     store.put(&success_key(pipeline, run_id), bytes::Bytes::new()).await?;
     Ok(Completion::Completed(manifest))
 }

@@ -8,6 +8,7 @@
 //!   implementations (local ones that really work, HTTP through reqwest).
 //! - [`batch`]: the SQS batch helper every SQS-triggered function uses.
 //! - [`rate`]: per-pipeline rate budgets shared by concurrent vendor calls.
+//! - [`state`]: incremental loading's cursor per pipeline, in the lake.
 //! - [`topology`]: the queues, DLQs, topics and subscriptions, declared once.
 //! - [`telemetry`]: tracing set-up for Lambda (JSON) and the CLI (text).
 
@@ -21,6 +22,7 @@ pub mod metrics;
 pub mod ports;
 pub mod rate;
 pub mod spec;
+pub mod state;
 pub mod strategy;
 pub mod telemetry;
 pub mod topology;

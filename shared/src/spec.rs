@@ -54,6 +54,31 @@ pub struct PipelineSpec {
     /// day has completed by then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub freshness: Option<FreshnessSpec>,
+    /// Incremental loading: only what changed since the last completed run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incremental: Option<IncrementalSpec>,
+}
+
+/// Incremental loading: the highest `cursor_field` of a completed run's
+/// records is kept in the lake (`_state/<pipeline>.json`) and bound into the
+/// next run's query parameter `param` (see [`crate::state`]).
+///
+/// ```yaml
+/// incremental:
+///   cursor_field: /updated_at
+///   param: updated_since
+///   start: "2026-01-01T00:00:00Z"
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IncrementalSpec {
+    /// RFC 6901 pointer to the cursor inside each record, e.g. `/updated_at`
+    /// (ISO 8601 UTC timestamps or numbers compare correctly).
+    pub cursor_field: String,
+    /// Query parameter the start value is bound to, e.g. `updated_since`.
+    pub param: String,
+    /// Value of the first run, before any run has completed.
+    pub start: String,
 }
 
 /// The pipeline's freshness promise.
@@ -400,6 +425,26 @@ impl PipelineSpec {
             check_pointer("request.records_pointer", pointer)?;
         }
         check_policy(&self.request.policy())?;
+        if let Some(incremental) = &self.incremental {
+            check_pointer("incremental.cursor_field", &incremental.cursor_field)?;
+            if incremental.cursor_field.is_empty() {
+                return Err(invalid(
+                    "incremental.cursor_field",
+                    "\"\"",
+                    "must point inside each record, e.g. /updated_at",
+                ));
+            }
+            if incremental.param.trim().is_empty() {
+                return Err(invalid("incremental.param", "\"\"", "must name a query parameter"));
+            }
+            if self.request.query.contains_key(&incremental.param) {
+                return Err(invalid(
+                    "incremental.param",
+                    &format!("{:?}", incremental.param),
+                    "is also a fixed parameter in request.query; the run binds it",
+                ));
+            }
+        }
         if let StrategySpec::Cursor(cursor) = &self.strategy {
             check_cursor(cursor, &self.request.query)?;
         }

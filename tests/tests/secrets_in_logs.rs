@@ -12,6 +12,9 @@ use tributary::runtime::{LocalOptions, LocalRuntime, read_alerts};
 use tributary_e2e::{VendorBehaviour, start_vendor};
 
 const SECRET: &str = "s3cr3t-TOKEN-4f9a";
+/// A credential referenced by secret id (`policy.auth`), read from the lake's
+/// secrets file: it must not reach a log line either.
+const AUTH_SECRET: &str = "Bearer-VALUE-77c1";
 
 /// Collects the log output in memory.
 #[derive(Clone, Default)]
@@ -55,13 +58,29 @@ async fn a_secret_never_reaches_a_log_line_or_an_alert() {
         "mode": {"kind": "records", "records_pointer": "/results", "target": {"dataset": "leaky"}},
         "reply_to": {"kind": "queue", "queue": "persist"}
     });
-    runtime.broker().send("request", vec![message.to_string()]).await.expect("send");
+    std::fs::write(
+        lake.path().join("_secrets.json"),
+        json!({"vendor/token": AUTH_SECRET, "vendor/key": AUTH_SECRET}).to_string(),
+    )
+    .expect("secrets file");
+    let mut bearer = message.clone();
+    bearer["policy"]["auth"] = json!({"kind": "bearer", "secret_id": "vendor/token"});
+    bearer["http"]["query"] = json!({"offset": "0", "limit": "5"});
+    bearer["http"]["headers"] = json!({});
+    let mut keyed = bearer.clone();
+    keyed["policy"]["auth"] = json!({"kind": "api_key", "secret_id": "vendor/key", "query_param": "key"});
+    runtime
+        .broker()
+        .send("request", vec![message.to_string(), bearer.to_string(), keyed.to_string()])
+        .await
+        .expect("send");
     runtime.drain().await;
 
     let text = String::from_utf8(logs.0.lock().expect("log buffer").clone()).expect("utf-8 logs");
     let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).expect("JSON log line")).collect();
     assert!(lines.len() >= 5, "the failures were logged: {text}");
     assert!(!text.contains(SECRET), "a log line holds the secret:\n{text}");
+    assert!(!text.contains(AUTH_SECRET), "a log line holds the referenced secret:\n{text}");
     let failure = lines
         .iter()
         .find(|l| l["message"].as_str().is_some_and(|m| m.contains("record failed")))
@@ -74,9 +93,10 @@ async fn a_secret_never_reaches_a_log_line_or_an_alert() {
     assert!(field("message_id").is_some(), "{failure}");
 
     let alerts = read_alerts(lake.path());
-    assert_eq!(alerts.len(), 1);
+    assert_eq!(alerts.len(), 1, "one alert for the group of dead letters");
     let alert = serde_json::to_string(&alerts[0]).expect("alert JSON");
     assert!(!alert.contains(SECRET), "the alert holds the secret: {alert}");
+    assert!(!alert.contains(AUTH_SECRET), "the alert holds the referenced secret: {alert}");
     assert!(notify::email_text(&alerts[0]).contains("<redacted>"), "redacted, not dropped");
     assert!(!notify::sms_text(&alerts[0]).contains(SECRET));
 }

@@ -239,11 +239,29 @@ pub fn run_context(config: &OrchestratorConfig, run_id: RunId, run_date: NaiveDa
 /// [`OrchestratorError::Plan`] or [`OrchestratorError::Send`].
 #[tracing::instrument(skip_all, fields(pipeline = %spec.pipeline, run_id = %run.run_id))]
 pub async fn start_run(spec: &PipelineSpec, run: &RunContext, deps: Deps<'_>) -> Result<usize, OrchestratorError> {
+    let spec = &with_incremental_start(spec, deps).await?;
     let strategy = strategy_for(&spec.strategy);
     let plan = strategy.start(spec, run)?;
     tracing::info!(strategy = strategy.kind(), messages = plan.len(), "run started");
     record_expected(&plan, run, &spec.pipeline, deps).await?;
     send_plan(&plan, deps).await
+}
+
+/// The spec with `incremental.start` set to the pipeline's cursor, when a
+/// completed run left one in the lake (`_state/<pipeline>.json`); the
+/// strategies bind it into `incremental.param`.
+///
+/// # Errors
+/// [`OrchestratorError::Send`] when the state cannot be read.
+pub async fn with_incremental_start(spec: &PipelineSpec, deps: Deps<'_>) -> Result<PipelineSpec, OrchestratorError> {
+    let mut spec = spec.clone();
+    if let (Some(incremental), Some(ledger)) = (spec.incremental.as_mut(), deps.ledger)
+        && let Some(state) = shared::state::current(ledger.store, &spec.pipeline).await?
+    {
+        incremental.start = shared::state::text(&state.max);
+        tracing::info!(cursor = %incremental.start, from_run = %state.run_id, "incremental run");
+    }
+    Ok(spec)
 }
 
 /// Handles a batch from the orchestrator queue — count-first probe replies

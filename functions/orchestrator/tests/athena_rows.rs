@@ -3,12 +3,12 @@
 //! or in the SNS envelope) becomes one request; a row without a template
 //! value fails alone.
 
-use std::time::Duration;
+mod common;
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
-use shared::adapters::local::{Broker, QueueConfig};
+use shared::adapters::local::Broker;
 use shared::contracts::{QueryMessage, RequestMessage};
 
 const SPEC: &str = r#"{"version":1,"pipeline":"tx","strategy":{"kind":"athena",
@@ -17,27 +17,11 @@ const SPEC: &str = r#"{"version":1,"pipeline":"tx","strategy":{"kind":"athena",
   "target":{"dataset":"tx"}}"#;
 
 fn config() -> orchestrator::OrchestratorConfig {
-    orchestrator::OrchestratorConfig {
-        request_queue: "request".into(),
-        persist_queue: "persist".into(),
-        orchestrator_queue: "orchestrator".into(),
-        athena_queue: "athena".into(),
-        query_results_topic: "query-results".into(),
-        dead_letter: None,
-    }
+    common::config()
 }
 
 fn broker() -> Broker {
-    let broker = Broker::new();
-    for name in ["request", "athena"] {
-        broker.create_queue(QueueConfig {
-            name: name.into(),
-            visibility_timeout: Duration::from_secs(60),
-            max_message_bytes: 262_144,
-            redrive: None,
-        });
-    }
-    broker
+    common::broker(&["request", "athena"])
 }
 
 fn bodies(broker: &Broker, queue: &str) -> Vec<Value> {

@@ -14,6 +14,8 @@
 //!   the queue's maximum message size; with `next` (the `cursor` strategy)
 //!   it then sends the next page's message itself ([`paging`]), or records
 //!   the run's page count in the ledger on the last page;
+//!   With `cursor_field` (incremental loading) it records the page's highest
+//!   cursor value in the lake first.
 //! - `probe`: reads the total at `total_pointer` and sends a `ProbeReply`.
 //!
 //! Any failure fails that record alone (`batchItemFailures`): SQS redelivers
@@ -388,7 +390,7 @@ async fn call_and_forward(
         })?
     };
     match &message.mode {
-        RequestMode::Records { records_pointer, target: dataset, next, planned_total } => {
+        RequestMode::Records { records_pointer, target: dataset, next, planned_total, cursor_field } => {
             let records =
                 if fetched.empty { Vec::new() } else { take_records(&mut body, records_pointer.as_deref(), &target)? };
             if let Some(planned) = planned_total {
@@ -396,6 +398,9 @@ async fn call_and_forward(
             }
             let page = message.page.unwrap_or(PageRef::SINGLE);
             let count = records.len();
+            if let Some(pointer) = cursor_field {
+                record_cursor(message, page, pointer, &records, deps).await?;
+            }
             let continuation = match next {
                 Some(next) => Some(continue_with(message, next, &fetched, &body, page, count, deps).await?),
                 None => None,
@@ -424,6 +429,22 @@ async fn call_and_forward(
             Ok(Outcome::Total(total))
         }
     }
+}
+
+/// Incremental loading: records the page's highest cursor value in the
+/// lake before the page is forwarded, so it is there when the run
+/// completes (see `shared::state`).
+async fn record_cursor(
+    message: &RequestMessage,
+    page: PageRef,
+    pointer: &str,
+    records: &[Value],
+    deps: Deps<'_>,
+) -> Result<(), RequestError> {
+    let Some(max) = shared::state::max_of(records, pointer) else { return Ok(()) };
+    shared::state::record_page(deps.store, &message.pipeline, &message.run_id, page.index, max)
+        .await
+        .map_err(|source| RequestError::Forward { destination: "the incremental state".into(), source })
 }
 
 /// Logs a count-first total that drifted since the probe. The plan stands:

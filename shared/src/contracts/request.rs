@@ -82,6 +82,11 @@ pub enum RequestMode {
         /// (and counts) a vendor total that drifted since the probe.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         planned_total: Option<PlannedTotal>,
+        /// Incremental loading: RFC 6901 pointer to the cursor inside each
+        /// record; Request records the page's highest value in the lake
+        /// (`_state/<pipeline>/<run_id>/page-<page>.json`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cursor_field: Option<String>,
     },
     /// Read the total record count and send a `ProbeReply` to `reply_to`
     /// (the count-first strategy's probe).

@@ -44,6 +44,7 @@ pub(crate) fn request_message() -> RequestMessage {
             target: PersistTarget::new("customers"),
             next: None,
             planned_total: None,
+            cursor_field: None,
         },
         reply_to: Destination::Queue { queue: "persist".into() },
     }

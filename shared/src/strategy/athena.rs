@@ -98,6 +98,7 @@ pub fn bind(spec: &PipelineSpec, row: &Map<String, Value>) -> Result<HttpCall, S
         Some(body) => Some(bind_json("request.body", body, row)?),
         None => None,
     };
+    query.extend(super::incremental_param(spec));
     Ok(HttpCall { method: template.method, url, query, headers, body })
 }
 

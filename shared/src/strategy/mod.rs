@@ -149,10 +149,19 @@ pub fn strategy_for(spec: &StrategySpec) -> Box<dyn CallStrategy + '_> {
     }
 }
 
-/// The template's call, with extra query parameters.
+/// Incremental loading's parameter: `incremental.param` = `incremental.start`
+/// (the Orchestrator sets `start` to the pipeline's cursor when a run
+/// starts, so the value travels with the spec through probes and queries).
+pub(crate) fn incremental_param(spec: &PipelineSpec) -> Option<(String, String)> {
+    spec.incremental.as_ref().map(|i| (i.param.clone(), i.start.clone()))
+}
+
+/// The template's call, with extra query parameters (and the incremental
+/// start value).
 pub(crate) fn call_from_template(spec: &PipelineSpec, extra: &[(String, String)]) -> HttpCall {
     let template = &spec.request;
     let mut query = template.query.clone();
+    query.extend(incremental_param(spec));
     for (name, value) in extra {
         query.insert(name.clone(), value.clone());
     }
@@ -180,6 +189,7 @@ pub(crate) fn records_request(spec: &PipelineSpec, run: &RunContext, page: PageR
             target: spec.target.clone(),
             next: None,
             planned_total: None,
+            cursor_field: spec.incremental.as_ref().map(|i| i.cursor_field.clone()),
         },
         reply_to: Destination::Queue { queue: run.persist_queue.clone() },
     }
