@@ -180,7 +180,7 @@ pub fn infer_page(
 ) -> Result<Ty, ConvertError> {
     let mut framer = Framer::open(source, format)?;
     let declared = root_with_declared(&target.schema);
-    let mut root = match lake {
+    let seed = match lake {
         Some(lake) => {
             let mut seeded = lake.evolve(&declared, "", &mut Vec::new());
             pin(&mut seeded);
@@ -188,17 +188,97 @@ pub fn infer_page(
         }
         None => declared,
     };
+    // This thread frames records into chunks; two workers tokenize and
+    // infer chunk i on worker i % 2; the chunks' types are joined in order,
+    // which gives the same schema (fields in first-seen order) as one pass.
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..INFER_WORKERS)
+            .map(|_| {
+                let (sender, receiver) = std::sync::mpsc::sync_channel::<Chunk>(2);
+                let seed = &seed;
+                (sender, scope.spawn(move || infer_chunks(seed, receiver)))
+            })
+            .collect();
+        let mut chunk = Chunk::default();
+        let mut sent = 0;
+        let framed = loop {
+            let (index, offset) = (framer.records_read(), framer.bytes_read());
+            let text = match framer.next_record() {
+                Ok(Some(text)) => text,
+                Ok(None) => break Ok(()),
+                Err(err) => break Err(ConvertError::from(err)),
+            };
+            let from = chunk.text.len();
+            chunk.text.push_str(text);
+            chunk.records.push((from, chunk.text.len(), index, offset));
+            if chunk.text.len() >= INFER_CHUNK_BYTES {
+                let full = std::mem::replace(&mut chunk, Chunk { seq: sent + 1, ..Chunk::default() });
+                if workers[sent % INFER_WORKERS].0.send(full).is_err() {
+                    break Ok(());
+                }
+                sent += 1;
+            }
+        };
+        if !chunk.records.is_empty() {
+            let _ = workers[sent % INFER_WORKERS].0.send(chunk);
+        }
+        let mut typed = Vec::new();
+        let mut first_error: Option<(u64, ConvertError)> = None;
+        for (sender, worker) in workers {
+            drop(sender);
+            match worker.join() {
+                Ok(Ok(chunks)) => typed.extend(chunks),
+                Ok(Err((index, err))) => {
+                    if first_error.as_ref().is_none_or(|(first, _)| index < *first) {
+                        first_error = Some((index, err));
+                    }
+                }
+                Err(_) => return Err(ConvertError::Io(std::io::Error::other("schema inference thread panicked"))),
+            }
+        }
+        framed?;
+        if let Some((_, err)) = first_error {
+            return Err(err);
+        }
+        typed.sort_by_key(|(seq, _)| *seq);
+        Ok(typed.into_iter().fold(seed.clone(), |root, (_, ty)| root.join(ty)))
+    })
+}
+
+/// Threads that infer types in pass 1.
+const INFER_WORKERS: usize = 2;
+
+/// Bytes of records per chunk handed to an inference thread.
+const INFER_CHUNK_BYTES: usize = 1 << 20;
+
+/// Records' texts, back to back, with (start, end, index, payload offset).
+#[derive(Default)]
+struct Chunk {
+    seq: usize,
+    text: String,
+    records: Vec<(usize, usize, u64, u64)>,
+}
+
+/// Infers each chunk's type from `seed`; an error carries its record index.
+fn infer_chunks(
+    seed: &Ty,
+    receiver: std::sync::mpsc::Receiver<Chunk>,
+) -> Result<Vec<(usize, Ty)>, (u64, ConvertError)> {
     let mut tape = Tape::default();
     let mut scratch = String::new();
-    loop {
-        let (index, offset) = (framer.records_read(), framer.bytes_read());
-        let Some(text) = framer.next_record()? else { break };
-        tape.parse(text).map_err(|e| syntax(index, offset, e))?;
-        if matches!(tape.toks[0], Tok::Obj { .. }) && tape.depth <= MAX_NESTING_DEPTH {
-            root.absorb(text, &tape, 0, &mut scratch);
+    let mut typed = Vec::new();
+    for chunk in receiver {
+        let mut ty = seed.clone();
+        for &(from, to, index, offset) in &chunk.records {
+            let text = &chunk.text[from..to];
+            tape.parse(text).map_err(|e| (index, syntax(index, offset, e)))?;
+            if matches!(tape.toks[0], Tok::Obj { .. }) && tape.depth <= MAX_NESTING_DEPTH {
+                ty.absorb(text, &tape, 0, &mut scratch);
+            }
         }
+        typed.push((chunk.seq, ty));
     }
-    Ok(root)
+    Ok(typed)
 }
 
 /// Converts a page: infers, evolves, checks, partitions and writes.
@@ -220,10 +300,72 @@ pub fn convert_page(
     let checker = Col::new(&schema);
     let arrow_schema = Arc::new(Schema::new(checker.arrow_fields()));
     let properties = writer_properties(settings)?;
-    let no_columns = arrow_schema.fields().is_empty();
-    let mut partitions: HashMap<String, PartWriter> = HashMap::new();
     let mut quarantine = Quarantine::new(settings.temp_dir)?;
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<WriteCommand>(WRITE_QUEUE_BATCHES);
+    let files = &settings.target.files;
+    let sink = FileSink {
+        temp_dir: settings.temp_dir,
+        schema: arrow_schema.clone(),
+        properties,
+        max_bytes: files.max_bytes,
+        open: Vec::new(),
+        done: Vec::new(),
+    };
 
+    // Pass 2: this thread parses, checks and builds batches; a second
+    // thread encodes and compresses them into Parquet (the two cores of a
+    // small Lambda, or of a laptop, work at once).
+    let (read, written) = std::thread::scope(|scope| {
+        let writer = scope.spawn(move || sink.run(receiver));
+        let read = build_batches(source, format, settings, &schema, &checker, &mut quarantine, &mut conflicts, sender);
+        let written = writer
+            .join()
+            .unwrap_or_else(|_| Err(ConvertError::Io(std::io::Error::other("Parquet writer thread panicked"))));
+        (read, written)
+    });
+    let (records_in, rows_written, input_bytes) = read?;
+    let mut files = written?;
+    files.sort_by(|a, b| (a.partition.as_str(), a.part).cmp(&(b.partition.as_str(), b.part)));
+    Ok(PageOutput {
+        files,
+        quarantine: quarantine.finish()?,
+        records_in,
+        rows_written,
+        input_bytes,
+        schema,
+        arrow_schema,
+        conflicts,
+    })
+}
+
+/// Batches queued between the builder and the Parquet writer thread.
+const WRITE_QUEUE_BATCHES: usize = 4;
+
+enum WriteCommand {
+    /// A new partition, numbered in order of appearance.
+    Open(String),
+    /// A batch for partition `.0`; close the file after it when `.2`.
+    Batch(usize, RecordBatch, bool),
+}
+
+/// Pass 2's reading side: returns (records in, rows written, input bytes).
+#[allow(clippy::too_many_arguments)]
+fn build_batches(
+    source: &PageSource,
+    format: &PayloadFormat,
+    settings: PageSettings<'_>,
+    schema: &Ty,
+    checker: &Col,
+    quarantine: &mut Quarantine<'_>,
+    conflicts: &mut Vec<String>,
+    sender: std::sync::mpsc::SyncSender<WriteCommand>,
+) -> Result<(u64, u64, u64), ConvertError> {
+    let no_columns = checker.arrow_fields().is_empty();
+    let mut partitions: HashMap<String, usize> = HashMap::new();
+    let mut states: Vec<PartState> = Vec::new();
+    let disconnected = || ConvertError::Io(std::io::Error::other("the Parquet writer stopped"));
+    let batch_rows = settings.writer.batch_rows.max(1);
+    let max_rows = settings.target.files.max_rows;
     let mut framer = Framer::open(source, format)?;
     let mut tape = Tape::default();
     let mut scratch = String::new();
@@ -251,61 +393,140 @@ pub fn convert_page(
             // Inferred columns take every value of the page, so a violation
             // there is the dataset's schema refusing a change.
             if !violation.declared && conflicts.len() < 10 {
-                let conflict = format!(
-                    "{}: the dataset has {}, this page has {}",
-                    violation.path, violation.expected, violation.found
-                );
-                if !conflicts.iter().any(|c: &String| c.starts_with(&format!("{}: ", violation.path))) {
-                    conflicts.push(conflict);
+                let prefix = format!("{}: ", violation.path);
+                if !conflicts.iter().any(|c| c.starts_with(&prefix)) {
+                    conflicts.push(format!(
+                        "{prefix}the dataset has {}, this page has {}",
+                        violation.expected, violation.found
+                    ));
                 }
             }
             continue;
         }
+        rows_written += 1;
         if no_columns {
             // Only `{}` records: nothing to write as columns; counted as written.
-            rows_written += 1;
             continue;
         }
         let partition = partition_of(&settings.target.partition, rec, settings.run_date, &mut scratch);
-        if !partitions.contains_key(&partition) && partitions.len() >= MAX_OPEN_PARTITIONS {
-            let Partitioning::Field { field, .. } = &settings.target.partition else { unreachable!("one partition") };
-            return Err(ConvertError::TooManyPartitions { field: field.clone() });
-        }
-        let writer = partitions.entry(partition).or_insert_with_key(|partition| PartWriter {
-            partition: partition.clone(),
-            col: Col::new(&schema),
-            pending: 0,
-            file: None,
-            part: 0,
-            rows_in_file: 0,
-            done: Vec::new(),
-        });
-        writer.col.append(rec, 0, &mut scratch);
-        writer.pending += 1;
-        rows_written += 1;
-        let limit = settings.target.files.max_rows.map_or(u64::MAX, |max| max - writer.rows_in_file);
-        if writer.pending >= settings.writer.batch_rows.max(1) || writer.pending as u64 >= limit {
-            writer.flush(settings, &arrow_schema, &properties)?;
+        let at = match partitions.get(&partition) {
+            Some(at) => *at,
+            None => {
+                if partitions.len() >= MAX_OPEN_PARTITIONS {
+                    let field = match &settings.target.partition {
+                        Partitioning::Field { field, .. } => field.clone(),
+                        Partitioning::RunDate => "run date".into(),
+                    };
+                    return Err(ConvertError::TooManyPartitions { field });
+                }
+                sender.send(WriteCommand::Open(partition.clone())).map_err(|_| disconnected())?;
+                partitions.insert(partition, states.len());
+                states.push(PartState { col: Col::new(schema), pending: 0, rows_in_file: 0 });
+                states.len() - 1
+            }
+        };
+        let state = &mut states[at];
+        state.col.append(rec, 0, &mut scratch);
+        state.pending += 1;
+        let file_full = max_rows.is_some_and(|max| state.rows_in_file + state.pending as u64 >= max);
+        if state.pending >= batch_rows || file_full {
+            sender.send(state.take(at, file_full)).map_err(|_| disconnected())?;
         }
     }
-    let mut files = Vec::new();
-    let mut writers: Vec<PartWriter> = partitions.into_values().collect();
-    writers.sort_by(|a, b| a.partition.cmp(&b.partition));
-    for mut writer in writers {
-        writer.flush(settings, &arrow_schema, &properties)?;
-        writer.close()?;
-        files.append(&mut writer.done);
+    for (at, state) in states.iter_mut().enumerate() {
+        if state.pending > 0 {
+            sender.send(state.take(at, false)).map_err(|_| disconnected())?;
+        }
     }
-    Ok(PageOutput {
-        files,
-        quarantine: quarantine.finish()?,
-        records_in: framer.records_read(),
-        rows_written,
-        input_bytes: framer.bytes_read(),
-        schema,
-        arrow_schema,
-        conflicts,
-    })
+    Ok((framer.records_read(), rows_written, framer.bytes_read()))
+}
+
+struct PartState {
+    col: Col,
+    pending: usize,
+    rows_in_file: u64,
+}
+
+impl PartState {
+    /// The pending rows as a batch for the writer; `close` ends the file after it.
+    fn take(&mut self, at: usize, close: bool) -> WriteCommand {
+        let batch = RecordBatch::from(self.col.finish_struct());
+        self.rows_in_file = if close { 0 } else { self.rows_in_file + self.pending as u64 };
+        self.pending = 0;
+        WriteCommand::Batch(at, batch, close)
+    }
+}
+
+/// Pass 2's writing side: one Parquet file open per partition.
+struct FileSink<'a> {
+    temp_dir: &'a Path,
+    schema: SchemaRef,
+    properties: WriterProperties,
+    max_bytes: Option<u64>,
+    open: Vec<OpenPartition>,
+    done: Vec<OutputFile>,
+}
+
+struct OpenPartition {
+    name: String,
+    file: Option<(ArrowWriter<File>, TempPath)>,
+    part: u32,
+    rows: u64,
+}
+
+impl FileSink<'_> {
+    fn run(mut self, receiver: std::sync::mpsc::Receiver<WriteCommand>) -> Result<Vec<OutputFile>, ConvertError> {
+        for command in receiver {
+            match command {
+                WriteCommand::Open(name) => {
+                    self.open.push(OpenPartition { name, file: None, part: 0, rows: 0 });
+                }
+                WriteCommand::Batch(at, batch, close) => self.write(at, &batch, close)?,
+            }
+        }
+        for at in 0..self.open.len() {
+            self.close(at)?;
+        }
+        Ok(self.done)
+    }
+
+    fn write(&mut self, at: usize, batch: &RecordBatch, close: bool) -> Result<(), ConvertError> {
+        let Some(partition) = self.open.get_mut(at) else {
+            return Err(ConvertError::Io(std::io::Error::other(format!("no partition {at}"))));
+        };
+        if partition.file.is_none() {
+            let (file, path) = tempfile::NamedTempFile::new_in(self.temp_dir)?.into_parts();
+            partition.file =
+                Some((ArrowWriter::try_new(file, self.schema.clone(), Some(self.properties.clone()))?, path));
+        }
+        let Some((writer, _)) = partition.file.as_mut() else { return Ok(()) };
+        writer.write(batch)?;
+        partition.rows += batch.num_rows() as u64;
+        let full_bytes =
+            self.max_bytes.is_some_and(|max| (writer.bytes_written() + writer.in_progress_size()) as u64 >= max);
+        if close || full_bytes {
+            self.close(at)?;
+        }
+        Ok(())
+    }
+
+    fn close(&mut self, at: usize) -> Result<(), ConvertError> {
+        let partition = &mut self.open[at];
+        if let Some((writer, path)) = partition.file.take() {
+            writer.close()?;
+            let bytes = std::fs::metadata(&path)?.len();
+            self.done.push(OutputFile {
+                partition: partition.name.clone(),
+                part: partition.part,
+                path,
+                rows: partition.rows,
+                bytes,
+            });
+            partition.part += 1;
+            partition.rows = 0;
+        }
+        Ok(())
+    }
 }
 
 fn writer_properties(settings: PageSettings<'_>) -> Result<WriterProperties, ConvertError> {
@@ -326,63 +547,6 @@ fn writer_properties(settings: PageSettings<'_>) -> Result<WriterProperties, Con
         .set_compression(compression)
         .set_max_row_group_row_count(Some(row_group_rows))
         .build())
-}
-
-struct PartWriter {
-    partition: String,
-    col: Col,
-    pending: usize,
-    file: Option<(ArrowWriter<File>, TempPath)>,
-    part: u32,
-    rows_in_file: u64,
-    done: Vec<OutputFile>,
-}
-
-impl PartWriter {
-    fn flush(
-        &mut self,
-        settings: PageSettings<'_>,
-        schema: &SchemaRef,
-        properties: &WriterProperties,
-    ) -> Result<(), ConvertError> {
-        if self.pending == 0 {
-            return Ok(());
-        }
-        let batch = RecordBatch::from(self.col.finish_struct());
-        self.pending = 0;
-        if self.file.is_none() {
-            let (file, path) = tempfile::NamedTempFile::new_in(settings.temp_dir)?.into_parts();
-            self.file = Some((ArrowWriter::try_new(file, schema.clone(), Some(properties.clone()))?, path));
-        }
-        let Some((writer, _)) = self.file.as_mut() else { return Ok(()) };
-        writer.write(&batch)?;
-        self.rows_in_file += batch.num_rows() as u64;
-        let files = &settings.target.files;
-        let full_rows = files.max_rows.is_some_and(|max| self.rows_in_file >= max);
-        let full_bytes =
-            files.max_bytes.is_some_and(|max| (writer.bytes_written() + writer.in_progress_size()) as u64 >= max);
-        if full_rows || full_bytes {
-            self.close()?;
-        }
-        Ok(())
-    }
-
-    fn close(&mut self) -> Result<(), ConvertError> {
-        if let Some((writer, path)) = self.file.take() {
-            writer.close()?;
-            let bytes = std::fs::metadata(&path)?.len();
-            self.done.push(OutputFile {
-                partition: self.partition.clone(),
-                part: self.part,
-                path,
-                rows: self.rows_in_file,
-                bytes,
-            });
-            self.part += 1;
-            self.rows_in_file = 0;
-        }
-        Ok(())
-    }
 }
 
 struct Quarantine<'a> {

@@ -222,8 +222,14 @@ impl Ty {
         match (self, other) {
             (Ty::Null, t) | (t, Ty::Null) => t,
             (d @ Ty::Declared { .. }, _) | (_, d @ Ty::Declared { .. }) => d,
+            (Ty::Struct { fields }, other) | (other, Ty::Struct { fields })
+                if fields.pinned && !matches!(other, Ty::Struct { .. }) =>
+            {
+                Ty::Struct { fields }
+            }
             (Ty::List { item: a }, Ty::List { item: b }) => Ty::List { item: Box::new(a.join(*b)) },
-            (Ty::List { item }, t) | (t, Ty::List { item }) => Ty::List { item: Box::new(item.join(t)) },
+            (Ty::List { item }, t) => Ty::List { item: Box::new(item.join(t)) },
+            (t, Ty::List { item }) => Ty::List { item: Box::new(t.join(*item)) },
             (Ty::Struct { fields: a }, Ty::Struct { fields: b }) => Ty::Struct { fields: join_fields(a, b) },
             (Ty::Struct { .. }, _) | (_, Ty::Struct { .. }) => Ty::Text,
             (a, b) => {

@@ -336,3 +336,28 @@ fn ndjson_gzip_and_bom_payloads_convert_like_arrays() {
     let (rows, _) = single(&out);
     assert_eq!(rows, [json!({"a": 1.0}), json!({"a": 2.5, "b": [1]})]);
 }
+
+#[test]
+fn inference_across_chunks_keeps_first_seen_order_and_the_rules() {
+    // About 4 MB: several inference chunks of 1 MB, handed to two threads.
+    let pad = "x".repeat(200);
+    let mut records: Vec<Value> = (0..20_000).map(|i| json!({"a": i, "pad": pad})).collect();
+    records[9_000]["b"] = json!(1);
+    records[14_000]["c"] = json!({"k": 1});
+    records[19_999]["b"] = json!(2.5);
+    records[19_999]["c"] = json!([{"j": true}]);
+    records[5_000]["a"] = json!("five thousand");
+    let out = convert(&serde_json::to_string(&records).expect("json"), &target(), None).expect("convert");
+    let (rows, schema) = single(&out);
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(names, ["a", "pad", "b", "c"]);
+    assert_eq!(field_type(&schema, "a"), DataType::Utf8);
+    assert_eq!(field_type(&schema, "b"), DataType::Float64);
+    let DataType::List(item) = field_type(&schema, "c") else { panic!("list") };
+    let DataType::Struct(fields) = item.data_type() else { panic!("struct items") };
+    let item_names: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(item_names, ["k", "j"], "the object seen first keeps its fields first");
+    assert_eq!(rows[14_000]["c"], json!([{"k": 1}]));
+    assert_eq!(rows[5_000]["a"], "five thousand");
+    assert_eq!(rows[4_999]["a"], "4999");
+}
