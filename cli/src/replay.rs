@@ -38,8 +38,12 @@ impl DateRange {
 
 impl fmt::Display for DateRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let end = |date: Option<NaiveDate>| date.map_or_else(|| "…".to_string(), |d| d.to_string());
-        write!(f, "{} to {}", end(self.from), end(self.to))
+        match (self.from, self.to) {
+            (None, None) => f.write_str("all dates"),
+            (Some(from), None) => write!(f, "from {from}"),
+            (None, Some(to)) => write!(f, "up to {to}"),
+            (Some(from), Some(to)) => write!(f, "{from} to {to}"),
+        }
     }
 }
 
@@ -48,7 +52,7 @@ impl fmt::Display for DateRange {
 pub enum ReplayError {
     /// The dataset name is not one Persist writes.
     #[error("--dataset: {0}")]
-    Dataset(#[from] SpecError),
+    Dataset(SpecError),
     /// `--from` is after `--to`.
     #[error("--from {from} is after --to {to}")]
     Range {
@@ -57,9 +61,12 @@ pub enum ReplayError {
         /// Last date.
         to: NaiveDate,
     },
+    /// The lake directory does not exist.
+    #[error("lake directory {0} does not exist")]
+    NoLake(std::path::PathBuf),
     /// The raw archive could not be listed.
     #[error("listing the raw pages: {0}")]
-    List(#[source] PortError),
+    List(PortError),
 }
 
 /// A raw page that could not be replayed.
@@ -157,7 +164,7 @@ pub async fn replay(
     range: DateRange,
     config: &persist::PersistConfig,
 ) -> Result<ReplaySummary, ReplayError> {
-    check_dataset("dataset", dataset)?;
+    check_dataset("dataset", dataset).map_err(ReplayError::Dataset)?;
     if let (Some(from), Some(to)) = (range.from, range.to)
         && from > to
     {
@@ -177,7 +184,7 @@ pub async fn replay(
                 summary.records_quarantined += receipt.records_quarantined;
             }
             Err(reason) => {
-                tracing::warn!(key, reason, "raw page not replayed");
+                tracing::info!(key, reason, "raw page not replayed");
                 summary.failures.push(ReplayFailure { key, reason });
             }
         }
@@ -200,17 +207,14 @@ async fn replay_page(key: &str, dataset: &str, deps: persist::Deps<'_>) -> Resul
 /// settings (metrics off, no dead-letter queue).
 ///
 /// # Errors
-/// [`ReplayError`], or a lake directory that does not exist.
+/// [`ReplayError`], [`ReplayError::NoLake`] when `lake` is not a directory.
 pub async fn replay_lake(
     lake: &std::path::Path,
     dataset: &str,
     range: DateRange,
 ) -> Result<ReplaySummary, ReplayError> {
     if !lake.is_dir() {
-        return Err(ReplayError::List(PortError::NotFound {
-            what: "lake directory",
-            target: lake.display().to_string(),
-        }));
+        return Err(ReplayError::NoLake(lake.to_path_buf()));
     }
     let store = shared::adapters::local::DirStore::new(lake);
     replay(&store, dataset, range, &persist::PersistConfig::default()).await
