@@ -230,12 +230,15 @@ fn run_case(
     let stdout = String::from_utf8_lossy(&finished.stdout);
     let child: Option<ChildReport> = stdout.lines().rev().find_map(|line| serde_json::from_str(line).ok());
     let outcome = match child {
-        Some(ChildReport { ok: true, rows: Some(rows), seconds: Some(seconds), peak_rss_kb, .. }) => Outcome::Ok {
-            rows,
-            seconds,
-            process_seconds,
-            peak_rss_kb,
-            output_bytes: std::fs::metadata(output).map(|m| m.len()).unwrap_or(0),
+        Some(ChildReport { ok: true, seconds: Some(seconds), peak_rss_kb, .. }) => match parquet_rows(output) {
+            Ok(rows) => Outcome::Ok {
+                rows,
+                seconds,
+                process_seconds,
+                peak_rss_kb,
+                output_bytes: std::fs::metadata(output).map(|m| m.len()).unwrap_or(0),
+            },
+            Err(err) => Outcome::Failed { error: format!("wrote an unreadable Parquet file: {err:#}"), peak_rss_kb },
         },
         Some(ChildReport { error: Some(error), peak_rss_kb, .. }) => Outcome::Failed { error, peak_rss_kb },
         _ => Outcome::Failed {
@@ -255,4 +258,14 @@ fn run_case(
         input_bytes,
         outcome,
     })
+}
+
+/// Rows in the Parquet file at `path`, from its footer: the count is checked
+/// on the file, not taken from the tool's word.
+fn parquet_rows(path: &Path) -> anyhow::Result<u64> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let reader =
+        SerializedFileReader::new(file).with_context(|| format!("reading the footer of {}", path.display()))?;
+    Ok(u64::try_from(reader.metadata().file_metadata().num_rows())?)
 }

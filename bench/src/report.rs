@@ -27,7 +27,7 @@ pub struct CaseResult {
 pub enum Outcome {
     /// The Parquet file was written.
     Ok {
-        /// Rows written.
+        /// Rows in the Parquet file (read from its footer).
         rows: u64,
         /// Conversion time (input read to Parquet written), seconds.
         seconds: f64,
