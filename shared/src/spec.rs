@@ -425,6 +425,9 @@ impl PipelineSpec {
             check_pointer("request.records_pointer", pointer)?;
         }
         check_policy(&self.request.policy())?;
+        if !matches!(self.strategy, StrategySpec::Athena(_)) {
+            self.check_no_placeholders()?;
+        }
         if let Some(incremental) = &self.incremental {
             check_pointer("incremental.cursor_field", &incremental.cursor_field)?;
             if incremental.cursor_field.is_empty() {
@@ -510,6 +513,31 @@ impl PipelineSpec {
                         "is also a fixed parameter in request.query; the strategy sets it per page",
                     ));
                 }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl PipelineSpec {
+    /// Outside the `athena` strategy no row binds `{column}` placeholders: a
+    /// placeholder in the URL, a query or header value would go to the
+    /// vendor as is.
+    fn check_no_placeholders(&self) -> Result<(), SpecError> {
+        use crate::strategy::athena::first_placeholder;
+        let url = self.request.url.as_str().replace("%7B", "{").replace("%7D", "}");
+        let mut fields = vec![("request.url".to_string(), url)];
+        fields.extend(self.request.query.iter().map(|(k, v)| (format!("request.query.{k}"), v.clone())));
+        fields.extend(self.request.headers.iter().map(|(k, v)| (format!("request.headers.{k}"), v.clone())));
+        for (field, text) in fields {
+            if let Some(name) = first_placeholder(&text) {
+                return Err(invalid(
+                    &field,
+                    &format!("{text:?}"),
+                    &format!(
+                        "placeholder {{{name}}} has no value: only the athena strategy binds {{column}} placeholders"
+                    ),
+                ));
             }
         }
         Ok(())
@@ -806,6 +834,33 @@ target:
             "  total_pointer: /total\n  params: { style: offset_limit, offset_param: x, limit_param: x }",
         ));
         assert!(err.contains("strategy.params.limit_param") && err.contains("must differ"), "{err}");
+    }
+
+    #[test]
+    fn placeholders_without_values_and_bad_policies_name_the_field() {
+        let err = parse_err(&PAGED.replace("/customers", "/customers/{id}"));
+        assert!(err.contains("request.url") && err.contains("{id}") && err.contains("no value"), "{err}");
+        let with =
+            |extra: &str| PAGED.replace("  records_pointer: /items", &format!("  records_pointer: /items\n{extra}"));
+        let err = parse_err(&with("  auth: { kind: api_key, secret_id: k }"));
+        assert!(err.contains("request.auth") && err.contains("header"), "{err}");
+        let err = parse_err(&with("  auth: { kind: kerberos, secret_id: k }"));
+        assert!(err.contains("request.auth") && err.contains("kerberos"), "{err}");
+        let err = parse_err(&with("  auth: { kind: bearer, secret_id: '' }"));
+        assert!(err.contains("request.auth.secret_id"), "{err}");
+        let err = parse_err(&with("  rate: { requests_per_second: 0 }"));
+        assert!(err.contains("request.rate.requests_per_second"), "{err}");
+        let err = parse_err(&with("  timeout_secs: 901"));
+        assert!(err.contains("request.timeout_secs") && err.contains("900"), "{err}");
+        let err = parse_err(&with("  allow: { loopbak: true }"));
+        assert!(err.contains("request.allow") && err.contains("loopbak"), "{err}");
+        let err = parse_err(&with("  response: { status_actions: { 404: ignore } }"));
+        assert!(err.contains("request.response") && err.contains("ignore"), "{err}");
+        let ok = PipelineSpec::from_yaml(&with(
+            "  auth: { kind: oauth2_client_credentials, token_url: 'https://a/t', client_id: c, secret_id: s }\n  allow: { hosts: ['*.cdn.example'], private: true }\n  rate: { requests_per_second: 5, max_concurrency: 2 }\n  response: { status_actions: { 404: empty }, max_bytes: 1000 }\n  timeout_secs: 10",
+        ))
+        .expect("valid policy");
+        assert_eq!(ok.request.policy().response.status_actions[&404], crate::contracts::StatusAction::Empty);
     }
 
     #[test]

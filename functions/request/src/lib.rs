@@ -373,9 +373,16 @@ async fn call_and_forward(
     deps: Deps<'_>,
     metrics: &std::sync::Mutex<Metrics>,
 ) -> Result<Outcome, RequestError> {
-    shared::spec::check_policy(&message.policy).map_err(|err| RequestError::Refused {
-        target: format!("{} {}", message.http.method, shared::adapters::http::redacted_url(&message.http.url)),
-        reason: err.to_string(),
+    shared::spec::check_policy(&message.policy).map_err(|err| {
+        // The spec's `request.*` fields are the message's `policy.*`.
+        let reason = match err {
+            shared::spec::SpecError::Invalid { field, value, reason } => {
+                format!("`{}` = {value}: {reason}", field.replacen("request.", "policy.", 1))
+            }
+            other => other.to_string(),
+        };
+        let target = format!("{} {}", message.http.method, shared::adapters::http::redacted_url(&message.http.url));
+        RequestError::Refused { target, reason }
     })?;
     let request = http_request(message, deps.config);
     let fetched = fetch::fetch(message, request, deps, metrics).await?;

@@ -61,6 +61,12 @@ async fn a_missing_secret_fails_permanently_naming_the_field() {
     let text = err.to_string();
     assert!(text.contains("policy.auth.secret_id") && text.contains("vendor/absent"), "{text}");
     assert_eq!(log.lock().expect("log").len(), 0, "no call without credentials");
+
+    let policy = json!({"auth": {"kind": "api_key", "secret_id": "vendor/absent"}});
+    let err = request::handle_message(message(&format!("http://{addr}/data"), policy), harness.deps())
+        .await
+        .expect_err("no place for the key");
+    assert!(err.is_permanent() && err.to_string().contains("`policy.auth`"), "{err}");
 }
 
 #[tokio::test]

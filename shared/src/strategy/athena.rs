@@ -136,6 +136,19 @@ fn is_placeholder_name(name: &str) -> bool {
 
 /// Replaces every `{name}` in `text` with the row's value, passed through
 /// `encode`. Braces around anything that is not a name are kept as they are.
+/// The first `{name}` placeholder in `text`, if any.
+pub fn first_placeholder(text: &str) -> Option<&str> {
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        let after = &rest[open + 1..];
+        match after.find('}') {
+            Some(close) if is_placeholder_name(&after[..close]) => return Some(&after[..close]),
+            _ => rest = after,
+        }
+    }
+    None
+}
+
 fn substitute(field: &str, text: &str, row: &Map<String, Value>, encode: fn(&str) -> String) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
