@@ -143,7 +143,7 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             let bound =
                 vendor::spawn(addr, vendor::DemoData::default()).await.with_context(|| format!("binding {addr}"))?;
             println!(
-                "demo vendor API on http://{bound} (GET /customers?offset=&limit=, /transactions, /customers/{{id}}/transactions); Ctrl-C stops it"
+                "demo vendor API on http://{bound} (GET /customers?offset=&limit=, /transactions, /customers/{{id}}/transactions, /events?cursor=&limit=&updated_since=, /secure/events, POST /oauth/token); Ctrl-C stops it"
             );
             tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
             Ok(ExitCode::SUCCESS)

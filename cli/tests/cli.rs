@@ -38,7 +38,7 @@ fn invalid_specs_fail_naming_the_field_and_write_nothing() {
 
 #[test]
 fn validate_accepts_the_examples() {
-    for example in ["customers.yaml", "transactions.yaml"] {
+    for example in ["customers.yaml", "transactions.yaml", "events.yaml"] {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").join(example);
         let output = tributary().arg("validate").arg(&path).output().expect("run tributary");
         assert!(output.status.success(), "{example}: {}", String::from_utf8_lossy(&output.stderr));

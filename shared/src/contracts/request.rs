@@ -273,8 +273,9 @@ impl Auth {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkPolicy {
-    /// Further hosts that redirects (and the OAuth token URL) may reach:
-    /// exact names, or `*.example.com` for any subdomain.
+    /// Further hosts that redirects may reach: exact names, or
+    /// `*.example.com` for any subdomain. (The OAuth `token_url` is allowed
+    /// by name as declared; its addresses are checked like every call's.)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<String>,
     /// Allow loopback addresses (`127.0.0.0/8`, `::1`): the local demo.
