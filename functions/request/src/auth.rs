@@ -64,6 +64,23 @@ pub struct Credentials {
 }
 
 impl Credentials {
+    /// `text` with every credential value (and, for `Authorization`, the
+    /// token without its scheme) replaced by `<redacted>`: a vendor that
+    /// echoes the request in an error page must not put it in our errors.
+    pub fn scrub(&self, text: String) -> String {
+        let mut text = text;
+        for (_, value) in self.header.iter().chain(self.query.iter()) {
+            let value = value.expose();
+            let token = value.split_once(' ').map_or(value, |(_, token)| token);
+            for secret in [value, token] {
+                if secret.len() >= 4 {
+                    text = text.replace(secret, "<redacted>");
+                }
+            }
+        }
+        text
+    }
+
     /// Adds the credential to `request`.
     pub fn apply(&self, request: &mut HttpRequest) {
         if let Some((name, value)) = &self.header {
@@ -117,8 +134,8 @@ pub async fn credentials(
             let encoded = base64::engine::general_purpose::STANDARD.encode(secret.expose());
             Credentials { header: Some(("authorization".into(), Secret::new(format!("Basic {encoded}")))), query: None }
         }
-        Auth::OAuth2ClientCredentials { token_url, client_id, scope, .. } => {
-            let key = format!("{token_url}|{client_id}|{}", scope.as_deref().unwrap_or(""));
+        Auth::OAuth2ClientCredentials { token_url, client_id, scope, secret_id } => {
+            let key = format!("{token_url}|{client_id}|{secret_id}|{}", scope.as_deref().unwrap_or(""));
             if !refresh && let Some(token) = deps.warm.tokens.get(&key) {
                 return Ok(bearer(&token));
             }

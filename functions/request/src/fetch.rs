@@ -84,9 +84,9 @@ pub async fn fetch(
                 s.credentials = Some(fresh);
             }
             let (response, url) = follow_redirects(message, &request, &origin, &target, deps, &state).await?;
-            return classify(message, response, url, &target);
+            return classify(message, response, url, &target).map_err(|err| scrub(err, &state));
         }
-        classify(message, response, url, &target)
+        classify(message, response, url, &target).map_err(|err| scrub(err, &state))
     };
     let config = deps.config;
     let policy = RetryPolicy {
@@ -126,6 +126,20 @@ pub async fn fetch(
             Err(RequestError::RetryLater { last: Box::new(last), reason })
         }
         (result, _) => result,
+    }
+}
+
+/// A status error's body excerpt without the credentials.
+fn scrub(err: RequestError, state: &Mutex<Attempts>) -> RequestError {
+    match err {
+        RequestError::Status { target, status, excerpt, retryable, retry_after } => {
+            let excerpt = match state.lock().ok().and_then(|s| s.credentials.clone()) {
+                Some(credentials) => credentials.scrub(excerpt),
+                None => excerpt,
+            };
+            RequestError::Status { target, status, excerpt, retryable, retry_after }
+        }
+        other => other,
     }
 }
 

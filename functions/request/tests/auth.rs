@@ -50,6 +50,23 @@ async fn a_secret_never_appears_in_errors() {
 }
 
 #[tokio::test]
+async fn a_vendor_echoing_the_credential_does_not_put_it_in_the_error() {
+    let (addr, _log) = recorder(|_, seen| {
+        let echoed = seen.headers.get("authorization").cloned().unwrap_or_default();
+        reply(403, &[], json!({"error": format!("token {echoed} is not allowed here")}))
+    })
+    .await;
+    let harness = Harness::new();
+    harness.secrets(json!({"vendor/key": KEY}));
+    let policy = json!({"auth": {"kind": "bearer", "secret_id": "vendor/key"}});
+    let err = request::handle_message(message(&format!("http://{addr}/data"), policy), harness.deps())
+        .await
+        .expect_err("403");
+    let text = err.to_string();
+    assert!(text.contains("403") && text.contains("<redacted>") && !text.contains(KEY), "{text}");
+}
+
+#[tokio::test]
 async fn a_missing_secret_fails_permanently_naming_the_field() {
     let (addr, log) = recorder(|_, _| reply(200, &[], items(0..1))).await;
     let harness = Harness::new();
