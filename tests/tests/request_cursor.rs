@@ -99,3 +99,18 @@ async fn a_wrong_key_is_dead_lettered_once_with_an_alert() {
     let alert = serde_json::to_string(&summary.alerts[0]).expect("alert");
     assert!(alert.contains("401") && !alert.contains("not-the-key"), "{alert}");
 }
+
+#[tokio::test]
+async fn a_spec_that_does_not_allow_loopback_is_refused_once_with_an_alert() {
+    let addr = demo(10).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let text = format!(
+        "version: 1\npipeline: events\nstrategy: {{kind: simple}}\nrequest: {{url: 'http://{addr}/events', records_pointer: /data}}\ntarget: {{dataset: events}}\n"
+    );
+    let spec = PipelineSpec::from_yaml(&text).expect("valid spec");
+    let summary = runtime.run(&spec, Utc::now()).await.expect("run");
+    assert_eq!(summary.dead_letters(), 1, "permanent: dead-lettered at once, never retried");
+    let reason = summary.alerts[0].reason.clone().unwrap_or_default();
+    assert!(reason.contains("127.0.0.1") && reason.contains("loopback") && reason.contains("SSRF"), "{reason}");
+}

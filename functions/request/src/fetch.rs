@@ -206,6 +206,9 @@ async fn follow_redirects(
         if !matches!(next.scheme(), "http" | "https") {
             return Err(RequestError::Refused { target: here, reason: format!("redirect to a {} URL", next.scheme()) });
         }
+        if url.scheme() == "https" && next.scheme() == "http" {
+            return Err(RequestError::Refused { target: here, reason: "redirect from https to plain http".into() });
+        }
         tracing::info!(status = response.status, to = %redacted_url(&next), "following a redirect");
         // 303, and 301/302 after a POST, become a GET without body (RFC 9110 §15.4).
         if response.status == 303 || (matches!(response.status, 301 | 302) && request.method == HttpMethod::Post) {

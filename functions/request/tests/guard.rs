@@ -139,6 +139,17 @@ async fn allowed_redirects_are_followed_and_credentials_stay_with_the_origin() {
 }
 
 #[tokio::test]
+async fn redirects_to_other_schemes_are_refused() {
+    let (addr, log) = recorder(|_, _| reply(302, &[("location", "file:///etc/passwd")], json!({}))).await;
+    let harness = Harness::new();
+    let err = request::handle_message(message(&format!("http://{addr}/x"), json!({})), harness.deps())
+        .await
+        .expect_err("file URL");
+    expect_refusal(&err, &["redirect to a file URL"]);
+    assert_eq!(log.lock().expect("log").len(), 1);
+}
+
+#[tokio::test]
 async fn redirect_loops_stop_after_five() {
     let (addr, log) = recorder(|_, _| reply(302, &[("location", "/again")], json!({}))).await;
     let harness = Harness::new();
