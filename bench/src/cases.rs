@@ -36,6 +36,10 @@ pub struct RunOptions {
     /// Seed of the page generator.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Runs of each case (each in a fresh process); the table shows the
+    /// median run by time, which damps other work on a shared machine.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=15))]
+    pub repeat: u32,
 }
 
 /// What a case's process prints on its last stdout line (both the Rust
@@ -154,7 +158,11 @@ pub fn run(options: &RunOptions) -> anyhow::Result<()> {
                         page.stem(),
                         tool.label().replace([' ', '(', ')', '+'], "")
                     ));
-                    let result = run_case(&me, &settings, page, tool, input, &output)?;
+                    let mut runs = Vec::new();
+                    for _ in 0..options.repeat {
+                        runs.push(run_case(&me, &settings, page, tool, input, &output)?);
+                    }
+                    let result = median(runs);
                     eprintln!("persist-bench:   {}", report::progress_line(&result));
                     results.push(result);
                     let _ = std::fs::remove_file(&output);
@@ -164,7 +172,12 @@ pub fn run(options: &RunOptions) -> anyhow::Result<()> {
             }
         }
     }
-    let markdown = report::markdown(&results, &settings.describe());
+    let runs = if options.repeat == 1 {
+        "One run per case".to_string()
+    } else {
+        format!("Median of {} runs per case", options.repeat)
+    };
+    let markdown = report::markdown(&results, &format!("{} {runs}.", settings.describe()));
     print!("{markdown}");
     std::fs::create_dir_all(&options.out).with_context(|| format!("creating {}", options.out.display()))?;
     let md_path = options.out.join("persist.md");
@@ -193,6 +206,20 @@ impl PeerSettings {
             self.python.display()
         )
     }
+}
+
+/// The run of median time; a failed run if any failed (the first).
+fn median(mut runs: Vec<CaseResult>) -> CaseResult {
+    if let Some(failed) = runs.iter().position(|run| !matches!(run.outcome, Outcome::Ok { .. })) {
+        return runs.swap_remove(failed);
+    }
+    let seconds = |run: &CaseResult| match run.outcome {
+        Outcome::Ok { seconds, .. } => seconds,
+        Outcome::Failed { .. } => f64::INFINITY,
+    };
+    runs.sort_by(|a, b| seconds(a).total_cmp(&seconds(b)));
+    let middle = runs.len() / 2;
+    runs.swap_remove(middle)
 }
 
 /// Runs one case in its own process and reads its report.
@@ -268,4 +295,40 @@ fn parquet_rows(path: &Path) -> anyhow::Result<u64> {
     let reader =
         SerializedFileReader::new(file).with_context(|| format!("reading the footer of {}", path.display()))?;
     Ok(u64::try_from(reader.metadata().file_metadata().num_rows())?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(seconds: Option<f64>) -> CaseResult {
+        let outcome = match seconds {
+            Some(seconds) => {
+                Outcome::Ok { rows: 1, seconds, process_seconds: seconds, peak_rss_kb: None, output_bytes: 1 }
+            }
+            None => Outcome::Failed { error: "boom".into(), peak_rss_kb: None },
+        };
+        CaseResult {
+            shape: "customers".into(),
+            variant: "clean".into(),
+            records: 1,
+            tool: "tributary".into(),
+            input_bytes: 1,
+            outcome,
+        }
+    }
+
+    fn seconds_of(result: &CaseResult) -> Option<f64> {
+        match result.outcome {
+            Outcome::Ok { seconds, .. } => Some(seconds),
+            Outcome::Failed { .. } => None,
+        }
+    }
+
+    #[test]
+    fn the_median_run_stands_for_the_case_and_a_failed_run_fails_it() {
+        assert_eq!(seconds_of(&median(vec![run(Some(3.0)), run(Some(1.0)), run(Some(2.0))])), Some(2.0));
+        assert_eq!(seconds_of(&median(vec![run(Some(3.0))])), Some(3.0));
+        assert_eq!(seconds_of(&median(vec![run(Some(1.0)), run(None), run(Some(2.0))])), None);
+    }
 }
