@@ -316,7 +316,7 @@ async fn persist_writes_parquet_to_s3_that_reads_back_byte_for_byte() {
     .expect("persist");
     assert_eq!((receipt.records_persisted, receipt.records_quarantined), (500, 1));
 
-    let key = receipt.data_key.expect("data key");
+    let key = receipt.data_keys.into_iter().next().expect("data key");
     assert_eq!(key, "bytes/dt=2026-11-29/bytes-r-1-00003.parquet");
     let stored = store.get(&key).await.expect("get");
     let expected = persist::records_to_parquet(&records[..500], &config.writer).expect("convert");
@@ -324,7 +324,7 @@ async fn persist_writes_parquet_to_s3_that_reads_back_byte_for_byte() {
     let ids: BTreeSet<u64> = rows_of(stored).iter().map(|r| r["id"].as_u64().expect("id")).collect();
     assert_eq!(ids.len(), 500);
     let quarantine = store.get(receipt.quarantine_key.as_deref().expect("quarantine key")).await.expect("get");
-    assert!(String::from_utf8_lossy(&quarantine).contains("record 500 is a number"));
+    assert!(String::from_utf8_lossy(&quarantine).contains("record 500 is an integer"));
 }
 
 #[tokio::test]

@@ -175,7 +175,7 @@ async fn a_record_that_is_not_json_fails_alone_and_is_alerted_after_max_receive_
     assert_eq!(ids(&read_dataset(lake.path(), "inject")), [1, 2]);
     let quarantine = std::fs::read_to_string(lake.path().join("quarantine/inject/dt=2026-11-29/inject-r1-00000.jsonl"))
         .expect("quarantine");
-    assert!(quarantine.contains("record 2 is a number, not a JSON object"), "{quarantine}");
+    assert!(quarantine.contains("record 2 is an integer, not a JSON object"), "{quarantine}");
     let alerts = read_alerts(lake.path());
     assert_eq!(alerts.len(), 1);
     assert_eq!(alerts[0].function, "persist");
