@@ -230,7 +230,15 @@ impl Col {
             return Ok(next);
         }
         match self {
-            Col::Text(..) | Col::Json(_) => Ok(next),
+            Col::Text(..) | Col::Json(_) => match tok {
+                // A lone UTF-16 surrogate cannot become text; set aside
+                // rather than replaced.
+                Tok::Str { start, end, escaped: true } => match unescape(rec.text, start, end, true, scratch) {
+                    Ok(_) => Ok(next),
+                    Err(err) => Err(violation(format!("a string that is not valid Unicode ({})", err.message))),
+                },
+                _ => Ok(next),
+            },
             Col::Bool(_) => match tok {
                 Tok::Bool(_) => Ok(next),
                 _ => Err(violation(found(rec, idx))),
@@ -245,9 +253,13 @@ impl Col {
                 };
                 if ok { Ok(next) } else { Err(violation(found(rec, idx))) }
             }
-            Col::Float64(_) | Col::Float32(_) => match tok {
+            Col::Float64(_) => match tok {
                 Tok::Num { int: true, .. } => Ok(next),
                 Tok::Num { .. } if rec.raw(idx).parse::<f64>().is_ok_and(f64::is_finite) => Ok(next),
+                _ => Err(violation(found(rec, idx))),
+            },
+            Col::Float32(_) => match tok {
+                Tok::Num { .. } if rec.raw(idx).parse::<f32>().is_ok_and(f32::is_finite) => Ok(next),
                 _ => Err(violation(found(rec, idx))),
             },
             Col::Decimal(_, p, s) => match decimal_text(rec, idx, scratch) {
@@ -349,7 +361,7 @@ impl Col {
             Col::Int64(b) => b.append_option(rec.raw(idx).parse::<i64>().ok()),
             Col::Int32(b) => b.append_option(rec.raw(idx).parse::<i32>().ok()),
             Col::Float64(b) => b.append_option(rec.raw(idx).parse::<f64>().ok()),
-            Col::Float32(b) => b.append_option(rec.raw(idx).parse::<f64>().ok().map(|v| v as f32)),
+            Col::Float32(b) => b.append_option(rec.raw(idx).parse::<f32>().ok()),
             Col::Decimal(b, p, s) => {
                 let value = decimal_text(rec, idx, scratch).and_then(|t| parse_decimal(t, *p, *s).ok());
                 b.append_option(value)

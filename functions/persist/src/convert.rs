@@ -656,7 +656,9 @@ fn lookup(rec: Rec<'_>, pointer: &str, scratch: &mut String) -> Option<Tok> {
 /// than `A-Z a-z 0-9 . _ -` (so `/`, `=`, `..`'s meaning, spaces and
 /// control characters) are percent-encoded as Hive does, `.` and `..`
 /// alone are encoded too, an empty value is Hive's default partition, and
-/// values longer than 128 bytes are cut (at a character boundary).
+/// encoded values longer than 128 bytes are cut and end with `~` and a
+/// 64-bit FNV-1a digest of the whole value (so values sharing a long prefix
+/// never share a folder).
 pub fn sanitize_partition_value(value: &str) -> String {
     if value.is_empty() {
         return DEFAULT_PARTITION.into();
@@ -672,6 +674,18 @@ pub fn sanitize_partition_value(value: &str) -> String {
             }
         }
         if out.len() >= 128 {
+            // Cut, with a digest of the whole value so that two long values
+            // sharing a prefix stay in different folders.
+            let digest =
+                value.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+            out.truncate(128);
+            while !out.is_char_boundary(out.len())
+                || out.ends_with('%')
+                || (out.len() >= 2 && out.as_bytes()[out.len() - 2] == b'%')
+            {
+                out.pop();
+            }
+            out.push_str(&format!("~{digest:016x}"));
             break;
         }
     }
@@ -692,6 +706,9 @@ mod tests {
         assert_eq!(sanitize_partition_value("a b=\u{7}"), "a%20b%3D%07");
         assert_eq!(sanitize_partition_value("São"), "S%C3%A3o");
         assert_eq!(sanitize_partition_value(""), DEFAULT_PARTITION);
-        assert!(sanitize_partition_value(&"x".repeat(500)).len() <= 128);
+        let long = sanitize_partition_value(&"x".repeat(500));
+        assert!(long.len() <= 128 + 17, "{long}");
+        assert_ne!(long, sanitize_partition_value(&format!("{}y", "x".repeat(499))), "a digest keeps them apart");
+        assert!(!sanitize_partition_value(&"/".repeat(100)).contains("%~"), "never cut inside an escape");
     }
 }

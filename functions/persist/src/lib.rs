@@ -222,7 +222,16 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
     if let Ok(previous) = deps.store.get(&receipt_key).await
         && let Ok(previous) = serde_json::from_slice::<PageReceipt>(&previous)
     {
-        for stale in previous.data_keys.iter().filter(|k| !data_keys.contains(k)) {
+        // Only this page's own parts: same dataset folder and the same
+        // `<pipeline>-<run_id>-<page>` file stem (a receipt of another
+        // dataset fed by the same pipeline, run and page must not delete
+        // that dataset's files).
+        let stem = format!("/{}-{}-{:05}", message.pipeline, run_id, page.index);
+        let own = |key: &&String| {
+            key.starts_with(&format!("{dataset}/"))
+                && key.rsplit_once('/').is_some_and(|(_, name)| format!("/{name}").starts_with(&stem))
+        };
+        for stale in previous.data_keys.iter().filter(own).filter(|k| !data_keys.contains(k)) {
             tracing::info!(key = %stale, "deleting a part an earlier delivery of this page wrote");
             deps.store.delete(stale).await?;
         }

@@ -87,6 +87,12 @@ enum Mode {
     Array { done: bool, first: bool },
 }
 
+/// What must follow the records array: the rest of the objects it sits in
+/// (one per pointer segment), then nothing but whitespace.
+struct Trailer {
+    enclosing: usize,
+}
+
 /// Splits a payload into records' texts.
 pub struct Framer<R> {
     reader: R,
@@ -98,6 +104,7 @@ pub struct Framer<R> {
     consumed: u64,
     index: u64,
     scratch_tape: Tape,
+    trailer: Trailer,
 }
 
 impl Framer<Box<dyn BufRead + Send>> {
@@ -127,6 +134,7 @@ impl<R: Read> Framer<R> {
             consumed: 0,
             index: 0,
             scratch_tape: Tape::default(),
+            trailer: Trailer { enclosing: 0 },
         };
         framer.fill()?;
         if framer.buf[framer.start..framer.end].starts_with(&[0xEF, 0xBB, 0xBF]) {
@@ -151,7 +159,9 @@ impl<R: Read> Framer<R> {
             (layout, _, _) => layout,
         };
         if layout == Layout::Json {
-            framer.descend(format.records_pointer.as_deref().unwrap_or(""))?;
+            let pointer = format.records_pointer.as_deref().unwrap_or("");
+            framer.trailer.enclosing = if pointer.is_empty() { 0 } else { pointer.split('/').count() - 1 };
+            framer.descend(pointer)?;
             framer.mode = Mode::Array { done: false, first: true };
         }
         Ok(framer)
@@ -371,6 +381,7 @@ impl<R: Read> Framer<R> {
                 if next == Some(b']') {
                     self.advance(1);
                     self.mode = Mode::Array { done: true, first: false };
+                    self.finish_document()?;
                     return Ok(None);
                 }
                 if !first {
@@ -403,6 +414,46 @@ impl<R: Read> Framer<R> {
             message: format!("not UTF-8 text ({err})"),
         })?;
         Ok(Some(text.trim_end_matches(['\r', ' ', '\t'])))
+    }
+}
+
+impl<R: Read> Framer<R> {
+    /// After the records array: the rest of the enclosing objects, then
+    /// only whitespace (data after the document is an error, not ignored).
+    fn finish_document(&mut self) -> Result<(), DecodeError> {
+        let trailing = |found: Option<u8>, consumed: u64| {
+            DecodeError::Layout(format!(
+                "unexpected {} at byte {consumed} after the records array; the payload must be one JSON document",
+                found.map_or("end of the payload".into(), describe_byte)
+            ))
+        };
+        for _ in 0..self.trailer.enclosing {
+            loop {
+                match self.peek_non_ws()? {
+                    Some(b'}') => {
+                        self.advance(1);
+                        break;
+                    }
+                    Some(b',') => {
+                        self.advance(1);
+                        if self.peek_non_ws()? != Some(b'"') {
+                            return Err(trailing(self.peek_non_ws()?, self.consumed));
+                        }
+                        let len = self.value_len()?;
+                        self.advance(len);
+                        self.expect(b':', "after the records array")?;
+                        self.peek_non_ws()?;
+                        let len = self.value_len()?;
+                        self.advance(len);
+                    }
+                    other => return Err(trailing(other, self.consumed)),
+                }
+            }
+        }
+        match self.peek_non_ws()? {
+            None => Ok(()),
+            other => Err(trailing(other, self.consumed)),
+        }
     }
 }
 
@@ -555,5 +606,13 @@ mod tests {
         assert!(err.to_string().contains("not UTF-8"), "{err}");
         let format = PayloadFormat { layout: Layout::Ndjson, records_pointer: Some("/x".into()) };
         assert!(records(b"{}", &format).is_err());
+        for trailing in [&br#"[{"a":1}][{"a":2}]"#[..], br#"[{"a":1}] garbage"#] {
+            let err = records(trailing, &auto()).expect_err("data after the array");
+            assert!(err.to_string().contains("after the records array"), "{err}");
+        }
+        let err = records(br#"{"data": [{"a":1}]} {"more": 1}"#, &pointer("/data")).expect_err("second document");
+        assert!(err.to_string().contains("after the records array"), "{err}");
+        let err = records(br#"{"data": [{"a":1}], "x" 1}"#, &pointer("/data")).expect_err("broken wrapper");
+        assert!(err.to_string().contains("expected `:`"), "{err}");
     }
 }

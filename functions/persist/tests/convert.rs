@@ -361,3 +361,17 @@ fn inference_across_chunks_keeps_first_seen_order_and_the_rules() {
     assert_eq!(rows[5_000]["a"], "five thousand");
     assert_eq!(rows[4_999]["a"], "4999");
 }
+
+#[test]
+fn values_that_cannot_be_stored_faithfully_are_quarantined_not_altered() {
+    let mut target = target();
+    target.schema = serde_json::from_value(json!([{"name": "f32", "type": "float32"}])).expect("declared");
+    let text = r#"[{"f32": 1.5, "s": "ok"}, {"f32": 1e39}, {"s": "\ud800 lone"}, {"f64": 1e400}, {"f64": 2.5}]"#;
+    let out = convert(text, &target, None).expect("convert");
+    let reasons = &out.quarantine.as_ref().expect("quarantine").sample_reasons;
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert!(reasons[0].contains("/f32: expected float32, found a number 1e39"), "{reasons:?}");
+    assert!(reasons[1].contains("/s: expected string, found a string that is not valid Unicode"), "{reasons:?}");
+    assert!(reasons[2].contains("/f64: expected float64, found a number 1e400"), "{reasons:?}");
+    assert_eq!(out.rows_written, 2);
+}

@@ -147,3 +147,21 @@ async fn an_incompatible_change_quarantines_the_records_and_alerts() {
             .expect("utf-8");
     assert!(quarantined.contains("Rua A, 1"), "the record is kept: {quarantined}");
 }
+
+#[tokio::test]
+async fn a_page_of_another_dataset_with_the_same_pipeline_run_and_page_deletes_nothing_of_this_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let config = PersistConfig::default();
+    let alpha =
+        persist(&store, &Broker::new(), &config, message(0, PersistTarget::new("alpha"), inline(json!([{"a": 1}]))))
+            .await
+            .expect("alpha");
+    let beta =
+        persist(&store, &Broker::new(), &config, message(0, PersistTarget::new("beta"), inline(json!([{"b": 1}]))))
+            .await
+            .expect("beta");
+    for key in alpha.data_keys.iter().chain(&beta.data_keys) {
+        assert!(store.get(key).await.is_ok(), "{key} must still exist");
+    }
+}

@@ -204,7 +204,7 @@ impl TimeUnit {
 
 /// A type text that is not one of [`FieldType`]'s forms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown column type {text:?}: {reason}")]
+#[error("invalid column type {text:?}: {reason}")]
 pub struct FieldTypeError {
     /// The text given.
     pub text: String,
@@ -244,7 +244,11 @@ impl FromStr for FieldType {
                     _ => return Err(fail("the unit must be s, ms, us or ns")),
                 };
                 let tz = match args.get(1) {
-                    Some(tz) if tz.is_empty() => return Err(fail("the time zone is empty")),
+                    Some(tz) if !is_fixed_zone(tz) => {
+                        return Err(fail(
+                            "the time zone must be UTC or a fixed offset like +02:00 (readers need no zone database for those)",
+                        ));
+                    }
                     tz => tz.cloned(),
                 };
                 if args.len() > 2 {
@@ -273,6 +277,19 @@ impl FromStr for FieldType {
             }
         })
     }
+}
+
+/// `UTC` or a `±HH:MM` offset within ±23:59.
+fn is_fixed_zone(tz: &str) -> bool {
+    if tz == "UTC" {
+        return true;
+    }
+    let b = tz.as_bytes();
+    b.len() == 6
+        && matches!(b[0], b'+' | b'-')
+        && b[3] == b':'
+        && tz[1..3].parse::<u8>().is_ok_and(|h| h < 24)
+        && tz[4..6].parse::<u8>().is_ok_and(|m| m < 60)
 }
 
 impl fmt::Display for FieldType {
@@ -461,6 +478,8 @@ mod tests {
             ("decimal(4, 5)", "scale must be 0..=precision"),
             ("decimal(4)", "decimal(precision, scale)"),
             ("list<>", "expected bool"),
+            ("timestamp(ms, Mars/Olympus)", "UTC or a fixed offset"),
+            ("timestamp(ms, +25:00)", "UTC or a fixed offset"),
         ] {
             let err = text.parse::<FieldType>().expect_err(text);
             assert!(err.to_string().contains(reason) && err.to_string().contains(text), "{text}: {err}");
