@@ -70,6 +70,21 @@ pub enum BodyError {
     Contract(#[from] contracts::ContractError),
 }
 
+/// The fields of a body looked at before the contract is decoded.
+#[derive(Default, serde::Deserialize)]
+struct Peek {
+    #[serde(rename = "Type")]
+    kind: Option<Value>,
+    #[serde(rename = "Message")]
+    message: Option<Value>,
+    #[serde(rename = "TopicArn")]
+    topic_arn: Option<Value>,
+    pipeline: Option<Value>,
+    run_id: Option<Value>,
+    page: Option<Value>,
+    row_index: Option<Value>,
+}
+
 /// Parses a record body: JSON, unwrapping an SNS notification envelope.
 ///
 /// An envelope is recognised by its shape: an object with `"Type":
@@ -299,19 +314,40 @@ where
     let handler = &handler;
     for_each_record(event, concurrency, dead_letters, move |record, mut meta| async move {
         let raw = record.body.as_deref().ok_or(BodyError::Missing)?;
-        let (value, from_sns) = decode_body(raw)?;
-        meta.from_sns = from_sns;
+        // A first look for the SNS envelope and the log fields; the contract
+        // is then read from the text itself, so records keep their text.
+        let peek: Peek = match serde_json::from_str(raw) {
+            Ok(peek) => peek,
+            // JSON but not an object: the contract's own error says what is wrong.
+            Err(_) if serde_json::from_str::<serde::de::IgnoredAny>(raw).is_ok() => Peek::default(),
+            Err(err) => return Err(BodyError::NotJson(err).into()),
+        };
+        let envelope = peek.kind.as_ref().and_then(Value::as_str) == Some("Notification")
+            && peek.topic_arn.as_ref().is_some_and(Value::is_string);
+        let (peek, text) = match (&peek.message, envelope) {
+            (Some(Value::String(message)), true) => {
+                let inner: Peek = match serde_json::from_str(message) {
+                    Ok(peek) => peek,
+                    Err(_) if serde_json::from_str::<serde::de::IgnoredAny>(message).is_ok() => Peek::default(),
+                    Err(err) => return Err(BodyError::EnvelopeNotJson(err).into()),
+                };
+                meta.from_sns = true;
+                (inner, message.as_str())
+            }
+            _ => (peek, raw),
+        };
         let span = tracing::Span::current();
-        if let Some(pipeline) = value.get("pipeline").and_then(Value::as_str) {
+        if let Some(pipeline) = peek.pipeline.as_ref().and_then(Value::as_str) {
             span.record("pipeline", pipeline);
         }
-        if let Some(run_id) = value.get("run_id").and_then(Value::as_str) {
+        if let Some(run_id) = peek.run_id.as_ref().and_then(Value::as_str) {
             span.record("run_id", run_id);
         }
-        if let Some(page) = value.pointer("/page/index").or_else(|| value.get("row_index")).and_then(Value::as_u64) {
+        let page = peek.page.as_ref().and_then(|p| p.get("index")).or(peek.row_index.as_ref()).and_then(Value::as_u64);
+        if let Some(page) = page {
             span.record("page", page);
         }
-        let message: T = contracts::decode(value).map_err(BodyError::from)?;
+        let message: T = contracts::decode_str(text).map_err(BodyError::from)?;
         handler(message, meta).await
     })
     .await

@@ -305,7 +305,7 @@ async fn persist_writes_parquet_to_s3_that_reads_back_byte_for_byte() {
         run_date: chrono::NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
         page: PageRef { index: 3, count: 4 },
         target: PersistTarget::new("bytes"),
-        payload: Payload::Inline { records: records.clone() },
+        payload: Payload::Inline { records: shared::contracts::RawRecords::from_values(&records).expect("records") },
     };
     let config = persist::PersistConfig::default();
     let receipt = persist::persist_page(

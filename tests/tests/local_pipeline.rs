@@ -162,7 +162,10 @@ async fn a_record_that_is_not_json_fails_alone_and_is_alerted_after_max_receive_
         run_date: chrono::NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
         page: PageRef::SINGLE,
         target: PersistTarget::new("inject"),
-        payload: Payload::Inline { records: vec![record(1), record(2), Value::from(3)] },
+        payload: Payload::Inline {
+            records: shared::contracts::RawRecords::from_values(&[record(1), record(2), Value::from(3)])
+                .expect("records"),
+        },
     };
     let bodies = vec!["{not json".to_string(), serde_json::to_string(&good).expect("json")];
     runtime.broker().send("persist", bodies).await.expect("send");

@@ -125,7 +125,9 @@ async fn persist(
     let run_id = RunId::new(format!("{}T060000Z", run_date.format("%Y%m%d"))).expect("run id");
     let array = format!("[{}]", records.join(",\n"));
     let payload = match delivery {
-        Delivery::Inline => Payload::Inline { records: serde_json::from_str(&array).expect("inline records are JSON") },
+        Delivery::Inline => Payload::Inline {
+            records: shared::contracts::RawRecords::from_text(array.clone()).expect("inline records are a JSON array"),
+        },
         Delivery::ClaimCheck => {
             let key = shared::keys::claim_key(dataset, &run_id, page);
             store.put(&key, Bytes::from(array)).await.expect("store the claim check");

@@ -14,7 +14,7 @@
 mod build;
 mod convert;
 mod infer;
-mod json;
+use shared::json::tape as json;
 pub mod page;
 pub use page::{ConvertStats, convert_to_writer, records_to_parquet};
 mod source;
@@ -169,8 +169,8 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
     // 1. The payload, and the raw page kept for replay.
     let (source, format, raw) = match &message.payload {
         Payload::Inline { records } => {
-            let bytes = serde_json::to_vec(records).map_err(|err| encode_error("encode records", &raw_key, &err))?;
-            (PageSource::Bytes(Bytes::from(bytes)), PayloadFormat::default(), message.clone())
+            let bytes = Bytes::copy_from_slice(records.as_str().as_bytes());
+            (PageSource::Bytes(bytes), PayloadFormat::default(), message.clone())
         }
         Payload::Object { key, format } => {
             let local = temp_dir.path().join("payload");

@@ -158,7 +158,7 @@ async fn raw_page_is_kept_for_replay() {
     let original: PersistMessage = contracts::decode(original).expect("fixture body is a PersistMessage");
     assert_eq!(raw, original, "the raw page is the message as received, the quarantined record included");
     let Payload::Inline { records } = &raw.payload else { panic!("raw pages are inline") };
-    assert_eq!(records.len(), 4);
+    assert_eq!(records.to_values().expect("records").len(), 4);
 }
 
 #[tokio::test]

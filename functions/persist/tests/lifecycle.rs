@@ -29,7 +29,7 @@ fn message(page: u32, target: PersistTarget, payload: Payload) -> PersistMessage
 
 fn inline(records: Value) -> Payload {
     let Value::Array(records) = records else { panic!("array") };
-    Payload::Inline { records }
+    Payload::Inline { records: shared::contracts::RawRecords::from_values(&records).expect("records") }
 }
 
 async fn persist(

@@ -39,7 +39,7 @@ use shared::adapters::ssrf::NetworkAccess;
 use shared::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
 use shared::contracts::{
     self, CallPolicy, Continuation, Destination, PageRef, Payload, PersistMessage, PersistTarget, PlannedTotal,
-    ProbeReply, RequestMessage, RequestMode, V1,
+    ProbeReply, RawRecords, RequestMessage, RequestMode, V1,
 };
 use shared::json::kind_of;
 use shared::keys;
@@ -412,7 +412,12 @@ async fn call_and_forward(
                 Some(next) => Some(continue_with(message, next, &fetched, &body, page, count, deps).await?),
                 None => None,
             };
-            let claim_check = forward_records(message, page, dataset, records, deps).await?;
+            let raw = if fetched.empty {
+                RawRecords::from_text("[]".into()).map_err(|err| encode_error(&err))?
+            } else {
+                raw_records(&fetched.response.body, records_pointer.as_deref(), &target)?
+            };
+            let claim_check = forward_records(message, page, dataset, raw, deps).await?;
             if let (Some(next_page), Some(next)) = (continuation.flatten(), next) {
                 let body = encode(&next_page)?;
                 send(&Destination::Queue { queue: next.queue.clone() }, body, deps).await?;
@@ -585,11 +590,34 @@ fn read_total(body: &Value, pointer: &str, target: &str) -> Result<u64, RequestE
     }
 }
 
+/// The records array as the vendor wrote it (numbers keep their digits,
+/// repeated keys stay), for Persist to type.
+fn raw_records(body: &[u8], pointer: Option<&str>, target: &str) -> Result<RawRecords, RequestError> {
+    let pointer = pointer.unwrap_or("");
+    let problem = |problem: String| RequestError::Pointer {
+        target: target.to_string(),
+        field: "records_pointer",
+        pointer: pointer.to_string(),
+        problem,
+    };
+    let text = std::str::from_utf8(body).map_err(|err| problem(format!("the response is not UTF-8: {err}")))?;
+    match shared::json::tape::raw_at_pointer(text, pointer) {
+        Ok(Some((raw, shared::json::tape::Tok::Arr { .. }, _))) => {
+            RawRecords::from_text(raw.to_string()).map_err(|err| problem(err.to_string()))
+        }
+        Ok(Some((_, tok, _))) => {
+            Err(problem(format!("leads to {}, not an array of records", shared::json::tape::kind_name(&tok))))
+        }
+        Ok(None) => Err(problem("is not in the response".into())),
+        Err(err) => Err(problem(format!("the response is not JSON: {err}"))),
+    }
+}
+
 async fn forward_records(
     message: &RequestMessage,
     page: PageRef,
     target: &PersistTarget,
-    records: Vec<Value>,
+    records: RawRecords,
     deps: Deps<'_>,
 ) -> Result<bool, RequestError> {
     let mut persist = PersistMessage {
@@ -609,10 +637,9 @@ async fn forward_records(
         let payload =
             std::mem::replace(&mut persist.payload, Payload::Object { key: key.clone(), format: Default::default() });
         let records = match payload {
-            Payload::Inline { records } => records,
-            Payload::Object { .. } => Vec::new(),
+            Payload::Inline { records } => records.as_str().as_bytes().to_vec(),
+            Payload::Object { .. } => b"[]".to_vec(),
         };
-        let records = serde_json::to_vec(&records).map_err(|err| encode_error(&err))?;
         deps.store
             .put(&key, Bytes::from(records))
             .await

@@ -79,6 +79,14 @@ async fn vendor() -> (SocketAddr, Arc<Hits>) {
         .route("/html", get(|| async { "<html><body>Service maintenance</body></html>" }))
         .route("/no-array", get(|| async { Json(json!({"total": 3, "data": [1, 2, 3]})) }))
         .route("/big", get(big))
+        .route(
+            "/exact",
+            get(|| async {
+                // Digits past f64, a decimal's trailing zero, a repeated key:
+                // forwarded as the vendor wrote them.
+                r#"{"items": [{"v": 123456789012345678901234567890, "p": 12.50, "a": 1, "a": "dup"}]}"#
+            }),
+        )
         .with_state(hits.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("address");
@@ -157,6 +165,7 @@ async fn records_page_is_forwarded_to_persist_with_its_page() {
     assert_eq!(persist.run_id.as_str(), "20261129T060000Z");
     assert_eq!(persist.target.dataset, "customers");
     let Payload::Inline { records } = &persist.payload else { panic!("inline expected: {:?}", persist.payload) };
+    let records = records.to_values().expect("records");
     assert_eq!(records.len(), 50);
     assert_eq!(records[0], customer(51), "offset 50 is customer 51");
     assert_eq!(records[49], customer(100));
@@ -339,9 +348,24 @@ async fn sqs_batch_reports_only_the_failing_records() {
     let counts: Vec<usize> = pages
         .iter()
         .map(|p| match &p.payload {
-            Payload::Inline { records } => records.len(),
+            Payload::Inline { records } => records.to_values().expect("records").len(),
             Payload::Object { .. } => usize::MAX,
         })
         .collect();
     assert_eq!(counts, [50, 20]);
+}
+
+#[tokio::test]
+async fn records_are_forwarded_as_the_vendor_wrote_them() {
+    let env = Env::new().await;
+    let message = decode(records_message(&env.url("/exact"), None, json!({})));
+    let outcome = request::handle_message(message, env.deps()).await.expect("page fetched");
+    assert_eq!(outcome, Outcome::Records { count: 1, claim_check: false });
+    let sent = env.drain_text(PERSIST_QUEUE);
+    assert_eq!(sent.len(), 1);
+    assert!(
+        sent[0].contains(r#""records":[{"v": 123456789012345678901234567890, "p": 12.50, "a": 1, "a": "dup"}]"#),
+        "the records' text is kept: {}",
+        sent[0]
+    );
 }

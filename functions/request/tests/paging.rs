@@ -86,6 +86,7 @@ async fn run(harness: &Harness, first: RequestMessage) -> (Vec<(u32, Vec<u64>)>,
         .map(|v| {
             let persist: PersistMessage = contracts::decode(v).expect("PersistMessage");
             let Payload::Inline { records } = persist.payload else { panic!("inline") };
+            let records = records.to_values().expect("records");
             assert_eq!(persist.page.count, 0, "count unknown up front");
             (persist.page.index, records.iter().map(|r| r["id"].as_u64().expect("id")).collect())
         })

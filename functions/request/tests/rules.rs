@@ -24,7 +24,7 @@ async fn a_status_marked_empty_is_an_empty_page() {
     let outcome = request::handle_message(message(&format!("http://{addr}/day"), policy), harness.deps()).await;
     assert_eq!(outcome.expect("empty page"), Outcome::Records { count: 0, claim_check: false });
     let persist: PersistMessage = contracts::decode(harness.drain(PERSIST_QUEUE).remove(0)).expect("PersistMessage");
-    assert!(matches!(persist.payload, Payload::Inline { records } if records.is_empty()));
+    assert!(matches!(persist.payload, Payload::Inline { records } if records.as_str() == "[]"));
     assert_eq!(log.lock().expect("log").len(), 1);
 }
 

@@ -21,7 +21,7 @@ mod version;
 
 pub use alert::{Alert, AlertExample};
 pub use common::{Destination, HttpMethod, PageRef, RunId};
-pub use persist::{Layout, Payload, PayloadFormat, PersistMessage};
+pub use persist::{Layout, Payload, PayloadFormat, PersistMessage, RawRecords};
 pub use probe::ProbeReply;
 pub use query::{QueryContinuation, QueryMessage, QueryRow};
 pub use request::{
@@ -61,6 +61,21 @@ pub fn decode<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, Contra
         path: err.path().to_string(),
         message: err.inner().to_string(),
     })
+}
+
+/// Deserialises a contract from JSON text directly (not through a
+/// `serde_json::Value`, so [`RawRecords`] keep their text), naming the
+/// failing field's path.
+///
+/// # Errors
+/// [`ContractError`] with the path, e.g. `payload.records`, and what is wrong.
+pub fn decode_str<T: DeserializeOwned>(text: &str) -> Result<T, ContractError> {
+    let fail = |path: String, message: String| ContractError { contract: short_type_name::<T>(), path, message };
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let value = serde_path_to_error::deserialize(&mut deserializer)
+        .map_err(|err| fail(err.path().to_string(), err.inner().to_string()))?;
+    deserializer.end().map_err(|err| fail(".".into(), err.to_string()))?;
+    Ok(value)
 }
 
 /// Serialises a contract to its JSON text. Contracts hold only strings,

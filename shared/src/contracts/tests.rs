@@ -59,7 +59,7 @@ fn every_contract_round_trips() {
     probe.reply_to = Destination::Topic { topic: "arn:aws:sns:us-east-1:1:t".into() };
     round_trip(&probe);
     for payload in [
-        Payload::Inline { records: vec![json!({"id": 1}), json!({"id": 2.5})] },
+        Payload::Inline { records: RawRecords::from_values(&[json!({"id": 1}), json!({"id": 2.5})]).expect("records") },
         Payload::Object { key: "_claims/x".into(), format: Default::default() },
     ] {
         round_trip(&PersistMessage {

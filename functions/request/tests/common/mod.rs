@@ -144,6 +144,21 @@ impl Harness {
     }
 
     /// Every message waiting in `queue`, as JSON.
+    /// Every message body on `queue`, as sent (text).
+    pub fn drain_text(&self, queue: &str) -> Vec<String> {
+        let mut all = Vec::new();
+        loop {
+            let records = self.broker.receive(queue, 10).expect("receive");
+            if records.is_empty() {
+                return all;
+            }
+            for record in records {
+                all.push(record.body.clone().expect("body"));
+                self.broker.delete(queue, record.receipt_handle.as_deref().expect("receipt"));
+            }
+        }
+    }
+
     pub fn drain(&self, queue: &str) -> Vec<Value> {
         let mut all = Vec::new();
         loop {

@@ -1,4 +1,4 @@
-//! A small JSON tokenizer: one record's text -> a flat tape of tokens.
+//! A small JSON tokenizer: one document's text -> a flat tape of tokens.
 //!
 //! Persist reads every page twice (once to infer the schema over all
 //! records, once to build Arrow arrays), so a record is never materialised
@@ -406,6 +406,77 @@ pub fn unescape<'a>(
     Ok(scratch.as_str())
 }
 
+/// The text of the value at RFC 6901 `pointer` in the document `text`
+/// (object keys and array indexes), as the document wrote it: numbers keep
+/// their digits, duplicate keys stay. `Ok(None)` when nothing is there.
+///
+/// # Errors
+/// [`SyntaxError`] when `text` is not one JSON document.
+pub fn raw_at_pointer<'a>(text: &'a str, pointer: &str) -> Result<Option<(&'a str, Tok, usize)>, SyntaxError> {
+    let mut tape = Tape::default();
+    tape.parse(text)?;
+    let mut idx = 0;
+    let mut scratch = String::new();
+    if !pointer.is_empty() {
+        let Some(rest) = pointer.strip_prefix('/') else { return Ok(None) };
+        for segment in rest.split('/') {
+            let segment = segment.replace("~1", "/").replace("~0", "~");
+            match tape.toks[idx] {
+                Tok::Obj { end, .. } => {
+                    let mut i = idx + 1;
+                    let mut found = None;
+                    while i < end as usize {
+                        let Tok::Str { start, end: key_end, escaped } = tape.toks[i] else { break };
+                        if unescape(text, start, key_end, escaped, &mut scratch)? == segment {
+                            found = Some(i + 1);
+                            break;
+                        }
+                        i = tape.skip(i + 1);
+                    }
+                    let Some(found) = found else { return Ok(None) };
+                    idx = found;
+                }
+                Tok::Arr { end, .. } => {
+                    let Ok(wanted) = segment.parse::<usize>() else { return Ok(None) };
+                    let mut i = idx + 1;
+                    let mut n = 0;
+                    while i < end as usize && n < wanted {
+                        i = tape.skip(i);
+                        n += 1;
+                    }
+                    if i >= end as usize {
+                        return Ok(None);
+                    }
+                    idx = i;
+                }
+                _ => return Ok(None),
+            }
+        }
+    }
+    let tok = tape.toks[idx];
+    let (from, to) = match tok {
+        Tok::Obj { from, to, .. } | Tok::Arr { from, to, .. } => (from as usize, to as usize),
+        Tok::Num { start, end, .. } => (start as usize, end as usize),
+        Tok::Str { start, end, .. } => (start as usize - 1, end as usize + 1),
+        Tok::Null => return Ok(Some(("null", tok, 0))),
+        Tok::Bool(true) => return Ok(Some(("true", tok, 0))),
+        Tok::Bool(false) => return Ok(Some(("false", tok, 0))),
+    };
+    let items = match tok {
+        Tok::Arr { end, .. } => {
+            let mut i = idx + 1;
+            let mut n = 0;
+            while i < end as usize {
+                i = tape.skip(i);
+                n += 1;
+            }
+            n
+        }
+        _ => 0,
+    };
+    Ok(Some((&text[from..to], tok, items)))
+}
+
 /// Describes the kind of the token for error messages: `a string`, `an
 /// integer`, `a number`, `a boolean`, `null`, `an object`, `an array`.
 pub fn kind_name(tok: &Tok) -> &'static str {
@@ -482,6 +553,19 @@ mod tests {
         }
         let deep = "[".repeat(MAX_PARSE_DEPTH + 1) + &"]".repeat(MAX_PARSE_DEPTH + 1);
         assert!(Tape::default().parse(&deep).expect_err("too deep").to_string().contains("nested deeper"));
+    }
+
+    #[test]
+    fn raw_at_pointer_keeps_the_text_and_counts_items() {
+        let text = r#"{"meta": {"n": 1}, "data": {"items": [{"v": 123456789012345678901234567890, "p": 12.50, "a": 1, "a": 2}, 3]}}"#;
+        let (raw, tok, items) = raw_at_pointer(text, "/data/items").expect("valid").expect("found");
+        assert!(matches!(tok, Tok::Arr { .. }));
+        assert_eq!(items, 2);
+        assert_eq!(raw, r#"[{"v": 123456789012345678901234567890, "p": 12.50, "a": 1, "a": 2}, 3]"#);
+        assert_eq!(raw_at_pointer(text, "/data/items/1").expect("valid").map(|(r, ..)| r), Some("3"));
+        assert_eq!(raw_at_pointer(text, "/data/none").expect("valid"), None);
+        assert_eq!(raw_at_pointer("[1]", "").expect("valid").map(|(r, _, n)| (r, n)), Some(("[1]", 1)));
+        assert!(raw_at_pointer("[1", "").is_err());
     }
 
     #[test]

@@ -1,4 +1,8 @@
-//! Small helpers for describing JSON values in error messages.
+//! JSON helpers: describing values in error messages ([`kind_of`]) and a
+//! tokenizer that keeps numbers' text ([`tape`]), shared by Request (which
+//! forwards a response's records as the vendor wrote them) and Persist.
+
+pub mod tape;
 
 use serde_json::Value;
 
