@@ -98,9 +98,10 @@ pub struct ReplaySummary {
 }
 
 impl ReplaySummary {
-    /// Whether every raw page was persisted again.
+    /// Whether every raw page was persisted again, and there was at least
+    /// one (a misspelt dataset or an empty date range is not a success).
     pub fn succeeded(&self) -> bool {
-        self.failures.is_empty()
+        self.failures.is_empty() && self.pages > 0
     }
 }
 
@@ -119,6 +120,13 @@ impl fmt::Display for ReplaySummary {
         )?;
         for failure in &self.failures {
             writeln!(f, "  FAILED {}: {}", failure.key, failure.reason)?;
+        }
+        if self.pages == 0 {
+            writeln!(
+                f,
+                "  no raw pages under raw/{}/ for these dates: check the dataset name and --from/--to",
+                self.dataset
+            )?;
         }
         Ok(())
     }

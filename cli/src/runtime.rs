@@ -494,14 +494,17 @@ fn dead_letters(stats: &shared::adapters::local::BrokerStats) -> BTreeMap<String
 }
 
 /// Keeps every dead letter whole in the lake at
-/// `_dead_letters/<dlq>/<message id>.json` before Notify handles it: the
+/// `_dead_letters/<dlq>/<UTC time>-<message id>.json` before Notify handles
+/// it (the time keeps letters of separate runs apart: local message ids
+/// restart with each process): the
 /// local queues live in memory, and an alert quotes only the first KiB. (On
 /// AWS the DLQ itself keeps the message, for up to 14 days.)
 async fn keep_dead_letters(store: &DirStore, event: &SqsEvent) {
     use shared::ports::ObjectStore;
     for record in &event.records {
         let meta = shared::batch::RecordMeta::of(record);
-        let key = format!("_dead_letters/{}/{}.json", meta.source_queue, meta.message_id);
+        let when = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
+        let key = format!("_dead_letters/{}/{when}-{}.json", meta.source_queue, meta.message_id);
         let body = bytes::Bytes::from(record.body.clone().unwrap_or_default());
         if let Err(err) = store.put(&key, body).await {
             tracing::error!(key, error = %err, "could not keep the dead letter in the lake");

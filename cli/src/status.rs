@@ -34,12 +34,14 @@ pub struct RunStatus {
 }
 
 impl RunStatus {
-    /// `failed` (dead letters), `complete` (the ledger's marker),
+    /// `complete` (the ledger's marker: every page persisted, even when
+    /// an earlier attempt dead-lettered some and a re-run fixed them; the
+    /// dead letters are still counted), `failed` (dead letters),
     /// `incomplete` (pages missing) or `running` (total not known yet).
     pub fn state(&self) -> &'static str {
         match self.pages_planned {
-            _ if self.dead_letters > 0 => "failed",
             _ if self.completed => "complete",
+            _ if self.dead_letters > 0 => "failed",
             Some(_) => "incomplete",
             None => "running",
         }

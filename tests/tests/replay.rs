@@ -164,3 +164,12 @@ async fn a_claim_check_page_is_replayed_from_its_raw_copy_and_a_second_replay_ch
     assert_eq!(second, first);
     assert_eq!(snapshot(lake.path()).await, after_first, "a second replay changes nothing");
 }
+
+#[tokio::test]
+async fn replaying_a_dataset_without_raw_pages_is_not_a_success() {
+    let lake = tempfile::tempdir().expect("tempdir");
+    let summary = replay_lake(lake.path(), "nosuch", DateRange { from: None, to: None }).await.expect("replay");
+    assert_eq!(summary.pages, 0);
+    assert!(!summary.succeeded(), "a misspelt dataset must not exit 0");
+    assert!(summary.to_string().contains("no raw pages under raw/nosuch/"), "{summary}");
+}
