@@ -56,7 +56,8 @@ pub const DEFAULT_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
 pub struct WriterConfig {
     /// zstd level, 1..=22 (default 1: fast, and most of the size gain).
     pub zstd_level: i32,
-    /// Rows per Arrow batch built at a time (default 8192).
+    /// Records per chunk at most (default 8192); a chunk also ends at about
+    /// 1 MiB of text. Each chunk becomes one Arrow batch per partition.
     pub batch_rows: usize,
     /// Rows per Parquet row group when the target leaves `row_group_rows`
     /// at its default (default 131072, `ROW_GROUP_ROWS`).
@@ -192,36 +193,16 @@ pub fn infer_page(
     // infer chunk i on worker i % 2; the chunks' types are joined in order,
     // which gives the same schema (fields in first-seen order) as one pass.
     std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..INFER_WORKERS)
+        let workers: Vec<_> = (0..WORKERS)
             .map(|_| {
                 let (sender, receiver) = std::sync::mpsc::sync_channel::<Chunk>(2);
                 let seed = &seed;
                 (sender, scope.spawn(move || infer_chunks(seed, receiver)))
             })
             .collect();
-        let mut chunk = Chunk::default();
-        let mut sent = 0;
-        let framed = loop {
-            let (index, offset) = (framer.records_read(), framer.bytes_read());
-            let text = match framer.next_record() {
-                Ok(Some(text)) => text,
-                Ok(None) => break Ok(()),
-                Err(err) => break Err(ConvertError::from(err)),
-            };
-            let from = chunk.text.len();
-            chunk.text.push_str(text);
-            chunk.records.push((from, chunk.text.len(), index, offset));
-            if chunk.text.len() >= INFER_CHUNK_BYTES {
-                let full = std::mem::replace(&mut chunk, Chunk { seq: sent + 1, ..Chunk::default() });
-                if workers[sent % INFER_WORKERS].0.send(full).is_err() {
-                    break Ok(());
-                }
-                sent += 1;
-            }
-        };
-        if !chunk.records.is_empty() {
-            let _ = workers[sent % INFER_WORKERS].0.send(chunk);
-        }
+        let senders: Vec<_> = workers.iter().map(|(sender, _)| sender.clone()).collect();
+        let framed = frame_chunks(&mut framer, usize::MAX, &senders);
+        drop(senders);
         let mut typed = Vec::new();
         let mut first_error: Option<(u64, ConvertError)> = None;
         for (sender, worker) in workers {
@@ -245,11 +226,42 @@ pub fn infer_page(
     })
 }
 
-/// Threads that infer types in pass 1.
-const INFER_WORKERS: usize = 2;
+/// Threads that tokenize, infer (pass 1) and build (pass 2): a small
+/// Lambda (1769 MB = 1 vCPU, up to 6 at 10 GB) or a laptop has two or more.
+const WORKERS: usize = 2;
 
-/// Bytes of records per chunk handed to an inference thread.
-const INFER_CHUNK_BYTES: usize = 1 << 20;
+/// Bytes of records per chunk handed to a worker.
+const CHUNK_TEXT_BYTES: usize = 1 << 20;
+
+/// Frames records into chunks of about [`CHUNK_TEXT_BYTES`] (and at most
+/// `max_records`), handing chunk `i` to `workers[i % n]`; stops early when
+/// a worker has stopped (its error is reported by the caller).
+fn frame_chunks<R: std::io::Read>(
+    framer: &mut Framer<R>,
+    max_records: usize,
+    workers: &[std::sync::mpsc::SyncSender<Chunk>],
+) -> Result<(), ConvertError> {
+    let mut chunk = Chunk::default();
+    let mut sent = 0;
+    loop {
+        let (index, offset) = (framer.records_read(), framer.bytes_read());
+        let Some(text) = framer.next_record()? else { break };
+        let from = chunk.text.len();
+        chunk.text.push_str(text);
+        chunk.records.push((from, chunk.text.len(), index, offset));
+        if chunk.text.len() >= CHUNK_TEXT_BYTES || chunk.records.len() >= max_records {
+            let full = std::mem::replace(&mut chunk, Chunk { seq: sent + 1, ..Chunk::default() });
+            if workers[sent % workers.len()].send(full).is_err() {
+                return Ok(());
+            }
+            sent += 1;
+        }
+    }
+    if !chunk.records.is_empty() {
+        let _ = workers[sent % workers.len()].send(chunk);
+    }
+    Ok(())
+}
 
 /// Records' texts, back to back, with (start, end, index, payload offset).
 #[derive(Default)]
@@ -283,6 +295,12 @@ fn infer_chunks(
 
 /// Converts a page: infers, evolves, checks, partitions and writes.
 ///
+/// Pass 2 runs on [`WORKERS`] threads: this thread frames records into
+/// chunks; each worker checks and builds its chunks into Arrow batches
+/// (one per partition per chunk); a writer thread takes the batches in
+/// chunk order and encodes them into Parquet, so the output is the same
+/// bytes whatever the scheduling.
+///
 /// # Errors
 /// [`ConvertError`]: unreadable payload or invalid JSON (the page fails as
 /// a whole, permanently), too many partitions, writer or disk failures.
@@ -299,172 +317,176 @@ pub fn convert_page(
     };
     let checker = Col::new(&schema);
     let arrow_schema = Arc::new(Schema::new(checker.arrow_fields()));
-    let properties = writer_properties(settings)?;
-    let mut quarantine = Quarantine::new(settings.temp_dir)?;
-    let (sender, receiver) = std::sync::mpsc::sync_channel::<WriteCommand>(WRITE_QUEUE_BATCHES);
+    let no_columns = arrow_schema.fields().is_empty();
     let files = &settings.target.files;
     let sink = FileSink {
         temp_dir: settings.temp_dir,
         schema: arrow_schema.clone(),
-        properties,
+        properties: writer_properties(settings)?,
+        max_rows: files.max_rows,
         max_bytes: files.max_bytes,
+        partition_field: match &settings.target.partition {
+            Partitioning::Field { field, .. } => field.clone(),
+            Partitioning::RunDate => "run date".into(),
+        },
+        by_name: HashMap::new(),
         open: Vec::new(),
         done: Vec::new(),
+        quarantine: Quarantine::new(settings.temp_dir)?,
+        conflicts,
+        rows: 0,
     };
-
-    // Pass 2: this thread parses, checks and builds batches; a second
-    // thread encodes and compresses them into Parquet (the two cores of a
-    // small Lambda, or of a laptop, work at once).
-    let (read, written) = std::thread::scope(|scope| {
-        let writer = scope.spawn(move || sink.run(receiver));
-        let read = build_batches(source, format, settings, &schema, &checker, &mut quarantine, &mut conflicts, sender);
-        let written = writer
-            .join()
-            .unwrap_or_else(|_| Err(ConvertError::Io(std::io::Error::other("Parquet writer thread panicked"))));
-        (read, written)
+    let mut framer = Framer::open(source, format)?;
+    let batch_rows = settings.writer.batch_rows.max(1);
+    let (framed, built, written) = std::thread::scope(|scope| {
+        let mut inputs = Vec::new();
+        let mut outputs = Vec::new();
+        let mut workers = Vec::new();
+        for _ in 0..WORKERS {
+            let (input, chunks) = std::sync::mpsc::sync_channel::<Chunk>(2);
+            let (output, results) = std::sync::mpsc::sync_channel::<Built>(2);
+            let (schema, checker) = (&schema, &checker);
+            workers.push(scope.spawn(move || build_chunks(chunks, output, settings, schema, checker, no_columns)));
+            inputs.push(input);
+            outputs.push(results);
+        }
+        let writer = scope.spawn(move || sink.run(outputs));
+        let framed = frame_chunks(&mut framer, batch_rows, &inputs);
+        drop(inputs);
+        let mut built: Result<(), (u64, ConvertError)> = Ok(());
+        for worker in workers {
+            let result = worker.join().unwrap_or_else(|_| Err((0, thread_panicked("build"))));
+            if let Err((index, err)) = result
+                && built.as_ref().err().is_none_or(|(first, _)| index < *first)
+            {
+                built = Err((index, err));
+            }
+        }
+        let written = writer.join().unwrap_or_else(|_| Err(thread_panicked("Parquet writer")));
+        (framed, built, written)
     });
-    let (records_in, rows_written, input_bytes) = read?;
-    let mut files = written?;
-    files.sort_by(|a, b| (a.partition.as_str(), a.part).cmp(&(b.partition.as_str(), b.part)));
+    built.map_err(|(_, err)| err)?;
+    framed?;
+    let mut sunk = written?;
+    sunk.files.sort_by(|a, b| (a.partition.as_str(), a.part).cmp(&(b.partition.as_str(), b.part)));
     Ok(PageOutput {
-        files,
-        quarantine: quarantine.finish()?,
-        records_in,
-        rows_written,
-        input_bytes,
+        files: sunk.files,
+        quarantine: sunk.quarantine,
+        records_in: framer.records_read(),
+        rows_written: sunk.rows,
+        input_bytes: framer.bytes_read(),
         schema,
         arrow_schema,
-        conflicts,
+        conflicts: sunk.conflicts,
     })
 }
 
-/// Batches queued between the builder and the Parquet writer thread.
-const WRITE_QUEUE_BATCHES: usize = 4;
-
-enum WriteCommand {
-    /// A new partition, numbered in order of appearance.
-    Open(String),
-    /// A batch for partition `.0`; close the file after it when `.2`.
-    Batch(usize, RecordBatch, bool),
+fn thread_panicked(which: &str) -> ConvertError {
+    ConvertError::Io(std::io::Error::other(format!("the {which} thread panicked")))
 }
 
-/// Pass 2's reading side: returns (records in, rows written, input bytes).
-#[allow(clippy::too_many_arguments)]
-fn build_batches(
-    source: &PageSource,
-    format: &PayloadFormat,
+/// A chunk checked and built: batches per partition (first-seen order),
+/// records set aside, schema conflicts, rows accepted.
+struct Built {
+    parts: Vec<(String, RecordBatch)>,
+    quarantined: Vec<(u64, String, String)>,
+    conflicts: Vec<(String, String)>,
+    rows: u64,
+}
+
+/// Pass 2's worker: checks each record of its chunks, quarantines what does
+/// not fit, builds the rest per partition; an error carries its record index.
+fn build_chunks(
+    chunks: std::sync::mpsc::Receiver<Chunk>,
+    output: std::sync::mpsc::SyncSender<Built>,
     settings: PageSettings<'_>,
     schema: &Ty,
     checker: &Col,
-    quarantine: &mut Quarantine<'_>,
-    conflicts: &mut Vec<String>,
-    sender: std::sync::mpsc::SyncSender<WriteCommand>,
-) -> Result<(u64, u64, u64), ConvertError> {
-    let no_columns = checker.arrow_fields().is_empty();
-    let mut partitions: HashMap<String, usize> = HashMap::new();
-    let mut states: Vec<PartState> = Vec::new();
-    let disconnected = || ConvertError::Io(std::io::Error::other("the Parquet writer stopped"));
-    let batch_rows = settings.writer.batch_rows.max(1);
-    let max_rows = settings.target.files.max_rows;
-    let mut framer = Framer::open(source, format)?;
+    no_columns: bool,
+) -> Result<(), (u64, ConvertError)> {
     let mut tape = Tape::default();
     let mut scratch = String::new();
-    let mut rows_written = 0;
-    loop {
-        let (index, offset) = (framer.records_read(), framer.bytes_read());
-        let Some(text) = framer.next_record()? else { break };
-        tape.parse(text).map_err(|e| syntax(index, offset, e))?;
-        let rec = Rec { text, tape: &tape };
-        if !matches!(tape.toks[0], Tok::Obj { .. }) {
-            let kind = crate::json::kind_name(&tape.toks[0]);
-            quarantine.add(index, &format!("record {index} is {kind}, not a JSON object"), text)?;
-            continue;
-        }
-        if tape.depth > MAX_NESTING_DEPTH {
-            let reason = format!("record {index} is nested {} levels deep, more than {MAX_NESTING_DEPTH}", tape.depth);
-            quarantine.add(index, &reason, text)?;
-            continue;
-        }
-        if let Err(mut violation) = checker.check(rec, 0, &mut scratch) {
-            if violation.path.is_empty() {
-                violation.path = "/".into();
+    for chunk in chunks {
+        let mut built = Built { parts: Vec::new(), quarantined: Vec::new(), conflicts: Vec::new(), rows: 0 };
+        let mut cols: Vec<(String, Col)> = Vec::new();
+        let mut index_of: HashMap<String, usize> = HashMap::new();
+        for &(from, to, index, offset) in &chunk.records {
+            let text = &chunk.text[from..to];
+            tape.parse(text).map_err(|e| (index, syntax(index, offset, e)))?;
+            let rec = Rec { text, tape: &tape };
+            if !matches!(tape.toks[0], Tok::Obj { .. }) {
+                let kind = crate::json::kind_name(&tape.toks[0]);
+                built.quarantined.push((index, format!("record {index} is {kind}, not a JSON object"), text.into()));
+                continue;
             }
-            quarantine.add(index, &format!("record {index}: {violation}"), text)?;
-            // Inferred columns take every value of the page, so a violation
-            // there is the dataset's schema refusing a change.
-            if !violation.declared && conflicts.len() < 10 {
-                let prefix = format!("{}: ", violation.path);
-                if !conflicts.iter().any(|c| c.starts_with(&prefix)) {
-                    conflicts.push(format!(
-                        "{prefix}the dataset has {}, this page has {}",
-                        violation.expected, violation.found
-                    ));
+            if tape.depth > MAX_NESTING_DEPTH {
+                let reason =
+                    format!("record {index} is nested {} levels deep, more than {MAX_NESTING_DEPTH}", tape.depth);
+                built.quarantined.push((index, reason, text.into()));
+                continue;
+            }
+            if let Err(mut violation) = checker.check(rec, 0, &mut scratch) {
+                if violation.path.is_empty() {
+                    violation.path = "/".into();
                 }
-            }
-            continue;
-        }
-        rows_written += 1;
-        if no_columns {
-            // Only `{}` records: nothing to write as columns; counted as written.
-            continue;
-        }
-        let partition = partition_of(&settings.target.partition, rec, settings.run_date, &mut scratch);
-        let at = match partitions.get(&partition) {
-            Some(at) => *at,
-            None => {
-                if partitions.len() >= MAX_OPEN_PARTITIONS {
-                    let field = match &settings.target.partition {
-                        Partitioning::Field { field, .. } => field.clone(),
-                        Partitioning::RunDate => "run date".into(),
-                    };
-                    return Err(ConvertError::TooManyPartitions { field });
+                built.quarantined.push((index, format!("record {index}: {violation}"), text.into()));
+                // Inferred columns take every value of the page, so a
+                // violation there is the dataset's schema refusing a change.
+                if !violation.declared {
+                    let prefix = format!("{}: ", violation.path);
+                    let conflict =
+                        format!("{prefix}the dataset has {}, this page has {}", violation.expected, violation.found);
+                    built.conflicts.push((prefix, conflict));
                 }
-                sender.send(WriteCommand::Open(partition.clone())).map_err(|_| disconnected())?;
-                partitions.insert(partition, states.len());
-                states.push(PartState { col: Col::new(schema), pending: 0, rows_in_file: 0 });
-                states.len() - 1
+                continue;
             }
-        };
-        let state = &mut states[at];
-        state.col.append(rec, 0, &mut scratch);
-        state.pending += 1;
-        let file_full = max_rows.is_some_and(|max| state.rows_in_file + state.pending as u64 >= max);
-        if state.pending >= batch_rows || file_full {
-            sender.send(state.take(at, file_full)).map_err(|_| disconnected())?;
+            built.rows += 1;
+            if no_columns {
+                // Only `{}` records: nothing to write as columns; counted as written.
+                continue;
+            }
+            let partition = partition_of(&settings.target.partition, rec, settings.run_date, &mut scratch);
+            let at = match index_of.get(&partition) {
+                Some(at) => *at,
+                None => {
+                    index_of.insert(partition.clone(), cols.len());
+                    cols.push((partition, Col::new(schema)));
+                    cols.len() - 1
+                }
+            };
+            cols[at].1.append(rec, 0, &mut scratch);
+        }
+        built.parts = cols.into_iter().map(|(name, mut col)| (name, RecordBatch::from(col.finish_struct()))).collect();
+        if output.send(built).is_err() {
+            break;
         }
     }
-    for (at, state) in states.iter_mut().enumerate() {
-        if state.pending > 0 {
-            sender.send(state.take(at, false)).map_err(|_| disconnected())?;
-        }
-    }
-    Ok((framer.records_read(), rows_written, framer.bytes_read()))
+    Ok(())
 }
 
-struct PartState {
-    col: Col,
-    pending: usize,
-    rows_in_file: u64,
+/// What the writer thread produced.
+struct Sunk {
+    files: Vec<OutputFile>,
+    quarantine: Option<QuarantineFile>,
+    conflicts: Vec<String>,
+    rows: u64,
 }
 
-impl PartState {
-    /// The pending rows as a batch for the writer; `close` ends the file after it.
-    fn take(&mut self, at: usize, close: bool) -> WriteCommand {
-        let batch = RecordBatch::from(self.col.finish_struct());
-        self.rows_in_file = if close { 0 } else { self.rows_in_file + self.pending as u64 };
-        self.pending = 0;
-        WriteCommand::Batch(at, batch, close)
-    }
-}
-
-/// Pass 2's writing side: one Parquet file open per partition.
+/// Pass 2's writing side: takes built chunks in order, one Parquet file
+/// open per partition, and the quarantine file.
 struct FileSink<'a> {
     temp_dir: &'a Path,
     schema: SchemaRef,
     properties: WriterProperties,
+    max_rows: Option<u64>,
     max_bytes: Option<u64>,
+    partition_field: String,
+    by_name: HashMap<String, usize>,
     open: Vec<OpenPartition>,
     done: Vec<OutputFile>,
+    quarantine: Quarantine<'a>,
+    conflicts: Vec<String>,
+    rows: u64,
 }
 
 struct OpenPartition {
@@ -475,25 +497,57 @@ struct OpenPartition {
 }
 
 impl FileSink<'_> {
-    fn run(mut self, receiver: std::sync::mpsc::Receiver<WriteCommand>) -> Result<Vec<OutputFile>, ConvertError> {
-        for command in receiver {
-            match command {
-                WriteCommand::Open(name) => {
-                    self.open.push(OpenPartition { name, file: None, part: 0, rows: 0 });
+    fn run(mut self, results: Vec<std::sync::mpsc::Receiver<Built>>) -> Result<Sunk, ConvertError> {
+        let mut seq = 0;
+        while let Ok(built) = results[seq % results.len()].recv() {
+            seq += 1;
+            for (index, reason, text) in &built.quarantined {
+                self.quarantine.add(*index, reason, text)?;
+            }
+            for (prefix, conflict) in built.conflicts {
+                if self.conflicts.len() < 10 && !self.conflicts.iter().any(|c| c.starts_with(&prefix)) {
+                    self.conflicts.push(conflict);
                 }
-                WriteCommand::Batch(at, batch, close) => self.write(at, &batch, close)?,
+            }
+            self.rows += built.rows;
+            for (name, batch) in built.parts {
+                let at = self.partition(name)?;
+                self.write_rows(at, batch)?;
             }
         }
         for at in 0..self.open.len() {
             self.close(at)?;
         }
-        Ok(self.done)
+        Ok(Sunk { files: self.done, quarantine: self.quarantine.finish()?, conflicts: self.conflicts, rows: self.rows })
+    }
+
+    fn partition(&mut self, name: String) -> Result<usize, ConvertError> {
+        if let Some(at) = self.by_name.get(&name) {
+            return Ok(*at);
+        }
+        if self.open.len() >= MAX_OPEN_PARTITIONS {
+            return Err(ConvertError::TooManyPartitions { field: self.partition_field.clone() });
+        }
+        self.by_name.insert(name.clone(), self.open.len());
+        self.open.push(OpenPartition { name, file: None, part: 0, rows: 0 });
+        Ok(self.open.len() - 1)
+    }
+
+    /// Writes `batch`, cutting it where a file reaches `max_rows`.
+    fn write_rows(&mut self, at: usize, mut batch: RecordBatch) -> Result<(), ConvertError> {
+        while batch.num_rows() > 0 {
+            let in_file = self.open[at].rows;
+            let room = self.max_rows.map_or(usize::MAX, |max| max.saturating_sub(in_file).max(1) as usize);
+            let take = room.min(batch.num_rows());
+            let full = self.max_rows.is_some_and(|max| in_file + take as u64 >= max);
+            self.write(at, &batch.slice(0, take), full)?;
+            batch = batch.slice(take, batch.num_rows() - take);
+        }
+        Ok(())
     }
 
     fn write(&mut self, at: usize, batch: &RecordBatch, close: bool) -> Result<(), ConvertError> {
-        let Some(partition) = self.open.get_mut(at) else {
-            return Err(ConvertError::Io(std::io::Error::other(format!("no partition {at}"))));
-        };
+        let partition = &mut self.open[at];
         if partition.file.is_none() {
             let (file, path) = tempfile::NamedTempFile::new_in(self.temp_dir)?.into_parts();
             partition.file =

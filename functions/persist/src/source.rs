@@ -491,6 +491,14 @@ impl Scan {
         while self.pos < bytes.len() {
             let b = bytes[self.pos];
             if self.in_string {
+                if !self.escape && b != b'\\' && b != b'"' {
+                    // Jump to the next quote or backslash (SIMD).
+                    match memchr::memchr2(b'"', b'\\', &bytes[self.pos..]) {
+                        Some(skip) => self.pos += skip,
+                        None => self.pos = bytes.len(),
+                    }
+                    continue;
+                }
                 if self.escape {
                     self.escape = false;
                 } else if b == b'\\' {

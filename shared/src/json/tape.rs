@@ -163,7 +163,18 @@ impl Parser<'_, '_> {
     }
 
     fn literal(&mut self, word: &[u8], tok: Tok) -> Result<(), SyntaxError> {
-        if self.bytes[self.pos..].starts_with(word) {
+        // Fixed-size compares (one integer load each), not a memcmp call.
+        let matches = match word.len() {
+            4 => {
+                self.bytes.get(self.pos..self.pos + 4).and_then(|b| <[u8; 4]>::try_from(b).ok())
+                    == <[u8; 4]>::try_from(word).ok()
+            }
+            _ => {
+                self.bytes.get(self.pos..self.pos + 5).and_then(|b| <[u8; 5]>::try_from(b).ok())
+                    == <[u8; 5]>::try_from(word).ok()
+            }
+        };
+        if matches {
             self.pos += word.len();
             self.tape.toks.push(tok);
             Ok(())
@@ -258,10 +269,17 @@ impl Parser<'_, '_> {
         let mut escaped = false;
         loop {
             let rest = &self.bytes[self.pos..];
-            let Some(found) = rest.iter().position(|b| *b == b'"' || *b == b'\\' || *b < 0x20) else {
+            // memchr finds the quote or backslash (SIMD); the span before it
+            // is then checked for raw control characters (RFC 8259 §7).
+            let found = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+            if let Some(bad) = rest[..found].iter().position(|b| *b < 0x20) {
+                self.pos += bad;
+                return Err(self.error("control character in a string"));
+            }
+            if found == rest.len() {
                 self.pos = self.bytes.len();
                 return Err(self.error("unterminated string"));
-            };
+            }
             self.pos += found;
             match self.bytes[self.pos] {
                 b'"' => break,
