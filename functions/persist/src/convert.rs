@@ -1,21 +1,29 @@
 //! A page's payload -> Parquet files, in two streaming passes.
 //!
-//! 1. **Infer**: every record is tokenized and its types merged into the
-//!    page's schema (all records, never a sample — see [`crate::infer`]).
-//!    The page's schema is then evolved onto the dataset's schema from the
-//!    lake, with the declared columns enforced.
-//! 2. **Write**: every record is tokenized again, checked against that
-//!    schema (a record that does not fit is quarantined with the field
-//!    path, expected and found type), routed to its partition and appended
-//!    to Arrow builders; every `batch_rows` rows the builders become a
-//!    record batch written into the partition's Parquet file, whose row
-//!    groups are flushed at `row_group_rows`. A file is closed and the next
-//!    part started at `max_rows` rows or about `max_bytes` bytes.
+//! The reading thread frames records into chunks (about 1 MiB of text, at
+//! most `batch_rows` records); chunk `i` goes to worker `i % 2`.
 //!
-//! Memory: one record's text and tape, [`crate::source::CHUNK_BYTES`] of
-//! input, and per open partition the builders of one batch plus the Parquet
-//! row group in progress. It does not grow with the payload: files go to a
-//! temporary directory, not to memory.
+//! 1. **Infer**: the workers tokenize every record and merge its types into
+//!    their chunk's schema (all records, never a sample — see
+//!    [`crate::infer`]); the chunks' schemas are joined in order, which is
+//!    the schema one sequential pass would find (fields in first-seen
+//!    order). It is then evolved onto the dataset's schema from the lake,
+//!    with the declared columns enforced.
+//! 2. **Write**: the workers tokenize every record again, check it against
+//!    that schema (a record that does not fit is quarantined with the field
+//!    path, expected and found type), route it to its partition and append
+//!    it to Arrow builders: one record batch per partition per chunk. A
+//!    writer thread takes the batches in chunk order and encodes them into
+//!    the partition's Parquet file, flushing row groups at `row_group_rows`,
+//!    closing a file and starting the next part at `max_rows` rows or about
+//!    `max_bytes` bytes. Chunk order makes the files the same bytes whatever
+//!    the threads' scheduling.
+//!
+//! Memory: [`crate::source::CHUNK_BYTES`] of input, up to eight chunks in
+//! flight (two queued and one being handled per worker, two built waiting
+//! for the writer), and per open partition the Parquet row group in
+//! progress. It does not grow with the payload: files go to a temporary
+//! directory, not to memory.
 
 use std::collections::HashMap;
 use std::fs::File;
