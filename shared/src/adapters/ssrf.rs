@@ -118,9 +118,7 @@ fn classify_v6(ip: Ipv6Addr) -> Option<AddressClass> {
 
 /// An address the guard refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "host {host} resolves to {address}, a {class} address: refused by the SSRF guard (allow it in the spec's request.allow only if the vendor really lives there)"
-)]
+#[error("host {host} resolves to {address}, a {class} address: refused by the SSRF guard{}", hint(*class))]
 pub struct Refused {
     /// The host name (or address literal) of the URL.
     pub host: String,
@@ -128,6 +126,18 @@ pub struct Refused {
     pub address: IpAddr,
     /// Its class.
     pub class: AddressClass,
+}
+
+/// What the user can do about a refusal: loopback and private addresses
+/// may be allowed in the spec; the others never.
+fn hint(class: AddressClass) -> &'static str {
+    match class {
+        AddressClass::Loopback => " (allow it with request.allow.loopback only if the vendor really lives there)",
+        AddressClass::Private | AddressClass::UniqueLocal => {
+            " (allow it with request.allow.private only if the vendor really lives there)"
+        }
+        _ => " (this class of address is never allowed)",
+    }
 }
 
 /// Checks one address against `access`: public addresses pass; loopback
@@ -272,6 +282,9 @@ mod tests {
         let refused = check_ip("metadata.internal", ip("169.254.169.254"), all).expect_err("never allowed");
         let text = refused.to_string();
         assert!(text.contains("metadata.internal") && text.contains("169.254.169.254") && text.contains("link-local"));
+        assert!(text.contains("never allowed"), "no allowance can open the metadata endpoint: {text}");
+        let private = check_ip("h", ip("10.0.0.1"), none).expect_err("private").to_string();
+        assert!(private.contains("request.allow.private"), "{private}");
     }
 
     struct Table;
