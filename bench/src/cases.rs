@@ -92,6 +92,9 @@ pub enum Tool {
     Tributary,
     /// Persist's converter on the JSON array page.
     TributaryArray,
+    /// Persist's converter on the NDJSON page, the dataset's schema known
+    /// (a daily pipeline's later pages: one pass when the page fits).
+    TributaryKnown,
     /// `pyarrow.json.read_json` on the NDJSON page + `write_table`.
     ReadJson,
     /// `json.load` on the array + `Table.from_pylist` + `write_table`.
@@ -100,20 +103,22 @@ pub enum Tool {
 
 impl Tool {
     /// Every tool, in table order.
-    pub const ALL: [Tool; 4] = [Tool::Tributary, Tool::TributaryArray, Tool::ReadJson, Tool::FromPylist];
+    pub const ALL: [Tool; 5] =
+        [Tool::Tributary, Tool::TributaryArray, Tool::TributaryKnown, Tool::ReadJson, Tool::FromPylist];
 
     /// Name in the tables.
     pub fn label(self) -> &'static str {
         match self {
             Tool::Tributary => "tributary",
             Tool::TributaryArray => "tributary (array)",
+            Tool::TributaryKnown => "tributary (schema known)",
             Tool::ReadJson => "pyarrow read_json",
             Tool::FromPylist => "json + from_pylist",
         }
     }
 
     fn reads_ndjson(self) -> bool {
-        matches!(self, Tool::Tributary | Tool::ReadJson)
+        matches!(self, Tool::Tributary | Tool::TributaryKnown | Tool::ReadJson)
     }
 }
 
@@ -232,9 +237,12 @@ fn run_case(
     output: &Path,
 ) -> anyhow::Result<CaseResult> {
     let mut command = match tool {
-        Tool::Tributary | Tool::TributaryArray => {
+        Tool::Tributary | Tool::TributaryArray | Tool::TributaryKnown => {
             let mut command = Command::new(me);
             command.arg("run-one").arg("--input").arg(input).arg("--output").arg(output);
+            if tool == Tool::TributaryKnown {
+                command.arg("--known-schema");
+            }
             command
         }
         Tool::ReadJson | Tool::FromPylist => {

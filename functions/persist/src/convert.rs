@@ -317,12 +317,48 @@ pub fn convert_page(
     format: &PayloadFormat,
     settings: PageSettings<'_>,
 ) -> Result<PageOutput, ConvertError> {
+    // Fast path: a dataset whose schema is settled (every column typed)
+    // is written in one pass with that schema; the first record that does
+    // not fit it as it is (a new field, a wider type) abandons the attempt
+    // for the two passes below, which would find the same schema otherwise.
+    if let Some(lake) = settings.lake_schema
+        && is_settled(lake)
+        && lake.evolve(&root_with_declared(&settings.target.schema), "", &mut Vec::new()) == *lake
+        && let Some(output) = write_pass(source, format, settings, lake.clone(), Vec::new(), true)?
+    {
+        return Ok(output);
+    }
     let page_ty = infer_page(source, format, settings.target, settings.lake_schema)?;
     let mut conflicts = Vec::new();
     let schema = match settings.lake_schema {
         Some(lake) => lake.evolve(&page_ty, "", &mut conflicts),
         None => page_ty,
     };
+    let output = write_pass(source, format, settings, schema, conflicts, false)?;
+    output.ok_or_else(|| ConvertError::Io(std::io::Error::other("the write pass stopped without a reason")))
+}
+
+/// Whether every column of `ty` has a type (no column seen only as null):
+/// then a page that fits it needs no inference.
+fn is_settled(ty: &Ty) -> bool {
+    match ty {
+        Ty::Null => false,
+        Ty::List { item } => is_settled(item),
+        Ty::Struct { fields } => !fields.list.is_empty() && fields.list.iter().all(|(_, t)| is_settled(t)),
+        _ => true,
+    }
+}
+
+/// Pass 2 with `schema`. With `strict`, returns `Ok(None)` as soon as a
+/// record does not fit an inferred column (the schema must widen first).
+fn write_pass(
+    source: &PageSource,
+    format: &PayloadFormat,
+    settings: PageSettings<'_>,
+    schema: Ty,
+    conflicts: Vec<String>,
+    strict: bool,
+) -> Result<Option<PageOutput>, ConvertError> {
     let checker = Col::new(&schema);
     let arrow_schema = Arc::new(Schema::new(checker.arrow_fields()));
     let no_columns = arrow_schema.fields().is_empty();
@@ -354,30 +390,35 @@ pub fn convert_page(
             let (input, chunks) = std::sync::mpsc::sync_channel::<Chunk>(2);
             let (output, results) = std::sync::mpsc::sync_channel::<Built>(2);
             let (schema, checker) = (&schema, &checker);
-            workers.push(scope.spawn(move || build_chunks(chunks, output, settings, schema, checker, no_columns)));
+            workers
+                .push(scope.spawn(move || build_chunks(chunks, output, settings, schema, checker, no_columns, strict)));
             inputs.push(input);
             outputs.push(results);
         }
         let writer = scope.spawn(move || sink.run(outputs));
         let framed = frame_chunks(&mut framer, batch_rows, &inputs);
         drop(inputs);
-        let mut built: Result<(), (u64, ConvertError)> = Ok(());
+        let mut built: Result<(), (u64, Stop)> = Ok(());
         for worker in workers {
-            let result = worker.join().unwrap_or_else(|_| Err((0, thread_panicked("build"))));
-            if let Err((index, err)) = result
+            let result = worker.join().unwrap_or_else(|_| Err((0, Stop::Failed(thread_panicked("build")))));
+            if let Err((index, stop)) = result
                 && built.as_ref().err().is_none_or(|(first, _)| index < *first)
             {
-                built = Err((index, err));
+                built = Err((index, stop));
             }
         }
         let written = writer.join().unwrap_or_else(|_| Err(thread_panicked("Parquet writer")));
         (framed, built, written)
     });
-    built.map_err(|(_, err)| err)?;
+    match built {
+        Err((_, Stop::Failed(err))) => return Err(err),
+        Err((_, Stop::Widen)) => return Ok(None),
+        Ok(()) => {}
+    }
     framed?;
     let mut sunk = written?;
     sunk.files.sort_by(|a, b| (a.partition.as_str(), a.part).cmp(&(b.partition.as_str(), b.part)));
-    Ok(PageOutput {
+    Ok(Some(PageOutput {
         files: sunk.files,
         quarantine: sunk.quarantine,
         records_in: framer.records_read(),
@@ -386,7 +427,15 @@ pub fn convert_page(
         schema,
         arrow_schema,
         conflicts: sunk.conflicts,
-    })
+    }))
+}
+
+/// Why a build worker stopped early.
+enum Stop {
+    /// The page cannot be converted.
+    Failed(ConvertError),
+    /// (Fast path) a record needs a wider schema: infer first.
+    Widen,
 }
 
 fn thread_panicked(which: &str) -> ConvertError {
@@ -411,7 +460,8 @@ fn build_chunks(
     schema: &Ty,
     checker: &Col,
     no_columns: bool,
-) -> Result<(), (u64, ConvertError)> {
+    strict: bool,
+) -> Result<(), (u64, Stop)> {
     let mut tape = Tape::default();
     let mut scratch = String::new();
     for chunk in chunks {
@@ -420,7 +470,7 @@ fn build_chunks(
         let mut index_of: HashMap<String, usize> = HashMap::new();
         for &(from, to, index, offset) in &chunk.records {
             let text = &chunk.text[from..to];
-            tape.parse(text).map_err(|e| (index, syntax(index, offset, e)))?;
+            tape.parse(text).map_err(|e| (index, Stop::Failed(syntax(index, offset, e))))?;
             let rec = Rec { text, tape: &tape };
             if !matches!(tape.toks[0], Tok::Obj { .. }) {
                 let kind = crate::json::kind_name(&tape.toks[0]);
@@ -434,6 +484,9 @@ fn build_chunks(
                 continue;
             }
             if let Err(mut violation) = checker.check(rec, 0, &mut scratch) {
+                if strict && !violation.declared {
+                    return Err((index, Stop::Widen));
+                }
                 if violation.path.is_empty() {
                     violation.path = "/".into();
                 }

@@ -16,7 +16,7 @@ mod convert;
 mod infer;
 use shared::json::tape as json;
 pub mod page;
-pub use page::{ConvertStats, convert_to_writer, records_to_parquet};
+pub use page::{ConvertStats, convert_to_writer, convert_with_schema, records_to_parquet};
 mod source;
 
 pub use build::{Violation, parse_decimal, parse_timestamp};

@@ -34,6 +34,21 @@ pub fn convert_to_writer<W: Write + Send>(
     source: &PageSource,
     format: &PayloadFormat,
     target: &PersistTarget,
+    writer: W,
+) -> Result<ConvertStats, ConvertError> {
+    convert_with_schema(source, format, target, None, writer)
+}
+
+/// As [`convert_to_writer`], for a dataset whose schema is `lake` (a page
+/// that fits it is written in one pass; see [`crate::convert_page`]).
+///
+/// # Errors
+/// As [`convert_to_writer`].
+pub fn convert_with_schema<W: Write + Send>(
+    source: &PageSource,
+    format: &PayloadFormat,
+    target: &PersistTarget,
+    lake: Option<&crate::Ty>,
     mut writer: W,
 ) -> Result<ConvertStats, ConvertError> {
     let target = PersistTarget { partition: Default::default(), ..target.clone() };
@@ -43,7 +58,7 @@ pub fn convert_to_writer<W: Write + Send>(
     let config = WriterConfig::default();
     let settings = PageSettings {
         target: &target,
-        lake_schema: None,
+        lake_schema: lake,
         run_date: NaiveDate::default(),
         writer: &config,
         temp_dir: temp_dir.path(),

@@ -375,3 +375,25 @@ fn values_that_cannot_be_stored_faithfully_are_quarantined_not_altered() {
     assert!(reasons[2].contains("/f64: expected float64, found a number 1e400"), "{reasons:?}");
     assert_eq!(out.rows_written, 2);
 }
+
+#[test]
+fn a_page_that_fits_the_dataset_schema_is_written_the_same_in_one_pass() {
+    let page = |start: i64| {
+        let records: Vec<Value> = (start..start + 5000)
+            .map(|i| json!({"id": i, "amount": i as f64 + 0.25, "tags": ["a"], "addr": {"city": "Recife"}}))
+            .collect();
+        serde_json::to_string(&records).expect("json")
+    };
+    let first = convert(&page(0), &target(), None).expect("first page");
+    // The second page fits the dataset's schema: one pass, same bytes as
+    // inferring it alone (which finds the same schema).
+    let known = convert(&page(5000), &target(), Some(&first.schema)).expect("known schema");
+    let alone = convert(&page(5000), &target(), None).expect("inferred alone");
+    assert_eq!(known.schema, first.schema);
+    let bytes = |out: &PageOutput| std::fs::read(&out.files[0].path).expect("read");
+    assert_eq!(bytes(&known), bytes(&alone));
+    // A page that needs a wider type falls back to inference and widens.
+    let wider = convert(r#"[{"id": 1.5}]"#, &target(), Some(&first.schema)).expect("wider");
+    let (_, schema) = single(&wider);
+    assert_eq!(field_type(&schema, "id"), DataType::Float64);
+}
