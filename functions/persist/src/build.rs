@@ -21,6 +21,13 @@ use shared::contracts::{FieldType, TimeUnit};
 use crate::infer::{Fields, Ty};
 use crate::json::{Tape, Tok, kind_name, unescape};
 
+/// The label of a column seen only as `{}` so far (written as the text
+/// `{}`); only `{}` and null fit it.
+const EMPTY_OBJECT_COLUMN: &str = "{} (an object with no fields yet)";
+
+/// The label of a column seen only as null so far.
+const NULL_COLUMN: &str = "null (a column with no type yet)";
+
 /// Why a value does not fit its column.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
@@ -119,7 +126,10 @@ impl Col {
     /// The builder for a column of type `ty`.
     pub fn new(ty: &Ty) -> Col {
         match ty {
-            Ty::Null | Ty::Text => Col::Text(StringBuilder::new(), "string"),
+            // Written as a nullable string column; only nulls fit it (a
+            // value means the schema must first learn the column's type).
+            Ty::Null => Col::Text(StringBuilder::new(), NULL_COLUMN),
+            Ty::Text => Col::Text(StringBuilder::new(), "string"),
             Ty::Bool => Col::Bool(BooleanBuilder::new()),
             Ty::Int => Col::Int64(Int64Builder::new()),
             Ty::BigInt { digits } if *digits <= 38 => Col::Decimal(decimal_builder(38, 0), 38, 0),
@@ -128,7 +138,7 @@ impl Col {
             Ty::List { item } => {
                 Col::List { offsets: vec![0], nulls: NullBufferBuilder::new(CAPACITY), item: Box::new(Col::new(item)) }
             }
-            Ty::Struct { fields } if fields.list.is_empty() => Col::Text(StringBuilder::new(), "string"),
+            Ty::Struct { fields } if fields.list.is_empty() => Col::Text(StringBuilder::new(), EMPTY_OBJECT_COLUMN),
             Ty::Struct { fields } => Col::Struct {
                 names: fields.clone(),
                 children: fields.list.iter().map(|(_, ty)| Col::new(ty)).collect(),
@@ -230,6 +240,11 @@ impl Col {
             return Ok(next);
         }
         match self {
+            Col::Text(_, NULL_COLUMN) => Err(violation(found(rec, idx))),
+            Col::Text(_, EMPTY_OBJECT_COLUMN) => match tok {
+                Tok::Obj { end, .. } if end as usize == idx + 1 => Ok(next),
+                _ => Err(violation(found(rec, idx))),
+            },
             Col::Text(..) | Col::Json(_) => match tok {
                 // A lone UTF-16 surrogate cannot become text; set aside
                 // rather than replaced.

@@ -338,15 +338,11 @@ pub fn convert_page(
     output.ok_or_else(|| ConvertError::Io(std::io::Error::other("the write pass stopped without a reason")))
 }
 
-/// Whether every column of `ty` has a type (no column seen only as null):
-/// then a page that fits it needs no inference.
+/// Whether `ty` can be written without inference: a struct with columns.
+/// (A column seen only as null takes only nulls in one pass; a value there
+/// sends the page to the two passes, which give the column its type.)
 fn is_settled(ty: &Ty) -> bool {
-    match ty {
-        Ty::Null => false,
-        Ty::List { item } => is_settled(item),
-        Ty::Struct { fields } => !fields.list.is_empty() && fields.list.iter().all(|(_, t)| is_settled(t)),
-        _ => true,
-    }
+    matches!(ty, Ty::Struct { fields } if !fields.list.is_empty())
 }
 
 /// Pass 2 with `schema`. With `strict`, returns `Ok(None)` as soon as a

@@ -397,3 +397,24 @@ fn a_page_that_fits_the_dataset_schema_is_written_the_same_in_one_pass() {
     let (_, schema) = single(&wider);
     assert_eq!(field_type(&schema, "id"), DataType::Float64);
 }
+
+#[test]
+fn a_column_null_so_far_sends_its_first_value_through_inference() {
+    let first = convert(r#"[{"id": 1, "later": null}]"#, &target(), None).expect("first page");
+    let out = convert(r#"[{"id": 2, "later": null}, {"id": 3, "later": 7}]"#, &target(), Some(&first.schema))
+        .expect("second page");
+    let (rows, schema) = single(&out);
+    assert_eq!(field_type(&schema, "later"), DataType::Int64, "the column learns its type");
+    assert_eq!(rows, [json!({"id": 2}), json!({"id": 3, "later": 7})]);
+    assert_eq!(out.quarantined(), 0);
+}
+
+#[test]
+fn an_object_empty_so_far_sends_its_first_fields_through_inference() {
+    let first = convert(r#"[{"id": 1, "meta": {}}]"#, &target(), None).expect("first page");
+    let out = convert(r#"[{"id": 2, "meta": {}}, {"id": 3, "meta": {"k": "v"}}]"#, &target(), Some(&first.schema))
+        .expect("second page");
+    let (rows, schema) = single(&out);
+    assert!(matches!(field_type(&schema, "meta"), DataType::Struct(_)), "the object gains its field");
+    assert_eq!(rows[1]["meta"], json!({"k": "v"}));
+}
