@@ -334,8 +334,27 @@ pub fn convert_page(
         Some(lake) => lake.evolve(&page_ty, "", &mut conflicts),
         None => page_ty,
     };
+    warn_on_shadowed_fields(&settings.target.partition, &schema);
     let output = write_pass(source, format, settings, schema, conflicts, false)?;
     output.ok_or_else(|| ConvertError::Io(std::io::Error::other("the write pass stopped without a reason")))
+}
+
+/// Hive readers show a partition folder's value in place of a record field
+/// of the same name; the field is still in the file, so this only warns.
+fn warn_on_shadowed_fields(partitioning: &Partitioning, schema: &Ty) {
+    let Partitioning::Field { column, granularity, .. } = partitioning else { return };
+    let Ty::Struct { fields } = schema else { return };
+    let mut names = vec![column.as_str()];
+    if *granularity == Granularity::Hour {
+        names.push("hour");
+    }
+    for name in names.into_iter().filter(|name| fields.position(name, 0).is_some()) {
+        tracing::warn!(
+            field = name,
+            "records have a field named like the partition column; Hive-partitioned readers show the folder's value \
+             in its place (read with hive_partitioning off, or rename partition.column, to see the field)"
+        );
+    }
 }
 
 /// Whether `ty` can be written without inference: a struct with columns.
