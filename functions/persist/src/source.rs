@@ -608,6 +608,15 @@ mod tests {
         cut.truncate(cut.len() - 12);
         let err = records(&cut, &auto()).expect_err("cut gzip");
         assert!(err.to_string().contains("gzip stream is cut short"), "{err}");
+        // Only the trailer (CRC and size) missing: the records decode, and
+        // the stream is still refused, as an array and as NDJSON.
+        let many: Vec<String> = (0..5000).map(|i| format!("{{\"i\":{i}}}")).collect();
+        for text in [format!("[{}]", many.join(",")), many.join("\n")] {
+            let mut cut = gzip(text.as_bytes());
+            cut.truncate(cut.len() - 4);
+            let err = records(&cut, &auto()).expect_err("trailer missing");
+            assert!(err.to_string().contains("gzip stream is cut short"), "{err}");
+        }
         let err = records(b"<html>", &auto()).expect_err("html");
         assert!(err.to_string().contains("starts with `<`"), "{err}");
         let err = records(b"{\"a\":\"\xff\"}\n", &auto()).expect_err("latin-1");
