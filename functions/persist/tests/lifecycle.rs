@@ -165,3 +165,27 @@ async fn a_page_of_another_dataset_with_the_same_pipeline_run_and_page_deletes_n
         assert!(store.get(key).await.is_ok(), "{key} must still exist");
     }
 }
+
+#[tokio::test]
+async fn an_sqs_body_with_unrepresentable_numbers_reaches_persist_intact() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let body = r#"{"version":1,"pipeline":"orders","run_id":"20261129T060000Z","run_date":"2026-11-29","page":{"index":0,"count":1},"target":{"dataset":"orders"},"payload":{"kind":"inline","records":[{"id":1,"f":1e400},{"id":2,"big":123456789012345678901234567890,"p":12.50}]}}"#;
+    let event: aws_lambda_events::event::sqs::SqsEvent = serde_json::from_value(json!({"Records": [{
+        "messageId": "m-1", "receiptHandle": "r-1", "body": body,
+        "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {},
+        "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:persist", "awsRegion": "us-east-1"
+    }]}))
+    .expect("an SQS event");
+    let config = PersistConfig::default();
+    let broker = Broker::new();
+    let response =
+        persist::handle_sqs(&event, Deps { store: &store, queue: &broker, config: &config, run_events: None }).await;
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+    let receipt: shared::ledger::PageReceipt =
+        serde_json::from_slice(&store.get("_runs/orders/20261129T060000Z/page-00000.json").await.expect("receipt"))
+            .expect("receipt");
+    assert_eq!((receipt.records_persisted, receipt.records_quarantined), (1, 1), "1e400 is set aside, the rest lands");
+    let raw = String::from_utf8(store.get(&receipt.raw_key).await.expect("raw").to_vec()).expect("utf-8");
+    assert!(raw.contains("123456789012345678901234567890") && raw.contains("12.50") && raw.contains("1e400"), "{raw}");
+}

@@ -390,7 +390,7 @@ async fn call_and_forward(
     let mut body: Value = if fetched.empty {
         Value::Null
     } else {
-        serde_json::from_slice(&fetched.response.body).map_err(|err| RequestError::NotJson {
+        parse_body(&fetched.response.body).map_err(|err| RequestError::NotJson {
             target: target.clone(),
             error: err.to_string(),
             excerpt: excerpt(&fetched.response.body),
@@ -587,6 +587,25 @@ fn read_total(body: &Value, pointer: &str, target: &str) -> Result<u64, RequestE
         }
         Some(other) => Err(problem(format!("leads to {}, not a non-negative integer", kind_of(other)))),
         None => Err(problem("is not in the response".into())),
+    }
+}
+
+/// The response as a `Value`, for pointers, totals and cursors. Values a
+/// `Value` cannot hold (`1e400`, a lone surrogate) read as `null` here; the
+/// records themselves are forwarded as their text (see [`raw_records`]), so
+/// Persist quarantines such a record alone instead of the page failing.
+fn parse_body(body: &[u8]) -> Result<Value, serde_json::Error> {
+    match serde_json::from_slice(body) {
+        Ok(value) => Ok(value),
+        Err(err) => {
+            let cleaned = std::str::from_utf8(body)
+                .ok()
+                .and_then(|text| shared::json::tape::without_unrepresentable(text).ok().flatten());
+            match cleaned {
+                Some(text) => serde_json::from_str(&text),
+                None => Err(err),
+            }
+        }
     }
 }
 

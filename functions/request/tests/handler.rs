@@ -80,6 +80,10 @@ async fn vendor() -> (SocketAddr, Arc<Hits>) {
         .route("/no-array", get(|| async { Json(json!({"total": 3, "data": [1, 2, 3]})) }))
         .route("/big", get(big))
         .route(
+            "/overflow",
+            get(|| async { r#"{"items": [{"id": 1, "f": 1e400}, {"id": 2, "s": "\ud800"}, {"id": 3}]}"# }),
+        )
+        .route(
             "/exact",
             get(|| async {
                 // Digits past f64, a decimal's trailing zero, a repeated key:
@@ -368,4 +372,14 @@ async fn records_are_forwarded_as_the_vendor_wrote_them() {
         "the records' text is kept: {}",
         sent[0]
     );
+}
+
+#[tokio::test]
+async fn values_serde_json_cannot_hold_are_forwarded_for_persist_to_quarantine() {
+    let env = Env::new().await;
+    let message = decode(records_message(&env.url("/overflow"), None, json!({})));
+    let outcome = request::handle_message(message, env.deps()).await.expect("the page is not failed");
+    assert_eq!(outcome, Outcome::Records { count: 3, claim_check: false });
+    let sent = env.drain_text(PERSIST_QUEUE);
+    assert!(sent[0].contains(r#"{"id": 1, "f": 1e400}"#) && sent[0].contains(r#""s": "\ud800""#), "{}", sent[0]);
 }

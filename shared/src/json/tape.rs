@@ -495,6 +495,55 @@ pub fn raw_at_pointer<'a>(text: &'a str, pointer: &str) -> Result<Option<(&'a st
     Ok(Some((&text[from..to], tok, items)))
 }
 
+/// The document `text` with every value a `serde_json::Value` cannot hold
+/// — a number beyond `f64`'s range (`1e400`), a string with a lone UTF-16
+/// surrogate — replaced by `null`; `None` when there is none. For reading
+/// the rest of a document (pointers, totals, cursors) whose records are
+/// forwarded as they are.
+///
+/// # Errors
+/// [`SyntaxError`] when `text` is not one JSON document.
+pub fn without_unrepresentable(text: &str) -> Result<Option<String>, SyntaxError> {
+    let mut tape = Tape::default();
+    tape.parse(text)?;
+    let mut scratch = String::new();
+    let mut spans = Vec::new();
+    for tok in &tape.toks {
+        match *tok {
+            Tok::Num { start, end, int: false } => {
+                if !text[start as usize..end as usize].parse::<f64>().is_ok_and(f64::is_finite) {
+                    spans.push((start as usize, end as usize));
+                }
+            }
+            Tok::Num { start, end, int: true } => {
+                let digits = &text[start as usize..end as usize];
+                if digits.parse::<i64>().is_err()
+                    && digits.parse::<u64>().is_err()
+                    && !digits.parse::<f64>().is_ok_and(f64::is_finite)
+                {
+                    spans.push((start as usize, end as usize));
+                }
+            }
+            Tok::Str { start, end, escaped: true } if unescape(text, start, end, true, &mut scratch).is_err() => {
+                spans.push((start as usize - 1, end as usize + 1));
+            }
+            _ => {}
+        }
+    }
+    if spans.is_empty() {
+        return Ok(None);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (from, to) in spans {
+        out.push_str(&text[at..from]);
+        out.push_str("null");
+        at = to;
+    }
+    out.push_str(&text[at..]);
+    Ok(Some(out))
+}
+
 /// Describes the kind of the token for error messages: `a string`, `an
 /// integer`, `a number`, `a boolean`, `null`, `an object`, `an array`.
 pub fn kind_name(tok: &Tok) -> &'static str {
@@ -584,6 +633,18 @@ mod tests {
         assert_eq!(raw_at_pointer(text, "/data/none").expect("valid"), None);
         assert_eq!(raw_at_pointer("[1]", "").expect("valid").map(|(r, _, n)| (r, n)), Some(("[1]", 1)));
         assert!(raw_at_pointer("[1", "").is_err());
+    }
+
+    #[test]
+    fn unrepresentable_values_become_null_for_value_readers() {
+        let text = r#"{"items": [{"f": 1e400, "s": "\ud800", "ok": 1.5, "big": 123456789012345678901234567890}], "next": "t2"}"#;
+        let cleaned = without_unrepresentable(text).expect("valid").expect("something replaced");
+        let value: serde_json::Value = serde_json::from_str(&cleaned).expect("serde_json reads it now");
+        assert_eq!(value["next"], "t2");
+        assert_eq!(value["items"][0]["f"], serde_json::Value::Null);
+        assert_eq!(value["items"][0]["s"], serde_json::Value::Null);
+        assert_eq!(value["items"][0]["ok"], 1.5);
+        assert_eq!(without_unrepresentable(r#"{"a": 1}"#).expect("valid"), None);
     }
 
     #[test]
