@@ -510,10 +510,10 @@ pub fn without_unrepresentable(text: &str) -> Result<Option<String>, SyntaxError
     let mut spans = Vec::new();
     for tok in &tape.toks {
         match *tok {
-            Tok::Num { start, end, int: false } => {
-                if !text[start as usize..end as usize].parse::<f64>().is_ok_and(f64::is_finite) {
-                    spans.push((start as usize, end as usize));
-                }
+            Tok::Num { start, end, int: false }
+                if !text[start as usize..end as usize].parse::<f64>().is_ok_and(f64::is_finite) =>
+            {
+                spans.push((start as usize, end as usize));
             }
             Tok::Num { start, end, int: true } => {
                 let digits = &text[start as usize..end as usize];
