@@ -718,7 +718,7 @@ pub fn partition_of(partitioning: &Partitioning, rec: Rec<'_>, run_date: NaiveDa
     let Partitioning::Field { field, granularity, column } = partitioning else {
         return format!("dt={run_date}");
     };
-    let value = lookup(rec, field, scratch);
+    let value = lookup(rec, field);
     let timestamp = |value: &Tok, scratch: &mut String| -> Option<chrono::DateTime<chrono::Utc>> {
         match *value {
             Tok::Str { start, end, escaped } => {
@@ -759,26 +759,10 @@ pub fn partition_of(partitioning: &Partitioning, rec: Rec<'_>, run_date: NaiveDa
     }
 }
 
-fn lookup(rec: Rec<'_>, pointer: &str, scratch: &mut String) -> Option<Tok> {
-    let mut idx = 0;
-    for segment in pointer.strip_prefix('/')?.split('/') {
-        let segment = segment.replace("~1", "/").replace("~0", "~");
-        let Tok::Obj { end, .. } = rec.tape.toks[idx] else { return None };
-        let mut i = idx + 1;
-        let mut found = None;
-        while i < end as usize {
-            let Tok::Str { start, end: key_end, escaped } = rec.tape.toks[i] else { return None };
-            if unescape(rec.text, start, key_end, escaped, scratch).ok()? == segment {
-                found = Some(i + 1);
-                break;
-            }
-            i = rec.tape.skip(i + 1);
-        }
-        idx = found?;
-    }
-    match rec.tape.toks[idx] {
-        Tok::Null => None,
-        tok => Some(tok),
+fn lookup(rec: Rec<'_>, pointer: &str) -> Option<Tok> {
+    match rec.tape.find(rec.text, pointer).ok()?.map(|idx| rec.tape.toks[idx]) {
+        Some(Tok::Null) | None => None,
+        tok => tok,
     }
 }
 

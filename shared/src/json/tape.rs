@@ -112,6 +112,52 @@ impl Tape {
         Ok(())
     }
 
+    /// Index of the value at RFC 6901 `pointer` (object keys and array
+    /// indexes) in this tape of `text`; `Ok(None)` when nothing is there.
+    ///
+    /// # Errors
+    /// [`SyntaxError`] for a key with an invalid `\u` escape.
+    pub fn find(&self, text: &str, pointer: &str) -> Result<Option<usize>, SyntaxError> {
+        let mut idx = 0;
+        if pointer.is_empty() {
+            return Ok(Some(idx));
+        }
+        let Some(rest) = pointer.strip_prefix('/') else { return Ok(None) };
+        let mut scratch = String::new();
+        for segment in rest.split('/') {
+            let segment = segment.replace("~1", "/").replace("~0", "~");
+            let mut i = idx + 1;
+            match self.toks[idx] {
+                Tok::Obj { end, .. } => loop {
+                    if i >= end as usize {
+                        return Ok(None);
+                    }
+                    let Tok::Str { start, end: key_end, escaped } = self.toks[i] else { return Ok(None) };
+                    if unescape(text, start, key_end, escaped, &mut scratch)? == segment {
+                        idx = i + 1;
+                        break;
+                    }
+                    i = self.skip(i + 1);
+                },
+                Tok::Arr { end, .. } => {
+                    let Ok(wanted) = segment.parse::<usize>() else { return Ok(None) };
+                    for _ in 0..wanted {
+                        if i >= end as usize {
+                            break;
+                        }
+                        i = self.skip(i);
+                    }
+                    if i >= end as usize {
+                        return Ok(None);
+                    }
+                    idx = i;
+                }
+                _ => return Ok(None),
+            }
+        }
+        Ok(Some(idx))
+    }
+
     /// Index of the token after the value at `idx`.
     #[inline]
     pub fn skip(&self, idx: usize) -> usize {
@@ -433,44 +479,7 @@ pub fn unescape<'a>(
 pub fn raw_at_pointer<'a>(text: &'a str, pointer: &str) -> Result<Option<(&'a str, Tok, usize)>, SyntaxError> {
     let mut tape = Tape::default();
     tape.parse(text)?;
-    let mut idx = 0;
-    let mut scratch = String::new();
-    if !pointer.is_empty() {
-        let Some(rest) = pointer.strip_prefix('/') else { return Ok(None) };
-        for segment in rest.split('/') {
-            let segment = segment.replace("~1", "/").replace("~0", "~");
-            match tape.toks[idx] {
-                Tok::Obj { end, .. } => {
-                    let mut i = idx + 1;
-                    let mut found = None;
-                    while i < end as usize {
-                        let Tok::Str { start, end: key_end, escaped } = tape.toks[i] else { break };
-                        if unescape(text, start, key_end, escaped, &mut scratch)? == segment {
-                            found = Some(i + 1);
-                            break;
-                        }
-                        i = tape.skip(i + 1);
-                    }
-                    let Some(found) = found else { return Ok(None) };
-                    idx = found;
-                }
-                Tok::Arr { end, .. } => {
-                    let Ok(wanted) = segment.parse::<usize>() else { return Ok(None) };
-                    let mut i = idx + 1;
-                    let mut n = 0;
-                    while i < end as usize && n < wanted {
-                        i = tape.skip(i);
-                        n += 1;
-                    }
-                    if i >= end as usize {
-                        return Ok(None);
-                    }
-                    idx = i;
-                }
-                _ => return Ok(None),
-            }
-        }
-    }
+    let Some(idx) = tape.find(text, pointer)? else { return Ok(None) };
     let tok = tape.toks[idx];
     let (from, to) = match tok {
         Tok::Obj { from, to, .. } | Tok::Arr { from, to, .. } => (from as usize, to as usize),
