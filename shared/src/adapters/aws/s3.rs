@@ -68,6 +68,17 @@ impl S3Store {
     fn target(&self, key: &str) -> String {
         format!("s3://{}/{}{key}", self.bucket, self.prefix)
     }
+
+    /// `GetObject`, its body not read yet; `NoSuchKey` is [`PortError::NotFound`].
+    async fn get_object(&self, key: &str) -> Result<aws_sdk_s3::operation::get_object::GetObjectOutput, PortError> {
+        self.client.get_object().bucket(&self.bucket).key(self.full_key(key)).send().await.map_err(|err| {
+            if err.as_service_error().is_some_and(|e| e.is_no_such_key()) {
+                PortError::NotFound { what: "object", target: self.target(key) }
+            } else {
+                port_error("GetObject", &self.target(key), err)
+            }
+        })
+    }
 }
 
 #[async_trait]
@@ -95,14 +106,7 @@ impl ObjectStore for S3Store {
     /// [`PortError::NotFound`] for `NoSuchKey`; [`PortError::Transient`] when
     /// the body stream breaks; others by the SDK error.
     async fn get(&self, key: &str) -> Result<Bytes, PortError> {
-        let output =
-            self.client.get_object().bucket(&self.bucket).key(self.full_key(key)).send().await.map_err(|err| {
-                if err.as_service_error().is_some_and(|e| e.is_no_such_key()) {
-                    PortError::NotFound { what: "object", target: self.target(key) }
-                } else {
-                    port_error("GetObject", &self.target(key), err)
-                }
-            })?;
+        let output = self.get_object(key).await?;
         let body = output.body.collect().await.map_err(|err| PortError::Transient {
             operation: "GetObject (read body)",
             target: self.target(key),
@@ -117,14 +121,7 @@ impl ObjectStore for S3Store {
     /// As [`ObjectStore::get`]; [`PortError::Transient`] for a local write failure.
     async fn get_to_file(&self, key: &str, path: &std::path::Path) -> Result<u64, PortError> {
         use tokio::io::AsyncWriteExt;
-        let mut output =
-            self.client.get_object().bucket(&self.bucket).key(self.full_key(key)).send().await.map_err(|err| {
-                if err.as_service_error().is_some_and(|e| e.is_no_such_key()) {
-                    PortError::NotFound { what: "object", target: self.target(key) }
-                } else {
-                    port_error("GetObject", &self.target(key), err)
-                }
-            })?;
+        let mut output = self.get_object(key).await?;
         let local = |err: std::io::Error| PortError::Transient {
             operation: "write local file",
             target: path.display().to_string(),
