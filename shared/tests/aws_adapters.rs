@@ -368,6 +368,34 @@ async fn s3_store_round_trips_bytes_and_lists_over_pages() {
 }
 
 #[tokio::test]
+async fn s3_store_streams_files_copies_server_side_and_deletes() {
+    let moto = moto().await;
+    let bucket = unique("s3f");
+    let client = s3_client_with_path_style(&moto.config, true);
+    client.create_bucket().bucket(&bucket).send().await.expect("CreateBucket");
+    let store = S3Store::new(client, &bucket).with_prefix("lake/");
+    let dir = tempfile::tempdir().expect("tempdir");
+
+    let body: Vec<u8> = (0..=255u8).cycle().take(3_000_000).collect();
+    let local = dir.path().join("part.parquet");
+    std::fs::write(&local, &body).expect("write local file");
+    store.put_file("d/dt=2026-11-29/p.parquet", &local).await.expect("put_file");
+    store.copy("d/dt=2026-11-29/p.parquet", "raw/d/p weird=1.payload").await.expect("CopyObject");
+    let back = dir.path().join("back");
+    let written = store.get_to_file("raw/d/p weird=1.payload", &back).await.expect("get_to_file");
+    assert_eq!(written, body.len() as u64);
+    assert_eq!(std::fs::read(&back).expect("read back"), body, "byte for byte through put_file, copy, get_to_file");
+
+    store.delete("d/dt=2026-11-29/p.parquet").await.expect("delete");
+    store.delete("d/never-there").await.expect("deleting a missing key succeeds");
+    assert_eq!(store.list("").await.expect("list"), ["raw/d/p weird=1.payload"]);
+    let err = store.get_to_file("d/dt=2026-11-29/p.parquet", &back).await.expect_err("deleted");
+    assert!(matches!(err, PortError::NotFound { what: "object", .. }), "{err:?}");
+    let err = store.copy("nothing/here", "x").await.expect_err("copy of a missing key");
+    assert!(matches!(err, PortError::NotFound { .. }), "{err:?}");
+}
+
+#[tokio::test]
 async fn secrets_manager_store_reads_caches_and_reports_missing() {
     let moto = moto().await;
     let client = aws_sdk_secretsmanager::Client::new(&moto.config);
