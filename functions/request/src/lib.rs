@@ -556,14 +556,14 @@ pub fn http_request(message: &RequestMessage, config: &RequestConfig) -> HttpReq
     }
 }
 
+/// A [`RequestError::Pointer`] maker for `field` = `pointer` on `target`.
+fn pointer_problem<'a>(target: &'a str, field: &'static str, pointer: &'a str) -> impl Fn(String) -> RequestError + 'a {
+    move |problem| RequestError::Pointer { target: target.to_string(), field, pointer: pointer.to_string(), problem }
+}
+
 fn take_records(body: &mut Value, pointer: Option<&str>, target: &str) -> Result<Vec<Value>, RequestError> {
     let pointer = pointer.unwrap_or("");
-    let problem = |problem: String| RequestError::Pointer {
-        target: target.to_string(),
-        field: "records_pointer",
-        pointer: pointer.to_string(),
-        problem,
-    };
+    let problem = pointer_problem(target, "records_pointer", pointer);
     match body.pointer_mut(pointer) {
         Some(Value::Array(records)) => Ok(std::mem::take(records)),
         Some(other) => Err(problem(format!("leads to {}, not an array of records", kind_of(other)))),
@@ -572,12 +572,7 @@ fn take_records(body: &mut Value, pointer: Option<&str>, target: &str) -> Result
 }
 
 fn read_total(body: &Value, pointer: &str, target: &str) -> Result<u64, RequestError> {
-    let problem = |problem: String| RequestError::Pointer {
-        target: target.to_string(),
-        field: "total_pointer",
-        pointer: pointer.to_string(),
-        problem,
-    };
+    let problem = pointer_problem(target, "total_pointer", pointer);
     match body.pointer(pointer) {
         Some(Value::Number(n)) => {
             n.as_u64().ok_or_else(|| problem(format!("leads to {n}, not a non-negative integer")))
@@ -613,12 +608,7 @@ fn parse_body(body: &[u8]) -> Result<Value, serde_json::Error> {
 /// repeated keys stay), for Persist to type.
 fn raw_records(body: &[u8], pointer: Option<&str>, target: &str) -> Result<RawRecords, RequestError> {
     let pointer = pointer.unwrap_or("");
-    let problem = |problem: String| RequestError::Pointer {
-        target: target.to_string(),
-        field: "records_pointer",
-        pointer: pointer.to_string(),
-        problem,
-    };
+    let problem = pointer_problem(target, "records_pointer", pointer);
     let text = std::str::from_utf8(body).map_err(|err| problem(format!("the response is not UTF-8: {err}")))?;
     match shared::json::tape::raw_at_pointer(text, pointer) {
         Ok(Some((raw, shared::json::tape::Tok::Arr { .. }, _))) => {
