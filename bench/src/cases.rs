@@ -30,7 +30,8 @@ pub struct RunOptions {
     #[arg(long, default_value = "target/bench")]
     pub out: PathBuf,
     /// Where the pages are generated (default: a temporary folder, removed
-    /// at the end).
+    /// at the end). Pages written here are kept, for profiling one case
+    /// with `persist-bench run-one`.
     #[arg(long)]
     pub work: Option<PathBuf>,
     /// Seed of the page generator.
@@ -172,8 +173,10 @@ pub fn run(options: &RunOptions) -> anyhow::Result<()> {
                     results.push(result);
                     let _ = std::fs::remove_file(&output);
                 }
-                let _ = std::fs::remove_file(&files.ndjson);
-                let _ = std::fs::remove_file(&files.array);
+                if options.work.is_none() {
+                    let _ = std::fs::remove_file(&files.ndjson);
+                    let _ = std::fs::remove_file(&files.array);
+                }
             }
         }
     }

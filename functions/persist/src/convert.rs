@@ -659,6 +659,16 @@ impl FileSink<'_> {
     }
 }
 
+/// Bytes of distinct values a column chunk's dictionary may hold before the
+/// column falls back to plain encoding for the rest of the row group
+/// (parquet's default is 1 MiB). A column that has more distinct values
+/// than this — ids, e-mails, names — gains nothing from a dictionary, and
+/// interning every value until 1 MiB cost the writer a tenth of its time;
+/// with 128 KiB the bench pages are written 8-15 % faster and their files
+/// are 5-8 % smaller (docs/persist-bench.md), while low-cardinality columns
+/// (countries, statuses, currencies) stay dictionary-encoded.
+pub const DICTIONARY_PAGE_BYTES: usize = 128 * 1024;
+
 fn writer_properties(settings: PageSettings<'_>) -> Result<WriterProperties, ConvertError> {
     let compression = match settings.target.files.compression {
         Compression::Zstd => ParquetCompression::ZSTD(ZstdLevel::try_new(settings.writer.zstd_level)?),
@@ -676,6 +686,7 @@ fn writer_properties(settings: PageSettings<'_>) -> Result<WriterProperties, Con
     Ok(WriterProperties::builder()
         .set_compression(compression)
         .set_max_row_group_row_count(Some(row_group_rows))
+        .set_dictionary_page_size_limit(DICTIONARY_PAGE_BYTES)
         .build())
 }
 
