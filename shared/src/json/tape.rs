@@ -419,6 +419,7 @@ fn special_bytes(x: u64) -> u64 {
 ///
 /// # Errors
 /// A [`SyntaxError`] for a lone UTF-16 surrogate in a `\u` escape.
+#[inline]
 pub fn unescape<'a>(
     text: &'a str,
     start: u32,
@@ -430,6 +431,12 @@ pub fn unescape<'a>(
     if !escaped {
         return Ok(raw);
     }
+    resolve_escapes(raw, start, scratch)
+}
+
+/// [`unescape`] of a string that has escapes (kept out of line: most
+/// strings have none).
+fn resolve_escapes<'a>(raw: &str, start: u32, scratch: &'a mut String) -> Result<&'a str, SyntaxError> {
     scratch.clear();
     let bytes = raw.as_bytes();
     let mut i = 0;
