@@ -260,6 +260,10 @@ impl Col {
             },
             Col::Int64(_) | Col::Int32(_) => {
                 let ok = match tok {
+                    // Up to 18 digits (and a sign) always fits an i64.
+                    Tok::Num { start, end, int: true } if end - start <= 19 && matches!(self, Col::Int64(_)) => {
+                        end - start <= 18 || rec.raw(idx).parse::<i64>().is_ok()
+                    }
                     Tok::Num { int: true, .. } => match self {
                         Col::Int32(_) => rec.raw(idx).parse::<i32>().is_ok(),
                         _ => rec.raw(idx).parse::<i64>().is_ok(),
@@ -270,6 +274,9 @@ impl Col {
             }
             Col::Float64(_) => match tok {
                 Tok::Num { int: true, .. } => Ok(next),
+                // Without an exponent, fewer than 309 digits stay below
+                // f64::MAX (1.8e308): finite without parsing.
+                Tok::Num { start, end, .. } if end - start < 300 && !rec.raw(idx).contains(['e', 'E']) => Ok(next),
                 Tok::Num { .. } if rec.raw(idx).parse::<f64>().is_ok_and(f64::is_finite) => Ok(next),
                 _ => Err(violation(found(rec, idx))),
             },

@@ -195,11 +195,7 @@ impl Parser<'_, '_> {
         match self.bytes.get(self.pos) {
             Some(b'{') => self.object(depth + 1),
             Some(b'[') => self.array(depth + 1),
-            Some(b'"') => {
-                let tok = self.string()?;
-                self.tape.toks.push(tok);
-                Ok(())
-            }
+            Some(b'"') => self.string(),
             Some(b'-' | b'0'..=b'9') => self.number(),
             Some(b't') => self.literal(b"true", Tok::Bool(true)),
             Some(b'f') => self.literal(b"false", Tok::Bool(false)),
@@ -252,8 +248,7 @@ impl Parser<'_, '_> {
                 if self.bytes.get(self.pos) != Some(&b'"') {
                     return Err(self.error("expected a string key"));
                 }
-                let key = self.string()?;
-                self.tape.toks.push(key);
+                self.string()?;
                 self.skip_ws();
                 if self.bytes.get(self.pos) != Some(&b':') {
                     return Err(self.error("expected `:` after the key"));
@@ -309,7 +304,11 @@ impl Parser<'_, '_> {
         Ok(())
     }
 
-    fn string(&mut self) -> Result<Tok, SyntaxError> {
+    /// Pushes the string token at `pos` (its opening quote). Inlined, and
+    /// pushing rather than returning the token: a `Result<Tok, _>` came
+    /// back through the stack and stalled every string on a store forward.
+    #[inline(always)]
+    fn string(&mut self) -> Result<(), SyntaxError> {
         self.pos += 1;
         let start = self.pos;
         let bytes = self.bytes;
@@ -350,7 +349,8 @@ impl Parser<'_, '_> {
         }
         let end = self.pos;
         self.pos += 1;
-        Ok(Tok::Str { start: start as u32, end: end as u32, escaped })
+        self.tape.toks.push(Tok::Str { start: start as u32, end: end as u32, escaped });
+        Ok(())
     }
 
     fn number(&mut self) -> Result<(), SyntaxError> {
