@@ -249,7 +249,7 @@ fn frame_chunks<R: std::io::Read>(
     max_records: usize,
     workers: &[std::sync::mpsc::SyncSender<Chunk>],
 ) -> Result<(), ConvertError> {
-    let mut chunk = Chunk::default();
+    let mut chunk = Chunk::new(0);
     let mut sent = 0;
     loop {
         let (index, offset) = (framer.records_read(), framer.bytes_read());
@@ -258,7 +258,7 @@ fn frame_chunks<R: std::io::Read>(
         chunk.text.push_str(text);
         chunk.records.push((from, chunk.text.len(), index, offset));
         if chunk.text.len() >= CHUNK_TEXT_BYTES || chunk.records.len() >= max_records {
-            let full = std::mem::replace(&mut chunk, Chunk { seq: sent + 1, ..Chunk::default() });
+            let full = std::mem::replace(&mut chunk, Chunk::new(sent + 1));
             if workers[sent % workers.len()].send(full).is_err() {
                 return Ok(());
             }
@@ -272,11 +272,23 @@ fn frame_chunks<R: std::io::Read>(
 }
 
 /// Records' texts, back to back, with (start, end, index, payload offset).
-#[derive(Default)]
 struct Chunk {
     seq: usize,
     text: String,
     records: Vec<(usize, usize, u64, u64)>,
+}
+
+impl Chunk {
+    /// An empty chunk with room for [`CHUNK_TEXT_BYTES`] of text (and a
+    /// typical record of 256 bytes over): grown by doubling, every chunk
+    /// was copied about once more.
+    fn new(seq: usize) -> Self {
+        Chunk {
+            seq,
+            text: String::with_capacity(CHUNK_TEXT_BYTES + 4096),
+            records: Vec::with_capacity(CHUNK_TEXT_BYTES / 256),
+        }
+    }
 }
 
 /// Infers each chunk's type from `seed`; an error carries its record index.

@@ -491,23 +491,24 @@ impl Scan {
         while self.pos < bytes.len() {
             let b = bytes[self.pos];
             if self.in_string {
-                if !self.escape && b != b'\\' && b != b'"' {
-                    // Jump to the next quote or backslash (SIMD).
-                    match memchr::memchr2(b'"', b'\\', &bytes[self.pos..]) {
-                        Some(skip) => self.pos += skip,
-                        None => self.pos = bytes.len(),
-                    }
-                    continue;
-                }
                 if self.escape {
                     self.escape = false;
-                } else if b == b'\\' {
-                    self.escape = true;
-                } else if b == b'"' {
-                    self.in_string = false;
-                    if self.depth == 0 {
-                        return Some(self.pos + 1);
+                    self.pos += 1;
+                    continue;
+                }
+                // Jump to the next quote, backslash or control character
+                // (which the tokenizer refuses later; here it is skipped).
+                self.pos = crate::json::string_run_end(bytes, self.pos);
+                match bytes.get(self.pos) {
+                    None => break,
+                    Some(b'\\') => self.escape = true,
+                    Some(b'"') => {
+                        self.in_string = false;
+                        if self.depth == 0 {
+                            return Some(self.pos + 1);
+                        }
                     }
+                    Some(_) => {}
                 }
                 self.pos += 1;
                 continue;
