@@ -220,6 +220,27 @@ pub trait ObjectStore: Send + Sync {
     /// # Errors
     /// [`PortError`].
     async fn delete(&self, key: &str) -> Result<(), PortError>;
+
+    /// Reads the object at `key` with its version tag (S3: the `ETag`), for
+    /// a later [`ObjectStore::put_if`]; `Ok(None)` when there is none.
+    ///
+    /// # Errors
+    /// [`PortError`].
+    async fn get_versioned(&self, key: &str) -> Result<Option<(Bytes, String)>, PortError>;
+
+    /// Writes `body` at `key` only if the object is still at `version` (as
+    /// read by [`ObjectStore::get_versioned`]), or, with `None`, only if
+    /// there is no object: a compare-and-swap for read-modify-write objects
+    /// that concurrent writers share (the dataset's schema). `Ok(false)`
+    /// when another writer got there first: read again and retry.
+    ///
+    /// S3: `PutObject` with `If-Match: <ETag>` or `If-None-Match: *`; its
+    /// `412 Precondition Failed` and `409 ConditionalRequestConflict` are
+    /// `Ok(false)` (Amazon S3 User Guide, "Conditional requests").
+    ///
+    /// # Errors
+    /// [`PortError`].
+    async fn put_if(&self, key: &str, body: Bytes, version: Option<&str>) -> Result<bool, PortError>;
 }
 
 /// A secret value. Its `Debug` and `Display` never show the value.

@@ -395,6 +395,28 @@ async fn s3_store_streams_files_copies_server_side_and_deletes() {
     assert!(matches!(err, PortError::NotFound { .. }), "{err:?}");
 }
 
+/// The dataset schema's compare-and-swap on S3: `If-None-Match: *` and
+/// `If-Match: <ETag>`, with the 412 of a lost race reported as `false`.
+#[tokio::test]
+async fn s3_store_put_if_swaps_only_from_the_etag_read() {
+    let moto = moto().await;
+    let bucket = unique("s3c");
+    let client = s3_client_with_path_style(&moto.config, true);
+    client.create_bucket().bucket(&bucket).send().await.expect("CreateBucket");
+    let store = S3Store::new(client, &bucket).with_prefix("lake/");
+    let key = "_schema/orders.json";
+
+    assert!(store.get_versioned(key).await.expect("read").is_none());
+    assert!(store.put_if(key, Bytes::from_static(b"v1"), None).await.expect("create"));
+    assert!(!store.put_if(key, Bytes::from_static(b"other"), None).await.expect("exists"), "only if absent");
+    let (body, v1) = store.get_versioned(key).await.expect("read").expect("exists");
+    assert_eq!(body, Bytes::from_static(b"v1"));
+    assert!(!v1.is_empty(), "an ETag");
+    assert!(store.put_if(key, Bytes::from_static(b"v2"), Some(&v1)).await.expect("swap"));
+    assert!(!store.put_if(key, Bytes::from_static(b"v3"), Some(&v1)).await.expect("stale ETag"), "v1 is gone");
+    assert_eq!(store.get(key).await.expect("get"), Bytes::from_static(b"v2"));
+}
+
 #[tokio::test]
 async fn secrets_manager_store_reads_caches_and_reports_missing() {
     let moto = moto().await;

@@ -139,12 +139,15 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
 /// Steps: keep the raw page (the message as received under `raw/`, and for
 /// a claim check a copy of the payload, so replay never depends on the
 /// claim-check object's lifetime); read the dataset's schema from
-/// `_schema/<dataset>.json`; convert (see [`convert_page`]) on a blocking
-/// thread, the payload spilled to a temporary file first; put every
-/// Parquet part and the quarantine file; delete parts an earlier delivery
-/// of this page wrote that this one did not (so a redelivery never leaves
-/// duplicates); widen the dataset's schema; write the receipt; complete the
-/// run when this was its last page.
+/// `_schema/<dataset>.json` with its version; convert (see
+/// [`convert_page`]) on a blocking thread, the payload spilled to a
+/// temporary file first; write the widened schema back with
+/// [`ObjectStore::put_if`] on that version, converting again when another
+/// page changed it meanwhile (at most [`SCHEMA_WRITE_ATTEMPTS`] times);
+/// put every Parquet part and the quarantine file; delete parts an earlier
+/// delivery of this page wrote that this one did not (so a redelivery never
+/// leaves duplicates); write the receipt; complete the run when this was
+/// its last page.
 ///
 /// Records whose values the dataset's schema cannot take (an incompatible
 /// change) are quarantined and a dead letter with the reason goes to the
@@ -192,22 +195,51 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
     let raw_bytes = serde_json::to_vec(&raw).map_err(|err| encode_error("encode raw page", &raw_key, &err))?;
     deps.store.put(&raw_key, Bytes::from(raw_bytes)).await?;
 
-    // 2. The dataset's schema, then the conversion.
+    // 2. The dataset's schema, the conversion against it, and the schema
+    //    widened by this page, written back only if no other page changed
+    //    it meanwhile (a conditional write on the version read). When one
+    //    did, the page is converted again against what that page left, as
+    //    if the two had run one after the other: a change that conflicts
+    //    with it is quarantined, never written beside it.
     let schema_key = keys::schema_key(&dataset);
-    let lake_schema = read_schema(deps.store, &schema_key).await?;
-    let target = message.target.clone();
-    let writer = deps.config.writer.clone();
-    let dir = temp_dir.path().to_path_buf();
-    let lake = lake_schema.clone();
-    let converted = tokio::task::spawn_blocking(move || {
-        let settings =
-            PageSettings { target: &target, lake_schema: lake.as_ref(), run_date, writer: &writer, temp_dir: &dir };
-        convert_page(&source, &format, settings)
-    })
-    .await
-    .map_err(|err| PersistError::Claim { key: raw_key.clone(), problem: format!("conversion panicked: {err}") })?;
-    let output =
-        converted.map_err(|source| PersistError::Convert { dataset: dataset.clone(), page: page.index, source })?;
+    let mut attempt = 1;
+    let output = loop {
+        let (lake_schema, version) = match read_schema(deps.store, &schema_key).await? {
+            Some((schema, version)) => (Some(schema), Some(version)),
+            None => (None, None),
+        };
+        let (source, format, target) = (source.clone(), format.clone(), message.target.clone());
+        let writer = deps.config.writer.clone();
+        let dir = temp_dir.path().join(format!("attempt-{attempt}"));
+        std::fs::create_dir_all(&dir).map_err(|err| local_error("create temporary folder", &err))?;
+        let lake = lake_schema.clone();
+        let converted = tokio::task::spawn_blocking(move || {
+            let settings =
+                PageSettings { target: &target, lake_schema: lake.as_ref(), run_date, writer: &writer, temp_dir: &dir };
+            convert_page(&source, &format, settings)
+        })
+        .await
+        .map_err(|err| PersistError::Claim { key: raw_key.clone(), problem: format!("conversion panicked: {err}") })?;
+        let output =
+            converted.map_err(|source| PersistError::Convert { dataset: dataset.clone(), page: page.index, source })?;
+        if lake_schema.as_ref() == Some(&output.schema) {
+            break output;
+        }
+        let bytes = serde_json::to_vec_pretty(&output.schema)
+            .map_err(|err| encode_error("encode dataset schema", &schema_key, &err))?;
+        if deps.store.put_if(&schema_key, Bytes::from(bytes), version.as_deref()).await? {
+            break output;
+        }
+        if attempt == SCHEMA_WRITE_ATTEMPTS {
+            return Err(PersistError::Store(PortError::Transient {
+                operation: "update dataset schema",
+                target: schema_key,
+                message: format!("other pages changed it during each of {SCHEMA_WRITE_ATTEMPTS} conversions"),
+            }));
+        }
+        tracing::info!(key = %schema_key, attempt, "the dataset's schema changed during the conversion; converting again");
+        attempt += 1;
+    };
 
     // 3. Files, stale parts of an earlier delivery, quarantine.
     let mut data_keys = Vec::with_capacity(output.files.len());
@@ -246,10 +278,7 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
         }
     };
 
-    // 4. The dataset's schema, widened.
-    if lake_schema.as_ref() != Some(&output.schema) {
-        write_schema(deps.store, &schema_key, &output.schema).await?;
-    }
+    // 4. An incompatible change: alert.
     if !output.conflicts.is_empty() && output.quarantined() > 0 {
         alert_schema_conflict(&raw, &output, quarantine_key.as_deref(), deps).await?;
     }
@@ -306,44 +335,23 @@ fn encode_error(operation: &'static str, key: &str, err: &serde_json::Error) -> 
     PersistError::Store(PortError::Permanent { operation, target: key.to_string(), message: err.to_string() })
 }
 
-/// The dataset's schema from the lake (`None` before its first page).
+/// Conversions of one page against a dataset schema that other pages keep
+/// changing before it is written back; then the message is retried later.
+pub const SCHEMA_WRITE_ATTEMPTS: u32 = 4;
+
+/// The dataset's schema from the lake with its version (for the
+/// conditional write back), `None` before its first page.
 ///
 /// # Errors
 /// [`PersistError::Store`] when it cannot be read, or is not a schema
 /// (permanent: someone wrote it by hand; fix or delete the object).
-pub async fn read_schema(store: &dyn ObjectStore, key: &str) -> Result<Option<Ty>, PersistError> {
-    match store.get(key).await {
-        Ok(bytes) => {
-            serde_json::from_slice(&bytes).map(Some).map_err(|err| encode_error("read dataset schema", key, &err))
-        }
-        Err(PortError::NotFound { .. }) => Ok(None),
-        Err(err) => Err(err.into()),
+pub async fn read_schema(store: &dyn ObjectStore, key: &str) -> Result<Option<(Ty, String)>, PersistError> {
+    match store.get_versioned(key).await? {
+        Some((bytes, version)) => serde_json::from_slice(&bytes)
+            .map(|schema| Some((schema, version)))
+            .map_err(|err| encode_error("read dataset schema", key, &err)),
+        None => Ok(None),
     }
-}
-
-/// Widens the dataset's schema at `key` with `schema`: read, merge, write,
-/// then read again and merge once more if a concurrent page wrote in
-/// between (the merge only adds and widens, so retrying converges).
-///
-/// # Errors
-/// [`PersistError::Store`].
-pub async fn write_schema(store: &dyn ObjectStore, key: &str, schema: &Ty) -> Result<(), PersistError> {
-    let mut wanted = schema.clone();
-    for _ in 0..3 {
-        let current = read_schema(store, key).await?;
-        let merged = match &current {
-            Some(current) => current.evolve(&wanted, "", &mut Vec::new()),
-            None => wanted.clone(),
-        };
-        if current.as_ref() == Some(&merged) {
-            return Ok(());
-        }
-        let bytes =
-            serde_json::to_vec_pretty(&merged).map_err(|err| encode_error("encode dataset schema", key, &err))?;
-        store.put(key, Bytes::from(bytes)).await?;
-        wanted = merged;
-    }
-    Ok(())
 }
 
 async fn alert_schema_conflict(

@@ -1,6 +1,7 @@
 //! `persist_page` end to end on a directory lake: claim checks (gzip NDJSON),
 //! the raw copy kept for replay, a missing claim check, a redelivery that
-//! writes fewer parts, and an incompatible schema change that alerts.
+//! writes fewer parts, an incompatible schema change that alerts, and
+//! pages racing to widen the dataset's schema.
 
 use std::io::Write;
 use std::time::Duration;
@@ -188,4 +189,93 @@ async fn an_sqs_body_with_unrepresentable_numbers_reaches_persist_intact() {
     assert_eq!((receipt.records_persisted, receipt.records_quarantined), (1, 1), "1e400 is set aside, the rest lands");
     let raw = String::from_utf8(store.get(&receipt.raw_key).await.expect("raw").to_vec()).expect("utf-8");
     assert!(raw.contains("123456789012345678901234567890") && raw.contains("12.50") && raw.contains("1e400"), "{raw}");
+}
+
+/// A lake where, the first time a page writes the dataset's schema back,
+/// another page's schema lands just before: the race of two pages of one
+/// dataset converted at once.
+struct RacingStore {
+    inner: DirStore,
+    rival: std::sync::Mutex<Option<Value>>,
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for RacingStore {
+    async fn put(&self, key: &str, body: Bytes) -> Result<(), shared::ports::PortError> {
+        self.inner.put(key, body).await
+    }
+    async fn get(&self, key: &str) -> Result<Bytes, shared::ports::PortError> {
+        self.inner.get(key).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, shared::ports::PortError> {
+        self.inner.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), shared::ports::PortError> {
+        self.inner.delete(key).await
+    }
+    async fn get_versioned(&self, key: &str) -> Result<Option<(Bytes, String)>, shared::ports::PortError> {
+        self.inner.get_versioned(key).await
+    }
+    async fn put_if(&self, key: &str, body: Bytes, version: Option<&str>) -> Result<bool, shared::ports::PortError> {
+        let rival = self.rival.lock().expect("lock").take();
+        if let Some(rival) = rival {
+            let bytes = serde_json::to_vec(&rival).expect("rival schema");
+            self.inner.put(key, Bytes::from(bytes)).await?;
+        }
+        self.inner.put_if(key, body, version).await
+    }
+}
+
+/// The schema another page of `orders` would have written, as Persist
+/// writes it: inferred from `records` alone.
+fn schema_of(records: &Value) -> Value {
+    let text = records.to_string();
+    let source = persist::PageSource::Bytes(Bytes::from(text));
+    let schema =
+        persist::infer_page(&source, &PayloadFormat::default(), &PersistTarget::new("orders"), None).expect("infer");
+    serde_json::to_value(&schema).expect("schema json")
+}
+
+#[tokio::test]
+async fn pages_racing_to_widen_the_schema_keep_both_changes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rival = schema_of(&json!([{"id": 1, "coupon": "SPRING"}]));
+    let store = RacingStore { inner: DirStore::new(dir.path()), rival: std::sync::Mutex::new(Some(rival)) };
+    let broker = Broker::new();
+    let config = PersistConfig::default();
+    let m = message(0, PersistTarget::new("orders"), inline(json!([{"id": 2, "region": "NE"}])));
+    persist::persist_page(m, Deps { store: &store, queue: &broker, config: &config, run_events: None })
+        .await
+        .expect("persisted after converting again");
+    let schema = String::from_utf8(store.get("_schema/orders.json").await.expect("schema").to_vec()).expect("utf-8");
+    assert!(schema.contains("coupon") && schema.contains("region"), "no lost update: {schema}");
+}
+
+#[tokio::test]
+async fn a_racing_page_that_conflicts_is_converted_again_and_quarantined() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The rival page made `addr` a struct; this page, converted before it
+    // landed, has `addr` as text.
+    let rival = schema_of(&json!([{"id": 1, "addr": {"city": "Recife"}}]));
+    let store = RacingStore { inner: DirStore::new(dir.path()), rival: std::sync::Mutex::new(Some(rival)) };
+    let broker = Broker::new();
+    broker.create_queue(QueueConfig {
+        name: "persist-dlq".into(),
+        visibility_timeout: Duration::from_secs(30),
+        max_message_bytes: 262_144,
+        redrive: None,
+    });
+    let config = PersistConfig {
+        dead_letter: Some(DeadLetterTarget { dlq: "persist-dlq".into(), max_receive_count: 5 }),
+        ..PersistConfig::default()
+    };
+    let m = message(0, PersistTarget::new("orders"), inline(json!([{"id": 2, "addr": "Rua A, 1"}, {"id": 3}])));
+    let receipt = persist::persist_page(m, Deps { store: &store, queue: &broker, config: &config, run_events: None })
+        .await
+        .expect("persisted, not failed");
+    assert_eq!((receipt.records_persisted, receipt.records_quarantined), (1, 1), "as if the pages ran in turn");
+    let schema = String::from_utf8(store.get("_schema/orders.json").await.expect("schema").to_vec()).expect("utf-8");
+    assert!(schema.contains(r#"["addr",{"fields":[["city","#), "the dataset keeps the rival's struct: {schema}");
+    let letters = broker.receive("persist-dlq", 10).expect("receive");
+    assert_eq!(letters.len(), 1, "an alert for the conflict");
 }

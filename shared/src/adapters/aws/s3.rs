@@ -100,6 +100,43 @@ impl ObjectStore for S3Store {
         Ok(())
     }
 
+    /// `GetObject` with the object's `ETag` as its version.
+    ///
+    /// # Errors
+    /// As [`ObjectStore::get`] (but a missing object is `Ok(None)`).
+    async fn get_versioned(&self, key: &str) -> Result<Option<(Bytes, String)>, PortError> {
+        let output = match self.get_object(key).await {
+            Ok(output) => output,
+            Err(PortError::NotFound { .. }) => return Ok(None),
+            Err(err) => return Err(err),
+        };
+        let etag = output.e_tag().unwrap_or_default().to_string();
+        let body = output.body.collect().await.map_err(|err| PortError::Transient {
+            operation: "GetObject (read body)",
+            target: self.target(key),
+            message: err.to_string(),
+        })?;
+        Ok(Some((body.into_bytes(), etag)))
+    }
+
+    /// `PutObject` with `If-Match` (the `ETag` read) or `If-None-Match: *`.
+    ///
+    /// # Errors
+    /// As [`ObjectStore::put`]; 412 and 409 are `Ok(false)`, not errors.
+    async fn put_if(&self, key: &str, body: Bytes, version: Option<&str>) -> Result<bool, PortError> {
+        let request =
+            self.client.put_object().bucket(&self.bucket).key(self.full_key(key)).body(ByteStream::from(body));
+        let request = match version {
+            Some(etag) => request.if_match(etag),
+            None => request.if_none_match("*"),
+        };
+        match request.send().await {
+            Ok(_) => Ok(true),
+            Err(err) if err.raw_response().is_some_and(|raw| matches!(raw.status().as_u16(), 409 | 412)) => Ok(false),
+            Err(err) => Err(port_error("PutObject (conditional)", &self.target(key), err)),
+        }
+    }
+
     /// `GetObject`, the whole body read into memory.
     ///
     /// # Errors

@@ -111,6 +111,46 @@ impl ObjectStore for DirStore {
         }
     }
 
+    /// The file's content and, as its version, its length and a 64-bit
+    /// digest of its bytes.
+    ///
+    /// # Errors
+    /// As [`ObjectStore::get`] (but a missing object is `Ok(None)`).
+    async fn get_versioned(&self, key: &str) -> Result<Option<(Bytes, String)>, PortError> {
+        match self.get(key).await {
+            Ok(body) => {
+                let version = content_version(&body);
+                Ok(Some((body, version)))
+            }
+            Err(PortError::NotFound { .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Compare-and-swap under a lock file `<path>.put-if-lock` (created with
+    /// `O_EXCL`, so writers in other processes are excluded too; a lock
+    /// older than [`STALE_LOCK`] is taken as left by a crashed writer).
+    ///
+    /// # Errors
+    /// As [`ObjectStore::put`]; [`PortError::Transient`] when the lock
+    /// stays taken for [`LOCK_WAIT`].
+    async fn put_if(&self, key: &str, body: Bytes, version: Option<&str>) -> Result<bool, PortError> {
+        let path = self.path_of(key)?;
+        if let Some(parent) = path.parent() {
+            tokio::fs::create_dir_all(parent).await.map_err(|e| io_error("create folder", key, &e))?;
+        }
+        let mut lock = path.clone().into_os_string();
+        lock.push(LOCK_SUFFIX);
+        let lock = PathBuf::from(lock);
+        let _held = LockFile::acquire(&lock, key).await?;
+        let current = self.get_versioned(key).await?;
+        if current.as_ref().map(|(_, v)| v.as_str()) != version {
+            return Ok(false);
+        }
+        self.put(key, body).await?;
+        Ok(true)
+    }
+
     async fn list(&self, prefix: &str) -> Result<Vec<String>, PortError> {
         let root = self.root.clone();
         let prefix = prefix.to_string();
@@ -131,6 +171,59 @@ impl ObjectStore for DirStore {
     }
 }
 
+/// Suffix of [`ObjectStore::put_if`]'s lock files (never listed as keys).
+const LOCK_SUFFIX: &str = ".put-if-lock";
+
+/// How long [`ObjectStore::put_if`] waits for another writer's lock.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A lock file older than this was left by a writer that died holding it.
+pub const STALE_LOCK: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A version tag for [`DirStore`]: the length and a 64-bit FNV-1a digest.
+fn content_version(body: &[u8]) -> String {
+    let digest = body.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+    format!("{:x}-{digest:016x}", body.len())
+}
+
+/// A held lock file, removed on drop.
+struct LockFile(PathBuf);
+
+impl LockFile {
+    async fn acquire(path: &Path, key: &str) -> Result<Self, PortError> {
+        let started = std::time::Instant::now();
+        loop {
+            match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
+                Ok(_) => return Ok(LockFile(path.to_path_buf())),
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let stale = std::fs::metadata(path)
+                        .and_then(|m| m.modified())
+                        .is_ok_and(|at| at.elapsed().unwrap_or_default() > STALE_LOCK);
+                    if stale {
+                        let _ = std::fs::remove_file(path);
+                        continue;
+                    }
+                    if started.elapsed() > LOCK_WAIT {
+                        return Err(PortError::Transient {
+                            operation: "lock object",
+                            target: key.into(),
+                            message: format!("{} held for more than {LOCK_WAIT:?}", path.display()),
+                        });
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                Err(err) => return Err(io_error("lock object", key, &err)),
+            }
+        }
+    }
+}
+
+impl Drop for LockFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 fn walk(root: &Path, dir: &Path, keys: &mut Vec<String>) -> std::io::Result<()> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
@@ -144,7 +237,7 @@ fn walk(root: &Path, dir: &Path, keys: &mut Vec<String>) -> std::io::Result<()> 
             walk(root, &path, keys)?;
         } else if let Ok(relative) = path.strip_prefix(root) {
             let key = relative.to_string_lossy().replace(std::path::MAIN_SEPARATOR, "/");
-            if !key.contains(".tmp-") {
+            if !key.contains(".tmp-") && !key.ends_with(LOCK_SUFFIX) {
                 keys.push(key);
             }
         }
@@ -177,5 +270,66 @@ mod tests {
             let err = store.put(key, Bytes::new()).await.expect_err(key);
             assert!(err.to_string().contains("object keys must be relative"), "{key}: {err}");
         }
+    }
+
+    #[tokio::test]
+    async fn put_if_swaps_only_from_the_version_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = DirStore::new(dir.path());
+        assert!(store.get_versioned("s.json").await.expect("read").is_none());
+        assert!(store.put_if("s.json", Bytes::from_static(b"v1"), None).await.expect("create"));
+        assert!(!store.put_if("s.json", Bytes::from_static(b"other"), None).await.expect("exists"), "only if absent");
+        let (body, v1) = store.get_versioned("s.json").await.expect("read").expect("exists");
+        assert_eq!(body, Bytes::from_static(b"v1"));
+        assert!(store.put_if("s.json", Bytes::from_static(b"v2"), Some(&v1)).await.expect("swap"));
+        assert!(!store.put_if("s.json", Bytes::from_static(b"v3"), Some(&v1)).await.expect("stale"), "v1 is gone");
+        assert_eq!(store.get("s.json").await.expect("get"), Bytes::from_static(b"v2"));
+        assert_eq!(store.list("").await.expect("list"), ["s.json"], "no lock file is left or listed");
+    }
+
+    /// Eight writers each add their own line by read, append, put_if,
+    /// retrying when they lose: no line is lost.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_read_modify_writes_lose_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = std::sync::Arc::new(DirStore::new(dir.path()));
+        let writers: Vec<_> = (0..8)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    loop {
+                        let current = store.get_versioned("log").await.expect("read");
+                        let (mut text, version) = match current {
+                            Some((body, version)) => (String::from_utf8(body.to_vec()).expect("utf8"), Some(version)),
+                            None => (String::new(), None),
+                        };
+                        text.push_str(&format!("writer {i}\n"));
+                        if store.put_if("log", Bytes::from(text), version.as_deref()).await.expect("put_if") {
+                            break;
+                        }
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.await.expect("writer");
+        }
+        let text = String::from_utf8(store.get("log").await.expect("get").to_vec()).expect("utf8");
+        let mut lines: Vec<_> = text.lines().collect();
+        lines.sort_unstable();
+        let expected: Vec<String> = (0..8).map(|i| format!("writer {i}")).collect();
+        assert_eq!(lines, expected);
+    }
+
+    #[tokio::test]
+    async fn a_stale_lock_is_taken_over() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = DirStore::new(dir.path());
+        let lock = dir.path().join(format!("s.json{LOCK_SUFFIX}"));
+        let file = std::fs::File::create(&lock).expect("lock");
+        let old = std::time::SystemTime::now() - STALE_LOCK - std::time::Duration::from_secs(1);
+        file.set_modified(old).expect("age the lock");
+        assert!(store.put_if("s.json", Bytes::from_static(b"v1"), None).await.expect("taken over"));
+        assert!(!lock.exists());
     }
 }
