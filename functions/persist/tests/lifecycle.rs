@@ -33,6 +33,22 @@ fn inline(records: Value) -> Payload {
     Payload::Inline { records: shared::contracts::RawRecords::from_values(&records).expect("records") }
 }
 
+/// A broker with Persist's DLQ, and a config that dead-letters into it.
+fn with_dlq() -> (Broker, PersistConfig) {
+    let broker = Broker::new();
+    broker.create_queue(QueueConfig {
+        name: "persist-dlq".into(),
+        visibility_timeout: Duration::from_secs(30),
+        max_message_bytes: 262_144,
+        redrive: None,
+    });
+    let config = PersistConfig {
+        dead_letter: Some(DeadLetterTarget { dlq: "persist-dlq".into(), max_receive_count: 5 }),
+        ..PersistConfig::default()
+    };
+    (broker, config)
+}
+
 async fn persist(
     store: &DirStore,
     broker: &Broker,
@@ -110,17 +126,7 @@ async fn a_redelivery_that_writes_fewer_parts_removes_the_stale_ones() {
 async fn an_incompatible_change_quarantines_the_records_and_alerts() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = DirStore::new(dir.path());
-    let broker = Broker::new();
-    broker.create_queue(QueueConfig {
-        name: "persist-dlq".into(),
-        visibility_timeout: Duration::from_secs(30),
-        max_message_bytes: 262_144,
-        redrive: None,
-    });
-    let config = PersistConfig {
-        dead_letter: Some(DeadLetterTarget { dlq: "persist-dlq".into(), max_receive_count: 5 }),
-        ..PersistConfig::default()
-    };
+    let (broker, config) = with_dlq();
     let target = PersistTarget::new("orders");
     persist(
         &store,
@@ -258,17 +264,7 @@ async fn a_racing_page_that_conflicts_is_converted_again_and_quarantined() {
     // landed, has `addr` as text.
     let rival = schema_of(&json!([{"id": 1, "addr": {"city": "Recife"}}]));
     let store = RacingStore { inner: DirStore::new(dir.path()), rival: std::sync::Mutex::new(Some(rival)) };
-    let broker = Broker::new();
-    broker.create_queue(QueueConfig {
-        name: "persist-dlq".into(),
-        visibility_timeout: Duration::from_secs(30),
-        max_message_bytes: 262_144,
-        redrive: None,
-    });
-    let config = PersistConfig {
-        dead_letter: Some(DeadLetterTarget { dlq: "persist-dlq".into(), max_receive_count: 5 }),
-        ..PersistConfig::default()
-    };
+    let (broker, config) = with_dlq();
     let m = message(0, PersistTarget::new("orders"), inline(json!([{"id": 2, "addr": "Rua A, 1"}, {"id": 3}])));
     let receipt = persist::persist_page(m, Deps { store: &store, queue: &broker, config: &config, run_events: None })
         .await
