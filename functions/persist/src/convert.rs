@@ -676,9 +676,10 @@ impl FileSink<'_> {
 /// (parquet's default is 1 MiB). A column that has more distinct values
 /// than this — ids, e-mails, names — gains nothing from a dictionary, and
 /// interning every value until 1 MiB cost the writer a tenth of its time;
-/// with 128 KiB the bench pages are written 8-15 % faster and their files
-/// are 5-8 % smaller (docs/persist-bench.md), while low-cardinality columns
-/// (countries, statuses, currencies) stay dictionary-encoded.
+/// with 128 KiB the clean 500k bench pages convert 10-20 % faster and
+/// their files are 2-7 % smaller (`persist-bench run-one`, same pages),
+/// while low-cardinality columns (countries, statuses, currencies) stay
+/// dictionary-encoded.
 pub const DICTIONARY_PAGE_BYTES: usize = 128 * 1024;
 
 fn writer_properties(settings: PageSettings<'_>) -> Result<WriterProperties, ConvertError> {
