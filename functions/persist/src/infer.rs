@@ -209,6 +209,19 @@ impl Ty {
             }
             Tok::Null => idx + 1,
             scalar => {
+                // Most values repeat their field's type: leave it as it is
+                // without building the value's type to merge.
+                let unchanged = match (&*self, scalar) {
+                    (Ty::Text | Ty::Declared { .. }, _)
+                    | (Ty::Bool, Tok::Bool(_))
+                    | (Ty::Float, Tok::Num { int: false, .. }) => true,
+                    // Up to 18 characters is an integer that fits i64.
+                    (Ty::Int | Ty::Float, Tok::Num { start, end, int: true }) => end - start <= 18,
+                    _ => false,
+                };
+                if unchanged {
+                    return idx + 1;
+                }
                 let seen = match scalar {
                     Tok::Bool(_) => Ty::Bool,
                     Tok::Num { start, end, int: true } => int_type(&text[start as usize..end as usize]),
