@@ -421,6 +421,10 @@ impl PipelineSpec {
         if self.request.url.host_str().is_none() {
             return Err(invalid("request.url", self.request.url.as_str(), "the URL has no host"));
         }
+        let url_template = self.request.url.as_str().replace("%7B", "{").replace("%7D", "}");
+        if let Some(problem) = crate::strategy::athena::malformed_template(&url_template) {
+            return Err(invalid("request.url", &url_template, &format!("malformed template: {problem}")));
+        }
         if let Some(pointer) = &self.request.records_pointer {
             check_pointer("request.records_pointer", pointer)?;
         }
@@ -529,6 +533,9 @@ impl PipelineSpec {
         let mut fields = vec![("request.url".to_string(), url)];
         fields.extend(self.request.query.iter().map(|(k, v)| (format!("request.query.{k}"), v.clone())));
         fields.extend(self.request.headers.iter().map(|(k, v)| (format!("request.headers.{k}"), v.clone())));
+        if let Some(body) = &self.request.body {
+            body_strings("request.body", body, &mut fields);
+        }
         for (field, text) in fields {
             if let Some(name) = first_placeholder(&text) {
                 return Err(invalid(
@@ -541,6 +548,25 @@ impl PipelineSpec {
             }
         }
         Ok(())
+    }
+}
+
+/// The string values in a JSON body with their field paths
+/// (`request.body.items[0].id`), where placeholders would be bound.
+fn body_strings(path: &str, value: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    match value {
+        serde_json::Value::String(text) => out.push((path.to_string(), text.clone())),
+        serde_json::Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                body_strings(&format!("{path}[{i}]"), item, out);
+            }
+        }
+        serde_json::Value::Object(map) => {
+            for (key, item) in map {
+                body_strings(&format!("{path}.{key}"), item, out);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -662,8 +688,25 @@ pub fn check_policy(policy: &CallPolicy) -> Result<(), SpecError> {
             Auth::Bearer { .. } | Auth::Basic { .. } => {}
         }
     }
-    if let Some(host) = policy.allow.hosts.iter().find(|h| h.trim().is_empty() || h.contains(['/', ':', ' '])) {
+    // `*` only as a leading `*.` label: a bare `*` would match no host
+    // (and allowing every host is what the allow-list exists to prevent).
+    let bad_host = |h: &String| {
+        h.trim().is_empty() || h.contains(['/', ':', ' ']) || h.strip_prefix("*.").unwrap_or(h).contains('*')
+    };
+    if let Some(host) = policy.allow.hosts.iter().find(|h| bad_host(h)) {
         return Err(invalid("request.allow.hosts", &format!("{host:?}"), "must be a host name, or *.domain"));
+    }
+    if let Some(media) = &policy.response.content_type {
+        // RFC 9110 §8.3.1: type "/" subtype, both tokens, no parameters here.
+        let token = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || "!#$&-^_.+".contains(c));
+        let well_formed = media.split_once('/').is_some_and(|(kind, sub)| token(kind) && token(sub));
+        if !well_formed {
+            return Err(invalid(
+                "request.response.content_type",
+                &format!("{media:?}"),
+                "must be a media type such as application/json (type/subtype, without parameters)",
+            ));
+        }
     }
     if let Some(rate) = &policy.rate {
         if rate.requests_per_second == 0 {
@@ -861,6 +904,39 @@ target:
         ))
         .expect("valid policy");
         assert_eq!(ok.request.policy().response.status_actions[&404], crate::contracts::StatusAction::Empty);
+    }
+
+    #[test]
+    fn malformed_url_templates_and_body_placeholders_are_refused() {
+        for (url, problem) in [
+            ("/customers/{id/transactions", "never closed"),
+            ("/customers/{}/transactions", "not a placeholder"),
+            ("/c/}{x", "closes no"),
+            ("/c/{a{b}", "not closed before"),
+        ] {
+            let err = parse_err(&PAGED.replace("/customers", url));
+            assert!(
+                err.contains("request.url") && err.contains("malformed template") && err.contains(problem),
+                "{url}: {err}"
+            );
+        }
+        let err = parse_err(&PAGED.replace(
+            "  records_pointer: /items",
+            "  records_pointer: /items\n  method: POST\n  body: { filter: { ids: [1, '{id}'] } }",
+        ));
+        assert!(
+            err.contains("request.body.filter.ids[1]") && err.contains("{id}") && err.contains("no value"),
+            "{err}"
+        );
+        let with =
+            |extra: &str| PAGED.replace("  records_pointer: /items", &format!("  records_pointer: /items\n{extra}"));
+        let err = parse_err(&with("  allow: { hosts: ['*'] }"));
+        assert!(err.contains("request.allow.hosts") && err.contains("*.domain"), "{err}");
+        let err = parse_err(&with("  allow: { hosts: ['api.*.example'] }"));
+        assert!(err.contains("request.allow.hosts"), "{err}");
+        let err = parse_err(&with("  response: { content_type: 'not a media type' }"));
+        assert!(err.contains("request.response.content_type") && err.contains("not a media type"), "{err}");
+        PipelineSpec::from_yaml(&with("  response: { content_type: application/vnd.api+json }")).expect("a media type");
     }
 
     #[test]

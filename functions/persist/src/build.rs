@@ -294,6 +294,9 @@ impl Col {
             },
             Col::Timestamp(_, unit, _) => match timestamp_of(rec, idx, *unit, scratch) {
                 Some(_) => Ok(next),
+                None if matches!(tok, Tok::Num { int: true, .. }) && rec.raw(idx).parse::<i64>().is_ok() => {
+                    Err(violation(format!("{}, outside the years 1 to 9999 that readers can show", found(rec, idx))))
+                }
                 None => Err(violation(found(rec, idx))),
             },
             Col::List { item, .. } => {
@@ -639,20 +642,37 @@ pub fn parse_timestamp(text: &str) -> Option<DateTime<Utc>> {
     NaiveDate::parse_from_str(text, "%Y-%m-%d").ok().and_then(|d| d.and_hms_opt(0, 0, 0)).map(|t| t.and_utc())
 }
 
+/// 0001-01-01T00:00:00Z and 9999-12-31T23:59:59Z in seconds since the
+/// epoch: the instants readers can show (Athena/Trino and Spark timestamps,
+/// and Arrow's casts to text, stop at four-digit years).
+const READABLE_SECONDS: std::ops::RangeInclusive<i64> = -62_135_596_800..=253_402_300_799;
+
+/// The value at `idx` in `unit` since the epoch: an integer as it is, or
+/// text by [`parse_timestamp`]; `None` when it is neither, or falls outside
+/// [`READABLE_SECONDS`].
 fn timestamp_of(rec: Rec<'_>, idx: usize, unit: TimeUnit, scratch: &mut String) -> Option<i64> {
-    match rec.tape.toks[idx] {
-        Tok::Num { int: true, .. } => rec.raw(idx).parse::<i64>().ok(),
+    let value = match rec.tape.toks[idx] {
+        Tok::Num { int: true, .. } => rec.raw(idx).parse::<i64>().ok()?,
         Tok::Str { .. } => {
             let t = parse_timestamp(string_of(rec, idx, scratch)?)?;
             match unit {
-                TimeUnit::Second => Some(t.timestamp()),
-                TimeUnit::Millisecond => Some(t.timestamp_millis()),
-                TimeUnit::Microsecond => Some(t.timestamp_micros()),
-                TimeUnit::Nanosecond => t.timestamp_nanos_opt(),
+                TimeUnit::Second => t.timestamp(),
+                TimeUnit::Millisecond => t.timestamp_millis(),
+                TimeUnit::Microsecond => t.timestamp_micros(),
+                TimeUnit::Nanosecond => t.timestamp_nanos_opt()?,
             }
         }
-        _ => None,
-    }
+        _ => return None,
+    };
+    let per_second = match unit {
+        TimeUnit::Second => 1,
+        TimeUnit::Millisecond => 1_000,
+        TimeUnit::Microsecond => 1_000_000,
+        // Every i64 of nanoseconds is within 1677..2262.
+        TimeUnit::Nanosecond => return Some(value),
+    };
+    let (first, last) = (READABLE_SECONDS.start() * per_second, (READABLE_SECONDS.end() + 1) * per_second - 1);
+    (first..=last).contains(&value).then_some(value)
 }
 
 #[cfg(test)]

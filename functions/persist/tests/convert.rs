@@ -160,6 +160,31 @@ fn late_keys_are_seen_because_every_record_is_inferred() {
     assert_eq!(rows[10_000]["late"], "only here");
 }
 
+#[test]
+fn epochs_and_dates_outside_the_years_readers_show_are_quarantined() {
+    let mut target = target();
+    target.schema = serde_json::from_value(json!([
+        {"name": "t", "type": "timestamp(s)"},
+        {"name": "ms", "type": "timestamp(ms)"},
+    ]))
+    .expect("declared");
+    let text = r#"[{"t": 253402300799, "ms": -62135596800000},
+                   {"t": 99999999999999999},
+                   {"ms": 253402300800000},
+                   {"t": "0000-12-31T00:00:00Z"}]"#;
+    let out = convert(text, &target, None).expect("convert");
+    assert_eq!(out.rows_written, 1, "9999-12-31T23:59:59Z and 0001-01-01 are the edges, kept");
+    let reasons = &out.quarantine.as_ref().expect("quarantine").sample_reasons;
+    assert_eq!(
+        reasons,
+        &[
+            "record 1: field /t: expected timestamp(s), found an integer 99999999999999999, outside the years 1 to 9999 that readers can show",
+            "record 2: field /ms: expected timestamp(ms), found an integer 253402300800000, outside the years 1 to 9999 that readers can show",
+            "record 3: field /t: expected timestamp(s), found a string \"0000-12-31T00:00:00Z\"",
+        ]
+    );
+}
+
 fn declared_target() -> PersistTarget {
     let mut target = target();
     target.schema = serde_json::from_value(json!([

@@ -134,6 +134,32 @@ fn is_placeholder_name(name: &str) -> bool {
     !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// Why `text` is not a well-formed URL template, if it is not: every `{`
+/// must open a `{name}` placeholder (letters, digits, `_`) closed by `}`,
+/// and every `}` must close one. RFC 3986 has no literal braces in a URL,
+/// so a stray one is a typo, never data.
+pub fn malformed_template(text: &str) -> Option<String> {
+    let mut open: Option<usize> = None;
+    for (at, c) in text.char_indices() {
+        match (c, open) {
+            ('{', None) => open = Some(at),
+            ('{', Some(first)) => return Some(format!("`{{` at byte {first} is not closed before the next `{{`")),
+            ('}', None) => return Some(format!("`}}` at byte {at} closes no `{{`")),
+            ('}', Some(first)) => {
+                let name = &text[first + 1..at];
+                if !is_placeholder_name(name) {
+                    return Some(format!(
+                        "`{{{name}}}` at byte {first} is not a placeholder: a name is letters, digits and `_`"
+                    ));
+                }
+                open = None;
+            }
+            _ => {}
+        }
+    }
+    open.map(|first| format!("`{{` at byte {first} is never closed"))
+}
+
 /// Replaces every `{name}` in `text` with the row's value, passed through
 /// `encode`. Braces around anything that is not a name are kept as they are.
 /// The first `{name}` placeholder in `text`, if any.
