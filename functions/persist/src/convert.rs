@@ -333,15 +333,21 @@ pub fn convert_page(
     // is written in one pass with that schema; the first record that does
     // not fit it as it is (a new field, a wider type) abandons the attempt
     // for the two passes below, which would find the same schema otherwise.
+    // A declared type the spec changed after the dataset was created is
+    // reported with the page's conflicts (the dataset keeps its type).
+    let mut declared_conflicts = Vec::new();
+    let declared_ok = settings.lake_schema.is_none_or(|lake| {
+        lake.evolve(&root_with_declared(&settings.target.schema), "", &mut declared_conflicts) == *lake
+    });
     if let Some(lake) = settings.lake_schema
         && is_settled(lake)
-        && lake.evolve(&root_with_declared(&settings.target.schema), "", &mut Vec::new()) == *lake
-        && let Some(output) = write_pass(source, format, settings, lake.clone(), Vec::new(), true)?
+        && declared_ok
+        && let Some(output) = write_pass(source, format, settings, lake.clone(), declared_conflicts.clone(), true)?
     {
         return Ok(output);
     }
     let page_ty = infer_page(source, format, settings.target, settings.lake_schema)?;
-    let mut conflicts = Vec::new();
+    let mut conflicts = declared_conflicts;
     let schema = match settings.lake_schema {
         Some(lake) => lake.evolve(&page_ty, "", &mut conflicts),
         None => page_ty,

@@ -288,6 +288,21 @@ impl Ty {
         match (self, page) {
             (Ty::Null, t) => t.clone(),
             (t, Ty::Null) => t.clone(),
+            // A declaration changed in the spec: a new `required` applies
+            // (it only checks records); a new type cannot (the dataset's
+            // files have the old one), so the dataset keeps its type and
+            // the change is reported.
+            (Ty::Declared { declared: was, .. }, Ty::Declared { declared: now, .. }) => {
+                if was == now {
+                    page.clone()
+                } else {
+                    conflicts.push(format!(
+                        "{path}: the dataset declares {was}, the spec now declares {now} (the dataset keeps {was}; \
+                         write to a new dataset to change a column's type)"
+                    ));
+                    self.clone()
+                }
+            }
             (Ty::Declared { .. }, _) => self.clone(),
             (_, Ty::Declared { .. }) => page.clone(),
             (Ty::Text, _) => Ty::Text,

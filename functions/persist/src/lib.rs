@@ -279,7 +279,7 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
     };
 
     // 4. An incompatible change: alert.
-    if !output.conflicts.is_empty() && output.quarantined() > 0 {
+    if !output.conflicts.is_empty() {
         alert_schema_conflict(&raw, &output, quarantine_key.as_deref(), deps).await?;
     }
 
@@ -360,12 +360,14 @@ async fn alert_schema_conflict(
     quarantine_key: Option<&str>,
     deps: Deps<'_>,
 ) -> Result<(), PersistError> {
+    let outcome = match (output.quarantined(), quarantine_key) {
+        (0, _) | (_, None) => "no records quarantined".to_string(),
+        (n, Some(key)) => format!("{n} records quarantined in {key}"),
+    };
     let reason = format!(
-        "dataset {} cannot take this page's types ({}); {} records quarantined in {}",
+        "dataset {} cannot take this page's types ({}); {outcome}",
         raw.target.dataset,
         output.conflicts.join("; "),
-        output.quarantined(),
-        quarantine_key.unwrap_or("quarantine/")
     );
     tracing::error!(%reason, "incompatible schema change");
     let Some(target) = &deps.config.dead_letter else { return Ok(()) };

@@ -275,3 +275,42 @@ async fn a_racing_page_that_conflicts_is_converted_again_and_quarantined() {
     let letters = broker.receive("persist-dlq", 10).expect("receive");
     assert_eq!(letters.len(), 1, "an alert for the conflict");
 }
+
+#[tokio::test]
+async fn a_declared_type_changed_in_the_spec_is_reported_and_the_dataset_keeps_its_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let (broker, config) = with_dlq();
+    let declared = |card: &str| {
+        let mut target = PersistTarget::new("orders");
+        target.schema = serde_json::from_value(json!([{"name": "card", "type": card}])).expect("declared");
+        target
+    };
+    persist(
+        &store,
+        &broker,
+        &config,
+        message(0, declared("json"), inline(json!([{"id": 1, "card": {"brand": "visa"}}]))),
+    )
+    .await
+    .expect("first page");
+    let receipt = persist(
+        &store,
+        &broker,
+        &config,
+        message(1, declared("int64"), inline(json!([{"id": 2, "card": {"brand": "elo"}}]))),
+    )
+    .await
+    .expect("persisted with the dataset's type");
+    assert_eq!((receipt.records_persisted, receipt.records_quarantined), (1, 0));
+    let letters = broker.receive("persist-dlq", 10).expect("receive");
+    assert_eq!(letters.len(), 1, "the changed declaration is alerted, not ignored");
+    let reason = letters[0].message_attributes.get(ATTR_ERROR).and_then(|a| a.string_value.clone()).expect("reason");
+    assert!(
+        reason.contains("/card: the dataset declares json, the spec now declares int64")
+            && reason.contains("no records quarantined"),
+        "{reason}"
+    );
+    let schema = String::from_utf8(store.get("_schema/orders.json").await.expect("schema").to_vec()).expect("utf-8");
+    assert!(schema.contains("json") && !schema.contains("int64\""), "the dataset keeps json: {schema}");
+}
