@@ -286,22 +286,13 @@ async fn a_declared_type_changed_in_the_spec_is_reported_and_the_dataset_keeps_i
         target.schema = serde_json::from_value(json!([{"name": "card", "type": card}])).expect("declared");
         target
     };
-    persist(
-        &store,
-        &broker,
-        &config,
-        message(0, declared("json"), inline(json!([{"id": 1, "card": {"brand": "visa"}}]))),
-    )
-    .await
-    .expect("first page");
-    let receipt = persist(
-        &store,
-        &broker,
-        &config,
-        message(1, declared("int64"), inline(json!([{"id": 2, "card": {"brand": "elo"}}]))),
-    )
-    .await
-    .expect("persisted with the dataset's type");
+    let mut receipts = Vec::new();
+    for (page, card, brand) in [(0, "json", "visa"), (1, "int64", "elo")] {
+        let records = inline(json!([{"id": page, "card": {"brand": brand}}]));
+        receipts
+            .push(persist(&store, &broker, &config, message(page, declared(card), records)).await.expect("persisted"));
+    }
+    let receipt = &receipts[1];
     assert_eq!((receipt.records_persisted, receipt.records_quarantined), (1, 0));
     let letters = broker.receive("persist-dlq", 10).expect("receive");
     assert_eq!(letters.len(), 1, "the changed declaration is alerted, not ignored");
