@@ -473,6 +473,18 @@ impl PipelineSpec {
             if athena.database.trim().is_empty() {
                 return Err(invalid("strategy.database", "\"\"", "must name the Glue database"));
             }
+            // Only the run's values are replaced in parameters; any other
+            // `{name}` would be bound as literal text and match nothing.
+            for (i, parameter) in athena.parameters.iter().enumerate() {
+                let rest = parameter.replace("{run_date}", "").replace("{run_id}", "");
+                if let Some(name) = crate::strategy::athena::first_placeholder(&rest) {
+                    return Err(invalid(
+                        &format!("strategy.parameters[{i}]"),
+                        &format!("{parameter:?}"),
+                        &format!("{{{name}}} is not replaced: parameters take {{run_date}} and {{run_id}} only"),
+                    ));
+                }
+            }
         }
         if let StrategySpec::Paged(paged) = &self.strategy {
             if paged.page_size == 0 || paged.page_size > MAX_PAGE_SIZE {

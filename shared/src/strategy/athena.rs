@@ -359,6 +359,21 @@ target: {dataset: tx}
     }
 
     #[test]
+    fn parameters_take_only_the_run_placeholders() {
+        let spec = |parameter: &str| {
+            format!(
+                "version: 1\npipeline: p\nstrategy: {{kind: athena, query: 'SELECT 1 WHERE a = ?', parameters: ['{parameter}'], database: d}}\nrequest: {{url: 'http://h/x'}}\ntarget: {{dataset: d}}\n"
+            )
+        };
+        let err = PipelineSpec::from_yaml(&spec("{nonsense}")).expect_err("unknown placeholder").to_string();
+        assert!(
+            err.contains("strategy.parameters[0]") && err.contains("{nonsense}") && err.contains("{run_date}"),
+            "{err}"
+        );
+        PipelineSpec::from_yaml(&spec("{run_date}/{run_id}")).expect("the run's placeholders");
+    }
+
+    #[test]
     fn parameter_count_must_match_the_placeholders() {
         let text = "version: 1\npipeline: p\nstrategy: {kind: athena, query: 'SELECT 1 WHERE a = ? AND b = ?', parameters: [x], database: d}\nrequest: {url: 'http://h/x'}\ntarget: {dataset: d}\n";
         let err = PipelineSpec::from_yaml(text).expect_err("count mismatch").to_string();
