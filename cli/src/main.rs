@@ -149,15 +149,16 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Status { lake, limit } => {
-            if !lake.is_dir() {
-                anyhow::bail!("lake directory {} does not exist", lake.display());
-            }
+            require_lake(&lake)?;
             let store = shared::adapters::local::DirStore::new(&lake);
             let runs = tributary::status::recent_runs(&store, &lake, limit).await?;
             print!("{}", tributary::status::table(&runs));
             Ok(ExitCode::SUCCESS)
         }
         Command::Freshness { spec, lake, date } => {
+            // A mistyped lake must not read as "no run completed" (and an
+            // alert), nor be created by the alert it would write.
+            require_lake(&lake)?;
             let spec = load_spec(&spec)?;
             let Some(freshness) = &spec.freshness else {
                 anyhow::bail!("spec {} declares no freshness.deadline_utc", spec.pipeline);
@@ -296,4 +297,12 @@ target: {{ dataset: demo_transactions }}
         summaries.push(summary);
     }
     Ok(exit_code(&summaries))
+}
+
+/// Refuses a `--lake` that is not an existing directory.
+fn require_lake(lake: &std::path::Path) -> anyhow::Result<()> {
+    if !lake.is_dir() {
+        anyhow::bail!("lake directory {} does not exist", lake.display());
+    }
+    Ok(())
 }

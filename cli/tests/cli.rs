@@ -159,4 +159,15 @@ fn freshness_alerts_until_a_run_of_the_day_completes() {
     let output = tributary().arg("freshness").arg(&spec).arg("--lake").arg(&lake).output().expect("run");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success() && stderr.contains("freshness.deadline_utc"), "{stderr}");
+
+    // A mistyped lake is an error, not a stale alert, and is not created.
+    let spec = write_spec(dir.path(), &text);
+    let missing = dir.path().join("lak");
+    let output = tributary().arg("freshness").arg(&spec).arg("--lake").arg(&missing).output().expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && stderr.contains("lake directory") && stderr.contains("does not exist"),
+        "{stderr}"
+    );
+    assert!(!missing.exists(), "the missing lake is not created");
 }
