@@ -53,8 +53,8 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:8080")]
         addr: SocketAddr,
     },
-    /// List recent runs in a lake with their state (complete, incomplete,
-    /// failed), pages, records and dead letters.
+    /// List recent runs in a lake with their state (complete, failed,
+    /// incomplete, running), pages, records and dead letters.
     Status {
         /// Lake directory.
         #[arg(long, default_value = "lake")]
