@@ -37,9 +37,11 @@ pub struct Violation {
     pub expected: String,
     /// What was found.
     pub found: String,
-    /// Whether the column is a declared one (a violation there is the
-    /// declared schema at work, not a change of the dataset's types).
-    pub declared: bool,
+    /// Whether the column's type stands: the column is declared (its rule
+    /// at work), or the value fits no type at all (`1e400`, a lone UTF-16
+    /// surrogate). Otherwise the violation is the page asking for a change
+    /// of the dataset's types.
+    pub type_stands: bool,
 }
 
 impl std::fmt::Display for Violation {
@@ -235,7 +237,9 @@ impl Col {
         let tok = rec.tape.toks[idx];
         let next = rec.tape.skip(idx);
         let violation =
-            |found: String| Violation { path: String::new(), expected: self.expected(), found, declared: false };
+            |found: String| Violation { path: String::new(), expected: self.expected(), found, type_stands: false };
+        // No column type could hold the value: widening would not help.
+        let unrepresentable = |found: String| Violation { type_stands: true, ..violation(found) };
         if tok == Tok::Null {
             return Ok(next);
         }
@@ -250,7 +254,7 @@ impl Col {
                 // rather than replaced.
                 Tok::Str { start, end, escaped: true } => match unescape(rec.text, start, end, true, scratch) {
                     Ok(_) => Ok(next),
-                    Err(err) => Err(violation(format!("a string that is not valid Unicode ({})", err.message))),
+                    Err(err) => Err(unrepresentable(format!("a string that is not valid Unicode ({})", err.message))),
                 },
                 _ => Ok(next),
             },
@@ -278,6 +282,7 @@ impl Col {
                 // f64::MAX (1.8e308): finite without parsing.
                 Tok::Num { start, end, .. } if end - start < 300 && !rec.raw(idx).contains(['e', 'E']) => Ok(next),
                 Tok::Num { .. } if rec.raw(idx).parse::<f64>().is_ok_and(f64::is_finite) => Ok(next),
+                Tok::Num { .. } => Err(unrepresentable(found(rec, idx))),
                 _ => Err(violation(found(rec, idx))),
             },
             Col::Float32(_) => match tok {
@@ -337,13 +342,13 @@ impl Col {
                             path: format!("/{}", key_of(scratch)),
                             expected: "a field of the dataset".into(),
                             found: "an undeclared field".into(),
-                            declared: false,
+                            type_stands: false,
                         });
                     };
                     hint = at + 1;
                     if let Err(mut v) = children[at].check(rec, value, scratch) {
                         v.path = format!("/{}{}", key_of(scratch), v.path);
-                        v.declared |= declared[at];
+                        v.type_stands |= declared[at];
                         return Err(v);
                     }
                     i = rec.tape.skip(value);
@@ -355,7 +360,7 @@ impl Col {
                                 path: format!("/{}", names.list[at].0),
                                 expected: format!("{} (required)", children[at].expected()),
                                 found: "no value".into(),
-                                declared: true,
+                                type_stands: true,
                             });
                         }
                     }

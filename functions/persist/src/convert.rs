@@ -523,7 +523,7 @@ fn build_chunks(
                 continue;
             }
             if let Err(mut violation) = checker.check(rec, 0, &mut scratch) {
-                if strict && !violation.declared {
+                if strict && !violation.type_stands {
                     return Err((index, Stop::Widen));
                 }
                 if violation.path.is_empty() {
@@ -532,7 +532,7 @@ fn build_chunks(
                 built.quarantined.push((index, format!("record {index}: {violation}"), text.into()));
                 // Inferred columns take every value of the page, so a
                 // violation there is the dataset's schema refusing a change.
-                if !violation.declared {
+                if !violation.type_stands {
                     let prefix = format!("{}: ", violation.path);
                     let conflict =
                         format!("{prefix}the dataset has {}, this page has {}", violation.expected, violation.found);

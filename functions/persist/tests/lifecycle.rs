@@ -184,8 +184,7 @@ async fn an_sqs_body_with_unrepresentable_numbers_reaches_persist_intact() {
         "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:persist", "awsRegion": "us-east-1"
     }]}))
     .expect("an SQS event");
-    let config = PersistConfig::default();
-    let broker = Broker::new();
+    let (broker, config) = with_dlq();
     let response =
         persist::handle_sqs(&event, Deps { store: &store, queue: &broker, config: &config, run_events: None }).await;
     assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
@@ -195,6 +194,8 @@ async fn an_sqs_body_with_unrepresentable_numbers_reaches_persist_intact() {
     assert_eq!((receipt.records_persisted, receipt.records_quarantined), (1, 1), "1e400 is set aside, the rest lands");
     let raw = String::from_utf8(store.get(&receipt.raw_key).await.expect("raw").to_vec()).expect("utf-8");
     assert!(raw.contains("123456789012345678901234567890") && raw.contains("12.50") && raw.contains("1e400"), "{raw}");
+    let letters = broker.receive("persist-dlq", 10).expect("receive");
+    assert!(letters.is_empty(), "a value no type holds is the record's problem, not a schema change: {letters:?}");
 }
 
 /// A lake where, the first time a page writes the dataset's schema back,
