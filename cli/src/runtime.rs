@@ -196,6 +196,9 @@ impl LocalRuntime {
     /// client cannot start.
     pub fn new(options: LocalOptions) -> Result<Self, RuntimeError> {
         let lake_error = |message: String| RuntimeError::Lake { path: options.lake.clone(), message };
+        if options.lake.exists() && !options.lake.is_dir() {
+            return Err(lake_error("it is a file, not a directory".into()));
+        }
         std::fs::create_dir_all(&options.lake).map_err(|err| lake_error(err.to_string()))?;
         // Fail before the run rather than in every handler: the lake must take writes.
         let probe = options.lake.join(format!(".tributary-write-check-{}", std::process::id()));

@@ -107,6 +107,7 @@ fn scheduled_at_fixes_the_run_id_and_bad_times_or_lakes_are_refused() {
     let output = tributary().arg("run").arg(&spec).arg("--lake").arg(&not_a_dir).output().expect("run tributary");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success() && stderr.contains("lake directory"), "{stderr}");
+    assert!(stderr.contains("is a file, not a directory"), "said plainly, not `File exists`: {stderr}");
 
     let lake = dir.path().join("lake");
     let output = tributary()

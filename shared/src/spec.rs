@@ -421,6 +421,9 @@ impl PipelineSpec {
         if self.request.url.host_str().is_none() {
             return Err(invalid("request.url", self.request.url.as_str(), "the URL has no host"));
         }
+        if self.request.method == HttpMethod::Get && self.request.body.is_some() {
+            return Err(invalid("request.body", "(a JSON body)", "a GET request sends no body; set `method: POST`"));
+        }
         let url_template = self.request.url.as_str().replace("%7B", "{").replace("%7D", "}");
         if let Some(problem) = crate::strategy::athena::malformed_template(&url_template) {
             return Err(invalid("request.url", &url_template, &format!("malformed template: {problem}")));
@@ -942,6 +945,8 @@ target:
         );
         let with =
             |extra: &str| PAGED.replace("  records_pointer: /items", &format!("  records_pointer: /items\n{extra}"));
+        let err = parse_err(&PAGED.replace("  records_pointer: /items", "  records_pointer: /items\n  body: { q: 1 }"));
+        assert!(err.contains("request.body") && err.contains("method: POST"), "{err}");
         let err = parse_err(&with("  allow: { hosts: ['*'] }"));
         assert!(err.contains("request.allow.hosts") && err.contains("*.domain"), "{err}");
         let err = parse_err(&with("  allow: { hosts: ['api.*.example'] }"));

@@ -33,11 +33,14 @@ where
 }
 
 /// Text logs on stderr for the CLI, at `default_level` unless `RUST_LOG`
-/// says otherwise.
+/// says otherwise; coloured only when stderr is a terminal (a log file or
+/// a CI capture gets plain text).
 pub fn init_cli(default_level: &str) {
+    use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)))
         .with_target(false)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
 }
