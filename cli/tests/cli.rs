@@ -127,14 +127,17 @@ fn freshness_alerts_until_a_run_of_the_day_completes() {
     std::fs::create_dir_all(&lake).expect("lake");
     let text = GOOD.replace("target: {dataset: d}", "target: {dataset: d}\nfreshness: {deadline_utc: '07:30'}");
     let spec = write_spec(dir.path(), &text);
-    let output = tributary()
-        .arg("freshness")
-        .arg(&spec)
-        .arg("--lake")
-        .arg(&lake)
-        .args(["--date", "2026-11-29"])
-        .output()
-        .expect("run");
+    let check_the_29th = |spec: &std::path::Path| {
+        tributary()
+            .arg("freshness")
+            .arg(spec)
+            .arg("--lake")
+            .arg(&lake)
+            .args(["--date", "2026-11-29"])
+            .output()
+            .expect("run")
+    };
+    let output = check_the_29th(&spec);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("no run of 2026-11-29 completed by the deadline 07:30 UTC"), "{stdout}");
@@ -146,14 +149,7 @@ fn freshness_alerts_until_a_run_of_the_day_completes() {
         "records_persisted": 0, "records_quarantined": 0, "files": [], "schema_hash": "0"});
     std::fs::create_dir_all(lake.join("_manifests/p")).expect("dir");
     std::fs::write(lake.join("_manifests/p/20261129T060000Z.json"), manifest.to_string()).expect("write");
-    let output = tributary()
-        .arg("freshness")
-        .arg(&spec)
-        .arg("--lake")
-        .arg(&lake)
-        .args(["--date", "2026-11-29"])
-        .output()
-        .expect("run");
+    let output = check_the_29th(&spec);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stdout));
     let bad = text.replace("07:30", "7.30am");
     let spec = write_spec(dir.path(), &bad);

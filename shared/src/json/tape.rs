@@ -193,8 +193,8 @@ impl Parser<'_, '_> {
 
     fn value(&mut self, depth: usize) -> Result<(), SyntaxError> {
         match self.bytes.get(self.pos) {
-            Some(b'{') => self.object(depth + 1),
-            Some(b'[') => self.array(depth + 1),
+            Some(b'{') => self.container::<true>(depth + 1),
+            Some(b'[') => self.container::<false>(depth + 1),
             Some(b'"') => self.string(),
             Some(b'-' | b'0'..=b'9') => self.number(),
             Some(b't') => self.literal(b"true", Tok::Bool(true)),
@@ -236,25 +236,33 @@ impl Parser<'_, '_> {
         Ok(at)
     }
 
-    fn object(&mut self, depth: usize) -> Result<(), SyntaxError> {
+    /// An object (`OBJECT`) or an array at `pos`: its placeholder token,
+    /// then its children (key and value pairs, or items), then the token
+    /// completed with the index after its last child. A const parameter, so
+    /// each kind compiles to its own branch-free loop.
+    fn container<const OBJECT: bool>(&mut self, depth: usize) -> Result<(), SyntaxError> {
+        let object = OBJECT;
+        let (close, what) = if object { (b'}', "`,` or `}` in the object") } else { (b']', "`,` or `]` in the array") };
         let at = self.enter(depth)?;
         let from = self.pos as u32;
         self.pos += 1;
         self.skip_ws();
-        if self.bytes.get(self.pos) == Some(&b'}') {
+        if self.bytes.get(self.pos) == Some(&close) {
             self.pos += 1;
         } else {
             loop {
-                if self.bytes.get(self.pos) != Some(&b'"') {
-                    return Err(self.error("expected a string key"));
+                if object {
+                    if self.bytes.get(self.pos) != Some(&b'"') {
+                        return Err(self.error("expected a string key"));
+                    }
+                    self.string()?;
+                    self.skip_ws();
+                    if self.bytes.get(self.pos) != Some(&b':') {
+                        return Err(self.error("expected `:` after the key"));
+                    }
+                    self.pos += 1;
+                    self.skip_ws();
                 }
-                self.string()?;
-                self.skip_ws();
-                if self.bytes.get(self.pos) != Some(&b':') {
-                    return Err(self.error("expected `:` after the key"));
-                }
-                self.pos += 1;
-                self.skip_ws();
                 self.value(depth)?;
                 self.skip_ws();
                 match self.bytes.get(self.pos) {
@@ -262,45 +270,16 @@ impl Parser<'_, '_> {
                         self.pos += 1;
                         self.skip_ws();
                     }
-                    Some(b'}') => {
+                    Some(b) if *b == close => {
                         self.pos += 1;
                         break;
                     }
-                    _ => return Err(self.error("expected `,` or `}` in the object")),
+                    _ => return Err(self.error(&format!("expected {what}"))),
                 }
             }
         }
-        let end = self.tape.toks.len() as u32;
-        self.tape.toks[at] = Tok::Obj { end, from, to: self.pos as u32 };
-        Ok(())
-    }
-
-    fn array(&mut self, depth: usize) -> Result<(), SyntaxError> {
-        let at = self.enter(depth)?;
-        let from = self.pos as u32;
-        self.pos += 1;
-        self.skip_ws();
-        if self.bytes.get(self.pos) == Some(&b']') {
-            self.pos += 1;
-        } else {
-            loop {
-                self.value(depth)?;
-                self.skip_ws();
-                match self.bytes.get(self.pos) {
-                    Some(b',') => {
-                        self.pos += 1;
-                        self.skip_ws();
-                    }
-                    Some(b']') => {
-                        self.pos += 1;
-                        break;
-                    }
-                    _ => return Err(self.error("expected `,` or `]` in the array")),
-                }
-            }
-        }
-        let end = self.tape.toks.len() as u32;
-        self.tape.toks[at] = Tok::Arr { end, from, to: self.pos as u32 };
+        let (end, to) = (self.tape.toks.len() as u32, self.pos as u32);
+        self.tape.toks[at] = if object { Tok::Obj { end, from, to } } else { Tok::Arr { end, from, to } };
         Ok(())
     }
 

@@ -143,8 +143,7 @@ impl Harness {
         }
     }
 
-    /// Every message waiting in `queue`, as JSON.
-    /// Every message body on `queue`, as sent (text).
+    /// Every message body on `queue`, as sent (text); the queue is left empty.
     pub fn drain_text(&self, queue: &str) -> Vec<String> {
         let mut all = Vec::new();
         loop {
@@ -159,18 +158,9 @@ impl Harness {
         }
     }
 
+    /// Every message body on `queue`, as JSON; the queue is left empty.
     pub fn drain(&self, queue: &str) -> Vec<Value> {
-        let mut all = Vec::new();
-        loop {
-            let records = self.broker.receive(queue, 10).expect("receive");
-            if records.is_empty() {
-                return all;
-            }
-            for record in records {
-                all.push(serde_json::from_str(record.body.as_deref().expect("body")).expect("JSON body"));
-                self.broker.delete(queue, record.receipt_handle.as_deref().expect("receipt"));
-            }
-        }
+        self.drain_text(queue).iter().map(|body| serde_json::from_str(body).expect("JSON body")).collect()
     }
 }
 
