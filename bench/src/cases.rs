@@ -138,7 +138,7 @@ pub fn run(options: &RunOptions) -> anyhow::Result<()> {
     let temp = tempfile::tempdir().context("creating a temporary folder")?;
     let work = options.work.clone().unwrap_or_else(|| temp.path().to_path_buf());
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
-    let target = shared::contracts::PersistTarget::new("bench");
+    let target = contracts::PersistTarget::new("bench");
     let settings = PeerSettings {
         python,
         script: options.peer.clone(),

@@ -19,8 +19,8 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use contracts::{PayloadFormat, PersistTarget};
 use persist::page::PageSource;
-use shared::contracts::{PayloadFormat, PersistTarget};
 
 use crate::cases::ChildReport;
 

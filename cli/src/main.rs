@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use shared::spec::PipelineSpec;
+use contracts::spec::PipelineSpec;
 use tributary::runtime::{LocalOptions, LocalRuntime, RunSummary};
 use tributary::{lake, vendor};
 
@@ -108,7 +108,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    shared::telemetry::init_cli("warn");
+    tributary_core::telemetry::init_cli("warn");
     // Worker threads with 8 MiB stacks, as a main thread has: deeply nested
     // vendor JSON is parsed and serialised recursively.
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_stack_size(8 << 20).build() {
@@ -150,7 +150,7 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Status { lake, limit } => {
             require_lake(&lake)?;
-            let store = shared::adapters::local::DirStore::new(&lake);
+            let store = adapters::local::DirStore::new(&lake);
             let runs = tributary::status::recent_runs(&store, &lake, limit).await?;
             print!("{}", tributary::status::table(&runs));
             Ok(ExitCode::SUCCESS)
@@ -169,8 +169,8 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
                 deadline_utc: freshness.deadline_utc.clone(),
             };
             let config = notify::NotifyConfig {
-                alerts_topic: shared::topology::ALERTS_TOPIC.into(),
-                metrics: shared::metrics::MetricsTarget::Off,
+                alerts_topic: tributary_core::topology::ALERTS_TOPIC.into(),
+                metrics: tributary_core::metrics::MetricsTarget::Off,
             };
             let deps = notify::FreshnessDeps {
                 store: runtime.store().as_ref(),
@@ -203,7 +203,7 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Schema { out } => {
             std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-            for (name, text) in shared::contracts::schemas() {
+            for (name, text) in contracts::schemas() {
                 let path = out.join(name);
                 std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
                 println!("wrote {}", path.display());
@@ -284,7 +284,7 @@ target: {{ dataset: demo_transactions }}
     for text in &specs {
         let spec = PipelineSpec::from_yaml(text).context("demo spec")?;
         let summary = runtime.run(&spec, chrono::Utc::now()).await?;
-        println!("strategy {}", shared::strategy::strategy_for(&spec.strategy).kind());
+        println!("strategy {}", orchestrator::strategy::strategy_for(&spec.strategy).kind());
         print_summary(&summary);
         let (table, rows) = lake::preview(lake, &summary.data_keys, 3)?;
         println!(

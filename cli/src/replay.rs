@@ -16,9 +16,9 @@
 use std::fmt;
 
 use chrono::NaiveDate;
-use shared::contracts::PersistMessage;
-use shared::ports::{ObjectStore, PortError};
-use shared::spec::{SpecError, check_dataset};
+use contracts::PersistMessage;
+use contracts::spec::{SpecError, check_dataset};
+use tributary_core::ports::{ObjectStore, PortError};
 
 /// The `dt=` dates to replay, both ends inclusive; `None` is open.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -182,7 +182,7 @@ pub async fn replay(
     let mut summary = ReplaySummary { dataset: dataset.to_string(), range, failures, ..ReplaySummary::default() };
     summary.pages = keys.len() as u64 + summary.failures.len() as u64;
     // Nothing is sent: Persist only queues dead letters, and replay sets no DLQ.
-    let queue = shared::adapters::local::Broker::new();
+    let queue = adapters::local::Broker::new();
     let deps = persist::Deps { store, queue: &queue, run_events: None, config };
     for key in keys {
         match replay_page(&key, dataset, deps).await {
@@ -201,7 +201,11 @@ pub async fn replay(
 }
 
 /// Reads the envelope at `key` and persists it again.
-async fn replay_page(key: &str, dataset: &str, deps: persist::Deps<'_>) -> Result<shared::ledger::PageReceipt, String> {
+async fn replay_page(
+    key: &str,
+    dataset: &str,
+    deps: persist::Deps<'_>,
+) -> Result<tributary_core::ledger::PageReceipt, String> {
     let bytes = deps.store.get(key).await.map_err(|err| err.to_string())?;
     let message: PersistMessage =
         serde_json::from_slice(&bytes).map_err(|err| format!("not a persist message: {err}"))?;
@@ -224,6 +228,6 @@ pub async fn replay_lake(
     if !lake.is_dir() {
         return Err(ReplayError::NoLake(lake.to_path_buf()));
     }
-    let store = shared::adapters::local::DirStore::new(lake);
+    let store = adapters::local::DirStore::new(lake);
     replay(&store, dataset, range, &persist::PersistConfig::default()).await
 }

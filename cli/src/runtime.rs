@@ -1,7 +1,7 @@
 //! The local runtime: the five functions' handlers over in-process queues
 //! with SQS semantics, topics with SNS fan-out, and a directory as the bucket.
 //!
-//! The wiring comes from `shared::topology`, the same table the AWS stack
+//! The wiring comes from `tributary_core::topology`, the same table the AWS stack
 //! follows: each work queue is drained by its function in batches of the
 //! declared size, with the declared visibility timeout and redrive policy;
 //! the DLQs are drained by Notify, whose alerts are printed and appended to
@@ -25,13 +25,13 @@ use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use chrono::{DateTime, Utc};
 
-use shared::adapters::http::ReqwestClient;
-use shared::adapters::local::{Broker, DirStore, FileSecrets, QueueConfig, Subscription};
-use shared::contracts::{Alert, RunId};
-use shared::ledger;
-use shared::ports::{HttpClient, HttpRequest, HttpResponse, PortError, QueryEngine};
-use shared::spec::PipelineSpec;
-use shared::topology::{self, Function};
+use adapters::local::{Broker, DirStore, FileSecrets, QueueConfig, Subscription};
+use contracts::spec::PipelineSpec;
+use contracts::{Alert, RunId};
+use request::http::ReqwestClient;
+use tributary_core::ledger;
+use tributary_core::ports::{HttpClient, HttpRequest, HttpResponse, PortError, QueryEngine};
+use tributary_core::topology::{self, Function};
 
 /// Settings of a local run.
 #[derive(Clone, Debug)]
@@ -52,7 +52,7 @@ impl LocalOptions {
     /// Defaults for `lake`.
     pub fn new(lake: impl Into<PathBuf>) -> Self {
         let lake = lake.into();
-        let metrics = shared::metrics::MetricsTarget::File(lake.join("_metrics.jsonl"));
+        let metrics = tributary_core::metrics::MetricsTarget::File(lake.join("_metrics.jsonl"));
         Self {
             lake,
             concurrency: 4,
@@ -72,10 +72,10 @@ impl LocalOptions {
 }
 
 /// The DLQ of work queue `queue` and its `maxReceiveCount`, from the topology.
-pub fn dead_letter_target(queue: &str) -> shared::batch::DeadLetterTarget {
+pub fn dead_letter_target(queue: &str) -> tributary_core::batch::DeadLetterTarget {
     let (dlq, max_receive_count) =
         topology::queue(queue).and_then(|q| q.redrive).unwrap_or((topology::NOTIFY_DLQ, topology::MAX_RECEIVE_COUNT));
-    shared::batch::DeadLetterTarget { dlq: dlq.to_string(), max_receive_count }
+    tributary_core::batch::DeadLetterTarget { dlq: dlq.to_string(), max_receive_count }
 }
 
 /// What a run did.
@@ -266,7 +266,7 @@ impl LocalRuntime {
 
         let event = scheduler_event(spec, now);
         let config = self.orchestrator_config();
-        let ledger = shared::ledger::RunLedger {
+        let ledger = tributary_core::ledger::RunLedger {
             store: self.store.as_ref(),
             events: Some((self.broker.as_ref(), topology::RUN_EVENTS_TOPIC)),
         };
@@ -399,7 +399,7 @@ impl LocalRuntime {
             }),
             notify: Arc::new(notify::NotifyConfig {
                 alerts_topic: topology::ALERTS_TOPIC.into(),
-                metrics: shared::metrics::MetricsTarget::File(self.options.lake.join("_metrics.jsonl")),
+                metrics: tributary_core::metrics::MetricsTarget::File(self.options.lake.join("_metrics.jsonl")),
             }),
         }
     }
@@ -422,8 +422,8 @@ struct Handles {
 }
 
 impl Handles {
-    fn ledger(&self) -> shared::ledger::RunLedger<'_> {
-        shared::ledger::RunLedger {
+    fn ledger(&self) -> tributary_core::ledger::RunLedger<'_> {
+        tributary_core::ledger::RunLedger {
             store: self.store.as_ref(),
             events: Some((self.broker.as_ref(), topology::RUN_EVENTS_TOPIC)),
         }
@@ -484,7 +484,7 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
 }
 
 /// Messages in each DLQ so far: sent there plus redriven there.
-fn dead_letters(stats: &shared::adapters::local::BrokerStats) -> BTreeMap<String, u64> {
+fn dead_letters(stats: &adapters::local::BrokerStats) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
     for decl in topology::QUEUES {
         let Some((dlq, _)) = decl.redrive else { continue };
@@ -503,9 +503,9 @@ fn dead_letters(stats: &shared::adapters::local::BrokerStats) -> BTreeMap<String
 /// local queues live in memory, and an alert quotes only the first KiB. (On
 /// AWS the DLQ itself keeps the message, for up to 14 days.)
 async fn keep_dead_letters(store: &DirStore, event: &SqsEvent) {
-    use shared::ports::ObjectStore;
+    use tributary_core::ports::ObjectStore;
     for record in &event.records {
-        let meta = shared::batch::RecordMeta::of(record);
+        let meta = tributary_core::batch::RecordMeta::of(record);
         let when = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
         let key = format!("_dead_letters/{}/{when}-{}.json", meta.source_queue, meta.message_id);
         let body = bytes::Bytes::from(record.body.clone().unwrap_or_default());

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use shared::ledger::{Expected, PageReceipt};
-use shared::ports::{ObjectStore, PortError};
+use tributary_core::ledger::{Expected, PageReceipt};
+use tributary_core::ports::{ObjectStore, PortError};
 
 use crate::runtime::read_alerts;
 

@@ -9,7 +9,7 @@
 //! # Tables
 //!
 //! Each query sees every dataset folder directly under the lake root (the
-//! layout of `shared::keys`: `<dataset>/dt=<YYYY-MM-DD>/<file>.parquet`) as
+//! layout of `tributary_core::keys`: `<dataset>/dt=<YYYY-MM-DD>/<file>.parquet`) as
 //! a table named like the folder, with the `dt` partition as a `Utf8`
 //! column. Folders that are not datasets are not tables: `raw/`,
 //! `quarantine/`, `athena-results/` and any name starting with `_` or `.`
@@ -42,8 +42,8 @@ use datafusion::execution::context::SQLOptions;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::scalar::ScalarValue;
 use serde_json::{Map, Value};
-use shared::ports::{PortError, Query, QueryEngine, QueryState, ResultPage};
 use tokio::time::Instant;
+use tributary_core::ports::{PortError, Query, QueryEngine, QueryState, ResultPage};
 
 pub use placeholders::numbered_placeholders;
 

@@ -1,5 +1,5 @@
 //! Result batches as JSON rows, typed the way the Athena adapter types
-//! Athena's results (see `shared::adapters::aws::AthenaEngine`).
+//! Athena's results (see `adapters::aws::AthenaEngine`).
 //!
 //! | Arrow type | JSON |
 //! |---|---|

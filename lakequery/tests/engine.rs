@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use lakequery::{LakeEngine, PAGE_ROWS};
 use serde_json::{Value, json};
-use shared::ports::{PortError, Query, QueryEngine, QueryState, ResultPage};
 use tokio::time::Instant;
+use tributary_core::ports::{PortError, Query, QueryEngine, QueryState, ResultPage};
 
 /// Writes `records` as one Parquet file at `<root>/<relative>`.
 fn write_parquet(root: &Path, relative: &str, records: &[Value]) {

@@ -37,7 +37,7 @@ pub async fn reset_emulator() -> Emulator {
         Ok(response) => panic!("{endpoint}/moto-api/reset answered {}: is it moto? {HOW_TO_START}", response.status()),
         Err(err) => panic!("moto at AWS_ENDPOINT_URL={endpoint} is unreachable ({err}); {HOW_TO_START}"),
     }
-    let mut loader = shared::adapters::aws::config_loader().region(Region::new("us-east-1"));
+    let mut loader = adapters::aws::config_loader().region(Region::new("us-east-1"));
     if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() {
         loader =
             loader.credentials_provider(aws_sdk_sqs::config::Credentials::new("testing", "testing", None, None, "e2e"));

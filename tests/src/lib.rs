@@ -78,11 +78,11 @@ pub async fn start_vendor(behaviour: VendorBehaviour) -> SocketAddr {
 }
 
 /// A paged spec for the vendor at `addr`.
-pub fn paged_spec(addr: SocketAddr, pipeline: &str, page_size: u32) -> shared::spec::PipelineSpec {
+pub fn paged_spec(addr: SocketAddr, pipeline: &str, page_size: u32) -> contracts::spec::PipelineSpec {
     let text = format!(
         "version: 1\npipeline: {pipeline}\nstrategy: {{kind: paged, page_size: {page_size}, total_pointer: /meta/total}}\nrequest: {{url: 'http://{addr}/items', records_pointer: /results, allow: {{loopback: true}}}}\ntarget: {{dataset: {pipeline}}}\n"
     );
-    shared::spec::PipelineSpec::from_yaml(&text).expect("valid spec")
+    contracts::spec::PipelineSpec::from_yaml(&text).expect("valid spec")
 }
 
 /// Every row of every Parquet file under `<lake>/<dataset>/`, as JSON

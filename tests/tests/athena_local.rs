@@ -2,7 +2,7 @@
 //! DataFusion query over the lake's Parquet drive one vendor call each.
 
 use chrono::Utc;
-use shared::spec::PipelineSpec;
+use contracts::spec::PipelineSpec;
 use tributary::runtime::{LocalOptions, LocalRuntime};
 use tributary_e2e::{VendorBehaviour, detail, paged_spec, read_dataset, start_vendor};
 
@@ -39,9 +39,9 @@ async fn each_row_of_a_lake_query_becomes_one_call_and_its_records_persist_once(
     let sample =
         read_dataset(lake.path(), "details").into_iter().find(|r| r["item_id"] == 3 && r["k"] == 1).expect("row");
     assert_eq!(sample["note"], detail(3, 1)["note"]);
-    let run_id = shared::contracts::RunId::new(summary.run_id.clone()).expect("run id");
-    let manifest: shared::ledger::Manifest = serde_json::from_slice(
-        &std::fs::read(lake.path().join(shared::ledger::manifest_key("details", &run_id))).expect("manifest"),
+    let run_id = contracts::RunId::new(summary.run_id.clone()).expect("run id");
+    let manifest: tributary_core::ledger::Manifest = serde_json::from_slice(
+        &std::fs::read(lake.path().join(tributary_core::keys::manifest_key("details", &run_id))).expect("manifest"),
     )
     .expect("manifest");
     assert_eq!((manifest.pages, manifest.records_persisted), (30, 60), "complete once the row count is known");

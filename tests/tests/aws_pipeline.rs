@@ -1,6 +1,6 @@
 //! End-to-end on the AWS emulator: the real handlers, the AWS adapters and
 //! the real aws-sdk clients against moto, with the topology provisioned from
-//! `shared::topology` (the declaration the local runtime uses).
+//! `tributary_core::topology` (the declaration the local runtime uses).
 //!
 //! Needs moto at `AWS_ENDPOINT_URL` (`bash .ci/run` starts it); each test
 //! resets it first, and `.config/nextest.toml` runs the emulator tests one at
@@ -12,11 +12,11 @@ use bytes::Bytes;
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 
-use shared::adapters::aws::{Provisioned, S3Store, SnsPublisher, SqsSender, provision, s3_client_with_path_style};
-use shared::batch::decode_body;
-use shared::contracts::{Alert, PageRef, Payload, PersistMessage, PersistTarget, RunId, V1};
-use shared::ports::{ObjectStore, QueueSender};
-use shared::topology;
+use adapters::aws::{Provisioned, S3Store, SnsPublisher, SqsSender, provision, s3_client_with_path_style};
+use contracts::{Alert, PageRef, Payload, PersistMessage, PersistTarget, RunId, V1};
+use tributary_core::batch::decode_body;
+use tributary_core::ports::{ObjectStore, QueueSender};
+use tributary_core::topology;
 use tributary_e2e::emulator::{Emulator, depth, receive_event, reset_emulator, settle};
 use tributary_e2e::{VendorBehaviour, paged_spec, record, start_vendor};
 
@@ -81,7 +81,7 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
     let (inbox_url, inbox_arn) = raw_inbox(&emulator, &run_events, "e2e-run-events").await;
     let inbox_arn = inbox_arn.as_str();
     let topics = SnsPublisher::new(aws_sdk_sns::Client::new(&emulator.config));
-    let ledger = shared::ledger::RunLedger { store: &store, events: Some((&topics, run_events.as_str())) };
+    let ledger = tributary_core::ledger::RunLedger { store: &store, events: Some((&topics, run_events.as_str())) };
 
     let orchestrator_config = orchestrator_config(&provisioned);
     let scheduled = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
@@ -89,9 +89,9 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
     let orchestrator_deps = orchestrator::Deps { queue: &sender, config: &orchestrator_config, ledger: Some(ledger) };
     orchestrator::handle(event, scheduled, orchestrator_deps).await.expect("run starts");
 
-    let http = shared::adapters::http::ReqwestClient::new().expect("http");
+    let http = request::http::ReqwestClient::new().expect("http");
     let request_config = request::RequestConfig::default();
-    let (secrets, warm) = (shared::adapters::local::FileSecrets::new("no-secrets.json"), request::Warm::default());
+    let (secrets, warm) = (adapters::local::FileSecrets::new("no-secrets.json"), request::Warm::default());
     let persist_config = persist::PersistConfig::default();
     let consumers = [topology::ORCHESTRATOR_QUEUE, topology::REQUEST_QUEUE, topology::PERSIST_QUEUE];
     // The event source mappings, by hand: poll each queue, invoke, settle.
@@ -152,18 +152,18 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
     ids.sort_unstable();
     assert_eq!(ids, (0..95).collect::<Vec<u64>>(), "every record exactly once");
     let run_id = RunId::new("20261129T060000Z").expect("id");
-    let receipts = shared::ledger::run_totals(&store, "onaws", &run_id).await;
+    let receipts = tributary_core::ledger::run_totals(&store, "onaws", &run_id).await;
     assert_eq!(receipts.expect("receipts").records_persisted, 95);
 
     // The run ledger in S3 completed the run and announced it on SNS.
-    let manifest: shared::ledger::Manifest = serde_json::from_slice(
-        &store.get(&shared::ledger::manifest_key("onaws", &run_id)).await.expect("manifest in S3"),
+    let manifest: tributary_core::ledger::Manifest = serde_json::from_slice(
+        &store.get(&tributary_core::keys::manifest_key("onaws", &run_id)).await.expect("manifest in S3"),
     )
     .expect("manifest");
     assert_eq!((manifest.pages, manifest.records_persisted), (5, 95));
     let announced = receive_event(&sqs, &inbox_url, inbox_arn, 10, 60).await;
     assert_eq!(announced.records.len(), 1, "one run-completed event");
-    let event: shared::ledger::RunCompleted =
+    let event: contracts::RunCompleted =
         serde_json::from_str(announced.records[0].body.as_deref().expect("body")).expect("run-completed.v1");
     assert_eq!((event.pipeline.as_str(), event.pages), ("onaws", 5));
 
@@ -266,7 +266,7 @@ async fn a_permanent_failure_is_dead_lettered_at_once_and_the_alert_carries_the_
                      "payload": {"kind": "inline", "records": []}});
     sender.send(persist_url, vec![bad.to_string()]).await.expect("send");
     let persist_config = persist::PersistConfig {
-        dead_letter: Some(shared::batch::DeadLetterTarget { dlq: dlq_url.into(), max_receive_count: 5 }),
+        dead_letter: Some(tributary_core::batch::DeadLetterTarget { dlq: dlq_url.into(), max_receive_count: 5 }),
         ..persist::PersistConfig::default()
     };
     let event = receive_event(&sqs, persist_url, &provisioned.queue_arns["persist"], 10, 60).await;
@@ -283,7 +283,7 @@ async fn a_permanent_failure_is_dead_lettered_at_once_and_the_alert_carries_the_
     assert_eq!(dead.records.len(), 1);
     let publisher = SnsPublisher::new(aws_sdk_sns::Client::new(&emulator.config));
     let alerts_topic = provisioned.topic_arn(topology::ALERTS_TOPIC).expect("arn").to_string();
-    let alert = notify::alert_for(&dead.records[0], &shared::batch::RecordMeta::of(&dead.records[0]));
+    let alert = notify::alert_for(&dead.records[0], &tributary_core::batch::RecordMeta::of(&dead.records[0]));
     let reason = alert.reason.clone().expect("the reason travelled in message attributes");
     assert!(reason.contains("target.dataset") && reason.contains("reserved"), "{reason}");
     assert_eq!((alert.function.as_str(), alert.receive_count, alert.pipeline.as_deref()), ("persist", 1, Some("p")));
@@ -305,7 +305,7 @@ async fn persist_writes_parquet_to_s3_that_reads_back_byte_for_byte() {
         run_date: chrono::NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
         page: PageRef { index: 3, count: 4 },
         target: PersistTarget::new("bytes"),
-        payload: Payload::Inline { records: shared::contracts::RawRecords::from_values(&records).expect("records") },
+        payload: Payload::Inline { records: contracts::RawRecords::from_values(&records).expect("records") },
     };
     let config = persist::PersistConfig::default();
     let receipt = persist::persist_page(
@@ -362,7 +362,7 @@ async fn athena_rows_fan_out_through_sns_to_the_orchestrator_and_become_requests
     let athena_url = provisioned.queue_url(topology::ATHENA_QUEUE).expect("url");
     let event = receive_event(&sqs, athena_url, &provisioned.queue_arns["athena"], 10, 60).await;
     assert_eq!(event.records.len(), 1);
-    let engine = shared::adapters::aws::AthenaEngine::new(aws_sdk_athena::Client::new(&emulator.config))
+    let engine = adapters::aws::AthenaEngine::new(aws_sdk_athena::Client::new(&emulator.config))
         .with_poll_delays(std::time::Duration::from_millis(5), std::time::Duration::from_millis(20));
     let topics = SnsPublisher::new(aws_sdk_sns::Client::new(&emulator.config));
     let athena_config = athena::AthenaConfig::new(athena_url);
@@ -390,7 +390,7 @@ async fn athena_rows_fan_out_through_sns_to_the_orchestrator_and_become_requests
         .records
         .iter()
         .map(|r| {
-            let message: shared::contracts::RequestMessage =
+            let message: contracts::RequestMessage =
                 serde_json::from_str(r.body.as_deref().expect("body")).expect("request message");
             message.http.url.to_string()
         })

@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 use chrono::{TimeZone, Utc};
 use serde_json::Value;
 
-use shared::contracts::{PageRef, Payload, PersistMessage, PersistTarget, RunId, V1};
-use shared::ports::QueueSender;
+use contracts::{PageRef, Payload, PersistMessage, PersistTarget, RunId, V1};
 use tributary::runtime::{LocalOptions, LocalRuntime, read_alerts};
+use tributary_core::ports::QueueSender;
 use tributary_e2e::{VendorBehaviour, paged_spec, read_dataset, record, start_vendor};
 
 fn ids(rows: &[Value]) -> Vec<u64> {
@@ -44,18 +44,19 @@ async fn paged_pipeline_persists_every_record_exactly_once_with_its_values() {
     }
     // The run ledger completed the run: a manifest for readers and a marker.
     let run_id = RunId::new(summary.run_id.clone()).expect("run id");
-    let manifest: shared::ledger::Manifest = serde_json::from_slice(
-        &std::fs::read(lake.path().join(shared::ledger::manifest_key("items", &run_id))).expect("manifest written"),
+    let manifest: tributary_core::ledger::Manifest = serde_json::from_slice(
+        &std::fs::read(lake.path().join(tributary_core::keys::manifest_key("items", &run_id)))
+            .expect("manifest written"),
     )
     .expect("manifest");
     assert_eq!((manifest.pages, manifest.records_persisted, manifest.files.len()), (7, 137, 7));
     assert_eq!(manifest.schema_hash.len(), 16);
-    assert!(lake.path().join(shared::ledger::success_key("items", &run_id)).is_file());
+    assert!(lake.path().join(tributary_core::keys::success_key("items", &run_id)).is_file());
     let events = std::fs::read_to_string(lake.path().join("_run_events.jsonl")).expect("run events");
-    let event: shared::ledger::RunCompleted =
+    let event: contracts::RunCompleted =
         serde_json::from_str(events.lines().next().expect("one event")).expect("event");
     assert_eq!((event.pipeline.as_str(), event.pages, event.records_persisted), ("items", 7, 137));
-    assert_eq!(event.manifest_key, shared::ledger::manifest_key("items", &run_id));
+    assert_eq!(event.manifest_key, tributary_core::keys::manifest_key("items", &run_id));
     let raw = std::fs::read_dir(lake.path().join("raw/items")).expect("raw pages kept").count();
     assert_eq!(raw, 1, "one dt= partition of raw pages");
 
@@ -104,7 +105,7 @@ async fn a_total_of_zero_is_a_successful_empty_run() {
     assert!(summary.succeeded());
     assert_eq!((summary.requests, summary.pages, summary.records_persisted), (1, 0, 0));
     let run_id = RunId::new(summary.run_id.clone()).expect("run id");
-    let manifest = std::fs::read_to_string(lake.path().join(shared::ledger::manifest_key("empty", &run_id)))
+    let manifest = std::fs::read_to_string(lake.path().join(tributary_core::keys::manifest_key("empty", &run_id)))
         .expect("an empty run completes too");
     assert!(manifest.contains("\"pages\":0"), "{manifest}");
 }
@@ -163,8 +164,7 @@ async fn a_record_that_is_not_json_fails_alone_and_is_alerted_after_max_receive_
         page: PageRef::SINGLE,
         target: PersistTarget::new("inject"),
         payload: Payload::Inline {
-            records: shared::contracts::RawRecords::from_values(&[record(1), record(2), Value::from(3)])
-                .expect("records"),
+            records: contracts::RawRecords::from_values(&[record(1), record(2), Value::from(3)]).expect("records"),
         },
     };
     let bodies = vec!["{not json".to_string(), serde_json::to_string(&good).expect("json")];

@@ -20,13 +20,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use adapters::local::{Broker, DirStore};
 use bytes::Bytes;
 use chrono::NaiveDate;
+use contracts::{PageRef, Payload, PayloadFormat, PersistMessage, PersistTarget, RunId, V1};
 use serde_json::{Value, json};
-use shared::adapters::local::{Broker, DirStore};
-use shared::contracts::{PageRef, Payload, PayloadFormat, PersistMessage, PersistTarget, RunId, V1};
-use shared::ledger::PageReceipt;
-use shared::ports::ObjectStore;
+use tributary_core::ledger::PageReceipt;
+use tributary_core::ports::ObjectStore;
 
 fn python() -> PathBuf {
     std::env::var_os("TRIBUTARY_PYTHON")
@@ -126,10 +126,10 @@ async fn persist(
     let array = format!("[{}]", records.join(",\n"));
     let payload = match delivery {
         Delivery::Inline => Payload::Inline {
-            records: shared::contracts::RawRecords::from_text(array.clone()).expect("inline records are a JSON array"),
+            records: contracts::RawRecords::from_text(array.clone()).expect("inline records are a JSON array"),
         },
         Delivery::ClaimCheck => {
-            let key = shared::keys::claim_key(dataset, &run_id, page);
+            let key = tributary_core::keys::claim_key(dataset, &run_id, page);
             store.put(&key, Bytes::from(array)).await.expect("store the claim check");
             Payload::Object { key, format: PayloadFormat::default() }
         }

@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use adapters::local::DirStore;
 use bytes::Bytes;
 use chrono::{NaiveDate, TimeZone, Utc};
-use shared::adapters::local::DirStore;
-use shared::ports::ObjectStore;
 use tributary::replay::{DateRange, ReplayError, replay, replay_lake};
 use tributary::runtime::{LocalOptions, LocalRuntime};
+use tributary_core::ports::ObjectStore;
 use tributary_e2e::{VendorBehaviour, paged_spec, start_vendor};
 
 fn day(d: u32) -> NaiveDate {
@@ -128,11 +128,11 @@ async fn a_broken_raw_page_is_reported_with_its_key_and_reason_and_the_others_ar
 
 #[tokio::test]
 async fn a_claim_check_page_is_replayed_from_its_raw_copy_and_a_second_replay_changes_nothing() {
-    use shared::contracts::{PageRef, Payload, PayloadFormat, PersistMessage, PersistTarget, RunId, V1};
+    use contracts::{PageRef, Payload, PayloadFormat, PersistMessage, PersistTarget, RunId, V1};
     let lake = tempfile::tempdir().expect("tempdir");
     let store = DirStore::new(lake.path());
     let run_id = RunId::new("20261128T060000Z").expect("run id");
-    let claim = shared::keys::claim_key("big", &run_id, 0);
+    let claim = tributary_core::keys::claim_key("big", &run_id, 0);
     // Integers beyond u64 only survive as the bytes sent: replay must not re-encode them.
     let page = "{\"id\":1,\"ref\":123456789012345678901234567890}\n{\"id\":2,\"ref\":7}\n";
     store.put(&claim, Bytes::from_static(page.as_bytes())).await.expect("put");
@@ -146,12 +146,8 @@ async fn a_claim_check_page_is_replayed_from_its_raw_copy_and_a_second_replay_ch
         payload: Payload::Object { key: claim.clone(), format: PayloadFormat::default() },
     };
     let config = persist::PersistConfig::default();
-    let deps = persist::Deps {
-        store: &store,
-        queue: &shared::adapters::local::Broker::new(),
-        run_events: None,
-        config: &config,
-    };
+    let deps =
+        persist::Deps { store: &store, queue: &adapters::local::Broker::new(), run_events: None, config: &config };
     persist::persist_page(message, deps).await.expect("persist");
     store.delete(&claim).await.expect("the claim check expires");
     let before = snapshot(lake.path()).await;

@@ -6,8 +6,8 @@
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 
-use shared::contracts::RunId;
-use shared::spec::PipelineSpec;
+use contracts::RunId;
+use contracts::spec::PipelineSpec;
 use tributary::runtime::{LocalOptions, LocalRuntime};
 use tributary::vendor::{self, DemoData};
 
@@ -23,8 +23,8 @@ fn spec(addr: std::net::SocketAddr, path: &str, next: &str, auth: &str, extra: &
     .expect("valid spec")
 }
 
-fn manifest(lake: &std::path::Path, run_id: &str) -> shared::ledger::Manifest {
-    let key = shared::ledger::manifest_key("events", &RunId::new(run_id).expect("run id"));
+fn manifest(lake: &std::path::Path, run_id: &str) -> tributary_core::ledger::Manifest {
+    let key = tributary_core::keys::manifest_key("events", &RunId::new(run_id).expect("run id"));
     serde_json::from_slice(&std::fs::read(lake.join(key)).expect("the run completed")).expect("manifest")
 }
 

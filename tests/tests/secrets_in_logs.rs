@@ -7,8 +7,8 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use shared::ports::QueueSender;
 use tributary::runtime::{LocalOptions, LocalRuntime, read_alerts};
+use tributary_core::ports::QueueSender;
 use tributary_e2e::{VendorBehaviour, start_vendor};
 
 const SECRET: &str = "s3cr3t-TOKEN-4f9a";
@@ -42,7 +42,7 @@ async fn a_secret_never_reaches_a_log_line_or_an_alert() {
     let logs = Captured::default();
     // The Lambda functions' JSON subscriber; a current-thread runtime keeps
     // every task on this thread, under this default.
-    let _guard = tracing::subscriber::set_default(shared::telemetry::lambda_subscriber(logs.clone()));
+    let _guard = tracing::subscriber::set_default(tributary_core::telemetry::lambda_subscriber(logs.clone()));
 
     // Offset 0 answers a maintenance page that is not JSON: the request fails
     // on every receive and ends in the DLQ with an alert.

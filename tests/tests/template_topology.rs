@@ -1,4 +1,4 @@
-//! infra/template.yaml follows `shared::topology`, the one declaration of
+//! infra/template.yaml follows `tributary_core::topology`, the one declaration of
 //! queues, DLQs, redrive, batch sizes, visibility timeouts, function timeouts
 //! and memory, topics and subscriptions that the local runtime uses too.
 //!
@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde_norway::{Mapping, Value};
-use shared::topology::{self, Function, QueueDecl};
+use tributary_core::topology::{self, Function, QueueDecl};
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -193,7 +193,7 @@ fn truthy(value: Option<&Value>) -> bool {
 fn assert_no_failures(what: &str, failures: Vec<String>) {
     assert!(
         failures.is_empty(),
-        "{TEMPLATE} does not follow shared/src/topology.rs ({what}):\n  - {}",
+        "{TEMPLATE} does not follow core/src/topology.rs ({what}):\n  - {}",
         failures.join("\n  - ")
     );
 }
@@ -534,7 +534,7 @@ fn default_pipeline_specs_are_the_examples() {
                 continue;
             }
         };
-        if let Err(err) = shared::spec::PipelineSpec::from_value(json.clone()) {
+        if let Err(err) = contracts::spec::PipelineSpec::from_value(json.clone()) {
             failures.push(format!("parameter {param}: Default is not a valid spec: {err}"));
         }
         let path = repo_root().join("examples").join(format!("{example}.yaml"));

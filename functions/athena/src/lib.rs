@@ -28,9 +28,9 @@ use std::time::Duration;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use tokio::time::Instant;
 
-use shared::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
-use shared::contracts::{self, Destination, QueryContinuation, QueryMessage, QueryRow, V1};
-use shared::ports::{PortError, Query, QueryEngine, QueryState, QueueSender, TopicMessage, TopicPublisher};
+use contracts::{self, Destination, QueryContinuation, QueryMessage, QueryRow, V1};
+use tributary_core::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
+use tributary_core::ports::{PortError, Query, QueryEngine, QueryState, QueueSender, TopicMessage, TopicPublisher};
 
 /// The Athena function's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,7 +71,7 @@ pub struct Deps<'a> {
     pub queue: &'a dyn QueueSender,
     /// The lake, for the run ledger: when the last row is published, the
     /// row count is the run's expected page count (`None`: no ledger).
-    pub ledger: Option<shared::ledger::RunLedger<'a>>,
+    pub ledger: Option<tributary_core::ledger::RunLedger<'a>>,
     /// Settings.
     pub config: &'a AthenaConfig,
 }
@@ -219,7 +219,7 @@ pub async fn run_query(message: QueryMessage, deadline: Instant, deps: Deps<'_>)
     }
     tracing::info!(rows = published, total_rows = next_row, "query answered");
     if let Some(ledger) = deps.ledger {
-        let expected = shared::ledger::Expected {
+        let expected = tributary_core::ledger::Expected {
             pipeline: message.pipeline.clone(),
             run_id: message.run_id.clone(),
             run_date: message.run_date,

@@ -8,13 +8,13 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use adapters::aws::{self, AthenaEngine, LambdaEnv, SnsPublisher, SqsSender, dead_letter_target};
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use shared::adapters::aws::{self, AthenaEngine, LambdaEnv, SnsPublisher, SqsSender, dead_letter_target};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::telemetry::init_lambda();
+    tributary_core::telemetry::init_lambda();
     let env = LambdaEnv::from_env();
     let mut config = athena::AthenaConfig::new(env.required("ATHENA_QUEUE_URL")?);
     config.max_rows_per_invocation = env.u64_or("MAX_ROWS_PER_INVOCATION", config.max_rows_per_invocation)?;
@@ -31,9 +31,9 @@ async fn main() -> Result<(), Error> {
     let queue = SqsSender::new(aws_sdk_sqs::Client::new(&sdk));
     let ledger = aws::S3Store::new(aws::s3_client(&sdk)?, env.required("LAKE_BUCKET")?);
     let run_events = env.optional("RUN_EVENTS_TOPIC_ARN")?;
-    let ledger = shared::ledger::RunLedger {
+    let ledger = tributary_core::ledger::RunLedger {
         store: &ledger,
-        events: run_events.as_deref().map(|topic| (&topics as &dyn shared::ports::TopicPublisher, topic)),
+        events: run_events.as_deref().map(|topic| (&topics as &dyn tributary_core::ports::TopicPublisher, topic)),
     };
     let deps = athena::Deps { engine: &engine, topics: &topics, queue: &queue, config: &config, ledger: Some(ledger) };
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {

@@ -5,12 +5,12 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use adapters::local::{Broker, QueueConfig, Subscription};
 use async_trait::async_trait;
+use contracts::{Destination, QueryMessage, QueryRow, RunId, V1};
 use serde_json::json;
-use shared::adapters::local::{Broker, QueueConfig, Subscription};
-use shared::contracts::{Destination, QueryMessage, QueryRow, RunId, V1};
-use shared::ports::{PortError, Query, QueryEngine, QueryState, ResultPage};
 use tokio::time::Instant;
+use tributary_core::ports::{PortError, Query, QueryEngine, QueryState, ResultPage};
 
 /// Serves `total` rows `{"n": i}` in pages of `page_rows`, tokens being the
 /// next offset; optionally fails, stays running, or repeats a token.

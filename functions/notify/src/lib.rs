@@ -24,11 +24,11 @@
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use serde_json::Value;
 
-use shared::batch::{self, RecordMeta, decode_body, queue_name_of_arn};
-use shared::contracts::AlertExample;
-use shared::contracts::{Alert, V1};
-use shared::ports::{PortError, TopicMessage, TopicPublisher};
-use shared::topology::{function_for_dead_letter_queue, function_for_queue};
+use contracts::AlertExample;
+use contracts::{Alert, V1};
+use tributary_core::batch::{self, RecordMeta, decode_body, queue_name_of_arn};
+use tributary_core::ports::{PortError, TopicMessage, TopicPublisher};
+use tributary_core::topology::{function_for_dead_letter_queue, function_for_queue};
 
 /// Body bytes quoted in an alert (1 KiB).
 pub const EXCERPT_BYTES: usize = 1024;
@@ -46,7 +46,7 @@ pub struct NotifyConfig {
     /// Alerts topic (`ALERTS_TOPIC_ARN` on AWS).
     pub alerts_topic: String,
     /// Where the EMF `dead_letters` count of each alert goes.
-    pub metrics: shared::metrics::MetricsTarget,
+    pub metrics: tributary_core::metrics::MetricsTarget,
 }
 
 /// The ports and settings the handler uses.
@@ -63,7 +63,7 @@ pub struct Deps<'a> {
 #[derive(Clone, Copy)]
 pub struct FreshnessDeps<'a> {
     /// The lake bucket.
-    pub store: &'a dyn shared::ports::ObjectStore,
+    pub store: &'a dyn tributary_core::ports::ObjectStore,
     /// Publishes the alert.
     pub topics: &'a dyn TopicPublisher,
     /// Settings (the alerts topic).
@@ -94,7 +94,7 @@ pub async fn check_freshness(
     date: chrono::NaiveDate,
     deps: FreshnessDeps<'_>,
 ) -> Result<Option<Alert>, PortError> {
-    let completed = shared::ledger::completed_runs(deps.store, &check.pipeline, date).await?;
+    let completed = tributary_core::ledger::completed_runs(deps.store, &check.pipeline, date).await?;
     if !completed.is_empty() {
         tracing::info!(pipeline = %check.pipeline, %date, runs = completed.len(), "fresh: a run of the day completed");
         return Ok(None);
@@ -185,8 +185,9 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
     }
     let mut response = SqsBatchResponse::default();
     for (alert, ids) in groups {
-        let mut emf = shared::metrics::Metrics::new(&alert.function, alert.pipeline.as_deref().unwrap_or("unknown"));
-        emf.count(shared::metrics::DEAD_LETTERS, u64::from(alert.count));
+        let mut emf =
+            tributary_core::metrics::Metrics::new(&alert.function, alert.pipeline.as_deref().unwrap_or("unknown"));
+        emf.count(tributary_core::metrics::DEAD_LETTERS, u64::from(alert.count));
         if let Some(run_id) = &alert.run_id {
             emf.property("run_id", Value::String(run_id.clone()));
         }
@@ -303,7 +304,7 @@ pub fn alert_for(record: &SqsMessage, meta: &RecordMeta) -> Alert {
 }
 
 /// The body with the values of credential-looking fields (`authorization`,
-/// `*token*`, `*secret*`, … — [`shared::spec::is_credential_name`]) replaced
+/// `*token*`, `*secret*`, … — [`contracts::spec::is_credential_name`]) replaced
 /// by `<redacted>`, at any depth, so an alert e-mail never carries a secret
 /// another team put in a header. A body that is not JSON is returned as is.
 pub fn redacted_body(body: &str, parsed: Option<&Value>) -> String {
@@ -315,7 +316,7 @@ pub fn redacted_body(body: &str, parsed: Option<&Value>) -> String {
         match value {
             Value::Object(map) => {
                 for (key, field) in map.iter_mut() {
-                    if shared::spec::is_credential_name(key) && !field.is_object() && !field.is_array() {
+                    if contracts::spec::is_credential_name(key) && !field.is_object() && !field.is_array() {
                         *field = Value::String("<redacted>".into());
                         changed = true;
                     } else {

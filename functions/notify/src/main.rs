@@ -2,17 +2,17 @@
 //! `ALERTS_TOPIC_ARN` (required), `LAKE_BUCKET` (for the scheduled freshness
 //! checks; required by them), `TRIBUTARY_S3_FORCE_PATH_STYLE` (default false).
 
+use adapters::aws::{self, LambdaEnv, S3Store, SnsPublisher};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use serde_json::Value;
-use shared::adapters::aws::{self, LambdaEnv, S3Store, SnsPublisher};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::telemetry::init_lambda();
+    tributary_core::telemetry::init_lambda();
     let env = LambdaEnv::from_env();
     let config = notify::NotifyConfig {
         alerts_topic: env.required("ALERTS_TOPIC_ARN")?,
-        metrics: shared::metrics::MetricsTarget::Stdout,
+        metrics: tributary_core::metrics::MetricsTarget::Stdout,
     };
     let sdk = aws::sdk_config().await;
     let topics = SnsPublisher::new(aws_sdk_sns::Client::new(&sdk));

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use aws_lambda_events::event::sqs::SqsEvent;
 use serde_json::json;
 
+use adapters::local::{Broker, Subscription};
+use contracts::Alert;
 use notify::{Deps, EXCERPT_BYTES, NotifyConfig};
-use shared::adapters::local::{Broker, Subscription};
-use shared::contracts::Alert;
 
 const DLQ_BATCH: &str = include_str!("../../../events/dlq-batch.sqs.json");
 
@@ -103,7 +103,7 @@ async fn a_burst_of_dead_letters_is_one_alert_with_short_sms_and_full_email_text
         attribute.string_value =
             Some(format!("GET https://api.example.com/v1/customers?… answered HTTP 404: \"no page {i}\""));
         attribute.data_type = Some("String".into());
-        record.message_attributes.insert(shared::batch::ATTR_ERROR.into(), attribute);
+        record.message_attributes.insert(tributary_core::batch::ATTR_ERROR.into(), attribute);
         event.records.push(record);
     }
     let env = Env::new();
@@ -137,7 +137,7 @@ async fn alert_function_for_each_fixture_record() {
     let event: SqsEvent = serde_json::from_str(DLQ_BATCH).expect("fixture is an SQS event");
     let mut found = Vec::new();
     for record in &event.records {
-        let meta = shared::batch::RecordMeta::of(record);
+        let meta = tributary_core::batch::RecordMeta::of(record);
         let alert = notify::alert_for(record, &meta);
         found.push((alert.message_id, alert.function));
     }

@@ -10,17 +10,22 @@
 //!   id derives from the invocation time;
 //! - an SQS batch from the orchestrator queue: count-first probe replies,
 //!   each record handled alone with `batchItemFailures`.
+//!
+//! The planning itself is pure and lives in [`strategy`], one module per
+//! `CallStrategy` variant.
+
+pub mod strategy;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::Value;
 
+use crate::strategy::{Plan, PlanError, RunContext, strategy_for};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
-use shared::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
-use shared::contracts::{self, ProbeReply, QueryRow, RunId};
-use shared::json::kind_of;
-use shared::ports::{PortError, QueueSender};
-use shared::spec::{PipelineSpec, SpecError};
-use shared::strategy::{Plan, PlanError, RunContext, strategy_for};
+use contracts::spec::{PipelineSpec, SpecError};
+use contracts::{self, ProbeReply, QueryRow, RunId};
+use tributary_core::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
+use tributary_core::json::kind_of;
+use tributary_core::ports::{PortError, QueueSender};
 
 /// Where the Orchestrator sends things (queue URLs on AWS, names locally).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,7 +56,7 @@ pub struct Deps<'a> {
     /// Sends the planned messages.
     pub queue: &'a dyn QueueSender,
     /// The run ledger, for the expected page count (`None`: no ledger).
-    pub ledger: Option<shared::ledger::RunLedger<'a>>,
+    pub ledger: Option<tributary_core::ledger::RunLedger<'a>>,
     /// Queue addresses.
     pub config: &'a OrchestratorConfig,
 }
@@ -256,9 +261,9 @@ pub async fn start_run(spec: &PipelineSpec, run: &RunContext, deps: Deps<'_>) ->
 pub async fn with_incremental_start(spec: &PipelineSpec, deps: Deps<'_>) -> Result<PipelineSpec, OrchestratorError> {
     let mut spec = spec.clone();
     if let (Some(incremental), Some(ledger)) = (spec.incremental.as_mut(), deps.ledger)
-        && let Some(state) = shared::state::current(ledger.store, &spec.pipeline).await?
+        && let Some(state) = tributary_core::state::current(ledger.store, &spec.pipeline).await?
     {
-        incremental.start = shared::state::text(&state.max);
+        incremental.start = tributary_core::state::text(&state.max);
         tracing::info!(cursor = %incremental.start, from_run = %state.run_id, "incremental run");
     }
     Ok(spec)
@@ -353,7 +358,7 @@ async fn record_expected(
     deps: Deps<'_>,
 ) -> Result<(), OrchestratorError> {
     let (Some(ledger), Some(pages)) = (deps.ledger, plan.expected_pages) else { return Ok(()) };
-    let expected = shared::ledger::Expected {
+    let expected = tributary_core::ledger::Expected {
         pipeline: pipeline.to_string(),
         run_id: run.run_id.clone(),
         run_date: run.run_date,

@@ -5,13 +5,13 @@
 //! `MAX_BATCH_BYTES` (SendMessageBatch payload cap, default 262144),
 //! `DLQ_URL` and `MAX_RECEIVE_COUNT` (dead letters with their reason).
 
+use adapters::aws::{self, LambdaEnv, SqsSender, dead_letter_target};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use serde_json::Value;
-use shared::adapters::aws::{self, LambdaEnv, SqsSender, dead_letter_target};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::telemetry::init_lambda();
+    tributary_core::telemetry::init_lambda();
     let env = LambdaEnv::from_env();
     let config = orchestrator::OrchestratorConfig {
         request_queue: env.required("REQUEST_QUEUE_URL")?,
@@ -27,9 +27,9 @@ async fn main() -> Result<(), Error> {
     let ledger = aws::S3Store::new(aws::s3_client(&sdk)?, env.required("LAKE_BUCKET")?);
     let topics = aws::SnsPublisher::new(aws_sdk_sns::Client::new(&sdk));
     let run_events = env.optional("RUN_EVENTS_TOPIC_ARN")?;
-    let ledger = shared::ledger::RunLedger {
+    let ledger = tributary_core::ledger::RunLedger {
         store: &ledger,
-        events: run_events.as_deref().map(|topic| (&topics as &dyn shared::ports::TopicPublisher, topic)),
+        events: run_events.as_deref().map(|topic| (&topics as &dyn tributary_core::ports::TopicPublisher, topic)),
     };
     let deps = orchestrator::Deps { queue: &queue, config: &config, ledger: Some(ledger) };
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {

@@ -5,11 +5,11 @@
 
 mod common;
 
+use adapters::local::Broker;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use chrono::{TimeZone, Utc};
+use contracts::{QueryMessage, RequestMessage};
 use serde_json::{Value, json};
-use shared::adapters::local::Broker;
-use shared::contracts::{QueryMessage, RequestMessage};
 
 const SPEC: &str = r#"{"version":1,"pipeline":"tx","strategy":{"kind":"athena",
   "query":"SELECT id FROM customers WHERE dt = ?","parameters":["{run_date}"],"database":"lake"},

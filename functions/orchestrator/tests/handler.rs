@@ -8,9 +8,9 @@ use aws_lambda_events::event::sqs::SqsEvent;
 use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 use serde_json::{Value, json};
 
+use adapters::local::{Broker, QueueConfig};
+use contracts::{self, Destination, PageRef, RequestMessage, RequestMode};
 use orchestrator::{Deps, OrchestratorConfig};
-use shared::adapters::local::{Broker, QueueConfig};
-use shared::contracts::{self, Destination, PageRef, RequestMessage, RequestMode};
 
 const SCHEDULER_EVENT: &str = include_str!("../../../events/scheduler-event.json");
 const SCHEDULER_EVENT_STRING_DETAIL: &str = include_str!("../../../events/scheduler-event-string-detail.json");

@@ -16,7 +16,7 @@ use arrow_array::{Array, ArrayRef, ListArray, StructArray};
 use arrow_buffer::{NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Fields as ArrowFields, TimeUnit as ArrowUnit};
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
-use shared::contracts::{FieldType, TimeUnit};
+use contracts::{FieldType, TimeUnit};
 
 use crate::infer::{Fields, Ty};
 use crate::json::{Tape, Tok, kind_name, unescape};

@@ -34,11 +34,11 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use arrow_schema::{Schema, SchemaRef};
 use chrono::NaiveDate;
+use contracts::{Compression, Granularity, Partitioning, PayloadFormat, PersistTarget};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression as ParquetCompression, ZstdLevel};
 use parquet::errors::ParquetError;
 use parquet::file::properties::WriterProperties;
-use shared::contracts::{Compression, Granularity, Partitioning, PayloadFormat, PersistTarget};
 use tempfile::TempPath;
 
 use crate::build::{Col, Rec};
@@ -712,7 +712,7 @@ fn writer_properties(settings: PageSettings<'_>) -> Result<WriterProperties, Con
     // The target's setting, unless it is the default: then the function's
     // (`ROW_GROUP_ROWS`).
     let declared = settings.target.files.row_group_rows;
-    let row_group_rows = if declared == shared::contracts::FileSettings::default().row_group_rows {
+    let row_group_rows = if declared == contracts::FileSettings::default().row_group_rows {
         settings.writer.row_group_rows
     } else {
         declared as usize

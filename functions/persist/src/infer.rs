@@ -27,8 +27,8 @@
 
 use std::collections::HashMap;
 
+use contracts::FieldType;
 use serde::{Deserialize, Serialize};
-use shared::contracts::FieldType;
 
 use crate::json::{Tape, Tok};
 
@@ -373,7 +373,7 @@ pub fn pin(ty: &mut Ty) {
 }
 
 /// The root type of a page: a struct seeded with the declared columns.
-pub fn root_with_declared(declared: &[shared::contracts::DeclaredField]) -> Ty {
+pub fn root_with_declared(declared: &[contracts::DeclaredField]) -> Ty {
     let list = declared
         .iter()
         .map(|f| (f.name.clone(), Ty::Declared { declared: f.data_type.clone(), required: f.required }))

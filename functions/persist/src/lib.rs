@@ -8,13 +8,13 @@
 //! inline) is written first under `raw/`, so history can be replayed through
 //! the same code; a page receipt with the counts is written last.
 //!
-//! Keys (see `shared::keys`): `<dataset>/dt=<run_date>/<pipeline>-<run_id>-<page>.parquet`
+//! Keys (see `tributary_core::keys`): `<dataset>/dt=<run_date>/<pipeline>-<run_id>-<page>.parquet`
 //! — a redelivered message overwrites the same objects.
 
 mod build;
 mod convert;
 mod infer;
-use shared::json::tape as json;
+use tributary_core::json::tape as json;
 pub mod page;
 pub use page::{ConvertStats, convert_to_writer, convert_with_schema, records_to_parquet};
 mod source;
@@ -32,14 +32,14 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use bytes::Bytes;
 use serde_json::Value;
 
-use shared::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
-use shared::contracts::PayloadFormat;
-use shared::contracts::{Payload, PersistMessage};
-use shared::keys;
-use shared::ledger::{self, PageReceipt};
-use shared::metrics::{self, Metrics, MetricsTarget};
-use shared::ports::{ObjectStore, PortError, QueueMessage, QueueSender};
-use shared::spec::{SpecError, check_name};
+use contracts::PayloadFormat;
+use contracts::spec::{SpecError, check_name};
+use contracts::{Payload, PersistMessage};
+use tributary_core::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
+use tributary_core::keys;
+use tributary_core::ledger::{self, PageReceipt};
+use tributary_core::metrics::{self, Metrics, MetricsTarget};
+use tributary_core::ports::{ObjectStore, PortError, QueueMessage, QueueSender};
 
 /// Persist's settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -71,7 +71,7 @@ pub struct Deps<'a> {
     pub queue: &'a dyn QueueSender,
     /// The run-events topic and its publisher, to announce runs this page
     /// completes (`None`: completion is recorded in the lake only).
-    pub run_events: Option<(&'a dyn shared::ports::TopicPublisher, &'a str)>,
+    pub run_events: Option<(&'a dyn tributary_core::ports::TopicPublisher, &'a str)>,
     /// Settings.
     pub config: &'a PersistConfig,
 }

@@ -4,13 +4,13 @@
 //! and `MAX_RECEIVE_COUNT` (dead letters with their reason), `RUN_EVENTS_TOPIC_ARN`
 //! (announces completed runs; unset: none).
 
+use adapters::aws::{self, LambdaEnv, S3Store, dead_letter_target};
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use shared::adapters::aws::{self, LambdaEnv, S3Store, dead_letter_target};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::telemetry::init_lambda();
+    tributary_core::telemetry::init_lambda();
     let env = LambdaEnv::from_env();
     let defaults = persist::WriterConfig::default();
     let zstd_level = env.u64_or("ZSTD_LEVEL", 1)?;
@@ -30,7 +30,7 @@ async fn main() -> Result<(), Error> {
     let deps = persist::Deps {
         store: &store,
         queue: &queue,
-        run_events: run_events.as_deref().map(|topic| (&topics as &dyn shared::ports::TopicPublisher, topic)),
+        run_events: run_events.as_deref().map(|topic| (&topics as &dyn tributary_core::ports::TopicPublisher, topic)),
         config: &config,
     };
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {

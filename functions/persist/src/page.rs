@@ -6,7 +6,7 @@
 use std::io::Write;
 
 use chrono::NaiveDate;
-use shared::contracts::{PayloadFormat, PersistTarget};
+use contracts::{PayloadFormat, PersistTarget};
 
 use crate::convert::{ConvertError, PageSettings, WriterConfig, convert_page};
 pub use crate::source::PageSource;
@@ -52,7 +52,7 @@ pub fn convert_with_schema<W: Write + Send>(
     mut writer: W,
 ) -> Result<ConvertStats, ConvertError> {
     let target = PersistTarget { partition: Default::default(), ..target.clone() };
-    let files = shared::contracts::FileSettings { max_rows: None, max_bytes: None, ..target.files.clone() };
+    let files = contracts::FileSettings { max_rows: None, max_bytes: None, ..target.files.clone() };
     let target = PersistTarget { files, ..target };
     let temp_dir = tempfile::tempdir()?;
     let config = WriterConfig::default();

@@ -16,7 +16,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use shared::contracts::{Layout, PayloadFormat};
+use contracts::{Layout, PayloadFormat};
 
 use crate::json::{Tape, Tok, unescape};
 

@@ -8,10 +8,10 @@ use std::path::Path;
 use arrow_schema::DataType;
 use bytes::Bytes;
 use chrono::NaiveDate;
+use contracts::{FileSettings, Granularity, Partitioning, PayloadFormat, PersistTarget};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use persist::{ConvertError, PageOutput, PageSettings, PageSource, Ty, WriterConfig, convert_page};
 use serde_json::{Value, json};
-use shared::contracts::{FileSettings, Granularity, Partitioning, PayloadFormat, PersistTarget};
 
 fn date() -> NaiveDate {
     NaiveDate::from_ymd_opt(2026, 11, 29).expect("date")
@@ -301,7 +301,7 @@ fn files_rotate_by_rows_and_row_groups_follow_the_setting() {
 #[test]
 fn snappy_is_available() {
     let mut target = target();
-    target.files.compression = shared::contracts::Compression::Snappy;
+    target.files.compression = contracts::Compression::Snappy;
     let out = convert(r#"[{"a": "x"}]"#, &target, None).expect("convert");
     let file = std::fs::File::open(&out.files[0].path).expect("file");
     let meta = ParquetRecordBatchReaderBuilder::try_new(file).expect("parquet").metadata().clone();

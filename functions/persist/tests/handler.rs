@@ -9,11 +9,11 @@ use bytes::Bytes;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{Value, json};
 
+use adapters::local::{Broker, DirStore};
+use contracts::{self, Payload, PersistMessage};
 use persist::{Deps, PersistConfig};
-use shared::adapters::local::{Broker, DirStore};
-use shared::contracts::{self, Payload, PersistMessage};
-use shared::ledger::PageReceipt;
-use shared::ports::ObjectStore;
+use tributary_core::ledger::PageReceipt;
+use tributary_core::ports::ObjectStore;
 
 const PERSIST_BATCH: &str = include_str!("../../../events/persist-batch.sqs.json");
 

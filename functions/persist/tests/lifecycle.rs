@@ -10,11 +10,11 @@ use bytes::Bytes;
 use chrono::NaiveDate;
 use serde_json::{Value, json};
 
+use adapters::local::{Broker, DirStore, QueueConfig};
+use contracts::{FileSettings, PageRef, Payload, PayloadFormat, PersistMessage, PersistTarget, RunId, V1};
 use persist::{Deps, PersistConfig, PersistError};
-use shared::adapters::local::{Broker, DirStore, QueueConfig};
-use shared::batch::{ATTR_ERROR, DeadLetterTarget, RecordError};
-use shared::contracts::{FileSettings, PageRef, Payload, PayloadFormat, PersistMessage, PersistTarget, RunId, V1};
-use shared::ports::ObjectStore;
+use tributary_core::batch::{ATTR_ERROR, DeadLetterTarget, RecordError};
+use tributary_core::ports::ObjectStore;
 
 fn message(page: u32, target: PersistTarget, payload: Payload) -> PersistMessage {
     PersistMessage {
@@ -30,7 +30,7 @@ fn message(page: u32, target: PersistTarget, payload: Payload) -> PersistMessage
 
 fn inline(records: Value) -> Payload {
     let Value::Array(records) = records else { panic!("array") };
-    Payload::Inline { records: shared::contracts::RawRecords::from_values(&records).expect("records") }
+    Payload::Inline { records: contracts::RawRecords::from_values(&records).expect("records") }
 }
 
 /// A broker with Persist's DLQ, and a config that dead-letters into it.
@@ -54,7 +54,7 @@ async fn persist(
     broker: &Broker,
     config: &PersistConfig,
     m: PersistMessage,
-) -> Result<shared::ledger::PageReceipt, PersistError> {
+) -> Result<tributary_core::ledger::PageReceipt, PersistError> {
     persist::persist_page(m, Deps { store, queue: broker, config, run_events: None }).await
 }
 
@@ -188,7 +188,7 @@ async fn an_sqs_body_with_unrepresentable_numbers_reaches_persist_intact() {
     let response =
         persist::handle_sqs(&event, Deps { store: &store, queue: &broker, config: &config, run_events: None }).await;
     assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
-    let receipt: shared::ledger::PageReceipt =
+    let receipt: tributary_core::ledger::PageReceipt =
         serde_json::from_slice(&store.get("_runs/orders/20261129T060000Z/page-00000.json").await.expect("receipt"))
             .expect("receipt");
     assert_eq!((receipt.records_persisted, receipt.records_quarantined), (1, 1), "1e400 is set aside, the rest lands");
@@ -208,22 +208,27 @@ struct RacingStore {
 
 #[async_trait::async_trait]
 impl ObjectStore for RacingStore {
-    async fn put(&self, key: &str, body: Bytes) -> Result<(), shared::ports::PortError> {
+    async fn put(&self, key: &str, body: Bytes) -> Result<(), tributary_core::ports::PortError> {
         self.inner.put(key, body).await
     }
-    async fn get(&self, key: &str) -> Result<Bytes, shared::ports::PortError> {
+    async fn get(&self, key: &str) -> Result<Bytes, tributary_core::ports::PortError> {
         self.inner.get(key).await
     }
-    async fn list(&self, prefix: &str) -> Result<Vec<String>, shared::ports::PortError> {
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, tributary_core::ports::PortError> {
         self.inner.list(prefix).await
     }
-    async fn delete(&self, key: &str) -> Result<(), shared::ports::PortError> {
+    async fn delete(&self, key: &str) -> Result<(), tributary_core::ports::PortError> {
         self.inner.delete(key).await
     }
-    async fn get_versioned(&self, key: &str) -> Result<Option<(Bytes, String)>, shared::ports::PortError> {
+    async fn get_versioned(&self, key: &str) -> Result<Option<(Bytes, String)>, tributary_core::ports::PortError> {
         self.inner.get_versioned(key).await
     }
-    async fn put_if(&self, key: &str, body: Bytes, version: Option<&str>) -> Result<bool, shared::ports::PortError> {
+    async fn put_if(
+        &self,
+        key: &str,
+        body: Bytes,
+        version: Option<&str>,
+    ) -> Result<bool, tributary_core::ports::PortError> {
         let rival = self.rival.lock().expect("lock").take();
         if let Some(rival) = rival {
             let bytes = serde_json::to_vec(&rival).expect("rival schema");

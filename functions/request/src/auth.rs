@@ -20,8 +20,8 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use shared::contracts::{Auth, HttpMethod};
-use shared::ports::{HttpRequest, PortError, Secret};
+use contracts::{Auth, HttpMethod};
+use tributary_core::ports::{HttpRequest, PortError, Secret};
 
 use crate::{Deps, RequestError};
 
@@ -167,7 +167,7 @@ async fn fetch_token(
 ) -> Result<(Secret, Duration), RequestError> {
     let failed = |problem: String, permanent: bool| RequestError::Auth {
         field: "policy.auth.token_url",
-        value: shared::adapters::http::redacted_url(token_url),
+        value: contracts::redacted_url(token_url),
         problem,
         permanent,
     };

@@ -10,10 +10,10 @@ use std::time::{Duration, SystemTime};
 use backon::{ExponentialBuilder, Retryable};
 use tokio::time::Instant;
 
-use shared::adapters::http::redacted_url;
-use shared::contracts::{Auth, HttpMethod, RequestMessage, StatusAction};
-use shared::metrics::{self, Metrics};
-use shared::ports::{HttpRequest, HttpResponse};
+use contracts::redacted_url;
+use contracts::{Auth, HttpMethod, RequestMessage, StatusAction};
+use tributary_core::metrics::{self, Metrics};
+use tributary_core::ports::{HttpRequest, HttpResponse};
 
 use crate::auth::{self, Credentials};
 use crate::retry::{self, RetryPolicy, Wait};

@@ -4,7 +4,7 @@
 //! headers, JSON body) under the message's `policy` — credentials read by
 //! secret id ([`auth`]), the SSRF guard (host allow-list, resolved addresses
 //! checked in the HTTP adapter, redirects followed here and re-checked), the
-//! pipeline's rate budget ([`shared::rate`]), response rules — and retries
+//! pipeline's rate budget ([`crate::rate`]), response rules — and retries
 //! with exponential backoff, full jitter and `Retry-After` ([`retry`]),
 //! always inside the invocation's deadline. It parses the JSON response and,
 //! by the message's `mode`:
@@ -26,8 +26,11 @@
 
 pub mod auth;
 mod fetch;
+pub mod http;
 pub mod paging;
+pub mod rate;
 pub mod retry;
+pub mod ssrf;
 
 use std::time::Duration;
 
@@ -35,16 +38,16 @@ use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use bytes::Bytes;
 use serde_json::Value;
 
-use shared::adapters::ssrf::NetworkAccess;
-use shared::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
-use shared::contracts::{
+use crate::ssrf::NetworkAccess;
+use contracts::{
     self, CallPolicy, Continuation, Destination, PageRef, Payload, PersistMessage, PersistTarget, PlannedTotal,
     ProbeReply, RawRecords, RequestMessage, RequestMode, V1,
 };
-use shared::json::kind_of;
-use shared::keys;
-use shared::metrics::{self, Metrics, MetricsTarget};
-use shared::ports::{
+use tributary_core::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
+use tributary_core::json::kind_of;
+use tributary_core::keys;
+use tributary_core::metrics::{self, Metrics, MetricsTarget};
+use tributary_core::ports::{
     HttpClient, HttpRequest, ObjectStore, PortError, QueueSender, SecretStore, TopicMessage, TopicPublisher,
 };
 
@@ -128,7 +131,7 @@ pub struct Warm {
     /// OAuth access tokens.
     pub tokens: auth::TokenCache,
     /// Per-pipeline rate budgets.
-    pub rates: shared::rate::RateLimits,
+    pub rates: crate::rate::RateLimits,
 }
 
 /// The ports and settings the handler uses.
@@ -373,15 +376,15 @@ async fn call_and_forward(
     deps: Deps<'_>,
     metrics: &std::sync::Mutex<Metrics>,
 ) -> Result<Outcome, RequestError> {
-    shared::spec::check_policy(&message.policy).map_err(|err| {
+    contracts::spec::check_policy(&message.policy).map_err(|err| {
         // The spec's `request.*` fields are the message's `policy.*`.
         let reason = match err {
-            shared::spec::SpecError::Invalid { field, value, reason } => {
+            contracts::spec::SpecError::Invalid { field, value, reason } => {
                 format!("`{}` = {value}: {reason}", field.replacen("request.", "policy.", 1))
             }
             other => other.to_string(),
         };
-        let target = format!("{} {}", message.http.method, shared::adapters::http::redacted_url(&message.http.url));
+        let target = format!("{} {}", message.http.method, contracts::redacted_url(&message.http.url));
         RequestError::Refused { target, reason }
     })?;
     let request = http_request(message, deps.config);
@@ -445,7 +448,7 @@ async fn call_and_forward(
 
 /// Incremental loading: records the page's highest cursor value in the
 /// lake before the page is forwarded, so it is there when the run
-/// completes (see `shared::state`).
+/// completes (see `tributary_core::state`).
 async fn record_cursor(
     message: &RequestMessage,
     page: PageRef,
@@ -453,8 +456,8 @@ async fn record_cursor(
     records: &[Value],
     deps: Deps<'_>,
 ) -> Result<(), RequestError> {
-    let Some(max) = shared::state::max_of(records, pointer) else { return Ok(()) };
-    shared::state::record_page(deps.store, &message.pipeline, &message.run_id, page.index, max)
+    let Some(max) = tributary_core::state::max_of(records, pointer) else { return Ok(()) };
+    tributary_core::state::record_page(deps.store, &message.pipeline, &message.run_id, page.index, max)
         .await
         .map_err(|source| RequestError::Forward { destination: "the incremental state".into(), source })
 }
@@ -512,13 +515,13 @@ async fn continue_with(
             if more.is_some() {
                 tracing::warn!(max_pages = next.max_pages, "strategy.max_pages reached: the run stops here");
             }
-            let expected = shared::ledger::Expected {
+            let expected = tributary_core::ledger::Expected {
                 pipeline: message.pipeline.clone(),
                 run_id: message.run_id.clone(),
                 run_date: message.run_date,
                 pages: u64::from(index),
             };
-            let ledger = shared::ledger::RunLedger {
+            let ledger = tributary_core::ledger::RunLedger {
                 store: deps.store,
                 events: deps.config.run_events_topic.as_deref().map(|topic| (deps.topics, topic)),
             };
@@ -595,7 +598,7 @@ fn parse_body(body: &[u8]) -> Result<Value, serde_json::Error> {
         Err(err) => {
             let cleaned = std::str::from_utf8(body)
                 .ok()
-                .and_then(|text| shared::json::tape::without_unrepresentable(text).ok().flatten());
+                .and_then(|text| tributary_core::json::tape::without_unrepresentable(text).ok().flatten());
             match cleaned {
                 Some(text) => serde_json::from_str(&text),
                 None => Err(err),
@@ -610,12 +613,12 @@ fn raw_records(body: &[u8], pointer: Option<&str>, target: &str) -> Result<RawRe
     let pointer = pointer.unwrap_or("");
     let problem = pointer_problem(target, "records_pointer", pointer);
     let text = std::str::from_utf8(body).map_err(|err| problem(format!("the response is not UTF-8: {err}")))?;
-    match shared::json::tape::raw_at_pointer(text, pointer) {
-        Ok(Some((raw, shared::json::tape::Tok::Arr { .. }, _))) => {
+    match tributary_core::json::tape::raw_at_pointer(text, pointer) {
+        Ok(Some((raw, tributary_core::json::tape::Tok::Arr { .. }, _))) => {
             RawRecords::from_text(raw.to_string()).map_err(|err| problem(err.to_string()))
         }
         Ok(Some((_, tok, _))) => {
-            Err(problem(format!("leads to {}, not an array of records", shared::json::tape::kind_name(&tok))))
+            Err(problem(format!("leads to {}, not an array of records", tributary_core::json::tape::kind_name(&tok))))
         }
         Ok(None) => Err(problem("is not in the response".into())),
         Err(err) => Err(problem(format!("the response is not JSON: {err}"))),

@@ -11,16 +11,14 @@
 //! Each invocation's deadline (`Context.deadline`, epoch milliseconds)
 //! reaches the handler: no call or retry wait runs past it.
 
+use adapters::aws::{self, LambdaEnv, S3Store, SecretsManagerStore, SnsPublisher, SqsSender, dead_letter_target};
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use shared::adapters::aws::{
-    self, LambdaEnv, S3Store, SecretsManagerStore, SnsPublisher, SqsSender, dead_letter_target,
-};
-use shared::adapters::http::{DEFAULT_CONNECT_TIMEOUT, HttpOptions, ReqwestClient};
+use request::http::{DEFAULT_CONNECT_TIMEOUT, HttpOptions, ReqwestClient};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    shared::telemetry::init_lambda();
+    tributary_core::telemetry::init_lambda();
     let env = LambdaEnv::from_env();
     let defaults = request::RequestConfig::default();
     let config = request::RequestConfig {
@@ -31,7 +29,7 @@ async fn main() -> Result<(), Error> {
         max_response_bytes: env.u64_or("MAX_RESPONSE_BYTES", defaults.max_response_bytes)?,
         run_events_topic: env.optional("RUN_EVENTS_TOPIC_ARN")?,
         dead_letter: dead_letter_target(&env)?,
-        metrics: shared::metrics::MetricsTarget::Stdout,
+        metrics: tributary_core::metrics::MetricsTarget::Stdout,
         ..defaults
     };
     let bucket = env.required("LAKE_BUCKET")?;

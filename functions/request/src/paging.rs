@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use shared::contracts::{HttpCall, NextPage};
-use shared::strategy::numeric_page_params;
+use contracts::numeric_page_params;
+use contracts::{HttpCall, NextPage};
 
 /// The call of page `index + 1`, or `None` when page `index` was the last.
 ///
@@ -50,7 +50,7 @@ pub fn next_call(
                 Some(other) => {
                     return Err(format!(
                         "`strategy.next.pointer` {pointer:?} leads to {}, not a string or number token",
-                        shared::json::kind_of(other)
+                        tributary_core::json::kind_of(other)
                     ));
                 }
             };
@@ -67,7 +67,7 @@ pub fn next_call(
             Some(Value::String(next)) => with_url(next),
             Some(other) => Err(format!(
                 "`strategy.next.pointer` {pointer:?} leads to {}, not a URL string",
-                shared::json::kind_of(other)
+                tributary_core::json::kind_of(other)
             )),
         },
         NextPage::LinkHeader {} => match headers.get("link").and_then(|link| link_next(link)) {

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use common::{Harness, PERSIST_QUEUE, items, message, recorder, reply};
 use request::{Outcome, RequestError};
 use serde_json::json;
-use shared::batch::{DeadLetterTarget, RecordError};
+use tributary_core::batch::{DeadLetterTarget, RecordError};
 
 const KEY: &str = "K3Y-s3cr3t-7781";
 
@@ -93,7 +93,7 @@ async fn an_unknown_auth_kind_goes_to_the_dlq_at_once_with_the_field_named() {
         harness.config.dead_letter = Some(DeadLetterTarget { dlq: "request-dlq".into(), max_receive_count: 5 });
         harness
     };
-    harness.broker.create_queue(shared::adapters::local::QueueConfig {
+    harness.broker.create_queue(adapters::local::QueueConfig {
         name: "request-dlq".into(),
         visibility_timeout: std::time::Duration::from_secs(30),
         max_message_bytes: 262_144,

@@ -8,10 +8,10 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use common::{Harness, items, message, recorder, reply};
+use request::ssrf::{Lookup, LookupFuture};
 use request::{Outcome, RequestError};
 use serde_json::json;
-use shared::adapters::ssrf::{Lookup, LookupFuture};
-use shared::batch::RecordError;
+use tributary_core::batch::RecordError;
 
 /// `vendor.test` and `other.test` are this machine; `internal.test` is in
 /// the VPC; `metadata.test` is the instance metadata service.

@@ -17,9 +17,9 @@ use serde_json::{Value, json};
 mod common;
 
 use common::Harness;
+use contracts::{self, PageRef, Payload, PersistMessage, ProbeReply, RequestMessage};
 use request::{Outcome, RequestError};
-use shared::contracts::{self, PageRef, Payload, PersistMessage, ProbeReply, RequestMessage};
-use shared::ports::ObjectStore;
+use tributary_core::ports::ObjectStore;
 
 const PERSIST_QUEUE: &str = "persist";
 const ORCHESTRATOR_QUEUE: &str = "orchestrator";

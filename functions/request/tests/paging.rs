@@ -6,9 +6,9 @@
 mod common;
 
 use common::{Harness, Log, PERSIST_QUEUE, REQUEST_QUEUE, reply};
+use contracts::{self, PageRef, Payload, PersistMessage, RequestMessage, RunId};
 use serde_json::{Value, json};
-use shared::contracts::{self, PageRef, Payload, PersistMessage, RequestMessage, RunId};
-use shared::ports::ObjectStore;
+use tributary_core::ports::ObjectStore;
 
 /// Records 0..TOTAL, served three per page by every kind.
 const TOTAL: u32 = 7;
@@ -92,7 +92,8 @@ async fn run(harness: &Harness, first: RequestMessage) -> (Vec<(u32, Vec<u64>)>,
         })
         .collect();
     let run_id = RunId::new("20261129T060000Z").expect("run id");
-    let expected = harness.store.get(&shared::ledger::expected_key("events", &run_id)).await.expect("expected.json");
+    let expected =
+        harness.store.get(&tributary_core::keys::expected_key("events", &run_id)).await.expect("expected.json");
     let expected: Value = serde_json::from_slice(&expected).expect("json");
     (pages, expected["pages"].as_u64().expect("pages"))
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 use common::{Conn, Harness, items, message, recorder, reply, scripted};
 use request::{Outcome, RequestError};
 use serde_json::json;
-use shared::batch::RecordError;
+use tributary_core::batch::RecordError;
 
 fn gaps(log: &common::Log) -> Vec<Duration> {
     let log = log.lock().expect("log");

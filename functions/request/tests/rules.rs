@@ -10,11 +10,11 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::get;
 use common::{Harness, PERSIST_QUEUE, items, message, recorder, reply, serve};
+use contracts::{self, Payload, PersistMessage};
 use request::{Outcome, RequestError};
 use serde_json::json;
-use shared::batch::RecordError;
-use shared::contracts::{self, Payload, PersistMessage};
-use shared::ports::PortError;
+use tributary_core::batch::RecordError;
+use tributary_core::ports::PortError;
 
 #[tokio::test]
 async fn a_status_marked_empty_is_an_empty_page() {

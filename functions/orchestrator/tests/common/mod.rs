@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use shared::adapters::local::{Broker, QueueConfig};
+use adapters::local::{Broker, QueueConfig};
 
 /// The Orchestrator's queues by their local names.
 pub fn config() -> orchestrator::OrchestratorConfig {

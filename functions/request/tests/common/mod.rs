@@ -14,11 +14,11 @@ use axum::Router;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use adapters::local::{Broker, DirStore, FileSecrets, QueueConfig};
+use contracts::{self, RequestMessage};
+use request::http::{HttpOptions, ReqwestClient};
+use request::ssrf::Lookup;
 use request::{Deps, RequestConfig, Warm};
-use shared::adapters::http::{HttpOptions, ReqwestClient};
-use shared::adapters::local::{Broker, DirStore, FileSecrets, QueueConfig};
-use shared::adapters::ssrf::Lookup;
-use shared::contracts::{self, RequestMessage};
 
 pub const PERSIST_QUEUE: &str = "persist";
 pub const REQUEST_QUEUE: &str = "request";

@@ -1,0 +1,311 @@
+//! Batch calls shared by SQS `SendMessageBatch` and SNS `PublishBatch`:
+//! splitting entries by count and bytes, and retrying failed entries.
+//!
+//! Both APIs take at most 10 entries per call, and both cap the *sum* of the
+//! entries' sizes (256 KiB by default; SQS raised its per-message and batch
+//! maximum to 1 MiB in 2025, SNS still allows 256 KiB):
+//! - <https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessageBatch.html>
+//! - <https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html>
+//! - <https://docs.aws.amazon.com/sns/latest/api/API_PublishBatch.html>
+//!
+//! A batch call can succeed while some of its entries fail; each failed
+//! entry says whether the fault is the sender's (`SenderFault`). Entries
+//! failed without sender fault are sent again, by id, after a short backoff;
+//! an entry failed by the sender's fault is a permanent error.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::ops::Range;
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+
+use tributary_core::ports::PortError;
+
+/// Most entries one `SendMessageBatch` or `PublishBatch` call takes.
+pub const MAX_BATCH_ENTRIES: usize = 10;
+
+/// Default most bytes of one batch call, all entries together: 262,144 bytes
+/// (256 KiB), the classic SQS `MaximumMessageSize` and the SNS publish limit.
+pub const DEFAULT_MAX_BATCH_BYTES: usize = 262_144;
+
+/// The limits one batch call must respect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchLimits {
+    /// Most entries per call (at most [`MAX_BATCH_ENTRIES`]).
+    pub max_entries: usize,
+    /// Most bytes per call, all entries' sizes added up; also the largest
+    /// single entry accepted.
+    pub max_bytes: usize,
+}
+
+impl Default for BatchLimits {
+    /// 10 entries, 262,144 bytes.
+    fn default() -> Self {
+        Self { max_entries: MAX_BATCH_ENTRIES, max_bytes: DEFAULT_MAX_BATCH_BYTES }
+    }
+}
+
+/// An entry larger than [`BatchLimits::max_bytes`] on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Oversize {
+    /// Index of the entry.
+    pub index: usize,
+    /// Its size in bytes.
+    pub bytes: usize,
+}
+
+/// Splits entries of the given sizes (bytes) into consecutive batches, in
+/// order, each with at most `limits.max_entries` entries (clamped to 1..=10)
+/// and at most `limits.max_bytes` bytes in all. Returns index ranges.
+///
+/// # Errors
+/// [`Oversize`] for the first entry larger than `limits.max_bytes` alone.
+pub fn split_batches(sizes: &[usize], limits: BatchLimits) -> Result<Vec<Range<usize>>, Oversize> {
+    let max_entries = limits.max_entries.clamp(1, MAX_BATCH_ENTRIES);
+    let mut batches = Vec::new();
+    let mut start = 0;
+    let mut bytes = 0usize;
+    for (index, &size) in sizes.iter().enumerate() {
+        if size > limits.max_bytes {
+            return Err(Oversize { index, bytes: size });
+        }
+        let full = index - start >= max_entries || bytes.saturating_add(size) > limits.max_bytes;
+        if index > start && full {
+            batches.push(start..index);
+            start = index;
+            bytes = 0;
+        }
+        bytes += size;
+    }
+    if start < sizes.len() {
+        batches.push(start..sizes.len());
+    }
+    Ok(batches)
+}
+
+/// The entry id sent for the entry at `index` of a `send`/`publish` call
+/// (ids must be unique within a batch: alphanumerics, `-`, `_`, ≤ 80 chars).
+pub(crate) fn entry_id(index: usize) -> String {
+    format!("m{index}")
+}
+
+/// One entry reported in a batch response's `Failed` list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FailedEntry {
+    /// Entry id as sent.
+    pub id: String,
+    /// `SenderFault`: the request itself is wrong, retrying cannot help.
+    pub sender_fault: bool,
+    /// Error code.
+    pub code: String,
+    /// Error message.
+    pub message: Option<String>,
+}
+
+/// What a batch call reported.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct BatchOutcome {
+    /// Ids in the `Successful` list.
+    pub successful: Vec<String>,
+    /// The `Failed` list.
+    pub failed: Vec<FailedEntry>,
+}
+
+/// Delays between re-sends of failed entries: 100 ms doubling to 2 s, with
+/// jitter, 5 re-sends at most (about 4 s in all, well inside a Lambda's
+/// time).
+pub(crate) fn entry_retry_policy() -> ExponentialBuilder {
+    ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(2))
+        .with_max_times(5)
+        .with_jitter()
+}
+
+/// Sends the entries `indices` with `call` (one batch call for the given
+/// indices) until every one is in a `Successful` list.
+///
+/// Entries failed without sender fault, or missing from both lists, are sent
+/// again after the next delay of `policy`. Returns `Ok` only when every entry
+/// succeeded.
+///
+/// # Errors
+/// - the error of `call` itself;
+/// - [`PortError::Permanent`] naming the first entry failed with
+///   `SenderFault = true` (or with an unknown id);
+/// - [`PortError::Transient`] naming the entries still failing when the
+///   policy's retries are used up.
+pub(crate) async fn send_all<F, Fut>(
+    operation: &'static str,
+    target: &str,
+    indices: Vec<usize>,
+    policy: &ExponentialBuilder,
+    mut call: F,
+) -> Result<(), PortError>
+where
+    F: FnMut(Vec<usize>) -> Fut,
+    Fut: Future<Output = Result<BatchOutcome, PortError>>,
+{
+    let mut delays = policy.build();
+    let mut pending = indices;
+    loop {
+        let outcome = call(pending.clone()).await?;
+        let by_id: BTreeMap<String, usize> = pending.iter().map(|&i| (entry_id(i), i)).collect();
+        let mut reasons: BTreeMap<usize, String> = BTreeMap::new();
+        for failed in &outcome.failed {
+            let describe = || {
+                format!(
+                    "entry {} failed: {}: {}",
+                    failed.id,
+                    failed.code,
+                    failed.message.as_deref().unwrap_or("(no message)")
+                )
+            };
+            let Some(&index) = by_id.get(&failed.id) else {
+                return Err(PortError::Permanent {
+                    operation,
+                    target: target.to_string(),
+                    message: format!("response names an entry we did not send: {}", describe()),
+                });
+            };
+            // `SenderFault` is the service's verdict on the entry: the
+            // request is wrong and will fail again.
+            if failed.sender_fault {
+                return Err(PortError::Permanent {
+                    operation,
+                    target: target.to_string(),
+                    message: format!("{} (entry {} of the call)", describe(), index + 1),
+                });
+            }
+            reasons.insert(index, describe());
+        }
+        let succeeded: BTreeSet<&str> = outcome.successful.iter().map(String::as_str).collect();
+        let remaining: Vec<usize> =
+            pending.iter().copied().filter(|&i| !succeeded.contains(entry_id(i).as_str())).collect();
+        if remaining.is_empty() {
+            return Ok(());
+        }
+        let summary = remaining
+            .iter()
+            .map(|i| reasons.remove(i).unwrap_or_else(|| format!("entry {} missing from the response", entry_id(*i))))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let Some(delay) = delays.next() else {
+            return Err(PortError::Transient {
+                operation,
+                target: target.to_string(),
+                message: format!("{} entries still failing after retries: {summary}", remaining.len()),
+            });
+        };
+        tracing::warn!(
+            operation,
+            target,
+            entries = remaining.len(),
+            delay_ms = delay.as_millis() as u64,
+            reasons = %summary,
+            "retrying failed batch entries"
+        );
+        tokio::time::sleep(delay).await;
+        pending = remaining;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    fn limits(max_entries: usize, max_bytes: usize) -> BatchLimits {
+        BatchLimits { max_entries, max_bytes }
+    }
+
+    #[test]
+    fn splits_by_count_and_by_bytes() {
+        let sizes = vec![1; 25];
+        let batches = split_batches(&sizes, BatchLimits::default()).unwrap();
+        assert_eq!(batches, vec![0..10, 10..20, 20..25]);
+
+        // 25 messages of 60 KiB: 4 fit in 256 KiB, a fifth would not.
+        let sizes = vec![61_440; 25];
+        let batches = split_batches(&sizes, BatchLimits::default()).unwrap();
+        assert_eq!(batches.len(), 7);
+        for batch in &batches {
+            let bytes: usize = sizes[batch.clone()].iter().sum();
+            assert!(batch.len() <= 10 && bytes <= 262_144, "{batch:?}");
+        }
+        assert_eq!(batches.iter().map(|b| b.len()).sum::<usize>(), 25);
+
+        // Exactly full batches, then a mixed tail.
+        let sizes = [100, 100, 50, 150, 1, 200];
+        assert_eq!(split_batches(&sizes, limits(10, 200)).unwrap(), vec![0..2, 2..4, 4..5, 5..6]);
+        assert!(split_batches(&[], BatchLimits::default()).unwrap().is_empty());
+        // A zero entry limit is clamped to one.
+        assert_eq!(split_batches(&[1, 1], limits(0, 10)).unwrap(), vec![0..1, 1..2]);
+    }
+
+    #[test]
+    fn an_entry_over_the_limit_alone_is_refused() {
+        assert_eq!(split_batches(&[10, 300, 10], limits(10, 200)), Err(Oversize { index: 1, bytes: 300 }));
+        assert!(split_batches(&[200], limits(10, 200)).is_ok());
+    }
+
+    fn fast() -> ExponentialBuilder {
+        ExponentialBuilder::new()
+            .with_min_delay(Duration::from_millis(1))
+            .with_max_delay(Duration::from_millis(2))
+            .with_max_times(3)
+    }
+
+    fn failed(id: &str, sender_fault: bool, code: &str) -> FailedEntry {
+        FailedEntry { id: id.into(), sender_fault, code: code.into(), message: Some("boom".into()) }
+    }
+
+    #[tokio::test]
+    async fn transient_failures_are_resent_by_id_until_accepted() {
+        let calls = Mutex::new(Vec::new());
+        let result = send_all("SendMessageBatch", "q", vec![0, 1, 2], &fast(), |batch| {
+            let attempt = {
+                let mut calls = calls.lock().unwrap();
+                calls.push(batch.clone());
+                calls.len()
+            };
+            async move {
+                Ok(match attempt {
+                    // m1 fails transiently, m2 is missing from the response.
+                    1 => BatchOutcome {
+                        successful: vec!["m0".into()],
+                        failed: vec![failed("m1", false, "InternalError")],
+                    },
+                    _ => BatchOutcome { successful: batch.iter().map(|&i| entry_id(i)).collect(), failed: vec![] },
+                })
+            }
+        })
+        .await;
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!(*calls.lock().unwrap(), vec![vec![0, 1, 2], vec![1, 2]]);
+    }
+
+    #[tokio::test]
+    async fn sender_fault_is_permanent_and_names_the_entry() {
+        let err = send_all("PublishBatch", "topic", vec![0, 1], &fast(), |_| async {
+            Ok(BatchOutcome { successful: vec!["m0".into()], failed: vec![failed("m1", true, "InvalidParameter")] })
+        })
+        .await
+        .unwrap_err();
+        assert!(!err.is_retryable());
+        assert!(err.to_string().contains("m1") && err.to_string().contains("InvalidParameter"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn persistent_transient_failures_end_as_a_transient_error() {
+        let err = send_all("SendMessageBatch", "q", vec![0], &fast(), |_| async {
+            Ok(BatchOutcome { successful: vec![], failed: vec![failed("m0", false, "ServiceUnavailable")] })
+        })
+        .await
+        .unwrap_err();
+        assert!(err.is_retryable(), "{err}");
+        assert!(err.to_string().contains("m0"), "{err}");
+    }
+}

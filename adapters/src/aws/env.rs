@@ -1,0 +1,248 @@
+//! Configuration from the Lambda environment, read once at cold start.
+//!
+//! Every helper names the variable in its error, so a mis-deployed function
+//! fails its first invocation with `environment variable PERSIST_QUEUE_URL is
+//! not set` rather than somewhere deep in a handler. An empty value counts as
+//! unset (SAM passes `""` for an optional parameter left blank).
+//!
+//! [`LambdaEnv`] reads the process environment ([`LambdaEnv::from_env`]) or a
+//! fixed map ([`LambdaEnv::from_pairs`], for tests: edition 2024 makes
+//! `std::env::set_var` unsafe). The free functions ([`required_env`],
+//! [`optional_usize`], …) are shorthands over the process environment.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A missing or malformed environment variable.
+///
+/// `Debug` prints the same sentence as `Display`: a `main` returning this
+/// error prints it with `Debug`, and that line is what the Lambda init error
+/// shows in CloudWatch.
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvError {
+    /// The variable is unset or empty.
+    #[error("environment variable {name} is not set")]
+    Missing {
+        /// Variable name.
+        name: String,
+    },
+    /// The variable's value cannot be read as the expected type.
+    #[error("environment variable {name}={value:?} is not {expected}")]
+    Malformed {
+        /// Variable name.
+        name: String,
+        /// The value found (lossy UTF-8). Configuration only: secrets are
+        /// referenced by id, never passed in the environment.
+        value: String,
+        /// What was expected, e.g. `a non-negative integer`.
+        expected: &'static str,
+    },
+}
+
+impl std::fmt::Debug for EnvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
+/// Where variables are read from.
+#[derive(Clone, Debug, Default)]
+enum Source {
+    /// `std::env`.
+    #[default]
+    Process,
+    /// A fixed map.
+    Fixed(BTreeMap<String, String>),
+}
+
+/// A source of configuration variables: the process environment, or a fixed
+/// map in tests.
+#[derive(Clone, Debug, Default)]
+pub struct LambdaEnv {
+    source: Source,
+}
+
+impl LambdaEnv {
+    /// The process environment (`std::env::var_os`).
+    pub fn from_env() -> Self {
+        Self { source: Source::Process }
+    }
+
+    /// A fixed set of `(name, value)` pairs; nothing else is visible.
+    pub fn from_pairs<I, K, V>(pairs: I) -> Self
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: Into<String>,
+        V: Into<String>,
+    {
+        Self { source: Source::Fixed(pairs.into_iter().map(|(k, v)| (k.into(), v.into())).collect()) }
+    }
+
+    /// The value of `name`, `None` when unset or empty.
+    ///
+    /// # Errors
+    /// [`EnvError::Malformed`] when the value is not valid UTF-8.
+    pub fn optional(&self, name: &str) -> Result<Option<String>, EnvError> {
+        let value = match &self.source {
+            Source::Process => match std::env::var_os(name) {
+                None => None,
+                Some(raw) => Some(raw.into_string().map_err(|raw| EnvError::Malformed {
+                    name: name.into(),
+                    value: raw.to_string_lossy().into_owned(),
+                    expected: "valid UTF-8",
+                })?),
+            },
+            Source::Fixed(map) => map.get(name).cloned(),
+        };
+        Ok(value.filter(|v| !v.is_empty()))
+    }
+
+    /// The value of `name`, which must be set and non-empty.
+    ///
+    /// # Errors
+    /// [`EnvError::Missing`] or [`EnvError::Malformed`] (not UTF-8).
+    pub fn required(&self, name: &str) -> Result<String, EnvError> {
+        self.optional(name)?.ok_or_else(|| EnvError::Missing { name: name.into() })
+    }
+
+    /// `name` as a non-negative integer (decimal, surrounding spaces
+    /// ignored), or `default` when unset.
+    ///
+    /// # Errors
+    /// [`EnvError::Malformed`].
+    pub fn usize_or(&self, name: &str, default: usize) -> Result<usize, EnvError> {
+        self.parsed_or(name, default, "a non-negative integer", |v| v.parse().ok())
+    }
+
+    /// `name` as a non-negative integer (`u64`), or `default` when unset.
+    ///
+    /// # Errors
+    /// [`EnvError::Malformed`].
+    pub fn u64_or(&self, name: &str, default: u64) -> Result<u64, EnvError> {
+        self.parsed_or(name, default, "a non-negative integer", |v| v.parse().ok())
+    }
+
+    /// `name` as a boolean (`true`/`false`/`1`/`0`/`yes`/`no`, any case), or
+    /// `default` when unset.
+    ///
+    /// # Errors
+    /// [`EnvError::Malformed`].
+    pub fn bool_or(&self, name: &str, default: bool) -> Result<bool, EnvError> {
+        self.parsed_or(name, default, "a boolean (true/false)", |v| match v.to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" => Some(true),
+            "false" | "0" | "no" => Some(false),
+            _ => None,
+        })
+    }
+
+    /// `name` as a whole number of seconds, or `default` when unset.
+    ///
+    /// # Errors
+    /// [`EnvError::Malformed`].
+    pub fn secs_or(&self, name: &str, default: Duration) -> Result<Duration, EnvError> {
+        match self.optional(name)? {
+            None => Ok(default),
+            Some(_) => Ok(Duration::from_secs(self.u64_or(name, 0)?)),
+        }
+    }
+
+    fn parsed_or<T>(
+        &self,
+        name: &str,
+        default: T,
+        expected: &'static str,
+        parse: impl FnOnce(&str) -> Option<T>,
+    ) -> Result<T, EnvError> {
+        match self.optional(name)? {
+            None => Ok(default),
+            Some(value) => parse(value.trim()).ok_or(EnvError::Malformed { name: name.into(), value, expected }),
+        }
+    }
+}
+
+/// [`LambdaEnv::required`] over the process environment, e.g.
+/// `required_env("PERSIST_QUEUE_URL")`.
+///
+/// # Errors
+/// [`EnvError`] naming the variable.
+pub fn required_env(name: &str) -> Result<String, EnvError> {
+    LambdaEnv::from_env().required(name)
+}
+
+/// [`LambdaEnv::optional`] over the process environment.
+///
+/// # Errors
+/// [`EnvError::Malformed`] (not UTF-8).
+pub fn optional_env(name: &str) -> Result<Option<String>, EnvError> {
+    LambdaEnv::from_env().optional(name)
+}
+
+/// [`LambdaEnv::usize_or`] over the process environment, e.g.
+/// `optional_usize("MAX_MESSAGE_BYTES", 262_144)`.
+///
+/// # Errors
+/// [`EnvError::Malformed`] naming the variable.
+pub fn optional_usize(name: &str, default: usize) -> Result<usize, EnvError> {
+    LambdaEnv::from_env().usize_or(name, default)
+}
+
+/// [`LambdaEnv::bool_or`] over the process environment.
+///
+/// # Errors
+/// [`EnvError::Malformed`] naming the variable.
+pub fn optional_bool(name: &str, default: bool) -> Result<bool, EnvError> {
+    LambdaEnv::from_env().bool_or(name, default)
+}
+
+/// [`LambdaEnv::secs_or`] over the process environment.
+///
+/// # Errors
+/// [`EnvError::Malformed`] naming the variable.
+pub fn optional_secs(name: &str, default: Duration) -> Result<Duration, EnvError> {
+    LambdaEnv::from_env().secs_or(name, default)
+}
+
+/// The dead-letter target of a function from `DLQ_URL` (its work queue's
+/// DLQ; unset: leave failures to the redrive policy alone) and
+/// `MAX_RECEIVE_COUNT` (the work queue's `maxReceiveCount`, default
+/// [`tributary_core::topology::MAX_RECEIVE_COUNT`]).
+///
+/// # Errors
+/// [`EnvError::Malformed`] for a `MAX_RECEIVE_COUNT` that is not a number
+/// from 1 to 1000 (the SQS redrive policy's range).
+pub fn dead_letter_target(env: &LambdaEnv) -> Result<Option<tributary_core::batch::DeadLetterTarget>, EnvError> {
+    let Some(dlq) = env.optional("DLQ_URL")? else { return Ok(None) };
+    let count = env.u64_or("MAX_RECEIVE_COUNT", u64::from(tributary_core::topology::MAX_RECEIVE_COUNT))?;
+    let max_receive_count =
+        u32::try_from(count).ok().filter(|n| (1..=1000).contains(n)).ok_or_else(|| EnvError::Malformed {
+            name: "MAX_RECEIVE_COUNT".into(),
+            value: count.to_string(),
+            expected: "a number from 1 to 1000",
+        })?;
+    Ok(Some(tributary_core::batch::DeadLetterTarget { dlq, max_receive_count }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_and_malformed_variables_are_named() {
+        let env = LambdaEnv::from_pairs([
+            ("PERSIST_QUEUE_URL", "https://sqs/q"),
+            ("EMPTY", ""),
+            ("MAX_MESSAGE_BYTES", "lots"),
+            ("FORCE", "TRUE"),
+            ("TTL_SECS", " 30 "),
+        ]);
+        assert_eq!(env.required("PERSIST_QUEUE_URL").unwrap(), "https://sqs/q");
+        let missing = env.required("EMPTY").unwrap_err();
+        assert_eq!(missing.to_string(), "environment variable EMPTY is not set");
+        let malformed = env.usize_or("MAX_MESSAGE_BYTES", 262_144).unwrap_err();
+        assert!(malformed.to_string().contains("MAX_MESSAGE_BYTES"), "{malformed}");
+        assert_eq!(env.usize_or("UNSET", 262_144).unwrap(), 262_144);
+        assert!(env.bool_or("FORCE", false).unwrap());
+        assert_eq!(env.secs_or("TTL_SECS", Duration::from_secs(300)).unwrap(), Duration::from_secs(30));
+        assert!(env.bool_or("MAX_MESSAGE_BYTES", false).is_err());
+    }
+}

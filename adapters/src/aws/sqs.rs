@@ -1,0 +1,131 @@
+//! [`QueueSender`] over Amazon SQS `SendMessageBatch`.
+
+use async_trait::async_trait;
+use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
+
+use super::batching::{BatchLimits, BatchOutcome, FailedEntry, entry_id, entry_retry_policy, send_all, split_batches};
+use super::error::{build_error, code, port_error};
+use tributary_core::ports::{PortError, QueueMessage, QueueSender};
+
+const OPERATION: &str = "SendMessageBatch";
+
+/// Error codes SQS answers for a queue that does not exist (query and JSON
+/// protocols).
+const QUEUE_MISSING: &[&str] = &["AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"];
+
+/// Sends bodies to SQS queues with `SendMessageBatch`.
+///
+/// `queue` in [`QueueSender::send`] is the queue URL. Bodies are split, in
+/// order, into calls of at most 10 entries and at most
+/// [`BatchLimits::max_bytes`] bytes in all (default 262,144), counted as SQS
+/// does: the body plus each message attribute's name, type and value
+/// ([`QueueMessage::size`]). Entries a call reports as failed without sender fault are
+/// re-sent by id with a short backoff (see the [`batching`](super::batching)
+/// module); SQS quotas:
+/// <https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html>.
+///
+/// Build once at cold start and share: the SDK client holds the connection
+/// pool.
+#[derive(Clone, Debug)]
+pub struct SqsSender {
+    client: aws_sdk_sqs::Client,
+    limits: BatchLimits,
+}
+
+impl SqsSender {
+    /// A sender with the default limits (10 entries, 262,144 bytes per call).
+    pub fn new(client: aws_sdk_sqs::Client) -> Self {
+        Self { client, limits: BatchLimits::default() }
+    }
+
+    /// Caps the bytes of one call (and of one body) at `max_bytes`: set it
+    /// to the target queues' `MaximumMessageSize` when that is smaller than
+    /// 256 KiB, or up to 1,048,576 for queues raised to 1 MiB.
+    pub fn with_max_batch_bytes(mut self, max_bytes: usize) -> Self {
+        self.limits.max_bytes = max_bytes;
+        self
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> BatchLimits {
+        self.limits
+    }
+
+    async fn send_batch(
+        &self,
+        queue: &str,
+        messages: &[QueueMessage],
+        indices: Vec<usize>,
+    ) -> Result<BatchOutcome, PortError> {
+        let entries = indices
+            .iter()
+            .map(|&i| {
+                let message = &messages[i];
+                let mut entry =
+                    SendMessageBatchRequestEntry::builder().id(entry_id(i)).message_body(message.body.as_str());
+                for (name, value) in &message.attributes {
+                    let value = MessageAttributeValue::builder()
+                        .data_type("String")
+                        .string_value(value)
+                        .build()
+                        .map_err(|err| build_error(OPERATION, queue, err))?;
+                    entry = entry.message_attributes(name, value);
+                }
+                entry.build().map_err(|err| build_error(OPERATION, queue, err))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let output =
+            self.client.send_message_batch().queue_url(queue).set_entries(Some(entries)).send().await.map_err(
+                |err| {
+                    if code(&err).is_some_and(|c| QUEUE_MISSING.contains(&c)) {
+                        PortError::NotFound { what: "queue", target: queue.to_string() }
+                    } else {
+                        port_error(OPERATION, queue, err)
+                    }
+                },
+            )?;
+        Ok(BatchOutcome {
+            successful: output.successful().iter().map(|entry| entry.id().to_string()).collect(),
+            failed: output
+                .failed()
+                .iter()
+                .map(|entry| FailedEntry {
+                    id: entry.id().to_string(),
+                    sender_fault: entry.sender_fault(),
+                    code: entry.code().to_string(),
+                    message: entry.message().map(str::to_string),
+                })
+                .collect(),
+        })
+    }
+}
+
+#[async_trait]
+impl QueueSender for SqsSender {
+    /// # Errors
+    /// - [`PortError::TooLarge`] if one body alone exceeds the byte limit
+    ///   (nothing is sent);
+    /// - [`PortError::NotFound`] for an unknown queue URL;
+    /// - [`PortError::Permanent`] naming an entry SQS refused by the
+    ///   sender's fault, or for a call refused outright (access denied, …);
+    /// - [`PortError::Transient`] for throttling, 5xx, time-outs, or entries
+    ///   still failing after the retries.
+    ///
+    /// On an error, earlier batches may already have been sent: SQS delivery
+    /// is at-least-once and consumers are idempotent.
+    async fn send_messages(&self, queue: &str, messages: Vec<QueueMessage>) -> Result<(), PortError> {
+        let sizes: Vec<usize> = messages.iter().map(QueueMessage::size).collect();
+        let batches = split_batches(&sizes, self.limits).map_err(|over| PortError::TooLarge {
+            what: "message",
+            target: queue.to_string(),
+            bytes: over.bytes,
+            limit: self.limits.max_bytes,
+        })?;
+        let policy = entry_retry_policy();
+        for batch in batches {
+            send_all(OPERATION, queue, batch.collect(), &policy, |indices| self.send_batch(queue, &messages, indices))
+                .await?;
+        }
+        Ok(())
+    }
+}

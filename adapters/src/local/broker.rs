@@ -1,0 +1,528 @@
+//! In-process queues and topics with the semantics of SQS and SNS.
+//!
+//! Time is virtual: a message made invisible by a receive becomes visible
+//! again `visibility_timeout` later on the broker's clock, and the runtime
+//! advances that clock to the next visibility deadline when no message is
+//! visible and no handler is running ([`Broker::advance_to_next_visible`]).
+//! A run therefore exercises real redelivery and redrive without waiting
+//! out real timeouts.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_lambda_events::event::sqs::{SqsMessage, SqsMessageAttribute};
+
+use tributary_core::ports::{PortError, QueueMessage, QueueSender, TopicMessage, TopicPublisher};
+
+/// Largest message SNS accepts (Amazon SNS quotas: 256 KiB per publish).
+pub const SNS_MAX_MESSAGE_BYTES: usize = 262_144;
+
+/// One queue's settings, as its SQS attributes would be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueConfig {
+    /// Queue name.
+    pub name: String,
+    /// `VisibilityTimeout`: how long a received message stays invisible.
+    pub visibility_timeout: Duration,
+    /// `MaximumMessageSize` in bytes (SQS: 1 KiB to 1 MiB; we default to the
+    /// classic 256 KiB).
+    pub max_message_bytes: usize,
+    /// Redrive policy: `(deadLetterTargetArn, maxReceiveCount)`.
+    pub redrive: Option<(String, u32)>,
+}
+
+/// A subscription of a topic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Subscription {
+    /// SNS -> SQS.
+    Queue {
+        /// Subscribed queue.
+        queue: String,
+        /// `RawMessageDelivery`: the body as published, else the SNS
+        /// notification envelope.
+        raw: bool,
+        /// `FilterPolicy` on message attributes: attribute name -> allowed
+        /// values (all named attributes must match).
+        filter: BTreeMap<String, Vec<String>>,
+    },
+    /// Each message body appended as a line to a file (standing in for the
+    /// e-mail/SMS endpoints of the alerts topic).
+    File {
+        /// File path.
+        path: PathBuf,
+    },
+}
+
+/// Counters of a broker's life, for run summaries.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BrokerStats {
+    /// Messages accepted per queue.
+    pub sent: BTreeMap<String, u64>,
+    /// Messages moved to a DLQ by a redrive policy, per source queue.
+    pub dead_lettered: BTreeMap<String, u64>,
+    /// Messages moved to a DLQ by a redrive policy, per DLQ.
+    pub redriven_into: BTreeMap<String, u64>,
+    /// Messages received (deliveries, redeliveries included) per queue.
+    pub received: BTreeMap<String, u64>,
+}
+
+#[derive(Debug)]
+struct Stored {
+    id: String,
+    body: String,
+    receive_count: u32,
+    visible_at_ms: u64,
+    /// Wall-clock send time, ms since the Unix epoch (`SentTimestamp`; the
+    /// virtual clock only drives visibility).
+    sent_at_epoch_ms: u64,
+    first_received_ms: Option<u64>,
+    receipt: Option<String>,
+    system_attributes: BTreeMap<String, String>,
+    message_attributes: BTreeMap<String, String>,
+}
+
+#[derive(Debug)]
+struct QueueState {
+    config: QueueConfig,
+    messages: Vec<Stored>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    clock_ms: u64,
+    next_id: u64,
+    queues: BTreeMap<String, QueueState>,
+    topics: BTreeMap<String, Vec<Subscription>>,
+    stats: BrokerStats,
+}
+
+/// In-process SQS/SNS.
+#[derive(Debug, Default)]
+pub struct Broker {
+    state: Mutex<State>,
+}
+
+const REGION: &str = "local";
+const ACCOUNT: &str = "000000000000";
+
+/// The ARN a local queue reports (`arn:aws:sqs:local:000000000000:<name>`).
+pub fn queue_arn(name: &str) -> String {
+    format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{name}")
+}
+
+/// The ARN a local topic reports.
+pub fn topic_arn(name: &str) -> String {
+    format!("arn:aws:sns:{REGION}:{ACCOUNT}:{name}")
+}
+
+impl Broker {
+    /// An empty broker.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A poisoned lock only means a panic elsewhere mid-update of plain
+        // data; the state is still consistent enough to continue.
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Creates (or reconfigures) a queue.
+    pub fn create_queue(&self, config: QueueConfig) {
+        let mut state = self.lock();
+        let name = config.name.clone();
+        match state.queues.get_mut(&name) {
+            Some(queue) => queue.config = config,
+            None => {
+                state.queues.insert(name, QueueState { config, messages: Vec::new() });
+            }
+        }
+    }
+
+    /// Creates a topic with its subscriptions.
+    pub fn create_topic(&self, name: &str, subscriptions: Vec<Subscription>) {
+        self.lock().topics.insert(name.to_string(), subscriptions);
+    }
+
+    /// Receives up to `max` visible messages (SQS `ReceiveMessage`, at most
+    /// 10 per call on AWS), as the records of an SQS Lambda event.
+    ///
+    /// A visible message already received `maxReceiveCount` times is moved
+    /// to the queue's DLQ instead of being delivered, as SQS does, with the
+    /// `DeadLetterQueueSourceArn` attribute set.
+    ///
+    /// # Errors
+    /// [`PortError::NotFound`] for an unknown queue.
+    pub fn receive(&self, queue: &str, max: usize) -> Result<Vec<SqsMessage>, PortError> {
+        let mut state = self.lock();
+        let state = &mut *state;
+        let now = state.clock_ms;
+        let q =
+            state.queues.get_mut(queue).ok_or_else(|| PortError::NotFound { what: "queue", target: queue.into() })?;
+        let mut delivered = Vec::new();
+        let mut dead = Vec::new();
+        let mut index = 0;
+        while index < q.messages.len() && delivered.len() < max {
+            let message = &mut q.messages[index];
+            if message.visible_at_ms > now {
+                index += 1;
+                continue;
+            }
+            if let Some((_, max_receive)) = &q.config.redrive
+                && message.receive_count >= *max_receive
+            {
+                dead.push(q.messages.remove(index));
+                continue;
+            }
+            message.receive_count += 1;
+            message.visible_at_ms = now + duration_ms(q.config.visibility_timeout);
+            message.first_received_ms.get_or_insert(now);
+            state.next_id += 1;
+            let receipt = format!("{}#{}", message.id, state.next_id);
+            message.receipt = Some(receipt.clone());
+            delivered.push(to_sqs_record(queue, message, receipt));
+            index += 1;
+        }
+        *state.stats.received.entry(queue.to_string()).or_default() += delivered.len() as u64;
+        if !dead.is_empty() {
+            let dlq = q.config.redrive.as_ref().map(|(dlq, _)| dlq.clone()).unwrap_or_default();
+            *state.stats.dead_lettered.entry(queue.to_string()).or_default() += dead.len() as u64;
+            *state.stats.redriven_into.entry(dlq.clone()).or_default() += dead.len() as u64;
+            let source_arn = queue_arn(queue);
+            if let Some(dlq_state) = state.queues.get_mut(&dlq) {
+                for mut message in dead {
+                    // The message keeps its id, body and receive count.
+                    message.visible_at_ms = now;
+                    message.receipt = None;
+                    message.system_attributes.insert("DeadLetterQueueSourceArn".into(), source_arn.clone());
+                    dlq_state.messages.push(message);
+                }
+            } else {
+                tracing::error!(queue, dlq, "redrive target queue does not exist; dead letters dropped");
+            }
+        }
+        Ok(delivered)
+    }
+
+    /// Deletes a received message (SQS `DeleteMessage`). A stale receipt
+    /// (the message was received again since) is ignored, as SQS may.
+    pub fn delete(&self, queue: &str, receipt: &str) {
+        let mut state = self.lock();
+        if let Some(q) = state.queues.get_mut(queue) {
+            q.messages.retain(|m| m.receipt.as_deref() != Some(receipt));
+        }
+    }
+
+    /// Whether every queue is empty (no visible or in-flight message).
+    pub fn is_drained(&self) -> bool {
+        self.lock().queues.values().all(|q| q.messages.is_empty())
+    }
+
+    /// Messages (visible or in flight) in `queue`.
+    pub fn depth(&self, queue: &str) -> usize {
+        self.lock().queues.get(queue).map_or(0, |q| q.messages.len())
+    }
+
+    /// Advances the virtual clock to the earliest time an invisible (in
+    /// flight) message becomes visible again. Returns `false` when no message
+    /// is in flight.
+    pub fn advance_to_next_visible(&self) -> bool {
+        let mut state = self.lock();
+        let now = state.clock_ms;
+        let next =
+            state.queues.values().flat_map(|q| q.messages.iter()).map(|m| m.visible_at_ms).filter(|at| *at > now).min();
+        match next {
+            Some(at) => {
+                state.clock_ms = at;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The virtual clock, in milliseconds since the broker started.
+    pub fn clock_ms(&self) -> u64 {
+        self.lock().clock_ms
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> BrokerStats {
+        self.lock().stats.clone()
+    }
+
+    fn enqueue(state: &mut State, queue: &str, message: QueueMessage) -> Result<(), PortError> {
+        let QueueMessage { body, attributes } = message;
+        let now = state.clock_ms;
+        state.next_id += 1;
+        let id = format!("local-{:08}", state.next_id);
+        let q =
+            state.queues.get_mut(queue).ok_or_else(|| PortError::NotFound { what: "queue", target: queue.into() })?;
+        let size = body.len() + attributes.iter().map(|(n, v)| n.len() + "String".len() + v.len()).sum::<usize>();
+        if size > q.config.max_message_bytes {
+            return Err(PortError::TooLarge {
+                what: "message",
+                target: queue.into(),
+                bytes: size,
+                limit: q.config.max_message_bytes,
+            });
+        }
+        q.messages.push(Stored {
+            id,
+            body,
+            receive_count: 0,
+            visible_at_ms: now,
+            sent_at_epoch_ms: u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or_default(),
+            first_received_ms: None,
+            receipt: None,
+            system_attributes: BTreeMap::new(),
+            message_attributes: attributes,
+        });
+        *state.stats.sent.entry(queue.to_string()).or_default() += 1;
+        Ok(())
+    }
+}
+
+fn duration_ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn to_sqs_record(queue: &str, message: &Stored, receipt: String) -> SqsMessage {
+    let mut attributes: HashMap<String, String> = HashMap::new();
+    attributes.insert("ApproximateReceiveCount".into(), message.receive_count.to_string());
+    attributes.insert("SentTimestamp".into(), message.sent_at_epoch_ms.to_string());
+    if let Some(first) = message.first_received_ms {
+        attributes.insert("ApproximateFirstReceiveTimestamp".into(), first.to_string());
+    }
+    for (name, value) in &message.system_attributes {
+        attributes.insert(name.clone(), value.clone());
+    }
+    let mut record = SqsMessage::default();
+    record.message_id = Some(message.id.clone());
+    record.receipt_handle = Some(receipt);
+    record.body = Some(message.body.clone());
+    record.attributes = attributes;
+    record.message_attributes = message
+        .message_attributes
+        .iter()
+        .map(|(name, value)| {
+            let mut attribute = SqsMessageAttribute::default();
+            attribute.string_value = Some(value.clone());
+            attribute.data_type = Some("String".into());
+            (name.clone(), attribute)
+        })
+        .collect();
+    record.event_source = Some("aws:sqs".into());
+    record.event_source_arn = Some(queue_arn(queue));
+    record.aws_region = Some(REGION.into());
+    record
+}
+
+#[async_trait]
+impl QueueSender for Broker {
+    async fn send_messages(&self, queue: &str, messages: Vec<QueueMessage>) -> Result<(), PortError> {
+        let mut state = self.lock();
+        // Check every message first so a refused batch enqueues nothing.
+        let q = state.queues.get(queue).ok_or_else(|| PortError::NotFound { what: "queue", target: queue.into() })?;
+        let limit = q.config.max_message_bytes;
+        if let Some(message) = messages.iter().find(|m| m.size() > limit) {
+            return Err(PortError::TooLarge { what: "message", target: queue.into(), bytes: message.size(), limit });
+        }
+        for message in messages {
+            Self::enqueue(&mut state, queue, message)?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl TopicPublisher for Broker {
+    async fn publish(&self, topic: &str, messages: Vec<TopicMessage>) -> Result<(), PortError> {
+        let mut state = self.lock();
+        let subscriptions = state
+            .topics
+            .get(topic)
+            .cloned()
+            .ok_or_else(|| PortError::NotFound { what: "topic", target: topic.into() })?;
+        if let Some(message) = messages.iter().find(|m| m.wire_body().len() > SNS_MAX_MESSAGE_BYTES) {
+            return Err(PortError::TooLarge {
+                what: "message",
+                target: topic.into(),
+                bytes: message.wire_body().len(),
+                limit: SNS_MAX_MESSAGE_BYTES,
+            });
+        }
+        for message in messages {
+            state.next_id += 1;
+            let message_id = format!("local-sns-{:08}", state.next_id);
+            for subscription in &subscriptions {
+                match subscription {
+                    Subscription::Queue { queue, raw, filter } => {
+                        if !filter_matches(filter, &message.attributes) {
+                            continue;
+                        }
+                        // An SQS subscriber of a structured message gets its `sqs` text.
+                        let text = message.text_for("sqs");
+                        let body = if *raw { text.to_string() } else { envelope(topic, &message_id, &message, text) };
+                        Self::enqueue(&mut state, queue, QueueMessage { body, attributes: BTreeMap::new() })?;
+                    }
+                    Subscription::File { path } => {
+                        // The file stands for machine subscribers: the `sqs` text too.
+                        append_line(path, message.text_for("sqs")).map_err(|err| PortError::Permanent {
+                            operation: "append to subscription file",
+                            target: path.display().to_string(),
+                            message: err.to_string(),
+                        })?
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn filter_matches(filter: &BTreeMap<String, Vec<String>>, attributes: &BTreeMap<String, String>) -> bool {
+    filter.iter().all(|(name, allowed)| attributes.get(name).is_some_and(|value| allowed.contains(value)))
+}
+
+/// The SNS notification envelope an SQS subscription without raw delivery
+/// receives (Amazon SNS message format, `Type: Notification`).
+fn envelope(topic: &str, message_id: &str, message: &TopicMessage, text: &str) -> String {
+    let attributes: serde_json::Map<String, serde_json::Value> = message
+        .attributes
+        .iter()
+        .map(|(name, value)| (name.clone(), serde_json::json!({ "Type": "String", "Value": value })))
+        .collect();
+    let mut envelope = serde_json::json!({
+        "Type": "Notification",
+        "MessageId": message_id,
+        "TopicArn": topic_arn(topic),
+        "Message": text,
+        "Timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        "SignatureVersion": "1",
+        "Signature": "",
+        "SigningCertURL": "",
+        "UnsubscribeURL": "",
+        "MessageAttributes": attributes,
+    });
+    if let Some(subject) = &message.subject {
+        envelope["Subject"] = serde_json::Value::String(subject.clone());
+    }
+    envelope.to_string()
+}
+
+fn append_line(path: &std::path::Path, line: &str) -> std::io::Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    let mut line = line.replace('\n', " ");
+    line.push('\n');
+    file.write_all(line.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn broker() -> Broker {
+        let broker = Broker::new();
+        broker.create_queue(QueueConfig {
+            name: "work".into(),
+            visibility_timeout: Duration::from_secs(30),
+            max_message_bytes: 64,
+            redrive: Some(("work-dlq".into(), 2)),
+        });
+        broker.create_queue(QueueConfig {
+            name: "work-dlq".into(),
+            visibility_timeout: Duration::from_secs(30),
+            max_message_bytes: 64,
+            redrive: None,
+        });
+        broker
+    }
+
+    #[tokio::test]
+    async fn received_message_is_invisible_until_the_timeout() {
+        let broker = broker();
+        broker.send("work", vec!["a".into(), "b".into()]).await.expect("send");
+        let first = broker.receive("work", 10).expect("receive");
+        assert_eq!(first.len(), 2);
+        assert!(broker.receive("work", 10).expect("receive").is_empty(), "in flight");
+        broker.delete("work", first[0].receipt_handle.as_deref().expect("receipt"));
+        assert!(broker.advance_to_next_visible());
+        assert_eq!(broker.clock_ms(), 30_000);
+        let again = broker.receive("work", 10).expect("receive");
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].body.as_deref(), Some("b"));
+        assert_eq!(again[0].attributes["ApproximateReceiveCount"], "2");
+    }
+
+    #[tokio::test]
+    async fn redrives_to_the_dlq_after_max_receive_count() {
+        let broker = broker();
+        broker.send("work", vec!["poison".into()]).await.expect("send");
+        for _ in 0..2 {
+            assert_eq!(broker.receive("work", 10).expect("receive").len(), 1);
+            broker.advance_to_next_visible();
+        }
+        assert!(broker.receive("work", 10).expect("receive").is_empty());
+        let dead = broker.receive("work-dlq", 10).expect("receive");
+        assert_eq!(dead.len(), 1);
+        assert_eq!(dead[0].body.as_deref(), Some("poison"));
+        assert_eq!(dead[0].attributes["DeadLetterQueueSourceArn"], queue_arn("work"));
+        assert_eq!(broker.stats().dead_lettered["work"], 1);
+    }
+
+    #[tokio::test]
+    async fn oversize_message_is_refused_and_nothing_enqueued() {
+        let broker = broker();
+        let err = broker.send("work", vec!["ok".into(), "x".repeat(65)]).await.expect_err("too large");
+        assert!(matches!(err, PortError::TooLarge { bytes: 65, limit: 64, .. }), "{err}");
+        assert_eq!(broker.depth("work"), 0);
+    }
+
+    #[tokio::test]
+    async fn topic_fans_out_raw_and_enveloped_with_filters() {
+        let broker = Broker::new();
+        for name in ["raw", "wrapped", "filtered"] {
+            broker.create_queue(QueueConfig {
+                name: name.into(),
+                visibility_timeout: Duration::from_secs(1),
+                max_message_bytes: 262_144,
+                redrive: None,
+            });
+        }
+        broker.create_topic(
+            "rows",
+            vec![
+                Subscription::Queue { queue: "raw".into(), raw: true, filter: BTreeMap::new() },
+                Subscription::Queue { queue: "wrapped".into(), raw: false, filter: BTreeMap::new() },
+                Subscription::Queue {
+                    queue: "filtered".into(),
+                    raw: true,
+                    filter: BTreeMap::from([("pipeline".into(), vec!["other".into()])]),
+                },
+            ],
+        );
+        let message = TopicMessage {
+            subject: Some("s".into()),
+            body: r#"{"n":1}"#.into(),
+            attributes: BTreeMap::from([("pipeline".into(), "p".into())]),
+            per_protocol: BTreeMap::new(),
+        };
+        broker.publish("rows", vec![message]).await.expect("publish");
+        let raw = broker.receive("raw", 10).expect("receive");
+        assert_eq!(raw[0].body.as_deref(), Some(r#"{"n":1}"#));
+        let wrapped = broker.receive("wrapped", 10).expect("receive");
+        let envelope: serde_json::Value =
+            serde_json::from_str(wrapped[0].body.as_deref().expect("body")).expect("json");
+        assert_eq!(envelope["Type"], "Notification");
+        assert_eq!(envelope["Message"], r#"{"n":1}"#);
+        assert_eq!(envelope["MessageAttributes"]["pipeline"]["Value"], "p");
+        assert_eq!(broker.depth("filtered"), 0, "filter policy must drop non-matching messages");
+    }
+}

@@ -1,0 +1,335 @@
+//! [`ObjectStore`] over a local directory: the lake folder is the bucket.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use tributary_core::ports::{ObjectStore, PortError};
+
+/// A directory standing in for the S3 bucket. Keys map to relative paths.
+#[derive(Debug)]
+pub struct DirStore {
+    root: PathBuf,
+    temp_counter: AtomicU64,
+}
+
+impl DirStore {
+    /// A store rooted at `root` (created on first write).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into(), temp_counter: AtomicU64::new(0) }
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The file path of `key`.
+    ///
+    /// # Errors
+    /// [`PortError::Permanent`] for keys that are empty, absolute, contain
+    /// `..`, `.` or empty segments, backslashes or control characters — keys
+    /// that would escape the root or mean different things on S3 and disk.
+    pub fn path_of(&self, key: &str) -> Result<PathBuf, PortError> {
+        let bad = key.is_empty()
+            || key.starts_with('/')
+            || key.split('/').any(|segment| segment.is_empty() || segment == "." || segment == "..")
+            || key.contains('\\')
+            || key.chars().any(char::is_control)
+            || Path::new(key).components().any(|c| !matches!(c, Component::Normal(_)));
+        if bad {
+            return Err(PortError::Permanent {
+                operation: "map key to path",
+                target: format!("{key:?}"),
+                message:
+                    "object keys must be relative, without '.', '..', empty segments, backslashes or control characters"
+                        .into(),
+            });
+        }
+        Ok(self.root.join(key))
+    }
+}
+
+fn io_error(operation: &'static str, key: &str, err: &std::io::Error) -> PortError {
+    if err.kind() == std::io::ErrorKind::NotFound {
+        PortError::NotFound { what: "object", target: key.into() }
+    } else {
+        PortError::Transient { operation, target: key.into(), message: err.to_string() }
+    }
+}
+
+#[async_trait]
+impl ObjectStore for DirStore {
+    async fn put(&self, key: &str, body: Bytes) -> Result<(), PortError> {
+        let path = self.path_of(key)?;
+        if let Some(parent) = path.parent() {
+            tokio::fs::create_dir_all(parent).await.map_err(|e| io_error("create folder", key, &e))?;
+        }
+        // Write beside the target, then rename: readers never see half a file,
+        // and a redelivered message replaces the object whole.
+        let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
+        let temp = path.with_extension(format!("tmp-{}-{n}", std::process::id()));
+        tokio::fs::write(&temp, &body).await.map_err(|e| io_error("write object", key, &e))?;
+        tokio::fs::rename(&temp, &path).await.map_err(|e| io_error("rename object", key, &e))
+    }
+
+    async fn get(&self, key: &str) -> Result<Bytes, PortError> {
+        let path = self.path_of(key)?;
+        tokio::fs::read(&path).await.map(Bytes::from).map_err(|e| io_error("read object", key, &e))
+    }
+
+    async fn get_to_file(&self, key: &str, path: &Path) -> Result<u64, PortError> {
+        let source = self.path_of(key)?;
+        tokio::fs::copy(&source, path).await.map_err(|e| io_error("read object", key, &e))
+    }
+
+    async fn put_file(&self, key: &str, path: &Path) -> Result<(), PortError> {
+        let target = self.path_of(key)?;
+        if let Some(parent) = target.parent() {
+            tokio::fs::create_dir_all(parent).await.map_err(|e| io_error("create folder", key, &e))?;
+        }
+        let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
+        let temp = target.with_extension(format!("tmp-{}-{n}", std::process::id()));
+        tokio::fs::copy(path, &temp).await.map_err(|e| io_error("write object", key, &e))?;
+        tokio::fs::rename(&temp, &target).await.map_err(|e| io_error("rename object", key, &e))
+    }
+
+    async fn copy(&self, from: &str, to: &str) -> Result<(), PortError> {
+        let source = self.path_of(from)?;
+        if !tokio::fs::try_exists(&source).await.unwrap_or(false) {
+            return Err(PortError::NotFound { what: "object", target: from.to_string() });
+        }
+        self.put_file(to, &source).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), PortError> {
+        match tokio::fs::remove_file(self.path_of(key)?).await {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(io_error("delete object", key, &err)),
+            _ => Ok(()),
+        }
+    }
+
+    /// The file's content and, as its version, its length and a 64-bit
+    /// digest of its bytes.
+    ///
+    /// # Errors
+    /// As [`ObjectStore::get`] (but a missing object is `Ok(None)`).
+    async fn get_versioned(&self, key: &str) -> Result<Option<(Bytes, String)>, PortError> {
+        match self.get(key).await {
+            Ok(body) => {
+                let version = content_version(&body);
+                Ok(Some((body, version)))
+            }
+            Err(PortError::NotFound { .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Compare-and-swap under a lock file `<path>.put-if-lock` (created with
+    /// `O_EXCL`, so writers in other processes are excluded too; a lock
+    /// older than [`STALE_LOCK`] is taken as left by a crashed writer).
+    ///
+    /// # Errors
+    /// As [`ObjectStore::put`]; [`PortError::Transient`] when the lock
+    /// stays taken for [`LOCK_WAIT`].
+    async fn put_if(&self, key: &str, body: Bytes, version: Option<&str>) -> Result<bool, PortError> {
+        let path = self.path_of(key)?;
+        if let Some(parent) = path.parent() {
+            tokio::fs::create_dir_all(parent).await.map_err(|e| io_error("create folder", key, &e))?;
+        }
+        let mut lock = path.clone().into_os_string();
+        lock.push(LOCK_SUFFIX);
+        let lock = PathBuf::from(lock);
+        let _held = LockFile::acquire(&lock, key).await?;
+        let current = self.get_versioned(key).await?;
+        if current.as_ref().map(|(_, v)| v.as_str()) != version {
+            return Ok(false);
+        }
+        self.put(key, body).await?;
+        Ok(true)
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, PortError> {
+        let root = self.root.clone();
+        let prefix = prefix.to_string();
+        let listed = tokio::task::spawn_blocking(move || {
+            let mut keys = Vec::new();
+            walk(&root, &root, &mut keys)?;
+            keys.retain(|k| k.starts_with(&prefix));
+            keys.sort();
+            Ok::<_, std::io::Error>(keys)
+        })
+        .await
+        .map_err(|err| PortError::Transient {
+            operation: "list objects",
+            target: self.root.display().to_string(),
+            message: err.to_string(),
+        })?;
+        listed.map_err(|e| io_error("list objects", &self.root.display().to_string(), &e))
+    }
+}
+
+/// Suffix of [`ObjectStore::put_if`]'s lock files (never listed as keys).
+const LOCK_SUFFIX: &str = ".put-if-lock";
+
+/// How long [`ObjectStore::put_if`] waits for another writer's lock.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A lock file older than this was left by a writer that died holding it.
+pub const STALE_LOCK: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A version tag for [`DirStore`]: the length and a 64-bit FNV-1a digest.
+fn content_version(body: &[u8]) -> String {
+    let digest = body.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
+    format!("{:x}-{digest:016x}", body.len())
+}
+
+/// A held lock file, removed on drop.
+struct LockFile(PathBuf);
+
+impl LockFile {
+    async fn acquire(path: &Path, key: &str) -> Result<Self, PortError> {
+        let started = std::time::Instant::now();
+        loop {
+            match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
+                Ok(_) => return Ok(LockFile(path.to_path_buf())),
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let stale = std::fs::metadata(path)
+                        .and_then(|m| m.modified())
+                        .is_ok_and(|at| at.elapsed().unwrap_or_default() > STALE_LOCK);
+                    if stale {
+                        let _ = std::fs::remove_file(path);
+                        continue;
+                    }
+                    if started.elapsed() > LOCK_WAIT {
+                        return Err(PortError::Transient {
+                            operation: "lock object",
+                            target: key.into(),
+                            message: format!("{} held for more than {LOCK_WAIT:?}", path.display()),
+                        });
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                Err(err) => return Err(io_error("lock object", key, &err)),
+            }
+        }
+    }
+}
+
+impl Drop for LockFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn walk(root: &Path, dir: &Path, keys: &mut Vec<String>) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(err),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let path = entry.path();
+        if entry.file_type()?.is_dir() {
+            walk(root, &path, keys)?;
+        } else if let Ok(relative) = path.strip_prefix(root) {
+            let key = relative.to_string_lossy().replace(std::path::MAIN_SEPARATOR, "/");
+            if !key.contains(".tmp-") && !key.ends_with(LOCK_SUFFIX) {
+                keys.push(key);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn put_get_list_and_overwrite() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = DirStore::new(dir.path());
+        store.put("a/dt=2026-11-29/x.parquet", Bytes::from_static(b"one")).await.expect("put");
+        store.put("a/dt=2026-11-29/x.parquet", Bytes::from_static(b"two")).await.expect("overwrite");
+        store.put("b/y.json", Bytes::from_static(b"{}")).await.expect("put");
+        assert_eq!(store.get("a/dt=2026-11-29/x.parquet").await.expect("get"), Bytes::from_static(b"two"));
+        assert_eq!(store.list("a/").await.expect("list"), ["a/dt=2026-11-29/x.parquet"]);
+        assert_eq!(store.list("").await.expect("list").len(), 2);
+        assert!(matches!(store.get("nope").await, Err(PortError::NotFound { .. })));
+    }
+
+    #[tokio::test]
+    async fn keys_that_escape_the_root_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = DirStore::new(dir.path());
+        for key in ["../x", "/etc/passwd", "a/../../x", "a//b", "a/./b", ""] {
+            let err = store.put(key, Bytes::new()).await.expect_err(key);
+            assert!(err.to_string().contains("object keys must be relative"), "{key}: {err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn put_if_swaps_only_from_the_version_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = DirStore::new(dir.path());
+        assert!(store.get_versioned("s.json").await.expect("read").is_none());
+        assert!(store.put_if("s.json", Bytes::from_static(b"v1"), None).await.expect("create"));
+        assert!(!store.put_if("s.json", Bytes::from_static(b"other"), None).await.expect("exists"), "only if absent");
+        let (body, v1) = store.get_versioned("s.json").await.expect("read").expect("exists");
+        assert_eq!(body, Bytes::from_static(b"v1"));
+        assert!(store.put_if("s.json", Bytes::from_static(b"v2"), Some(&v1)).await.expect("swap"));
+        assert!(!store.put_if("s.json", Bytes::from_static(b"v3"), Some(&v1)).await.expect("stale"), "v1 is gone");
+        assert_eq!(store.get("s.json").await.expect("get"), Bytes::from_static(b"v2"));
+        assert_eq!(store.list("").await.expect("list"), ["s.json"], "no lock file is left or listed");
+    }
+
+    /// Eight writers each add their own line by read, append, put_if,
+    /// retrying when they lose: no line is lost.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_read_modify_writes_lose_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = std::sync::Arc::new(DirStore::new(dir.path()));
+        let writers: Vec<_> = (0..8)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    loop {
+                        let current = store.get_versioned("log").await.expect("read");
+                        let (mut text, version) = match current {
+                            Some((body, version)) => (String::from_utf8(body.to_vec()).expect("utf8"), Some(version)),
+                            None => (String::new(), None),
+                        };
+                        text.push_str(&format!("writer {i}\n"));
+                        if store.put_if("log", Bytes::from(text), version.as_deref()).await.expect("put_if") {
+                            break;
+                        }
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.await.expect("writer");
+        }
+        let text = String::from_utf8(store.get("log").await.expect("get").to_vec()).expect("utf8");
+        let mut lines: Vec<_> = text.lines().collect();
+        lines.sort_unstable();
+        let expected: Vec<String> = (0..8).map(|i| format!("writer {i}")).collect();
+        assert_eq!(lines, expected);
+    }
+
+    #[tokio::test]
+    async fn a_stale_lock_is_taken_over() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = DirStore::new(dir.path());
+        let lock = dir.path().join(format!("s.json{LOCK_SUFFIX}"));
+        let file = std::fs::File::create(&lock).expect("lock");
+        let old = std::time::SystemTime::now() - STALE_LOCK - std::time::Duration::from_secs(1);
+        file.set_modified(old).expect("age the lock");
+        assert!(store.put_if("s.json", Bytes::from_static(b"v1"), None).await.expect("taken over"));
+        assert!(!lock.exists());
+    }
+}

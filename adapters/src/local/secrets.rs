@@ -1,0 +1,84 @@
+//! [`SecretStore`] for the local runtime: environment first, then a file.
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+
+use tributary_core::ports::{PortError, Secret, SecretStore};
+
+/// Secrets by id from `TRIBUTARY_SECRET_<ID>` (the id upper-cased, every
+/// character outside `A-Z0-9` replaced by `_`), else from a JSON object file
+/// (`{"<id>": "<value>"}`, by default `<lake>/_secrets.json`).
+#[derive(Clone, Debug)]
+pub struct FileSecrets {
+    file: PathBuf,
+}
+
+impl FileSecrets {
+    /// Secrets read from `file` (which may not exist).
+    pub fn new(file: impl Into<PathBuf>) -> Self {
+        Self { file: file.into() }
+    }
+
+    /// The environment variable that holds secret `id`.
+    pub fn env_var(id: &str) -> String {
+        let id: String =
+            id.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+        format!("TRIBUTARY_SECRET_{id}")
+    }
+}
+
+#[async_trait]
+impl SecretStore for FileSecrets {
+    async fn get(&self, id: &str) -> Result<Secret, PortError> {
+        if let Ok(value) = std::env::var(Self::env_var(id)) {
+            return Ok(Secret::new(value));
+        }
+        let not_found = || PortError::NotFound { what: "secret", target: id.into() };
+        let text = match tokio::fs::read_to_string(&self.file).await {
+            Ok(text) => text,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Err(not_found()),
+            Err(err) => {
+                return Err(PortError::Permanent {
+                    operation: "read secrets file",
+                    target: self.file.display().to_string(),
+                    message: err.to_string(),
+                });
+            }
+        };
+        let map: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&text).map_err(|err| PortError::Permanent {
+                operation: "parse secrets file",
+                target: self.file.display().to_string(),
+                // serde_json's message gives line and column, not the content.
+                message: format!("not a JSON object of strings: {err}"),
+            })?;
+        match map.get(id) {
+            Some(serde_json::Value::String(value)) => Ok(Secret::new(value.clone())),
+            Some(_) => Err(PortError::Permanent {
+                operation: "read secret",
+                target: id.into(),
+                message: "the secrets file holds a non-string value for this id".into(),
+            }),
+            None => Err(not_found()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn reads_from_file_and_reports_missing_ids() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("_secrets.json");
+        std::fs::write(&file, r#"{"vendor/api-key": "s3cr3t"}"#).expect("write");
+        let secrets = FileSecrets::new(&file);
+        let secret = secrets.get("vendor/api-key").await.expect("secret");
+        assert_eq!(secret.expose(), "s3cr3t");
+        assert_eq!(format!("{secret:?} {secret}"), "Secret(<redacted>) <redacted>");
+        assert!(matches!(secrets.get("other").await, Err(PortError::NotFound { .. })));
+        assert_eq!(FileSecrets::env_var("vendor/api-key"), "TRIBUTARY_SECRET_VENDOR_API_KEY");
+    }
+}

@@ -1,0 +1,31 @@
+//! `run-completed.v1`: the announcement of a completed run.
+
+use chrono::NaiveDate;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::{RunId, V1};
+
+/// Announced on the run-events topic when a run completes, so dashboards and
+/// downstream jobs can refresh (`run-completed.v1`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RunCompleted {
+    /// Contract version, always `1`.
+    pub version: V1,
+    /// Pipeline name.
+    pub pipeline: String,
+    /// Run id.
+    pub run_id: RunId,
+    /// Run date.
+    pub run_date: NaiveDate,
+    /// Pages persisted.
+    pub pages: u64,
+    /// Records written to Parquet.
+    pub records_persisted: u64,
+    /// Records quarantined.
+    pub records_quarantined: u64,
+    /// Key of the run's manifest in the lake bucket.
+    pub manifest_key: String,
+    /// The manifest's schema hash.
+    pub schema_hash: String,
+}

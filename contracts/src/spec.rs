@@ -1,0 +1,993 @@
+//! The pipeline spec: what a data team declares and a schedule fires.
+//!
+//! Written in YAML (or JSON) and checked strictly: unknown fields are
+//! errors, every failure names the field path and the value.
+//!
+//! ```yaml
+//! version: 1
+//! pipeline: customers
+//! strategy:
+//!   kind: paged            # simple | paged
+//!   page_size: 50
+//!   total_pointer: /total
+//!   params: { style: offset_limit, offset_param: offset, limit_param: limit }
+//! request:
+//!   url: http://127.0.0.1:8080/customers
+//!   records_pointer: /items
+//! target:
+//!   dataset: customers
+//! ```
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::{Auth, CallPolicy, HttpMethod, NetworkPolicy, NextPage, PersistTarget, RateBudget, ResponseRules, V1};
+
+/// Default cap on pages one count-first run may plan.
+pub const DEFAULT_MAX_PAGES: u32 = 10_000;
+/// Largest page size accepted (records per call).
+pub const MAX_PAGE_SIZE: u32 = 100_000;
+
+/// A declared pipeline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineSpec {
+    /// Spec version, always `1`.
+    pub version: V1,
+    /// Pipeline name: 1–64 characters of `a-z 0-9 _ -`, starting with a
+    /// letter or digit. Part of run ids, logs and keys.
+    pub pipeline: String,
+    /// Free text for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// How the calls are planned.
+    pub strategy: StrategySpec,
+    /// The vendor call every planned request starts from.
+    pub request: RequestTemplate,
+    /// Where the records go.
+    pub target: PersistTarget,
+    /// When the data must be in: a freshness check alerts when no run of the
+    /// day has completed by then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freshness: Option<FreshnessSpec>,
+    /// Incremental loading: only what changed since the last completed run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incremental: Option<IncrementalSpec>,
+}
+
+/// Incremental loading: the highest `cursor_field` of a completed run's
+/// records is kept in the lake (`_state/<pipeline>.json`) and bound into the
+/// next run's query parameter `param` (see `tributary_core::state`).
+///
+/// ```yaml
+/// incremental:
+///   cursor_field: /updated_at
+///   param: updated_since
+///   start: "2026-01-01T00:00:00Z"
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IncrementalSpec {
+    /// RFC 6901 pointer to the cursor inside each record, e.g. `/updated_at`
+    /// (ISO 8601 UTC timestamps or numbers compare correctly).
+    pub cursor_field: String,
+    /// Query parameter the start value is bound to, e.g. `updated_since`.
+    pub param: String,
+    /// Value of the first run, before any run has completed.
+    pub start: String,
+}
+
+/// The pipeline's freshness promise.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FreshnessSpec {
+    /// Time of day (UTC, `HH:MM`) by which a run of the day must have
+    /// completed, e.g. `07:30`.
+    pub deadline_utc: String,
+}
+
+impl FreshnessSpec {
+    /// The deadline as a time of day.
+    ///
+    /// # Errors
+    /// [`SpecError::Invalid`] naming `freshness.deadline_utc` and the value.
+    pub fn deadline(&self) -> Result<chrono::NaiveTime, SpecError> {
+        chrono::NaiveTime::parse_from_str(&self.deadline_utc, "%H:%M").map_err(|_| {
+            invalid(
+                "freshness.deadline_utc",
+                &format!("{:?}", self.deadline_utc),
+                "must be a UTC time of day as HH:MM, e.g. 07:30",
+            )
+        })
+    }
+}
+
+/// The call strategy, tagged by `kind`.
+///
+/// Deserialised by hand (not serde's internally tagged enum, which buffers
+/// the variant and loses the failing field's name): the error names both
+/// `kind` values and the variant's field, e.g. `field page_size: invalid
+/// type: string "fifty", expected u32`.
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum StrategySpec {
+    /// One call, one page.
+    Simple {},
+    /// Count first: a probe reads the total, then one call per page.
+    Paged(PagedSpec),
+    /// Query the lake; each result row becomes one call, its values bound
+    /// into the request template's `{column}` placeholders.
+    Athena(AthenaSpec),
+    /// No total up front: each page says where the next one is (a cursor or
+    /// URL in the body, a `Link` header, or offset/page number until a short
+    /// page); Request sends the next page's message itself.
+    Cursor(CursorSpec),
+}
+
+/// Settings of the continuation (`cursor`) strategy.
+///
+/// ```yaml
+/// strategy:
+///   kind: cursor
+///   next: { kind: body_token, pointer: /meta/next_cursor, param: cursor }
+///   max_pages: 1000
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CursorSpec {
+    /// Where the next page is.
+    pub next: NextPage,
+    /// Pages one run may fetch (default 10000); the run stops there with a
+    /// warning.
+    #[serde(default = "default_max_pages")]
+    pub max_pages: u32,
+}
+
+/// Settings of the Athena-driven (`athena`) strategy.
+///
+/// ```yaml
+/// strategy:
+///   kind: athena
+///   query: SELECT id FROM customers WHERE dt = ?
+///   parameters: ["{run_date}"]
+///   database: tributary_lake
+/// request:
+///   url: https://api.vendor.example/customers/{id}/transactions
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AthenaSpec {
+    /// SQL with `?` placeholders for `parameters`. Values are bound by the
+    /// engine (Athena `ExecutionParameters`), never spliced into the text.
+    pub query: String,
+    /// Values for the placeholders, as strings. `{run_date}` (YYYY-MM-DD)
+    /// and `{run_id}` inside a value are replaced by the run's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parameters: Vec<String>,
+    /// Glue database of the tables (ignored by the local engine, where the
+    /// lake is the one database).
+    pub database: String,
+    /// Athena workgroup; the function's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workgroup: Option<String>,
+    /// `s3://` location for Athena's result files; the workgroup's when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_location: Option<String>,
+}
+
+/// The strategy kinds, for error messages.
+const KINDS: &str = "`simple`, `paged`, `athena` or `cursor`";
+
+impl<'de> Deserialize<'de> for StrategySpec {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut value = serde_json::Value::deserialize(deserializer)?;
+        let Some(map) = value.as_object_mut() else {
+            return Err(D::Error::custom(format!("expected a mapping with `kind:` one of {KINDS}")));
+        };
+        let kind = match map.remove("kind") {
+            Some(serde_json::Value::String(kind)) => kind,
+            Some(other) => {
+                return Err(D::Error::custom(format!("field `kind`: expected one of {KINDS}, found {other}")));
+            }
+            None => return Err(D::Error::custom(format!("missing field `kind` ({KINDS})"))),
+        };
+        let variant_error = |err: serde_path_to_error::Error<serde_json::Error>| {
+            D::Error::custom(format!("field `{}`: {}", err.path(), err.inner()))
+        };
+        match kind.as_str() {
+            "simple" => match map.keys().next() {
+                None => Ok(StrategySpec::Simple {}),
+                Some(field) => {
+                    Err(D::Error::custom(format!("unknown field `{field}`: strategy `simple` takes no settings")))
+                }
+            },
+            "paged" => serde_path_to_error::deserialize(value).map(StrategySpec::Paged).map_err(variant_error),
+            "athena" => serde_path_to_error::deserialize(value).map(StrategySpec::Athena).map_err(variant_error),
+            "cursor" => serde_path_to_error::deserialize(value).map(StrategySpec::Cursor).map_err(variant_error),
+            other => Err(D::Error::custom(format!("unknown strategy kind `{other}`, expected one of {KINDS}"))),
+        }
+    }
+}
+
+/// Settings of the count-first (`paged`) strategy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PagedSpec {
+    /// Records per page, 1..=100000.
+    pub page_size: u32,
+    /// RFC 6901 JSON pointer to the total record count in the first page's
+    /// response, e.g. `/total` or `/meta/count`.
+    pub total_pointer: String,
+    /// How a page is addressed in the query string.
+    #[serde(default)]
+    pub params: PageParams,
+    /// Refuse runs that would need more pages than this (default 10000).
+    #[serde(default = "default_max_pages")]
+    pub max_pages: u32,
+}
+
+fn default_max_pages() -> u32 {
+    DEFAULT_MAX_PAGES
+}
+
+/// Query parameters that select a page.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "style", rename_all = "snake_case", deny_unknown_fields)]
+pub enum PageParams {
+    /// `?offset=<index*page_size>&limit=<page_size>`.
+    OffsetLimit {
+        /// Name of the offset parameter (default `offset`).
+        #[serde(default = "default_offset_param")]
+        offset_param: String,
+        /// Name of the limit parameter (default `limit`).
+        #[serde(default = "default_limit_param")]
+        limit_param: String,
+    },
+    /// `?page=<first_page+index>&per_page=<page_size>`.
+    PageNumber {
+        /// Name of the page-number parameter (default `page`).
+        #[serde(default = "default_page_param")]
+        page_param: String,
+        /// Name of the page-size parameter (default `per_page`); `null` when
+        /// the API has a fixed page size.
+        #[serde(default = "default_size_param")]
+        size_param: Option<String>,
+        /// Number of the first page (default 1).
+        #[serde(default = "default_first_page")]
+        first_page: u32,
+    },
+}
+
+impl Default for PageParams {
+    fn default() -> Self {
+        PageParams::OffsetLimit { offset_param: default_offset_param(), limit_param: default_limit_param() }
+    }
+}
+
+pub(crate) fn default_offset_param() -> String {
+    "offset".into()
+}
+pub(crate) fn default_limit_param() -> String {
+    "limit".into()
+}
+pub(crate) fn default_page_param() -> String {
+    "page".into()
+}
+fn default_size_param() -> Option<String> {
+    Some("per_page".into())
+}
+pub(crate) fn default_first_page() -> u32 {
+    1
+}
+
+/// The vendor call every planned request starts from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RequestTemplate {
+    /// `GET` (default) or `POST`.
+    #[serde(default)]
+    pub method: HttpMethod,
+    /// Absolute `http` or `https` URL.
+    pub url: url::Url,
+    /// Fixed query parameters; the strategy adds its page parameters.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub query: BTreeMap<String, String>,
+    /// Fixed headers (no credentials: those are referenced by secret id).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// JSON body for `POST`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<serde_json::Value>,
+    /// RFC 6901 JSON pointer to the records array; absent means the
+    /// response's root is the array.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_pointer: Option<String>,
+    /// Credentials, by secret id (see `docs/request.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<Auth>,
+    /// Further hosts redirects may reach, and whether loopback or private
+    /// addresses may be called (SSRF guard; default: neither).
+    #[serde(default, skip_serializing_if = "NetworkPolicy::is_default")]
+    pub allow: NetworkPolicy,
+    /// Requests per second and concurrent calls for this pipeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateBudget>,
+    /// Status actions, expected content type, maximum response bytes.
+    #[serde(default, skip_serializing_if = "ResponseRules::is_default")]
+    pub response: ResponseRules,
+    /// Total time for one HTTP call in seconds, 1..=900 (Lambda's maximum
+    /// run time); default Request's `HTTP_TIMEOUT_SECS`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+}
+
+impl RequestTemplate {
+    /// The call policy every planned message carries.
+    pub fn policy(&self) -> CallPolicy {
+        CallPolicy {
+            auth: self.auth.clone(),
+            allow: self.allow.clone(),
+            rate: self.rate,
+            response: self.response.clone(),
+            timeout_secs: self.timeout_secs,
+        }
+    }
+}
+
+/// A spec that could not be read or is not valid.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    /// The text is not valid YAML/JSON or does not match the spec's shape.
+    #[error("invalid pipeline spec: at `{path}`: {message}")]
+    Parse {
+        /// Field path, e.g. `strategy.page_size` (`.` for the document).
+        path: String,
+        /// What is wrong there.
+        message: String,
+    },
+    /// A field has the right type but a value the spec does not allow.
+    #[error("invalid pipeline spec: `{field}` = {value}: {reason}")]
+    Invalid {
+        /// Field path, e.g. `strategy.page_size`.
+        field: String,
+        /// The value found, as JSON text.
+        value: String,
+        /// Why it is refused.
+        reason: String,
+    },
+}
+
+impl PipelineSpec {
+    /// Parses and validates a spec from YAML (JSON is valid YAML).
+    ///
+    /// # Errors
+    /// [`SpecError::Parse`] naming the field path for syntax and shape errors
+    /// (unknown field, unknown strategy `kind`, malformed URL, wrong type);
+    /// [`SpecError::Invalid`] from [`PipelineSpec::validate`].
+    pub fn from_yaml(text: &str) -> Result<Self, SpecError> {
+        let deserializer = serde_norway::Deserializer::from_str(text);
+        let spec: PipelineSpec = serde_path_to_error::deserialize(deserializer).map_err(|err| {
+            let path = err.path().to_string();
+            // serde_norway prefixes its message with the path; say it once.
+            let message = err.inner().to_string();
+            let message = message.strip_prefix(&format!("{path}: ")).map(str::to_string).unwrap_or(message);
+            SpecError::Parse { path, message }
+        })?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Parses and validates a spec from a JSON value (an event's `detail`).
+    ///
+    /// # Errors
+    /// As [`PipelineSpec::from_yaml`].
+    pub fn from_value(value: serde_json::Value) -> Result<Self, SpecError> {
+        let spec: PipelineSpec = serde_path_to_error::deserialize(value)
+            .map_err(|err| SpecError::Parse { path: err.path().to_string(), message: err.inner().to_string() })?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Checks the values serde cannot: names, URL scheme, pointers, sizes.
+    ///
+    /// # Errors
+    /// [`SpecError::Invalid`] naming the first offending field and its value.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        check_name("pipeline", &self.pipeline)?;
+        self.target.validate("target")?;
+        if let Some(freshness) = &self.freshness {
+            freshness.deadline()?;
+        }
+        let url = &self.request.url;
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(invalid(
+                "request.url",
+                &crate::redacted_url(url),
+                "credentials in the URL would travel in every message; reference a secret instead",
+            ));
+        }
+        for (name, value) in &self.request.headers {
+            check_header(name, value)?;
+        }
+        let scheme = self.request.url.scheme();
+        if scheme != "http" && scheme != "https" {
+            return Err(invalid("request.url", self.request.url.as_str(), "only http and https URLs are supported"));
+        }
+        if self.request.url.host_str().is_none() {
+            return Err(invalid("request.url", self.request.url.as_str(), "the URL has no host"));
+        }
+        if self.request.method == HttpMethod::Get && self.request.body.is_some() {
+            return Err(invalid("request.body", "(a JSON body)", "a GET request sends no body; set `method: POST`"));
+        }
+        let url_template = self.request.url.as_str().replace("%7B", "{").replace("%7D", "}");
+        if let Some(problem) = crate::template::malformed_template(&url_template) {
+            return Err(invalid("request.url", &url_template, &format!("malformed template: {problem}")));
+        }
+        if let Some(pointer) = &self.request.records_pointer {
+            check_pointer("request.records_pointer", pointer)?;
+        }
+        check_policy(&self.request.policy())?;
+        if !matches!(self.strategy, StrategySpec::Athena(_)) {
+            self.check_no_placeholders()?;
+        }
+        if let Some(incremental) = &self.incremental {
+            check_pointer("incremental.cursor_field", &incremental.cursor_field)?;
+            if incremental.cursor_field.is_empty() {
+                return Err(invalid(
+                    "incremental.cursor_field",
+                    "\"\"",
+                    "must point inside each record, e.g. /updated_at",
+                ));
+            }
+            if incremental.param.trim().is_empty() {
+                return Err(invalid("incremental.param", "\"\"", "must name a query parameter"));
+            }
+            if self.request.query.contains_key(&incremental.param) {
+                return Err(invalid(
+                    "incremental.param",
+                    &format!("{:?}", incremental.param),
+                    "is also a fixed parameter in request.query; the run binds it",
+                ));
+            }
+        }
+        if let StrategySpec::Cursor(cursor) = &self.strategy {
+            check_cursor(cursor, &self.request.query)?;
+        }
+        if let StrategySpec::Athena(athena) = &self.strategy {
+            if athena.query.trim().is_empty() {
+                return Err(invalid("strategy.query", "\"\"", "must be a SQL query"));
+            }
+            let placeholders = crate::template::count_placeholders(&athena.query);
+            if placeholders != athena.parameters.len() {
+                return Err(invalid(
+                    "strategy.parameters",
+                    &format!("{:?}", athena.parameters),
+                    &format!(
+                        "the query has {placeholders} `?` placeholders but {} parameters are given",
+                        athena.parameters.len()
+                    ),
+                ));
+            }
+            if athena.database.trim().is_empty() {
+                return Err(invalid("strategy.database", "\"\"", "must name the Glue database"));
+            }
+            // Only the run's values are replaced in parameters; any other
+            // `{name}` would be bound as literal text and match nothing.
+            for (i, parameter) in athena.parameters.iter().enumerate() {
+                let rest = parameter.replace("{run_date}", "").replace("{run_id}", "");
+                if let Some(name) = crate::template::first_placeholder(&rest) {
+                    return Err(invalid(
+                        &format!("strategy.parameters[{i}]"),
+                        &format!("{parameter:?}"),
+                        &format!("{{{name}}} is not replaced: parameters take {{run_date}} and {{run_id}} only"),
+                    ));
+                }
+            }
+        }
+        if let StrategySpec::Paged(paged) = &self.strategy {
+            if paged.page_size == 0 || paged.page_size > MAX_PAGE_SIZE {
+                return Err(invalid(
+                    "strategy.page_size",
+                    &paged.page_size.to_string(),
+                    &format!("must be between 1 and {MAX_PAGE_SIZE}"),
+                ));
+            }
+            if paged.max_pages == 0 {
+                return Err(invalid("strategy.max_pages", "0", "must be at least 1"));
+            }
+            check_pointer("strategy.total_pointer", &paged.total_pointer)?;
+            if paged.total_pointer.is_empty() {
+                return Err(invalid("strategy.total_pointer", "\"\"", "must point inside the response, e.g. /total"));
+            }
+            let names: Vec<(&str, &str)> = match &paged.params {
+                PageParams::OffsetLimit { offset_param, limit_param } => {
+                    vec![("strategy.params.offset_param", offset_param), ("strategy.params.limit_param", limit_param)]
+                }
+                PageParams::PageNumber { page_param, size_param, .. } => {
+                    let mut names = vec![("strategy.params.page_param", page_param.as_str())];
+                    if let Some(size) = size_param {
+                        names.push(("strategy.params.size_param", size));
+                    }
+                    names
+                }
+            };
+            if let [(_, first), (field, second), ..] = names.as_slice()
+                && first == second
+            {
+                return Err(invalid(field, &format!("{second:?}"), "must differ from the other page parameter"));
+            }
+            for (field, name) in names {
+                if name.trim().is_empty() {
+                    return Err(invalid(field, &format!("{name:?}"), "must not be empty"));
+                }
+                if self.request.query.contains_key(name) {
+                    return Err(invalid(
+                        field,
+                        &format!("{name:?}"),
+                        "is also a fixed parameter in request.query; the strategy sets it per page",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl PipelineSpec {
+    /// Outside the `athena` strategy no row binds `{column}` placeholders: a
+    /// placeholder in the URL, a query or header value would go to the
+    /// vendor as is.
+    fn check_no_placeholders(&self) -> Result<(), SpecError> {
+        use crate::template::first_placeholder;
+        let url = self.request.url.as_str().replace("%7B", "{").replace("%7D", "}");
+        let mut fields = vec![("request.url".to_string(), url)];
+        fields.extend(self.request.query.iter().map(|(k, v)| (format!("request.query.{k}"), v.clone())));
+        fields.extend(self.request.headers.iter().map(|(k, v)| (format!("request.headers.{k}"), v.clone())));
+        if let Some(body) = &self.request.body {
+            body_strings("request.body", body, &mut fields);
+        }
+        for (field, text) in fields {
+            if let Some(name) = first_placeholder(&text) {
+                return Err(invalid(
+                    &field,
+                    &format!("{text:?}"),
+                    &format!(
+                        "placeholder {{{name}}} has no value: only the athena strategy binds {{column}} placeholders"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The string values in a JSON body with their field paths
+/// (`request.body.items[0].id`), where placeholders would be bound.
+fn body_strings(path: &str, value: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    match value {
+        serde_json::Value::String(text) => out.push((path.to_string(), text.clone())),
+        serde_json::Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                body_strings(&format!("{path}[{i}]"), item, out);
+            }
+        }
+        serde_json::Value::Object(map) => {
+            for (key, item) in map {
+                body_strings(&format!("{path}.{key}"), item, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn invalid(field: &str, value: &str, reason: &str) -> SpecError {
+    SpecError::Invalid { field: field.into(), value: value.into(), reason: reason.into() }
+}
+
+/// Checks a pipeline or dataset name: 1–64 of `a-z 0-9 _ -`, first a letter
+/// or digit (it becomes an S3 key segment and a Glue table name).
+///
+/// # Errors
+/// [`SpecError::Invalid`] naming `field` and the value.
+pub fn check_name(field: &str, value: &str) -> Result<(), SpecError> {
+    let first_ok = value.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let rest_ok = value.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if value.len() > 64 || !first_ok || !rest_ok {
+        return Err(invalid(
+            field,
+            &format!("{value:?}"),
+            "must be 1-64 characters of a-z 0-9 _ -, starting with a letter or digit",
+        ));
+    }
+    Ok(())
+}
+
+/// Folders of the lake that are not datasets.
+pub const RESERVED_DATASETS: &[&str] = &["raw", "quarantine"];
+
+/// Checks a dataset name: [`check_name`], and not one of
+/// [`RESERVED_DATASETS`] (their folders hold raw pages and quarantined
+/// records of every dataset).
+///
+/// # Errors
+/// [`SpecError::Invalid`] naming `field` and the value.
+pub fn check_dataset(field: &str, value: &str) -> Result<(), SpecError> {
+    check_name(field, value)?;
+    if RESERVED_DATASETS.contains(&value) {
+        return Err(invalid(field, &format!("{value:?}"), "is a reserved folder of the lake (raw, quarantine)"));
+    }
+    Ok(())
+}
+
+/// Header names whose values are credentials: they must be referenced as
+/// secrets, never written in a spec (they would travel in every message,
+/// DLQ and alert).
+pub const CREDENTIAL_HEADERS: &[&str] =
+    &["authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token"];
+
+/// Whether a header or parameter name looks like it carries a credential
+/// (the names of [`CREDENTIAL_HEADERS`], or any containing `token`,
+/// `secret`, `password` or `apikey`/`api_key`/`api-key`).
+pub fn is_credential_name(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    CREDENTIAL_HEADERS.contains(&name.as_str())
+        || ["token", "secret", "password", "apikey", "api_key", "api-key"].iter().any(|part| name.contains(part))
+}
+
+fn check_header(name: &str, value: &str) -> Result<(), SpecError> {
+    let field = format!("request.headers.{name}");
+    if http::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+        return Err(invalid(&field, &format!("{name:?}"), "is not a valid HTTP header name"));
+    }
+    if is_credential_name(name) {
+        return Err(invalid(
+            &field,
+            "<redacted>",
+            "looks like a credential; credentials are referenced by secret id, never written in a spec",
+        ));
+    }
+    if http::header::HeaderValue::from_str(value).is_err() {
+        return Err(invalid(&field, &format!("{value:?}"), "is not a valid HTTP header value (no control characters)"));
+    }
+    Ok(())
+}
+
+/// Checks a call policy (the spec's `request` fields, or a message's
+/// `policy`): secret ids present, one place for an API key, valid header
+/// names, rates and sizes at least 1, a time-out within Lambda's 900 s.
+///
+/// # Errors
+/// [`SpecError::Invalid`] naming the field under `request.`.
+pub fn check_policy(policy: &CallPolicy) -> Result<(), SpecError> {
+    if let Some(auth) = &policy.auth {
+        if auth.secret_id().trim().is_empty() {
+            return Err(invalid("request.auth.secret_id", "\"\"", "must name a secret (Secrets Manager id or ARN)"));
+        }
+        match auth {
+            Auth::ApiKey { header, query_param, .. } => match (header, query_param) {
+                (Some(header), None) => {
+                    if http::header::HeaderName::from_bytes(header.as_bytes()).is_err() {
+                        return Err(invalid(
+                            "request.auth.header",
+                            &format!("{header:?}"),
+                            "is not a valid HTTP header name",
+                        ));
+                    }
+                }
+                (None, Some(param)) if !param.trim().is_empty() => {}
+                _ => {
+                    return Err(invalid(
+                        "request.auth",
+                        "api_key",
+                        "needs exactly one of `header` and `query_param` (non-empty)",
+                    ));
+                }
+            },
+            Auth::OAuth2ClientCredentials { token_url, client_id, .. } => {
+                if !matches!(token_url.scheme(), "http" | "https") || token_url.host_str().is_none() {
+                    return Err(invalid(
+                        "request.auth.token_url",
+                        &crate::redacted_url(token_url),
+                        "must be an absolute http or https URL",
+                    ));
+                }
+                if client_id.trim().is_empty() {
+                    return Err(invalid("request.auth.client_id", "\"\"", "must not be empty"));
+                }
+            }
+            Auth::Bearer { .. } | Auth::Basic { .. } => {}
+        }
+    }
+    // `*` only as a leading `*.` label: a bare `*` would match no host
+    // (and allowing every host is what the allow-list exists to prevent).
+    let bad_host = |h: &String| {
+        h.trim().is_empty() || h.contains(['/', ':', ' ']) || h.strip_prefix("*.").unwrap_or(h).contains('*')
+    };
+    if let Some(host) = policy.allow.hosts.iter().find(|h| bad_host(h)) {
+        return Err(invalid("request.allow.hosts", &format!("{host:?}"), "must be a host name, or *.domain"));
+    }
+    if let Some(media) = &policy.response.content_type {
+        // RFC 9110 §8.3.1: type "/" subtype, both tokens, no parameters here.
+        let token = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || "!#$&-^_.+".contains(c));
+        let well_formed = media.split_once('/').is_some_and(|(kind, sub)| token(kind) && token(sub));
+        if !well_formed {
+            return Err(invalid(
+                "request.response.content_type",
+                &format!("{media:?}"),
+                "must be a media type such as application/json (type/subtype, without parameters)",
+            ));
+        }
+    }
+    if let Some(rate) = &policy.rate {
+        if rate.requests_per_second == 0 {
+            return Err(invalid("request.rate.requests_per_second", "0", "must be at least 1"));
+        }
+        if rate.max_concurrency == Some(0) {
+            return Err(invalid("request.rate.max_concurrency", "0", "must be at least 1"));
+        }
+    }
+    if policy.response.max_bytes == Some(0) {
+        return Err(invalid("request.response.max_bytes", "0", "must be at least 1"));
+    }
+    if let Some(status) = policy.response.status_actions.keys().find(|s| !(100..=599).contains(*s)) {
+        return Err(invalid("request.response.status_actions", &status.to_string(), "is not an HTTP status code"));
+    }
+    if let Some(secs) = policy.timeout_secs.filter(|s| !(1..=900).contains(s)) {
+        return Err(invalid(
+            "request.timeout_secs",
+            &secs.to_string(),
+            "must be between 1 and 900 (Lambda's maximum run time)",
+        ));
+    }
+    Ok(())
+}
+
+fn check_cursor(cursor: &CursorSpec, fixed: &BTreeMap<String, String>) -> Result<(), SpecError> {
+    if cursor.max_pages == 0 {
+        return Err(invalid("strategy.max_pages", "0", "must be at least 1"));
+    }
+    let size_ok = |field: &str, size: u32| {
+        if size == 0 || size > MAX_PAGE_SIZE {
+            return Err(invalid(field, &size.to_string(), &format!("must be between 1 and {MAX_PAGE_SIZE}")));
+        }
+        Ok(())
+    };
+    let params: Vec<(&str, &str)> = match &cursor.next {
+        NextPage::BodyToken { pointer, param } => {
+            check_pointer("strategy.next.pointer", pointer)?;
+            vec![("strategy.next.param", param)]
+        }
+        NextPage::BodyUrl { pointer } => {
+            check_pointer("strategy.next.pointer", pointer)?;
+            Vec::new()
+        }
+        NextPage::LinkHeader {} => Vec::new(),
+        NextPage::Offset { offset_param, limit_param, limit } => {
+            size_ok("strategy.next.limit", *limit)?;
+            vec![("strategy.next.offset_param", offset_param), ("strategy.next.limit_param", limit_param)]
+        }
+        NextPage::PageNumber { page_param, size_param, size, .. } => {
+            size_ok("strategy.next.size", *size)?;
+            let mut params = vec![("strategy.next.page_param", page_param.as_str())];
+            params.extend(size_param.as_deref().map(|p| ("strategy.next.size_param", p)));
+            params
+        }
+    };
+    for (field, name) in params {
+        if name.trim().is_empty() {
+            return Err(invalid(field, &format!("{name:?}"), "must not be empty"));
+        }
+        if fixed.contains_key(name) {
+            return Err(invalid(
+                field,
+                &format!("{name:?}"),
+                "is also a fixed parameter in request.query; the strategy sets it per page",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_pointer(field: &str, pointer: &str) -> Result<(), SpecError> {
+    if !pointer.is_empty() && !pointer.starts_with('/') {
+        return Err(invalid(
+            field,
+            &format!("{pointer:?}"),
+            "must be an RFC 6901 JSON pointer: empty or starting with '/' (e.g. /items)",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAGED: &str = r#"
+version: 1
+pipeline: customers
+strategy:
+  kind: paged
+  page_size: 50
+  total_pointer: /total
+request:
+  url: http://127.0.0.1:8080/customers
+  records_pointer: /items
+target:
+  dataset: customers
+"#;
+
+    #[test]
+    fn paged_spec_parses_with_defaults() {
+        let spec = PipelineSpec::from_yaml(PAGED).expect("valid spec");
+        let StrategySpec::Paged(paged) = &spec.strategy else { panic!("expected paged, got {:?}", spec.strategy) };
+        assert_eq!(paged.page_size, 50);
+        assert_eq!(paged.max_pages, DEFAULT_MAX_PAGES);
+        assert_eq!(
+            paged.params,
+            PageParams::OffsetLimit { offset_param: "offset".into(), limit_param: "limit".into() }
+        );
+        assert_eq!(spec.request.method, HttpMethod::Get);
+    }
+
+    fn parse_err(text: &str) -> String {
+        PipelineSpec::from_yaml(text).expect_err("spec must be refused").to_string()
+    }
+
+    #[test]
+    fn unknown_strategy_kind_names_the_field() {
+        let err = parse_err(&PAGED.replace("kind: paged", "kind: scatter"));
+        assert!(err.contains("`strategy`") && err.contains("unknown strategy kind `scatter`"), "{err}");
+    }
+
+    #[test]
+    fn missing_url_names_the_field() {
+        let err = parse_err(&PAGED.replace("  url: http://127.0.0.1:8080/customers\n", ""));
+        assert!(err.contains("`request`") && err.contains("url"), "{err}");
+    }
+
+    #[test]
+    fn malformed_url_names_the_field_and_value() {
+        let err = parse_err(&PAGED.replace("http://127.0.0.1:8080/customers", "not a url"));
+        assert!(err.contains("request.url"), "{err}");
+        let err = parse_err(&PAGED.replace("http://127.0.0.1:8080/customers", "ftp://example.com/x"));
+        assert!(err.contains("request.url") && err.contains("ftp://example.com/x"), "{err}");
+    }
+
+    #[test]
+    fn malformed_values_name_the_field() {
+        let err = parse_err(&PAGED.replace("page_size: 50", "page_size: fifty"));
+        assert!(err.contains("`strategy`") && err.contains("field `page_size`") && err.contains("fifty"), "{err}");
+        let err = parse_err(&PAGED.replace("page_size: 50", "page_size: 0"));
+        assert!(err.contains("strategy.page_size") && err.contains("= 0"), "{err}");
+        let err = parse_err(&PAGED.replace("total_pointer: /total", "total_pointer: total"));
+        assert!(err.contains("strategy.total_pointer") && err.contains("\"total\""), "{err}");
+        let err = parse_err(&PAGED.replace("dataset: customers", "dataset: ../etc"));
+        assert!(err.contains("target.dataset"), "{err}");
+        let err = parse_err(&PAGED.replace("pipeline: customers", "pipeline: customers\ncolour: red"));
+        assert!(err.contains("colour"), "{err}");
+    }
+
+    #[test]
+    fn credentials_reserved_names_and_bad_headers_are_refused() {
+        let with =
+            |extra: &str| PAGED.replace("  records_pointer: /items", &format!("  records_pointer: /items\n{extra}"));
+        let err = parse_err(&with("  headers: { Authorization: 'Bearer SECRET123' }"));
+        assert!(err.contains("request.headers.Authorization") && !err.contains("SECRET123"), "{err}");
+        let err = parse_err(&with("  headers: { x-good: \"a\\nb\" }"));
+        assert!(err.contains("request.headers.x-good") && err.contains("not a valid HTTP header value"), "{err}");
+        let err = parse_err(&PAGED.replace("http://127.0.0.1:8080/customers", "http://user:pw@127.0.0.1:8080/c"));
+        assert!(err.contains("request.url") && !err.contains("pw@"), "{err}");
+        let err = parse_err(&PAGED.replace("dataset: customers", "dataset: raw"));
+        assert!(err.contains("target.dataset") && err.contains("reserved"), "{err}");
+        let err = parse_err(&PAGED.replace("dataset: customers", "dataset: customers\n  format: csv"));
+        assert!(err.contains("format"), "{err}");
+        let err = parse_err(&PAGED.replace(
+            "  total_pointer: /total",
+            "  total_pointer: /total\n  params: { style: offset_limit, offset_param: x, limit_param: x }",
+        ));
+        assert!(err.contains("strategy.params.limit_param") && err.contains("must differ"), "{err}");
+    }
+
+    #[test]
+    fn placeholders_without_values_and_bad_policies_name_the_field() {
+        let err = parse_err(&PAGED.replace("/customers", "/customers/{id}"));
+        assert!(err.contains("request.url") && err.contains("{id}") && err.contains("no value"), "{err}");
+        let with =
+            |extra: &str| PAGED.replace("  records_pointer: /items", &format!("  records_pointer: /items\n{extra}"));
+        let err = parse_err(&with("  auth: { kind: api_key, secret_id: k }"));
+        assert!(err.contains("request.auth") && err.contains("header"), "{err}");
+        let err = parse_err(&with("  auth: { kind: kerberos, secret_id: k }"));
+        assert!(err.contains("request.auth") && err.contains("kerberos"), "{err}");
+        let err = parse_err(&with("  auth: { kind: bearer, secret_id: '' }"));
+        assert!(err.contains("request.auth.secret_id"), "{err}");
+        let err = parse_err(&with("  rate: { requests_per_second: 0 }"));
+        assert!(err.contains("request.rate.requests_per_second"), "{err}");
+        let err = parse_err(&with("  timeout_secs: 901"));
+        assert!(err.contains("request.timeout_secs") && err.contains("900"), "{err}");
+        let err = parse_err(&with("  allow: { loopbak: true }"));
+        assert!(err.contains("request.allow") && err.contains("loopbak"), "{err}");
+        let err = parse_err(&with("  response: { status_actions: { 404: ignore } }"));
+        assert!(err.contains("request.response") && err.contains("ignore"), "{err}");
+        let ok = PipelineSpec::from_yaml(&with(
+            "  auth: { kind: oauth2_client_credentials, token_url: 'https://a/t', client_id: c, secret_id: s }\n  allow: { hosts: ['*.cdn.example'], private: true }\n  rate: { requests_per_second: 5, max_concurrency: 2 }\n  response: { status_actions: { 404: empty }, max_bytes: 1000 }\n  timeout_secs: 10",
+        ))
+        .expect("valid policy");
+        assert_eq!(ok.request.policy().response.status_actions[&404], crate::StatusAction::Empty);
+    }
+
+    #[test]
+    fn malformed_url_templates_and_body_placeholders_are_refused() {
+        for (url, problem) in [
+            ("/customers/{id/transactions", "never closed"),
+            ("/customers/{}/transactions", "not a placeholder"),
+            ("/c/}{x", "closes no"),
+            ("/c/{a{b}", "not closed before"),
+        ] {
+            let err = parse_err(&PAGED.replace("/customers", url));
+            assert!(
+                err.contains("request.url") && err.contains("malformed template") && err.contains(problem),
+                "{url}: {err}"
+            );
+        }
+        let err = parse_err(&PAGED.replace(
+            "  records_pointer: /items",
+            "  records_pointer: /items\n  method: POST\n  body: { filter: { ids: [1, '{id}'] } }",
+        ));
+        assert!(
+            err.contains("request.body.filter.ids[1]") && err.contains("{id}") && err.contains("no value"),
+            "{err}"
+        );
+        let with =
+            |extra: &str| PAGED.replace("  records_pointer: /items", &format!("  records_pointer: /items\n{extra}"));
+        let err = parse_err(&PAGED.replace("  records_pointer: /items", "  records_pointer: /items\n  body: { q: 1 }"));
+        assert!(err.contains("request.body") && err.contains("method: POST"), "{err}");
+        let err = parse_err(&with("  allow: { hosts: ['*'] }"));
+        assert!(err.contains("request.allow.hosts") && err.contains("*.domain"), "{err}");
+        let err = parse_err(&with("  allow: { hosts: ['api.*.example'] }"));
+        assert!(err.contains("request.allow.hosts"), "{err}");
+        let err = parse_err(&with("  response: { content_type: 'not a media type' }"));
+        assert!(err.contains("request.response.content_type") && err.contains("not a media type"), "{err}");
+        PipelineSpec::from_yaml(&with("  response: { content_type: application/vnd.api+json }")).expect("a media type");
+    }
+
+    #[test]
+    fn freshness_deadline_must_be_a_time_of_day() {
+        let ok = PipelineSpec::from_yaml(&format!("{PAGED}freshness: {{ deadline_utc: '07:30' }}\n")).expect("valid");
+        assert_eq!(ok.freshness.expect("set").deadline().expect("time").to_string(), "07:30:00");
+        let err = parse_err(&format!("{PAGED}freshness: {{ deadline_utc: 'half past seven' }}\n"));
+        assert!(err.contains("freshness.deadline_utc") && err.contains("half past seven"), "{err}");
+    }
+
+    #[test]
+    fn unknown_version_is_refused() {
+        let err = parse_err(&PAGED.replace("version: 1", "version: 2"));
+        assert!(err.contains("version") && err.contains("unsupported contract version 2"), "{err}");
+    }
+
+    #[test]
+    fn page_parameter_clashing_with_fixed_query_is_refused() {
+        let text = PAGED.replace("  records_pointer: /items", "  records_pointer: /items\n  query: { limit: '10' }");
+        let err = parse_err(&text);
+        assert!(err.contains("strategy.params.limit_param"), "{err}");
+    }
+
+    #[test]
+    fn simple_spec_and_page_number_params_parse() {
+        let text = r#"{"version":1,"pipeline":"fx","strategy":{"kind":"simple"},
+            "request":{"url":"https://api.example.com/rates"},"target":{"dataset":"fx_rates"}}"#;
+        let spec = PipelineSpec::from_yaml(text).expect("valid simple spec");
+        assert_eq!(spec.strategy, StrategySpec::Simple {});
+        let text =
+            PAGED.replace("  total_pointer: /total", "  total_pointer: /total\n  params: { style: page_number }");
+        let spec = PipelineSpec::from_yaml(&text).expect("valid");
+        let StrategySpec::Paged(paged) = spec.strategy else { panic!("paged") };
+        assert_eq!(
+            paged.params,
+            PageParams::PageNumber { page_param: "page".into(), size_param: Some("per_page".into()), first_page: 1 }
+        );
+    }
+}

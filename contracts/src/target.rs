@@ -1,0 +1,488 @@
+//! `PersistTarget`: where and how Persist writes a page.
+//!
+//! ```yaml
+//! target:
+//!   dataset: transactions
+//!   schema:                       # optional: declared columns, enforced
+//!     - { name: id, type: int64, required: true }
+//!     - { name: created_at, type: "timestamp(ms, UTC)" }
+//!     - { name: amount, type: "decimal(12, 2)" }
+//!   partition: { by: field, field: /created_at, granularity: day }
+//!   files: { max_rows: 1000000, row_group_rows: 131072, compression: zstd }
+//! ```
+
+use std::fmt;
+use std::str::FromStr;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::spec::SpecError;
+
+/// Where Persist writes a page: the dataset (a folder of the lake), with
+/// optional declared columns, partitioning and file settings.
+///
+/// Objects land at `<dataset>/<partition>/<pipeline>-<run_id>-<page>-<part>.parquet`
+/// (see `tributary_core::keys`). Unknown fields are refused (a misspelt option must
+/// not be dropped silently).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PersistTarget {
+    /// Dataset name: 1–64 characters of `a-z 0-9 _ -`, starting with a letter
+    /// or digit, and not one of the lake's own folders (`raw`, `quarantine`).
+    /// It is the top folder of the dataset in the lake and the table name
+    /// Athena/Glue see.
+    pub dataset: String,
+    /// Declared columns. A record whose value does not fit its column's type
+    /// is quarantined with the field path, the expected and the found type;
+    /// fields not declared are inferred like any other (added as nullable
+    /// columns). Empty: every column is inferred.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schema: Vec<DeclaredField>,
+    /// How files are partitioned (default: by run date, `dt=YYYY-MM-DD`).
+    #[serde(default, skip_serializing_if = "Partitioning::is_default")]
+    pub partition: Partitioning,
+    /// File rotation, row groups and compression.
+    #[serde(default, skip_serializing_if = "FileSettings::is_default")]
+    pub files: FileSettings,
+}
+
+impl PersistTarget {
+    /// Checks what serde cannot: the dataset name, unique declared column
+    /// names, the partition pointer and column, the file settings.
+    ///
+    /// # Errors
+    /// [`SpecError::Invalid`] naming the field under `path` (e.g.
+    /// `target.schema[2].name`) and its value.
+    pub fn validate(&self, path: &str) -> Result<(), SpecError> {
+        let invalid = |field: String, value: String, reason: &str| SpecError::Invalid {
+            field,
+            value,
+            reason: reason.to_string(),
+        };
+        crate::spec::check_dataset(&format!("{path}.dataset"), &self.dataset)?;
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, field) in self.schema.iter().enumerate() {
+            if field.name.is_empty() {
+                return Err(invalid(format!("{path}.schema[{i}].name"), "\"\"".into(), "must not be empty"));
+            }
+            if !seen.insert(field.name.as_str()) {
+                return Err(invalid(
+                    format!("{path}.schema[{i}].name"),
+                    format!("{:?}", field.name),
+                    "is declared twice",
+                ));
+            }
+        }
+        if let Partitioning::Field { field, granularity: _, column } = &self.partition {
+            if !field.starts_with('/') {
+                return Err(invalid(
+                    format!("{path}.partition.field"),
+                    format!("{field:?}"),
+                    "must be an RFC 6901 JSON pointer into a record, e.g. /created_at",
+                ));
+            }
+            crate::spec::check_name(&format!("{path}.partition.column"), column)?;
+        }
+        if self.files.row_group_rows == 0 || self.files.row_group_rows > MAX_ROW_GROUP_ROWS {
+            return Err(invalid(
+                format!("{path}.files.row_group_rows"),
+                self.files.row_group_rows.to_string(),
+                &format!("must be between 1 and {MAX_ROW_GROUP_ROWS}"),
+            ));
+        }
+        for (name, value) in [("max_rows", self.files.max_rows), ("max_bytes", self.files.max_bytes)] {
+            if value == Some(0) {
+                return Err(invalid(
+                    format!("{path}.files.{name}"),
+                    "0".into(),
+                    "must be at least 1 (or absent: no limit)",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A target with every setting at its default.
+    pub fn new(dataset: impl Into<String>) -> Self {
+        Self {
+            dataset: dataset.into(),
+            schema: Vec::new(),
+            partition: Partitioning::default(),
+            files: FileSettings::default(),
+        }
+    }
+}
+
+/// One declared column.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredField {
+    /// Top-level field name, as the vendor sends it.
+    pub name: String,
+    /// Type, by name: see [`FieldType`].
+    #[serde(rename = "type")]
+    pub data_type: FieldType,
+    /// When true, a record without the field (or with `null`) is
+    /// quarantined (default false: the column is nullable).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub required: bool,
+}
+
+/// A column type by name, written as text:
+///
+/// | text | Arrow type |
+/// |---|---|
+/// | `bool` | Boolean |
+/// | `int32`, `int64` | Int32, Int64 |
+/// | `float32`, `float64` | Float32, Float64 |
+/// | `string` | Utf8 |
+/// | `date` | Date32 (from `YYYY-MM-DD`) |
+/// | `timestamp(s\|ms\|us\|ns)`, `timestamp(ms, UTC)` | Timestamp with unit, optional time zone (from RFC 3339 text or epoch numbers in the unit) |
+/// | `decimal(p, s)` | Decimal128, 1 ≤ p ≤ 38, 0 ≤ s ≤ p (from numbers or numeric text, never rounded: more fraction digits than `s` is a violation) |
+/// | `list<T>` | List of T |
+/// | `json` | Utf8 holding the value's JSON text (any shape) |
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum FieldType {
+    /// `bool`.
+    Bool,
+    /// `int32`.
+    Int32,
+    /// `int64`.
+    Int64,
+    /// `float32`.
+    Float32,
+    /// `float64`.
+    Float64,
+    /// `string`.
+    String,
+    /// `date`.
+    Date,
+    /// `timestamp(unit[, tz])`.
+    Timestamp {
+        /// `s`, `ms`, `us` or `ns`.
+        unit: TimeUnit,
+        /// Time zone name, e.g. `UTC` or `+02:00`; `None` for local-less timestamps.
+        tz: Option<String>,
+    },
+    /// `decimal(p, s)`.
+    Decimal {
+        /// Precision: total digits, 1..=38.
+        precision: u8,
+        /// Scale: digits after the point, 0..=precision.
+        scale: u8,
+    },
+    /// `list<T>`.
+    List(Box<FieldType>),
+    /// `json`: the value's JSON text.
+    Json,
+}
+
+/// Timestamp resolution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TimeUnit {
+    /// Seconds.
+    Second,
+    /// Milliseconds.
+    Millisecond,
+    /// Microseconds.
+    Microsecond,
+    /// Nanoseconds.
+    Nanosecond,
+}
+
+impl TimeUnit {
+    fn name(self) -> &'static str {
+        match self {
+            TimeUnit::Second => "s",
+            TimeUnit::Millisecond => "ms",
+            TimeUnit::Microsecond => "us",
+            TimeUnit::Nanosecond => "ns",
+        }
+    }
+}
+
+/// A type text that is not one of [`FieldType`]'s forms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid column type {text:?}: {reason}")]
+pub struct FieldTypeError {
+    /// The text given.
+    pub text: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl FromStr for FieldType {
+    type Err = FieldTypeError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let fail = |reason: &str| FieldTypeError { text: text.to_string(), reason: reason.to_string() };
+        let t = text.trim();
+        let args = |prefix: &str| -> Option<Vec<String>> {
+            let inner = t.strip_prefix(prefix)?.trim_start().strip_prefix('(')?.strip_suffix(')')?;
+            Some(inner.split(',').map(|s| s.trim().to_string()).collect())
+        };
+        Ok(match t {
+            "bool" | "boolean" => FieldType::Bool,
+            "int32" => FieldType::Int32,
+            "int64" => FieldType::Int64,
+            "float32" => FieldType::Float32,
+            "float64" | "double" => FieldType::Float64,
+            "string" | "utf8" => FieldType::String,
+            "date" | "date32" => FieldType::Date,
+            "json" => FieldType::Json,
+            _ if t.starts_with("list<") && t.ends_with('>') => FieldType::List(Box::new(
+                t["list<".len()..t.len() - 1].parse().map_err(|e: FieldTypeError| fail(&e.reason))?,
+            )),
+            _ if t.starts_with("timestamp") => {
+                let args = args("timestamp").ok_or_else(|| fail("write timestamp(unit) or timestamp(unit, tz)"))?;
+                let unit = match args.first().map(String::as_str) {
+                    Some("s") => TimeUnit::Second,
+                    Some("ms") => TimeUnit::Millisecond,
+                    Some("us") => TimeUnit::Microsecond,
+                    Some("ns") => TimeUnit::Nanosecond,
+                    _ => return Err(fail("the unit must be s, ms, us or ns")),
+                };
+                let tz = match args.get(1) {
+                    Some(tz) if !is_fixed_zone(tz) => {
+                        return Err(fail(
+                            "the time zone must be UTC or a fixed offset like +02:00 (readers need no zone database for those)",
+                        ));
+                    }
+                    tz => tz.cloned(),
+                };
+                if args.len() > 2 {
+                    return Err(fail("timestamp takes a unit and an optional time zone"));
+                }
+                FieldType::Timestamp { unit, tz }
+            }
+            _ if t.starts_with("decimal") => {
+                let args = args("decimal").ok_or_else(|| fail("write decimal(precision, scale)"))?;
+                let [p, s] = args.as_slice() else { return Err(fail("write decimal(precision, scale)")) };
+                let precision: u8 = p.parse().map_err(|_| fail("precision must be 1..=38"))?;
+                let scale: u8 = s.parse().map_err(|_| fail("scale must be 0..=precision"))?;
+                if !(1..=38).contains(&precision) {
+                    return Err(fail("precision must be 1..=38 (Decimal128)"));
+                }
+                if scale > precision {
+                    return Err(fail("scale must be 0..=precision"));
+                }
+                FieldType::Decimal { precision, scale }
+            }
+            _ => {
+                return Err(fail(
+                    "expected bool, int32, int64, float32, float64, string, date, timestamp(unit[, tz]), \
+                     decimal(p, s), list<T> or json",
+                ));
+            }
+        })
+    }
+}
+
+/// `UTC` or a `±HH:MM` offset within ±23:59.
+fn is_fixed_zone(tz: &str) -> bool {
+    if tz == "UTC" {
+        return true;
+    }
+    let b = tz.as_bytes();
+    b.len() == 6
+        && matches!(b[0], b'+' | b'-')
+        && b[3] == b':'
+        && tz[1..3].parse::<u8>().is_ok_and(|h| h < 24)
+        && tz[4..6].parse::<u8>().is_ok_and(|m| m < 60)
+}
+
+impl fmt::Display for FieldType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FieldType::Bool => f.write_str("bool"),
+            FieldType::Int32 => f.write_str("int32"),
+            FieldType::Int64 => f.write_str("int64"),
+            FieldType::Float32 => f.write_str("float32"),
+            FieldType::Float64 => f.write_str("float64"),
+            FieldType::String => f.write_str("string"),
+            FieldType::Date => f.write_str("date"),
+            FieldType::Json => f.write_str("json"),
+            FieldType::Timestamp { unit, tz: None } => write!(f, "timestamp({})", unit.name()),
+            FieldType::Timestamp { unit, tz: Some(tz) } => write!(f, "timestamp({}, {tz})", unit.name()),
+            FieldType::Decimal { precision, scale } => write!(f, "decimal({precision}, {scale})"),
+            FieldType::List(item) => write!(f, "list<{item}>"),
+        }
+    }
+}
+
+impl Serialize for FieldType {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for FieldType {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl JsonSchema for FieldType {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "FieldType".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "Column type: bool, int32, int64, float32, float64, string, date, \
+                timestamp(s|ms|us|ns[, tz]), decimal(p, s), list<T> or json.",
+            "examples": ["int64", "timestamp(ms, UTC)", "decimal(12, 2)", "list<string>"]
+        })
+    }
+}
+
+/// How a dataset's files are partitioned (Hive style, `name=value` folders).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "by", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Partitioning {
+    /// `dt=<run date>` (the default).
+    #[default]
+    RunDate,
+    /// By a value of each record.
+    Field {
+        /// RFC 6901 JSON pointer to the value in a record, e.g. `/created_at`.
+        field: String,
+        /// How the value becomes a folder (default `day`).
+        #[serde(default)]
+        granularity: Granularity,
+        /// Partition column name (default `dt`; with `hour`, the folders are
+        /// `dt=YYYY-MM-DD/hour=HH`).
+        #[serde(default = "default_partition_column")]
+        column: String,
+    },
+}
+
+impl Partitioning {
+    /// Whether this is the default (run date).
+    pub fn is_default(&self) -> bool {
+        *self == Partitioning::RunDate
+    }
+}
+
+fn default_partition_column() -> String {
+    "dt".into()
+}
+
+/// How a record's partition value is cut.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Granularity {
+    /// A timestamp (RFC 3339 text, or epoch seconds/milliseconds) truncated
+    /// to its UTC day: `dt=YYYY-MM-DD`.
+    #[default]
+    Day,
+    /// Truncated to the UTC hour: `dt=YYYY-MM-DD/hour=HH`.
+    Hour,
+    /// The value itself, as text, sanitised for an S3 key.
+    Value,
+}
+
+/// Parquet compression codec.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Compression {
+    /// zstd (the default).
+    #[default]
+    Zstd,
+    /// Snappy.
+    Snappy,
+}
+
+/// Largest row group accepted, in rows.
+pub const MAX_ROW_GROUP_ROWS: u32 = 1_048_576;
+
+/// File rotation, row groups and compression.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileSettings {
+    /// Start a new file (part) after this many rows (default: no limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rows: Option<u64>,
+    /// Start a new file (part) once the file reaches about this many bytes,
+    /// checked at each row group (default: no limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
+    /// Rows per Parquet row group, 1..=1048576 (default 131072).
+    #[serde(default = "default_row_group_rows")]
+    pub row_group_rows: u32,
+    /// Codec (default zstd).
+    #[serde(default)]
+    pub compression: Compression,
+}
+
+fn default_row_group_rows() -> u32 {
+    131_072
+}
+
+impl Default for FileSettings {
+    fn default() -> Self {
+        Self {
+            max_rows: None,
+            max_bytes: None,
+            row_group_rows: default_row_group_rows(),
+            compression: Compression::Zstd,
+        }
+    }
+}
+
+impl FileSettings {
+    /// Whether every setting is its default.
+    pub fn is_default(&self) -> bool {
+        *self == FileSettings::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_types_parse_and_print_back() {
+        for text in [
+            "bool",
+            "int64",
+            "float64",
+            "string",
+            "date",
+            "json",
+            "timestamp(ms)",
+            "timestamp(us, UTC)",
+            "decimal(12, 2)",
+            "list<string>",
+            "list<list<int64>>",
+            "list<timestamp(ms, +02:00)>",
+        ] {
+            let parsed: FieldType = text.parse().expect(text);
+            assert_eq!(parsed.to_string(), text);
+        }
+        assert_eq!(
+            "decimal(38,0)".parse::<FieldType>().expect("valid"),
+            FieldType::Decimal { precision: 38, scale: 0 }
+        );
+    }
+
+    #[test]
+    fn bad_field_types_say_why() {
+        for (text, reason) in [
+            ("integer", "expected bool"),
+            ("timestamp(h)", "unit must be s, ms, us or ns"),
+            ("decimal(40, 2)", "precision must be 1..=38"),
+            ("decimal(4, 5)", "scale must be 0..=precision"),
+            ("decimal(4)", "decimal(precision, scale)"),
+            ("list<>", "expected bool"),
+            ("timestamp(ms, Mars/Olympus)", "UTC or a fixed offset"),
+            ("timestamp(ms, +25:00)", "UTC or a fixed offset"),
+        ] {
+            let err = text.parse::<FieldType>().expect_err(text);
+            assert!(err.to_string().contains(reason) && err.to_string().contains(text), "{text}: {err}");
+        }
+    }
+}

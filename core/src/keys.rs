@@ -1,0 +1,138 @@
+//! Deterministic object keys of the lake.
+//!
+//! Every key derives from (dataset, run date, pipeline, run id, page) and
+//! nothing else — no wall clock, no random part — so a redelivered message
+//! rewrites the same objects instead of adding duplicates. The pipeline is
+//! part of the file name because two pipelines may feed one dataset and fire
+//! at the same scheduled time (the same run id): they must not overwrite each
+//! other.
+//!
+//! | what | key |
+//! |---|---|
+//! | Parquet data | `<dataset>/dt=<YYYY-MM-DD>/<pipeline>-<run_id>-<page:05>.parquet` |
+//! | more parts of the page (rotation), other partitions | `<dataset>/<partition>/<pipeline>-<run_id>-<page:05>[-<part:03>].parquet` |
+//! | raw page (the `PersistMessage`, replayable) | `raw/<dataset>/dt=<YYYY-MM-DD>/<pipeline>-<run_id>-<page:05>.json` |
+//! | raw claim-check payload (bytes as received) | `raw/<dataset>/dt=<YYYY-MM-DD>/<pipeline>-<run_id>-<page:05>.payload` |
+//! | the dataset's schema | `_schema/<dataset>.json` |
+//! | quarantined records | `quarantine/<dataset>/dt=<YYYY-MM-DD>/<pipeline>-<run_id>-<page:05>.jsonl` |
+//! | page receipt (counts) | `_runs/<pipeline>/<run_id>/page-<page:05>.json` |
+//! | claim-check payload | `_claims/<pipeline>/<run_id>/page-<page:05>.json` |
+
+use chrono::NaiveDate;
+
+use contracts::RunId;
+
+/// Folder of Parquet data: `<dataset>/dt=<date>`.
+pub fn data_prefix(dataset: &str, run_date: NaiveDate) -> String {
+    format!("{dataset}/dt={run_date}")
+}
+
+/// Where one page of one run of one pipeline lands in a dataset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageKey<'a> {
+    /// Dataset (top folder).
+    pub dataset: &'a str,
+    /// Run date (`dt=` partition).
+    pub run_date: NaiveDate,
+    /// Pipeline that wrote it.
+    pub pipeline: &'a str,
+    /// Run id.
+    pub run_id: &'a RunId,
+    /// Page index.
+    pub page: u32,
+}
+
+impl PageKey<'_> {
+    fn stem(&self) -> String {
+        format!("{}/{}-{}-{:05}", data_prefix(self.dataset, self.run_date), self.pipeline, self.run_id, self.page)
+    }
+
+    /// Key of the page's Parquet file.
+    pub fn data(&self) -> String {
+        format!("{}.parquet", self.stem())
+    }
+
+    /// Key of part `part` of the page's data in the Hive partition
+    /// `partition` (e.g. `dt=2026-11-29`): part 0 has no suffix, later
+    /// parts (file rotation) end `-001`, `-002`…
+    pub fn data_part(&self, partition: &str, part: u32) -> String {
+        let name = format!("{}-{}-{:05}", self.pipeline, self.run_id, self.page);
+        match part {
+            0 => format!("{}/{partition}/{name}.parquet", self.dataset),
+            n => format!("{}/{partition}/{name}-{n:03}.parquet", self.dataset),
+        }
+    }
+
+    /// Key of the copy of a claim-check payload, kept for replay.
+    pub fn raw_payload(&self) -> String {
+        format!("raw/{}.payload", self.stem())
+    }
+
+    /// Key of the page's raw payload (the `PersistMessage` as received).
+    pub fn raw(&self) -> String {
+        format!("raw/{}.json", self.stem())
+    }
+
+    /// Key of the page's quarantined records (JSON lines with the reason).
+    pub fn quarantine(&self) -> String {
+        format!("quarantine/{}.jsonl", self.stem())
+    }
+}
+
+/// Folder of a run's page receipts.
+pub fn receipts_prefix(pipeline: &str, run_id: &RunId) -> String {
+    format!("_runs/{pipeline}/{run_id}/")
+}
+
+/// Key of a page receipt.
+pub fn receipt_key(pipeline: &str, run_id: &RunId, page: u32) -> String {
+    format!("{}page-{page:05}.json", receipts_prefix(pipeline, run_id))
+}
+
+/// Key of a dataset's schema (Persist's inferred and declared columns).
+pub fn schema_key(dataset: &str) -> String {
+    format!("_schema/{dataset}.json")
+}
+
+/// Key of a claim-check payload written by Request.
+pub fn claim_key(pipeline: &str, run_id: &RunId, page: u32) -> String {
+    format!("_claims/{pipeline}/{run_id}/page-{page:05}.json")
+}
+
+/// Key of a run's expected page count.
+pub fn expected_key(pipeline: &str, run_id: &RunId) -> String {
+    format!("{}expected.json", receipts_prefix(pipeline, run_id))
+}
+
+/// Key of a completed run's marker.
+pub fn success_key(pipeline: &str, run_id: &RunId) -> String {
+    format!("{}_SUCCESS", receipts_prefix(pipeline, run_id))
+}
+
+/// Key of a completed run's manifest.
+pub fn manifest_key(pipeline: &str, run_id: &RunId) -> String {
+    format!("_manifests/{pipeline}/{run_id}.json")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_depend_only_on_their_inputs() {
+        let run = RunId::new("20261129T060000Z").expect("valid");
+        let date = NaiveDate::from_ymd_opt(2026, 11, 29).expect("valid date");
+        let key = PageKey { dataset: "customers", run_date: date, pipeline: "crm", run_id: &run, page: 3 };
+        assert_eq!(key.data(), "customers/dt=2026-11-29/crm-20261129T060000Z-00003.parquet");
+        assert_eq!(key.raw(), "raw/customers/dt=2026-11-29/crm-20261129T060000Z-00003.json");
+        assert_eq!(key.quarantine(), "quarantine/customers/dt=2026-11-29/crm-20261129T060000Z-00003.jsonl");
+        assert_eq!(key.data_part("dt=2026-11-29", 0), key.data());
+        assert_eq!(
+            key.data_part("day=2026-11-01/hour=07", 2),
+            "customers/day=2026-11-01/hour=07/crm-20261129T060000Z-00003-002.parquet"
+        );
+        let other_pipeline = PageKey { pipeline: "erp", ..key };
+        assert_ne!(key.data(), other_pipeline.data(), "two pipelines feeding one dataset never overwrite each other");
+        assert_eq!(receipt_key("p", &run, 12), "_runs/p/20261129T060000Z/page-00012.json");
+    }
+}

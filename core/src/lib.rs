@@ -1,0 +1,24 @@
+//! tributary's core: what every function and the command line share, above
+//! the public [`contracts`] and below the adapters.
+//!
+//! - [`ports`]: one narrow trait per outside capability (queue, topic, object
+//!   store, query engine, secrets, HTTP); the `adapters` crate implements them.
+//! - [`batch`]: the SQS batch helper every SQS-triggered function uses.
+//! - [`ledger`]: the run ledger in the lake (receipts, expected pages,
+//!   completion); [`keys`]: every lake key, in one place.
+//! - [`state`]: incremental loading's cursor per pipeline, in the lake.
+//! - [`metrics`]: CloudWatch Embedded Metric Format lines.
+//! - [`topology`]: the queues, DLQs, topics and subscriptions, declared once.
+//! - [`telemetry`]: tracing set-up for Lambda (JSON) and the CLI (text).
+//! - [`json`]: the tokenizer that keeps numbers' text, shared by Request and
+//!   Persist.
+
+pub mod batch;
+pub mod json;
+pub mod keys;
+pub mod ledger;
+pub mod metrics;
+pub mod ports;
+pub mod state;
+pub mod telemetry;
+pub mod topology;

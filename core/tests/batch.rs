@@ -1,0 +1,103 @@
+//! The SQS batch helper with a real queue (the local broker) as the DLQ.
+
+use adapters::local::{Broker, QueueConfig};
+use aws_lambda_events::event::sqs::SqsEvent;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tributary_core::batch::{
+    ATTR_ERROR, ATTR_FUNCTION, ATTR_PERMANENT, ATTR_RECEIVE_COUNT, BodyError, DeadLetters, RecordError, RecordMeta,
+    decode_body, for_each_message,
+};
+
+fn event_from_fixture() -> SqsEvent {
+    let text = include_str!("../../events/sqs-mixed-batch.json");
+    serde_json::from_str(text).expect("fixture is an SQS event")
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Ping {
+    n: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum TestError {
+    #[error(transparent)]
+    Body(#[from] BodyError),
+    #[error("n = {0} refused")]
+    Refused(u32),
+}
+
+impl RecordError for TestError {
+    fn is_permanent(&self) -> bool {
+        matches!(self, TestError::Body(_))
+    }
+}
+
+#[tokio::test]
+async fn permanent_and_last_receive_failures_go_to_the_dlq_with_their_reason() {
+    let broker = Broker::new();
+    broker.create_queue(QueueConfig {
+        name: "dlq".into(),
+        visibility_timeout: std::time::Duration::from_secs(1),
+        max_message_bytes: 262_144,
+        redrive: None,
+    });
+    let mut event = event_from_fixture();
+    // msg-3 (refused, transient) is on its 5th and last allowed receive.
+    event.records[2].attributes.insert("ApproximateReceiveCount".into(), "5".into());
+    let dead_letters = DeadLetters { queue: &broker, dlq: "dlq", max_receive_count: 5, function: "persist" };
+    let response = for_each_message(&event, 4, Some(dead_letters), |ping: Ping, _meta: RecordMeta| async move {
+        if ping.n == 3 { Err(TestError::Refused(ping.n)) } else { Ok(()) }
+    })
+    .await;
+    assert!(
+        response.batch_item_failures.is_empty(),
+        "all failures were dead-lettered: {:?}",
+        response.batch_item_failures
+    );
+    let dead = broker.receive("dlq", 10).expect("receive");
+    let mut reasons: Vec<(String, String, String)> = dead
+        .iter()
+        .map(|r| {
+            let attr = |name: &str| r.message_attributes[name].string_value.clone().unwrap_or_default();
+            (attr(ATTR_ERROR), attr(ATTR_PERMANENT), attr(ATTR_RECEIVE_COUNT))
+        })
+        .collect();
+    reasons.sort();
+    assert_eq!(reasons.len(), 3);
+    assert!(reasons[0].0.starts_with("body is not JSON") && reasons[0].1 == "true", "{reasons:?}");
+    assert!(reasons[1].0.contains("missing field `n`") && reasons[1].1 == "true", "{reasons:?}");
+    assert_eq!(reasons[2], ("n = 3 refused".to_string(), "false".to_string(), "5".to_string()));
+    assert_eq!(dead[0].message_attributes[ATTR_FUNCTION].string_value.as_deref(), Some("persist"));
+}
+
+#[test]
+fn plain_and_enveloped_bodies_decode_to_the_same_json() {
+    let plain = decode_body(r#"{"n": 1}"#).expect("json");
+    let envelope = serde_json::json!({
+        "Type": "Notification", "MessageId": "m", "TopicArn": "arn:aws:sns:us-east-1:1:t",
+        "Message": "{\"n\": 1}", "Timestamp": "2026-11-29T06:00:00.000Z"
+    });
+    let wrapped = decode_body(&envelope.to_string()).expect("json");
+    assert_eq!(plain.0, wrapped.0);
+    assert!(!plain.1 && wrapped.1);
+    assert!(matches!(decode_body("not json"), Err(BodyError::NotJson(_))));
+}
+
+#[tokio::test]
+async fn only_failed_records_are_reported() {
+    let event = event_from_fixture();
+    let seen = AtomicUsize::new(0);
+    let response = for_each_message(&event, 4, None, |ping: Ping, meta: RecordMeta| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        async move {
+            assert_eq!(meta.source_queue, "tributary-persist");
+            if ping.n == 3 { Err(TestError::Refused(ping.n)) } else { Ok(()) }
+        }
+    })
+    .await;
+    let failed: Vec<_> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+    // The fixture holds: n=1 plain, n=2 SNS-enveloped, n=3 (refused by the
+    // handler), a body that is not JSON, and a JSON body of the wrong shape.
+    assert_eq!(failed, ["msg-3", "msg-not-json", "msg-wrong-shape"]);
+    assert_eq!(seen.load(Ordering::SeqCst), 3, "handler runs for every decodable record");
+}

@@ -1,0 +1,288 @@
+//! `athena`: the seed's V4 — calls driven by rows of a lake query.
+//!
+//! 1. `start` sends one `QueryMessage` to the Athena function's queue, whose
+//!    rows go to the query-results topic (fanned out to the orchestrator
+//!    queue), with the spec as context. `{run_date}` and `{run_id}` in the
+//!    parameters are replaced by the run's; the values are bound by the
+//!    engine, never spliced into the SQL.
+//! 2. Each `QueryRow` becomes one `RequestMessage`: page index = the row's
+//!    index in the result (deterministic keys), page count 0 (unknown up
+//!    front). The row's values are bound into the request template's
+//!    `{column}` placeholders — in the URL (percent-encoded as a path
+//!    segment), query values, header values and JSON body strings (a body
+//!    string that is exactly `{column}` takes the value with its JSON type).
+//!    A placeholder without a value fails that row alone, naming both.
+//!
+//! A query with no rows publishes nothing: a successful run of zero requests.
+
+use serde_json::{Map, Value};
+
+use super::{CallStrategy, Plan, PlanError, RunContext, records_request};
+use contracts::spec::{AthenaSpec, PipelineSpec};
+use contracts::template::{is_placeholder_name, whole_placeholder};
+use contracts::{Destination, HttpCall, PageRef, QueryMessage, QueryRow, V1};
+
+/// Athena-driven planning over the spec's `AthenaSpec`.
+#[derive(Clone, Copy, Debug)]
+pub struct Athena<'a>(pub &'a AthenaSpec);
+
+impl CallStrategy for Athena<'_> {
+    fn kind(&self) -> &'static str {
+        "athena"
+    }
+
+    fn start(&self, spec: &PipelineSpec, run: &RunContext) -> Result<Plan, PlanError> {
+        let run_date = run.run_date.to_string();
+        let parameters = self
+            .0
+            .parameters
+            .iter()
+            .map(|p| p.replace("{run_date}", &run_date).replace("{run_id}", run.run_id.as_str()))
+            .collect();
+        let query = QueryMessage {
+            version: V1,
+            pipeline: spec.pipeline.clone(),
+            run_id: run.run_id.clone(),
+            run_date: run.run_date,
+            sql: self.0.query.clone(),
+            parameters,
+            database: self.0.database.clone(),
+            workgroup: self.0.workgroup.clone(),
+            output_location: self.0.output_location.clone(),
+            reply_to: Destination::Topic { topic: run.query_results_topic.clone() },
+            context: serde_json::to_value(spec).unwrap_or_default(),
+            continuation: None,
+        };
+        Ok(Plan { requests: Vec::new(), queries: vec![query], expected_pages: None })
+    }
+
+    fn on_row(&self, spec: &PipelineSpec, run: &RunContext, row: &QueryRow) -> Result<Plan, PlanError> {
+        let http = bind(spec, &row.row).map_err(|problem| PlanError::Row {
+            pipeline: spec.pipeline.clone(),
+            row_index: row.row_index,
+            problem,
+        })?;
+        let index = u32::try_from(row.row_index).map_err(|_| PlanError::Row {
+            pipeline: spec.pipeline.clone(),
+            row_index: row.row_index,
+            problem: "row index beyond 4294967295".into(),
+        })?;
+        Ok(Plan {
+            requests: vec![records_request(spec, run, PageRef { index, count: 0 }, http)],
+            queries: Vec::new(),
+            expected_pages: None,
+        })
+    }
+}
+
+/// The spec's request template with `row`'s values bound.
+///
+/// # Errors
+/// A message naming the template field and the placeholder when the row has
+/// no such column or its value is `null`, an object or an array (except as a
+/// whole body value), or when the URL stops being valid.
+pub fn bind(spec: &PipelineSpec, row: &Map<String, Value>) -> Result<HttpCall, String> {
+    let template = &spec.request;
+    // `url::Url` keeps `{` and `}` percent-encoded in the path.
+    let url_text = template.url.as_str().replace("%7B", "{").replace("%7D", "}");
+    let url_text = substitute("request.url", &url_text, row, encode_path_segment)?;
+    let url = url::Url::parse(&url_text).map_err(|err| format!("request.url {url_text:?} after binding: {err}"))?;
+    let mut query = template.query.clone();
+    for (name, value) in query.iter_mut() {
+        *value = substitute(&format!("request.query.{name}"), value, row, str::to_string)?;
+    }
+    let mut headers = template.headers.clone();
+    for (name, value) in headers.iter_mut() {
+        *value = substitute(&format!("request.headers.{name}"), value, row, str::to_string)?;
+    }
+    let body = match &template.body {
+        Some(body) => Some(bind_json("request.body", body, row)?),
+        None => None,
+    };
+    query.extend(super::incremental_param(spec));
+    Ok(HttpCall { method: template.method, url, query, headers, body })
+}
+
+fn bind_json(field: &str, value: &Value, row: &Map<String, Value>) -> Result<Value, String> {
+    Ok(match value {
+        Value::String(text) => match whole_placeholder(text) {
+            Some(name) => row.get(name).cloned().ok_or_else(|| missing(field, name, row))?,
+            None => Value::String(substitute(field, text, row, str::to_string)?),
+        },
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| bind_json(&format!("{field}[{i}]"), item, row))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, item)| Ok((key.clone(), bind_json(&format!("{field}.{key}"), item, row)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+/// Replaces every `{name}` in `text` with the row's value, passed through
+/// `encode`. Braces around anything that is not a name are kept as they are.
+fn substitute(field: &str, text: &str, row: &Map<String, Value>, encode: fn(&str) -> String) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after.find('}') {
+            Some(close) if is_placeholder_name(&after[..close]) => {
+                let name = &after[..close];
+                let value = row.get(name).ok_or_else(|| missing(field, name, row))?;
+                let text = match value {
+                    Value::String(s) => s.clone(),
+                    Value::Number(n) => n.to_string(),
+                    Value::Bool(b) => b.to_string(),
+                    other => {
+                        return Err(format!(
+                            "{field}: placeholder {{{name}}} has {} in the row, not a value that fits in text",
+                            tributary_core::json::kind_of(other)
+                        ));
+                    }
+                };
+                out.push_str(&encode(&text));
+                rest = &after[close + 1..];
+            }
+            _ => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn missing(field: &str, name: &str, row: &Map<String, Value>) -> String {
+    let columns: Vec<&str> = row.keys().map(String::as_str).collect();
+    format!("{field}: placeholder {{{name}}} has no value: the row's columns are {columns:?}")
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters, so a value
+/// stays one path segment (`a/b` -> `a%2Fb`).
+fn encode_path_segment(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::strategy::strategy_for;
+    use crate::strategy::test_support::run;
+    use contracts::RequestMode;
+
+    fn spec() -> PipelineSpec {
+        PipelineSpec::from_yaml(
+            r#"
+version: 1
+pipeline: tx
+strategy: {kind: athena, query: "SELECT id, region FROM customers WHERE dt = ? AND note <> '?'", parameters: ["{run_date}"], database: lake}
+request:
+  method: POST
+  url: "http://h/customers/{id}/transactions"
+  query: {region: "{region}", fixed: "1"}
+  body: {customer: "{id}", label: "c-{id}", nested: [{r: "{region}"}]}
+  records_pointer: /data
+target: {dataset: tx}
+"#,
+        )
+        .expect("valid spec")
+    }
+
+    fn row(value: Value) -> QueryRow {
+        QueryRow {
+            version: V1,
+            pipeline: "tx".into(),
+            run_id: run().run_id,
+            run_date: run().run_date,
+            row_index: 41,
+            row: value.as_object().cloned().unwrap_or_default(),
+            context: Value::Null,
+        }
+    }
+
+    #[test]
+    fn start_sends_the_query_with_bound_run_parameters() {
+        let spec = spec();
+        let plan = strategy_for(&spec.strategy).start(&spec, &run()).expect("plan");
+        assert!(plan.requests.is_empty());
+        let query = &plan.queries[0];
+        assert_eq!(query.parameters, ["2026-11-29"]);
+        assert_eq!(query.reply_to, Destination::Topic { topic: "query-results".into() });
+        assert_eq!(PipelineSpec::from_value(query.context.clone()).expect("spec in context"), spec);
+    }
+
+    #[test]
+    fn a_row_becomes_one_request_with_its_values_bound() {
+        let spec = spec();
+        let plan = strategy_for(&spec.strategy)
+            .on_row(&spec, &run(), &row(json!({"id": 7, "region": "São Paulo/Sul"})))
+            .expect("plan");
+        let request = &plan.requests[0];
+        assert_eq!(request.http.url.as_str(), "http://h/customers/7/transactions");
+        assert_eq!(request.http.query["region"], "São Paulo/Sul");
+        assert_eq!(request.http.query["fixed"], "1");
+        assert_eq!(request.http.body, Some(json!({"customer": 7, "label": "c-7", "nested": [{"r": "São Paulo/Sul"}]})));
+        assert_eq!(request.page, Some(PageRef { index: 41, count: 0 }));
+        assert!(matches!(&request.mode, RequestMode::Records { records_pointer: Some(p), .. } if p == "/data"));
+    }
+
+    #[test]
+    fn path_values_stay_one_segment() {
+        let spec = spec();
+        let plan = strategy_for(&spec.strategy)
+            .on_row(&spec, &run(), &row(json!({"id": "a/../b c", "region": "x"})))
+            .expect("plan");
+        assert_eq!(plan.requests[0].http.url.path(), "/customers/a%2F..%2Fb%20c/transactions");
+    }
+
+    #[test]
+    fn a_missing_or_null_value_fails_the_row_naming_field_and_placeholder() {
+        let spec = spec();
+        let strategy = strategy_for(&spec.strategy);
+        let err = strategy.on_row(&spec, &run(), &row(json!({"region": "x"}))).expect_err("no id").to_string();
+        assert!(err.contains("request.url") && err.contains("{id}") && err.contains("row 41"), "{err}");
+        let err = strategy.on_row(&spec, &run(), &row(json!({"id": 1, "region": null}))).expect_err("null").to_string();
+        assert!(err.contains("request.query.region") && err.contains("null"), "{err}");
+    }
+
+    #[test]
+    fn parameters_take_only_the_run_placeholders() {
+        let spec = |parameter: &str| {
+            format!(
+                "version: 1\npipeline: p\nstrategy: {{kind: athena, query: 'SELECT 1 WHERE a = ?', parameters: ['{parameter}'], database: d}}\nrequest: {{url: 'http://h/x'}}\ntarget: {{dataset: d}}\n"
+            )
+        };
+        let err = PipelineSpec::from_yaml(&spec("{nonsense}")).expect_err("unknown placeholder").to_string();
+        assert!(
+            err.contains("strategy.parameters[0]") && err.contains("{nonsense}") && err.contains("{run_date}"),
+            "{err}"
+        );
+        PipelineSpec::from_yaml(&spec("{run_date}/{run_id}")).expect("the run's placeholders");
+    }
+
+    #[test]
+    fn parameter_count_must_match_the_placeholders() {
+        let text = "version: 1\npipeline: p\nstrategy: {kind: athena, query: 'SELECT 1 WHERE a = ? AND b = ?', parameters: [x], database: d}\nrequest: {url: 'http://h/x'}\ntarget: {dataset: d}\n";
+        let err = PipelineSpec::from_yaml(text).expect_err("count mismatch").to_string();
+        assert!(err.contains("strategy.parameters") && err.contains("2 `?` placeholders"), "{err}");
+    }
+}

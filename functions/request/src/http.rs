@@ -1,0 +1,203 @@
+//! [`HttpClient`] over reqwest (rustls), one connection pool per process
+//! and network allowance, behind the SSRF guard of [`crate::ssrf`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::ssrf::{self, GuardedResolver, Lookup, NetworkAccess, SystemLookup};
+use contracts::{HttpMethod, redacted_url};
+use tributary_core::ports::{HttpClient, HttpRequest, HttpResponse, PortError};
+
+/// Default time to establish a TCP (and TLS) connection: 10 s.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Settings of a [`ReqwestClient`].
+#[derive(Clone)]
+pub struct HttpOptions {
+    /// Time to establish a connection (`HTTP_CONNECT_TIMEOUT_SECS`); each
+    /// call's total time-out bounds it too.
+    pub connect_timeout: Duration,
+    /// Name resolution (the system resolver; tests give a table).
+    pub lookup: Arc<dyn Lookup>,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self { connect_timeout: DEFAULT_CONNECT_TIMEOUT, lookup: Arc::new(SystemLookup) }
+    }
+}
+
+/// reqwest-backed client. Build once at cold start and share.
+#[derive(Clone, Debug)]
+pub struct ReqwestClient {
+    /// One client per allowance (none, loopback, private, both), each with
+    /// a resolver that enforces it.
+    clients: [reqwest::Client; 4],
+}
+
+impl ReqwestClient {
+    /// [`ReqwestClient::with_options`] with the defaults.
+    ///
+    /// # Errors
+    /// As [`ReqwestClient::with_options`].
+    pub fn new() -> Result<Self, PortError> {
+        Self::with_options(HttpOptions::default())
+    }
+
+    /// A client that does not follow redirects (a redirect is returned as
+    /// the 3xx response, so callers can re-check the target host), uses no
+    /// proxy (a proxy would resolve names past the guard), and sends
+    /// `User-Agent: tributary/<version>`.
+    ///
+    /// # Errors
+    /// [`PortError::Permanent`] if the TLS backend cannot be initialised.
+    pub fn with_options(options: HttpOptions) -> Result<Self, PortError> {
+        let build = |index: usize| {
+            let access = access_of(index);
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .no_proxy()
+                .connect_timeout(options.connect_timeout)
+                .dns_resolver(GuardedResolver { lookup: options.lookup.clone(), access })
+                .user_agent(concat!("tributary/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .map_err(|err| PortError::Permanent {
+                    operation: "build HTTP client",
+                    target: "reqwest".into(),
+                    message: err.to_string(),
+                })
+        };
+        Ok(Self { clients: [build(0)?, build(1)?, build(2)?, build(3)?] })
+    }
+
+    fn client(&self, access: NetworkAccess) -> &reqwest::Client {
+        &self.clients[usize::from(access.loopback) + 2 * usize::from(access.private)]
+    }
+}
+
+fn access_of(index: usize) -> NetworkAccess {
+    NetworkAccess { loopback: index & 1 == 1, private: index & 2 == 2 }
+}
+
+fn refused(err: &ssrf::Refused) -> PortError {
+    PortError::Permanent { operation: "SSRF guard", target: err.host.clone(), message: err.to_string() }
+}
+
+#[async_trait]
+impl HttpClient for ReqwestClient {
+    async fn send(&self, request: HttpRequest) -> Result<HttpResponse, PortError> {
+        let method = match request.method {
+            HttpMethod::Get => reqwest::Method::GET,
+            HttpMethod::Post => reqwest::Method::POST,
+        };
+        // The URL is logged and reported without its query string, which may
+        // carry API keys.
+        let target = format!("{} {}", request.method, redacted_url(&request.url));
+        // reqwest resolves no name for an address literal: check it here.
+        let literal = match request.url.host() {
+            Some(url::Host::Ipv4(ip)) => Some(std::net::IpAddr::V4(ip)),
+            Some(url::Host::Ipv6(ip)) => Some(std::net::IpAddr::V6(ip)),
+            _ => None,
+        };
+        if let Some(ip) = literal {
+            let host = request.url.host_str().unwrap_or_default();
+            ssrf::check_ip(host, ip, request.access).map_err(|err| refused(&err))?;
+        }
+        let client = self.client(request.access);
+        let mut builder = client.request(method, request.url.clone()).timeout(request.timeout);
+        let has_content_type = request.headers.keys().any(|name| name.eq_ignore_ascii_case("content-type"));
+        for (name, value) in &request.headers {
+            builder = builder.header(name, value);
+        }
+        if let Some(body) = request.body {
+            if !has_content_type {
+                builder = builder.header("content-type", "application/json");
+            }
+            builder = builder.body(body);
+        }
+        let mut response = builder.send().await.map_err(|err| {
+            if let Some(refusal) = ssrf::find_refusal(&err) {
+                return refused(refusal);
+            }
+            // A request that cannot even be built (an invalid header value,
+            // say) fails the same way on every retry.
+            let message = describe(&err);
+            let target = target.clone();
+            if err.is_builder() {
+                PortError::Permanent { operation: "HTTP call", target, message }
+            } else {
+                PortError::Transient { operation: "HTTP call", target, message }
+            }
+        })?;
+        let status = response.status().as_u16();
+        let headers: BTreeMap<String, String> = response
+            .headers()
+            .iter()
+            .filter_map(|(name, value)| Some((name.as_str().to_ascii_lowercase(), value.to_str().ok()?.to_string())))
+            .collect();
+        let limit = request.max_body_bytes.unwrap_or(u64::MAX);
+        let too_large = |bytes: u64| PortError::TooLarge {
+            what: "response body",
+            target: target.clone(),
+            bytes: usize::try_from(bytes).unwrap_or(usize::MAX),
+            limit: usize::try_from(limit).unwrap_or(usize::MAX),
+        };
+        if let Some(length) = response.content_length().filter(|length| *length > limit) {
+            return Err(too_large(length));
+        }
+        // Stream the body and stop reading past the cap, so a huge (or
+        // endless) body never fills the function's memory.
+        let mut body = Vec::new();
+        loop {
+            let chunk = response.chunk().await.map_err(|err| PortError::Transient {
+                operation: "HTTP read body",
+                target: target.clone(),
+                message: describe(&err),
+            })?;
+            let Some(chunk) = chunk else { break };
+            body.extend_from_slice(&chunk);
+            if body.len() as u64 > limit {
+                return Err(too_large(body.len() as u64));
+            }
+        }
+        Ok(HttpResponse { status, headers, body: bytes::Bytes::from(body) })
+    }
+}
+
+fn describe(err: &reqwest::Error) -> String {
+    let kind = if err.is_builder() {
+        "invalid request (a header name or value, or the URL)"
+    } else if err.is_timeout() {
+        "timed out"
+    } else if err.is_connect() {
+        "connection failed"
+    } else {
+        "request failed"
+    };
+    // reqwest's Display includes the URL with its query; strip it. The
+    // source chain says what happened (reset, refused, DNS).
+    let text = err.to_string();
+    let mut detail = text.split(" for url (").next().unwrap_or(&text).to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(inner) = source {
+        detail.push_str(&format!(": {inner}"));
+        source = inner.source();
+    }
+    format!("{kind}: {detail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_client_per_allowance() {
+        for index in 0..4 {
+            let access = access_of(index);
+            assert_eq!(usize::from(access.loopback) + 2 * usize::from(access.private), index);
+        }
+    }
+}
