@@ -2,7 +2,7 @@
 # cargo-lambda (PyPI, pinned; it brings zig through `ziglang`) in .tools/lambda.
 #
 #   scripts/lambda.sh install   create .tools/lambda and install cargo-lambda
-#   scripts/lambda.sh build     cargo lambda build --release --x86-64 of the five
+#   scripts/lambda.sh build     cargo lambda build --profile lambda --x86-64 of the five
 #                               functions; prints each bootstrap's size
 #   scripts/lambda.sh smoke     run Persist under `cargo lambda watch` against the
 #                               AWS emulator (AWS_ENDPOINT_URL must point at moto),
@@ -35,7 +35,8 @@ install() {
 build() {
     local packages=()
     for f in "${FUNCTIONS[@]}"; do packages+=(-p "$f"); done
-    cargo lambda build --release --x86-64 "${packages[@]}"
+    # The workspace's `lambda` profile: release with fat LTO and one codegen unit.
+    cargo lambda build --profile lambda --x86-64 "${packages[@]}"
     for f in "${FUNCTIONS[@]}"; do
         local bootstrap="$ROOT/target/lambda/$f/bootstrap"
         [[ -f "$bootstrap" ]] || { log "missing $bootstrap"; exit 1; }
