@@ -573,7 +573,7 @@ fn schedules_start_a_run_named_after_the_scheduled_time() {
             event = event.replace("${CustomersFreshnessDeadline}", deadline.unwrap_or_default());
             match serde_json::from_str(&event)
                 .map_err(|e| e.to_string())
-                .and_then(|e| notify::parse_event(e, chrono::Utc::now()))
+                .and_then(|e| notify::parse_event(e, chrono::Utc::now()).map_err(|e| e.to_string()))
             {
                 Ok(notify::NotifyEvent::Freshness { date, .. }) if date.to_string() == "2026-11-29" => {}
                 other => failures

@@ -135,16 +135,35 @@ pub enum NotifyEvent {
     },
 }
 
+/// An invocation Notify cannot read, naming the field.
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    /// `Records` is there but is not an SQS batch.
+    #[error("`Records`: {0}")]
+    Records(#[source] serde_json::Error),
+    /// `freshness_check` is there but is not a [`FreshnessCheck`].
+    #[error("`freshness_check`: {0}")]
+    FreshnessCheck(#[source] serde_json::Error),
+    /// Neither field is there.
+    #[error(
+        "expected an SQS batch (`Records`) or a freshness check (`freshness_check`); the event's fields are {fields:?}"
+    )]
+    Unrecognised {
+        /// The event's top-level field names (none when it is not an object).
+        fields: Vec<String>,
+    },
+}
+
 /// Classifies an invocation: an SQS batch (`Records`), or a freshness check
 /// (`freshness_check` as the whole event, or in a scheduler event's
 /// `detail`, dated by its `time`; else by `now`).
 ///
 /// # Errors
-/// A message naming the field when the event is neither, or the check is
-/// malformed.
-pub fn parse_event(event: Value, now: chrono::DateTime<chrono::Utc>) -> Result<NotifyEvent, String> {
+/// [`EventError`] naming the field when the event is neither, or the check
+/// is malformed.
+pub fn parse_event(event: Value, now: chrono::DateTime<chrono::Utc>) -> Result<NotifyEvent, EventError> {
     if event.get("Records").is_some() {
-        return serde_json::from_value(event).map(NotifyEvent::DeadLetters).map_err(|err| format!("`Records`: {err}"));
+        return serde_json::from_value(event).map(NotifyEvent::DeadLetters).map_err(EventError::Records);
     }
     let date = event
         .get("time")
@@ -155,8 +174,10 @@ pub fn parse_event(event: Value, now: chrono::DateTime<chrono::Utc>) -> Result<N
     match check {
         Some(check) => serde_json::from_value(check.clone())
             .map(|check| NotifyEvent::Freshness { check, date })
-            .map_err(|err| format!("`freshness_check`: {err}")),
-        None => Err("expected an SQS batch (`Records`) or a freshness check (`freshness_check`)".into()),
+            .map_err(EventError::FreshnessCheck),
+        None => Err(EventError::Unrecognised {
+            fields: event.as_object().map(|map| map.keys().cloned().collect()).unwrap_or_default(),
+        }),
     }
 }
 
@@ -474,9 +495,13 @@ mod tests {
             "detail": {"freshness_check": {"pipeline": "p", "deadline_utc": "07:30"}}});
         assert!(matches!(parse_event(in_detail, now), Ok(NotifyEvent::Freshness { .. })));
         assert!(matches!(parse_event(serde_json::json!({"Records": []}), now), Ok(NotifyEvent::DeadLetters(_))));
-        let err = parse_event(serde_json::json!({"freshness_check": {"pipeline": "p"}}), now).expect_err("no deadline");
+        let err = parse_event(serde_json::json!({"freshness_check": {"pipeline": "p"}}), now)
+            .expect_err("no deadline")
+            .to_string();
         assert!(err.contains("freshness_check") && err.contains("deadline_utc"), "{err}");
         assert!(parse_event(serde_json::json!({"hello": 1}), now).is_err());
+        let err = parse_event(serde_json::json!({"hello": 1}), now).expect_err("neither").to_string();
+        assert!(err.contains("`Records`") && err.contains(r#"["hello"]"#), "{err}");
     }
 
     #[test]
