@@ -19,7 +19,7 @@ pub mod page;
 pub use page::{ConvertStats, convert_to_writer, convert_with_schema, records_to_parquet};
 mod source;
 
-pub use build::{Violation, parse_decimal, parse_timestamp};
+pub use build::{DecimalError, Violation, parse_decimal, parse_timestamp};
 pub use convert::{
     ConvertError, DEFAULT_PARTITION, MAX_OPEN_PARTITIONS, OutputFile, PageOutput, PageSettings, QuarantineFile,
     WriterConfig, convert_page, infer_page, sanitize_partition_value,
