@@ -267,7 +267,8 @@ pub enum RequestError {
         /// `METHOD url`.
         target: String,
         /// What is wrong, naming `strategy.next`'s field.
-        problem: String,
+        #[source]
+        problem: paging::PagingError,
     },
     /// Sending the reply or storing the claim check failed.
     #[error("forwarding to {destination} failed: {source}")]
