@@ -6,8 +6,6 @@
 //! `ATHENA_WORKGROUP` and `ATHENA_OUTPUT_LOCATION` (optional defaults for
 //! queries that name none).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
 use adapters::aws::{self, AthenaEngine, LambdaEnv, SnsPublisher, SqsSender, dead_letter_target};
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
@@ -37,10 +35,7 @@ async fn main() -> Result<(), Error> {
     };
     let deps = athena::Deps { engine: &engine, topics: &topics, queue: &queue, config: &config, ledger: Some(ledger) };
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        // The invocation's deadline (ms since the epoch) as a monotonic instant.
-        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-        let remaining = Duration::from_millis(event.context.deadline.saturating_sub(now_ms));
-        let deadline = tokio::time::Instant::now() + remaining;
+        let deadline = tributary_core::deadline::from_epoch_ms(event.context.deadline);
         Ok::<_, Error>(athena::handle_sqs(&event.payload, deadline, deps).await)
     }))
     .await

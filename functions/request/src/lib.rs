@@ -150,19 +150,11 @@ pub struct Deps<'a> {
     /// Tokens and rate budgets that outlive one invocation.
     pub warm: &'a Warm,
     /// When the invocation ends (Lambda's `Context.deadline`, see
-    /// [`deadline_from_epoch_ms`]): no call or wait runs past it.
+    /// [`tributary_core::deadline::from_epoch_ms`]): no call or wait runs
+    /// past it.
     pub deadline: tokio::time::Instant,
     /// Settings.
     pub config: &'a RequestConfig,
-}
-
-/// The tokio instant of a Lambda deadline given in epoch milliseconds
-/// (`lambda_runtime::Context::deadline`); a deadline already past is now.
-pub fn deadline_from_epoch_ms(deadline_ms: u64) -> tokio::time::Instant {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
-    tokio::time::Instant::now() + Duration::from_millis(deadline_ms.saturating_sub(now_ms))
 }
 
 /// Why a request failed.

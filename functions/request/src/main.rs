@@ -45,7 +45,7 @@ async fn main() -> Result<(), Error> {
     let (http, queue, topics, store, secrets, warm, config) =
         (&http, &queue, &topics, &store, &secrets, &warm, &config);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        let deadline = request::deadline_from_epoch_ms(event.context.deadline);
+        let deadline = tributary_core::deadline::from_epoch_ms(event.context.deadline);
         let deps = request::Deps { http, queue, topics, store, secrets, warm, deadline, config };
         Ok::<_, Error>(request::handle_sqs(&event.payload, deps).await)
     }))
