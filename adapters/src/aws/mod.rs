@@ -37,7 +37,7 @@ pub use env::{
 pub use provision::{Provisioned, provision};
 pub use s3::S3Store;
 pub use secrets::{DEFAULT_SECRET_TTL, SecretsManagerStore};
-pub use sns::{SNS_MAX_SUBJECT_CHARS, SnsPublisher, sanitize_subject};
+pub use sns::SnsPublisher;
 pub use sqs::SqsSender;
 
 use aws_config::BehaviorVersion;

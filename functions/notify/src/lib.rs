@@ -27,7 +27,7 @@ use serde_json::Value;
 use contracts::AlertExample;
 use contracts::{Alert, V1};
 use tributary_core::batch::{self, RecordMeta, decode_body, queue_name_of_arn};
-use tributary_core::ports::{PortError, TopicMessage, TopicPublisher};
+use tributary_core::ports::{PortError, TopicMessage, TopicPublisher, sanitize_subject};
 use tributary_core::topology::{function_for_dead_letter_queue, function_for_queue};
 
 /// Body bytes quoted in an alert (1 KiB).
@@ -35,10 +35,6 @@ pub const EXCERPT_BYTES: usize = 1024;
 
 /// Error text quoted in an alert (1 KiB).
 pub const REASON_BYTES: usize = 1024;
-
-/// SNS `Subject`: printable ASCII, at most 100 characters (Amazon SNS
-/// Publish API reference).
-pub const SUBJECT_MAX_CHARS: usize = 100;
 
 /// Notify's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -357,7 +353,8 @@ pub const EXAMPLE_BYTES: usize = 300;
 
 /// Publishes one (grouped) alert: `MessageStructure=json` with the `sms`,
 /// `email`/`default` texts and the [`Alert`] JSON for machine protocols; a
-/// sanitised subject; `pipeline`, `function`, `severity` attributes.
+/// subject SNS accepts ([`sanitize_subject`]: ASCII, no line breaks, under
+/// 100 characters); `pipeline`, `function`, `severity` attributes.
 ///
 /// # Errors
 /// [`PortError`] from the topic.
@@ -391,7 +388,7 @@ pub async fn publish(alert: &Alert, deps: Deps<'_>) -> Result<(), PortError> {
     ]
     .into();
     tracing::error!(pipeline, function = %alert.function, count = alert.count, "dead letters: {}", alert.summary);
-    let message = TopicMessage { subject: Some(subject), body: email, attributes, per_protocol };
+    let message = TopicMessage { subject, body: email, attributes, per_protocol };
     deps.topics.publish(&deps.config.alerts_topic, vec![message]).await
 }
 
@@ -446,11 +443,6 @@ pub fn email_text(alert: &Alert) -> String {
     text
 }
 
-/// Printable ASCII only, at most [`SUBJECT_MAX_CHARS`] characters.
-pub fn sanitize_subject(subject: &str) -> String {
-    subject.chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).take(SUBJECT_MAX_CHARS).collect()
-}
-
 /// At most `max` bytes of `text`, cut on a character boundary, with `…`
 /// when cut.
 pub fn truncate(text: &str, max: usize) -> String {
@@ -467,13 +459,6 @@ pub fn truncate(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn subject_is_printable_ascii_and_short() {
-        let subject = sanitize_subject(&format!("ação\n{}", "x".repeat(200)));
-        assert_eq!(subject.chars().count(), SUBJECT_MAX_CHARS);
-        assert!(subject.chars().all(|c| c.is_ascii_graphic() || c == ' '));
-    }
 
     #[test]
     fn credentials_never_reach_the_alert() {
