@@ -6,6 +6,8 @@
 //! - [`batch`]: the SQS batch helper every SQS-triggered function uses.
 //! - [`deadline`]: an invocation's deadline (Lambda's epoch milliseconds)
 //!   as a tokio instant.
+//! - [`env`]: the Lambda environment, read once at cold start, naming the
+//!   variable on error.
 //! - [`ledger`]: the run ledger in the lake (receipts, expected pages,
 //!   completion); [`keys`]: every lake key, in one place.
 //! - [`state`]: incremental loading's cursor per pipeline, in the lake.
@@ -17,6 +19,7 @@
 
 pub mod batch;
 pub mod deadline;
+pub mod env;
 pub mod json;
 pub mod keys;
 pub mod ledger;

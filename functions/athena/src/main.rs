@@ -6,9 +6,10 @@
 //! `ATHENA_WORKGROUP` and `ATHENA_OUTPUT_LOCATION` (optional defaults for
 //! queries that name none).
 
-use adapters::aws::{self, AthenaEngine, LambdaEnv, SnsPublisher, SqsSender, dead_letter_target};
+use adapters::aws::{self, AthenaEngine, SnsPublisher, SqsSender};
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
+use tributary_core::env::{LambdaEnv, dead_letter_target};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

@@ -2,9 +2,10 @@
 //! `ALERTS_TOPIC_ARN` (required), `LAKE_BUCKET` (for the scheduled freshness
 //! checks; required by them), `TRIBUTARY_S3_FORCE_PATH_STYLE` (default false).
 
-use adapters::aws::{self, LambdaEnv, S3Store, SnsPublisher};
+use adapters::aws::{self, S3Store, SnsPublisher};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use serde_json::Value;
+use tributary_core::env::LambdaEnv;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

@@ -5,9 +5,10 @@
 //! `MAX_BATCH_BYTES` (SendMessageBatch payload cap, default 262144),
 //! `DLQ_URL` and `MAX_RECEIVE_COUNT` (dead letters with their reason).
 
-use adapters::aws::{self, LambdaEnv, SqsSender, dead_letter_target};
+use adapters::aws::{self, SqsSender};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use serde_json::Value;
+use tributary_core::env::{LambdaEnv, dead_letter_target};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

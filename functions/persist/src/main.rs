@@ -4,9 +4,10 @@
 //! and `MAX_RECEIVE_COUNT` (dead letters with their reason), `RUN_EVENTS_TOPIC_ARN`
 //! (announces completed runs; unset: none).
 
-use adapters::aws::{self, LambdaEnv, S3Store, dead_letter_target};
+use adapters::aws::{self, S3Store};
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
+use tributary_core::env::{LambdaEnv, dead_letter_target};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {

@@ -11,10 +11,11 @@
 //! Each invocation's deadline (`Context.deadline`, epoch milliseconds)
 //! reaches the handler: no call or retry wait runs past it.
 
-use adapters::aws::{self, LambdaEnv, S3Store, SecretsManagerStore, SnsPublisher, SqsSender, dead_letter_target};
+use adapters::aws::{self, S3Store, SecretsManagerStore, SnsPublisher, SqsSender};
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use request::http::{DEFAULT_CONNECT_TIMEOUT, HttpOptions, ReqwestClient};
+use tributary_core::env::{LambdaEnv, dead_letter_target};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
