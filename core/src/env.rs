@@ -291,6 +291,18 @@ pub fn optional_secs(name: &str, default: Duration) -> Result<Duration, EnvError
     LambdaEnv::from_env().secs_or(name, default)
 }
 
+/// Bytes of one SQS message, and of one `SendMessageBatch` call all
+/// entries together: a queue's `MaximumMessageSize` is 1,024 bytes (1 KiB)
+/// to 1,048,576 (1 MiB; the default is 262,144), and a batch's total payload
+/// may not exceed 1 MiB either (Amazon SQS API reference,
+/// `SetQueueAttributes` and `SendMessageBatch`).
+pub const SQS_MESSAGE_BYTES_RANGE: RangeInclusive<usize> = 1024..=1_048_576;
+
+/// Seconds a setting bounded by one invocation may take: at least 1, at
+/// most Lambda's 900 s maximum function time-out (AWS Lambda quotas), the
+/// range of a spec's `request.timeout_secs` too.
+pub const LAMBDA_SECS_RANGE: RangeInclusive<u64> = 1..=900;
+
 /// The SQS redrive policy's `maxReceiveCount` range (Amazon SQS Developer
 /// Guide, dead-letter queues: 1 to 1,000).
 pub const MAX_RECEIVE_COUNT_RANGE: RangeInclusive<u64> = 1..=1000;
