@@ -22,9 +22,11 @@
 //! it after its visibility timeout and dead-letters it after
 //! `maxReceiveCount`, where Notify alerts; permanent failures (a 4xx, a
 //! refused address, a missing secret, a body past the size cap) go to the
-//! DLQ at once. See `docs/request.md`.
+//! DLQ at once. See `docs/request.md`. The Lambda binary's settings come
+//! from its environment through [`LambdaConfig::from_env`].
 
 pub mod auth;
+mod config;
 mod fetch;
 pub mod http;
 pub mod paging;
@@ -51,6 +53,7 @@ use tributary_core::ports::{
     HttpClient, HttpRequest, ObjectStore, PortError, QueueSender, SecretStore, TopicMessage, TopicPublisher,
 };
 
+pub use config::{LambdaConfig, MAX_ATTEMPTS_RANGE, MAX_RESPONSE_BYTES_RANGE, MAX_RETRY_AFTER_SECS_RANGE};
 pub use fetch::Fetched;
 
 /// Default maximum message size: 256 KiB, SQS's classic `MaximumMessageSize`
