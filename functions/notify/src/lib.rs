@@ -20,6 +20,13 @@
 //! give one clear alert. Only a failure to publish fails the group's records,
 //! so SQS retries them (and after `maxReceiveCount` moves them to
 //! `notify-dlq`, which operators alarm on).
+//!
+//! The Lambda binary's settings come from its environment through
+//! [`LambdaConfig::from_env`].
+
+mod config;
+
+pub use config::LambdaConfig;
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use serde_json::Value;
