@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-/// A missing or malformed environment variable.
+/// A missing, malformed or out-of-range environment variable.
 ///
 /// `Debug` prints the same sentence as `Display`: a `main` returning this
 /// error prints it with `Debug`, and that line is what the Lambda init error
