@@ -449,8 +449,7 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
                 secrets: h.secrets.as_ref(),
                 warm: &h.warm,
                 // As in Lambda: the invocation ends at the function's time-out.
-                deadline: tokio::time::Instant::now()
-                    + std::time::Duration::from_secs(topology::function(Function::Request).timeout_secs),
+                deadline: tributary_core::deadline::after_timeout(Function::Request),
                 config: &h.request,
             };
             request::handle_sqs(&event, deps).await
@@ -473,8 +472,7 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
                 ledger: Some(h.ledger()),
             };
             // As in Lambda: the invocation ends at the function's time-out.
-            let timeout = std::time::Duration::from_secs(topology::function(Function::Athena).timeout_secs);
-            athena::handle_sqs(&event, tokio::time::Instant::now() + timeout, deps).await
+            athena::handle_sqs(&event, tributary_core::deadline::after_timeout(Function::Athena), deps).await
         }
         Function::Notify => {
             keep_dead_letters(&h.store, &event).await;

@@ -17,20 +17,31 @@ use serde::{Deserialize, Serialize};
 pub struct RunId(String);
 
 impl RunId {
+    /// Longest run id, in characters (all of them ASCII).
+    pub const MAX_LEN: usize = 64;
+
     /// Validates a run id.
     ///
     /// # Errors
-    /// A message naming the offending value when it is empty, longer than 64
-    /// characters, `.`/`..`, or holds a character outside `A-Za-z0-9_.-`.
-    pub fn new(value: impl Into<String>) -> Result<Self, String> {
+    /// [`RunIdError`] with the value and why: it is empty, `.`/`..`, holds a
+    /// character outside `A-Za-z0-9_.-`, or is longer than 64 characters.
+    pub fn new(value: impl Into<String>) -> Result<Self, RunIdError> {
         let value = value.into();
-        let ok_chars = value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
-        if value.is_empty() || value.len() > 64 || !ok_chars || value == "." || value == ".." {
-            return Err(format!(
-                "run_id {value:?} must be 1-64 characters of A-Z a-z 0-9 _ . - (it becomes part of object keys)"
-            ));
+        let why = if value.is_empty() {
+            Some(RunIdProblem::Empty)
+        } else if value == "." || value == ".." {
+            Some(RunIdProblem::DotSegment)
+        } else if let Some(c) = value.chars().find(|&c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))) {
+            Some(RunIdProblem::Character(c))
+        } else if value.len() > RunId::MAX_LEN {
+            Some(RunIdProblem::TooLong { length: value.len() })
+        } else {
+            None
+        };
+        match why {
+            Some(why) => Err(RunIdError { value, why }),
+            None => Ok(Self(value)),
         }
-        Ok(Self(value))
     }
 
     /// The run id derived from a scheduled time: `YYYYMMDDTHHMMSSZ` (UTC).
@@ -45,7 +56,7 @@ impl RunId {
 }
 
 impl TryFrom<String> for RunId {
-    type Error = String;
+    type Error = RunIdError;
     fn try_from(value: String) -> Result<Self, Self::Error> {
         Self::new(value)
     }
@@ -61,6 +72,36 @@ impl fmt::Display for RunId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// A text that cannot be a [`RunId`]: the value, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("run_id {value:?} {why}; it must be 1-64 characters of A-Z a-z 0-9 _ . - (it becomes part of object keys)")]
+pub struct RunIdError {
+    /// The text refused.
+    pub value: String,
+    /// What is wrong with it.
+    pub why: RunIdProblem,
+}
+
+/// Why a text is not a [`RunId`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RunIdProblem {
+    /// The text is empty.
+    #[error("is empty")]
+    Empty,
+    /// The text is `.` or `..`, a relative path segment in a key.
+    #[error("is a relative path segment")]
+    DotSegment,
+    /// The first character outside `A-Za-z0-9_.-`.
+    #[error("holds {0:?}")]
+    Character(char),
+    /// More than [`RunId::MAX_LEN`] characters.
+    #[error("has {length} characters")]
+    TooLong {
+        /// Its length.
+        length: usize,
+    },
 }
 
 /// Where a page sits in its run: page `index` (0-based) of `count`.
@@ -139,6 +180,20 @@ pub fn redacted_url(url: &url::Url) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn run_ids_are_refused_naming_value_and_why() {
+        assert_eq!(RunId::new("20261129T060000Z").map(|id| id.to_string()), Ok("20261129T060000Z".to_string()));
+        let why = |value: &str| RunId::new(value).expect_err("refused").why;
+        assert_eq!(why(""), RunIdProblem::Empty);
+        assert_eq!(why(".."), RunIdProblem::DotSegment);
+        assert_eq!(why("a/b"), RunIdProblem::Character('/'));
+        assert_eq!(why("é"), RunIdProblem::Character('é'));
+        assert_eq!(why(&"x".repeat(65)), RunIdProblem::TooLong { length: 65 });
+        RunId::new("x".repeat(RunId::MAX_LEN)).expect("64 characters");
+        let err = RunId::new("../etc").expect_err("a slash").to_string();
+        assert!(err.contains(r#""../etc""#) && err.contains("'/'") && err.contains("1-64 characters"), "{err}");
+    }
 
     #[test]
     fn redacted_url_drops_query_and_credentials() {

@@ -27,7 +27,7 @@ pub mod template;
 mod version;
 
 pub use alert::{Alert, AlertExample};
-pub use common::{Destination, HttpMethod, PageRef, RunId, redacted_url};
+pub use common::{Destination, HttpMethod, PageRef, RunId, RunIdError, RunIdProblem, redacted_url};
 pub use persist::{Layout, Payload, PayloadFormat, PersistMessage, RawRecords};
 pub use probe::ProbeReply;
 pub use query::{QueryContinuation, QueryMessage, QueryRow};

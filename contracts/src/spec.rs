@@ -605,19 +605,32 @@ pub fn check_name(field: &str, value: &str) -> Result<(), SpecError> {
     Ok(())
 }
 
-/// Folders of the lake that are not datasets.
-pub const RESERVED_DATASETS: &[&str] = &["raw", "quarantine"];
+/// Top folders of the lake that are not datasets, so no `target.dataset`
+/// may take their names (the lake's readers skip them too):
+///
+/// - `raw`: every page as received, replayable
+///   (`raw/<dataset>/dt=<date>/…json|payload`, written by Persist and, for
+///   claim checks, Request; `tributary_core::keys`).
+/// - `quarantine`: records Persist set aside
+///   (`quarantine/<dataset>/dt=<date>/…jsonl`; `tributary_core::keys`).
+/// - `athena-results`: Athena's result files, the workgroup's
+///   `OutputLocation` in `infra/template.yaml`, whose bucket lifecycle
+///   expires them after 30 days (a dataset there would be expired with them).
+///
+/// The other folders of the lake (`_runs`, `_claims`, `_schema`, …) start
+/// with `_`, which [`check_name`] never accepts.
+pub const RESERVED_DATASETS: &[&str] = &["raw", "quarantine", "athena-results"];
 
 /// Checks a dataset name: [`check_name`], and not one of
-/// [`RESERVED_DATASETS`] (their folders hold raw pages and quarantined
-/// records of every dataset).
+/// [`RESERVED_DATASETS`].
 ///
 /// # Errors
 /// [`SpecError::Invalid`] naming `field` and the value.
 pub fn check_dataset(field: &str, value: &str) -> Result<(), SpecError> {
     check_name(field, value)?;
     if RESERVED_DATASETS.contains(&value) {
-        return Err(invalid(field, &format!("{value:?}"), "is a reserved folder of the lake (raw, quarantine)"));
+        let reason = format!("is a reserved folder of the lake ({})", RESERVED_DATASETS.join(", "));
+        return Err(invalid(field, &format!("{value:?}"), &reason));
     }
     Ok(())
 }
@@ -883,6 +896,12 @@ target:
         assert!(err.contains("request.url") && !err.contains("pw@"), "{err}");
         let err = parse_err(&PAGED.replace("dataset: customers", "dataset: raw"));
         assert!(err.contains("target.dataset") && err.contains("reserved"), "{err}");
+        // The lake bucket's lifecycle expires athena-results/ (Athena's result files).
+        let err = parse_err(&PAGED.replace("dataset: customers", "dataset: athena-results"));
+        assert!(
+            err.contains("target.dataset") && err.contains("\"athena-results\"") && err.contains("reserved"),
+            "{err}"
+        );
         let err = parse_err(&PAGED.replace("dataset: customers", "dataset: customers\n  format: csv"));
         assert!(err.contains("format"), "{err}");
         let err = parse_err(&PAGED.replace(

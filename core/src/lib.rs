@@ -4,6 +4,10 @@
 //! - [`ports`]: one narrow trait per outside capability (queue, topic, object
 //!   store, query engine, secrets, HTTP); the `adapters` crate implements them.
 //! - [`batch`]: the SQS batch helper every SQS-triggered function uses.
+//! - [`deadline`]: an invocation's deadline (Lambda's epoch milliseconds)
+//!   as a tokio instant.
+//! - [`env`]: the Lambda environment, read once at cold start, naming the
+//!   variable on error.
 //! - [`ledger`]: the run ledger in the lake (receipts, expected pages,
 //!   completion); [`keys`]: every lake key, in one place.
 //! - [`state`]: incremental loading's cursor per pipeline, in the lake.
@@ -14,6 +18,8 @@
 //!   Persist.
 
 pub mod batch;
+pub mod deadline;
+pub mod env;
 pub mod json;
 pub mod keys;
 pub mod ledger;

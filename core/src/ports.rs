@@ -112,8 +112,9 @@ pub trait QueueSender: Send + Sync {
 /// One message for an SNS topic.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TopicMessage {
-    /// Subject (e-mail subscribers see it; SNS allows printable ASCII, at
-    /// most 100 characters).
+    /// Subject (e-mail subscribers see it): what [`sanitize_subject`] gives
+    /// is what SNS accepts, ASCII without line breaks, under 100 characters;
+    /// the SNS adapter passes every subject through it.
     pub subject: Option<String>,
     /// Body (with `per_protocol`, the `default` text).
     pub body: String,
@@ -142,6 +143,42 @@ impl TopicMessage {
     pub fn text_for(&self, protocol: &str) -> &str {
         self.per_protocol.get(protocol).map_or(self.body.as_str(), String::as_str)
     }
+}
+
+/// Longest subject sent, in characters. The SNS `Publish` API reference
+/// says a subject "must be less than 100 characters long", so 99 keeps us
+/// inside either reading of the limit:
+/// <https://docs.aws.amazon.com/sns/latest/api/API_Publish.html>.
+pub const SNS_MAX_SUBJECT_CHARS: usize = 99;
+
+/// The subject SNS will accept, or `None` when nothing printable is left.
+///
+/// SNS subjects are ASCII without line breaks or control characters, begin
+/// with a letter, digit or punctuation mark, and are shorter than 100
+/// characters (`Publish` API reference). Runs of whitespace and control
+/// characters become one space, other non-ASCII characters become `?`, the
+/// result is trimmed and cut to [`SNS_MAX_SUBJECT_CHARS`].
+pub fn sanitize_subject(subject: &str) -> Option<String> {
+    let mut out = String::with_capacity(subject.len().min(SNS_MAX_SUBJECT_CHARS));
+    let mut pending_space = false;
+    for c in subject.chars() {
+        if c.is_whitespace() || c.is_control() {
+            pending_space = !out.is_empty();
+            continue;
+        }
+        let c = if c.is_ascii_graphic() { c } else { '?' };
+        if pending_space {
+            out.push(' ');
+            pending_space = false;
+        }
+        out.push(c);
+        if out.len() >= SNS_MAX_SUBJECT_CHARS {
+            break;
+        }
+    }
+    out.truncate(SNS_MAX_SUBJECT_CHARS);
+    let trimmed = out.trim_end();
+    (!trimmed.is_empty()).then(|| trimmed.to_string())
 }
 
 /// Publishes messages to SNS topics.
@@ -418,4 +455,30 @@ pub struct NetworkAccess {
     /// space (RFC 6598, `100.64/10`) and unique-local IPv6 (RFC 4193,
     /// `fc00::/7`).
     pub private: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects_are_printable_ascii_and_short() {
+        assert_eq!(sanitize_subject(""), None);
+        assert_eq!(sanitize_subject(" \n\t "), None);
+        assert_eq!(sanitize_subject("  Pipeline\nfailed:\t\tcafé  "), Some("Pipeline failed: caf?".to_string()));
+        let long = "x".repeat(300);
+        assert_eq!(sanitize_subject(&long).map(|s| s.len()), Some(SNS_MAX_SUBJECT_CHARS));
+        let spaced = format!("{} tail", "y".repeat(SNS_MAX_SUBJECT_CHARS - 1));
+        let cut = sanitize_subject(&spaced).unwrap();
+        assert!(cut.len() <= SNS_MAX_SUBJECT_CHARS && !cut.ends_with(' '));
+    }
+
+    /// Notify's alert subjects: non-ASCII and line breaks in a pipeline or
+    /// function name never reach SNS, and a long one is cut at the limit.
+    #[test]
+    fn alert_subjects_are_printable_ascii_and_short() {
+        let subject = sanitize_subject(&format!("ação\n{}", "x".repeat(200))).expect("printable text left");
+        assert_eq!(subject.chars().count(), SNS_MAX_SUBJECT_CHARS);
+        assert!(subject.chars().all(|c| c.is_ascii_graphic() || c == ' '));
+    }
 }

@@ -12,7 +12,8 @@
 //! layout of `tributary_core::keys`: `<dataset>/dt=<YYYY-MM-DD>/<file>.parquet`) as
 //! a table named like the folder, with the `dt` partition as a `Utf8`
 //! column. Folders that are not datasets are not tables: `raw/`,
-//! `quarantine/`, `athena-results/` and any name starting with `_` or `.`
+//! `quarantine/`, `athena-results/` (`contracts::spec::RESERVED_DATASETS`)
+//! and any name starting with `_` or `.`
 //! (`_runs/`, `_claims/`, …). A dataset folder holding no Parquet file yet
 //! is not a table either. Names are taken as they are: a dataset called
 //! `web-events` is `"web-events"` in SQL. `information_schema` is on, so
@@ -33,6 +34,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use arrow_array::RecordBatch;
 use async_trait::async_trait;
+use contracts::spec::RESERVED_DATASETS;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{ParamValues, TableReference};
 use datafusion::datasource::file_format::parquet::ParquetFormat;
@@ -53,10 +55,6 @@ pub const PAGE_ROWS: usize = 1000;
 /// The Hive partition column every dataset has (`dt=<YYYY-MM-DD>` folders),
 /// typed `Utf8`.
 pub const PARTITION_COLUMN: &str = "dt";
-
-/// Top folders of the lake that are never tables (besides names starting
-/// with `_` or `.`): raw pages, quarantined records, Athena's result files.
-pub const NOT_DATASETS: &[&str] = &["raw", "quarantine", "athena-results"];
 
 /// Runs SQL over a lake folder with DataFusion.
 ///
@@ -214,7 +212,8 @@ impl QueryEngine for LakeEngine {
 }
 
 /// The dataset folders directly under `root`, sorted by name: every folder
-/// but [`NOT_DATASETS`], names starting with `_` or `.`, names that are not
+/// but [`RESERVED_DATASETS`] (raw pages, quarantined records, Athena's result
+/// files: the names no spec may give a dataset), names starting with `_` or `.`, names that are not
 /// UTF-8, and folders holding no `.parquet` file.
 ///
 /// # Errors
@@ -225,7 +224,7 @@ async fn find_datasets(root: &Path) -> std::io::Result<Vec<Dataset>> {
     let mut entries = tokio::fs::read_dir(root).await?;
     while let Some(entry) = entries.next_entry().await? {
         let Ok(name) = entry.file_name().into_string() else { continue };
-        if NOT_DATASETS.contains(&name.as_str()) || name.starts_with(['_', '.']) {
+        if RESERVED_DATASETS.contains(&name.as_str()) || name.starts_with(['_', '.']) {
             continue;
         }
         let path = entry.path();

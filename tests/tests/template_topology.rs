@@ -467,6 +467,14 @@ fn documented_env_vars(main_rs: &str) -> BTreeSet<String> {
     names
 }
 
+/// Environment variable names a function's `src/config.rs` reads: its
+/// string literals (`"LAKE_BUCKET"`) before its tests. Its docs are left
+/// out: they also name constants such as `SQS_MESSAGE_BYTES_RANGE`.
+fn config_env_vars(config_rs: &str) -> BTreeSet<String> {
+    let code = config_rs.split("#[cfg(test)]").next().unwrap_or_default();
+    documented_env_vars(code).into_iter().filter(|name| code.contains(&format!("\"{name}\""))).collect()
+}
+
 #[test]
 fn functions_get_exactly_the_environment_their_main_reads() {
     let template = Template::load();
@@ -476,6 +484,18 @@ fn functions_get_exactly_the_environment_their_main_reads() {
         let main = repo_root().join("functions").join(name).join("src/main.rs");
         let text = std::fs::read_to_string(&main).unwrap_or_else(|err| panic!("cannot read {}: {err}", main.display()));
         let read = documented_env_vars(&text);
+        // The main reads its variables through `LambdaConfig::from_env`
+        // (src/config.rs): its list must name every one of them.
+        let config = repo_root().join("functions").join(name).join("src/config.rs");
+        if let Ok(config_text) = std::fs::read_to_string(&config) {
+            for var in config_env_vars(&config_text).difference(&read) {
+                failures.push(format!(
+                    "function `{name}`: {} reads {var}, which {} does not list",
+                    main_display(&config),
+                    main_display(&main)
+                ));
+            }
+        }
         let Some(id) = template.function_id(decl.function) else {
             failures.push(format!("function `{name}`: missing (see the function test)"));
             continue;
@@ -573,7 +593,7 @@ fn schedules_start_a_run_named_after_the_scheduled_time() {
             event = event.replace("${CustomersFreshnessDeadline}", deadline.unwrap_or_default());
             match serde_json::from_str(&event)
                 .map_err(|e| e.to_string())
-                .and_then(|e| notify::parse_event(e, chrono::Utc::now()))
+                .and_then(|e| notify::parse_event(e, chrono::Utc::now()).map_err(|e| e.to_string()))
             {
                 Ok(notify::NotifyEvent::Freshness { date, .. }) if date.to_string() == "2026-11-29" => {}
                 other => failures

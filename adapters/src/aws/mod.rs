@@ -6,9 +6,8 @@
 //! - [`S3Store`], the [`tributary_core::ports::ObjectStore`], on one bucket (and prefix).
 //! - [`SecretsManagerStore`], the [`tributary_core::ports::SecretStore`], with a TTL cache.
 //! - [`AthenaEngine`], the [`tributary_core::ports::QueryEngine`].
-//! - [`env`](mod@env), typed reads of the Lambda environment naming the variable on
-//!   error; [`sdk_config`] and [`s3_client`], for clients built once at
-//!   cold start.
+//! - [`sdk_config`] and [`s3_client`], for clients built once at cold start
+//!   (the environment itself is read by [`tributary_core::env`]).
 //!
 //! Errors: throttling, 5xx, time-outs and connection failures (after the
 //! SDK's own retries) become [`tributary_core::ports::PortError::Transient`];
@@ -19,7 +18,6 @@
 //! (`adapters/tests/aws_adapters.rs`; `scripts/moto.sh`).
 
 pub mod batching;
-pub mod env;
 mod error;
 mod provision;
 
@@ -31,16 +29,14 @@ mod sqs;
 
 pub use athena::{AthenaEngine, DEFAULT_QUERY_TIMEOUT, RESULTS_PAGE_SIZE};
 pub use batching::{BatchLimits, DEFAULT_MAX_BATCH_BYTES, MAX_BATCH_ENTRIES};
-pub use env::{
-    EnvError, LambdaEnv, dead_letter_target, optional_bool, optional_env, optional_secs, optional_usize, required_env,
-};
 pub use provision::{Provisioned, provision};
 pub use s3::S3Store;
 pub use secrets::{DEFAULT_SECRET_TTL, SecretsManagerStore};
-pub use sns::{SNS_MAX_SUBJECT_CHARS, SnsPublisher, sanitize_subject};
+pub use sns::SnsPublisher;
 pub use sqs::SqsSender;
 
 use aws_config::BehaviorVersion;
+use tributary_core::env::{EnvError, optional_bool};
 
 /// Environment variable turning on S3 path-style addressing
 /// (`http://host/bucket/key`), which emulators such as moto need: `true` or

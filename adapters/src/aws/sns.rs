@@ -5,45 +5,9 @@ use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
 
 use super::batching::{BatchLimits, BatchOutcome, FailedEntry, entry_id, entry_retry_policy, send_all, split_batches};
 use super::error::{build_error, code, port_error};
-use tributary_core::ports::{PortError, TopicMessage, TopicPublisher};
+use tributary_core::ports::{PortError, TopicMessage, TopicPublisher, sanitize_subject};
 
 const OPERATION: &str = "PublishBatch";
-
-/// Longest subject sent, in characters. The `Publish` API reference says a
-/// subject "must be less than 100 characters long", so 99 keeps us inside
-/// either reading of the limit:
-/// <https://docs.aws.amazon.com/sns/latest/api/API_Publish.html>.
-pub const SNS_MAX_SUBJECT_CHARS: usize = 99;
-
-/// The subject SNS will accept, or `None` when nothing printable is left.
-///
-/// SNS subjects are ASCII without line breaks or control characters, begin
-/// with a letter, digit or punctuation mark, and are shorter than 100
-/// characters. Runs of whitespace and control characters become one space,
-/// other non-ASCII characters become `?`, the result is trimmed and cut to
-/// [`SNS_MAX_SUBJECT_CHARS`].
-pub fn sanitize_subject(subject: &str) -> Option<String> {
-    let mut out = String::with_capacity(subject.len().min(SNS_MAX_SUBJECT_CHARS));
-    let mut pending_space = false;
-    for c in subject.chars() {
-        if c.is_whitespace() || c.is_control() {
-            pending_space = !out.is_empty();
-            continue;
-        }
-        let c = if c.is_ascii_graphic() { c } else { '?' };
-        if pending_space {
-            out.push(' ');
-            pending_space = false;
-        }
-        out.push(c);
-        if out.len() >= SNS_MAX_SUBJECT_CHARS {
-            break;
-        }
-    }
-    out.truncate(SNS_MAX_SUBJECT_CHARS);
-    let trimmed = out.trim_end();
-    (!trimmed.is_empty()).then(|| trimmed.to_string())
-}
 
 /// Bytes SNS counts for a message: body, subject, and each attribute's
 /// name, data type (`String`) and value.
@@ -59,7 +23,8 @@ fn message_bytes(message: &TopicMessage, subject: Option<&str>) -> usize {
 /// split, in order, into calls of at most 10 entries and at most
 /// [`BatchLimits::max_bytes`] bytes in all (default 262,144, the SNS limit
 /// for one message and for a whole batch), counting body, subject and
-/// attributes. Subjects pass through [`sanitize_subject`] and are omitted
+/// attributes. Subjects pass through [`sanitize_subject`] (in
+/// [`tributary_core::ports`]) and are omitted
 /// when empty; attributes are sent as `String` message attributes (what
 /// subscription filter policies match on). Failed entries without sender
 /// fault are re-sent by id with a short backoff. API reference:
@@ -182,18 +147,6 @@ impl TopicPublisher for SnsPublisher {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn subjects_are_printable_ascii_and_short() {
-        assert_eq!(sanitize_subject(""), None);
-        assert_eq!(sanitize_subject(" \n\t "), None);
-        assert_eq!(sanitize_subject("  Pipeline\nfailed:\t\tcafé  "), Some("Pipeline failed: caf?".to_string()));
-        let long = "x".repeat(300);
-        assert_eq!(sanitize_subject(&long).map(|s| s.len()), Some(SNS_MAX_SUBJECT_CHARS));
-        let spaced = format!("{} tail", "y".repeat(SNS_MAX_SUBJECT_CHARS - 1));
-        let cut = sanitize_subject(&spaced).unwrap();
-        assert!(cut.len() <= SNS_MAX_SUBJECT_CHARS && !cut.ends_with(' '));
-    }
 
     #[test]
     fn message_size_counts_subject_and_attributes() {

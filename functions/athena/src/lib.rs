@@ -21,6 +21,13 @@
 //! A page published twice (a retried invocation) repeats the same row
 //! indexes, which become the same request page keys: no duplicates in the
 //! lake.
+//!
+//! The Lambda binary's settings come from its environment through
+//! [`LambdaConfig::from_env`].
+
+mod config;
+
+pub use config::LambdaConfig;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -20,6 +20,13 @@
 //! give one clear alert. Only a failure to publish fails the group's records,
 //! so SQS retries them (and after `maxReceiveCount` moves them to
 //! `notify-dlq`, which operators alarm on).
+//!
+//! The Lambda binary's settings come from its environment through
+//! [`LambdaConfig::from_env`].
+
+mod config;
+
+pub use config::LambdaConfig;
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use serde_json::Value;
@@ -27,7 +34,7 @@ use serde_json::Value;
 use contracts::AlertExample;
 use contracts::{Alert, V1};
 use tributary_core::batch::{self, RecordMeta, decode_body, queue_name_of_arn};
-use tributary_core::ports::{PortError, TopicMessage, TopicPublisher};
+use tributary_core::ports::{PortError, TopicMessage, TopicPublisher, sanitize_subject};
 use tributary_core::topology::{function_for_dead_letter_queue, function_for_queue};
 
 /// Body bytes quoted in an alert (1 KiB).
@@ -35,10 +42,6 @@ pub const EXCERPT_BYTES: usize = 1024;
 
 /// Error text quoted in an alert (1 KiB).
 pub const REASON_BYTES: usize = 1024;
-
-/// SNS `Subject`: printable ASCII, at most 100 characters (Amazon SNS
-/// Publish API reference).
-pub const SUBJECT_MAX_CHARS: usize = 100;
 
 /// Notify's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,16 +138,35 @@ pub enum NotifyEvent {
     },
 }
 
+/// An invocation Notify cannot read, naming the field.
+#[derive(Debug, thiserror::Error)]
+pub enum EventError {
+    /// `Records` is there but is not an SQS batch.
+    #[error("`Records`: {0}")]
+    Records(#[source] serde_json::Error),
+    /// `freshness_check` is there but is not a [`FreshnessCheck`].
+    #[error("`freshness_check`: {0}")]
+    FreshnessCheck(#[source] serde_json::Error),
+    /// Neither field is there.
+    #[error(
+        "expected an SQS batch (`Records`) or a freshness check (`freshness_check`); the event's fields are {fields:?}"
+    )]
+    Unrecognised {
+        /// The event's top-level field names (none when it is not an object).
+        fields: Vec<String>,
+    },
+}
+
 /// Classifies an invocation: an SQS batch (`Records`), or a freshness check
 /// (`freshness_check` as the whole event, or in a scheduler event's
 /// `detail`, dated by its `time`; else by `now`).
 ///
 /// # Errors
-/// A message naming the field when the event is neither, or the check is
-/// malformed.
-pub fn parse_event(event: Value, now: chrono::DateTime<chrono::Utc>) -> Result<NotifyEvent, String> {
+/// [`EventError`] naming the field when the event is neither, or the check
+/// is malformed.
+pub fn parse_event(event: Value, now: chrono::DateTime<chrono::Utc>) -> Result<NotifyEvent, EventError> {
     if event.get("Records").is_some() {
-        return serde_json::from_value(event).map(NotifyEvent::DeadLetters).map_err(|err| format!("`Records`: {err}"));
+        return serde_json::from_value(event).map(NotifyEvent::DeadLetters).map_err(EventError::Records);
     }
     let date = event
         .get("time")
@@ -155,8 +177,10 @@ pub fn parse_event(event: Value, now: chrono::DateTime<chrono::Utc>) -> Result<N
     match check {
         Some(check) => serde_json::from_value(check.clone())
             .map(|check| NotifyEvent::Freshness { check, date })
-            .map_err(|err| format!("`freshness_check`: {err}")),
-        None => Err("expected an SQS batch (`Records`) or a freshness check (`freshness_check`)".into()),
+            .map_err(EventError::FreshnessCheck),
+        None => Err(EventError::Unrecognised {
+            fields: event.as_object().map(|map| map.keys().cloned().collect()).unwrap_or_default(),
+        }),
     }
 }
 
@@ -336,7 +360,8 @@ pub const EXAMPLE_BYTES: usize = 300;
 
 /// Publishes one (grouped) alert: `MessageStructure=json` with the `sms`,
 /// `email`/`default` texts and the [`Alert`] JSON for machine protocols; a
-/// sanitised subject; `pipeline`, `function`, `severity` attributes.
+/// subject SNS accepts ([`sanitize_subject`]: ASCII, no line breaks, under
+/// 100 characters); `pipeline`, `function`, `severity` attributes.
 ///
 /// # Errors
 /// [`PortError`] from the topic.
@@ -370,7 +395,7 @@ pub async fn publish(alert: &Alert, deps: Deps<'_>) -> Result<(), PortError> {
     ]
     .into();
     tracing::error!(pipeline, function = %alert.function, count = alert.count, "dead letters: {}", alert.summary);
-    let message = TopicMessage { subject: Some(subject), body: email, attributes, per_protocol };
+    let message = TopicMessage { subject, body: email, attributes, per_protocol };
     deps.topics.publish(&deps.config.alerts_topic, vec![message]).await
 }
 
@@ -425,11 +450,6 @@ pub fn email_text(alert: &Alert) -> String {
     text
 }
 
-/// Printable ASCII only, at most [`SUBJECT_MAX_CHARS`] characters.
-pub fn sanitize_subject(subject: &str) -> String {
-    subject.chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).take(SUBJECT_MAX_CHARS).collect()
-}
-
 /// At most `max` bytes of `text`, cut on a character boundary, with `…`
 /// when cut.
 pub fn truncate(text: &str, max: usize) -> String {
@@ -446,13 +466,6 @@ pub fn truncate(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn subject_is_printable_ascii_and_short() {
-        let subject = sanitize_subject(&format!("ação\n{}", "x".repeat(200)));
-        assert_eq!(subject.chars().count(), SUBJECT_MAX_CHARS);
-        assert!(subject.chars().all(|c| c.is_ascii_graphic() || c == ' '));
-    }
 
     #[test]
     fn credentials_never_reach_the_alert() {
@@ -474,9 +487,13 @@ mod tests {
             "detail": {"freshness_check": {"pipeline": "p", "deadline_utc": "07:30"}}});
         assert!(matches!(parse_event(in_detail, now), Ok(NotifyEvent::Freshness { .. })));
         assert!(matches!(parse_event(serde_json::json!({"Records": []}), now), Ok(NotifyEvent::DeadLetters(_))));
-        let err = parse_event(serde_json::json!({"freshness_check": {"pipeline": "p"}}), now).expect_err("no deadline");
+        let err = parse_event(serde_json::json!({"freshness_check": {"pipeline": "p"}}), now)
+            .expect_err("no deadline")
+            .to_string();
         assert!(err.contains("freshness_check") && err.contains("deadline_utc"), "{err}");
         assert!(parse_event(serde_json::json!({"hello": 1}), now).is_err());
+        let err = parse_event(serde_json::json!({"hello": 1}), now).expect_err("neither").to_string();
+        assert!(err.contains("`Records`") && err.contains(r#"["hello"]"#), "{err}");
     }
 
     #[test]

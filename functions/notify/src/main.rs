@@ -1,22 +1,21 @@
-//! Notify Lambda: wiring only. Environment (read once, at cold start):
-//! `ALERTS_TOPIC_ARN` (required), `LAKE_BUCKET` (for the scheduled freshness
-//! checks; required by them), `TRIBUTARY_S3_FORCE_PATH_STYLE` (default false).
+//! Notify Lambda: wiring only. Environment (read once, at cold start, by
+//! [`notify::LambdaConfig::from_env`]): `ALERTS_TOPIC_ARN` (required),
+//! `LAKE_BUCKET` (for the scheduled freshness checks; required by them),
+//! `TRIBUTARY_S3_FORCE_PATH_STYLE` (default false; read by
+//! `adapters::aws::s3_client`).
 
-use adapters::aws::{self, LambdaEnv, S3Store, SnsPublisher};
+use adapters::aws::{self, S3Store, SnsPublisher};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use serde_json::Value;
+use tributary_core::env::LambdaEnv;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     tributary_core::telemetry::init_lambda();
-    let env = LambdaEnv::from_env();
-    let config = notify::NotifyConfig {
-        alerts_topic: env.required("ALERTS_TOPIC_ARN")?,
-        metrics: tributary_core::metrics::MetricsTarget::Stdout,
-    };
+    let notify::LambdaConfig { handler: config, lake_bucket } = notify::LambdaConfig::from_env(&LambdaEnv::from_env())?;
     let sdk = aws::sdk_config().await;
     let topics = SnsPublisher::new(aws_sdk_sns::Client::new(&sdk));
-    let store = match env.optional("LAKE_BUCKET")? {
+    let store = match lake_bucket {
         Some(bucket) => Some(S3Store::new(aws::s3_client(&sdk)?, bucket)),
         None => None,
     };

@@ -12,9 +12,13 @@
 //!   each record handled alone with `batchItemFailures`.
 //!
 //! The planning itself is pure and lives in [`strategy`], one module per
-//! `CallStrategy` variant.
+//! `CallStrategy` variant. The Lambda binary's settings come from its
+//! environment through [`LambdaConfig::from_env`].
 
+mod config;
 pub mod strategy;
+
+pub use config::LambdaConfig;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::Value;

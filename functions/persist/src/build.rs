@@ -290,7 +290,7 @@ impl Col {
                 _ => Err(violation(found(rec, idx))),
             },
             Col::Decimal(_, p, s) => match decimal_text(rec, idx, scratch) {
-                Some(text) => parse_decimal(text, *p, *s).map(|_| next).map_err(violation),
+                Some(text) => parse_decimal(text, *p, *s).map(|_| next).map_err(|err| violation(err.to_string())),
                 None => Err(violation(found(rec, idx))),
             },
             Col::Date(_) => match string_of(rec, idx, scratch) {
@@ -593,28 +593,68 @@ fn decimal_text<'a>(rec: Rec<'a>, idx: usize, scratch: &'a mut String) -> Option
     }
 }
 
+/// Decimal text that does not fit a `decimal(precision, scale)` column
+/// exactly, with the text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecimalError {
+    /// Not a plain decimal number (`[+-]digits[.digits]`; exponents are
+    /// refused).
+    #[error("{text:?}, not a plain decimal number")]
+    NotPlain {
+        /// The text.
+        text: String,
+    },
+    /// More significant fraction digits than the scale: it would be rounded.
+    #[error("{text} with {digits} fraction digits (it would be rounded)")]
+    Rounded {
+        /// The text.
+        text: String,
+        /// Its fraction digits, trailing zeros left out.
+        digits: usize,
+        /// The column's scale.
+        scale: u8,
+    },
+    /// More integer digits than `precision - scale`.
+    #[error("{text}, more than {max_digits} integer digits")]
+    TooManyDigits {
+        /// The text.
+        text: String,
+        /// `precision - scale`.
+        max_digits: u8,
+    },
+    /// The unscaled value does not fit an `i128`.
+    #[error("{text}: too many digits")]
+    Overflow {
+        /// The text.
+        text: String,
+    },
+}
+
 /// Parses decimal text exactly into an unscaled `i128`.
 ///
 /// # Errors
-/// A reason when it is not a plain decimal number (exponents are refused),
-/// has more fraction digits than `scale` (it would be rounded) or more
-/// digits than `precision`.
-pub fn parse_decimal(text: &str, precision: u8, scale: u8) -> Result<i128, String> {
+/// [`DecimalError`] with the text when it is not a plain decimal number
+/// (exponents are refused), has more fraction digits than `scale` (it would
+/// be rounded) or more digits than `precision`.
+pub fn parse_decimal(text: &str, precision: u8, scale: u8) -> Result<i128, DecimalError> {
     let (negative, body) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text.strip_prefix('+').unwrap_or(text)),
     };
     let (int, frac) = body.split_once('.').unwrap_or((body, ""));
     if int.is_empty() || !int.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("{text:?}, not a plain decimal number"));
+        return Err(DecimalError::NotPlain { text: text.to_string() });
     }
     let frac_trimmed = frac.trim_end_matches('0');
     if frac_trimmed.len() > scale as usize {
-        return Err(format!("{text} with {} fraction digits (it would be rounded)", frac_trimmed.len()));
+        return Err(DecimalError::Rounded { text: text.to_string(), digits: frac_trimmed.len(), scale });
     }
     let int = int.trim_start_matches('0');
     if int.len() + scale as usize > precision as usize {
-        return Err(format!("{text}, more than {} integer digits", precision - scale));
+        return Err(DecimalError::TooManyDigits {
+            text: text.to_string(),
+            max_digits: precision.saturating_sub(scale),
+        });
     }
     let mut digits = String::with_capacity(int.len() + scale as usize);
     digits.push_str(int);
@@ -622,8 +662,11 @@ pub fn parse_decimal(text: &str, precision: u8, scale: u8) -> Result<i128, Strin
     for _ in frac_trimmed.len()..scale as usize {
         digits.push('0');
     }
-    let value: i128 =
-        if digits.is_empty() { 0 } else { digits.parse().map_err(|_| format!("{text}: too many digits"))? };
+    let value: i128 = if digits.is_empty() {
+        0
+    } else {
+        digits.parse().map_err(|_| DecimalError::Overflow { text: text.to_string() })?
+    };
     Ok(if negative { -value } else { value })
 }
 
@@ -689,9 +732,11 @@ mod tests {
         assert_eq!(parse_decimal("12.5", 10, 2), Ok(1250));
         assert_eq!(parse_decimal("-0.10", 10, 2), Ok(-10));
         assert_eq!(parse_decimal("123456789012345678901234567890", 38, 0), Ok(123_456_789_012_345_678_901_234_567_890));
-        assert!(parse_decimal("1.234", 10, 2).expect_err("rounding").contains("would be rounded"));
-        assert!(parse_decimal("1e5", 10, 2).expect_err("exponent").contains("not a plain decimal"));
-        assert!(parse_decimal("123456789", 10, 2).expect_err("too big").contains("more than 8 integer digits"));
+        assert!(parse_decimal("1.234", 10, 2).expect_err("rounding").to_string().contains("would be rounded"));
+        assert!(parse_decimal("1e5", 10, 2).expect_err("exponent").to_string().contains("not a plain decimal"));
+        assert!(
+            parse_decimal("123456789", 10, 2).expect_err("too big").to_string().contains("more than 8 integer digits")
+        );
     }
 
     #[test]

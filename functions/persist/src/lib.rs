@@ -10,8 +10,12 @@
 //!
 //! Keys (see `tributary_core::keys`): `<dataset>/dt=<run_date>/<pipeline>-<run_id>-<page>.parquet`
 //! — a redelivered message overwrites the same objects.
+//!
+//! The Lambda binary's settings come from its environment through
+//! [`LambdaConfig::from_env`].
 
 mod build;
+mod config;
 mod convert;
 mod infer;
 use tributary_core::json::tape as json;
@@ -19,7 +23,8 @@ pub mod page;
 pub use page::{ConvertStats, convert_to_writer, convert_with_schema, records_to_parquet};
 mod source;
 
-pub use build::{Violation, parse_decimal, parse_timestamp};
+pub use build::{DecimalError, Violation, parse_decimal, parse_timestamp};
+pub use config::{LambdaConfig, ROW_GROUP_ROWS_RANGE, ZSTD_LEVELS};
 pub use convert::{
     ConvertError, DEFAULT_PARTITION, MAX_OPEN_PARTITIONS, OutputFile, PageOutput, PageSettings, QuarantineFile,
     WriterConfig, convert_page, infer_page, sanitize_partition_value,

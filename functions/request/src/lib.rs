@@ -22,9 +22,11 @@
 //! it after its visibility timeout and dead-letters it after
 //! `maxReceiveCount`, where Notify alerts; permanent failures (a 4xx, a
 //! refused address, a missing secret, a body past the size cap) go to the
-//! DLQ at once. See `docs/request.md`.
+//! DLQ at once. See `docs/request.md`. The Lambda binary's settings come
+//! from its environment through [`LambdaConfig::from_env`].
 
 pub mod auth;
+mod config;
 mod fetch;
 pub mod http;
 pub mod paging;
@@ -51,6 +53,7 @@ use tributary_core::ports::{
     HttpClient, HttpRequest, ObjectStore, PortError, QueueSender, SecretStore, TopicMessage, TopicPublisher,
 };
 
+pub use config::{LambdaConfig, MAX_ATTEMPTS_RANGE, MAX_RESPONSE_BYTES_RANGE, MAX_RETRY_AFTER_SECS_RANGE};
 pub use fetch::Fetched;
 
 /// Default maximum message size: 256 KiB, SQS's classic `MaximumMessageSize`
@@ -150,19 +153,11 @@ pub struct Deps<'a> {
     /// Tokens and rate budgets that outlive one invocation.
     pub warm: &'a Warm,
     /// When the invocation ends (Lambda's `Context.deadline`, see
-    /// [`deadline_from_epoch_ms`]): no call or wait runs past it.
+    /// [`tributary_core::deadline::from_epoch_ms`]): no call or wait runs
+    /// past it.
     pub deadline: tokio::time::Instant,
     /// Settings.
     pub config: &'a RequestConfig,
-}
-
-/// The tokio instant of a Lambda deadline given in epoch milliseconds
-/// (`lambda_runtime::Context::deadline`); a deadline already past is now.
-pub fn deadline_from_epoch_ms(deadline_ms: u64) -> tokio::time::Instant {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
-    tokio::time::Instant::now() + Duration::from_millis(deadline_ms.saturating_sub(now_ms))
 }
 
 /// Why a request failed.
@@ -267,7 +262,8 @@ pub enum RequestError {
         /// `METHOD url`.
         target: String,
         /// What is wrong, naming `strategy.next`'s field.
-        problem: String,
+        #[source]
+        problem: paging::PagingError,
     },
     /// Sending the reply or storing the claim check failed.
     #[error("forwarding to {destination} failed: {source}")]

@@ -8,6 +8,31 @@ use serde_json::Value;
 use contracts::numeric_page_params;
 use contracts::{HttpCall, NextPage};
 
+/// The next page cannot be found in a response, naming `strategy.next`'s
+/// field and the value there.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PagingError {
+    /// The value at `strategy.next.pointer` is of the wrong kind.
+    #[error("`strategy.next.pointer` {pointer:?} leads to {found}, not {expected}")]
+    Pointer {
+        /// The JSON pointer.
+        pointer: String,
+        /// What is there (`an array`, `an object`, …).
+        found: &'static str,
+        /// What was expected (`a string or number token`, `a URL string`).
+        expected: &'static str,
+    },
+    /// The next page's URL (from the body or the `Link` header) does not
+    /// resolve against the page's URL.
+    #[error("next page URL {url:?} is not a URL: {source}")]
+    Url {
+        /// The text found.
+        url: String,
+        /// Why it does not parse.
+        source: url::ParseError,
+    },
+}
+
 /// The call of page `index + 1`, or `None` when page `index` was the last.
 ///
 /// - `body_token`: the token at `pointer` (a string or a number) becomes
@@ -21,8 +46,8 @@ use contracts::{HttpCall, NextPage};
 ///   records than the page size ends.
 ///
 /// # Errors
-/// A message naming `strategy.next.pointer` when the value there is neither
-/// a string nor a number, or a next URL that is not a URL.
+/// [`PagingError`] naming `strategy.next.pointer` when the value there is
+/// neither a string nor a number, or a next URL that is not a URL.
 pub fn next_call(
     paging: &NextPage,
     current: &HttpCall,
@@ -31,9 +56,9 @@ pub fn next_call(
     headers: &BTreeMap<String, String>,
     index: u32,
     records: usize,
-) -> Result<Option<HttpCall>, String> {
-    let with_url = |next: &str| -> Result<Option<HttpCall>, String> {
-        let next = url.join(next).map_err(|err| format!("next page URL {next:?} is not a URL: {err}"))?;
+) -> Result<Option<HttpCall>, PagingError> {
+    let with_url = |next: &str| -> Result<Option<HttpCall>, PagingError> {
+        let next = url.join(next).map_err(|source| PagingError::Url { url: next.to_string(), source })?;
         if &next == url {
             tracing::warn!("the next page's URL is this page's: stopping");
             return Ok(None);
@@ -48,10 +73,11 @@ pub fn next_call(
                 Some(Value::String(token)) => token.clone(),
                 Some(Value::Number(token)) => token.to_string(),
                 Some(other) => {
-                    return Err(format!(
-                        "`strategy.next.pointer` {pointer:?} leads to {}, not a string or number token",
-                        tributary_core::json::kind_of(other)
-                    ));
+                    return Err(PagingError::Pointer {
+                        pointer: pointer.clone(),
+                        found: tributary_core::json::kind_of(other),
+                        expected: "a string or number token",
+                    });
                 }
             };
             if token.is_empty() || current.query.get(param) == Some(&token) {
@@ -65,10 +91,11 @@ pub fn next_call(
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(next)) if next.is_empty() => Ok(None),
             Some(Value::String(next)) => with_url(next),
-            Some(other) => Err(format!(
-                "`strategy.next.pointer` {pointer:?} leads to {}, not a URL string",
-                tributary_core::json::kind_of(other)
-            )),
+            Some(other) => Err(PagingError::Pointer {
+                pointer: pointer.clone(),
+                found: tributary_core::json::kind_of(other),
+                expected: "a URL string",
+            }),
         },
         NextPage::LinkHeader {} => match headers.get("link").and_then(|link| link_next(link)) {
             Some(next) => with_url(&next),
@@ -168,7 +195,8 @@ mod tests {
         assert!(next(&paging, &second, json!({"meta": {"next": "abc"}}), None, 10).is_none(), "same token: a loop");
         let url = second.url.clone();
         let err = next_call(&paging, &second, &url, &json!({"meta": {"next": [1]}}), &BTreeMap::new(), 1, 1)
-            .expect_err("an array is no token");
+            .expect_err("an array is no token")
+            .to_string();
         assert!(err.contains("strategy.next.pointer"), "{err}");
     }
 

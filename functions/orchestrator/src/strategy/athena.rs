@@ -62,11 +62,8 @@ impl CallStrategy for Athena<'_> {
             row_index: row.row_index,
             problem,
         })?;
-        let index = u32::try_from(row.row_index).map_err(|_| PlanError::Row {
-            pipeline: spec.pipeline.clone(),
-            row_index: row.row_index,
-            problem: "row index beyond 4294967295".into(),
-        })?;
+        let index = u32::try_from(row.row_index)
+            .map_err(|_| PlanError::RowIndex { pipeline: spec.pipeline.clone(), row_index: row.row_index })?;
         Ok(Plan {
             requests: vec![records_request(spec, run, PageRef { index, count: 0 }, http)],
             queries: Vec::new(),
@@ -75,18 +72,79 @@ impl CallStrategy for Athena<'_> {
     }
 }
 
+/// A query row that cannot be bound into the request template, naming the
+/// template field (`request.url`, `request.query.<name>`,
+/// `request.headers.<name>`, `request.body.<path>`) and the placeholder.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BindError {
+    /// The row has no column of the placeholder's name.
+    #[error("{field}: placeholder {{{placeholder}}} has no value: the row's columns are {columns:?}")]
+    Missing {
+        /// Template field.
+        field: String,
+        /// Placeholder name, without braces.
+        placeholder: String,
+        /// The row's column names.
+        columns: Vec<String>,
+    },
+    /// The column's value is `null`, an object or an array where text is
+    /// needed.
+    #[error("{field}: placeholder {{{placeholder}}} has {found} in the row, not a value that fits in text")]
+    NotText {
+        /// Template field.
+        field: String,
+        /// Placeholder name, without braces.
+        placeholder: String,
+        /// The value's JSON kind (`null`, `an object`, `an array`).
+        found: &'static str,
+    },
+    /// The URL with the values bound is no URL.
+    #[error("{field} {url:?} after binding: {source}")]
+    Url {
+        /// Always `request.url`.
+        field: &'static str,
+        /// The URL text after binding.
+        url: String,
+        /// Why it does not parse.
+        source: url::ParseError,
+    },
+}
+
+impl BindError {
+    /// The template field the error is about, e.g. `request.query.region`.
+    pub fn field(&self) -> &str {
+        match self {
+            BindError::Missing { field, .. } | BindError::NotText { field, .. } => field,
+            BindError::Url { field, .. } => field,
+        }
+    }
+
+    /// The placeholder without a usable value (`None` for a URL that does
+    /// not parse).
+    pub fn placeholder(&self) -> Option<&str> {
+        match self {
+            BindError::Missing { placeholder, .. } | BindError::NotText { placeholder, .. } => Some(placeholder),
+            BindError::Url { .. } => None,
+        }
+    }
+}
+
 /// The spec's request template with `row`'s values bound.
 ///
 /// # Errors
-/// A message naming the template field and the placeholder when the row has
-/// no such column or its value is `null`, an object or an array (except as a
-/// whole body value), or when the URL stops being valid.
-pub fn bind(spec: &PipelineSpec, row: &Map<String, Value>) -> Result<HttpCall, String> {
+/// [`BindError`] naming the template field and the placeholder when the row
+/// has no such column or its value is `null`, an object or an array (except
+/// as a whole body value), or when the URL stops being valid.
+pub fn bind(spec: &PipelineSpec, row: &Map<String, Value>) -> Result<HttpCall, BindError> {
     let template = &spec.request;
     // `url::Url` keeps `{` and `}` percent-encoded in the path.
     let url_text = template.url.as_str().replace("%7B", "{").replace("%7D", "}");
     let url_text = substitute("request.url", &url_text, row, encode_path_segment)?;
-    let url = url::Url::parse(&url_text).map_err(|err| format!("request.url {url_text:?} after binding: {err}"))?;
+    let url = url::Url::parse(&url_text).map_err(|source| BindError::Url {
+        field: "request.url",
+        url: url_text.clone(),
+        source,
+    })?;
     let mut query = template.query.clone();
     for (name, value) in query.iter_mut() {
         *value = substitute(&format!("request.query.{name}"), value, row, str::to_string)?;
@@ -103,7 +161,7 @@ pub fn bind(spec: &PipelineSpec, row: &Map<String, Value>) -> Result<HttpCall, S
     Ok(HttpCall { method: template.method, url, query, headers, body })
 }
 
-fn bind_json(field: &str, value: &Value, row: &Map<String, Value>) -> Result<Value, String> {
+fn bind_json(field: &str, value: &Value, row: &Map<String, Value>) -> Result<Value, BindError> {
     Ok(match value {
         Value::String(text) => match whole_placeholder(text) {
             Some(name) => row.get(name).cloned().ok_or_else(|| missing(field, name, row))?,
@@ -119,7 +177,7 @@ fn bind_json(field: &str, value: &Value, row: &Map<String, Value>) -> Result<Val
         Value::Object(map) => Value::Object(
             map.iter()
                 .map(|(key, item)| Ok((key.clone(), bind_json(&format!("{field}.{key}"), item, row)?)))
-                .collect::<Result<_, String>>()?,
+                .collect::<Result<_, BindError>>()?,
         ),
         other => other.clone(),
     })
@@ -127,7 +185,12 @@ fn bind_json(field: &str, value: &Value, row: &Map<String, Value>) -> Result<Val
 
 /// Replaces every `{name}` in `text` with the row's value, passed through
 /// `encode`. Braces around anything that is not a name are kept as they are.
-fn substitute(field: &str, text: &str, row: &Map<String, Value>, encode: fn(&str) -> String) -> Result<String, String> {
+fn substitute(
+    field: &str,
+    text: &str,
+    row: &Map<String, Value>,
+    encode: fn(&str) -> String,
+) -> Result<String, BindError> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(open) = rest.find('{') {
@@ -142,10 +205,11 @@ fn substitute(field: &str, text: &str, row: &Map<String, Value>, encode: fn(&str
                     Value::Number(n) => n.to_string(),
                     Value::Bool(b) => b.to_string(),
                     other => {
-                        return Err(format!(
-                            "{field}: placeholder {{{name}}} has {} in the row, not a value that fits in text",
-                            tributary_core::json::kind_of(other)
-                        ));
+                        return Err(BindError::NotText {
+                            field: field.to_string(),
+                            placeholder: name.to_string(),
+                            found: tributary_core::json::kind_of(other),
+                        });
                     }
                 };
                 out.push_str(&encode(&text));
@@ -161,9 +225,12 @@ fn substitute(field: &str, text: &str, row: &Map<String, Value>, encode: fn(&str
     Ok(out)
 }
 
-fn missing(field: &str, name: &str, row: &Map<String, Value>) -> String {
-    let columns: Vec<&str> = row.keys().map(String::as_str).collect();
-    format!("{field}: placeholder {{{name}}} has no value: the row's columns are {columns:?}")
+fn missing(field: &str, name: &str, row: &Map<String, Value>) -> BindError {
+    BindError::Missing {
+        field: field.to_string(),
+        placeholder: name.to_string(),
+        columns: row.keys().cloned().collect(),
+    }
 }
 
 /// Percent-encodes everything but RFC 3986 unreserved characters, so a value
@@ -262,6 +329,27 @@ target: {dataset: tx}
         assert!(err.contains("request.url") && err.contains("{id}") && err.contains("row 41"), "{err}");
         let err = strategy.on_row(&spec, &run(), &row(json!({"id": 1, "region": null}))).expect_err("null").to_string();
         assert!(err.contains("request.query.region") && err.contains("null"), "{err}");
+    }
+
+    #[test]
+    fn bind_errors_name_field_and_placeholder() {
+        let spec = spec();
+        let err = bind(&spec, &row(json!({"id": 1, "region": {"a": 1}})).row).expect_err("an object");
+        assert_eq!((err.field(), err.placeholder()), ("request.query.region", Some("region")));
+        assert_eq!(
+            err.to_string(),
+            "request.query.region: placeholder {region} has an object in the row, not a value that fits in text"
+        );
+        let err = bind(&spec, &row(json!({"region": "x"})).row).expect_err("no id");
+        assert_eq!(
+            err,
+            BindError::Missing {
+                field: "request.url".into(),
+                placeholder: "id".into(),
+                columns: vec!["region".into()],
+            }
+        );
+        assert_eq!(err.to_string(), r#"request.url: placeholder {id} has no value: the row's columns are ["region"]"#);
     }
 
     #[test]

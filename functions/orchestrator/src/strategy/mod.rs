@@ -94,7 +94,16 @@ pub enum PlanError {
         /// The row's index in the result.
         row_index: u64,
         /// What is wrong, naming the template field and placeholder.
-        problem: String,
+        #[source]
+        problem: athena::BindError,
+    },
+    /// A query row's index does not fit a page index (`u32`).
+    #[error("pipeline {pipeline}: query row {row_index}: row index beyond 4294967295")]
+    RowIndex {
+        /// Pipeline name.
+        pipeline: String,
+        /// The row's index in the result.
+        row_index: u64,
     },
     /// A message arrived that this strategy does not expect.
     #[error("pipeline {pipeline}: strategy `{strategy}` does not expect {what}")]

@@ -1,0 +1,134 @@
+//! The Persist Lambda's settings, read from its environment once at cold
+//! start ([`LambdaConfig::from_env`]) and checked there: `ZSTD_LEVEL=0` or
+//! `99` used to be accepted and then failed every page; now it stops the
+//! cold start naming the variable. `main.rs` only wires what this returns.
+
+use std::ops::RangeInclusive;
+
+use tributary_core::env::{EnvError, LambdaEnv, dead_letter_target};
+use tributary_core::metrics::MetricsTarget;
+
+use crate::{PersistConfig, WriterConfig};
+
+/// The zstd levels Parquet's writer takes (`parquet::basic::ZstdLevel::try_new`
+/// accepts 1 to 22; a test checks both ends).
+pub const ZSTD_LEVELS: RangeInclusive<u64> = 1..=22;
+
+/// Rows per Parquet row group (`ROW_GROUP_ROWS`): at least 1, at most
+/// [`contracts::MAX_ROW_GROUP_ROWS`], the most a spec's
+/// `target.files.row_group_rows` may ask for.
+pub const ROW_GROUP_ROWS_RANGE: RangeInclusive<usize> = 1..=contracts::MAX_ROW_GROUP_ROWS as usize;
+
+/// Everything the Persist binary reads from its environment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LambdaConfig {
+    /// The handler's settings: the writer's `ZSTD_LEVEL` (default 1) and
+    /// `ROW_GROUP_ROWS` (default 131072), the dead-letter target (`DLQ_URL`,
+    /// `MAX_RECEIVE_COUNT`), metrics to stdout (CloudWatch EMF); the rest as
+    /// [`PersistConfig::default`].
+    pub handler: PersistConfig,
+    /// The lake bucket (`LAKE_BUCKET`, required).
+    pub lake_bucket: String,
+    /// The run-events topic ARN announcing runs a page completes
+    /// (`RUN_EVENTS_TOPIC_ARN`; unset: completion is recorded in the lake
+    /// only).
+    pub run_events_topic: Option<String>,
+}
+
+impl LambdaConfig {
+    /// Reads and checks Persist's variables.
+    ///
+    /// # Errors
+    /// [`EnvError`] naming the variable: `LAKE_BUCKET` unset, a number that
+    /// is not one, `ZSTD_LEVEL` outside 1..=22 ([`ZSTD_LEVELS`]),
+    /// `ROW_GROUP_ROWS` outside 1..=1048576 ([`ROW_GROUP_ROWS_RANGE`]),
+    /// `MAX_RECEIVE_COUNT` outside 1..=1000 (the redrive policy's range).
+    pub fn from_env(env: &LambdaEnv) -> Result<Self, EnvError> {
+        let defaults = PersistConfig::default();
+        let zstd_level = env.u64_in(
+            "ZSTD_LEVEL",
+            u64::try_from(defaults.writer.zstd_level).unwrap_or(1),
+            ZSTD_LEVELS,
+            "Parquet's zstd levels",
+        )?;
+        let writer = WriterConfig {
+            // Within 1..=22.
+            zstd_level: i32::try_from(zstd_level).unwrap_or(1),
+            row_group_rows: env.usize_in(
+                "ROW_GROUP_ROWS",
+                defaults.writer.row_group_rows,
+                ROW_GROUP_ROWS_RANGE,
+                "contracts::MAX_ROW_GROUP_ROWS",
+            )?,
+            ..defaults.writer
+        };
+        let handler =
+            PersistConfig { writer, dead_letter: dead_letter_target(env)?, metrics: MetricsTarget::Stdout, ..defaults };
+        Ok(Self {
+            handler,
+            lake_bucket: env.required("LAKE_BUCKET")?,
+            run_events_topic: env.optional("RUN_EVENTS_TOPIC_ARN")?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use parquet::basic::ZstdLevel;
+
+    use super::*;
+
+    fn env(extra: &[(&str, &str)]) -> LambdaEnv {
+        LambdaEnv::from_pairs([("LAKE_BUCKET", "lake")].iter().chain(extra).copied())
+    }
+
+    #[test]
+    fn defaults_need_only_the_lake_bucket() {
+        let config = LambdaConfig::from_env(&env(&[])).expect("defaults");
+        let handler = PersistConfig { metrics: MetricsTarget::Stdout, ..PersistConfig::default() };
+        assert_eq!(config, LambdaConfig { handler, lake_bucket: "lake".into(), run_events_topic: None });
+        assert_eq!((config.handler.writer.zstd_level, config.handler.writer.row_group_rows), (1, 131_072));
+        let err = LambdaConfig::from_env(&LambdaEnv::from_pairs([("ZSTD_LEVEL", "3")])).expect_err("no bucket");
+        assert_eq!(err.name(), "LAKE_BUCKET");
+    }
+
+    #[test]
+    fn overrides_are_read() {
+        let config = LambdaConfig::from_env(&env(&[
+            ("ZSTD_LEVEL", "22"),
+            ("ROW_GROUP_ROWS", "1048576"),
+            ("RUN_EVENTS_TOPIC_ARN", "arn:aws:sns:us-east-1:1:run-events"),
+            ("DLQ_URL", "https://sqs/persist-dlq"),
+            ("MAX_RECEIVE_COUNT", "7"),
+        ]))
+        .expect("overrides");
+        assert_eq!((config.handler.writer.zstd_level, config.handler.writer.row_group_rows), (22, 1_048_576));
+        assert_eq!(config.run_events_topic.as_deref(), Some("arn:aws:sns:us-east-1:1:run-events"));
+        assert_eq!(config.handler.dead_letter.map(|d| d.max_receive_count), Some(7));
+    }
+
+    #[test]
+    fn bad_values_are_refused_naming_the_variable() {
+        for (name, value) in [
+            ("ZSTD_LEVEL", "0"),
+            ("ZSTD_LEVEL", "23"),
+            ("ZSTD_LEVEL", "99"),
+            ("ZSTD_LEVEL", "-1"),
+            ("ROW_GROUP_ROWS", "0"),
+            ("ROW_GROUP_ROWS", "1048577"),
+            ("MAX_RECEIVE_COUNT", "1001"),
+        ] {
+            let err = LambdaConfig::from_env(&env(&[("DLQ_URL", "https://sqs/dlq"), (name, value)]))
+                .expect_err(&format!("{name}={value}"));
+            assert_eq!(err.name(), name, "{err}");
+            assert!(err.to_string().contains(&format!("{name}={value:?}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_zstd_levels_are_parquets() {
+        let (first, last) = (*ZSTD_LEVELS.start() as i32, *ZSTD_LEVELS.end() as i32);
+        assert!(ZstdLevel::try_new(first).is_ok() && ZstdLevel::try_new(last).is_ok());
+        assert!(ZstdLevel::try_new(first - 1).is_err() && ZstdLevel::try_new(last + 1).is_err());
+    }
+}
