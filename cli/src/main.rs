@@ -52,6 +52,10 @@ enum Command {
         /// Address to listen on.
         #[arg(long, default_value = "127.0.0.1:8080")]
         addr: SocketAddr,
+        /// Customers served by `/customers` (ids 1..=N), as many as the demo
+        /// uses unless told (scripts/bench-run.sh serves 100000).
+        #[arg(long, default_value_t = vendor::DemoData::default().customers)]
+        customers: u32,
     },
     /// List recent runs in a lake with their state (complete, failed,
     /// incomplete, running), pages, records and dead letters.
@@ -139,9 +143,9 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             Ok(exit_code(&[summary]))
         }
         Command::Demo { lake } => demo(&lake).await,
-        Command::Vendor { addr } => {
-            let bound =
-                vendor::spawn(addr, vendor::DemoData::default()).await.with_context(|| format!("binding {addr}"))?;
+        Command::Vendor { addr, customers } => {
+            let data = vendor::DemoData { customers, ..vendor::DemoData::default() };
+            let bound = vendor::spawn(addr, data).await.with_context(|| format!("binding {addr}"))?;
             println!(
                 "demo vendor API on http://{bound} (GET /customers?offset=&limit=, /transactions, /customers/{{id}}/transactions, /events?cursor=&limit=&updated_since=, /secure/events, POST /oauth/token); Ctrl-C stops it"
             );
