@@ -5,7 +5,9 @@
 //! advances that clock to the next visibility deadline when no message is
 //! visible and no handler is running ([`Broker::advance_to_next_visible`]).
 //! A run therefore exercises real redelivery and redrive without waiting
-//! out real timeouts.
+//! out real timeouts. A consumer waiting for work awaits
+//! [`Broker::changed`], which any change that can make a message visible
+//! ends.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -104,6 +106,9 @@ struct State {
 #[derive(Debug, Default)]
 pub struct Broker {
     state: Mutex<State>,
+    /// Signalled when a message may have become visible: sent, fanned out,
+    /// redriven, or the clock advanced.
+    changed: tokio::sync::Notify,
 }
 
 const REGION: &str = "local";
@@ -204,6 +209,7 @@ impl Broker {
             } else {
                 tracing::error!(queue, dlq, "redrive target queue does not exist; dead letters dropped");
             }
+            self.changed.notify_waiters();
         }
         Ok(delivered)
     }
@@ -238,10 +244,21 @@ impl Broker {
         match next {
             Some(at) => {
                 state.clock_ms = at;
+                self.changed.notify_waiters();
                 true
             }
             None => false,
         }
+    }
+
+    /// A future that ends at the next change that may make a message
+    /// visible: a send, a topic fanning out to a queue, a redrive to a DLQ,
+    /// the clock advancing. It sees the changes made after it was created
+    /// and enabled (`Notified::enable`), even before it is first polled:
+    /// make it before looking at the queues, and a message sent after the
+    /// look still ends the wait.
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
     }
 
     /// The virtual clock, in milliseconds since the broker started.
@@ -334,6 +351,7 @@ impl QueueSender for Broker {
         for message in messages {
             Self::enqueue(&mut state, queue, message)?;
         }
+        self.changed.notify_waiters();
         Ok(())
     }
 }
@@ -368,6 +386,7 @@ impl TopicPublisher for Broker {
                         let text = message.text_for("sqs");
                         let body = if *raw { text.to_string() } else { envelope(topic, &message_id, &message, text) };
                         Self::enqueue(&mut state, queue, QueueMessage { body, attributes: BTreeMap::new() })?;
+                        self.changed.notify_waiters();
                     }
                     Subscription::File { path } => {
                         // The file stands for machine subscribers: the `sqs` text too.
@@ -475,6 +494,25 @@ mod tests {
         assert_eq!(dead[0].body.as_deref(), Some("poison"));
         assert_eq!(dead[0].attributes["DeadLetterQueueSourceArn"], queue_arn("work"));
         assert_eq!(broker.stats().dead_lettered["work"], 1);
+    }
+
+    #[tokio::test]
+    async fn changed_ends_at_a_send_made_after_it_was_enabled_and_at_a_clock_advance() {
+        use futures::FutureExt;
+        let broker = broker();
+        let changed = broker.changed();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        broker.send("work", vec!["a".into()]).await.expect("send");
+        assert!(changed.now_or_never().is_some(), "the send ends the wait, though it came before the first poll");
+
+        let received = broker.receive("work", 10).expect("receive");
+        assert_eq!(received.len(), 1);
+        let changed = broker.changed();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        assert!(broker.advance_to_next_visible());
+        assert!(changed.now_or_never().is_some(), "the message is visible again");
     }
 
     #[tokio::test]
