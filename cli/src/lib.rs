@@ -7,5 +7,6 @@
 pub mod lake;
 pub mod replay;
 pub mod runtime;
+pub mod scheduler;
 pub mod status;
 pub mod vendor;

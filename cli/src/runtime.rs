@@ -33,6 +33,8 @@ use tributary_core::ledger;
 use tributary_core::ports::{HttpClient, HttpRequest, HttpResponse, PortError, QueryEngine};
 use tributary_core::topology::{self, Function};
 
+use crate::scheduler::{self, EventSource};
+
 /// Settings of a local run.
 #[derive(Clone, Debug)]
 pub struct LocalOptions {
@@ -308,11 +310,13 @@ impl LocalRuntime {
         }
     }
 
-    /// Delivers messages until every consumed queue is empty: each round
-    /// receives up to `concurrency` batches per queue, runs the consumers
-    /// concurrently (each in its own task, so a panic fails only its batch),
-    /// then deletes what succeeded. When nothing is visible, the virtual
-    /// clock jumps to the next visibility deadline.
+    /// Delivers messages until every consumed queue is empty and nothing is
+    /// in flight, each queue to its consumer as an event source mapping with
+    /// `concurrency` as its maximum concurrency (see [`scheduler`]): an
+    /// invocation that ends frees its slot at once, and a free slot takes
+    /// the next visible batch, so a slow Persist batch never idles Request.
+    /// When nothing is in flight and nothing is visible, the virtual clock
+    /// jumps to the next visibility deadline.
     pub async fn drain(&self) {
         // Drawn on stderr only when it is a terminal; hidden in tests and CI.
         let progress = indicatif::ProgressBar::new(0);
@@ -320,51 +324,26 @@ impl LocalRuntime {
             indicatif::ProgressStyle::with_template("{spinner} {elapsed} [{bar:30}] {pos}/{len} requests  {msg}")
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
-        loop {
-            self.show_progress(&progress);
-            let mut invocations = Vec::new();
-            for decl in topology::QUEUES {
-                let Some(function) = decl.consumer else { continue };
-                for _ in 0..self.options.concurrency.max(1) {
-                    let records = match self.broker.receive(decl.name, decl.batch_size) {
-                        Ok(records) if !records.is_empty() => records,
-                        _ => break,
-                    };
-                    let receipts: Vec<(String, String)> = records
-                        .iter()
-                        .map(|r| {
-                            (r.message_id.clone().unwrap_or_default(), r.receipt_handle.clone().unwrap_or_default())
-                        })
-                        .collect();
-                    let task = tokio::spawn(invoke(self.handles(), function, records));
-                    invocations.push((decl.name, receipts, task));
-                }
-            }
-            if invocations.is_empty() {
-                let waiting = self.consumed_depth() > 0;
-                if waiting && self.broker.advance_to_next_visible() {
-                    continue;
-                }
-                progress.finish_and_clear();
-                return;
-            }
-            for (queue, receipts, task) in invocations {
-                match task.await {
-                    Ok(response) => {
-                        let failed: std::collections::HashSet<String> =
-                            response.batch_item_failures.into_iter().map(|f| f.item_identifier).collect();
-                        for (message_id, receipt) in receipts {
-                            if !failed.contains(&message_id) {
-                                self.broker.delete(queue, &receipt);
-                            }
-                        }
-                    }
-                    Err(err) => {
-                        tracing::error!(queue, error = %err, "handler panicked; the whole batch will be redelivered");
-                    }
-                }
-            }
-        }
+        let sources: Vec<EventSource<Function>> = topology::QUEUES
+            .iter()
+            .filter_map(|decl| {
+                Some(EventSource {
+                    queue: decl.name,
+                    batch_size: decl.batch_size,
+                    batching_window_secs: decl.batching_window_secs,
+                    consumer: decl.consumer?,
+                })
+            })
+            .collect();
+        scheduler::drain(
+            &self.broker,
+            &sources,
+            self.options.concurrency,
+            |function, records| invoke(self.handles(), function, records),
+            || self.show_progress(&progress),
+        )
+        .await;
+        progress.finish_and_clear();
     }
 
     /// Requests done of requests planned so far, pages persisted, dead letters.
@@ -376,10 +355,6 @@ impl LocalRuntime {
         progress.set_position(done(topology::REQUEST_QUEUE));
         let dead: u64 = dead_letters(&stats).values().sum();
         progress.set_message(format!("{} pages persisted  {dead} dead letters", done(topology::PERSIST_QUEUE)));
-    }
-
-    fn consumed_depth(&self) -> usize {
-        topology::QUEUES.iter().filter(|q| q.consumer.is_some()).map(|q| self.broker.depth(q.name)).sum()
     }
 
     fn handles(&self) -> Handles {
