@@ -17,7 +17,7 @@
 # The target is run <= 2 x (vendor + persist).
 #
 # Environment: TRIBUTARY (a built binary: skips the build, e.g. to compare
-# two builds), PROFILE (cargo profile, default bench-cli), RECORDS (100000),
+# two builds), PROFILE (cargo profile, default release), RECORDS (100000),
 # PAGE_SIZE (1000), CONCURRENCY (`run --concurrency`, default 4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +26,7 @@ runs=${1:-5}
 records=${RECORDS:-100000}
 page_size=${PAGE_SIZE:-1000}
 concurrency=${CONCURRENCY:-4}
-profile=${PROFILE:-bench-cli}
+profile=${PROFILE:-release}
 
 if [[ -z "${TRIBUTARY:-}" ]]; then
     cargo build -p tributary --profile "$profile"

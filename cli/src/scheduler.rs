@@ -26,7 +26,7 @@ use std::future::Future;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsMessage};
 use tokio::task::{Id, JoinError, JoinSet};
 
-use shared::adapters::local::Broker;
+use adapters::local::Broker;
 
 /// One queue's event source mapping.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,9 +156,9 @@ mod tests {
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
+    use adapters::local::{Broker, QueueConfig};
     use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsMessage};
-    use shared::adapters::local::{Broker, QueueConfig};
-    use shared::ports::QueueSender;
+    use tributary_core::ports::QueueSender;
 
     use super::{EventSource, drain};
 
