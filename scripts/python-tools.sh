@@ -3,13 +3,21 @@
 # repo's .venv:
 #   pyarrow  reads back the Parquet that Persist writes (an independent reader)
 #            and is the benchmark's Python peer;
-#   duckdb   a second independent reader (tests/tests/persist_readback.rs).
+#   duckdb   a second independent reader (tests/tests/persist_readback.rs);
+#   pyspark  a third one, Spark as Glue and EMR read the lake
+#            (tests/readers/readers.py, tests/tests/readers.rs). It needs a
+#            Java 17 or newer on PATH; the install stops, saying so, without.
+#            About a minute from a cold venv and pip cache (pip builds a
+#            457 MB wheel from the sdist).
 #
 #   scripts/python-tools.sh install
 set -euo pipefail
 
 PYARROW_VERSION="26.0.1"
 DUCKDB_VERSION="2.0.1"
+PYSPARK_VERSION="4.3.0"
+# pyspark 4.x runs on Java 17 and 21.
+JAVA_MIN_MAJOR=17
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 
@@ -24,11 +32,32 @@ ensure() {
     fi
 }
 
+# require_java: exits 1 with what to do unless a Java >= JAVA_MIN_MAJOR is on PATH.
+require_java() {
+    if ! command -v java >/dev/null 2>&1; then
+        echo "python-tools.sh: java is not on PATH: pyspark $PYSPARK_VERSION needs Java $JAVA_MIN_MAJOR or newer" \
+            "(Debian: apt-get install openjdk-17-jre-headless, or set PATH/JAVA_HOME)" >&2
+        exit 1
+    fi
+    # `java -version` prints `openjdk version "17.0.15" ...` (or "1.8.0_x" for Java 8) on stderr.
+    local version major
+    version="$(java -version 2>&1 | awk -F'"' '/version/ { print $2; exit }')"
+    major="${version%%.*}"
+    [[ "$major" == 1 ]] && major="$(echo "$version" | cut -d. -f2)"
+    if ! [[ "$major" =~ ^[0-9]+$ ]] || (( major < JAVA_MIN_MAJOR )); then
+        echo "python-tools.sh: $(command -v java) is Java '$version': pyspark $PYSPARK_VERSION needs" \
+            "Java $JAVA_MIN_MAJOR or newer" >&2
+        exit 1
+    fi
+}
+
 case "${1:-}" in
 install)
     [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
     ensure pyarrow "$PYARROW_VERSION"
     ensure duckdb "$DUCKDB_VERSION"
+    require_java
+    ensure pyspark "$PYSPARK_VERSION"
     ;;
 *)
     echo "usage: $0 install" >&2
