@@ -15,6 +15,7 @@ use axum::{Json, Router};
 use serde_json::{Value, json};
 
 pub mod emulator;
+pub mod readers;
 
 /// A paged vendor API: `GET /items?offset=&limit=` answers
 /// `{"meta": {"total": N}, "results": [...]}`, record `i` being
