@@ -251,12 +251,10 @@ def plan_fields(fields, skip=()):
 
 
 def lookup(row, name):
-    """A column's key in a row (a dict): the exact name, else a unique
-    case-insensitive match (Spark and DuckDB fold case), else None."""
-    if name is None or name in row:
-        return name if name in row else None
-    folded = [k for k in row if k.lower() == name.lower()]
-    return folded[0] if len(folded) == 1 else None
+    """A column's key in a row (a dict): its exact name, or None. No case
+    folding: `id` and `ID` may both be columns, and a file without `ID` must
+    not lend it `id`'s values."""
+    return name if name is not None and name in row else None
 
 
 def decode(planned, value, notes):
