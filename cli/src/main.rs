@@ -102,9 +102,21 @@ enum Command {
         #[arg(long)]
         to: Option<chrono::NaiveDate>,
     },
-    /// Write the JSON Schemas of the message contracts.
+    /// With `--dataset`: print a dataset's table schema, as the Arrow schema
+    /// (also at `_schema/<dataset>.arrow`, for `pyarrow.dataset(...,
+    /// schema=)`) and as the Glue `TableInput` registered on AWS. Without:
+    /// write the JSON Schemas of the message contracts.
     Schema {
-        /// Output directory.
+        /// Dataset whose table schema to print.
+        #[arg(long)]
+        dataset: Option<String>,
+        /// Lake directory (with `--dataset`).
+        #[arg(long, default_value = "lake")]
+        lake: PathBuf,
+        /// Bucket named in the Glue table's location (with `--dataset`).
+        #[arg(long, default_value = "LAKE_BUCKET")]
+        bucket: String,
+        /// Output directory of the contracts' JSON Schemas.
         #[arg(long, default_value = "docs/contracts")]
         out: PathBuf,
     },
@@ -205,7 +217,33 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             print!("{summary}");
             Ok(if summary.succeeded() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Command::Schema { out } => {
+        Command::Schema { dataset: Some(dataset), lake, bucket, .. } => {
+            require_lake(&lake)?;
+            contracts::spec::check_dataset("--dataset", &dataset)?;
+            let store = adapters::local::DirStore::new(&lake);
+            let key = tributary_core::keys::schema_key(&dataset);
+            let Some((table, _)) = persist::read_schema(&store, &key).await? else {
+                anyhow::bail!(
+                    "dataset {dataset} has no table schema in {} (no {key}: nothing persisted yet)",
+                    lake.display()
+                );
+            };
+            let arrow = table.arrow_schema();
+            println!(
+                "Arrow schema (version {}; {}):",
+                table.version,
+                lake.join(tributary_core::keys::arrow_schema_key(&dataset)).display()
+            );
+            for field in arrow.fields() {
+                let mut notes: Vec<String> = field.metadata().iter().map(|(k, v)| format!("{k}={v}")).collect();
+                notes.sort();
+                println!("  {}: {}  {}", field.name(), field.data_type(), notes.join(" "));
+            }
+            println!("\nGlue TableInput:");
+            println!("{}", serde_json::to_string_pretty(&table.table_def(&dataset).glue_table_input(&bucket))?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Schema { out, .. } => {
             std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
             for (name, text) in contracts::schemas() {
                 let path = out.join(name);

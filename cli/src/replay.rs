@@ -183,7 +183,7 @@ pub async fn replay(
     summary.pages = keys.len() as u64 + summary.failures.len() as u64;
     // Nothing is sent: Persist only queues dead letters, and replay sets no DLQ.
     let queue = adapters::local::Broker::new();
-    let deps = persist::Deps { store, queue: &queue, run_events: None, config };
+    let deps = persist::Deps { store, queue: &queue, run_events: None, catalog: None, config };
     for key in keys {
         match replay_page(&key, dataset, deps).await {
             Ok(receipt) => {

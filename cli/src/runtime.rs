@@ -434,6 +434,7 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
                 store: h.store.as_ref(),
                 queue: h.broker.as_ref(),
                 run_events: Some((h.broker.as_ref(), topology::RUN_EVENTS_TOPIC)),
+                catalog: None,
                 config: &h.persist,
             };
             persist::handle_sqs(&event, deps).await

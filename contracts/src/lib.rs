@@ -37,8 +37,8 @@ pub use request::{
 };
 pub use run::RunCompleted;
 pub use target::{
-    Compression, DeclaredField, FieldType, FieldTypeError, FileSettings, Granularity, MAX_ROW_GROUP_ROWS, Partitioning,
-    PersistTarget, TimeUnit,
+    Compression, DeclaredField, FieldType, FieldTypeError, FileSettings, Granularity, MAX_ROW_GROUP_ROWS, NamePolicy,
+    Partitioning, PersistTarget, TimeUnit,
 };
 pub use version::V1;
 

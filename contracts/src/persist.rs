@@ -27,6 +27,11 @@ pub struct PersistMessage {
     pub target: PersistTarget,
     /// The records, inline or behind an object key (claim check).
     pub payload: Payload,
+    /// When the records were fetched from the vendor (Request's clock,
+    /// UTC): the rows' `_tributary_loaded_at`. Absent: Persist sets it on
+    /// receipt, in the raw copy too, so a replay writes the same rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetched_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// The records of a page.

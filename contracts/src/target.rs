@@ -45,6 +45,34 @@ pub struct PersistTarget {
     /// File rotation, row groups and compression.
     #[serde(default, skip_serializing_if = "FileSettings::is_default")]
     pub files: FileSettings,
+    /// How record keys become column names (default `snake_case`).
+    #[serde(default, skip_serializing_if = "NamePolicy::is_default")]
+    pub names: NamePolicy,
+}
+
+/// How Persist names a dataset's columns after the records' keys. The key
+/// is kept beside the column either way (the table schema's `source`, and
+/// the Parquet field metadata `tributary.source`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NamePolicy {
+    /// Lowercase snake_case (`createdAt` -> `created_at`, `ID` -> `id`,
+    /// `preço` -> `preco`); two keys that end as one name get `_2`, `_3`,
+    /// … in the order the dataset met them. Athena/Glue, Spark and DuckDB
+    /// take these names without quoting.
+    #[default]
+    SnakeCase,
+    /// The keys as sent. Athena folds names to lowercase and Spark compares
+    /// them case-insensitively by default, so `id` and `ID` then break
+    /// those readers.
+    Verbatim,
+}
+
+impl NamePolicy {
+    /// Whether this is the default (`snake_case`).
+    pub fn is_default(&self) -> bool {
+        *self == NamePolicy::SnakeCase
+    }
 }
 
 impl PersistTarget {
@@ -71,6 +99,15 @@ impl PersistTarget {
                     format!("{path}.schema[{i}].name"),
                     format!("{:?}", field.name),
                     "is declared twice",
+                ));
+            }
+            if field.data_type.has_nanoseconds() {
+                return Err(invalid(
+                    format!("{path}.schema[{i}].type"),
+                    field.data_type.to_string(),
+                    "nanosecond timestamps are refused: Spark reads them only with \
+                     spark.sql.legacy.parquet.nanosAsLong, and Athena truncates them; declare timestamp(us) \
+                     (microseconds, what Spark and Athena read) or timestamp(ms)",
                 ));
             }
         }
@@ -110,6 +147,7 @@ impl PersistTarget {
             schema: Vec::new(),
             partition: Partitioning::default(),
             files: FileSettings::default(),
+            names: NamePolicy::default(),
         }
     }
 }
@@ -178,7 +216,19 @@ pub enum FieldType {
     Json,
 }
 
-/// Timestamp resolution.
+impl FieldType {
+    /// Whether the type is, or holds, a nanosecond timestamp.
+    pub fn has_nanoseconds(&self) -> bool {
+        match self {
+            FieldType::Timestamp { unit, .. } => *unit == TimeUnit::Nanosecond,
+            FieldType::List(item) => item.has_nanoseconds(),
+            _ => false,
+        }
+    }
+}
+
+/// Timestamp resolution. Seconds are stored as milliseconds (Parquet has no
+/// seconds unit; readers then see a timestamp, not a number).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TimeUnit {
     /// Seconds.

@@ -70,6 +70,7 @@ fn every_contract_round_trips() {
             page: PageRef { index: 0, count: 1 },
             target: PersistTarget::new("customers"),
             payload,
+            fetched_at: None,
         });
     }
     round_trip(&ProbeReply {

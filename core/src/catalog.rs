@@ -31,7 +31,14 @@ pub struct TableDef {
     pub partition_keys: Vec<PartitionKey>,
     /// A short description (Glue's `Description`).
     pub description: String,
+    /// The table schema's version (table parameter
+    /// `tributary.schema_version`): a catalog never replaces a definition
+    /// by one of a lower version, so a slow writer cannot undo a newer one.
+    pub version: u64,
 }
+
+/// The table parameter holding [`TableDef::version`].
+pub const VERSION_PARAMETER: &str = "tributary.schema_version";
 
 /// One column.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,6 +117,7 @@ impl TableDef {
         let mut parameters = BTreeMap::from([
             ("classification".to_string(), "parquet".to_string()),
             ("EXTERNAL".to_string(), "TRUE".to_string()),
+            (VERSION_PARAMETER.to_string(), self.version.to_string()),
         ]);
         if self.partition_keys.is_empty() {
             return parameters;
@@ -173,10 +181,12 @@ mod tests {
                 PartitionKey { name: "hour".into(), projection: Projection::Hour },
             ],
             description: "test".into(),
+            version: 3,
         };
         let input = table.glue_table_input("lake");
         let parameters = &input["Parameters"];
         assert_eq!(parameters["projection.enabled"], "true");
+        assert_eq!(parameters[VERSION_PARAMETER], "3");
         assert_eq!(parameters["projection.dt.range"], "2026-01-01,NOW");
         assert_eq!(parameters["projection.hour.digits"], "2");
         assert_eq!(parameters["storage.location.template"], "s3://lake/web-events/dt=${dt}/hour=${hour}");

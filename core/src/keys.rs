@@ -94,6 +94,12 @@ pub fn schema_key(dataset: &str) -> String {
     format!("_schema/{dataset}.json")
 }
 
+/// Key of a dataset's published Arrow schema (an Arrow IPC stream holding
+/// only the schema: data, lineage and partition columns).
+pub fn arrow_schema_key(dataset: &str) -> String {
+    format!("_schema/{dataset}.arrow")
+}
+
 /// Key of a claim-check payload written by Request.
 pub fn claim_key(pipeline: &str, run_id: &RunId, page: u32) -> String {
     format!("_claims/{pipeline}/{run_id}/page-{page:05}.json")

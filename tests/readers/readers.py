@@ -33,7 +33,8 @@ the reconstruction through field metadata, nested struct fields included:
   tributary.variant_of  the base column (same level) this variant belongs to:
                         a value of another kind than the base column's lands
                         in a variant (`amount__float64`, `meta__json`); a
-                        `__json` variant holds the value's JSON text;
+                        `__json` variant (and any column with
+                        `tributary.json` = "true") holds the value's JSON text;
   tributary.partition   "true" on Hive partition columns (not in records);
   tributary.lineage     "true" on lineage columns (`_tributary_*`, not in
                         records).
@@ -218,7 +219,9 @@ class Field:
 def plan_field(f):
     """The Field of an Arrow field, its struct children and list items planned too."""
     planned = Field(name=f.name, source=meta(f, "tributary.source") or f.name, arrow=f.type)
-    planned.json_text = f.name.endswith("__json") and meta(f, "tributary.variant_of") is not None
+    planned.json_text = meta(f, "tributary.json") == "true" or (
+        f.name.endswith("__json") and meta(f, "tributary.variant_of") is not None
+    )
     t = f.type
     if pa.types.is_struct(t):
         planned.children = plan_fields(list(t))

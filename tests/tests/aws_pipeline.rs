@@ -124,6 +124,7 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
                         queue: &sender,
                         config: &persist_config,
                         run_events: Some((&topics, run_events.as_str())),
+                        catalog: None,
                     };
                     persist::handle_sqs(&event, deps).await
                 }
@@ -223,7 +224,7 @@ async fn a_poison_message_is_dead_lettered_and_notify_alerts_on_the_alerts_topic
         let sender = SqsSender::new(sqs.clone());
         let response = persist::handle_sqs(
             &event,
-            persist::Deps { store: &store, queue: &sender, config: &persist_config, run_events: None },
+            persist::Deps { store: &store, queue: &sender, config: &persist_config, run_events: None, catalog: None },
         )
         .await;
         assert_eq!(response.batch_item_failures.len(), 1, "the record fails alone");
@@ -272,7 +273,7 @@ async fn a_permanent_failure_is_dead_lettered_at_once_and_the_alert_carries_the_
     let event = receive_event(&sqs, persist_url, &provisioned.queue_arns["persist"], 10, 60).await;
     let response = persist::handle_sqs(
         &event,
-        persist::Deps { store: &store, queue: &sender, config: &persist_config, run_events: None },
+        persist::Deps { store: &store, queue: &sender, config: &persist_config, run_events: None, catalog: None },
     )
     .await;
     assert!(response.batch_item_failures.is_empty(), "dead-lettered, so handled");
@@ -306,11 +307,21 @@ async fn persist_writes_parquet_to_s3_that_reads_back_byte_for_byte() {
         page: PageRef { index: 3, count: 4 },
         target: PersistTarget::new("bytes"),
         payload: Payload::Inline { records: contracts::RawRecords::from_values(&records).expect("records") },
+        fetched_at: Some(chrono::Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("a time")),
     };
     let config = persist::PersistConfig::default();
+    // The same message persisted to a local lake: the bytes S3 must hold.
+    let local_dir = tempfile::tempdir().expect("tempdir");
+    let local = adapters::local::DirStore::new(local_dir.path());
+    persist::persist_page(
+        message.clone(),
+        persist::Deps { store: &local, queue: &_sender, config: &config, run_events: None, catalog: None },
+    )
+    .await
+    .expect("persist locally");
     let receipt = persist::persist_page(
         message,
-        persist::Deps { store: &store, queue: &_sender, config: &config, run_events: None },
+        persist::Deps { store: &store, queue: &_sender, config: &config, run_events: None, catalog: None },
     )
     .await
     .expect("persist");
@@ -319,8 +330,8 @@ async fn persist_writes_parquet_to_s3_that_reads_back_byte_for_byte() {
     let key = receipt.data_keys.into_iter().next().expect("data key");
     assert_eq!(key, "bytes/dt=2026-11-29/bytes-r-1-00003.parquet");
     let stored = store.get(&key).await.expect("get");
-    let expected = persist::records_to_parquet(&records[..500], &config.writer).expect("convert");
-    assert_eq!(stored.as_ref(), expected.as_slice(), "the object is the bytes Persist wrote");
+    let expected = local.get(&key).await.expect("the local copy");
+    assert_eq!(stored, expected, "the object is the bytes Persist wrote");
     let ids: BTreeSet<u64> = rows_of(stored).iter().map(|r| r["id"].as_u64().expect("id")).collect();
     assert_eq!(ids.len(), 500);
     let quarantine = store.get(receipt.quarantine_key.as_deref().expect("quarantine key")).await.expect("get");

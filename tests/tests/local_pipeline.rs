@@ -166,6 +166,7 @@ async fn a_record_that_is_not_json_fails_alone_and_is_alerted_after_max_receive_
         payload: Payload::Inline {
             records: contracts::RawRecords::from_values(&[record(1), record(2), Value::from(3)]).expect("records"),
         },
+        fetched_at: None,
     };
     let bodies = vec!["{not json".to_string(), serde_json::to_string(&good).expect("json")];
     runtime.broker().send("persist", bodies).await.expect("send");

@@ -144,10 +144,16 @@ async fn a_claim_check_page_is_replayed_from_its_raw_copy_and_a_second_replay_ch
         page: PageRef { index: 0, count: 1 },
         target: PersistTarget::new("big"),
         payload: Payload::Object { key: claim.clone(), format: PayloadFormat::default() },
+        fetched_at: None,
     };
     let config = persist::PersistConfig::default();
-    let deps =
-        persist::Deps { store: &store, queue: &adapters::local::Broker::new(), run_events: None, config: &config };
+    let deps = persist::Deps {
+        store: &store,
+        queue: &adapters::local::Broker::new(),
+        run_events: None,
+        catalog: None,
+        config: &config,
+    };
     persist::persist_page(message, deps).await.expect("persist");
     store.delete(&claim).await.expect("the claim check expires");
     let before = snapshot(lake.path()).await;

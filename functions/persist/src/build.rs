@@ -18,15 +18,18 @@ use arrow_schema::{DataType, Field, Fields as ArrowFields, TimeUnit as ArrowUnit
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use contracts::{FieldType, TimeUnit};
 
-use crate::infer::{Fields, Ty};
+use crate::infer::{Fields, Ty, Variant, kind_of};
 use crate::json::{Tape, Tok, kind_name, unescape};
 
-/// The label of a column seen only as `{}` so far (written as the text
-/// `{}`); only `{}` and null fit it.
-const EMPTY_OBJECT_COLUMN: &str = "{} (an object with no fields yet)";
+/// Arrow field metadata: the record key a column holds.
+pub const META_SOURCE: &str = "tributary.source";
 
-/// The label of a column seen only as null so far.
-const NULL_COLUMN: &str = "null (a column with no type yet)";
+/// Arrow field metadata set to `true` on columns holding each value's JSON
+/// text (`__json` variants, declared `json` columns).
+pub const META_JSON: &str = "tributary.json";
+
+/// Arrow field metadata: on a variant column, the name of its base column.
+pub const META_VARIANT_OF: &str = "tributary.variant_of";
 
 /// Why a value does not fit its column.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,6 +77,9 @@ impl Rec<'_> {
 
 /// A column being built.
 pub enum Col {
+    /// A field with no type yet: no column in the files; only `null`,
+    /// `{}`, `[]` (and containers of those) fit it.
+    Absent,
     /// `bool`.
     Bool(BooleanBuilder),
     /// `int32` (declared).
@@ -102,13 +108,20 @@ pub enum Col {
         nulls: NullBufferBuilder,
         /// Items.
         item: Box<Col>,
+        /// The items' inferred type (`None` when declared): an item of a
+        /// kind it does not take makes the list not fit.
+        item_ty: Option<Box<Ty>>,
     },
     /// A struct (the record itself is one).
     Struct {
         /// Names and index.
         names: Fields,
-        /// Children, in `names` order.
+        /// Children, in `names` order ([`Col::Absent`] for fields with no
+        /// type yet).
         children: Vec<Col>,
+        /// Per field, the positions of its variant columns by
+        /// [`Variant::slot`].
+        variants: Vec<[Option<usize>; 6]>,
         /// Which children are required (declared `required: true`).
         required: Vec<bool>,
         /// Which children are declared columns.
@@ -128,24 +141,39 @@ impl Col {
     /// The builder for a column of type `ty`.
     pub fn new(ty: &Ty) -> Col {
         match ty {
-            // Written as a nullable string column; only nulls fit it (a
-            // value means the schema must first learn the column's type).
-            Ty::Null => Col::Text(StringBuilder::new(), NULL_COLUMN),
+            Ty::Null => Col::Absent,
+            _ if !ty.is_physical() => Col::Absent,
             Ty::Text => Col::Text(StringBuilder::new(), "string"),
+            Ty::Json => Col::Json(StringBuilder::new()),
             Ty::Bool => Col::Bool(BooleanBuilder::new()),
             Ty::Int => Col::Int64(Int64Builder::new()),
             Ty::BigInt { digits } if *digits <= 38 => Col::Decimal(decimal_builder(38, 0), 38, 0),
             Ty::BigInt { .. } => Col::Text(StringBuilder::new(), "string (integers beyond 38 digits)"),
             Ty::Float => Col::Float64(Float64Builder::new()),
-            Ty::List { item } => {
-                Col::List { offsets: vec![0], nulls: NullBufferBuilder::new(CAPACITY), item: Box::new(Col::new(item)) }
-            }
-            Ty::Struct { fields } if fields.list.is_empty() => Col::Text(StringBuilder::new(), EMPTY_OBJECT_COLUMN),
+            Ty::List { item } => Col::List {
+                offsets: vec![0],
+                nulls: NullBufferBuilder::new(CAPACITY),
+                item: Box::new(Col::new(item)),
+                item_ty: Some(item.clone()),
+            },
             Ty::Struct { fields } => Col::Struct {
                 names: fields.clone(),
-                children: fields.list.iter().map(|(_, ty)| Col::new(ty)).collect(),
-                required: fields.list.iter().map(|(_, ty)| matches!(ty, Ty::Declared { required: true, .. })).collect(),
-                declared: fields.list.iter().map(|(_, ty)| matches!(ty, Ty::Declared { .. })).collect(),
+                children: fields.list.iter().map(|f| Col::new(&f.ty)).collect(),
+                variants: fields
+                    .list
+                    .iter()
+                    .map(|f| {
+                        let mut slots = [None; 6];
+                        if f.variant.is_none() {
+                            for variant in Variant::ALL {
+                                slots[variant.slot()] = fields.variant_position(&f.source, variant);
+                            }
+                        }
+                        slots
+                    })
+                    .collect(),
+                required: fields.list.iter().map(|f| matches!(f.ty, Ty::Declared { required: true, .. })).collect(),
+                declared: fields.list.iter().map(|f| matches!(f.ty, Ty::Declared { .. })).collect(),
                 stamps: vec![0; fields.list.len()],
                 nulls: NullBufferBuilder::new(CAPACITY),
                 rows: 0,
@@ -172,6 +200,7 @@ impl Col {
                 offsets: vec![0],
                 nulls: NullBufferBuilder::new(CAPACITY),
                 item: Box::new(Col::declared(item)),
+                item_ty: None,
             },
         }
     }
@@ -179,6 +208,7 @@ impl Col {
     /// The Arrow type this column writes.
     pub fn data_type(&self) -> DataType {
         match self {
+            Col::Absent => DataType::Null,
             Col::Bool(_) => DataType::Boolean,
             Col::Int32(_) => DataType::Int32,
             Col::Int64(_) => DataType::Int64,
@@ -188,6 +218,7 @@ impl Col {
             Col::Text(..) | Col::Json(_) => DataType::Utf8,
             Col::Date(_) => DataType::Date32,
             Col::Timestamp(_, unit, tz) => DataType::Timestamp(arrow_unit(*unit), tz.as_deref().map(Arc::from)),
+
             Col::List { item, .. } => DataType::List(Arc::new(Field::new_list_field(item.data_type(), true))),
             Col::Struct { .. } => DataType::Struct(self.arrow_fields()),
         }
@@ -200,7 +231,17 @@ impl Col {
                 .list
                 .iter()
                 .zip(children)
-                .map(|((name, _), child)| Field::new(name, child.data_type(), true))
+                .filter(|(_, child)| !matches!(child, Col::Absent))
+                .map(|(field, child)| {
+                    let mut metadata =
+                        std::collections::HashMap::from([(META_SOURCE.to_string(), field.source.clone())]);
+                    if field.variant.is_some()
+                        && let Some(base) = names.position(&field.source, usize::MAX)
+                    {
+                        metadata.insert(META_VARIANT_OF.to_string(), names.list[base].name.clone());
+                    }
+                    Field::new(&field.name, child.data_type(), true).with_metadata(metadata)
+                })
                 .collect(),
             _ => ArrowFields::empty(),
         }
@@ -208,6 +249,7 @@ impl Col {
 
     fn expected(&self) -> String {
         match self {
+            Col::Absent => "no value yet (a column with no type)".into(),
             Col::Text(_, name) => (*name).to_string(),
             Col::Json(_) => "json".into(),
             Col::Decimal(_, p, s) => format!("decimal({p}, {s})"),
@@ -244,11 +286,8 @@ impl Col {
             return Ok(next);
         }
         match self {
-            Col::Text(_, NULL_COLUMN) => Err(violation(found(rec, idx))),
-            Col::Text(_, EMPTY_OBJECT_COLUMN) => match tok {
-                Tok::Obj { end, .. } if end as usize == idx + 1 => Ok(next),
-                _ => Err(violation(found(rec, idx))),
-            },
+            Col::Absent if is_empty_value(rec.tape, idx) => Ok(next),
+            Col::Absent => Err(violation(found(rec, idx))),
             Col::Text(..) | Col::Json(_) => match tok {
                 // A lone UTF-16 surrogate cannot become text; set aside
                 // rather than replaced.
@@ -304,11 +343,20 @@ impl Col {
                 }
                 None => Err(violation(found(rec, idx))),
             },
-            Col::List { item, .. } => {
+            Col::List { item, item_ty, .. } => {
                 if let Tok::Arr { end, .. } = tok {
                     let mut i = idx + 1;
                     let mut n = 0;
                     while i < end as usize {
+                        let kind = kind_of(rec.text, rec.tape, i);
+                        if kind != 0 && item_ty.as_ref().is_some_and(|ty| !ty.takes(kind)) {
+                            return Err(Violation {
+                                path: format!("/{n}"),
+                                expected: item.expected(),
+                                found: found(rec, i),
+                                type_stands: false,
+                            });
+                        }
                         i = item.check(rec, i, scratch).map_err(|mut v| {
                             v.path = format!("/{n}{}", v.path);
                             v
@@ -316,11 +364,13 @@ impl Col {
                         n += 1;
                     }
                     Ok(next)
+                } else if item_ty.is_some() {
+                    Err(violation(found(rec, idx)))
                 } else {
                     item.check(rec, idx, scratch)
                 }
             }
-            Col::Struct { names, children, required, declared, .. } => {
+            Col::Struct { names, children, variants, required, declared, .. } => {
                 let Tok::Obj { end, .. } = tok else { return Err(violation(found(rec, idx))) };
                 let mut i = idx + 1;
                 let mut hint = 0;
@@ -346,7 +396,32 @@ impl Col {
                         });
                     };
                     hint = at + 1;
-                    if let Err(mut v) = children[at].check(rec, value, scratch) {
+                    let checked = match route(&names.list[at].ty, declared[at], &variants[at], rec, value) {
+                        Route::Base => children[at].check(rec, value, scratch),
+                        Route::Variant(to) => children[to].check(rec, value, scratch),
+                        Route::Missing(kind) => Err(Violation {
+                            path: String::new(),
+                            expected: format!(
+                                "{} (or a `__{}` variant column)",
+                                children[at].expected(),
+                                kind.suffix()
+                            ),
+                            found: found(rec, value),
+                            type_stands: false,
+                        }),
+                    };
+                    // A value that does not fit the base column goes to
+                    // its kind's variant column.
+                    let checked = match checked {
+                        Err(v) if !v.type_stands && !declared[at] => {
+                            match variants[at][Variant::for_kind(kind_of(rec.text, rec.tape, value)).slot()] {
+                                Some(to) => children[to].check(rec, value, scratch),
+                                None => Err(v),
+                            }
+                        }
+                        other => other,
+                    };
+                    if let Err(mut v) = checked {
                         v.path = format!("/{}{}", key_of(scratch), v.path);
                         v.type_stands |= declared[at];
                         return Err(v);
@@ -355,9 +430,9 @@ impl Col {
                 }
                 if required.iter().any(|r| *r) {
                     for (at, _) in required.iter().enumerate().filter(|(_, r)| **r) {
-                        if !has_value(rec, idx, &names.list[at].0, scratch) {
+                        if !has_value(rec, idx, &names.list[at].source, scratch) {
                             return Err(Violation {
-                                path: format!("/{}", names.list[at].0),
+                                path: format!("/{}", names.list[at].source),
                                 expected: format!("{} (required)", children[at].expected()),
                                 found: "no value".into(),
                                 type_stands: true,
@@ -380,6 +455,7 @@ impl Col {
             return next;
         }
         match self {
+            Col::Absent => {}
             Col::Text(b, _) => match tok {
                 Tok::Str { start, end, escaped } => {
                     b.append_value(unescape(rec.text, start, end, escaped, scratch).unwrap_or("\u{FFFD}"))
@@ -400,8 +476,11 @@ impl Col {
                 let value = string_of(rec, idx, scratch).and_then(parse_date);
                 b.append_option(value)
             }
-            Col::Timestamp(b, unit, _) => b.append_option(timestamp_of(rec, idx, *unit, scratch)),
-            Col::List { offsets, nulls, item } => {
+            // Seconds are stored as milliseconds (see `arrow_unit`).
+            Col::Timestamp(b, unit, _) => b.append_option(
+                timestamp_of(rec, idx, *unit, scratch).map(|v| if *unit == TimeUnit::Second { v * 1000 } else { v }),
+            ),
+            Col::List { offsets, nulls, item, .. } => {
                 let mut count = 0;
                 if let Tok::Arr { end, .. } = tok {
                     let mut i = idx + 1;
@@ -417,7 +496,7 @@ impl Col {
                 offsets.push(last + count);
                 nulls.append_non_null();
             }
-            Col::Struct { names, children, stamps, nulls, rows, .. } => {
+            Col::Struct { names, children, variants, declared, stamps, nulls, rows, .. } => {
                 let stamp = *rows + 1;
                 let mut i = idx + 1;
                 let mut hint = 0;
@@ -429,9 +508,24 @@ impl Col {
                     if let Some(at) = names.position(key, hint) {
                         hint = at + 1;
                         // A repeated key: the first occurrence is kept (the raw page keeps both).
-                        if stamps[at] != stamp {
-                            stamps[at] = stamp;
-                            children[at].append(rec, value, scratch);
+                        let seen = stamps[at] == stamp || variants[at].iter().flatten().any(|v| stamps[*v] == stamp);
+                        if !seen {
+                            let mut to = match route(&names.list[at].ty, declared[at], &variants[at], rec, value) {
+                                Route::Variant(to) => to,
+                                Route::Base | Route::Missing(_) => at,
+                            };
+                            // A value of the base column's kind that still
+                            // does not fit it (a list with other items).
+                            if to == at
+                                && variants[at].iter().any(Option::is_some)
+                                && children[at].check(rec, value, scratch).is_err()
+                                && let Some(variant) =
+                                    variants[at][Variant::for_kind(kind_of(rec.text, rec.tape, value)).slot()]
+                            {
+                                to = variant;
+                            }
+                            stamps[to] = stamp;
+                            children[to].append(rec, value, scratch);
                         }
                     }
                     i = rec.tape.skip(value);
@@ -452,6 +546,7 @@ impl Col {
     /// Appends a null.
     pub fn append_null(&mut self) {
         match self {
+            Col::Absent => {}
             Col::Text(b, _) | Col::Json(b) => b.append_null(),
             Col::Bool(b) => b.append_null(),
             Col::Int64(b) | Col::Timestamp(b, ..) => b.append_null(),
@@ -479,6 +574,7 @@ impl Col {
     /// The values appended since the last finish, as an Arrow array.
     pub fn finish(&mut self) -> ArrayRef {
         match self {
+            Col::Absent => Arc::new(arrow_array::NullArray::new(0)),
             Col::Text(b, _) | Col::Json(b) => Arc::new(b.finish()),
             Col::Bool(b) => Arc::new(b.finish()),
             Col::Int64(b) => Arc::new(b.finish()),
@@ -496,10 +592,7 @@ impl Col {
                 let tz: Option<Arc<str>> = tz.as_deref().map(Arc::from);
                 let (_, buffer, nulls) = values.into_parts();
                 match unit {
-                    TimeUnit::Second => {
-                        Arc::new(arrow_array::TimestampSecondArray::new(buffer, nulls).with_timezone_opt(tz))
-                    }
-                    TimeUnit::Millisecond => {
+                    TimeUnit::Second | TimeUnit::Millisecond => {
                         Arc::new(arrow_array::TimestampMillisecondArray::new(buffer, nulls).with_timezone_opt(tz))
                     }
                     TimeUnit::Microsecond => {
@@ -510,7 +603,7 @@ impl Col {
                     }
                 }
             }
-            Col::List { offsets, nulls, item } => {
+            Col::List { offsets, nulls, item, .. } => {
                 let values = item.finish();
                 let field = Arc::new(Field::new_list_field(values.data_type().clone(), true));
                 let offsets = OffsetBuffer::new(ScalarBuffer::from(std::mem::replace(offsets, vec![0])));
@@ -525,7 +618,8 @@ impl Col {
         let fields = self.arrow_fields();
         match self {
             Col::Struct { children, nulls, rows, stamps, .. } => {
-                let arrays: Vec<ArrayRef> = children.iter_mut().map(Col::finish).collect();
+                let arrays: Vec<ArrayRef> =
+                    children.iter_mut().filter(|c| !matches!(c, Col::Absent)).map(Col::finish).collect();
                 let len = std::mem::take(rows);
                 stamps.iter_mut().for_each(|s| *s = 0);
                 if arrays.is_empty() {
@@ -535,6 +629,60 @@ impl Col {
             }
             _ => StructArray::new_empty_fields(0, None),
         }
+    }
+}
+
+/// Where a struct field's value goes.
+enum Route {
+    /// The field's own column.
+    Base,
+    /// The variant column at this position.
+    Variant(usize),
+    /// A variant column the table schema does not have yet.
+    Missing(Variant),
+}
+
+/// The column a value of a field of type `ty` goes to: its own when the
+/// column takes the value's kind (or is declared, or the value is null),
+/// else the variant column of the value's kind.
+fn route(ty: &Ty, declared: bool, variants: &[Option<usize>; 6], rec: Rec<'_>, value: usize) -> Route {
+    let kind = kind_of(rec.text, rec.tape, value);
+    if declared || kind == 0 || ty.takes(kind) || !ty.is_physical() {
+        return Route::Base;
+    }
+    let variant = Variant::for_kind(kind);
+    match variants[variant.slot()] {
+        Some(to) => Route::Variant(to),
+        None => Route::Missing(variant),
+    }
+}
+
+/// Whether the value at `idx` is `null`, `{}`, `[]` or a container of
+/// only such values: no value for a column with no type yet.
+fn is_empty_value(tape: &Tape, idx: usize) -> bool {
+    match tape.toks[idx] {
+        Tok::Null => true,
+        Tok::Obj { end, .. } => {
+            let mut i = idx + 1;
+            while i < end as usize {
+                if !is_empty_value(tape, i + 1) {
+                    return false;
+                }
+                i = tape.skip(i + 1);
+            }
+            true
+        }
+        Tok::Arr { end, .. } => {
+            let mut i = idx + 1;
+            while i < end as usize {
+                if !is_empty_value(tape, i) {
+                    return false;
+                }
+                i = tape.skip(i);
+            }
+            true
+        }
+        _ => false,
     }
 }
 
@@ -568,10 +716,12 @@ fn decimal_builder(precision: u8, scale: u8) -> Decimal128Builder {
         .unwrap_or_else(|_| Decimal128Builder::new())
 }
 
+/// The unit a declared timestamp is stored in: its own, except seconds as
+/// milliseconds (Parquet's TIMESTAMP logical type has no seconds unit, so
+/// arrow-rs would write plain INT64 that readers show as a number).
 fn arrow_unit(unit: TimeUnit) -> ArrowUnit {
     match unit {
-        TimeUnit::Second => ArrowUnit::Second,
-        TimeUnit::Millisecond => ArrowUnit::Millisecond,
+        TimeUnit::Second | TimeUnit::Millisecond => ArrowUnit::Millisecond,
         TimeUnit::Microsecond => ArrowUnit::Microsecond,
         TimeUnit::Nanosecond => ArrowUnit::Nanosecond,
     }

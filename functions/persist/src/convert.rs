@@ -42,7 +42,7 @@ use parquet::file::properties::WriterProperties;
 use tempfile::TempPath;
 
 use crate::build::{Col, Rec};
-use crate::infer::{Ty, pin, root_with_declared};
+use crate::infer::{Naming, Seen, Ty, empty_table};
 use crate::json::{Tape, Tok, unescape};
 use crate::source::{DecodeError, Framer, PageSource};
 
@@ -98,11 +98,80 @@ pub enum ConvertError {
     },
 }
 
+/// The lineage columns' values for one page: the same on every row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lineage {
+    /// `_tributary_run_id`: the run the page belongs to.
+    pub run_id: String,
+    /// `_tributary_page`: the page's index in the run, from 0.
+    pub page: u32,
+    /// `_tributary_loaded_at`: when Request fetched the page (or Persist
+    /// received it, for messages without `fetched_at`), milliseconds since
+    /// the epoch, UTC.
+    pub loaded_at_ms: i64,
+}
+
+/// Name of the lineage column holding the run id (string).
+pub const LINEAGE_RUN_ID: &str = "_tributary_run_id";
+/// Name of the lineage column holding the page index (int64).
+pub const LINEAGE_PAGE: &str = "_tributary_page";
+/// Name of the lineage column holding the load time (timestamp(ms, UTC)).
+pub const LINEAGE_LOADED_AT: &str = "_tributary_loaded_at";
+/// Arrow field metadata set to `true` on the lineage columns.
+pub const META_LINEAGE: &str = "tributary.lineage";
+
+/// The lineage columns' Arrow fields, in the order they end every file.
+pub fn lineage_fields() -> Vec<arrow_schema::Field> {
+    use arrow_schema::{DataType, Field, TimeUnit};
+    let meta = || HashMap::from([(META_LINEAGE.to_string(), "true".to_string())]);
+    vec![
+        Field::new(LINEAGE_RUN_ID, DataType::Utf8, false).with_metadata(meta()),
+        Field::new(LINEAGE_PAGE, DataType::Int64, false).with_metadata(meta()),
+        Field::new(LINEAGE_LOADED_AT, DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())), false)
+            .with_metadata(meta()),
+    ]
+}
+
+impl Lineage {
+    /// The three constant columns for `rows` rows.
+    fn columns(&self, rows: usize) -> Vec<arrow_array::ArrayRef> {
+        use arrow_array::{Int64Array, StringArray, TimestampMillisecondArray};
+        vec![
+            Arc::new(StringArray::from_iter_values(std::iter::repeat_n(self.run_id.as_str(), rows))),
+            Arc::new(Int64Array::from_value(i64::from(self.page), rows)),
+            Arc::new(TimestampMillisecondArray::from_value(self.loaded_at_ms, rows).with_timezone("UTC")),
+        ]
+    }
+}
+
+/// The column names a record field may not take at the top level: the
+/// lineage columns and the target's partition columns (Glue refuses a
+/// partition key named like a column, and Hive readers would show the
+/// folder's value in the field's place). A field of such a name gets a
+/// numbered name (`dt_2`), its key kept as its source.
+pub fn reserved_names(target: &PersistTarget) -> Vec<String> {
+    let mut names: Vec<String> = [LINEAGE_RUN_ID, LINEAGE_PAGE, LINEAGE_LOADED_AT].map(String::from).to_vec();
+    names.extend(partition_columns(&target.partition));
+    names
+}
+
+/// The Hive partition columns of a target, outermost first.
+pub fn partition_columns(partitioning: &Partitioning) -> Vec<String> {
+    match partitioning {
+        Partitioning::RunDate => vec!["dt".into()],
+        Partitioning::Field { column, granularity: Granularity::Hour, .. } => vec![column.clone(), "hour".into()],
+        Partitioning::Field { column, .. } => vec![column.clone()],
+    }
+}
+
 /// What the conversion needs besides the payload.
 #[derive(Clone, Copy, Debug)]
 pub struct PageSettings<'a> {
     /// Dataset, declared columns, partitioning, files.
     pub target: &'a PersistTarget,
+    /// The lineage columns' values (`None`: files without them, for tools
+    /// and tests that convert records alone).
+    pub lineage: Option<&'a Lineage>,
     /// The dataset's schema in the lake, if any.
     pub lake_schema: Option<&'a Ty>,
     /// The run's date (the default partition).
@@ -176,8 +245,9 @@ fn syntax(framer_index: u64, offset: u64, err: crate::json::SyntaxError) -> Conv
     })
 }
 
-/// Infers the page's schema over all its records (pass 1), starting from
-/// the dataset's schema `lake` when there is one.
+/// The dataset's table schema after this page: `lake` (or an empty table)
+/// with the target's declared columns, evolved by what the page's records
+/// hold (pass 1 over all of them; see [`crate::infer`]).
 ///
 /// # Errors
 /// [`ConvertError::Decode`] for unreadable payloads and invalid JSON.
@@ -187,25 +257,28 @@ pub fn infer_page(
     target: &PersistTarget,
     lake: Option<&Ty>,
 ) -> Result<Ty, ConvertError> {
+    let reserved = reserved_names(target);
+    let names = Naming { policy: target.names, reserved: &reserved };
+    let mut table = lake.cloned().unwrap_or_else(empty_table);
+    table.declare(&target.schema, names, &mut Vec::new());
+    table.evolve(&seen_in_page(source, format)?, names);
+    Ok(table)
+}
+
+/// What the page's records hold (pass 1).
+///
+/// # Errors
+/// [`ConvertError::Decode`] for unreadable payloads and invalid JSON.
+pub fn seen_in_page(source: &PageSource, format: &PayloadFormat) -> Result<Seen, ConvertError> {
     let mut framer = Framer::open(source, format)?;
-    let declared = root_with_declared(&target.schema);
-    let seed = match lake {
-        Some(lake) => {
-            let mut seeded = lake.evolve(&declared, "", &mut Vec::new());
-            pin(&mut seeded);
-            seeded
-        }
-        None => declared,
-    };
     // This thread frames records into chunks; two workers tokenize and
-    // infer chunk i on worker i % 2; the chunks' types are joined in order,
-    // which gives the same schema (fields in first-seen order) as one pass.
+    // infer chunk i on worker i % 2; the chunks' kinds are joined in order,
+    // which gives the same fields (in first-seen order) as one pass.
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..WORKERS)
             .map(|_| {
                 let (sender, receiver) = std::sync::mpsc::sync_channel::<Chunk>(2);
-                let seed = &seed;
-                (sender, scope.spawn(move || infer_chunks(seed, receiver)))
+                (sender, scope.spawn(move || infer_chunks(receiver)))
             })
             .collect();
         let senders: Vec<_> = workers.iter().map(|(sender, _)| sender.clone()).collect();
@@ -230,7 +303,11 @@ pub fn infer_page(
             return Err(err);
         }
         typed.sort_by_key(|(seq, _)| *seq);
-        Ok(typed.into_iter().fold(seed.clone(), |root, (_, ty)| root.join(ty)))
+        let mut root = Seen::default();
+        for (_, seen) in typed {
+            root.join(seen);
+        }
+        Ok(root)
     })
 }
 
@@ -291,16 +368,13 @@ impl Chunk {
     }
 }
 
-/// Infers each chunk's type from `seed`; an error carries its record index.
-fn infer_chunks(
-    seed: &Ty,
-    receiver: std::sync::mpsc::Receiver<Chunk>,
-) -> Result<Vec<(usize, Ty)>, (u64, ConvertError)> {
+/// What each chunk's records hold; an error carries its record index.
+fn infer_chunks(receiver: std::sync::mpsc::Receiver<Chunk>) -> Result<Vec<(usize, Seen)>, (u64, ConvertError)> {
     let mut tape = Tape::default();
     let mut scratch = String::new();
     let mut typed = Vec::new();
     for chunk in receiver {
-        let mut ty = seed.clone();
+        let mut ty = Seen::default();
         for &(from, to, index, offset) in &chunk.records {
             let text = &chunk.text[from..to];
             tape.parse(text).map_err(|e| (index, syntax(index, offset, e)))?;
@@ -335,51 +409,21 @@ pub fn convert_page(
     // for the two passes below, which would find the same schema otherwise.
     // A declared type the spec changed after the dataset was created is
     // reported with the page's conflicts (the dataset keeps its type).
-    let mut declared_conflicts = Vec::new();
-    let declared_ok = settings.lake_schema.is_none_or(|lake| {
-        lake.evolve(&root_with_declared(&settings.target.schema), "", &mut declared_conflicts) == *lake
-    });
+    let reserved = reserved_names(settings.target);
+    let names = Naming { policy: settings.target.names, reserved: &reserved };
+    let mut conflicts = Vec::new();
+    let mut schema = settings.lake_schema.cloned().unwrap_or_else(empty_table);
+    schema.declare(&settings.target.schema, names, &mut conflicts);
     if let Some(lake) = settings.lake_schema
-        && is_settled(lake)
-        && declared_ok
-        && let Some(output) = write_pass(source, format, settings, lake.clone(), declared_conflicts.clone(), true)?
+        && lake.is_settled()
+        && *lake == schema
+        && let Some(output) = write_pass(source, format, settings, lake.clone(), conflicts.clone(), true)?
     {
         return Ok(output);
     }
-    let page_ty = infer_page(source, format, settings.target, settings.lake_schema)?;
-    let mut conflicts = declared_conflicts;
-    let schema = match settings.lake_schema {
-        Some(lake) => lake.evolve(&page_ty, "", &mut conflicts),
-        None => page_ty,
-    };
-    warn_on_shadowed_fields(&settings.target.partition, &schema);
+    schema.evolve(&seen_in_page(source, format)?, names);
     let output = write_pass(source, format, settings, schema, conflicts, false)?;
     output.ok_or_else(|| ConvertError::Io(std::io::Error::other("the write pass stopped without a reason")))
-}
-
-/// Hive readers show a partition folder's value in place of a record field
-/// of the same name; the field is still in the file, so this only warns.
-fn warn_on_shadowed_fields(partitioning: &Partitioning, schema: &Ty) {
-    let Partitioning::Field { column, granularity, .. } = partitioning else { return };
-    let Ty::Struct { fields } = schema else { return };
-    let mut names = vec![column.as_str()];
-    if *granularity == Granularity::Hour {
-        names.push("hour");
-    }
-    for name in names.into_iter().filter(|name| fields.position(name, 0).is_some()) {
-        tracing::warn!(
-            field = name,
-            "records have a field named like the partition column; Hive-partitioned readers show the folder's value \
-             in its place (read with hive_partitioning off, or rename partition.column, to see the field)"
-        );
-    }
-}
-
-/// Whether `ty` can be written without inference: a struct with columns.
-/// (A column seen only as null takes only nulls in one pass; a value there
-/// sends the page to the two passes, which give the column its type.)
-fn is_settled(ty: &Ty) -> bool {
-    matches!(ty, Ty::Struct { fields } if !fields.list.is_empty())
 }
 
 /// Pass 2 with `schema`. With `strict`, returns `Ok(None)` as soon as a
@@ -393,8 +437,13 @@ fn write_pass(
     strict: bool,
 ) -> Result<Option<PageOutput>, ConvertError> {
     let checker = Col::new(&schema);
-    let arrow_schema = Arc::new(Schema::new(checker.arrow_fields()));
-    let no_columns = arrow_schema.fields().is_empty();
+    let data_fields = checker.arrow_fields();
+    let no_columns = data_fields.is_empty();
+    let mut fields: Vec<arrow_schema::FieldRef> = data_fields.iter().cloned().collect();
+    if settings.lineage.is_some() {
+        fields.extend(lineage_fields().into_iter().map(Arc::new));
+    }
+    let arrow_schema = Arc::new(Schema::new(fields));
     let files = &settings.target.files;
     let sink = FileSink {
         temp_dir: settings.temp_dir,
@@ -422,9 +471,10 @@ fn write_pass(
         for _ in 0..WORKERS {
             let (input, chunks) = std::sync::mpsc::sync_channel::<Chunk>(2);
             let (output, results) = std::sync::mpsc::sync_channel::<Built>(2);
-            let (schema, checker) = (&schema, &checker);
-            workers
-                .push(scope.spawn(move || build_chunks(chunks, output, settings, schema, checker, no_columns, strict)));
+            let (schema, checker, arrow_schema) = (&schema, &checker, &arrow_schema);
+            workers.push(scope.spawn(move || {
+                build_chunks(chunks, output, settings, (schema, arrow_schema), checker, no_columns, strict)
+            }));
             inputs.push(input);
             outputs.push(results);
         }
@@ -490,7 +540,7 @@ fn build_chunks(
     chunks: std::sync::mpsc::Receiver<Chunk>,
     output: std::sync::mpsc::SyncSender<Built>,
     settings: PageSettings<'_>,
-    schema: &Ty,
+    (schema, arrow_schema): (&Ty, &SchemaRef),
     checker: &Col,
     no_columns: bool,
     strict: bool,
@@ -566,7 +616,20 @@ fn build_chunks(
             };
             cols[at].1.append(rec, 0, &mut scratch);
         }
-        built.parts = cols.into_iter().map(|(name, mut col)| (name, RecordBatch::from(col.finish_struct()))).collect();
+        let mut parts = Vec::with_capacity(cols.len());
+        for (name, mut col) in cols {
+            let data = col.finish_struct();
+            let rows = arrow_array::Array::len(&data);
+            let mut columns = data.into_parts().1;
+            if let Some(lineage) = settings.lineage {
+                columns.extend(lineage.columns(rows));
+            }
+            let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(rows));
+            let batch = RecordBatch::try_new_with_options(arrow_schema.clone(), columns, &options)
+                .map_err(|err| (0, Stop::Failed(ConvertError::Parquet(ParquetError::from(err)))))?;
+            parts.push((name, batch));
+        }
+        built.parts = parts;
         if output.send(built).is_err() {
             break;
         }
@@ -812,39 +875,34 @@ fn lookup(rec: Rec<'_>, pointer: &str) -> Option<Tok> {
     }
 }
 
-/// A partition value made safe as one S3 key segment: characters other
-/// than `A-Z a-z 0-9 . _ -` (so `/`, `=`, `..`'s meaning, spaces and
-/// control characters) are percent-encoded as Hive does, `.` and `..`
-/// alone are encoded too, an empty value is Hive's default partition, and
-/// encoded values longer than 128 bytes are cut and end with `~` and a
-/// 64-bit FNV-1a digest of the whole value (so values sharing a long prefix
-/// never share a folder).
+/// A partition value made safe as one S3 key segment, the way Hive (and
+/// Spark, which reads it back) escapes path names: control characters and
+/// `" # % ' * / : = ? \ { [ ] ^` and DEL become `%XX`; every other
+/// character stays as it is, UTF-8 included (`São Paulo` stays `São
+/// Paulo`: Spark decodes each `%XX` as one character, so percent-encoded
+/// UTF-8 would read as mojibake). `.` and `..` alone are encoded, an empty
+/// value is Hive's default partition, and values longer than 128 bytes are
+/// cut and end with `~` and a 64-bit FNV-1a digest of the whole value (so
+/// values sharing a long prefix never share a folder).
 pub fn sanitize_partition_value(value: &str) -> String {
     if value.is_empty() {
         return DEFAULT_PARTITION.into();
     }
+    let escaped = |c: char| c.is_ascii_control() || "\"#%'*/:=?\\{[]^".contains(c);
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
-        if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
-            out.push(c);
+        let before = out.len();
+        if escaped(c) {
+            out.push_str(&format!("%{:02X}", c as u32));
         } else {
-            let mut buf = [0u8; 4];
-            for b in c.encode_utf8(&mut buf).bytes() {
-                out.push_str(&format!("%{b:02X}"));
-            }
+            out.push(c);
         }
-        if out.len() >= 128 {
-            // Cut, with a digest of the whole value so that two long values
-            // sharing a prefix stay in different folders.
+        if out.len() > 128 {
+            // Cut before this character, with a digest of the whole value
+            // so that two long values sharing a prefix stay apart.
             let digest =
                 value.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
-            out.truncate(128);
-            while !out.is_char_boundary(out.len())
-                || out.ends_with('%')
-                || (out.len() >= 2 && out.as_bytes()[out.len() - 2] == b'%')
-            {
-                out.pop();
-            }
+            out.truncate(before);
             out.push_str(&format!("~{digest:016x}"));
             break;
         }
@@ -863,8 +921,11 @@ mod tests {
     fn partition_values_are_safe_key_segments() {
         assert_eq!(sanitize_partition_value("BR/SP"), "BR%2FSP");
         assert_eq!(sanitize_partition_value(".."), "%2E%2E");
-        assert_eq!(sanitize_partition_value("a b=\u{7}"), "a%20b%3D%07");
-        assert_eq!(sanitize_partition_value("São"), "S%C3%A3o");
+        assert_eq!(sanitize_partition_value("a b=\u{7}"), "a b%3D%07");
+        assert_eq!(sanitize_partition_value("São Paulo"), "São Paulo", "UTF-8 stays as it is");
+        assert_eq!(sanitize_partition_value("007"), "007");
+        let long_utf8 = sanitize_partition_value(&"ã".repeat(100));
+        assert!(long_utf8.len() <= 128 + 17 && long_utf8.starts_with("ãã"), "cut on a character boundary");
         assert_eq!(sanitize_partition_value(""), DEFAULT_PARTITION);
         let long = sanitize_partition_value(&"x".repeat(500));
         assert!(long.len() <= 128 + 17, "{long}");

@@ -1,64 +1,297 @@
-//! Schema inference over every record of a page, and the coercion rules.
+//! What a page's records hold ([`Seen`]), and the dataset's table schema
+//! ([`Ty`]) that only moves in ways every reader follows.
 //!
-//! Each field's type is the merge of the kinds seen in all records (never a
-//! sample). The rules, in order:
+//! **Inference** walks every record of the page (never a sample) and notes,
+//! per field, which kinds of value it holds ([`Kinds`]: booleans, four
+//! sizes of integer, floats, strings, objects with the union of their keys,
+//! arrays with the merge of their items).
 //!
-//! | seen | column |
-//! |---|---|
-//! | only `null` (or never a value) | `string`, nullable — the documented default |
-//! | integers that fit `i64` | `int64` |
-//! | integers, some beyond `i64` (≤ 38 digits) | `decimal(38, 0)`, exact |
-//! | integers beyond 38 digits | `string` holding the digits, exact |
-//! | integers and floats | `float64` (a beyond-`i64` integer among floats makes it `string`, never rounded) |
-//! | two or more of string, number, boolean | `string`, non-strings as their JSON text (`12.50`, `true`) |
-//! | objects | `struct` of the union of their keys, in first-seen order |
-//! | `{}` only | `string` holding `{}` (Parquet cannot store a struct without fields) |
-//! | arrays | `list` of the merge of all items |
-//! | `[]` only | `list<string>` of empty lists |
-//! | a scalar or object in some records, an array in others | `list`, the lone value wrapped as a one-item list |
-//! | an object in some records, a scalar in others | `string`, objects as their JSON text |
+//! **The table schema** gives each field one column with a type fixed once
+//! and for all. A field's first values decide it ([`Ty::from_seen`]): of
+//! the kinds seen, in this order, objects -> `struct`, arrays -> `list`,
+//! strings -> `string`, floats -> `float64` (integers up to 2^53 fit it
+//! exactly), integers beyond `i64` -> `decimal(38, 0)`, integers ->
+//! `int64`, booleans -> `bool`. A field seen only as `null`, `{}` or `[]`
+//! gets no column until a value decides it.
 //!
-//! Across pages (the dataset's schema in the lake, see [`Ty::evolve`]),
-//! a column may gain nullable fields and widen `int64` -> `float64`,
-//! `int64` -> `decimal(38, 0)`, any scalar -> `string`, `string` absorbing
-//! objects as text; turning a scalar into a list or a struct into a scalar
-//! would make the dataset unreadable as one table, so those records are
-//! quarantined instead.
+//! A value of another kind than its column's never changes the column:
+//! it goes to a **variant column** beside it, named `<column>__<kind>`
+//! ([`Variant`]: `__bool`, `__int64`, `__decimal`, `__float64`,
+//! `__string`, `__json`), typed once and for all; objects, arrays whose
+//! items do not fit the list's item type, and integers beyond 38 digits go
+//! to `__json` as their JSON text (a field holding only such integers is a
+//! JSON-text column itself). Nothing is rounded (an integer beyond 2^53 never goes into a
+//! `float64` column), truncated or dropped. The only changes of an
+//! existing column are the ones every reader follows: a struct gains
+//! nullable fields, a list's struct items gain fields, and a column with
+//! no type yet gets one.
+//!
+//! Column names are the fields' keys in lowercase snake_case by default
+//! ([`column_name`]); the key is kept as the field's `source`.
 
 use std::collections::HashMap;
 
-use contracts::FieldType;
+use contracts::{FieldType, NamePolicy};
 use serde::{Deserialize, Serialize};
 
 use crate::json::{Tape, Tok};
 
-/// An inferred (or declared) column type: a point of the coercion lattice.
+/// Kinds of JSON value seen at one place of the records, as a bit set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Kinds(pub u16);
+
+impl Kinds {
+    /// `true` / `false`.
+    pub const BOOL: u16 = 1;
+    /// Integers within ±2^53: exact in an `f64` too.
+    pub const INT: u16 = 1 << 1;
+    /// Integers within `i64` beyond ±2^53.
+    pub const INT64: u16 = 1 << 2;
+    /// Integers beyond `i64`, at most 38 digits.
+    pub const DECIMAL: u16 = 1 << 3;
+    /// Integers beyond 38 digits.
+    pub const HUGE: u16 = 1 << 4;
+    /// Numbers with a fraction or an exponent.
+    pub const FLOAT: u16 = 1 << 5;
+    /// Strings.
+    pub const STRING: u16 = 1 << 6;
+    /// Objects.
+    pub const OBJECT: u16 = 1 << 7;
+    /// Arrays.
+    pub const ARRAY: u16 = 1 << 8;
+    /// Every kind, lowest bit first.
+    pub const ALL: [u16; 9] = [
+        Self::BOOL,
+        Self::INT,
+        Self::INT64,
+        Self::DECIMAL,
+        Self::HUGE,
+        Self::FLOAT,
+        Self::STRING,
+        Self::OBJECT,
+        Self::ARRAY,
+    ];
+
+    /// Whether `kind` is in the set.
+    pub fn has(self, kind: u16) -> bool {
+        self.0 & kind != 0
+    }
+}
+
+/// The kind of one integer literal (sign included).
+pub fn int_kind(text: &str) -> u16 {
+    let digits = text.trim_start_matches('-').len();
+    // 10^15 < 2^53: up to 15 digits is exact as a float without a parse.
+    if digits <= 15 {
+        return Kinds::INT;
+    }
+    match text.parse::<i64>() {
+        Ok(n) if n.unsigned_abs() <= 1 << 53 => Kinds::INT,
+        Ok(_) => Kinds::INT64,
+        Err(_) if digits <= 38 => Kinds::DECIMAL,
+        Err(_) => Kinds::HUGE,
+    }
+}
+
+/// The kind of the value at `idx` (0 for `null`).
+pub fn kind_of(text: &str, tape: &Tape, idx: usize) -> u16 {
+    match tape.toks[idx] {
+        Tok::Null => 0,
+        Tok::Bool(_) => Kinds::BOOL,
+        Tok::Num { start, end, int: true } => int_kind(&text[start as usize..end as usize]),
+        Tok::Num { .. } => Kinds::FLOAT,
+        Tok::Str { .. } => Kinds::STRING,
+        Tok::Obj { .. } => Kinds::OBJECT,
+        Tok::Arr { .. } => Kinds::ARRAY,
+    }
+}
+
+/// What one place of a page's records (a field, or a list's items) held.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// Kinds of the non-null values.
+    pub kinds: Kinds,
+    /// The objects' keys, in first-seen order, and what each held.
+    pub fields: Vec<(String, Seen)>,
+    index: HashMap<String, usize>,
+    /// What the arrays' items held.
+    pub item: Option<Box<Seen>>,
+}
+
+impl Seen {
+    /// Whether any value was more than `null`, `{}`, `[]` or containers of
+    /// those: only then does the place need a column.
+    pub fn has_values(&self) -> bool {
+        let others = self.kinds.0 & !(Kinds::OBJECT | Kinds::ARRAY);
+        others != 0
+            || self.fields.iter().any(|(_, seen)| seen.has_values())
+            || self.item.as_ref().is_some_and(|item| item.has_values())
+    }
+
+    fn field(&mut self, key: &str, hint: usize) -> usize {
+        match self.fields.get(hint) {
+            Some((name, _)) if same_key(name, key) => return hint,
+            _ => {}
+        }
+        if let Some(at) = self.index.get(key) {
+            return *at;
+        }
+        self.index.insert(key.to_string(), self.fields.len());
+        self.fields.push((key.to_string(), Seen::default()));
+        self.fields.len() - 1
+    }
+
+    /// Notes the value at `idx` of `tape` (whose text is `text`); returns
+    /// the index after it.
+    pub fn absorb(&mut self, text: &str, tape: &Tape, idx: usize, scratch: &mut String) -> usize {
+        match tape.toks[idx] {
+            Tok::Obj { end, .. } => {
+                self.kinds.0 |= Kinds::OBJECT;
+                let mut i = idx + 1;
+                let mut hint = 0;
+                while i < end as usize {
+                    let Tok::Str { start, end: key_end, escaped } = tape.toks[i] else { break };
+                    let key = crate::json::unescape(text, start, key_end, escaped, scratch).unwrap_or("\u{FFFD}");
+                    let at = self.field(key, hint);
+                    hint = at + 1;
+                    i = self.fields[at].1.absorb(text, tape, i + 1, scratch);
+                }
+                end as usize
+            }
+            Tok::Arr { end, .. } => {
+                self.kinds.0 |= Kinds::ARRAY;
+                let item = self.item.get_or_insert_with(Box::default);
+                let mut i = idx + 1;
+                while i < end as usize {
+                    i = item.absorb(text, tape, i, scratch);
+                }
+                end as usize
+            }
+            Tok::Null => idx + 1,
+            // Up to 15 digits is the common integer: no parse.
+            Tok::Num { start, end, int: true } if end - start <= 15 => {
+                self.kinds.0 |= Kinds::INT;
+                idx + 1
+            }
+            _ => {
+                self.kinds.0 |= kind_of(text, tape, idx);
+                idx + 1
+            }
+        }
+    }
+
+    /// Merges what another part of the page held into this (fields in
+    /// this part's order first).
+    pub fn join(&mut self, other: Seen) {
+        self.kinds.0 |= other.kinds.0;
+        for (key, seen) in other.fields {
+            let at = self.field(&key, usize::MAX);
+            self.fields[at].1.join(seen);
+        }
+        match (&mut self.item, other.item) {
+            (Some(mine), Some(theirs)) => mine.join(*theirs),
+            (None, Some(theirs)) => self.item = Some(theirs),
+            _ => {}
+        }
+    }
+}
+
+/// A variant column: where values of one kind go when their field's column
+/// has another type. Its name is `<column>__<suffix>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Variant {
+    /// Booleans: `bool`.
+    Bool,
+    /// Integers within `i64`: `int64`.
+    Int64,
+    /// Integers beyond `i64`, at most 38 digits: `decimal(38, 0)`.
+    Decimal,
+    /// Floats: `float64`.
+    Float64,
+    /// Strings: `string`.
+    String,
+    /// Objects, arrays and integers beyond 38 digits as their JSON text:
+    /// `string`.
+    Json,
+}
+
+impl Variant {
+    /// Every variant.
+    pub const ALL: [Variant; 6] =
+        [Variant::Bool, Variant::Int64, Variant::Decimal, Variant::Float64, Variant::String, Variant::Json];
+
+    /// The variant that takes values of `kind`.
+    pub fn for_kind(kind: u16) -> Variant {
+        match kind {
+            Kinds::BOOL => Variant::Bool,
+            Kinds::INT | Kinds::INT64 => Variant::Int64,
+            Kinds::DECIMAL => Variant::Decimal,
+            Kinds::FLOAT => Variant::Float64,
+            Kinds::STRING => Variant::String,
+            _ => Variant::Json,
+        }
+    }
+
+    /// The column name's suffix (after `__`).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Variant::Bool => "bool",
+            Variant::Int64 => "int64",
+            Variant::Decimal => "decimal",
+            Variant::Float64 => "float64",
+            Variant::String => "string",
+            Variant::Json => "json",
+        }
+    }
+
+    /// The variant column's type.
+    pub fn ty(self) -> Ty {
+        match self {
+            Variant::Bool => Ty::Bool,
+            Variant::Int64 => Ty::Int,
+            Variant::Decimal => Ty::BigInt { digits: 38 },
+            Variant::Float64 => Ty::Float,
+            Variant::String => Ty::Text,
+            Variant::Json => Ty::Json,
+        }
+    }
+
+    /// Its position in [`Variant::ALL`].
+    pub fn slot(self) -> usize {
+        self as usize
+    }
+}
+
+/// A column type of the table schema (or a declared one).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Ty {
-    /// Only nulls so far.
+    /// No value yet (only `null`, `{}` or `[]`): no column in the files.
     Null,
-    /// Booleans.
+    /// `bool`.
     Bool,
-    /// Integers within `i64`.
+    /// `int64`.
     Int,
-    /// Integers, some beyond `i64`, at most `digits` digits.
+    /// `decimal(38, 0)` (`digits` beyond 38: `string` of the digits).
     BigInt {
         /// Most digits seen.
         digits: u8,
     },
-    /// Numbers with a fraction or exponent (and integers).
+    /// `float64`.
     Float,
-    /// Text: strings as they are, other values as their JSON text.
+    /// `string`.
     Text,
-    /// Arrays (or values wrapped as one-item lists).
+    /// `string` holding each value's JSON text (variant columns).
+    Json,
+    /// A list.
     List {
         /// The items' type.
         item: Box<Ty>,
     },
-    /// Objects.
+    /// A struct (the record itself is one).
     Struct {
-        /// Fields in first-seen order.
+        /// Fields in the order they were added.
         fields: Fields,
     },
     /// A declared column type, enforced rather than inferred.
@@ -71,17 +304,39 @@ pub enum Ty {
     },
 }
 
-/// A struct's fields, in first-seen order, with a name index.
+/// One field of a struct in the table schema.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Field {
+    /// The column's name in the files (see [`column_name`]).
+    pub name: String,
+    /// The records' key it holds.
+    pub source: String,
+    /// Its type.
+    pub ty: Ty,
+    /// For a variant column, which kind of value it takes (its base column
+    /// is the field of the same `source` without a variant).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<Variant>,
+}
+
+/// A struct's fields in the order they were added, with an index of the
+/// records' keys.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(from = "Vec<(String, Ty)>", into = "Vec<(String, Ty)>")]
+#[serde(from = "Vec<FieldRepr>", into = "Vec<Field>")]
 pub struct Fields {
-    /// `(name, type)` pairs.
-    pub list: Vec<(String, Ty)>,
+    /// The fields: base columns and variant columns.
+    pub list: Vec<Field>,
+    /// Source key -> position of its base field.
     index: HashMap<String, usize>,
-    /// A struct of the dataset's schema: a scalar or array seen where it is
-    /// does not turn it into text or a list while inferring (those records
-    /// are quarantined instead).
-    pinned: bool,
+}
+
+/// A field as stored: this version's, or `[name, type]` as schemas were
+/// kept before variant columns (the name is then also the source).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum FieldRepr {
+    Full(Field),
+    Pair(String, Ty),
 }
 
 impl PartialEq for Fields {
@@ -92,39 +347,170 @@ impl PartialEq for Fields {
 
 impl Eq for Fields {}
 
-impl From<Vec<(String, Ty)>> for Fields {
-    fn from(list: Vec<(String, Ty)>) -> Self {
-        let index = list.iter().enumerate().map(|(i, (name, _))| (name.clone(), i)).collect();
-        Fields { list, index, pinned: false }
+impl From<Vec<FieldRepr>> for Fields {
+    fn from(list: Vec<FieldRepr>) -> Self {
+        let list = list
+            .into_iter()
+            .map(|repr| match repr {
+                FieldRepr::Full(field) => field,
+                FieldRepr::Pair(name, ty) => Field { source: name.clone(), name, ty, variant: None },
+            })
+            .collect();
+        Fields::from_list(list)
     }
 }
 
-impl From<Fields> for Vec<(String, Ty)> {
+impl From<Fields> for Vec<Field> {
     fn from(fields: Fields) -> Self {
         fields.list
     }
 }
 
 impl Fields {
-    /// Position of `name`, checking `hint` first (records usually list
-    /// their keys in the same order).
+    /// Fields from a list (the index is rebuilt).
+    pub fn from_list(list: Vec<Field>) -> Fields {
+        let index =
+            list.iter().enumerate().filter(|(_, f)| f.variant.is_none()).map(|(i, f)| (f.source.clone(), i)).collect();
+        Fields { list, index }
+    }
+
+    /// Position of the base field of key `source`, checking `hint` first
+    /// (records usually list their keys in the same order).
     #[inline]
-    pub fn position(&self, name: &str, hint: usize) -> Option<usize> {
+    pub fn position(&self, source: &str, hint: usize) -> Option<usize> {
         match self.list.get(hint) {
-            Some((n, _)) if same_key(n, name) => Some(hint),
-            _ => self.index.get(name).copied(),
+            Some(f) if f.variant.is_none() && same_key(&f.source, source) => Some(hint),
+            _ => self.index.get(source).copied(),
         }
     }
 
-    /// The field `name`, added as `Ty::Null` when new.
-    pub fn entry(&mut self, name: &str, hint: usize) -> usize {
-        if let Some(i) = self.position(name, hint) {
-            return i;
+    /// Position of the variant column of `source` for `variant`.
+    pub fn variant_position(&self, source: &str, variant: Variant) -> Option<usize> {
+        self.list.iter().position(|f| f.variant == Some(variant) && f.source == source)
+    }
+
+    fn taken(&self, name: &str) -> bool {
+        self.list.iter().any(|f| f.name.eq_ignore_ascii_case(name))
+    }
+
+    /// A name for a new column, `wanted` unless taken (here or in
+    /// `reserved`, case-insensitively: Athena and Spark fold case), else
+    /// `wanted_2`, `wanted_3`, …
+    fn unique(&self, wanted: String, reserved: &[String]) -> String {
+        let free = |name: &str| !self.taken(name) && !reserved.iter().any(|r| r.eq_ignore_ascii_case(name));
+        if free(&wanted) {
+            return wanted;
         }
-        self.index.insert(name.to_string(), self.list.len());
-        self.list.push((name.to_string(), Ty::Null));
+        (2..).map(|n| format!("{wanted}_{n}")).find(|name| free(name)).unwrap_or(wanted)
+    }
+
+    /// Adds a base field for key `source`; returns its position.
+    fn add(&mut self, source: &str, ty: Ty, names: Naming<'_>) -> usize {
+        let name = self.unique(column_name(source, names.policy), names.reserved);
+        self.index.insert(source.to_string(), self.list.len());
+        self.list.push(Field { name, source: source.to_string(), ty, variant: None });
         self.list.len() - 1
     }
+
+    /// Adds the variant column of the field at `base` unless it exists.
+    fn add_variant(&mut self, base: usize, variant: Variant, names: Naming<'_>) {
+        let source = self.list[base].source.clone();
+        if self.variant_position(&source, variant).is_some() {
+            return;
+        }
+        let name = self.unique(format!("{}__{}", self.list[base].name, variant.suffix()), names.reserved);
+        self.list.push(Field { name, source, ty: variant.ty(), variant: Some(variant) });
+    }
+}
+
+/// How new columns are named: the policy, and names already taken at this
+/// level (the root's lineage and partition columns).
+#[derive(Clone, Copy, Debug)]
+pub struct Naming<'a> {
+    /// snake_case or verbatim.
+    pub policy: NamePolicy,
+    /// Names no field may take here.
+    pub reserved: &'a [String],
+}
+
+impl Naming<'_> {
+    fn nested(self) -> Naming<'static> {
+        Naming { policy: self.policy, reserved: &[] }
+    }
+}
+
+/// Longest column name kept whole; longer names are cut and end with a
+/// digest. Glue's `Column.Name` takes at most 255 characters (AWS Glue API,
+/// `Column` structure).
+pub const MAX_COLUMN_NAME: usize = 128;
+
+/// The column name for a record key under `policy`.
+///
+/// snake_case: Latin letters lose their accents (`preço` -> `preco`), a
+/// word boundary in camelCase or PascalCase becomes `_` (`createdAt` ->
+/// `created_at`, `HTTPStatus` -> `http_status`), every run of other
+/// characters becomes one `_` (`unit price ($)` -> `unit_price`), the
+/// result is lowercase, without `_` at either end, starts with `_` when it
+/// would start with a digit, and is `_` when nothing is left. Athena, Glue,
+/// Spark and DuckDB all take such names without quoting. Verbatim: the key
+/// as sent. Either way, a name longer than [`MAX_COLUMN_NAME`] bytes is cut
+/// and ends with `_` and 8 hex digits of a digest of the whole key.
+pub fn column_name(key: &str, policy: NamePolicy) -> String {
+    let name = match policy {
+        NamePolicy::Verbatim => key.to_string(),
+        NamePolicy::SnakeCase => snake_case(key),
+    };
+    if name.len() <= MAX_COLUMN_NAME {
+        return name;
+    }
+    let digest = key.bytes().fold(0x811c_9dc5_u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    let mut cut = MAX_COLUMN_NAME - 9;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}_{digest:08x}", &name[..cut])
+}
+
+fn snake_case(key: &str) -> String {
+    let chars: Vec<char> = key.chars().map(fold_accent).collect();
+    let mut out = String::with_capacity(key.len() + 4);
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_ascii_alphanumeric() {
+            if c.is_ascii_uppercase() && i > 0 {
+                let prev = chars[i - 1];
+                let next_lower = chars.get(i + 1).is_some_and(|n| n.is_ascii_lowercase());
+                if prev.is_ascii_lowercase() || prev.is_ascii_digit() || (prev.is_ascii_uppercase() && next_lower) {
+                    out.push('_');
+                }
+            }
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('_') {
+            out.push('_');
+        }
+    }
+    let trimmed = out.trim_matches('_');
+    if trimmed.is_empty() {
+        return "_".into();
+    }
+    let mut name = trimmed.replace("__", "_");
+    while name.contains("__") {
+        name = name.replace("__", "_");
+    }
+    if name.starts_with(|c: char| c.is_ascii_digit()) {
+        name.insert(0, '_');
+    }
+    name
+}
+
+/// A Latin letter without its accent (Latin-1 Supplement and Latin
+/// Extended-A), other characters as they are.
+fn fold_accent(c: char) -> char {
+    const FROM: &str = "ÀÁÂÃÄÅàáâãäåÇçÈÉÊËèéêëÌÍÎÏìíîïÑñÒÓÔÕÖØòóôõöøÙÚÛÜùúûüÝýÿĀāĂăĄąĆćĈĉĊċČčĎďĒēĔĕĖėĘęĚěĜĝĞğĠġĢģĤĥĨĩĪīĬĭĮįİıĴĵĶķĹĺĻļĽľŁłŃńŅņŇňŌōŎŏŐőŔŕŖŗŘřŚśŜŝŞşŠšŢţŤťŨũŪūŬŭŮůŰűŲųŴŵŶŷŸŹźŻżŽž";
+    const TO: &str = "AAAAAAaaaaaaCcEEEEeeeeIIIIiiiiNnOOOOOOooooooUUUUuuuuYyyAaAaAaCcCcCcCcDdEeEeEeEeEeGgGgGgGgHhIiIiIiIiIiJjKkLlLlLlLlNnNnNnOoOoOoRrRrRrSsSsSsSsTtTtUuUuUuUuUuUuWwYyYZzZzZz";
+    if c.is_ascii() {
+        return c;
+    }
+    FROM.chars().position(|f| f == c).and_then(|at| TO.chars().nth(at)).unwrap_or(c)
 }
 
 /// `a == b` for field names, without a `memcmp` call: names are short, and
@@ -146,191 +532,162 @@ fn same_key(a: &str, b: &str) -> bool {
     }
 }
 
-/// Digits of an integer literal, sign excluded.
-fn digits(text: &str) -> usize {
-    text.trim_start_matches('-').len()
-}
-
-/// The type of one integer literal.
-pub fn int_type(text: &str) -> Ty {
-    // Up to 18 digits always fits an i64: no parse.
-    if digits(text) <= 18 || text.parse::<i64>().is_ok() {
-        Ty::Int
-    } else {
-        Ty::BigInt { digits: digits(text).min(u8::MAX as usize) as u8 }
-    }
-}
-
 impl Ty {
-    /// The type of the value at `idx` of `tape` (whose text is `text`),
-    /// merged into `self`. Returns the index after the value.
-    pub fn absorb(&mut self, text: &str, tape: &Tape, idx: usize, scratch: &mut String) -> usize {
-        let tok = tape.toks[idx];
-        match tok {
-            Tok::Obj { end, .. } => {
-                match self {
-                    Ty::Struct { .. } => {}
-                    Ty::Null => *self = Ty::Struct { fields: Fields::default() },
-                    Ty::List { item } => return item.absorb(text, tape, idx, scratch),
-                    Ty::Declared { .. } | Ty::Text => return end as usize,
-                    _ => {
-                        *self = Ty::Text;
-                        return end as usize;
-                    }
-                }
-                let Ty::Struct { fields } = self else { return end as usize };
-                let mut i = idx + 1;
-                let mut hint = 0;
-                while i < end as usize {
-                    let Tok::Str { start, end: key_end, escaped } = tape.toks[i] else { break };
-                    let key = crate::json::unescape(text, start, key_end, escaped, scratch).unwrap_or("\u{FFFD}");
-                    let at = fields.entry(key, hint);
-                    hint = at + 1;
-                    i = fields.list[at].1.absorb(text, tape, i + 1, scratch);
-                }
-                end as usize
-            }
-            Tok::Arr { end, .. } => {
-                match self {
-                    Ty::List { .. } | Ty::Declared { .. } => {}
-                    Ty::Struct { fields } if fields.pinned => return end as usize,
-                    _ => {
-                        let lone = std::mem::replace(self, Ty::Null);
-                        *self = Ty::List { item: Box::new(lone) };
-                    }
-                }
-                if let Ty::List { item } = self {
-                    let mut i = idx + 1;
-                    while i < end as usize {
-                        i = item.absorb(text, tape, i, scratch);
-                    }
-                }
-                end as usize
-            }
-            Tok::Null => idx + 1,
-            scalar => {
-                // Most values repeat their field's type: leave it as it is
-                // without building the value's type to merge.
-                let unchanged = match (&*self, scalar) {
-                    (Ty::Text | Ty::Declared { .. }, _)
-                    | (Ty::Bool, Tok::Bool(_))
-                    | (Ty::Float, Tok::Num { int: false, .. }) => true,
-                    // Up to 18 characters is an integer that fits i64.
-                    (Ty::Int | Ty::Float, Tok::Num { start, end, int: true }) => end - start <= 18,
-                    _ => false,
-                };
-                if unchanged {
-                    return idx + 1;
-                }
-                let seen = match scalar {
-                    Tok::Bool(_) => Ty::Bool,
-                    Tok::Num { start, end, int: true } => int_type(&text[start as usize..end as usize]),
-                    Tok::Num { .. } => Ty::Float,
-                    _ => Ty::Text,
-                };
-                self.merge_scalar(seen);
-                idx + 1
-            }
+    /// The type a place with no column yet gets from what it held (see the
+    /// module docs for the order); `Ty::Null` while it held no value.
+    pub fn from_seen(seen: &Seen, names: Naming<'_>) -> Ty {
+        let kinds = seen.kinds;
+        if kinds.has(Kinds::OBJECT) && seen.fields.iter().any(|(_, s)| s.has_values()) {
+            let mut ty = Ty::Struct { fields: Fields::default() };
+            ty.evolve(seen, names);
+            return ty;
+        }
+        if kinds.has(Kinds::ARRAY)
+            && let Some(item) = seen.item.as_deref().filter(|item| item.has_values())
+        {
+            return Ty::List { item: Box::new(Ty::from_seen(item, names.nested())) };
+        }
+        if kinds.has(Kinds::STRING) {
+            Ty::Text
+        } else if kinds.has(Kinds::FLOAT) {
+            Ty::Float
+        } else if kinds.has(Kinds::DECIMAL) {
+            Ty::BigInt { digits: 38 }
+        } else if kinds.has(Kinds::INT | Kinds::INT64) {
+            Ty::Int
+        } else if kinds.has(Kinds::BOOL) {
+            Ty::Bool
+        } else if kinds.has(Kinds::HUGE) {
+            Ty::Json
+        } else {
+            Ty::Null
         }
     }
 
-    fn merge_scalar(&mut self, seen: Ty) {
-        let merged = match (&*self, &seen) {
-            (Ty::Declared { .. }, _) => return,
-            (Ty::Struct { fields }, _) if fields.pinned => return,
-            (Ty::List { .. }, _) => {
-                if let Ty::List { item } = self {
-                    item.merge_scalar(seen);
-                }
-                return;
-            }
-            (Ty::Null, _) => seen,
-            (a, b) if a == b => return,
-            (Ty::Int, Ty::Float) | (Ty::Float, Ty::Int) => Ty::Float,
-            (Ty::Int, Ty::BigInt { digits }) | (Ty::BigInt { digits }, Ty::Int) => Ty::BigInt { digits: *digits },
-            (Ty::BigInt { digits: a }, Ty::BigInt { digits: b }) => Ty::BigInt { digits: (*a).max(*b) },
-            _ => Ty::Text,
-        };
-        *self = merged;
-    }
-
-    /// Merges two inferred types with the page rules (the lattice join).
-    pub fn join(self, other: Ty) -> Ty {
-        match (self, other) {
-            (Ty::Null, t) | (t, Ty::Null) => t,
-            (d @ Ty::Declared { .. }, _) | (_, d @ Ty::Declared { .. }) => d,
-            (Ty::Struct { fields }, other) | (other, Ty::Struct { fields })
-                if fields.pinned && !matches!(other, Ty::Struct { .. }) =>
-            {
-                Ty::Struct { fields }
-            }
-            (Ty::List { item: a }, Ty::List { item: b }) => Ty::List { item: Box::new(a.join(*b)) },
-            (Ty::List { item }, t) => Ty::List { item: Box::new(item.join(t)) },
-            (t, Ty::List { item }) => Ty::List { item: Box::new(t.join(*item)) },
-            (Ty::Struct { fields: a }, Ty::Struct { fields: b }) => Ty::Struct { fields: join_fields(a, b) },
-            (Ty::Struct { .. }, _) | (_, Ty::Struct { .. }) => Ty::Text,
-            (a, b) => {
-                let mut a = a;
-                a.merge_scalar(b);
-                a
-            }
+    /// Whether the type has a column in the files: it is decided, and a
+    /// struct has at least one such field.
+    pub fn is_physical(&self) -> bool {
+        match self {
+            Ty::Null => false,
+            Ty::Struct { fields } => fields.list.iter().any(|f| f.ty.is_physical()),
+            Ty::List { item } => item.is_physical(),
+            _ => true,
         }
     }
 
-    /// The dataset's type after a page of type `page` is written under the
-    /// dataset's current type `self` (see the module docs): the widened
-    /// type; where the page's type cannot be followed, the dataset keeps its
-    /// own (the page's records that do not fit it are quarantined).
-    ///
-    /// Conflicts are pushed to `conflicts` as `<path>: the dataset has
-    /// struct, this page has string`.
-    pub fn evolve(&self, page: &Ty, path: &str, conflicts: &mut Vec<String>) -> Ty {
-        match (self, page) {
-            (Ty::Null, t) => t.clone(),
-            (t, Ty::Null) => t.clone(),
-            // A declaration changed in the spec: a new `required` applies
-            // (it only checks records); a new type cannot (the dataset's
-            // files have the old one), so the dataset keeps its type and
-            // the change is reported.
-            (Ty::Declared { declared: was, .. }, Ty::Declared { declared: now, .. }) => {
-                if was == now {
-                    page.clone()
-                } else {
-                    conflicts.push(format!(
-                        "{path}: the dataset declares {was}, the spec now declares {now} (the dataset keeps {was}; \
-                         write to a new dataset to change a column's type)"
-                    ));
-                    self.clone()
-                }
-            }
-            (Ty::Declared { .. }, _) => self.clone(),
-            (_, Ty::Declared { .. }) => page.clone(),
-            (Ty::Text, _) => Ty::Text,
-            (Ty::Struct { fields: lake }, Ty::Struct { fields: new }) => {
-                let mut fields = lake.clone();
-                for (name, ty) in &new.list {
-                    let at = fields.entry(name, usize::MAX);
-                    let evolved = fields.list[at].1.evolve(ty, &format!("{path}/{name}"), conflicts);
-                    fields.list[at].1 = evolved;
-                }
-                Ty::Struct { fields }
-            }
-            (Ty::List { item: lake }, Ty::List { item: new }) => {
-                Ty::List { item: Box::new(lake.evolve(new, &format!("{path}/[]"), conflicts)) }
-            }
-            (Ty::List { item: lake }, scalar) => {
-                Ty::List { item: Box::new(lake.evolve(scalar, &format!("{path}/[]"), conflicts)) }
-            }
-            (lake, new) if lake.is_scalar() && new.is_scalar() => lake.clone().join(new.clone()),
-            (lake, new) => {
-                conflicts.push(format!("{path}: the dataset has {}, this page has {}", lake.name(), new.name()));
-                lake.clone()
-            }
+    /// Whether a value of `kind` goes into a column of this type as it is
+    /// (objects into a struct and arrays into a list, their contents
+    /// checked further). A declared column takes every kind here; its own
+    /// rules quarantine what it cannot hold.
+    pub fn takes(&self, kind: u16) -> bool {
+        match self {
+            Ty::Null => false,
+            Ty::Bool => kind == Kinds::BOOL,
+            Ty::Int => matches!(kind, Kinds::INT | Kinds::INT64),
+            Ty::BigInt { digits } if *digits <= 38 => matches!(kind, Kinds::INT | Kinds::INT64 | Kinds::DECIMAL),
+            Ty::BigInt { .. } => matches!(kind, Kinds::INT | Kinds::INT64 | Kinds::DECIMAL | Kinds::HUGE),
+            Ty::Float => matches!(kind, Kinds::INT | Kinds::FLOAT),
+            Ty::Text => kind == Kinds::STRING,
+            Ty::Json | Ty::Declared { .. } => true,
+            Ty::List { .. } => kind == Kinds::ARRAY,
+            Ty::Struct { .. } => kind == Kinds::OBJECT,
         }
     }
 
-    fn is_scalar(&self) -> bool {
-        matches!(self, Ty::Bool | Ty::Int | Ty::BigInt { .. } | Ty::Float | Ty::Text)
+    /// Moves this (a struct's field, or the root) to take what `seen`
+    /// held, in the ways readers follow: a type for a place that had none,
+    /// new nullable struct fields, and variant columns for values of other
+    /// kinds. Returns the variants this place itself needs (its parent
+    /// struct adds them as sibling columns).
+    pub fn evolve(&mut self, seen: &Seen, names: Naming<'_>) -> Vec<Variant> {
+        if !self.is_physical() && !matches!(self, Ty::Struct { .. } | Ty::List { .. }) {
+            *self = Ty::from_seen(seen, names);
+            if !self.is_physical() {
+                return Vec::new();
+            }
+        }
+        let mut needed = Vec::new();
+        match self {
+            Ty::Declared { .. } => return needed,
+            Ty::Struct { fields } => {
+                for (key, field_seen) in &seen.fields {
+                    let at = match fields.position(key, usize::MAX) {
+                        Some(at) => at,
+                        None => fields.add(key, Ty::Null, names),
+                    };
+                    let variants = fields.list[at].ty.evolve(field_seen, names.nested());
+                    for variant in variants {
+                        fields.add_variant(at, variant, names);
+                    }
+                }
+            }
+            Ty::List { item } => {
+                if let Some(item_seen) = seen.item.as_deref() {
+                    // Items of another kind cannot sit beside the items: the
+                    // whole list goes to the `__json` variant.
+                    if !item.evolve(item_seen, names.nested()).is_empty() {
+                        needed.push(Variant::Json);
+                    }
+                }
+            }
+            _ => {}
+        }
+        if !self.is_physical() && matches!(self, Ty::Struct { .. } | Ty::List { .. }) && seen.has_values() {
+            // A struct or list with no typed content yet, and values of
+            // other kinds: the values decide the place.
+            let decided = Ty::from_seen(seen, names);
+            if decided.is_physical() && !matches!(decided, Ty::Struct { .. } | Ty::List { .. }) {
+                *self = decided;
+            }
+        }
+        for kind in Kinds::ALL {
+            if seen.kinds.has(kind) && !self.takes(kind) && self.is_physical() {
+                let variant = Variant::for_kind(kind);
+                if !needed.contains(&variant) {
+                    needed.push(variant);
+                }
+            }
+        }
+        needed
+    }
+
+    /// Whether every field has a type: then a page can be written in one
+    /// pass without inference.
+    pub fn is_settled(&self) -> bool {
+        matches!(self, Ty::Struct { fields } if fields.list.iter().any(|f| f.ty.is_physical()))
+    }
+
+    /// Applies the declared columns: a new declared column is added; a
+    /// declared column whose type the spec changed keeps the dataset's type
+    /// and the change is pushed to `conflicts` (the files already have
+    /// it); a new `required` applies at once.
+    pub fn declare(&mut self, declared: &[contracts::DeclaredField], names: Naming<'_>, conflicts: &mut Vec<String>) {
+        let Ty::Struct { fields } = self else { return };
+        for column in declared {
+            let now = Ty::Declared { declared: column.data_type.clone(), required: column.required };
+            match fields.position(&column.name, usize::MAX) {
+                None => {
+                    fields.add(&column.name, now, names);
+                }
+                Some(at) => match &fields.list[at].ty {
+                    Ty::Declared { declared: was, .. } if *was != column.data_type => conflicts.push(format!(
+                        "/{}: the dataset declares {was}, the spec now declares {} (the dataset keeps {was}; write \
+                         to a new dataset to change a column's type)",
+                        column.name, column.data_type
+                    )),
+                    Ty::Declared { .. } => fields.list[at].ty = now,
+                    ty if !ty.is_physical() => fields.list[at].ty = now,
+                    ty => conflicts.push(format!(
+                        "/{}: the dataset has {}, the spec now declares {} (the dataset keeps {}; write to a new \
+                         dataset to change a column's type)",
+                        column.name,
+                        ty.name(),
+                        column.data_type,
+                        ty.name()
+                    )),
+                },
+            }
+        }
     }
 
     /// Short name for messages: `int64`, `struct`, `list<string>`…
@@ -343,6 +700,7 @@ impl Ty {
             Ty::BigInt { .. } => "string (integers beyond 38 digits)".into(),
             Ty::Float => "float64".into(),
             Ty::Text => "string".into(),
+            Ty::Json => "json".into(),
             Ty::List { item } => format!("list<{}>", item.name()),
             Ty::Struct { .. } => "struct".into(),
             Ty::Declared { declared, .. } => declared.to_string(),
@@ -350,35 +708,9 @@ impl Ty {
     }
 }
 
-fn join_fields(a: Fields, b: Fields) -> Fields {
-    let mut out = a;
-    for (name, ty) in b.list {
-        let at = out.entry(&name, usize::MAX);
-        let current = std::mem::replace(&mut out.list[at].1, Ty::Null);
-        out.list[at].1 = current.join(ty);
-    }
-    out
-}
-
-/// Marks every struct of `ty` as the dataset's (see [`Fields`]'s `pinned`).
-pub fn pin(ty: &mut Ty) {
-    match ty {
-        Ty::Struct { fields } => {
-            fields.pinned = true;
-            fields.list.iter_mut().for_each(|(_, t)| pin(t));
-        }
-        Ty::List { item } => pin(item),
-        _ => {}
-    }
-}
-
-/// The root type of a page: a struct seeded with the declared columns.
-pub fn root_with_declared(declared: &[contracts::DeclaredField]) -> Ty {
-    let list = declared
-        .iter()
-        .map(|f| (f.name.clone(), Ty::Declared { declared: f.data_type.clone(), required: f.required }))
-        .collect::<Vec<_>>();
-    Ty::Struct { fields: Fields::from(list) }
+/// An empty table schema: the record's struct, no fields.
+pub fn empty_table() -> Ty {
+    Ty::Struct { fields: Fields::default() }
 }
 
 #[cfg(test)]
@@ -400,8 +732,8 @@ mod tests {
         }
     }
 
-    fn infer(records: &[&str]) -> Ty {
-        let mut root = Ty::Null;
+    fn seen(records: &[&str]) -> Seen {
+        let mut root = Seen::default();
         let mut tape = Tape::default();
         let mut scratch = String::new();
         for text in records {
@@ -411,61 +743,134 @@ mod tests {
         root
     }
 
-    fn field(ty: &Ty, name: &str) -> Ty {
+    const SNAKE: Naming<'static> = Naming { policy: NamePolicy::SnakeCase, reserved: &[] };
+
+    fn table(records: &[&str]) -> Ty {
+        let mut ty = empty_table();
+        ty.evolve(&seen(records), SNAKE);
+        ty
+    }
+
+    /// `(name, type name, variant suffix)` of every field.
+    fn columns(ty: &Ty) -> Vec<(String, String)> {
         let Ty::Struct { fields } = ty else { panic!("struct expected, got {ty:?}") };
-        fields.list.iter().find(|(n, _)| n == name).map(|(_, t)| t.clone()).unwrap_or_else(|| panic!("no {name}"))
+        fields.list.iter().map(|f| (f.name.clone(), f.ty.name())).collect()
+    }
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
     }
 
     #[test]
-    fn each_coercion_rule() {
-        let ty = infer(&[
-            r#"{"i": 1, "f": 1, "big": 1, "huge": 1, "mix": "a", "sl": 1, "nul": null, "e": {}, "l": [], "os": {"a": 1}}"#,
-            r#"{"i": 2, "f": 2.5, "big": 18446744073709551616, "huge": 1234567890123456789012345678901234567890, "mix": 3, "sl": [2, 3], "e": {}, "l": [], "os": "text"}"#,
-            r#"{"mix": true, "bigf": 1.5, "late": "x"}"#,
-            r#"{"bigf": 99999999999999999999}"#,
+    fn integer_kinds_by_size() {
+        assert_eq!(int_kind("9007199254740992"), Kinds::INT);
+        assert_eq!(int_kind("-9007199254740992"), Kinds::INT);
+        assert_eq!(int_kind("9007199254740993"), Kinds::INT64);
+        assert_eq!(int_kind("9223372036854775807"), Kinds::INT64);
+        assert_eq!(int_kind("9223372036854775808"), Kinds::DECIMAL);
+        assert_eq!(int_kind(&"9".repeat(38)), Kinds::DECIMAL);
+        assert_eq!(int_kind(&"9".repeat(39)), Kinds::HUGE);
+    }
+
+    #[test]
+    fn a_page_decides_each_new_column_by_the_kinds_it_holds() {
+        let ty = table(&[
+            r#"{"i": 1, "f": 1, "big": 1, "mix": "a", "nul": null, "e": {}, "l": [], "o": {"a": 1}, "s": [1]}"#,
+            r#"{"i": 2, "f": 2.5, "big": 18446744073709551616, "mix": 3, "e": {}, "l": [], "o": "text", "s": 2}"#,
+            r#"{"mix": true, "bf": 1.5, "late": "x"}"#,
+            r#"{"bf": 9007199254740993}"#,
         ]);
-        assert_eq!(field(&ty, "i"), Ty::Int);
-        assert_eq!(field(&ty, "f"), Ty::Float);
-        assert_eq!(field(&ty, "big"), Ty::BigInt { digits: 20 });
-        assert_eq!(field(&ty, "huge").name(), "string (integers beyond 38 digits)");
-        assert_eq!(field(&ty, "bigf"), Ty::Text, "a big integer among floats is never rounded");
-        assert_eq!(field(&ty, "mix"), Ty::Text);
-        assert_eq!(field(&ty, "sl"), Ty::List { item: Box::new(Ty::Int) });
-        assert_eq!(field(&ty, "nul"), Ty::Null);
-        assert_eq!(field(&ty, "e"), Ty::Struct { fields: Fields::default() });
-        assert_eq!(field(&ty, "l"), Ty::List { item: Box::new(Ty::Null) });
-        assert_eq!(field(&ty, "os"), Ty::Text);
-        assert_eq!(field(&ty, "late"), Ty::Text);
-        let Ty::Struct { fields } = &ty else { panic!() };
-        let names: Vec<_> = fields.list.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["i", "f", "big", "huge", "mix", "sl", "nul", "e", "l", "os", "bigf", "late"]);
-    }
-
-    #[test]
-    fn object_then_list_of_objects_becomes_list_of_structs() {
-        let ty = infer(&[r#"{"a": {"x": 1}}"#, r#"{"a": [{"y": "s"}]}"#]);
-        let Ty::List { item } = field(&ty, "a") else { panic!("list") };
-        assert_eq!(field(&item, "x"), Ty::Int);
-        assert_eq!(field(&item, "y"), Ty::Text);
-    }
-
-    #[test]
-    fn evolution_widens_or_names_the_conflict() {
-        let lake = infer(&[r#"{"n": 1, "s": {"a": 1}, "k": 1}"#]);
-        let page = infer(&[r#"{"n": 1.5, "s": "flat", "k": [1], "new": true}"#]);
-        let mut conflicts = Vec::new();
-        let evolved = lake.evolve(&page, "", &mut conflicts);
-        assert_eq!(field(&evolved, "n"), Ty::Float);
-        assert_eq!(field(&evolved, "new"), Ty::Bool);
-        assert!(matches!(field(&evolved, "s"), Ty::Struct { .. }), "the dataset keeps its struct");
         assert_eq!(
-            conflicts,
-            [
-                "/s: the dataset has struct, this page has string",
-                "/k: the dataset has int64, this page has list<int64>"
-            ]
+            columns(&ty),
+            pairs(&[
+                ("i", "int64"),
+                ("f", "float64"),
+                ("big", "decimal(38, 0)"),
+                ("mix", "string"),
+                ("mix__bool", "bool"),
+                ("mix__int64", "int64"),
+                ("nul", "null"),
+                ("e", "null"),
+                ("l", "null"),
+                ("o", "struct"),
+                ("o__string", "string"),
+                ("s", "list<int64>"),
+                ("s__int64", "int64"),
+                ("bf", "float64"),
+                ("bf__int64", "int64"),
+                ("late", "string"),
+            ])
         );
-        let text = serde_json::to_string(&evolved).expect("serialises");
-        assert_eq!(serde_json::from_str::<Ty>(&text).expect("reads back"), evolved);
+        assert!(ty.is_settled());
+        let Ty::Struct { fields } = &ty else { panic!() };
+        for at in [6, 7, 8] {
+            assert!(!fields.list[at].ty.is_physical(), "{}: null, {{}} or [] only: no column", fields.list[at].name);
+        }
+    }
+
+    #[test]
+    fn a_later_value_decides_a_column_with_no_type_and_conflicts_become_variants() {
+        let mut ty = table(&[r#"{"n": 1, "who": null, "tags": [], "meta": {}}"#]);
+        let page = seen(&[r#"{"n": 1.5, "who": {"login": "a"}, "tags": ["x"], "meta": {"k": true}, "new": 7}"#]);
+        assert!(ty.evolve(&page, SNAKE).is_empty());
+        assert_eq!(
+            columns(&ty),
+            pairs(&[
+                ("n", "int64"),
+                ("who", "struct"),
+                ("tags", "list<string>"),
+                ("meta", "struct"),
+                ("n__float64", "float64"),
+                ("new", "int64"),
+            ])
+        );
+        // The same page again changes nothing.
+        let before = ty.clone();
+        ty.evolve(&page, SNAKE);
+        assert_eq!(ty, before);
+        // A struct then a scalar, a list then an object, a list of other items.
+        ty.evolve(&seen(&[r#"{"who": "anon", "tags": [1], "meta": [1]}"#]), SNAKE);
+        let names: Vec<String> = columns(&ty).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(&names[6..], ["who__string", "tags__json", "meta__json"]);
+        let text = serde_json::to_string(&ty).expect("serialises");
+        assert_eq!(serde_json::from_str::<Ty>(&text).expect("reads back"), ty);
+    }
+
+    #[test]
+    fn names_become_snake_case_and_collisions_get_a_number() {
+        for (key, name) in [
+            ("createdAt", "created_at"),
+            ("HTTPStatus", "http_status"),
+            ("ID", "id"),
+            ("unit price ($)", "unit_price"),
+            ("preço", "preco"),
+            ("São Paulo", "sao_paulo"),
+            ("1st", "_1st"),
+            ("$", "_"),
+            ("a.b", "a_b"),
+            ("already_snake", "already_snake"),
+        ] {
+            assert_eq!(column_name(key, NamePolicy::SnakeCase), name, "{key}");
+        }
+        assert_eq!(column_name("Mixed Case", NamePolicy::Verbatim), "Mixed Case");
+        let long = column_name(&"x".repeat(300), NamePolicy::SnakeCase);
+        assert_eq!(long.len(), MAX_COLUMN_NAME);
+        assert_ne!(long, column_name(&format!("{}y", "x".repeat(299)), NamePolicy::SnakeCase));
+
+        let ty = table(&[r#"{"id": 1, "ID": 2, "Id": 3, "id_2": 4}"#]);
+        let Ty::Struct { fields } = &ty else { panic!() };
+        let got: Vec<_> = fields.list.iter().map(|f| (f.name.as_str(), f.source.as_str())).collect();
+        assert_eq!(got, [("id", "id"), ("id_2", "ID"), ("id_3", "Id"), ("id_2_2", "id_2")]);
+        let reserved = ["dt".to_string()];
+        let mut ty = empty_table();
+        ty.evolve(&seen(&[r#"{"dt": "x"}"#]), Naming { policy: NamePolicy::SnakeCase, reserved: &reserved });
+        assert_eq!(columns(&ty), pairs(&[("dt_2", "string")]), "a partition column's name is taken");
+    }
+
+    #[test]
+    fn schemas_kept_before_variants_still_read() {
+        let old = r#"{"type":"struct","fields":[["id",{"type":"int"}],["name",{"type":"text"}]]}"#;
+        let ty: Ty = serde_json::from_str(old).expect("reads");
+        assert_eq!(columns(&ty), pairs(&[("id", "int64"), ("name", "string")]));
     }
 }

@@ -20,16 +20,19 @@ mod convert;
 mod infer;
 use tributary_core::json::tape as json;
 pub mod page;
+pub mod publish;
 pub use page::{ConvertStats, convert_to_writer, convert_with_schema, records_to_parquet};
 mod source;
 
 pub use build::{DecimalError, Violation, parse_decimal, parse_timestamp};
+pub use build::{META_JSON, META_SOURCE, META_VARIANT_OF};
 pub use config::{LambdaConfig, ROW_GROUP_ROWS_RANGE, ZSTD_LEVELS};
 pub use convert::{
-    ConvertError, DEFAULT_PARTITION, MAX_OPEN_PARTITIONS, OutputFile, PageOutput, PageSettings, QuarantineFile,
-    WriterConfig, convert_page, infer_page, sanitize_partition_value,
+    ConvertError, DEFAULT_PARTITION, LINEAGE_LOADED_AT, LINEAGE_PAGE, LINEAGE_RUN_ID, Lineage, MAX_OPEN_PARTITIONS,
+    META_LINEAGE, OutputFile, PageOutput, PageSettings, QuarantineFile, WriterConfig, convert_page, infer_page,
+    lineage_fields, partition_columns, reserved_names, sanitize_partition_value, seen_in_page,
 };
-pub use infer::{Fields, Ty};
+pub use infer::{Field, Fields, Kinds, MAX_COLUMN_NAME, Naming, Seen, Ty, Variant, column_name};
 pub use json::{SyntaxError, Tape, Tok};
 pub use source::{CHUNK_BYTES, DecodeError, Framer, PageSource};
 
@@ -45,6 +48,8 @@ use tributary_core::keys;
 use tributary_core::ledger::{self, PageReceipt};
 use tributary_core::metrics::{self, Metrics, MetricsTarget};
 use tributary_core::ports::{ObjectStore, PortError, QueueMessage, QueueSender};
+
+use publish::TableSchema;
 
 /// Persist's settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -77,6 +82,10 @@ pub struct Deps<'a> {
     /// The run-events topic and its publisher, to announce runs this page
     /// completes (`None`: completion is recorded in the lake only).
     pub run_events: Option<(&'a dyn tributary_core::ports::TopicPublisher, &'a str)>,
+    /// The table catalog each dataset's table definition goes to when its
+    /// schema changes (the Glue Data Catalog on AWS; `None`: the published
+    /// Arrow schema in the lake only).
+    pub catalog: Option<&'a dyn tributary_core::catalog::Catalog>,
     /// Settings.
     pub config: &'a PersistConfig,
 }
@@ -197,6 +206,14 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
             (PageSource::File(local), format.clone(), PersistMessage { payload, ..message.clone() })
         }
     };
+    // The load time: Request's, or now (kept in the raw copy, so a replay
+    // writes the same rows).
+    let fetched_at = message.fetched_at.unwrap_or_else(|| {
+        let now = chrono::Utc::now();
+        chrono::DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap_or(now)
+    });
+    let raw = PersistMessage { fetched_at: Some(fetched_at), ..raw };
+    let lineage = Lineage { run_id: run_id.to_string(), page: page.index, loaded_at_ms: fetched_at.timestamp_millis() };
     let raw_bytes = serde_json::to_vec(&raw).map_err(|err| encode_error("encode raw page", &raw_key, &err))?;
     deps.store.put(&raw_key, Bytes::from(raw_bytes)).await?;
 
@@ -209,30 +226,43 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
     let schema_key = keys::schema_key(&dataset);
     let mut attempt = 1;
     let output = loop {
-        let (lake_schema, version) = match read_schema(deps.store, &schema_key).await? {
+        let (lake_table, version) = match read_schema(deps.store, &schema_key).await? {
             Some((schema, version)) => (Some(schema), Some(version)),
             None => (None, None),
         };
+        let lake_schema = lake_table.as_ref().map(|t| t.table.clone());
         let (source, format, target) = (source.clone(), format.clone(), message.target.clone());
         let writer = deps.config.writer.clone();
         let dir = temp_dir.path().join(format!("attempt-{attempt}"));
         std::fs::create_dir_all(&dir).map_err(|err| local_error("create temporary folder", &err))?;
-        let lake = lake_schema.clone();
+        let (lake, lineage) = (lake_schema.clone(), lineage.clone());
         let converted = tokio::task::spawn_blocking(move || {
-            let settings =
-                PageSettings { target: &target, lake_schema: lake.as_ref(), run_date, writer: &writer, temp_dir: &dir };
+            let settings = PageSettings {
+                target: &target,
+                lineage: Some(&lineage),
+                lake_schema: lake.as_ref(),
+                run_date,
+                writer: &writer,
+                temp_dir: &dir,
+            };
             convert_page(&source, &format, settings)
         })
         .await
         .map_err(|err| PersistError::Claim { key: raw_key.clone(), problem: format!("conversion panicked: {err}") })?;
         let output =
             converted.map_err(|source| PersistError::Convert { dataset: dataset.clone(), page: page.index, source })?;
-        if lake_schema.as_ref() == Some(&output.schema) {
+        let lake = lake_table.clone().unwrap_or_default();
+        let mut table = TableSchema { table: output.schema.clone(), ..lake.clone() }.with_layout(&message.target);
+        table.note_partitions(output.files.iter().map(|f| f.partition.as_str()));
+        if lake_table.as_ref() == Some(&table) {
+            publish_if_stale(&dataset, &table, deps).await?;
             break output;
         }
-        let bytes = serde_json::to_vec_pretty(&output.schema)
+        table.version = lake.version + 1;
+        let bytes = serde_json::to_vec_pretty(&table)
             .map_err(|err| encode_error("encode dataset schema", &schema_key, &err))?;
         if deps.store.put_if(&schema_key, Bytes::from(bytes), version.as_deref()).await? {
+            publish(&dataset, &table, deps).await?;
             break output;
         }
         if attempt == SCHEMA_WRITE_ATTEMPTS {
@@ -344,19 +374,55 @@ fn encode_error(operation: &'static str, key: &str, err: &serde_json::Error) -> 
 /// changing before it is written back; then the message is retried later.
 pub const SCHEMA_WRITE_ATTEMPTS: u32 = 4;
 
-/// The dataset's schema from the lake with its version (for the
-/// conditional write back), `None` before its first page.
+/// The dataset's table schema from the lake with its object version (for
+/// the conditional write back), `None` before its first page.
 ///
 /// # Errors
 /// [`PersistError::Store`] when it cannot be read, or is not a schema
 /// (permanent: someone wrote it by hand; fix or delete the object).
-pub async fn read_schema(store: &dyn ObjectStore, key: &str) -> Result<Option<(Ty, String)>, PersistError> {
+pub async fn read_schema(store: &dyn ObjectStore, key: &str) -> Result<Option<(TableSchema, String)>, PersistError> {
     match store.get_versioned(key).await? {
         Some((bytes, version)) => serde_json::from_slice(&bytes)
             .map(|schema| Some((schema, version)))
             .map_err(|err| encode_error("read dataset schema", key, &err)),
         None => Ok(None),
     }
+}
+
+/// Publishes the table schema: the Arrow schema at
+/// `_schema/<dataset>.arrow`, and the table definition to the catalog.
+async fn publish(dataset: &str, table: &TableSchema, deps: Deps<'_>) -> Result<(), PersistError> {
+    if let Some(catalog) = deps.catalog {
+        catalog.upsert_table(&table.table_def(dataset)).await?;
+    }
+    let key = keys::arrow_schema_key(dataset);
+    let bytes = publish::encode_arrow_schema(&table.arrow_schema()).map_err(|err| {
+        PersistError::Store(PortError::Permanent {
+            operation: "encode the Arrow schema",
+            target: key.clone(),
+            message: err.to_string(),
+        })
+    })?;
+    deps.store.put(&key, Bytes::from(bytes)).await?;
+    Ok(())
+}
+
+/// Publishes `table` again when the published Arrow schema is missing or
+/// of another version: two pages that changed the schema one after the
+/// other may publish in the other order, and the next page mends it (the
+/// catalog never takes a lower version).
+async fn publish_if_stale(dataset: &str, table: &TableSchema, deps: Deps<'_>) -> Result<(), PersistError> {
+    let published = match deps.store.get(&keys::arrow_schema_key(dataset)).await {
+        Ok(bytes) => publish::decode_arrow_schema(&bytes)
+            .ok()
+            .and_then(|schema| schema.metadata().get(publish::META_VERSION).and_then(|v| v.parse::<u64>().ok())),
+        Err(PortError::NotFound { .. }) => None,
+        Err(err) => return Err(err.into()),
+    };
+    if published != Some(table.version) {
+        publish(dataset, table, deps).await?;
+    }
+    Ok(())
 }
 
 async fn alert_schema_conflict(

@@ -26,6 +26,7 @@ async fn main() -> Result<(), Error> {
         run_events: run_events_topic
             .as_deref()
             .map(|topic| (&topics as &dyn tributary_core::ports::TopicPublisher, topic)),
+        catalog: None,
         config: &config,
     };
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {

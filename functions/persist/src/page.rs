@@ -58,6 +58,7 @@ pub fn convert_with_schema<W: Write + Send>(
     let config = WriterConfig::default();
     let settings = PageSettings {
         target: &target,
+        lineage: None,
         lake_schema: lake,
         run_date: NaiveDate::default(),
         writer: &config,

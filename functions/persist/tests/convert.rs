@@ -20,11 +20,23 @@ fn date() -> NaiveDate {
 fn convert(text: &str, target: &PersistTarget, lake: Option<&Ty>) -> Result<PageOutput, ConvertError> {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = WriterConfig { batch_rows: 3, ..WriterConfig::default() };
-    let settings = PageSettings { target, lake_schema: lake, run_date: date(), writer: &config, temp_dir: dir.path() };
+    let settings = PageSettings {
+        target,
+        lineage: None,
+        lake_schema: lake,
+        run_date: date(),
+        writer: &config,
+        temp_dir: dir.path(),
+    };
     let output = convert_page(&PageSource::Bytes(Bytes::from(text.to_string())), &PayloadFormat::default(), settings)?;
     // Keep the files past the temp dir's life: they are TempPaths inside it.
     std::mem::forget(dir);
     Ok(output)
+}
+
+/// Settings for a page of `target` with no dataset schema yet, written to `dir`.
+fn settings<'a>(target: &'a PersistTarget, config: &'a WriterConfig, dir: &'a Path) -> PageSettings<'a> {
+    PageSettings { target, lineage: None, lake_schema: None, run_date: date(), writer: config, temp_dir: dir }
 }
 
 fn rows_of(path: &Path) -> (Vec<Value>, arrow_schema::SchemaRef, usize) {
@@ -66,70 +78,86 @@ fn integer_and_float_in_one_field_become_float64() {
 }
 
 #[test]
-fn integers_beyond_i64_are_exact_decimals_or_text() {
+fn integers_beyond_i64_are_exact_decimals_or_variants() {
     let text = r#"[{"big": 18446744073709551616, "huge": 1234567890123456789012345678901234567890, "mixed": 1.5},
-                   {"big": -5, "huge": 1, "mixed": 99999999999999999999}]"#;
+                   {"big": -5, "huge": 1, "mixed": 99999999999999999999, "near": 2.5},
+                   {"near": 9007199254740993}]"#;
     let out = convert(text, &target(), None).expect("convert");
     let (rows, schema) = single(&out);
     assert_eq!(field_type(&schema, "big"), DataType::Decimal128(38, 0));
-    assert_eq!(field_type(&schema, "huge"), DataType::Utf8);
-    assert_eq!(field_type(&schema, "mixed"), DataType::Utf8, "a big integer among floats is never rounded");
+    assert_eq!(field_type(&schema, "huge"), DataType::Int64);
+    assert_eq!(field_type(&schema, "huge__json"), DataType::Utf8, "beyond 38 digits: the number's JSON text");
+    assert_eq!(field_type(&schema, "mixed"), DataType::Float64);
+    assert_eq!(field_type(&schema, "mixed__decimal"), DataType::Decimal128(38, 0), "never rounded into a float");
+    assert_eq!(field_type(&schema, "near__int64"), DataType::Int64, "beyond 2^53 beside floats: exact");
     let file = std::fs::File::open(&out.files[0].path).expect("file");
     let batch = ParquetRecordBatchReaderBuilder::try_new(file).expect("parquet").build().expect("reader").next();
     let batch = batch.expect("a batch").expect("read");
     let big = batch.column_by_name("big").expect("big");
     let big = big.as_any().downcast_ref::<arrow_array::Decimal128Array>().expect("decimal");
     assert_eq!((big.value(0), big.value(1)), (18_446_744_073_709_551_616, -5), "exact, not through f64");
-    assert_eq!(rows[0]["huge"], "1234567890123456789012345678901234567890");
-    assert_eq!(rows[1]["mixed"], "99999999999999999999");
-    assert_eq!(rows[0]["mixed"], "1.5");
+    let mixed = batch.column_by_name("mixed__decimal").expect("variant");
+    let mixed = mixed.as_any().downcast_ref::<arrow_array::Decimal128Array>().expect("decimal");
+    assert_eq!(mixed.value(1), 99_999_999_999_999_999_999);
+    assert_eq!(rows[0]["huge__json"], "1234567890123456789012345678901234567890");
+    assert_eq!(rows[1]["huge"], 1);
+    assert_eq!(rows[0]["mixed"], 1.5);
+    assert_eq!(rows[2]["near__int64"], 9_007_199_254_740_993_i64);
+    assert_eq!(rows[1]["near"], 2.5);
 }
 
 #[test]
-fn mixed_scalar_kinds_become_text_with_json_text_values() {
+fn values_of_other_kinds_go_to_variant_columns_typed_once() {
     let out = convert(r#"[{"v": "a"}, {"v": 12.50}, {"v": true}, {"v": null}]"#, &target(), None).expect("convert");
     let (rows, schema) = single(&out);
-    assert_eq!(field_type(&schema, "v"), DataType::Utf8);
-    let values: Vec<_> = rows.iter().map(|r| r.get("v").cloned().unwrap_or(Value::Null)).collect();
-    assert_eq!(values, [json!("a"), json!("12.50"), json!("true"), Value::Null]);
+    assert_eq!(field_type(&schema, "v"), DataType::Utf8, "strings come first");
+    assert_eq!(field_type(&schema, "v__float64"), DataType::Float64);
+    assert_eq!(field_type(&schema, "v__bool"), DataType::Boolean);
+    let base = schema.field_with_name("v__bool").expect("variant");
+    assert_eq!(base.metadata().get(persist::META_VARIANT_OF).map(String::as_str), Some("v"));
+    assert_eq!(rows, [json!({"v": "a"}), json!({"v__float64": 12.5}), json!({"v__bool": true}), json!({})]);
 }
 
 #[test]
-fn a_scalar_among_lists_is_wrapped() {
-    let out = convert(r#"[{"tags": "one"}, {"tags": ["a", "b"]}, {"tags": null}, {"tags": []}]"#, &target(), None)
-        .expect("convert");
-    let (rows, schema) = single(&out);
-    assert!(matches!(field_type(&schema, "tags"), DataType::List(_)));
-    assert_eq!(rows, [json!({"tags": ["one"]}), json!({"tags": ["a", "b"]}), json!({}), json!({"tags": []})]);
-}
-
-#[test]
-fn an_always_null_field_is_kept_as_a_nullable_string_column() {
-    let out = convert(r#"[{"id": 1, "gone": null}, {"id": 2, "gone": null}]"#, &target(), None).expect("convert");
-    let (rows, schema) = single(&out);
-    let field = schema.field_with_name("gone").expect("the column is kept");
-    assert_eq!((field.data_type(), field.is_nullable()), (&DataType::Utf8, true));
-    assert_eq!(rows, [json!({"id": 1}), json!({"id": 2})]);
-}
-
-#[test]
-fn empty_objects_and_arrays_are_written() {
-    let text = r#"[{"e": {}, "l": [], "s": {"a": 1}}, {"e": {}, "l": [], "s": {}}]"#;
+fn a_scalar_among_lists_goes_to_its_variant_and_lists_of_other_items_to_json() {
+    let text = r#"[{"tags": "one"}, {"tags": ["a", "b"]}, {"tags": null}, {"tags": []}, {"tags": ["c", 1]}]"#;
     let out = convert(text, &target(), None).expect("convert");
     let (rows, schema) = single(&out);
-    assert_eq!(field_type(&schema, "e"), DataType::Utf8, "an always-empty object is its JSON text");
-    assert!(matches!(field_type(&schema, "l"), DataType::List(_)));
-    assert_eq!(rows[0], json!({"e": "{}", "l": [], "s": {"a": 1}}));
+    assert!(matches!(field_type(&schema, "tags"), DataType::List(_)));
     assert_eq!(
-        rows[1],
-        json!({"e": "{}", "l": [], "s": {}}),
-        "an empty object in a struct column is a struct of nulls"
+        rows,
+        [
+            json!({"tags__string": "one"}),
+            json!({"tags": ["a", "b"]}),
+            json!({}),
+            json!({"tags": []}),
+            json!({"tags__json": "[\"c\", 1]"}),
+        ]
     );
 }
 
 #[test]
-fn nested_objects_and_lists_of_objects_keep_their_shape_and_names() {
-    let text = r#"[{"First Name": "Ana", "address": {"city": "Recife", "geo": {"lat": -8.05}},
+fn an_always_null_field_has_no_column_until_a_value_decides_it() {
+    let out = convert(r#"[{"id": 1, "gone": null}, {"id": 2, "gone": null}]"#, &target(), None).expect("convert");
+    let (rows, schema) = single(&out);
+    assert!(schema.field_with_name("gone").is_err(), "no column without a value");
+    assert_eq!(rows, [json!({"id": 1}), json!({"id": 2})]);
+}
+
+#[test]
+fn empty_objects_and_arrays_have_no_column_alone_and_stay_empty_in_typed_columns() {
+    let text = r#"[{"e": {}, "l": [], "s": {"a": 1}, "k": [1]}, {"e": {}, "l": [], "s": {}, "k": []}]"#;
+    let out = convert(text, &target(), None).expect("convert");
+    let (rows, schema) = single(&out);
+    assert!(schema.field_with_name("e").is_err(), "{{}} only: no column");
+    assert!(schema.field_with_name("l").is_err(), "[] only: no column");
+    assert_eq!(rows[0], json!({"s": {"a": 1}, "k": [1]}));
+    assert_eq!(rows[1], json!({"s": {}, "k": []}), "an empty object in a struct column is a struct of nulls");
+}
+
+#[test]
+fn nested_objects_and_lists_of_objects_keep_their_shape_and_names_become_snake_case() {
+    let text = r#"[{"First Name": "Ana", "address": {"city": "Recife", "geoPoint": {"lat": -8.05}},
                     "items": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 2, "note": "x"}]},
                    {"First Name": "Bia", "address": {"city": "Natal"}, "items": [], "a.b": 1}]"#;
     let out = convert(text, &target(), None).expect("convert");
@@ -137,17 +165,25 @@ fn nested_objects_and_lists_of_objects_keep_their_shape_and_names() {
     assert!(matches!(field_type(&schema, "address"), DataType::Struct(_)));
     let DataType::List(item) = field_type(&schema, "items") else { panic!("list") };
     assert!(matches!(item.data_type(), DataType::Struct(_)));
-    assert_eq!(rows[0]["First Name"], "Ana", "names are kept as sent");
-    assert_eq!(rows[0]["address"], json!({"city": "Recife", "geo": {"lat": -8.05}}));
+    assert_eq!(rows[0]["first_name"], "Ana", "names are snake_case");
+    let source = schema.field_with_name("first_name").expect("column").metadata().get(persist::META_SOURCE).cloned();
+    assert_eq!(source.as_deref(), Some("First Name"), "the key is kept in the field metadata");
+    assert_eq!(rows[0]["address"], json!({"city": "Recife", "geo_point": {"lat": -8.05}}));
     assert_eq!(rows[0]["items"], json!([{"sku": "a", "qty": 1}, {"sku": "b", "qty": 2, "note": "x"}]));
-    assert_eq!(rows[1]["a.b"], 1);
+    assert_eq!(rows[1]["a_b"], 1);
+    let mut verbatim = target();
+    verbatim.names = contracts::NamePolicy::Verbatim;
+    let out = convert(text, &verbatim, None).expect("convert");
+    let (rows, _) = single(&out);
+    assert_eq!(rows[0]["First Name"], "Ana", "verbatim keeps the keys");
 }
 
 #[test]
-fn an_object_among_scalars_becomes_its_json_text() {
+fn a_string_among_objects_goes_to_its_variant() {
     let out = convert(r#"[{"v": {"a": [1, 2]}}, {"v": "plain"}]"#, &target(), None).expect("convert");
-    let (rows, _) = single(&out);
-    assert_eq!(rows, [json!({"v": "{\"a\": [1, 2]}"}), json!({"v": "plain"})]);
+    let (rows, schema) = single(&out);
+    assert!(matches!(field_type(&schema, "v"), DataType::Struct(_)));
+    assert_eq!(rows, [json!({"v": {"a": [1, 2]}}), json!({"v__string": "plain"})]);
 }
 
 #[test]
@@ -242,7 +278,7 @@ fn declared_columns_are_enforced_and_violations_quarantined_with_the_reason() {
 }
 
 #[test]
-fn the_dataset_schema_widens_and_refuses_what_readers_cannot_follow() {
+fn across_pages_a_column_keeps_its_type_and_other_kinds_get_variant_columns() {
     let first = convert(r#"[{"n": 1, "addr": {"city": "Recife"}}]"#, &target(), None).expect("first page");
     let lake = first.schema.clone();
     let second = convert(
@@ -252,13 +288,19 @@ fn the_dataset_schema_widens_and_refuses_what_readers_cannot_follow() {
     )
     .expect("second page");
     let (rows, schema) = single(&second);
-    assert_eq!(field_type(&schema, "n"), DataType::Float64, "int64 widens to float64");
+    assert_eq!(field_type(&schema, "n"), DataType::Int64, "the column keeps its type");
+    assert_eq!(field_type(&schema, "n__float64"), DataType::Float64);
     assert_eq!(field_type(&schema, "new"), DataType::Boolean, "a new field is added");
-    assert_eq!(rows, [json!({"n": 2.5, "addr": {"city": "Natal", "zip": "59000"}, "new": true})]);
-    assert_eq!(second.conflicts, ["/addr: the dataset has struct, this page has a string \"unknown\""]);
-    assert_eq!(second.quarantined(), 1);
-    let reasons = &second.quarantine.as_ref().expect("quarantine").sample_reasons;
-    assert_eq!(reasons, &["record 1: field /addr: expected struct, found a string \"unknown\""]);
+    assert_eq!(field_type(&schema, "addr__string"), DataType::Utf8);
+    assert_eq!(
+        rows,
+        [
+            json!({"n__float64": 2.5, "addr": {"city": "Natal", "zip": "59000"}, "new": true}),
+            json!({"n": 3, "addr__string": "unknown"}),
+        ]
+    );
+    assert!(second.conflicts.is_empty(), "{:?}", second.conflicts);
+    assert_eq!(second.quarantined(), 0);
 }
 
 #[test]
@@ -280,9 +322,12 @@ fn records_are_partitioned_by_a_field_with_safe_values() {
     );
     target.partition =
         Partitioning::Field { field: "/c".into(), granularity: Granularity::Value, column: "country".into() };
-    let out = convert(r#"[{"c": "BR/../SP"}, {"c": ".."}]"#, &target, None).expect("convert");
+    let out = convert(r#"[{"c": "BR/../SP"}, {"c": ".."}, {"c": "São Paulo"}, {"c": "007"}]"#, &target, None)
+        .expect("convert");
     let parts: Vec<&str> = out.files.iter().map(|f| f.partition.as_str()).collect();
-    assert_eq!(parts, ["country=%2E%2E", "country=BR%2F..%2FSP"]);
+    assert_eq!(parts, ["country=%2E%2E", "country=007", "country=BR%2F..%2FSP", "country=São Paulo"]);
+    let (rows, _, _) = rows_of(&out.files[1].path);
+    assert_eq!(rows, [json!({"c": "007"})], "the field stays in the file as sent");
 }
 
 #[test]
@@ -326,8 +371,7 @@ fn bad_payloads_fail_with_a_clear_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = WriterConfig::default();
     let target = target();
-    let settings =
-        PageSettings { target: &target, lake_schema: None, run_date: date(), writer: &config, temp_dir: dir.path() };
+    let settings = settings(&target, &config, dir.path());
     let format = PayloadFormat { records_pointer: Some("/data".into()), ..PayloadFormat::default() };
     let err = convert_page(&PageSource::Bytes(Bytes::from_static(br#"{"data": {"a": 1}}"#)), &format, settings)
         .expect_err("not an array")
@@ -349,8 +393,7 @@ fn ndjson_gzip_and_bom_payloads_convert_like_arrays() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = WriterConfig::default();
     let target = target();
-    let settings =
-        PageSettings { target: &target, lake_schema: None, run_date: date(), writer: &config, temp_dir: dir.path() };
+    let settings = settings(&target, &config, dir.path());
     let mut text = vec![0xEF, 0xBB, 0xBF];
     text.extend_from_slice(b"{\"a\": 1}\n{\"a\": 2.5, \"b\": [1]}\n");
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
@@ -375,16 +418,16 @@ fn inference_across_chunks_keeps_first_seen_order_and_the_rules() {
     let out = convert(&serde_json::to_string(&records).expect("json"), &target(), None).expect("convert");
     let (rows, schema) = single(&out);
     let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-    assert_eq!(names, ["a", "pad", "b", "c"]);
+    assert_eq!(names, ["a", "a__int64", "pad", "b", "c", "c__json"]);
     assert_eq!(field_type(&schema, "a"), DataType::Utf8);
     assert_eq!(field_type(&schema, "b"), DataType::Float64);
-    let DataType::List(item) = field_type(&schema, "c") else { panic!("list") };
-    let DataType::Struct(fields) = item.data_type() else { panic!("struct items") };
+    let DataType::Struct(fields) = field_type(&schema, "c") else { panic!("the object seen first: struct") };
     let item_names: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
-    assert_eq!(item_names, ["k", "j"], "the object seen first keeps its fields first");
-    assert_eq!(rows[14_000]["c"], json!([{"k": 1}]));
+    assert_eq!(item_names, ["k"]);
+    assert_eq!(rows[14_000]["c"], json!({"k": 1}));
+    assert_eq!(rows[19_999]["c__json"], "[{\"j\":true}]");
     assert_eq!(rows[5_000]["a"], "five thousand");
-    assert_eq!(rows[4_999]["a"], "4999");
+    assert_eq!(rows[4_999]["a__int64"], 4999);
 }
 
 #[test]
@@ -417,10 +460,11 @@ fn a_page_that_fits_the_dataset_schema_is_written_the_same_in_one_pass() {
     assert_eq!(known.schema, first.schema);
     let bytes = |out: &PageOutput| std::fs::read(&out.files[0].path).expect("read");
     assert_eq!(bytes(&known), bytes(&alone));
-    // A page that needs a wider type falls back to inference and widens.
+    // A page that needs more falls back to inference and adds a variant.
     let wider = convert(r#"[{"id": 1.5}]"#, &target(), Some(&first.schema)).expect("wider");
-    let (_, schema) = single(&wider);
-    assert_eq!(field_type(&schema, "id"), DataType::Float64);
+    let (rows, schema) = single(&wider);
+    assert_eq!(field_type(&schema, "id"), DataType::Int64);
+    assert_eq!(rows, [json!({"id__float64": 1.5})]);
 }
 
 #[test]

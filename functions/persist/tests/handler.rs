@@ -43,7 +43,8 @@ async fn run(store: &DirStore) -> Vec<String> {
     let config = PersistConfig::default();
     let broker = Broker::new(); // dead letters are not configured here: failures are reported
     let response =
-        persist::handle_sqs(&event(), Deps { store, queue: &broker, config: &config, run_events: None }).await;
+        persist::handle_sqs(&event(), Deps { store, queue: &broker, config: &config, run_events: None, catalog: None })
+            .await;
     response.batch_item_failures.into_iter().map(|f| f.item_identifier).collect()
 }
 
@@ -64,7 +65,10 @@ async fn batch_is_persisted_and_only_the_version_2_record_fails() {
     // The version-2 message wrote nothing: only pages 0 and 1 have objects
     // (besides the dataset's schema).
     assert!(
-        keys.iter().all(|k| k.contains("-00000") || k.contains("-00001") || k == "_schema/customers.json"),
+        keys.iter().all(|k| k.contains("-00000")
+            || k.contains("-00001")
+            || k == "_schema/customers.json"
+            || k == "_schema/customers.arrow"),
         "{keys:#?}"
     );
 }
@@ -156,6 +160,8 @@ async fn raw_page_is_kept_for_replay() {
     let original: Value =
         serde_json::from_str(fixture.records[0].body.as_deref().expect("body")).expect("fixture body is JSON");
     let original: PersistMessage = contracts::decode(original).expect("fixture body is a PersistMessage");
+    assert!(raw.fetched_at.is_some(), "a message without fetched_at gets Persist's time, kept for replay");
+    let original = PersistMessage { fetched_at: raw.fetched_at, ..original };
     assert_eq!(raw, original, "the raw page is the message as received, the quarantined record included");
     let Payload::Inline { records } = &raw.payload else { panic!("raw pages are inline") };
     assert_eq!(records.to_values().expect("records").len(), 4);
@@ -177,7 +183,7 @@ async fn handling_the_same_batch_twice_overwrites_the_same_keys() {
 }
 
 #[tokio::test]
-async fn field_null_in_every_record_is_persisted() {
+async fn field_null_in_every_record_is_persisted_with_lineage_columns() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = DirStore::new(dir.path());
     let message: PersistMessage = contracts::decode(json!({
@@ -188,13 +194,27 @@ async fn field_null_in_every_record_is_persisted() {
     .expect("PersistMessage");
     let config = PersistConfig::default();
     let broker = Broker::new();
-    let receipt =
-        persist::persist_page(message, Deps { store: &store, queue: &broker, config: &config, run_events: None })
-            .await
-            .expect("persisted");
+    let receipt = persist::persist_page(
+        message,
+        Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None },
+    )
+    .await
+    .expect("persisted");
     assert_eq!(receipt.records_persisted, 2);
     let page = read_parquet(&store, receipt.data_keys.first().expect("data key")).await;
     assert_eq!(page.num_rows(), 2);
-    let deleted_at = page.column_by_name("deleted_at").expect("deleted_at");
-    assert_eq!(deleted_at.logical_null_count(), 2, "{:?}", deleted_at.data_type());
+    assert!(page.column_by_name("deleted_at").is_none(), "no column until a value decides its type");
+    let run = page.column_by_name(persist::LINEAGE_RUN_ID).expect("lineage").as_string::<i32>();
+    assert_eq!((run.value(0), run.value(1)), ("20261129T060000Z", "20261129T060000Z"));
+    let pages = page.column_by_name(persist::LINEAGE_PAGE).expect("lineage").as_primitive::<Int64Type>();
+    assert_eq!(pages.values(), &[7, 7]);
+    let raw: serde_json::Value =
+        serde_json::from_slice(&store.get(&receipt.raw_key).await.expect("raw page")).expect("json");
+    let loaded = page
+        .column_by_name(persist::LINEAGE_LOADED_AT)
+        .expect("lineage")
+        .as_primitive::<arrow_array::types::TimestampMillisecondType>();
+    let fetched_at: chrono::DateTime<chrono::Utc> =
+        serde_json::from_value(raw["fetched_at"].clone()).expect("the raw copy keeps the load time");
+    assert_eq!(loaded.value(0), fetched_at.timestamp_millis(), "rows carry the time the raw copy keeps");
 }

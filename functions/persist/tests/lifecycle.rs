@@ -25,6 +25,7 @@ fn message(page: u32, target: PersistTarget, payload: Payload) -> PersistMessage
         page: PageRef { index: page, count: 3 },
         target,
         payload,
+        fetched_at: None,
     }
 }
 
@@ -55,7 +56,7 @@ async fn persist(
     config: &PersistConfig,
     m: PersistMessage,
 ) -> Result<tributary_core::ledger::PageReceipt, PersistError> {
-    persist::persist_page(m, Deps { store, queue: broker, config, run_events: None }).await
+    persist::persist_page(m, Deps { store, queue: broker, config, run_events: None, catalog: None }).await
 }
 
 #[tokio::test]
@@ -123,7 +124,7 @@ async fn a_redelivery_that_writes_fewer_parts_removes_the_stale_ones() {
 }
 
 #[tokio::test]
-async fn an_incompatible_change_quarantines_the_records_and_alerts() {
+async fn a_change_of_kind_goes_to_a_variant_column_and_is_published() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = DirStore::new(dir.path());
     let (broker, config) = with_dlq();
@@ -144,15 +145,19 @@ async fn an_incompatible_change_quarantines_the_records_and_alerts() {
     )
     .await
     .expect("the page is persisted, not failed");
-    assert_eq!((receipt.records_persisted, receipt.records_quarantined), (1, 1));
-    let letters = broker.receive("persist-dlq", 10).expect("receive");
-    assert_eq!(letters.len(), 1);
-    let reason = letters[0].message_attributes.get(ATTR_ERROR).and_then(|a| a.string_value.clone()).expect("reason");
-    assert!(reason.contains("/addr: the dataset has struct, this page has a string"), "{reason}");
-    let quarantined =
-        String::from_utf8(store.get(receipt.quarantine_key.as_deref().expect("key")).await.expect("q").to_vec())
-            .expect("utf-8");
-    assert!(quarantined.contains("Rua A, 1"), "the record is kept: {quarantined}");
+    assert_eq!((receipt.records_persisted, receipt.records_quarantined), (2, 0), "nothing is set aside");
+    assert!(broker.receive("persist-dlq", 10).expect("receive").is_empty(), "no alert: readers follow variants");
+    let (table, _) = persist::read_schema(&store, "_schema/orders.json").await.expect("read").expect("a schema");
+    assert_eq!(table.version, 2, "one change per page that changed it");
+    let published = persist::publish::decode_arrow_schema(&store.get("_schema/orders.arrow").await.expect("arrow"))
+        .expect("an Arrow IPC schema");
+    let names: Vec<&str> = published.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(
+        names,
+        ["addr", "id", "addr__string", "_tributary_run_id", "_tributary_page", "_tributary_loaded_at", "dt"],
+        "data (inline records' keys come sorted), lineage, partition columns"
+    );
+    assert_eq!(published.metadata().get(persist::publish::META_VERSION).map(String::as_str), Some("2"));
 }
 
 #[tokio::test]
@@ -185,8 +190,11 @@ async fn an_sqs_body_with_unrepresentable_numbers_reaches_persist_intact() {
     }]}))
     .expect("an SQS event");
     let (broker, config) = with_dlq();
-    let response =
-        persist::handle_sqs(&event, Deps { store: &store, queue: &broker, config: &config, run_events: None }).await;
+    let response = persist::handle_sqs(
+        &event,
+        Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None },
+    )
+    .await;
     assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
     let receipt: tributary_core::ledger::PageReceipt =
         serde_json::from_slice(&store.get("_runs/orders/20261129T060000Z/page-00000.json").await.expect("receipt"))
@@ -256,7 +264,7 @@ async fn pages_racing_to_widen_the_schema_keep_both_changes() {
     let broker = Broker::new();
     let config = PersistConfig::default();
     let m = message(0, PersistTarget::new("orders"), inline(json!([{"id": 2, "region": "NE"}])));
-    persist::persist_page(m, Deps { store: &store, queue: &broker, config: &config, run_events: None })
+    persist::persist_page(m, Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None })
         .await
         .expect("persisted after converting again");
     let schema = String::from_utf8(store.get("_schema/orders.json").await.expect("schema").to_vec()).expect("utf-8");
@@ -264,7 +272,7 @@ async fn pages_racing_to_widen_the_schema_keep_both_changes() {
 }
 
 #[tokio::test]
-async fn a_racing_page_that_conflicts_is_converted_again_and_quarantined() {
+async fn a_racing_page_is_converted_again_against_the_rivals_schema() {
     let dir = tempfile::tempdir().expect("tempdir");
     // The rival page made `addr` a struct; this page, converted before it
     // landed, has `addr` as text.
@@ -272,14 +280,22 @@ async fn a_racing_page_that_conflicts_is_converted_again_and_quarantined() {
     let store = RacingStore { inner: DirStore::new(dir.path()), rival: std::sync::Mutex::new(Some(rival)) };
     let (broker, config) = with_dlq();
     let m = message(0, PersistTarget::new("orders"), inline(json!([{"id": 2, "addr": "Rua A, 1"}, {"id": 3}])));
-    let receipt = persist::persist_page(m, Deps { store: &store, queue: &broker, config: &config, run_events: None })
-        .await
-        .expect("persisted, not failed");
-    assert_eq!((receipt.records_persisted, receipt.records_quarantined), (1, 1), "as if the pages ran in turn");
-    let schema = String::from_utf8(store.get("_schema/orders.json").await.expect("schema").to_vec()).expect("utf-8");
-    assert!(schema.contains(r#"["addr",{"fields":[["city","#), "the dataset keeps the rival's struct: {schema}");
-    let letters = broker.receive("persist-dlq", 10).expect("receive");
-    assert_eq!(letters.len(), 1, "an alert for the conflict");
+    let receipt = persist::persist_page(
+        m,
+        Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None },
+    )
+    .await
+    .expect("persisted, not failed");
+    assert_eq!((receipt.records_persisted, receipt.records_quarantined), (2, 0), "as if the pages ran in turn");
+    let (table, _) = persist::read_schema(&store, "_schema/orders.json").await.expect("read").expect("a schema");
+    let persist::Ty::Struct { fields } = &table.table else { panic!("a struct") };
+    let columns: Vec<(&str, String)> = fields.list.iter().map(|f| (f.name.as_str(), f.ty.name())).collect();
+    assert_eq!(
+        columns,
+        [("addr", "struct".to_string()), ("id", "int64".into()), ("addr__string", "string".into())],
+        "the dataset keeps the rival's struct, the text goes beside it"
+    );
+    assert!(broker.receive("persist-dlq", 10).expect("receive").is_empty());
 }
 
 #[tokio::test]

@@ -636,6 +636,7 @@ async fn forward_records(
         page,
         target: target.clone(),
         payload: Payload::Inline { records },
+        fetched_at: Some(chrono::Utc::now()),
     };
     let mut body = encode(&persist)?;
     let mut claim_check = false;

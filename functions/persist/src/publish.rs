@@ -1,0 +1,226 @@
+//! The dataset's table schema as kept in the lake ([`TableSchema`]), and
+//! published in standard forms: an Arrow schema (`_schema/<dataset>.arrow`,
+//! an Arrow IPC stream that pyarrow reads with `pyarrow.ipc.open_stream`)
+//! and a Hive/Glue table definition ([`TableDef`]).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use contracts::{Granularity, Partitioning, PersistTarget};
+use serde::{Deserialize, Serialize};
+use tributary_core::catalog::{ColumnDef, PartitionKey, Projection, TableDef};
+
+use crate::build::Col;
+use crate::convert::{DEFAULT_PARTITION, lineage_fields};
+use crate::infer::{Ty, empty_table};
+
+/// Arrow field metadata set to `true` on the Hive partition columns.
+pub const META_PARTITION: &str = "tributary.partition";
+
+/// Arrow schema metadata: the table schema's version.
+pub const META_VERSION: &str = "tributary.version";
+
+/// Partition values an `enum` projection lists at most; past it the
+/// values are still written, and the table's projection lists the first
+/// ones (Athena then needs `WHERE` on the key for the others). Glue keeps a
+/// table parameter value up to 512 KB (AWS Glue API, `TableInput.Parameters`).
+pub const MAX_ENUM_VALUES: usize = 10_000;
+
+/// `_schema/<dataset>.json`: the table schema, its version (one more at
+/// every change) and the partition columns with the values seen.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableSchema {
+    /// 1 for the first schema, one more at every change.
+    #[serde(default)]
+    pub version: u64,
+    /// The record's struct: every column, variant columns included.
+    #[serde(flatten)]
+    pub table: Ty,
+    /// Hive partition columns, outermost first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partitions: Vec<PartitionColumn>,
+}
+
+/// A Hive partition column and the folder values written so far.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionColumn {
+    /// Column (folder) name.
+    pub name: String,
+    /// How its values are made.
+    pub kind: PartitionKind,
+    /// For days: the earliest day written (`YYYY-MM-DD`); for values: every
+    /// value written, sorted (at most [`MAX_ENUM_VALUES`]).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub values: BTreeSet<String>,
+}
+
+/// What a partition column holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PartitionKind {
+    /// `YYYY-MM-DD` days (the run date, or a record field's day).
+    Day,
+    /// Two-digit hours.
+    Hour,
+    /// A record field's value.
+    Value,
+}
+
+impl Default for TableSchema {
+    fn default() -> Self {
+        TableSchema { version: 0, table: empty_table(), partitions: Vec::new() }
+    }
+}
+
+impl TableSchema {
+    /// The partition columns of `target` (values kept from `self` when the
+    /// layout is the same).
+    pub fn with_layout(mut self, target: &PersistTarget) -> TableSchema {
+        let wanted: Vec<(String, PartitionKind)> = match &target.partition {
+            Partitioning::RunDate => vec![("dt".into(), PartitionKind::Day)],
+            Partitioning::Field { column, granularity, .. } => match granularity {
+                Granularity::Day => vec![(column.clone(), PartitionKind::Day)],
+                Granularity::Hour => vec![(column.clone(), PartitionKind::Day), ("hour".into(), PartitionKind::Hour)],
+                Granularity::Value => vec![(column.clone(), PartitionKind::Value)],
+            },
+        };
+        let same = self.partitions.len() == wanted.len()
+            && self.partitions.iter().zip(&wanted).all(|(have, (name, kind))| have.name == *name && have.kind == *kind);
+        if !same {
+            self.partitions = wanted
+                .into_iter()
+                .map(|(name, kind)| PartitionColumn { name, kind, values: BTreeSet::new() })
+                .collect();
+        }
+        self
+    }
+
+    /// Notes the partitions of written files (`dt=2026-11-01/hour=07`):
+    /// the earliest day, every value.
+    pub fn note_partitions<'a>(&mut self, paths: impl IntoIterator<Item = &'a str>) {
+        for path in paths {
+            for (column, segment) in self.partitions.iter_mut().zip(path.split('/')) {
+                let Some(value) = segment.strip_prefix(&format!("{}=", column.name)) else { continue };
+                if value == DEFAULT_PARTITION {
+                    continue;
+                }
+                match column.kind {
+                    PartitionKind::Day => {
+                        if column.values.first().is_none_or(|first| value < first.as_str()) {
+                            column.values = BTreeSet::from([value.to_string()]);
+                        }
+                    }
+                    PartitionKind::Hour => {}
+                    PartitionKind::Value => {
+                        if column.values.len() < MAX_ENUM_VALUES {
+                            column.values.insert(value.to_string());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The published Arrow schema: data columns, the lineage columns, then
+    /// the partition columns (`utf8`, metadata `tributary.partition`), with
+    /// the version in the schema metadata.
+    pub fn arrow_schema(&self) -> SchemaRef {
+        let mut fields: Vec<Field> = Col::new(&self.table).arrow_fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields.extend(lineage_fields());
+        for column in &self.partitions {
+            let meta = HashMap::from([(META_PARTITION.to_string(), "true".to_string())]);
+            fields.push(Field::new(&column.name, DataType::Utf8, true).with_metadata(meta));
+        }
+        let metadata = HashMap::from([(META_VERSION.to_string(), self.version.to_string())]);
+        Arc::new(Schema::new_with_metadata(fields, metadata))
+    }
+
+    /// The table for a Hive/Glue catalog: columns with Hive types in file
+    /// order, partition keys with their projection.
+    pub fn table_def(&self, dataset: &str) -> TableDef {
+        let schema = self.arrow_schema();
+        let columns = schema
+            .fields()
+            .iter()
+            .filter(|f| !f.metadata().contains_key(META_PARTITION))
+            .map(|f| ColumnDef { name: f.name().clone(), hive_type: hive_type(f.data_type()), comment: comment(f) })
+            .collect();
+        let partition_keys = self
+            .partitions
+            .iter()
+            .map(|column| PartitionKey {
+                name: column.name.clone(),
+                projection: match column.kind {
+                    PartitionKind::Day => Projection::Date {
+                        first: column.values.first().cloned().unwrap_or_else(|| "2000-01-01".into()),
+                    },
+                    PartitionKind::Hour => Projection::Hour,
+                    PartitionKind::Value => Projection::Enum { values: column.values.iter().cloned().collect() },
+                },
+            })
+            .collect();
+        TableDef {
+            name: dataset.replace('-', "_"),
+            prefix: format!("{dataset}/"),
+            columns,
+            partition_keys,
+            description: format!("tributary dataset {dataset} (table schema version {})", self.version),
+            version: self.version,
+        }
+    }
+}
+
+/// The Arrow schema as an Arrow IPC stream with no batches.
+///
+/// # Errors
+/// The Arrow writer's error (it does not fail for schemas Persist makes).
+pub fn encode_arrow_schema(schema: &Schema) -> Result<Vec<u8>, arrow_schema::ArrowError> {
+    let mut out = Vec::new();
+    let mut writer = arrow_ipc::writer::StreamWriter::try_new(&mut out, schema)?;
+    writer.finish()?;
+    drop(writer);
+    Ok(out)
+}
+
+/// The Arrow schema of an Arrow IPC stream.
+///
+/// # Errors
+/// The Arrow reader's error for bytes that are not an IPC stream.
+pub fn decode_arrow_schema(bytes: &[u8]) -> Result<SchemaRef, arrow_schema::ArrowError> {
+    Ok(arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)?.schema())
+}
+
+/// The Hive type of an Arrow type, as Glue and Athena write it.
+pub fn hive_type(data_type: &DataType) -> String {
+    match data_type {
+        DataType::Boolean => "boolean".into(),
+        DataType::Int32 => "int".into(),
+        DataType::Int64 => "bigint".into(),
+        DataType::Float32 => "float".into(),
+        DataType::Float64 => "double".into(),
+        DataType::Decimal128(p, s) => format!("decimal({p},{s})"),
+        DataType::Date32 => "date".into(),
+        DataType::Timestamp(..) => "timestamp".into(),
+        DataType::List(item) => format!("array<{}>", hive_type(item.data_type())),
+        DataType::Struct(fields) => {
+            let inner: Vec<String> =
+                fields.iter().map(|f| format!("{}:{}", f.name(), hive_type(f.data_type()))).collect();
+            format!("struct<{}>", inner.join(","))
+        }
+        _ => "string".into(),
+    }
+}
+
+/// A column's comment: its record key, and for a variant column which
+/// values it holds; at most 255 characters (Glue's `Column.Comment`).
+fn comment(field: &Field) -> String {
+    let meta = field.metadata();
+    let text = match (meta.get(crate::build::META_SOURCE), meta.get(crate::build::META_VARIANT_OF)) {
+        (Some(source), Some(base)) => format!("values of key {source:?} that column {base} cannot hold"),
+        (Some(source), None) => format!("key {source:?}"),
+        _ if meta.contains_key(crate::convert::META_LINEAGE) => "lineage, written by tributary".into(),
+        _ => String::new(),
+    };
+    text.chars().take(255).collect()
+}
