@@ -3,7 +3,11 @@
 # repo's .venv:
 #   pyarrow  reads back the Parquet that Persist writes (an independent reader)
 #            and is the benchmark's Python peer;
-#   duckdb   a second independent reader (tests/tests/persist_readback.rs);
+#   duckdb   a second independent reader (tests/tests/persist_readback.rs).
+#            Pinned to 1.5.6, not 2.0.1: 2.0.1's read_parquet(union_by_name)
+#            fails with "INTERNAL Error: Operation requires a flat vector"
+#            when one file has a null struct row and a later file adds a
+#            nested struct field to it (a normal evolution; 1.5.6 reads it);
 #   pyspark  a third one, Spark as Glue and EMR read the lake
 #            (tests/readers/readers.py, tests/tests/readers.rs). It needs a
 #            Java 17 or newer on PATH; the install stops, saying so, without.
@@ -14,7 +18,9 @@
 set -euo pipefail
 
 PYARROW_VERSION="26.0.1"
-DUCKDB_VERSION="2.0.1"
+DUCKDB_VERSION="1.5.6"
+# DuckDB 1.5 returns TIMESTAMP WITH TIME ZONE values to Python through pytz.
+PYTZ_VERSION="2025.2"
 PYSPARK_VERSION="4.3.0"
 # pyspark 4.x runs on Java 17 and 21.
 JAVA_MIN_MAJOR=17
@@ -56,6 +62,7 @@ install)
     [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
     ensure pyarrow "$PYARROW_VERSION"
     ensure duckdb "$DUCKDB_VERSION"
+    ensure pytz "$PYTZ_VERSION"
     require_java
     ensure pyspark "$PYSPARK_VERSION"
     ;;

@@ -102,6 +102,16 @@ enum Command {
         #[arg(long)]
         to: Option<chrono::NaiveDate>,
     },
+    /// Run SQL over the lake's datasets with DataFusion (the local Athena
+    /// stand-in's engine): each dataset is a table read whole with its
+    /// published schema. Prints one JSON object per row.
+    Query {
+        /// The SQL (read-only: SELECT, SHOW, DESCRIBE, EXPLAIN).
+        sql: String,
+        /// Lake directory.
+        #[arg(long, default_value = "lake")]
+        lake: PathBuf,
+    },
     /// With `--dataset`: print a dataset's table schema, as the Arrow schema
     /// (also at `_schema/<dataset>.arrow`, for `pyarrow.dataset(...,
     /// schema=)`) and as the Glue `TableInput` registered on AWS. Without:
@@ -217,6 +227,10 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             print!("{summary}");
             Ok(if summary.succeeded() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
+        Command::Query { sql, lake } => {
+            require_lake(&lake)?;
+            query(&lake, sql).await
+        }
         Command::Schema { dataset: Some(dataset), lake, bucket, .. } => {
             require_lake(&lake)?;
             contracts::spec::check_dataset("--dataset", &dataset)?;
@@ -253,6 +267,33 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Runs `sql` on the lake's local engine and prints its rows as JSON lines;
+/// a failed query is an error naming DataFusion's reason.
+async fn query(lake: &std::path::Path, sql: String) -> anyhow::Result<ExitCode> {
+    use tributary_core::ports::{Query, QueryEngine, QueryState};
+    let root = std::fs::canonicalize(lake).with_context(|| format!("reading {}", lake.display()))?;
+    let engine = lakequery::LakeEngine::new(root);
+    let query = Query { sql, parameters: Vec::new(), database: "lake".into(), workgroup: None, output_location: None };
+    let id = engine.start(&query).await?;
+    match engine.wait(&id, tokio::time::Instant::now()).await? {
+        QueryState::Succeeded => {}
+        QueryState::Failed { reason, .. } => anyhow::bail!("query failed: {reason}"),
+        other => anyhow::bail!("query did not finish: {other:?}"),
+    }
+    let mut token = None;
+    loop {
+        let page = engine.page(&id, token.as_deref()).await?;
+        for row in &page.rows {
+            println!("{}", serde_json::to_string(row)?);
+        }
+        match page.next_token {
+            Some(next) => token = Some(next),
+            None => break,
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {

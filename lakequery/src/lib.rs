@@ -10,8 +10,9 @@
 //!
 //! Each query sees every dataset folder directly under the lake root (the
 //! layout of `tributary_core::keys`: `<dataset>/dt=<YYYY-MM-DD>/<file>.parquet`) as
-//! a table named like the folder, with the `dt` partition as a `Utf8`
-//! column. Folders that are not datasets are not tables: `raw/`,
+//! a table named like the folder, read whole with the dataset's published
+//! schema (`_schema/<dataset>.arrow`) and its partition columns as `Utf8`
+//! columns. Folders that are not datasets are not tables: `raw/`,
 //! `quarantine/`, `athena-results/` (`contracts::spec::RESERVED_DATASETS`)
 //! and any name starting with `_` or `.`
 //! (`_runs/`, `_claims/`, …). A dataset folder holding no Parquet file yet
@@ -305,15 +306,43 @@ async fn run(datasets: &[Dataset], query: &Query) -> Result<(Vec<String>, Vec<Ma
     Ok((columns, rows))
 }
 
-/// Registers `dataset` in `ctx` as a Parquet listing table partitioned by
-/// [`PARTITION_COLUMN`], its schema merged over all its files.
+/// Registers `dataset` in `ctx` as a Parquet listing table.
+///
+/// With the dataset's published schema (`_schema/<dataset>.arrow`, written
+/// by Persist), the table has exactly that schema: its data and lineage
+/// columns, and its Hive partition columns (`dt`, `hour`, a value column)
+/// as `Utf8`; a file written before a column existed reads it as null.
+/// Without one (a lake written before schemas were published), the schema
+/// is merged over the files and [`PARTITION_COLUMN`] is the partition.
 async fn register(ctx: &SessionContext, dataset: &Dataset) -> Result<(), DataFusionError> {
     // A `file://` URL, not a path: DataFusion reads glob characters in a
     // path (`*`, `?`, `[`) as a pattern.
     let url = url::Url::from_directory_path(&dataset.path)
         .map_err(|()| DataFusionError::Plan(format!("{} is not an absolute folder path", dataset.path.display())))?;
-    let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
-        .with_file_extension(".parquet")
-        .with_table_partition_cols(vec![(PARTITION_COLUMN.to_string(), DataType::Utf8)]);
-    ctx.register_listing_table(TableReference::bare(dataset.name.as_str()), url.as_str(), options, None, None).await
+    let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+    let published = dataset.path.parent().map(|root| root.join(format!("_schema/{}.arrow", dataset.name)));
+    let published = match published {
+        Some(path) => match tokio::fs::read(&path).await {
+            Ok(bytes) => Some(
+                persist::publish::decode_arrow_schema(&bytes)
+                    .map_err(|err| DataFusionError::Plan(format!("{}: {err}", path.display())))?,
+            ),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+            Err(err) => return Err(DataFusionError::IoError(err)),
+        },
+        None => None,
+    };
+    let Some(published) = published else {
+        let options = options.with_table_partition_cols(vec![(PARTITION_COLUMN.to_string(), DataType::Utf8)]);
+        return ctx
+            .register_listing_table(TableReference::bare(dataset.name.as_str()), url.as_str(), options, None, None)
+            .await;
+    };
+    let (partitions, data): (Vec<_>, Vec<_>) =
+        published.fields().iter().cloned().partition(|f| f.metadata().contains_key(persist::publish::META_PARTITION));
+    let options = options
+        .with_table_partition_cols(partitions.iter().map(|f| (f.name().clone(), f.data_type().clone())).collect());
+    let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(data));
+    ctx.register_listing_table(TableReference::bare(dataset.name.as_str()), url.as_str(), options, Some(schema), None)
+        .await
 }

@@ -1,0 +1,201 @@
+//! One dataset, one table: a dataset whose records change over three runs
+//! (`tests/readers/fixtures/evolution/run{1,2,3}.json`), and one whose
+//! pages land in either order, read whole by every independent reader
+//! (`tests/readers/readers.py`: pyspark with mergeSchema and with the
+//! published schema, DuckDB with and without union_by_name, pyarrow with
+//! the published schema) and by our own engine (`tributary query`'s
+//! DataFusion), every value equal to the vendor's JSON.
+//!
+//! Run 1: nulls, `{}`, `[]` and ints. Run 2: new fields, floats in the int
+//! column, objects where run 1 had nulls. Run 3: a nested field, a string
+//! in a number column, `id` and `ID`, an integer above 2^53 beside floats.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use chrono::{TimeZone, Utc};
+use serde_json::Value;
+use tributary::runtime::{LocalOptions, LocalRuntime};
+use tributary_core::ports::{Query, QueryEngine, QueryState};
+use tributary_e2e::readers::read_with_every_reader_lines;
+
+/// The fixture records of run `n` (1-based), one JSON text per record.
+fn run_records(n: u32) -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("readers/fixtures/evolution/run{n}.json"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+    let records: Vec<Value> = serde_json::from_str(&text).expect("a JSON array");
+    records.iter().map(Value::to_string).collect()
+}
+
+/// A vendor that serves `body` at `/records`.
+async fn serve(body: Arc<Mutex<String>>) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    let addr = listener.local_addr().expect("local addr");
+    let app = Router::new()
+        .route(
+            "/records",
+            get(|State(body): State<Arc<Mutex<String>>>| async move {
+                ([("content-type", "application/json")], body.lock().expect("lock").clone())
+            }),
+        )
+        .with_state(body);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+/// Rows of `sql` over the lake, through the engine `tributary query` uses.
+async fn query(lake: &Path, sql: &str) -> Vec<serde_json::Map<String, Value>> {
+    let engine = lakequery::LakeEngine::new(lake.canonicalize().expect("lake path"));
+    let query = Query {
+        sql: sql.into(),
+        parameters: Vec::new(),
+        database: "lake".into(),
+        workgroup: None,
+        output_location: None,
+    };
+    let id = engine.start(&query).await.expect("start");
+    let state = engine.wait(&id, tokio::time::Instant::now()).await.expect("wait");
+    assert_eq!(state, QueryState::Succeeded, "{sql}");
+    engine.page(&id, None).await.expect("page").rows
+}
+
+#[tokio::test]
+async fn three_runs_of_a_changing_vendor_read_whole_in_every_reader() {
+    let body = Arc::new(Mutex::new(String::new()));
+    let addr = serve(body.clone()).await;
+    let spec = contracts::spec::PipelineSpec::from_yaml(&format!(
+        "version: 1\npipeline: evolution\nstrategy: {{kind: simple}}\nrequest: {{url: 'http://{addr}/records', allow: {{loopback: true}}}}\ntarget: {{dataset: evolution}}\n"
+    ))
+    .expect("valid spec");
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let mut expected = Vec::new();
+    for run in 1..=3 {
+        let records = run_records(run);
+        *body.lock().expect("lock") = format!("[{}]", records.join(","));
+        let at = Utc.with_ymd_and_hms(2026, 11, run, 6, 0, 0).single().expect("a time");
+        let summary = runtime.run(&spec, at).await.expect("run");
+        assert!(summary.succeeded(), "run {run}: {summary}");
+        expected.extend(records);
+    }
+
+    let dataset = lake.path().join("evolution");
+    let published = lake.path().join("_schema/evolution.arrow");
+    let report = read_with_every_reader_lines(&dataset, Some(&published), &expected);
+    for reader in ["spark_merge", "spark_schema", "duckdb_union", "pyarrow"] {
+        let result = &report.readers[reader];
+        assert!(result.ok && result.rows == Some(9), "{reader} must read all 9 records exactly:\n{report}");
+    }
+    // DuckDB without union_by_name binds every file to the first file's
+    // columns (DuckDB's documented rule): it reads every row, and the
+    // columns run 1 did not have yet read as null until a replay rewrites
+    // the older files with the table's schema.
+    assert_eq!(report.readers["duckdb"].rows, Some(9), "{report}");
+
+    let (table, _) = persist::read_schema(&adapters::local::DirStore::new(lake.path()), "_schema/evolution.json")
+        .await
+        .expect("read")
+        .expect("a table schema");
+    let persist::Ty::Struct { fields } = &table.table else { panic!("a struct") };
+    let columns: Vec<(&str, &str, String)> =
+        fields.list.iter().map(|f| (f.name.as_str(), f.source.as_str(), f.ty.name())).collect();
+    for column in [
+        ("amount", "amount", "int64".to_string()),
+        ("amount__float64", "amount", "float64".into()),
+        ("amount__string", "amount", "string".into()),
+        ("count__float64", "count", "float64".into()),
+        ("id_2", "ID", "string".into()),
+        ("big", "big", "float64".into()),
+        ("big__int64", "big", "int64".into()),
+        ("meta", "meta", "struct".into()),
+    ] {
+        assert!(columns.contains(&(column.0, column.1, column.2.clone())), "{column:?} not in {columns:?}");
+    }
+    assert_eq!(table.version, 3, "one change per run");
+
+    let rows = query(lake.path(), "SELECT count(*) AS n, max(big__int64) AS big FROM evolution").await;
+    assert_eq!(rows[0]["n"], 9, "our own engine reads every row");
+    assert_eq!(rows[0]["big"], 9_007_199_254_740_993_i64, "exact, not 9007199254740992.0");
+    let rows = query(lake.path(), "SELECT meta.geo.lat AS lat FROM evolution WHERE id = 7").await;
+    assert_eq!(rows[0]["lat"], 1.5, "a nested field added by run 3");
+
+    let replayed = tributary::replay::replay_lake(lake.path(), "evolution", Default::default()).await.expect("replay");
+    assert_eq!(replayed.records_persisted, 9);
+    let report = read_with_every_reader_lines(&dataset, Some(&published), &expected);
+    report.assert_all_read(9);
+}
+
+/// Persists one page of `records` for `run_date` and `page` into `lake`.
+async fn persist_page(lake: &Path, page: u32, records: &[String]) {
+    let store = adapters::local::DirStore::new(lake);
+    let message = contracts::PersistMessage {
+        version: contracts::V1,
+        pipeline: "pages".into(),
+        run_id: contracts::RunId::new("20261102T060000Z").expect("run id"),
+        run_date: chrono::NaiveDate::from_ymd_opt(2026, 11, 2).expect("date"),
+        page: contracts::PageRef { index: page, count: 3 },
+        target: contracts::PersistTarget::new("pages"),
+        payload: contracts::Payload::Inline {
+            records: contracts::RawRecords::from_text(format!("[{}]", records.join(","))).expect("records"),
+        },
+        fetched_at: Some(Utc.with_ymd_and_hms(2026, 11, 2, 6, 0, 0).single().expect("a time")),
+    };
+    let config = persist::PersistConfig::default();
+    let broker = adapters::local::Broker::new();
+    let deps = persist::Deps { store: &store, queue: &broker, run_events: None, catalog: None, config: &config };
+    let receipt = persist::persist_page(message, deps).await.expect("persisted");
+    assert_eq!(receipt.records_quarantined, 0);
+}
+
+/// Every column path of `fields` with its leaf type, sorted: struct field
+/// order is how readers print a table, not what they read by name.
+fn leaves(prefix: &str, fields: &arrow_schema::Fields, out: &mut Vec<String>) {
+    for field in fields {
+        let path = format!("{prefix}{}", field.name());
+        match field.data_type() {
+            arrow_schema::DataType::Struct(children) => leaves(&format!("{path}."), children, out),
+            arrow_schema::DataType::List(item) => match item.data_type() {
+                arrow_schema::DataType::Struct(children) => leaves(&format!("{path}[]."), children, out),
+                other => out.push(format!("{path}[]: {other}")),
+            },
+            other => out.push(format!("{path}: {other}")),
+        }
+    }
+}
+
+#[tokio::test]
+async fn pages_that_land_in_either_order_make_the_same_table() {
+    // The dataset's columns come from runs 1 and 2; run 3's two pages
+    // bring variants of existing columns, a nested field, `ID` beside `id`
+    // and a new field with floats and an integer above 2^53.
+    let first: Vec<String> = run_records(1).into_iter().chain(run_records(2)).collect();
+    let third = run_records(3);
+    let (a, b) = (third[..2].to_vec(), third[2..].to_vec());
+    let mut tables = Vec::new();
+    for order in [[&a, &b], [&b, &a]] {
+        let lake = tempfile::tempdir().expect("tempdir");
+        persist_page(lake.path(), 0, &first).await;
+        for (i, page) in order.iter().enumerate() {
+            persist_page(lake.path(), i as u32 + 1, page).await;
+        }
+        let published = lake.path().join("_schema/pages.arrow");
+        let expected: Vec<String> = first.iter().chain(&third).cloned().collect();
+        let report = read_with_every_reader_lines(&lake.path().join("pages"), Some(&published), &expected);
+        for (name, result) in report.readers.iter().filter(|(name, _)| name.as_str() != "duckdb") {
+            assert!(result.ok, "{name}:\n{report}");
+        }
+        let schema = persist::publish::decode_arrow_schema(&std::fs::read(&published).expect("published"))
+            .expect("an Arrow schema");
+        let mut columns = Vec::new();
+        leaves("", schema.fields(), &mut columns);
+        columns.sort();
+        tables.push(columns);
+    }
+    assert_eq!(tables[0], tables[1], "the same columns and types whatever the order the pages landed in");
+    assert!(tables[0].contains(&"big__int64: Int64".to_string()), "{:?}", tables[0]);
+    assert!(tables[0].contains(&"meta.score__float64: Float64".to_string()), "{:?}", tables[0]);
+}
