@@ -112,9 +112,16 @@ impl RunSummary {
         self.dead_lettered.values().sum()
     }
 
-    /// Whether the run is a success: nothing dead-lettered.
+    /// Whether every record was quarantined: records came, none reached
+    /// the table.
+    pub fn all_quarantined(&self) -> bool {
+        self.records_persisted == 0 && self.records_quarantined > 0
+    }
+
+    /// Whether the run is a success: nothing dead-lettered, and not every
+    /// record quarantined.
     pub fn succeeded(&self) -> bool {
-        self.dead_letters() == 0
+        self.dead_letters() == 0 && !self.all_quarantined()
     }
 }
 
@@ -124,7 +131,8 @@ impl std::fmt::Display for RunSummary {
         writeln!(f, "  requests made        {}", self.requests)?;
         writeln!(f, "  pages persisted      {}", self.pages)?;
         writeln!(f, "  records persisted    {}", self.records_persisted)?;
-        writeln!(f, "  records quarantined  {}", self.records_quarantined)?;
+        let note = if self.all_quarantined() { "  (every record: the run is not a success)" } else { "" };
+        writeln!(f, "  records quarantined  {}{note}", self.records_quarantined)?;
         let dead: Vec<String> = self.dead_lettered.iter().map(|(q, n)| format!("{q}: {n}")).collect();
         let detail = if dead.is_empty() { String::new() } else { format!("  ({})", dead.join(", ")) };
         writeln!(f, "  messages in DLQs     {}{detail}", self.dead_letters())?;

@@ -37,9 +37,12 @@ impl RunStatus {
     /// `complete` (the ledger's marker: every page persisted, even when
     /// an earlier attempt dead-lettered some and a re-run fixed them; the
     /// dead letters are still counted), `failed` (dead letters),
-    /// `incomplete` (pages missing) or `running` (total not known yet).
+    /// `incomplete` (pages missing) or `running` (total not known yet);
+    /// `quarantined` for a complete run whose records were all quarantined
+    /// (nothing reached the table).
     pub fn state(&self) -> &'static str {
         match self.pages_planned {
+            _ if self.completed && self.records_persisted == 0 && self.records_quarantined > 0 => "quarantined",
             _ if self.completed => "complete",
             _ if self.dead_letters > 0 => "failed",
             Some(_) => "incomplete",

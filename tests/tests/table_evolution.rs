@@ -199,3 +199,22 @@ async fn pages_that_land_in_either_order_make_the_same_table() {
     assert!(tables[0].contains(&"big__int64: Int64".to_string()), "{:?}", tables[0]);
     assert!(tables[0].contains(&"meta.score__float64: Float64".to_string()), "{:?}", tables[0]);
 }
+
+#[tokio::test]
+async fn a_run_whose_records_are_all_quarantined_is_not_a_success() {
+    let body = Arc::new(Mutex::new("[1, \"two\", [3]]".to_string()));
+    let addr = serve(body).await;
+    let spec = contracts::spec::PipelineSpec::from_yaml(&format!(
+        "version: 1\npipeline: junk\nstrategy: {{kind: simple}}\nrequest: {{url: 'http://{addr}/records', allow: {{loopback: true}}}}\ntarget: {{dataset: junk}}\n"
+    ))
+    .expect("valid spec");
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let summary = runtime.run(&spec, Utc::now()).await.expect("run");
+    assert_eq!((summary.records_persisted, summary.records_quarantined), (0, 3));
+    assert!(!summary.succeeded(), "nothing reached the table: {summary}");
+    assert!(summary.to_string().contains("the run is not a success"), "{summary}");
+    let store = adapters::local::DirStore::new(lake.path());
+    let runs = tributary::status::recent_runs(&store, lake.path(), 5).await.expect("status");
+    assert_eq!(runs[0].state(), "quarantined", "{runs:?}");
+}
