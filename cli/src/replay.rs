@@ -16,8 +16,8 @@
 use std::fmt;
 
 use chrono::NaiveDate;
-use contracts::PersistMessage;
 use contracts::spec::{SpecError, check_dataset};
+use contracts::{PersistMessage, RunId};
 use tributary_core::ports::{ObjectStore, PortError};
 
 /// The `dt=` dates to replay, both ends inclusive; `None` is open.
@@ -67,6 +67,9 @@ pub enum ReplayError {
     /// The raw archive could not be listed.
     #[error("listing the raw pages: {0}")]
     List(PortError),
+    /// A completed run could not be reopened for the replay.
+    #[error("reopening a completed run: {0}")]
+    Store(PortError),
 }
 
 /// A raw page that could not be replayed.
@@ -183,17 +186,45 @@ pub async fn replay(
     summary.pages = keys.len() as u64 + summary.failures.len() as u64;
     // Nothing is sent: Persist only queues dead letters, and replay sets no DLQ.
     let queue = adapters::local::Broker::new();
-    let deps = persist::Deps { store, queue: &queue, run_events: None, catalog: None, config };
+    // A completed run's pages are written again, then the run's files are
+    // coalesced again (see persist::coalesce).
+    let config = persist::PersistConfig { rewrite_completed_runs: true, ..config.clone() };
+    let deps = persist::Deps { store, queue: &queue, run_events: None, catalog: None, config: &config };
+    // (pipeline, run) -> (pages replayed, the data keys written).
+    let mut runs: std::collections::BTreeMap<(String, RunId), (usize, Vec<String>)> = Default::default();
     for key in keys {
         match replay_page(&key, dataset, deps).await {
             Ok(receipt) => {
                 summary.pages_persisted += 1;
                 summary.records_persisted += receipt.records_persisted;
                 summary.records_quarantined += receipt.records_quarantined;
+                let run = runs.entry((receipt.pipeline.clone(), receipt.run_id.clone())).or_default();
+                run.0 += 1;
+                run.1.extend(receipt.data_keys);
             }
             Err(reason) => {
                 tracing::info!(key, reason, "raw page not replayed");
                 summary.failures.push(ReplayFailure { key, reason });
+            }
+        }
+    }
+    for ((pipeline, run_id), (replayed, written)) in runs {
+        if store.get(&tributary_core::keys::success_key(&pipeline, &run_id)).await.is_err() {
+            continue;
+        }
+        let pages =
+            tributary_core::ledger::run_receipts(store, &pipeline, &run_id).await.map_err(ReplayError::Store)?;
+        if replayed == pages.len() {
+            persist::coalesce::recoalesce_run(store, &pipeline, &run_id).await.map_err(ReplayError::Store)?;
+        } else {
+            // The run's coalesced files still hold every row; the pages
+            // written now would duplicate them.
+            for key in written.iter().filter(|k| !persist::coalesce::is_coalesced(k, &pipeline, run_id.as_str())) {
+                let folder = key.rsplit_once('/').map_or("", |(folder, _)| folder);
+                let coalesced = format!("{folder}/{pipeline}-{run_id}.parquet");
+                if store.get(&coalesced).await.is_ok() {
+                    store.delete(key).await.map_err(ReplayError::Store)?;
+                }
             }
         }
     }

@@ -117,7 +117,22 @@ impl RunLedger<'_> {
     /// # Errors
     /// [`PortError`] from the store or the topic.
     pub async fn complete_if_done(&self, pipeline: &str, run_id: &RunId) -> Result<Completion, PortError> {
-        let completion = complete_if_done(self.store, pipeline, run_id).await?;
+        self.complete_with(pipeline, run_id, None).await
+    }
+
+    /// [`complete_if_done`], with `compactor` rewriting the run's files
+    /// (see [`Compactor`]) before the manifest and the `_SUCCESS` marker
+    /// are written, so a completed run's manifest lists its final files.
+    ///
+    /// # Errors
+    /// [`PortError`] from the store, the compactor or the topic.
+    pub async fn complete_with(
+        &self,
+        pipeline: &str,
+        run_id: &RunId,
+        compactor: Option<&dyn Compactor>,
+    ) -> Result<Completion, PortError> {
+        let completion = complete(self.store, pipeline, run_id, compactor).await?;
         self.announce(&completion).await?;
         Ok(completion)
     }
@@ -175,6 +190,20 @@ pub async fn record_expected(store: &dyn ObjectStore, expected: &Expected) -> Re
     complete_if_done(store, &expected.pipeline, &expected.run_id).await
 }
 
+/// Rewrites a completed run's data files before its manifest is written:
+/// Persist's small-file coalescing. Given every receipt of the run, it
+/// returns the run's final data keys (sorted or not; the manifest sorts
+/// them).
+#[async_trait::async_trait]
+pub trait Compactor: Send + Sync {
+    /// The run's data keys after compaction.
+    ///
+    /// # Errors
+    /// [`PortError`] from the store; the run then stays incomplete and the
+    /// message that completed it is retried.
+    async fn compact(&self, receipts: &[PageReceipt]) -> Result<Vec<String>, PortError>;
+}
+
 /// Completes the run if its expected count is known and every page has a
 /// receipt: writes the manifest, then the `_SUCCESS` marker.
 ///
@@ -185,6 +214,15 @@ pub async fn complete_if_done(
     store: &dyn ObjectStore,
     pipeline: &str,
     run_id: &RunId,
+) -> Result<Completion, PortError> {
+    complete(store, pipeline, run_id, None).await
+}
+
+async fn complete(
+    store: &dyn ObjectStore,
+    pipeline: &str,
+    run_id: &RunId,
+    compactor: Option<&dyn Compactor>,
 ) -> Result<Completion, PortError> {
     let expected: Expected = match store.get(&keys::expected_key(pipeline, run_id)).await {
         Ok(bytes) => decode(&keys::expected_key(pipeline, run_id), &bytes)?,
@@ -201,7 +239,10 @@ pub async fn complete_if_done(
     let mut schemas: Vec<&str> = receipts.iter().filter_map(|r| r.schema.as_deref()).collect();
     schemas.sort_unstable();
     schemas.dedup();
-    let mut files: Vec<String> = receipts.iter().flat_map(|r| r.data_keys.iter().cloned()).collect();
+    let mut files: Vec<String> = match compactor {
+        Some(compactor) => compactor.compact(&receipts).await?,
+        None => receipts.iter().flat_map(|r| r.data_keys.iter().cloned()).collect(),
+    };
     files.sort();
     let manifest = Manifest {
         pipeline: pipeline.to_string(),
@@ -292,7 +333,48 @@ pub async fn run_totals(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId)
         totals.records_quarantined += receipt.records_quarantined;
         totals.data_keys.extend(receipt.data_keys);
     }
+    // A completed run's files are its manifest's (Persist may have
+    // coalesced the pages' files).
+    if store.get(&keys::success_key(pipeline, run_id)).await.is_ok()
+        && let Ok(bytes) = store.get(&keys::manifest_key(pipeline, run_id)).await
+        && let Ok(manifest) = serde_json::from_slice::<Manifest>(&bytes)
+    {
+        totals.data_keys = manifest.files;
+    }
     Ok(totals)
+}
+
+/// Every page receipt of a run, in page order.
+///
+/// # Errors
+/// [`PortError`] from the store; unreadable receipts are
+/// [`PortError::Permanent`] naming their key.
+pub async fn run_receipts(
+    store: &dyn ObjectStore,
+    pipeline: &str,
+    run_id: &RunId,
+) -> Result<Vec<PageReceipt>, PortError> {
+    let mut receipts = receipts(store, pipeline, run_id).await?;
+    receipts.sort_by_key(|r| r.page);
+    Ok(receipts)
+}
+
+/// Rewrites a completed run's manifest with `files` (after its files were
+/// coalesced again, by a replay).
+///
+/// # Errors
+/// [`PortError`] from the store; [`PortError::NotFound`] without a manifest.
+pub async fn replace_manifest_files(
+    store: &dyn ObjectStore,
+    pipeline: &str,
+    run_id: &RunId,
+    mut files: Vec<String>,
+) -> Result<(), PortError> {
+    let key = keys::manifest_key(pipeline, run_id);
+    let mut manifest: Manifest = decode(&key, &store.get(&key).await?)?;
+    files.sort();
+    manifest.files = files;
+    store.put(&key, encode(&key, &manifest)?).await
 }
 
 #[cfg(test)]

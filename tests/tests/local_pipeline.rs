@@ -49,7 +49,8 @@ async fn paged_pipeline_persists_every_record_exactly_once_with_its_values() {
             .expect("manifest written"),
     )
     .expect("manifest");
-    assert_eq!((manifest.pages, manifest.records_persisted, manifest.files.len()), (7, 137, 7));
+    assert_eq!((manifest.pages, manifest.records_persisted, manifest.files.len()), (7, 137, 1), "7 pages, 1 file");
+    assert_eq!(manifest.files, [format!("items/dt={}/items-{}.parquet", manifest.run_date, summary.run_id)]);
     assert_eq!(manifest.schema_hash.len(), 16);
     assert!(lake.path().join(tributary_core::keys::success_key("items", &run_id)).is_file());
     let events = std::fs::read_to_string(lake.path().join("_run_events.jsonl")).expect("run events");
@@ -93,7 +94,9 @@ async fn rerunning_the_same_run_overwrites_instead_of_duplicating() {
     assert_eq!(first.run_id, second.run_id);
     assert_eq!(second.records_persisted, 45);
     assert_eq!(ids(&read_dataset(lake.path(), "again")), (0..45).collect::<Vec<u64>>());
-    assert!(lake.path().join("again/dt=2026-11-29/again-20261129T060000Z-00004.parquet").is_file());
+    assert!(lake.path().join("again/dt=2026-11-29/again-20261129T060000Z.parquet").is_file(), "the run's one file");
+    let parquet = std::fs::read_dir(lake.path().join("again/dt=2026-11-29")).expect("partition").count();
+    assert_eq!(parquet, 1, "the second run's pages did not add files beside it");
 }
 
 #[tokio::test]
@@ -203,4 +206,36 @@ async fn pages_over_the_message_size_limit_travel_by_claim_check() {
     assert_eq!(ids(&read_dataset(lake.path(), "big")), (0..300).collect::<Vec<u64>>());
     let claims = std::fs::read_dir(lake.path().join("_claims/big")).expect("claims written").count();
     assert_eq!(claims, 1, "one run folder of claim-check payloads");
+}
+
+#[tokio::test]
+async fn a_run_of_small_pages_leaves_one_file_and_a_late_duplicate_page_adds_no_rows() {
+    let addr = start_vendor(VendorBehaviour { total: 95, ..Default::default() }).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let scheduled = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("valid time");
+    let summary = runtime.run(&paged_spec(addr, "small", 10), scheduled).await.expect("run");
+    assert!(summary.succeeded(), "{summary}");
+    let folder = lake.path().join("small/dt=2026-11-29");
+    let files: Vec<String> = std::fs::read_dir(&folder)
+        .expect("partition")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(files, ["small-20261129T060000Z.parquet"], "10 pages coalesced into one file");
+    assert_eq!(summary.data_keys, ["small/dt=2026-11-29/small-20261129T060000Z.parquet"]);
+
+    // A page of the completed run delivered again (SQS at-least-once): its
+    // rows are in the coalesced file already, and it writes none.
+    let store = adapters::local::DirStore::new(lake.path());
+    let raw =
+        tributary_core::ports::ObjectStore::get(&store, "raw/small/dt=2026-11-29/small-20261129T060000Z-00003.json")
+            .await
+            .expect("raw page");
+    let message: PersistMessage = serde_json::from_slice(&raw).expect("a persist message");
+    let config = persist::PersistConfig::default();
+    let broker = adapters::local::Broker::new();
+    let deps = persist::Deps { store: &store, queue: &broker, run_events: None, catalog: None, config: &config };
+    persist::persist_page(message, deps).await.expect("the duplicate is accepted");
+    assert_eq!(std::fs::read_dir(&folder).expect("partition").count(), 1, "no page file beside the run's");
+    assert_eq!(ids(&read_dataset(lake.path(), "small")), (0..95).collect::<Vec<u64>>(), "every record once");
 }

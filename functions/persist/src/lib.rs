@@ -15,6 +15,7 @@
 //! [`LambdaConfig::from_env`].
 
 mod build;
+pub mod coalesce;
 mod config;
 mod convert;
 mod infer;
@@ -64,11 +65,22 @@ pub struct PersistConfig {
     /// Where the EMF metrics of each page go (records persisted and
     /// quarantined, Parquet bytes).
     pub metrics: MetricsTarget,
+    /// Write a page of a run already completed (its receipt and
+    /// `_SUCCESS` exist) again instead of taking it as a duplicate
+    /// delivery: `tributary replay` sets it, then coalesces the run again
+    /// ([`coalesce::recoalesce_run`]). Default false.
+    pub rewrite_completed_runs: bool,
 }
 
 impl Default for PersistConfig {
     fn default() -> Self {
-        Self { writer: WriterConfig::default(), concurrency: 2, dead_letter: None, metrics: MetricsTarget::Off }
+        Self {
+            writer: WriterConfig::default(),
+            concurrency: 2,
+            dead_letter: None,
+            metrics: MetricsTarget::Off,
+            rewrite_completed_runs: false,
+        }
     }
 }
 
@@ -276,7 +288,20 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
         attempt += 1;
     };
 
-    // 3. Files, stale parts of an earlier delivery, quarantine.
+    // 3. A page of a run already completed, delivered again: its rows are
+    //    in the run's files (coalesced at completion), so nothing is
+    //    written twice. `tributary replay` reopens a run before replaying it.
+    let receipt_key = keys::receipt_key(&message.pipeline, &run_id, page.index);
+    if !deps.config.rewrite_completed_runs
+        && deps.store.get(&keys::success_key(&message.pipeline, &run_id)).await.is_ok()
+        && let Ok(previous) = deps.store.get(&receipt_key).await
+        && let Ok(previous) = serde_json::from_slice::<PageReceipt>(&previous)
+    {
+        tracing::info!("a page of a completed run delivered again; its rows are in the lake already");
+        return Ok(previous);
+    }
+
+    // 4. Files, stale parts of an earlier delivery, quarantine.
     let mut data_keys = Vec::with_capacity(output.files.len());
     let mut parquet_bytes = 0;
     for file in &output.files {
@@ -285,7 +310,6 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
         parquet_bytes += file.bytes;
         data_keys.push(key);
     }
-    let receipt_key = keys::receipt_key(&message.pipeline, &run_id, page.index);
     if let Ok(previous) = deps.store.get(&receipt_key).await
         && let Ok(previous) = serde_json::from_slice::<PageReceipt>(&previous)
     {
@@ -338,7 +362,7 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
         serde_json::to_vec(&receipt).map_err(|err| encode_error("encode receipt", &receipt_key, &err))?;
     deps.store.put(&receipt_key, Bytes::from(receipt_bytes)).await?;
     ledger::RunLedger { store: deps.store, events: deps.run_events }
-        .complete_if_done(&message.pipeline, &run_id)
+        .complete_with(&message.pipeline, &run_id, Some(&coalesce::RunCoalescer { store: deps.store }))
         .await?;
     tracing::info!(
         records = receipt.records_persisted,

@@ -1,0 +1,216 @@
+//! Small files: when Persist completes a run, the run's page files of each
+//! partition are coalesced into one file, before the run's manifest and
+//! `_SUCCESS` marker are written.
+//!
+//! A run of many small pages (the Athena-driven strategy makes one page per
+//! row) would otherwise leave one file per page per partition, mostly
+//! footer. At completion, each partition's page files of the run, when
+//! there are two or more and together less than [`COALESCE_BELOW_BYTES`],
+//! are read, aligned to the dataset's published table schema (a column a
+//! page did not have yet is null) and written as one file
+//! `<dataset>/<partition>/<pipeline>-<run_id>.parquet`, in page order; the
+//! page files are then deleted. Larger outputs keep their page files (each
+//! is large already).
+//!
+//! Under at-least-once delivery: the coalesced key is deterministic, so a
+//! completion that runs twice writes the same file; a page of a completed
+//! run delivered again is not written again (its rows are in the coalesced
+//! file, see `persist_page`); `tributary replay` writes a completed run's
+//! pages again (`PersistConfig::rewrite_completed_runs`) and then
+//! coalesces the run again ([`recoalesce_run`]), overwriting its coalesced
+//! files; for a run with a page that failed to replay, it deletes the pages
+//! it wrote instead (their rows are still in the coalesced file).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, ListArray, RecordBatch, StructArray, new_null_array};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use bytes::Bytes;
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use tributary_core::keys;
+use tributary_core::ledger::{Compactor, PageReceipt};
+use tributary_core::ports::{ObjectStore, PortError};
+
+use crate::publish::{META_PARTITION, decode_arrow_schema};
+
+/// A run's page files of one partition are coalesced when together they
+/// are smaller than this (64 MiB); bigger outputs keep their files.
+pub const COALESCE_BELOW_BYTES: u64 = 64 << 20;
+
+/// The [`Compactor`] Persist completes runs with.
+pub struct RunCoalescer<'a> {
+    /// The lake.
+    pub store: &'a dyn ObjectStore,
+}
+
+/// Whether `key` is a coalesced run file (`<pipeline>-<run_id>.parquet`,
+/// no page number) of `pipeline`'s run `run_id`.
+pub fn is_coalesced(key: &str, pipeline: &str, run_id: &str) -> bool {
+    key.rsplit('/').next() == Some(format!("{pipeline}-{run_id}.parquet").as_str())
+}
+
+#[async_trait::async_trait]
+impl Compactor for RunCoalescer<'_> {
+    async fn compact(&self, receipts: &[PageReceipt]) -> Result<Vec<String>, PortError> {
+        let Some(first) = receipts.first() else { return Ok(Vec::new()) };
+        let mut receipts: Vec<&PageReceipt> = receipts.iter().collect();
+        receipts.sort_by_key(|r| r.page);
+        // (dataset, partition folder) -> the pages' files, in page order.
+        let mut groups: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+        for receipt in &receipts {
+            for key in &receipt.data_keys {
+                let (folder, _) = key.rsplit_once('/').unwrap_or(("", key));
+                groups.entry((receipt.dataset.clone(), folder.to_string())).or_default().push(key.clone());
+            }
+        }
+        let mut files = Vec::new();
+        for ((dataset, folder), keys) in groups {
+            if keys.len() < 2 {
+                files.extend(keys);
+                continue;
+            }
+            match self.coalesce(&dataset, &folder, &keys, &first.pipeline, first.run_id.as_str()).await? {
+                Some(key) => files.push(key),
+                None => files.extend(keys),
+            }
+        }
+        Ok(files)
+    }
+}
+
+impl RunCoalescer<'_> {
+    /// Coalesces `keys` into one file in `folder`; `None` when they are too
+    /// big together, or the dataset has no published schema.
+    async fn coalesce(
+        &self,
+        dataset: &str,
+        folder: &str,
+        keys: &[String],
+        pipeline: &str,
+        run_id: &str,
+    ) -> Result<Option<String>, PortError> {
+        let schema_key = keys::arrow_schema_key(dataset);
+        let schema = match self.store.get(&schema_key).await {
+            Ok(bytes) => {
+                decode_arrow_schema(&bytes).map_err(|err| permanent("read the published schema", &schema_key, err))?
+            }
+            Err(PortError::NotFound { .. }) => return Ok(None),
+            Err(err) => return Err(err),
+        };
+        let target: SchemaRef = Arc::new(Schema::new(
+            schema.fields().iter().filter(|f| !f.metadata().contains_key(META_PARTITION)).cloned().collect::<Vec<_>>(),
+        ));
+        let mut pages = Vec::with_capacity(keys.len());
+        let mut total = 0;
+        for key in keys {
+            let bytes = self.store.get(key).await?;
+            total += bytes.len() as u64;
+            if total >= COALESCE_BELOW_BYTES {
+                return Ok(None);
+            }
+            pages.push((key, bytes));
+        }
+        let key = format!("{folder}/{pipeline}-{run_id}.parquet");
+        let merged = merge(&pages, &target).map_err(|message| PortError::Permanent {
+            operation: "coalesce the run's files",
+            target: key.clone(),
+            message,
+        })?;
+        self.store.put(&key, Bytes::from(merged)).await?;
+        for (page_key, _) in &pages {
+            self.store.delete(page_key).await?;
+        }
+        tracing::info!(key, files = pages.len(), bytes = total, "the run's page files coalesced");
+        Ok(Some(key))
+    }
+}
+
+/// Coalesces a completed run's page files again (after a replay wrote
+/// them) and rewrites its manifest's file list. A run whose files were not
+/// coalesced (each partition had one file, or too many bytes) keeps them.
+///
+/// # Errors
+/// [`PortError`] from the store.
+pub async fn recoalesce_run(
+    store: &dyn ObjectStore,
+    pipeline: &str,
+    run_id: &contracts::RunId,
+) -> Result<(), PortError> {
+    let receipts = tributary_core::ledger::run_receipts(store, pipeline, run_id).await?;
+    let files = RunCoalescer { store }.compact(&receipts).await?;
+    tributary_core::ledger::replace_manifest_files(store, pipeline, run_id, files).await
+}
+
+fn permanent(operation: &'static str, key: &str, err: impl std::fmt::Display) -> PortError {
+    PortError::Permanent { operation, target: key.to_string(), message: err.to_string() }
+}
+
+/// The files' rows, in order, aligned to `target`, as one Parquet file.
+fn merge(pages: &[(&String, Bytes)], target: &SchemaRef) -> Result<Vec<u8>, String> {
+    let properties = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).map_err(|e| e.to_string())?))
+        .set_dictionary_page_size_limit(crate::convert::DICTIONARY_PAGE_BYTES)
+        .build();
+    let mut writer = ArrowWriter::try_new(Vec::new(), target.clone(), Some(properties)).map_err(|e| e.to_string())?;
+    for (key, bytes) in pages {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
+            .and_then(|builder| builder.build())
+            .map_err(|err| format!("{key}: {err}"))?;
+        for batch in reader {
+            let batch = batch.map_err(|err| format!("{key}: {err}"))?;
+            writer
+                .write(&align_batch(&batch, target).map_err(|err| format!("{key}: {err}"))?)
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    writer.into_inner().map_err(|e| e.to_string())
+}
+
+/// `batch` with `target`'s columns: by name, a missing one null.
+fn align_batch(batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch, String> {
+    let columns = target
+        .fields()
+        .iter()
+        .map(|field| match batch.column_by_name(field.name()) {
+            Some(column) => align(column, field),
+            None => Ok(new_null_array(field.data_type(), batch.num_rows())),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(target.clone(), columns).map_err(|e| e.to_string())
+}
+
+/// `array` as `field`'s type: the same type as it is; a struct (or a list
+/// of structs) that gained fields since, with those fields null.
+fn align(array: &ArrayRef, field: &Field) -> Result<ArrayRef, String> {
+    if array.data_type() == field.data_type() {
+        return Ok(array.clone());
+    }
+    match (array.data_type(), field.data_type()) {
+        (DataType::Struct(_), DataType::Struct(fields)) => {
+            let source = array.as_any().downcast_ref::<StructArray>().ok_or("not a struct array")?;
+            let children = fields
+                .iter()
+                .map(|child| match source.column_by_name(child.name()) {
+                    Some(column) => align(column, child),
+                    None => Ok(new_null_array(child.data_type(), source.len())),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Arc::new(
+                StructArray::try_new(fields.clone(), children, source.nulls().cloned()).map_err(|e| e.to_string())?,
+            ))
+        }
+        (DataType::List(_), DataType::List(item)) => {
+            let source = array.as_any().downcast_ref::<ListArray>().ok_or("not a list array")?;
+            let values = align(source.values(), item)?;
+            Ok(Arc::new(
+                ListArray::try_new(item.clone(), source.offsets().clone(), values, source.nulls().cloned())
+                    .map_err(|e| e.to_string())?,
+            ))
+        }
+        (found, wanted) => Err(format!("column {} is {found} in a page file but {wanted} in the table", field.name())),
+    }
+}
