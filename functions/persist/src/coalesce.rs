@@ -13,7 +13,9 @@
 //! is large already).
 //!
 //! Under at-least-once delivery: the coalesced key is deterministic, so a
-//! completion that runs twice writes the same file; a page of a completed
+//! completion that runs twice writes the same file, and two pages that
+//! complete the run together both succeed (the later one finds the page
+//! files gone and the coalesced file in place); a page of a completed
 //! run delivered again is not written again (its rows are in the coalesced
 //! file, see `persist_page`); `tributary replay` writes a completed run's
 //! pages again (`PersistConfig::rewrite_completed_runs`) and then
@@ -104,17 +106,37 @@ impl RunCoalescer<'_> {
         let target: SchemaRef = Arc::new(Schema::new(
             schema.fields().iter().filter(|f| !f.metadata().contains_key(META_PARTITION)).cloned().collect::<Vec<_>>(),
         ));
+        let key = format!("{folder}/{pipeline}-{run_id}.parquet");
         let mut pages = Vec::with_capacity(keys.len());
         let mut total = 0;
-        for key in keys {
-            let bytes = self.store.get(key).await?;
+        for page_key in keys {
+            let bytes = match self.store.get(page_key).await {
+                Ok(bytes) => bytes,
+                // Two pages that finish together both see every receipt and
+                // both complete the run. The first writes the coalesced file
+                // and then deletes the page files, so a missing page file
+                // beside the coalesced file is that rival's work, done.
+                Err(PortError::NotFound { .. }) if self.exists(&key).await? => {
+                    tracing::info!(key, "the run's files were coalesced by a concurrent completion");
+                    return Ok(Some(key));
+                }
+                // A page file gone with no coalesced file: retried (the
+                // rival may be between its writes), then dead-lettered.
+                Err(PortError::NotFound { target, .. }) => {
+                    return Err(PortError::Transient {
+                        operation: "read a page file to coalesce",
+                        target,
+                        message: format!("the page file is gone and {key} does not exist"),
+                    });
+                }
+                Err(err) => return Err(err),
+            };
             total += bytes.len() as u64;
             if total >= COALESCE_BELOW_BYTES {
                 return Ok(None);
             }
-            pages.push((key, bytes));
+            pages.push((page_key, bytes));
         }
-        let key = format!("{folder}/{pipeline}-{run_id}.parquet");
         let merged = merge(&pages, &target).map_err(|message| PortError::Permanent {
             operation: "coalesce the run's files",
             target: key.clone(),
@@ -126,6 +148,16 @@ impl RunCoalescer<'_> {
         }
         tracing::info!(key, files = pages.len(), bytes = total, "the run's page files coalesced");
         Ok(Some(key))
+    }
+}
+
+impl RunCoalescer<'_> {
+    async fn exists(&self, key: &str) -> Result<bool, PortError> {
+        match self.store.get(key).await {
+            Ok(_) => Ok(true),
+            Err(PortError::NotFound { .. }) => Ok(false),
+            Err(err) => Err(err),
+        }
     }
 }
 

@@ -14,6 +14,7 @@ use adapters::local::{Broker, DirStore, QueueConfig};
 use contracts::{FileSettings, PageRef, Payload, PayloadFormat, PersistMessage, PersistTarget, RunId, V1};
 use persist::{Deps, PersistConfig, PersistError};
 use tributary_core::batch::{ATTR_ERROR, DeadLetterTarget, RecordError};
+use tributary_core::ledger::Compactor;
 use tributary_core::ports::ObjectStore;
 
 fn message(page: u32, target: PersistTarget, payload: Payload) -> PersistMessage {
@@ -326,4 +327,39 @@ async fn a_declared_type_changed_in_the_spec_is_reported_and_the_dataset_keeps_i
     );
     let schema = String::from_utf8(store.get("_schema/orders.json").await.expect("schema").to_vec()).expect("utf-8");
     assert!(schema.contains("json") && !schema.contains("int64\""), "the dataset keeps json: {schema}");
+}
+
+#[tokio::test]
+async fn two_pages_completing_a_run_together_both_succeed_and_keep_every_row() {
+    // Both pages' invocations saw every receipt and both complete the run;
+    // the first coalesced and deleted the page files before the second read
+    // them. The second must not fail (a NotFound would be permanent: a DLQ
+    // message and an alert for a run that is fine).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let config = PersistConfig::default();
+    let mut receipts = Vec::new();
+    for page in 1..=3 {
+        let m = message(page, PersistTarget::new("orders"), inline(json!([{"i": page}, {"i": page + 10}])));
+        receipts.push(persist(&store, &Broker::new(), &config, m).await.expect("page"));
+    }
+    let coalescer = persist::coalesce::RunCoalescer { store: &store };
+    let coalesced = "orders/dt=2026-11-29/orders-20261129T060000Z.parquet";
+    assert_eq!(coalescer.compact(&receipts).await.expect("first completion"), [coalesced]);
+    assert_eq!(coalescer.compact(&receipts).await.expect("the rival completion"), [coalesced]);
+    let parquet: Vec<String> =
+        store.list("orders/").await.expect("list").into_iter().filter(|k| k.ends_with(".parquet")).collect();
+    assert_eq!(parquet, [coalesced], "the page files are gone, the coalesced file stays");
+    let bytes = store.get(coalesced).await.expect("coalesced file");
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .expect("parquet")
+        .build()
+        .expect("reader");
+    let rows: usize = reader.map(|b| b.expect("batch").num_rows()).sum();
+    assert_eq!(rows, 6, "every row of the three pages");
+    // A page file lost with no coalesced file is retried, not dead-lettered at once.
+    store.delete(coalesced).await.expect("delete");
+    let err = coalescer.compact(&receipts).await.expect_err("pages and coalesced file gone");
+    assert!(err.is_retryable(), "{err}");
+    assert!(err.to_string().contains("orders-20261129T060000Z-0000"), "{err}");
 }
