@@ -18,6 +18,7 @@
 //!   Persist.
 
 pub mod batch;
+pub mod catalog;
 pub mod deadline;
 pub mod env;
 pub mod json;
