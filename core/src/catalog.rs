@@ -15,6 +15,30 @@ use serde::{Deserialize, Serialize};
 
 use crate::ports::PortError;
 
+/// Hive input format of Parquet files (the table's
+/// `StorageDescriptor.InputFormat`).
+pub const PARQUET_INPUT_FORMAT: &str = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat";
+
+/// Hive output format of Parquet files (`StorageDescriptor.OutputFormat`).
+pub const PARQUET_OUTPUT_FORMAT: &str = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat";
+
+/// Hive SerDe of Parquet files (`StorageDescriptor.SerdeInfo.SerializationLibrary`).
+pub const PARQUET_SERDE: &str = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe";
+
+/// Glue `TableType` of a table over files that Glue does not own: dropping
+/// the table leaves the files.
+pub const EXTERNAL_TABLE: &str = "EXTERNAL_TABLE";
+
+/// Hive type of every partition key: Athena's partition projection takes
+/// `string` keys for `date`, `integer` and `enum` projections alike.
+pub const PARTITION_KEY_TYPE: &str = "string";
+
+/// Longest column `Comment` Glue takes: 255 (AWS Glue API, `Column`
+/// structure, "Length Constraints: Maximum length of 255"; the Glue
+/// Developer Guide's Table API page says 255 bytes). Counted in bytes here,
+/// which satisfies either reading.
+pub const MAX_COMMENT_BYTES: usize = 255;
+
 /// A table: its columns in file order, its Hive partition keys and where
 /// its files are.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,8 +68,22 @@ pub struct ColumnDef {
     pub hive_type: String,
     /// Where the column comes from (the record key; for a variant column,
     /// which values it holds), as Glue's column `Comment` (at most 255
-    /// characters: AWS Glue API, `Column` structure).
+    /// characters: AWS Glue API, `Column` structure; see
+    /// [`ColumnDef::glue_comment`]).
     pub comment: String,
+}
+
+impl ColumnDef {
+    /// The comment as Glue gets it: cut to at most [`MAX_COMMENT_BYTES`]
+    /// bytes, at a character boundary, so a long description never makes
+    /// Glue refuse the whole table (`InvalidInputException`).
+    pub fn glue_comment(&self) -> &str {
+        let mut end = self.comment.len().min(MAX_COMMENT_BYTES);
+        while !self.comment.is_char_boundary(end) {
+            end -= 1;
+        }
+        &self.comment[..end]
+    }
 }
 
 /// A Hive partition key and how Athena projects its values.
@@ -83,24 +121,31 @@ impl TableDef {
     /// an external Parquet table at `s3://<bucket>/<prefix>` with
     /// partition projection parameters.
     pub fn glue_table_input(&self, bucket: &str) -> serde_json::Value {
-        let location = format!("s3://{bucket}/{}", self.prefix);
-        let column = |c: &ColumnDef| serde_json::json!({"Name": c.name, "Type": c.hive_type, "Comment": c.comment});
+        let location = self.location(bucket);
+        let column =
+            |c: &ColumnDef| serde_json::json!({"Name": c.name, "Type": c.hive_type, "Comment": c.glue_comment()});
         serde_json::json!({
             "Name": self.name,
             "Description": self.description,
-            "TableType": "EXTERNAL_TABLE",
+            "TableType": EXTERNAL_TABLE,
             "Parameters": self.parameters(&location),
             "PartitionKeys": self.partition_keys.iter()
-                .map(|k| serde_json::json!({"Name": k.name, "Type": "string"}))
+                .map(|k| serde_json::json!({"Name": k.name, "Type": PARTITION_KEY_TYPE}))
                 .collect::<Vec<_>>(),
             "StorageDescriptor": {
                 "Columns": self.columns.iter().map(column).collect::<Vec<_>>(),
                 "Location": location,
-                "InputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
-                "OutputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
-                "SerdeInfo": {"SerializationLibrary": "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"},
+                "InputFormat": PARQUET_INPUT_FORMAT,
+                "OutputFormat": PARQUET_OUTPUT_FORMAT,
+                "SerdeInfo": {"SerializationLibrary": PARQUET_SERDE},
             },
         })
+    }
+
+    /// Where the table's files are in lake bucket `bucket`:
+    /// `s3://<bucket>/<prefix>`.
+    pub fn location(&self, bucket: &str) -> String {
+        format!("s3://{bucket}/{}", self.prefix)
     }
 
     /// The table parameters: Parquet classification and the partition
@@ -182,5 +227,16 @@ mod tests {
         assert_eq!(parameters["storage.location.template"], "s3://lake/web-events/dt=${dt}/hour=${hour}");
         assert_eq!(input["StorageDescriptor"]["Location"], "s3://lake/web-events/");
         assert_eq!(input["PartitionKeys"][1]["Name"], "hour");
+    }
+
+    #[test]
+    fn comments_are_cut_to_glues_limit_at_a_character_boundary() {
+        let column = |comment: String| ColumnDef { name: "c".into(), hive_type: "string".into(), comment };
+        assert_eq!(column("from `id`".into()).glue_comment(), "from `id`");
+        let ascii = column("x".repeat(300));
+        assert_eq!(ascii.glue_comment().len(), MAX_COMMENT_BYTES);
+        // 'é' is two bytes: 127 of them end at byte 254, the 128th would end at 256.
+        let accented = column("é".repeat(200));
+        assert_eq!(accented.glue_comment(), "é".repeat(127));
     }
 }
