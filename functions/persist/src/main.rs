@@ -4,7 +4,9 @@
 //! 131072), `TRIBUTARY_S3_FORCE_PATH_STYLE` (default false; read by
 //! `adapters::aws::s3_client`), `DLQ_URL` and `MAX_RECEIVE_COUNT` (dead
 //! letters with their reason; 1..=1000, default 5), `RUN_EVENTS_TOPIC_ARN`
-//! (announces completed runs; unset: none). Metrics go to stdout (EMF).
+//! (announces completed runs; unset: none), `GLUE_DATABASE` (the lake's Glue
+//! database; read and checked, not used yet: the handler registers no
+//! tables so far). Metrics go to stdout (EMF).
 
 use adapters::aws::{self, S3Store};
 use aws_lambda_events::event::sqs::SqsEvent;
@@ -14,7 +16,7 @@ use tributary_core::env::LambdaEnv;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     tributary_core::telemetry::init_lambda();
-    let persist::LambdaConfig { handler: config, lake_bucket, run_events_topic } =
+    let persist::LambdaConfig { handler: config, lake_bucket, run_events_topic, glue_database: _ } =
         persist::LambdaConfig::from_env(&LambdaEnv::from_env())?;
     let sdk = aws::sdk_config().await;
     let store = S3Store::new(aws::s3_client(&sdk)?, lake_bucket);
