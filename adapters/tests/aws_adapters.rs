@@ -7,10 +7,10 @@
 //!
 //! Tests run concurrently (threads under `cargo test`, processes under
 //! nextest) against one server, so each creates its own uniquely named
-//! queues, topics, buckets and secrets and nothing resets moto (a reset would
-//! wipe the resources of the tests running beside it). The one piece of
-//! global state touched, Athena's seeded results and state transitions, is
-//! used by a single test.
+//! queues, topics, buckets, secrets and Glue databases and nothing resets
+//! moto (a reset would wipe the resources of the tests running beside it).
+//! The one piece of global state touched, Athena's seeded results and state
+//! transitions, is used by a single test.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -18,16 +18,23 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use adapters::aws::{
-    AthenaEngine, S3Store, SecretsManagerStore, SnsPublisher, SqsSender, config_loader, s3_client_with_path_style,
+    AthenaEngine, GlueCatalog, S3Store, SecretsManagerStore, SnsPublisher, SqsSender, config_loader,
+    s3_client_with_path_style,
 };
 use aws_config::{Region, SdkConfig};
-use aws_sdk_sqs::config::interceptors::BeforeSerializationInterceptorContextRef;
+use aws_sdk_sqs::config::interceptors::{
+    BeforeDeserializationInterceptorContextMut, BeforeSerializationInterceptorContextRef,
+};
 use aws_sdk_sqs::config::{ConfigBag, Credentials, Intercept, RuntimeComponents};
 use aws_sdk_sqs::error::BoxError;
 use aws_sdk_sqs::types::QueueAttributeName;
+use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use aws_smithy_runtime_api::http::StatusCode;
+use aws_smithy_types::body::SdkBody;
 use bytes::Bytes;
 use serde_json::{Value, json};
 use tributary_core::batch::decode_body;
+use tributary_core::catalog::{Catalog, ColumnDef, PartitionKey, Projection, TableDef};
 use tributary_core::ports::{
     ObjectStore, PortError, Query, QueryEngine, QueueSender, SecretStore, TopicMessage, TopicPublisher,
 };
@@ -501,4 +508,234 @@ async fn athena_engine_polls_and_types_seeded_rows() {
     assert_eq!(rows.rows.len(), 1, "header row skipped: {rows:?}");
     assert_eq!(rows.next_token, None);
     assert_eq!(Value::Object(rows.rows[0].clone()), json!({"id": 1}));
+}
+
+type GlueUpdateInput = aws_sdk_glue::operation::update_table::UpdateTableInput;
+type GlueCreateInput = aws_sdk_glue::operation::create_table::CreateTableInput;
+
+/// Answers the first `GetTable` with Glue's `EntityNotFoundException`, as a
+/// reader would see it just before another writer's `CreateTable` lands.
+#[derive(Clone, Debug, Default)]
+struct HideTableOnce {
+    hidden: Arc<Mutex<bool>>,
+}
+
+impl Intercept for HideTableOnce {
+    fn name(&self) -> &'static str {
+        "HideTableOnce"
+    }
+
+    fn modify_before_deserialization(
+        &self,
+        context: &mut BeforeDeserializationInterceptorContextMut<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let mut hidden = self.hidden.lock().expect("lock");
+        if *hidden || cfg.load::<Metadata>().map(Metadata::name) != Some("GetTable") {
+            return Ok(());
+        }
+        *hidden = true;
+        let response = context.response_mut();
+        *response.status_mut() = StatusCode::try_from(400).expect("status");
+        let body = json!({"__type": "EntityNotFoundException", "Message": "Table not found"});
+        *response.body_mut() = SdkBody::from(body.to_string());
+        Ok(())
+    }
+}
+
+impl Moto {
+    fn glue(&self) -> aws_sdk_glue::Client {
+        aws_sdk_glue::Client::new(&self.config)
+    }
+
+    /// A new Glue database (lower case, `_`: Hive's names).
+    async fn glue_database(&self) -> String {
+        let name = unique("lake").replace('-', "_");
+        let input = aws_sdk_glue::types::DatabaseInput::builder().name(&name).build().expect("database input");
+        self.glue().create_database().database_input(input).send().await.expect("CreateDatabase");
+        name
+    }
+
+    async fn glue_table(&self, database: &str, name: &str) -> aws_sdk_glue::types::Table {
+        let output = self.glue().get_table().database_name(database).name(name).send().await.expect("GetTable");
+        output.table.expect("a table")
+    }
+}
+
+/// A dataset like Persist's: scalars, a decimal, a struct, an array, the
+/// lineage columns, partitioned by day and hour.
+fn web_events() -> TableDef {
+    let column = |name: &str, hive_type: &str, comment: &str| ColumnDef {
+        name: name.into(),
+        hive_type: hive_type.into(),
+        comment: comment.into(),
+    };
+    TableDef {
+        name: "web_events".into(),
+        prefix: "web-events/".into(),
+        columns: vec![
+            column("id", "bigint", "record key `id`"),
+            column("amount", "decimal(38,2)", "record key `amount`"),
+            column("owner", "struct<login:string,id:bigint>", "record key `owner`"),
+            column("tags", "array<string>", "record key `tags`"),
+            column("_pipeline", "string", "lineage: the pipeline that wrote the row"),
+            column("_run_id", "string", "lineage: the run"),
+            column("_page", "int", "lineage: the page of the run"),
+            column("_ingested_at", "timestamp", "lineage: when Persist wrote the file"),
+        ],
+        partition_keys: vec![
+            PartitionKey { name: "dt".into(), projection: Projection::Date { first: "2026-01-01".into() } },
+            PartitionKey { name: "hour".into(), projection: Projection::Hour },
+        ],
+        description: "web events from the demo vendor".into(),
+        version: 1,
+    }
+}
+
+fn columns_of(columns: &[aws_sdk_glue::types::Column]) -> Vec<(String, String, String)> {
+    columns
+        .iter()
+        .map(|c| {
+            let text = |value: Option<&str>| value.unwrap_or_default().to_string();
+            (c.name().to_string(), text(c.r#type()), text(c.comment()))
+        })
+        .collect()
+}
+
+fn parameters_of(table: &aws_sdk_glue::types::Table) -> BTreeMap<String, String> {
+    table.parameters().map(|p| p.clone().into_iter().collect()).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn glue_catalog_creates_the_table_and_updates_it_only_on_change() {
+    let moto = moto().await;
+    let database = moto.glue_database().await;
+    let updates = Recorder::new(|input: &GlueUpdateInput| input.table_input().map(|t| t.name().to_string()));
+    let client = aws_sdk_glue::Client::from_conf(
+        aws_sdk_glue::config::Builder::from(&moto.config).interceptor(updates.clone()).build(),
+    );
+    let catalog = GlueCatalog::with_client(client, &database, "lake");
+    let v1 = web_events();
+    catalog.upsert_table(&v1).await.expect("create");
+
+    let table = moto.glue_table(&database, "web_events").await;
+    assert_eq!(table.table_type(), Some("EXTERNAL_TABLE"));
+    assert_eq!(table.description(), Some("web events from the demo vendor"));
+    let storage = table.storage_descriptor().expect("storage descriptor");
+    let expected: Vec<_> =
+        v1.columns.iter().map(|c| (c.name.clone(), c.hive_type.clone(), c.comment.clone())).collect();
+    assert_eq!(columns_of(storage.columns()), expected);
+    assert_eq!(storage.location(), Some("s3://lake/web-events/"));
+    assert_eq!(storage.input_format(), Some("org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat"));
+    assert_eq!(storage.output_format(), Some("org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"));
+    assert_eq!(
+        storage.serde_info().and_then(|s| s.serialization_library()),
+        Some("org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe")
+    );
+    let keys = columns_of(table.partition_keys());
+    let key = |name: &str| (name.to_string(), "string".to_string(), String::new());
+    assert_eq!(keys, [key("dt"), key("hour")], "partition keys are strings, without comments");
+    let expected: BTreeMap<String, String> = [
+        ("classification", "parquet"),
+        ("EXTERNAL", "TRUE"),
+        ("tributary.schema_version", "1"),
+        ("projection.enabled", "true"),
+        ("projection.dt.type", "date"),
+        ("projection.dt.format", "yyyy-MM-dd"),
+        ("projection.dt.range", "2026-01-01,NOW"),
+        ("projection.dt.interval", "1"),
+        ("projection.dt.interval.unit", "DAYS"),
+        ("projection.hour.type", "integer"),
+        ("projection.hour.range", "0,23"),
+        ("projection.hour.digits", "2"),
+        ("storage.location.template", "s3://lake/web-events/dt=${dt}/hour=${hour}"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(parameters_of(&table), expected);
+    let first_version = table.version_id().map(str::to_string);
+
+    catalog.upsert_table(&v1).await.expect("unchanged");
+    assert_eq!(updates.calls(), Vec::<Option<String>>::new(), "an unchanged definition is not written");
+    assert_eq!(moto.glue_table(&database, "web_events").await.version_id().map(str::to_string), first_version);
+
+    let mut v2 = web_events();
+    v2.version = 2;
+    v2.columns.push(ColumnDef {
+        name: "email".into(),
+        hive_type: "string".into(),
+        comment: "record key `email`".into(),
+    });
+    v2.partition_keys.push(PartitionKey {
+        name: "source".into(),
+        projection: Projection::Enum { values: vec!["api".into(), "replay".into()] },
+    });
+    catalog.upsert_table(&v2).await.expect("update");
+    catalog.upsert_table(&v2).await.expect("unchanged again");
+    catalog.upsert_table(&v1).await.expect("a slow writer of version 1");
+    assert_eq!(
+        updates.calls(),
+        vec![Some("web_events".to_string())],
+        "one UpdateTable, for the change; version 1 never replaces version 2"
+    );
+
+    let table = moto.glue_table(&database, "web_events").await;
+    assert_ne!(table.version_id().map(str::to_string), first_version);
+    let storage = table.storage_descriptor().expect("storage descriptor");
+    assert_eq!(columns_of(storage.columns()).last().map(|c| c.0.as_str()), Some("email"));
+    assert_eq!(storage.columns().len(), 9);
+    let keys: Vec<String> = table.partition_keys().iter().map(|k| k.name().to_string()).collect();
+    assert_eq!(keys, ["dt", "hour", "source"]);
+    let parameters = parameters_of(&table);
+    assert_eq!(parameters["projection.source.type"], "enum");
+    assert_eq!(parameters["projection.source.values"], "api,replay");
+    assert_eq!(parameters["storage.location.template"], "s3://lake/web-events/dt=${dt}/hour=${hour}/source=${source}");
+    assert_eq!(parameters["projection.dt.range"], "2026-01-01,NOW", "the other keys' projection is kept");
+    let versions = moto
+        .glue()
+        .get_table_versions()
+        .database_name(&database)
+        .table_name("web_events")
+        .send()
+        .await
+        .expect("versions");
+    assert_eq!(versions.table_versions().len(), 2, "created, then updated once");
+}
+
+#[tokio::test]
+async fn glue_catalog_answers_a_concurrent_creator_with_an_update() {
+    let moto = moto().await;
+    let database = moto.glue_database().await;
+    // Another writer registers the first definition.
+    GlueCatalog::new(&moto.config, &database, "lake").upsert_table(&web_events()).await.expect("other writer");
+
+    let creates = Recorder::new(|input: &GlueCreateInput| input.table_input().map(|t| t.name().to_string()));
+    let updates = Recorder::new(|input: &GlueUpdateInput| input.table_input().map(|t| t.name().to_string()));
+    let client = aws_sdk_glue::Client::from_conf(
+        aws_sdk_glue::config::Builder::from(&moto.config)
+            .interceptor(HideTableOnce::default())
+            .interceptor(creates.clone())
+            .interceptor(updates.clone())
+            .build(),
+    );
+    let mut v2 = web_events();
+    v2.columns.push(ColumnDef { name: "email".into(), hive_type: "string".into(), comment: String::new() });
+    GlueCatalog::with_client(client, &database, "lake").upsert_table(&v2).await.expect("upsert");
+
+    assert_eq!(creates.calls(), vec![Some("web_events".to_string())], "not found, so CreateTable");
+    assert_eq!(updates.calls(), vec![Some("web_events".to_string())], "AlreadyExistsException, so UpdateTable");
+    let table = moto.glue_table(&database, "web_events").await;
+    let columns = table.storage_descriptor().map(|s| s.columns().len());
+    assert_eq!(columns, Some(v2.columns.len()));
+}
+
+#[tokio::test]
+async fn glue_catalog_refuses_a_missing_database_naming_the_table() {
+    let moto = moto().await;
+    let database = unique("absent").replace('-', "_");
+    let err = GlueCatalog::new(&moto.config, &database, "lake").upsert_table(&web_events()).await.expect_err("no db");
+    assert!(matches!(err, PortError::Permanent { operation: "CreateTable", .. }), "{err:?}");
+    assert!(err.to_string().contains(&format!("table {database}.web_events")), "{err}");
 }

@@ -163,7 +163,8 @@ async fn raw_pages(
 }
 
 /// Re-drives every raw page of `dataset` in `range` through
-/// [`persist::persist_page`] with `store` as the lake.
+/// [`persist::persist_page`] with `store` as the lake; a schema change is
+/// registered in `catalog` (the lake's Glue database; `None`: none).
 ///
 /// # Errors
 /// [`ReplayError`] when the dataset name or range is invalid or the raw
@@ -171,6 +172,7 @@ async fn raw_pages(
 /// [`ReplaySummary::failures`], not errors.
 pub async fn replay(
     store: &dyn ObjectStore,
+    catalog: Option<&dyn tributary_core::catalog::Catalog>,
     dataset: &str,
     range: DateRange,
     config: &persist::PersistConfig,
@@ -189,7 +191,7 @@ pub async fn replay(
     // A completed run's pages are written again, then the run's files are
     // coalesced again (see persist::coalesce).
     let config = persist::PersistConfig { rewrite_completed_runs: true, ..config.clone() };
-    let deps = persist::Deps { store, queue: &queue, run_events: None, catalog: None, config: &config };
+    let deps = persist::Deps { store, queue: &queue, run_events: None, catalog, config: &config };
     // (pipeline, run) -> (pages replayed, the data keys written).
     let mut runs: std::collections::BTreeMap<(String, RunId), (usize, Vec<String>)> = Default::default();
     for key in keys {
@@ -260,5 +262,6 @@ pub async fn replay_lake(
         return Err(ReplayError::NoLake(lake.to_path_buf()));
     }
     let store = adapters::local::DirStore::new(lake);
-    replay(&store, dataset, range, &persist::PersistConfig::default()).await
+    let catalog = adapters::local::DirCatalog::new(lake);
+    replay(&store, Some(&catalog), dataset, range, &persist::PersistConfig::default()).await
 }

@@ -25,7 +25,7 @@ use async_trait::async_trait;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use chrono::{DateTime, Utc};
 
-use adapters::local::{Broker, DirStore, FileSecrets, QueueConfig, Subscription};
+use adapters::local::{Broker, DirCatalog, DirStore, FileSecrets, QueueConfig, Subscription};
 use contracts::spec::PipelineSpec;
 use contracts::{Alert, RunId};
 use request::http::ReqwestClient;
@@ -173,6 +173,7 @@ pub struct LocalRuntime {
     options: LocalOptions,
     broker: Arc<Broker>,
     store: Arc<DirStore>,
+    catalog: Arc<DirCatalog>,
     http: Arc<CountingHttp<ReqwestClient>>,
     engine: Arc<dyn QueryEngine>,
     secrets: Arc<FileSecrets>,
@@ -239,6 +240,7 @@ impl LocalRuntime {
         }
         Ok(Self {
             store: Arc::new(DirStore::new(&options.lake)),
+            catalog: Arc::new(DirCatalog::new(&options.lake)),
             http: Arc::new(CountingHttp::new(ReqwestClient::new()?)),
             engine: Arc::new(lakequery::LakeEngine::new(&options.lake)),
             secrets: Arc::new(FileSecrets::new(options.lake.join("_secrets.json"))),
@@ -369,6 +371,7 @@ impl LocalRuntime {
         Handles {
             broker: self.broker.clone(),
             store: self.store.clone(),
+            catalog: self.catalog.clone(),
             http: self.http.clone(),
             engine: self.engine.clone(),
             secrets: self.secrets.clone(),
@@ -393,6 +396,7 @@ impl LocalRuntime {
 struct Handles {
     broker: Arc<Broker>,
     store: Arc<DirStore>,
+    catalog: Arc<DirCatalog>,
     http: Arc<CountingHttp<ReqwestClient>>,
     engine: Arc<dyn QueryEngine>,
     secrets: Arc<FileSecrets>,
@@ -442,7 +446,7 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
                 store: h.store.as_ref(),
                 queue: h.broker.as_ref(),
                 run_events: Some((h.broker.as_ref(), topology::RUN_EVENTS_TOPIC)),
-                catalog: None,
+                catalog: Some(h.catalog.as_ref()),
                 config: &h.persist,
             };
             persist::handle_sqs(&event, deps).await

@@ -15,6 +15,30 @@ use serde::{Deserialize, Serialize};
 
 use crate::ports::PortError;
 
+/// Hive input format of Parquet files (the table's
+/// `StorageDescriptor.InputFormat`).
+pub const PARQUET_INPUT_FORMAT: &str = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat";
+
+/// Hive output format of Parquet files (`StorageDescriptor.OutputFormat`).
+pub const PARQUET_OUTPUT_FORMAT: &str = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat";
+
+/// Hive SerDe of Parquet files (`StorageDescriptor.SerdeInfo.SerializationLibrary`).
+pub const PARQUET_SERDE: &str = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe";
+
+/// Glue `TableType` of a table over files that Glue does not own: dropping
+/// the table leaves the files.
+pub const EXTERNAL_TABLE: &str = "EXTERNAL_TABLE";
+
+/// Hive type of every partition key: Athena's partition projection takes
+/// `string` keys for `date`, `integer` and `enum` projections alike.
+pub const PARTITION_KEY_TYPE: &str = "string";
+
+/// Longest column `Comment` Glue takes: 255 (AWS Glue API, `Column`
+/// structure, "Length Constraints: Maximum length of 255"; the Glue
+/// Developer Guide's Table API page says 255 bytes). Counted in bytes here,
+/// which satisfies either reading.
+pub const MAX_COMMENT_BYTES: usize = 255;
+
 /// A table: its columns in file order, its Hive partition keys and where
 /// its files are.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,8 +75,22 @@ pub struct ColumnDef {
     pub hive_type: String,
     /// Where the column comes from (the record key; for a variant column,
     /// which values it holds), as Glue's column `Comment` (at most 255
-    /// characters: AWS Glue API, `Column` structure).
+    /// characters: AWS Glue API, `Column` structure; see
+    /// [`ColumnDef::glue_comment`]).
     pub comment: String,
+}
+
+impl ColumnDef {
+    /// The comment as Glue gets it: cut to at most [`MAX_COMMENT_BYTES`]
+    /// bytes, at a character boundary, so a long description never makes
+    /// Glue refuse the whole table (`InvalidInputException`).
+    pub fn glue_comment(&self) -> &str {
+        let mut end = self.comment.len().min(MAX_COMMENT_BYTES);
+        while !self.comment.is_char_boundary(end) {
+            end -= 1;
+        }
+        &self.comment[..end]
+    }
 }
 
 /// A Hive partition key and how Athena projects its values.
@@ -77,11 +115,41 @@ pub enum Projection {
     /// Two-digit hours `00`..`23`.
     Hour,
     /// The values seen so far (the folder names), kept up to date by
-    /// Persist as new values appear.
+    /// Persist as new values appear. Registered as Athena's `enum`
+    /// projection while that can list them: at least one value, none with
+    /// a comma (the list is comma-separated), at most [`MAX_ENUM_VALUES`];
+    /// otherwise as the `injected` projection (see [`Projection::Injected`]).
     Enum {
         /// Folder values, sorted.
         values: Vec<String>,
     },
+    /// Athena's `injected` projection: a query must name the key's values
+    /// (`WHERE key = 'v'` or `IN (...)`); Athena then reads only those
+    /// folders. For value partitions that cannot be an enum.
+    Injected,
+}
+
+/// Most values an `enum` projection lists: 1,000. Athena's partition
+/// projection guide ("Supported types for partition projection") sets no
+/// limit but recommends "a few dozen or less" and bounds the whole table's
+/// metadata by the Glue limit of about 1 MB gzip-compressed; 1,000 short
+/// values stay far below it. More values make the key `injected`.
+pub const MAX_ENUM_VALUES: usize = 1_000;
+
+impl Projection {
+    /// The projection as registered: an [`Projection::Enum`] that Athena
+    /// cannot take (no values, a value with a comma, more than
+    /// [`MAX_ENUM_VALUES`]) is [`Projection::Injected`].
+    pub fn registrable(&self) -> &Projection {
+        match self {
+            Projection::Enum { values }
+                if values.is_empty() || values.len() > MAX_ENUM_VALUES || values.iter().any(|v| v.contains(',')) =>
+            {
+                &Projection::Injected
+            }
+            other => other,
+        }
+    }
 }
 
 impl TableDef {
@@ -90,24 +158,40 @@ impl TableDef {
     /// an external Parquet table at `s3://<bucket>/<prefix>` with
     /// partition projection parameters.
     pub fn glue_table_input(&self, bucket: &str) -> serde_json::Value {
-        let location = format!("s3://{bucket}/{}", self.prefix);
-        let column = |c: &ColumnDef| serde_json::json!({"Name": c.name, "Type": c.hive_type, "Comment": c.comment});
+        let location = self.location(bucket);
+        let column =
+            |c: &ColumnDef| serde_json::json!({"Name": c.name, "Type": c.hive_type, "Comment": c.glue_comment()});
         serde_json::json!({
             "Name": self.name,
             "Description": self.description,
-            "TableType": "EXTERNAL_TABLE",
+            "TableType": EXTERNAL_TABLE,
             "Parameters": self.parameters(&location),
             "PartitionKeys": self.partition_keys.iter()
-                .map(|k| serde_json::json!({"Name": k.name, "Type": "string"}))
+                .map(|k| serde_json::json!({"Name": k.name, "Type": PARTITION_KEY_TYPE}))
                 .collect::<Vec<_>>(),
             "StorageDescriptor": {
                 "Columns": self.columns.iter().map(column).collect::<Vec<_>>(),
                 "Location": location,
-                "InputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat",
-                "OutputFormat": "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat",
-                "SerdeInfo": {"SerializationLibrary": "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"},
+                "InputFormat": PARQUET_INPUT_FORMAT,
+                "OutputFormat": PARQUET_OUTPUT_FORMAT,
+                "SerdeInfo": {"SerializationLibrary": PARQUET_SERDE},
             },
         })
+    }
+
+    /// Whether a catalog that holds a definition of version `stored` (the
+    /// value of its [`VERSION_PARAMETER`], if any) keeps it rather than
+    /// take this one: only a strictly higher stored version does, so a
+    /// writer that read an older schema never undoes a newer one. A
+    /// missing or unreadable parameter (a table made by hand) is replaced.
+    pub fn yields_to(&self, stored: Option<&str>) -> bool {
+        stored.and_then(|v| v.trim().parse::<u64>().ok()).is_some_and(|stored| stored > self.version)
+    }
+
+    /// Where the table's files are in lake bucket `bucket`:
+    /// `s3://<bucket>/<prefix>`.
+    pub fn location(&self, bucket: &str) -> String {
+        format!("s3://{bucket}/{}", self.prefix)
     }
 
     /// The table parameters: Parquet classification and the partition
@@ -130,7 +214,7 @@ impl TableDef {
             let mut set = |what: &str, value: String| {
                 parameters.insert(format!("projection.{name}.{what}"), value);
             };
-            match &key.projection {
+            match key.projection.registrable() {
                 Projection::Date { first } => {
                     set("type", "date".into());
                     set("format", "yyyy-MM-dd".into());
@@ -147,6 +231,7 @@ impl TableDef {
                     set("type", "enum".into());
                     set("values", values.join(","));
                 }
+                Projection::Injected => set("type", "injected".into()),
             }
         }
         parameters.insert("storage.location.template".into(), template);
@@ -192,5 +277,55 @@ mod tests {
         assert_eq!(parameters["storage.location.template"], "s3://lake/web-events/dt=${dt}/hour=${hour}");
         assert_eq!(input["StorageDescriptor"]["Location"], "s3://lake/web-events/");
         assert_eq!(input["PartitionKeys"][1]["Name"], "hour");
+    }
+
+    #[test]
+    fn a_value_key_athena_cannot_enumerate_is_injected() {
+        let table = |values: Vec<String>| TableDef {
+            name: "t".into(),
+            prefix: "t/".into(),
+            columns: Vec::new(),
+            partition_keys: vec![PartitionKey { name: "country".into(), projection: Projection::Enum { values } }],
+            description: String::new(),
+            version: 1,
+        };
+        let parameters = table(vec!["BR".into(), "São Paulo".into()]).parameters("s3://lake/t/");
+        assert_eq!(parameters["projection.country.type"], "enum");
+        assert_eq!(parameters["projection.country.values"], "BR,São Paulo");
+        let many = (0..=MAX_ENUM_VALUES).map(|i| format!("v{i}")).collect();
+        for values in [Vec::new(), vec!["a,b".to_string()], many] {
+            let parameters = table(values).parameters("s3://lake/t/");
+            assert_eq!(parameters["projection.country.type"], "injected");
+            assert!(!parameters.contains_key("projection.country.values"));
+            assert_eq!(parameters["storage.location.template"], "s3://lake/t/country=${country}");
+        }
+    }
+
+    #[test]
+    fn only_a_higher_stored_version_is_kept() {
+        let table = |version| TableDef {
+            name: "t".into(),
+            prefix: "t/".into(),
+            columns: Vec::new(),
+            partition_keys: Vec::new(),
+            description: String::new(),
+            version,
+        };
+        assert!(table(3).yields_to(Some("4")));
+        assert!(!table(3).yields_to(Some("3")), "the same version is rewritten (a repair)");
+        assert!(!table(3).yields_to(Some("2")));
+        assert!(!table(3).yields_to(None), "a table without the parameter");
+        assert!(!table(3).yields_to(Some("v9")), "an unreadable parameter");
+    }
+
+    #[test]
+    fn comments_are_cut_to_glues_limit_at_a_character_boundary() {
+        let column = |comment: String| ColumnDef { name: "c".into(), hive_type: "string".into(), comment };
+        assert_eq!(column("from `id`".into()).glue_comment(), "from `id`");
+        let ascii = column("x".repeat(300));
+        assert_eq!(ascii.glue_comment().len(), MAX_COMMENT_BYTES);
+        // 'é' is two bytes: 127 of them end at byte 254, the 128th would end at 256.
+        let accented = column("é".repeat(200));
+        assert_eq!(accented.glue_comment(), "é".repeat(127));
     }
 }

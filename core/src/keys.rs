@@ -14,6 +14,7 @@
 //! | raw page (the `PersistMessage`, replayable) | `raw/<dataset>/dt=<YYYY-MM-DD>/<pipeline>-<run_id>-<page:05>.json` |
 //! | raw claim-check payload (bytes as received) | `raw/<dataset>/dt=<YYYY-MM-DD>/<pipeline>-<run_id>-<page:05>.payload` |
 //! | the dataset's schema | `_schema/<dataset>.json` |
+//! | a table's catalog entry (local runtime: what Glue would get) | `_catalog/<table>.glue.json` |
 //! | quarantined records | `quarantine/<dataset>/dt=<YYYY-MM-DD>/<pipeline>-<run_id>-<page:05>.jsonl` |
 //! | page receipt (counts) | `_runs/<pipeline>/<run_id>/page-<page:05>.json` |
 //! | claim-check payload | `_claims/<pipeline>/<run_id>/page-<page:05>.json` |
@@ -100,6 +101,13 @@ pub fn arrow_schema_key(dataset: &str) -> String {
     format!("_schema/{dataset}.arrow")
 }
 
+/// Key of a table's catalog entry in the local lake: the Glue `TableInput`
+/// that the AWS Glue catalog would receive, as JSON
+/// (`adapters::local::DirCatalog`).
+pub fn catalog_key(table: &str) -> String {
+    format!("_catalog/{table}.glue.json")
+}
+
 /// Key of a claim-check payload written by Request.
 pub fn claim_key(pipeline: &str, run_id: &RunId, page: u32) -> String {
     format!("_claims/{pipeline}/{run_id}/page-{page:05}.json")
@@ -140,5 +148,6 @@ mod tests {
         let other_pipeline = PageKey { pipeline: "erp", ..key };
         assert_ne!(key.data(), other_pipeline.data(), "two pipelines feeding one dataset never overwrite each other");
         assert_eq!(receipt_key("p", &run, 12), "_runs/p/20261129T060000Z/page-00012.json");
+        assert_eq!(catalog_key("web_events"), "_catalog/web_events.glue.json");
     }
 }

@@ -11,6 +11,8 @@
 //! - [`ledger`]: the run ledger in the lake (receipts, expected pages,
 //!   completion); [`keys`]: every lake key, in one place.
 //! - [`state`]: incremental loading's cursor per pipeline, in the lake.
+//! - [`catalog`]: a dataset's table definition (columns, Hive partition keys
+//!   with Athena partition projection) and the catalog port that registers it.
 //! - [`metrics`]: CloudWatch Embedded Metric Format lines.
 //! - [`topology`]: the queues, DLQs, topics and subscriptions, declared once.
 //! - [`telemetry`]: tracing set-up for Lambda (JSON) and the CLI (text).

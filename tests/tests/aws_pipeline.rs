@@ -12,7 +12,7 @@ use bytes::Bytes;
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 
-use adapters::aws::{Provisioned, S3Store, SnsPublisher, SqsSender, provision, s3_client_with_path_style};
+use adapters::aws::{GlueCatalog, Provisioned, S3Store, SnsPublisher, SqsSender, provision, s3_client_with_path_style};
 use contracts::{Alert, PageRef, Payload, PersistMessage, PersistTarget, RunId, V1};
 use tributary_core::batch::decode_body;
 use tributary_core::ports::{ObjectStore, QueueSender};
@@ -93,6 +93,11 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
     let request_config = request::RequestConfig::default();
     let (secrets, warm) = (adapters::local::FileSecrets::new("no-secrets.json"), request::Warm::default());
     let persist_config = persist::PersistConfig::default();
+    // The template's lake database; Persist registers the dataset's table there.
+    let glue = aws_sdk_glue::Client::new(&emulator.config);
+    let database_input = aws_sdk_glue::types::DatabaseInput::builder().name("tributary_lake").build().expect("input");
+    glue.create_database().database_input(database_input).send().await.expect("CreateDatabase");
+    let catalog = GlueCatalog::new(&emulator.config, "tributary_lake", BUCKET);
     let consumers = [topology::ORCHESTRATOR_QUEUE, topology::REQUEST_QUEUE, topology::PERSIST_QUEUE];
     // The event source mappings, by hand: poll each queue, invoke, settle.
     for _round in 0..20 {
@@ -124,7 +129,7 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
                         queue: &sender,
                         config: &persist_config,
                         run_events: Some((&topics, run_events.as_str())),
-                        catalog: None,
+                        catalog: Some(&catalog),
                     };
                     persist::handle_sqs(&event, deps).await
                 }
@@ -152,6 +157,34 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
     }
     ids.sort_unstable();
     assert_eq!(ids, (0..95).collect::<Vec<u64>>(), "every record exactly once");
+    // The table is in Glue, as the published schema says, for Athena.
+    let table = glue.get_table().database_name("tributary_lake").name("onaws").send().await.expect("GetTable");
+    let table = table.table.expect("table registered");
+    let published = persist::publish::decode_arrow_schema(
+        &store.get(&tributary_core::keys::arrow_schema_key("onaws")).await.expect("published schema"),
+    )
+    .expect("arrow schema");
+    let storage = table.storage_descriptor().expect("storage descriptor");
+    let columns: Vec<&str> = storage.columns().iter().map(|c| c.name()).collect();
+    let data_columns: Vec<&str> = published
+        .fields()
+        .iter()
+        .filter(|f| !f.metadata().contains_key(persist::publish::META_PARTITION))
+        .map(|f| f.name().as_str())
+        .collect();
+    assert_eq!(columns, data_columns);
+    assert!(columns.contains(&"nested") && columns.contains(&"_tributary_run_id"), "{columns:?}");
+    assert_eq!(storage.location(), Some("s3://tributary-lake/onaws/"));
+    let keys: Vec<&str> = table.partition_keys().iter().map(|k| k.name()).collect();
+    assert_eq!(keys, ["dt"]);
+    let parameters = table.parameters().expect("parameters");
+    assert_eq!(parameters.get("projection.dt.type").map(String::as_str), Some("date"));
+    assert_eq!(
+        parameters.get(tributary_core::catalog::VERSION_PARAMETER),
+        published.metadata().get(persist::publish::META_VERSION),
+        "the registered version is the published one"
+    );
+
     let run_id = RunId::new("20261129T060000Z").expect("id");
     let receipts = tributary_core::ledger::run_totals(&store, "onaws", &run_id).await;
     assert_eq!(receipts.expect("receipts").records_persisted, 95);

@@ -58,6 +58,17 @@ async fn paged_pipeline_persists_every_record_exactly_once_with_its_values() {
         serde_json::from_str(events.lines().next().expect("one event")).expect("event");
     assert_eq!((event.pipeline.as_str(), event.pages, event.records_persisted), ("items", 7, 137));
     assert_eq!(event.manifest_key, tributary_core::keys::manifest_key("items", &run_id));
+    // The local catalog holds the Glue table Persist would register on AWS.
+    let entry: Value = serde_json::from_slice(
+        &std::fs::read(lake.path().join(tributary_core::keys::catalog_key("items"))).expect("catalog entry"),
+    )
+    .expect("Glue TableInput JSON");
+    let columns: Vec<&str> =
+        entry["StorageDescriptor"]["Columns"].as_array().expect("columns").iter().filter_map(|c| c["Name"].as_str()).collect();
+    assert_eq!(columns[..4], ["id", "name", "nested", "score"], "data columns in table order: {columns:?}");
+    assert!(columns.contains(&"_tributary_loaded_at"), "{columns:?}");
+    assert_eq!(entry["PartitionKeys"][0]["Name"], "dt");
+    assert_eq!(entry["Parameters"]["storage.location.template"], "s3://local/items/dt=${dt}");
     let raw = std::fs::read_dir(lake.path().join("raw/items")).expect("raw pages kept").count();
     assert_eq!(raw, 1, "one dt= partition of raw pages");
 

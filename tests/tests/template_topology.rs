@@ -525,6 +525,72 @@ fn functions_get_exactly_the_environment_their_main_reads() {
     assert_no_failures("function environments", failures);
 }
 
+/// Every statement of every inline policy of the role that function
+/// `function_id` runs as (`Role: !GetAtt <role>.Arn`).
+fn role_statements<'a>(template: &'a Template, function_id: &str) -> Vec<&'a Value> {
+    let function = template.resource(function_id).expect("function exists");
+    let Some((role_id, "Arn")) = prop(function, "Role").and_then(getatt) else {
+        panic!("{function_id}: Role is not !GetAtt <role>.Arn");
+    };
+    let role = template.resource(role_id).unwrap_or_else(|| panic!("{function_id}: no role {role_id}"));
+    prop(role, "Policies")
+        .and_then(Value::as_sequence)
+        .into_iter()
+        .flatten()
+        .filter_map(|policy| policy.get("PolicyDocument")?.get("Statement")?.as_sequence())
+        .flatten()
+        .collect()
+}
+
+/// The text of `!Sub "…"` (short or long form).
+fn sub_text(value: &Value) -> Option<&str> {
+    match intrinsic(value)? {
+        (name, Value::String(text)) if name == "Sub" => Some(text.as_str()),
+        _ => None,
+    }
+}
+
+#[test]
+fn persist_registers_tables_in_the_lake_database_only() {
+    let template = Template::load();
+    let persist = template.function_id(Function::Persist).expect("persist function");
+    let mut failures = Vec::new();
+    let glue: Vec<&Value> = role_statements(&template, persist)
+        .into_iter()
+        .filter(|statement| strings(statement.get("Action")).iter().any(|a| a.starts_with("glue:")))
+        .collect();
+    let actions: BTreeSet<&str> = glue.iter().flat_map(|statement| strings(statement.get("Action"))).collect();
+    let expected = BTreeSet::from(["glue:CreateTable", "glue:GetTable", "glue:UpdateTable"]);
+    if actions != expected {
+        failures.push(format!("{persist}'s role allows Glue actions {actions:?}, expected exactly {expected:?}"));
+    }
+    let catalog = "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:catalog";
+    let database = "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:database/${LakeDatabase}";
+    let tables = "arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:table/${LakeDatabase}/*";
+    for statement in &glue {
+        let sid = statement.get("Sid").and_then(Value::as_str).unwrap_or("(no Sid)");
+        if statement.get("Effect").and_then(Value::as_str) != Some("Allow") {
+            failures.push(format!("{persist} statement {sid}: Effect is not Allow"));
+        }
+        let resources: Option<BTreeSet<&str>> = match statement.get("Resource") {
+            Some(Value::Sequence(seq)) => seq.iter().map(sub_text).collect(),
+            Some(single) => sub_text(single).map(|text| BTreeSet::from([text])),
+            None => None,
+        };
+        if resources != Some(BTreeSet::from([catalog, database, tables])) {
+            failures.push(format!(
+                "{persist} statement {sid}: Resource is {resources:?}, expected the catalog, the lake database and its tables"
+            ));
+        }
+    }
+    let env = prop(template.resource(persist).expect("exists"), "Environment").and_then(|e| e.get("Variables"));
+    let glue_database = env.and_then(|vars| vars.get("GLUE_DATABASE")).and_then(ref_target);
+    if glue_database != Some("LakeDatabase") {
+        failures.push(format!("{persist}: GLUE_DATABASE is {glue_database:?}, expected !Ref LakeDatabase"));
+    }
+    assert_no_failures("Persist's catalog access", failures);
+}
+
 fn main_display(path: &Path) -> String {
     path.strip_prefix(repo_root()).unwrap_or(path).display().to_string()
 }

@@ -27,6 +27,12 @@ const SERVER_ERRORS: &[&str] = &[
     "ServiceUnavailable",
     "ServiceUnavailableException",
     "KMSThrottlingException",
+    // AWS Glue: a service-side failure, a time-out, a conflicting writer,
+    // a resource in transition (the `UpdateTable` API reference's errors).
+    "InternalServiceException",
+    "OperationTimeoutException",
+    "ConcurrentModificationException",
+    "ResourceNotReadyException",
 ];
 
 /// Whether an AWS error code (or a `BatchResultErrorEntry.Code`) names a
@@ -92,10 +98,25 @@ mod tests {
 
     #[test]
     fn throttling_and_server_codes_are_transient() {
-        for code in ["ThrottlingException", "RequestThrottled", "InternalError", "ServiceUnavailable"] {
+        for code in [
+            "ThrottlingException",
+            "RequestThrottled",
+            "InternalError",
+            "ServiceUnavailable",
+            "InternalServiceException",
+            "OperationTimeoutException",
+            "ConcurrentModificationException",
+        ] {
             assert!(is_transient_code(code), "{code}");
         }
-        for code in ["AccessDenied", "InvalidParameterValue", "NoSuchKey"] {
+        for code in [
+            "AccessDenied",
+            "InvalidParameterValue",
+            "NoSuchKey",
+            "InvalidInputException",
+            "AccessDeniedException",
+            "ResourceNumberLimitExceededException",
+        ] {
             assert!(!is_transient_code(code), "{code}");
         }
     }

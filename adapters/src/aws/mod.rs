@@ -6,6 +6,8 @@
 //! - [`S3Store`], the [`tributary_core::ports::ObjectStore`], on one bucket (and prefix).
 //! - [`SecretsManagerStore`], the [`tributary_core::ports::SecretStore`], with a TTL cache.
 //! - [`AthenaEngine`], the [`tributary_core::ports::QueryEngine`].
+//! - [`GlueCatalog`], the [`tributary_core::catalog::Catalog`], on one Glue
+//!   database.
 //! - [`sdk_config`] and [`s3_client`], for clients built once at cold start
 //!   (the environment itself is read by [`tributary_core::env`]).
 //!
@@ -22,6 +24,7 @@ mod error;
 mod provision;
 
 mod athena;
+mod glue;
 mod s3;
 mod secrets;
 mod sns;
@@ -29,6 +32,7 @@ mod sqs;
 
 pub use athena::{AthenaEngine, DEFAULT_QUERY_TIMEOUT, RESULTS_PAGE_SIZE};
 pub use batching::{BatchLimits, DEFAULT_MAX_BATCH_BYTES, MAX_BATCH_ENTRIES};
+pub use glue::GlueCatalog;
 pub use provision::{Provisioned, provision};
 pub use s3::S3Store;
 pub use secrets::{DEFAULT_SECRET_TTL, SecretsManagerStore};

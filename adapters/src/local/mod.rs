@@ -6,11 +6,15 @@
 //!   sinks standing in for e-mail/SMS).
 //! - [`DirStore`]: a directory as the bucket, with atomic writes.
 //! - [`FileSecrets`]: secrets from the environment or a JSON file.
+//! - [`DirCatalog`]: each table's Glue `TableInput` as
+//!   `<lake>/_catalog/<table>.glue.json`, what the Glue catalog would get.
 
 mod broker;
+mod catalog;
 mod dir_store;
 mod secrets;
 
 pub use broker::{Broker, BrokerStats, QueueConfig, Subscription};
+pub use catalog::{DirCatalog, LOCAL_BUCKET};
 pub use dir_store::DirStore;
 pub use secrets::FileSecrets;

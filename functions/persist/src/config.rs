@@ -33,6 +33,11 @@ pub struct LambdaConfig {
     /// (`RUN_EVENTS_TOPIC_ARN`; unset: completion is recorded in the lake
     /// only).
     pub run_events_topic: Option<String>,
+    /// The Glue database the datasets' tables are registered in
+    /// (`GLUE_DATABASE`, the template's `LakeDatabase`; a Glue database
+    /// name, 1 to 255 characters). Unset: no catalog, the tables are not
+    /// registered.
+    pub glue_database: Option<String>,
 }
 
 impl LambdaConfig {
@@ -68,6 +73,7 @@ impl LambdaConfig {
             handler,
             lake_bucket: env.required("LAKE_BUCKET")?,
             run_events_topic: env.optional("RUN_EVENTS_TOPIC_ARN")?,
+            glue_database: env.optional("GLUE_DATABASE")?,
         })
     }
 }
@@ -86,7 +92,10 @@ mod tests {
     fn defaults_need_only_the_lake_bucket() {
         let config = LambdaConfig::from_env(&env(&[])).expect("defaults");
         let handler = PersistConfig { metrics: MetricsTarget::Stdout, ..PersistConfig::default() };
-        assert_eq!(config, LambdaConfig { handler, lake_bucket: "lake".into(), run_events_topic: None });
+        assert_eq!(
+            config,
+            LambdaConfig { handler, lake_bucket: "lake".into(), run_events_topic: None, glue_database: None }
+        );
         assert_eq!((config.handler.writer.zstd_level, config.handler.writer.row_group_rows), (1, 131_072));
         let err = LambdaConfig::from_env(&LambdaEnv::from_pairs([("ZSTD_LEVEL", "3")])).expect_err("no bucket");
         assert_eq!(err.name(), "LAKE_BUCKET");
@@ -100,8 +109,10 @@ mod tests {
             ("RUN_EVENTS_TOPIC_ARN", "arn:aws:sns:us-east-1:1:run-events"),
             ("DLQ_URL", "https://sqs/persist-dlq"),
             ("MAX_RECEIVE_COUNT", "7"),
+            ("GLUE_DATABASE", "tributary_lake"),
         ]))
         .expect("overrides");
+        assert_eq!(config.glue_database.as_deref(), Some("tributary_lake"));
         assert_eq!((config.handler.writer.zstd_level, config.handler.writer.row_group_rows), (22, 1_048_576));
         assert_eq!(config.run_events_topic.as_deref(), Some("arn:aws:sns:us-east-1:1:run-events"));
         assert_eq!(config.handler.dead_letter.map(|d| d.max_receive_count), Some(7));

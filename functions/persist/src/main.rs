@@ -4,9 +4,12 @@
 //! 131072), `TRIBUTARY_S3_FORCE_PATH_STYLE` (default false; read by
 //! `adapters::aws::s3_client`), `DLQ_URL` and `MAX_RECEIVE_COUNT` (dead
 //! letters with their reason; 1..=1000, default 5), `RUN_EVENTS_TOPIC_ARN`
-//! (announces completed runs; unset: none). Metrics go to stdout (EMF).
+//! (announces completed runs; unset: none), `GLUE_DATABASE` (the lake's Glue
+//! database: each dataset's table is created or updated there when its
+//! schema changes; unset: no tables are registered). Metrics go to stdout
+//! (EMF).
 
-use adapters::aws::{self, S3Store};
+use adapters::aws::{self, GlueCatalog, S3Store};
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use tributary_core::env::LambdaEnv;
@@ -14,9 +17,10 @@ use tributary_core::env::LambdaEnv;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     tributary_core::telemetry::init_lambda();
-    let persist::LambdaConfig { handler: config, lake_bucket, run_events_topic } =
+    let persist::LambdaConfig { handler: config, lake_bucket, run_events_topic, glue_database } =
         persist::LambdaConfig::from_env(&LambdaEnv::from_env())?;
     let sdk = aws::sdk_config().await;
+    let catalog = glue_database.map(|database| GlueCatalog::new(&sdk, database, &lake_bucket));
     let store = S3Store::new(aws::s3_client(&sdk)?, lake_bucket);
     let queue = aws::SqsSender::new(aws_sdk_sqs::Client::new(&sdk));
     let topics = aws::SnsPublisher::new(aws_sdk_sns::Client::new(&sdk));
@@ -26,7 +30,7 @@ async fn main() -> Result<(), Error> {
         run_events: run_events_topic
             .as_deref()
             .map(|topic| (&topics as &dyn tributary_core::ports::TopicPublisher, topic)),
-        catalog: None,
+        catalog: catalog.as_ref().map(|c| c as &dyn tributary_core::catalog::Catalog),
         config: &config,
     };
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
