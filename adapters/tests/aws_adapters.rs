@@ -585,7 +585,7 @@ fn web_events() -> TableDef {
             column("_ingested_at", "timestamp", "lineage: when Persist wrote the file"),
         ],
         partition_keys: vec![
-            PartitionKey { name: "dt".into(), projection: Projection::Date { first: "2026-01-01".into() } },
+            PartitionKey { name: "dt".into(), projection: Projection::Date { first: "2026-01-01".into(), last: None } },
             PartitionKey { name: "hour".into(), projection: Projection::Hour },
         ],
         description: "web events from the demo vendor".into(),

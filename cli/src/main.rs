@@ -123,8 +123,9 @@ enum Command {
         /// Lake directory (with `--dataset`).
         #[arg(long, default_value = "lake")]
         lake: PathBuf,
-        /// Bucket named in the Glue table's location (with `--dataset`).
-        #[arg(long, default_value = "LAKE_BUCKET")]
+        /// Bucket named in the Glue table's location (with `--dataset`);
+        /// `local` is what the local catalog entries (`_catalog/`) use.
+        #[arg(long, default_value = "local")]
         bucket: String,
         /// Output directory of the contracts' JSON Schemas.
         #[arg(long, default_value = "docs/contracts")]

@@ -107,10 +107,14 @@ pub struct PartitionKey {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Projection {
-    /// `yyyy-MM-dd` days from `first` to today (`NOW`).
+    /// `yyyy-MM-dd` days from `first` to today (`NOW`), or to `last` when
+    /// files of later days exist (a record dated in the future).
     Date {
         /// The first day, `YYYY-MM-DD`.
         first: String,
+        /// The last day, `YYYY-MM-DD`, when it is after today.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last: Option<String>,
     },
     /// Two-digit hours `00`..`23`.
     Hour,
@@ -215,10 +219,10 @@ impl TableDef {
                 parameters.insert(format!("projection.{name}.{what}"), value);
             };
             match key.projection.registrable() {
-                Projection::Date { first } => {
+                Projection::Date { first, last } => {
                     set("type", "date".into());
                     set("format", "yyyy-MM-dd".into());
-                    set("range", format!("{first},NOW"));
+                    set("range", format!("{first},{}", last.as_deref().unwrap_or("NOW")));
                     set("interval", "1".into());
                     set("interval.unit", "DAYS".into());
                 }
@@ -262,7 +266,10 @@ mod tests {
             prefix: "web-events/".into(),
             columns: vec![ColumnDef { name: "id".into(), hive_type: "bigint".into(), comment: "id".into() }],
             partition_keys: vec![
-                PartitionKey { name: "dt".into(), projection: Projection::Date { first: "2026-01-01".into() } },
+                PartitionKey {
+                    name: "dt".into(),
+                    projection: Projection::Date { first: "2026-01-01".into(), last: None },
+                },
                 PartitionKey { name: "hour".into(), projection: Projection::Hour },
             ],
             description: "test".into(),
@@ -299,6 +306,25 @@ mod tests {
             assert!(!parameters.contains_key("projection.country.values"));
             assert_eq!(parameters["storage.location.template"], "s3://lake/t/country=${country}");
         }
+    }
+
+    #[test]
+    fn a_date_key_with_days_after_today_ends_at_the_last_one() {
+        let mut table = TableDef {
+            name: "t".into(),
+            prefix: "t/".into(),
+            columns: Vec::new(),
+            partition_keys: vec![PartitionKey {
+                name: "dt".into(),
+                projection: Projection::Date { first: "2026-01-01".into(), last: None },
+            }],
+            description: String::new(),
+            version: 1,
+        };
+        assert_eq!(table.parameters("s3://lake/t/")["projection.dt.range"], "2026-01-01,NOW");
+        table.partition_keys[0].projection =
+            Projection::Date { first: "2026-01-01".into(), last: Some("2030-01-01".into()) };
+        assert_eq!(table.parameters("s3://lake/t/")["projection.dt.range"], "2026-01-01,2030-01-01");
     }
 
     #[test]

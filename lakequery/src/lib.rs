@@ -343,6 +343,85 @@ async fn register(ctx: &SessionContext, dataset: &Dataset) -> Result<(), DataFus
     let options = options
         .with_table_partition_cols(partitions.iter().map(|f| (f.name().clone(), f.data_type().clone())).collect());
     let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(data));
-    ctx.register_listing_table(TableReference::bare(dataset.name.as_str()), url.as_str(), options, Some(schema), None)
-        .await
+    let values: Vec<&String> = partitions
+        .iter()
+        .filter(|f| f.metadata().get(persist::publish::META_PARTITION_KIND).map(String::as_str) == Some("value"))
+        .map(|f| f.name())
+        .collect();
+    if values.is_empty() {
+        return ctx
+            .register_listing_table(
+                TableReference::bare(dataset.name.as_str()),
+                url.as_str(),
+                options,
+                Some(schema),
+                None,
+            )
+            .await;
+    }
+    // Value partitions read as the other readers show them: Hive's escapes
+    // undone, the default partition null. The files are a hidden table and
+    // the dataset a view over it (date partitions stay plain columns, so a
+    // filter on them still prunes folders).
+    let files = format!("{HIDDEN_PREFIX}{}", dataset.name);
+    ctx.register_listing_table(TableReference::bare(files.as_str()), url.as_str(), options, Some(schema), None).await?;
+    let frame = ctx.table(TableReference::bare(files.as_str())).await?;
+    let udf = Arc::new(partition_value_udf());
+    let columns: Vec<datafusion::prelude::Expr> = frame
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| {
+            let column = datafusion::prelude::ident(f.name());
+            if values.contains(&f.name()) { udf.call(vec![column]).alias(f.name()) } else { column }
+        })
+        .collect();
+    let view = frame.select(columns)?.into_view();
+    ctx.register_table(TableReference::bare(dataset.name.as_str()), view)?;
+    Ok(())
+}
+
+/// Tables of the files of datasets shown through a view start with this.
+const HIDDEN_PREFIX: &str = "__tributary_files_";
+
+/// `tributary_partition_value(folder value)`: the value a value partition's
+/// folder stands for, as Spark, DuckDB and pyarrow read it: Hive's `%XX`
+/// escapes undone, `__HIVE_DEFAULT_PARTITION__` null.
+fn partition_value_udf() -> datafusion::logical_expr::ScalarUDF {
+    use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
+    let fun = Arc::new(|args: &[ColumnarValue]| -> Result<ColumnarValue, DataFusionError> {
+        let arrays = ColumnarValue::values_to_arrays(args)?;
+        let input = arrays
+            .first()
+            .and_then(|a| a.as_any().downcast_ref::<arrow_array::StringArray>())
+            .ok_or_else(|| DataFusionError::Internal("partition values are not Utf8".into()))?;
+        let out: arrow_array::StringArray =
+            input.iter().map(|v| v.filter(|v| *v != persist::DEFAULT_PARTITION).map(hive_unescape)).collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    });
+    create_udf("tributary_partition_value", vec![DataType::Utf8], DataType::Utf8, Volatility::Immutable, fun)
+}
+
+/// Undoes Hive's path escaping: `%XX` (two hex digits) is the byte `XX`.
+fn hive_unescape(value: &str) -> String {
+    if !value.contains('%') {
+        return value.to_string();
+    }
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%'
+            && let (Some(hi), Some(lo)) =
+                (bytes.get(i + 1).and_then(|b| hex(*b)), bytes.get(i + 2).and_then(|b| hex(*b)))
+        {
+            out.push((hi * 16 + lo) as u8);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned())
 }

@@ -63,8 +63,12 @@ async fn paged_pipeline_persists_every_record_exactly_once_with_its_values() {
         &std::fs::read(lake.path().join(tributary_core::keys::catalog_key("items"))).expect("catalog entry"),
     )
     .expect("Glue TableInput JSON");
-    let columns: Vec<&str> =
-        entry["StorageDescriptor"]["Columns"].as_array().expect("columns").iter().filter_map(|c| c["Name"].as_str()).collect();
+    let columns: Vec<&str> = entry["StorageDescriptor"]["Columns"]
+        .as_array()
+        .expect("columns")
+        .iter()
+        .filter_map(|c| c["Name"].as_str())
+        .collect();
     assert_eq!(columns[..4], ["id", "name", "nested", "score"], "data columns in table order: {columns:?}");
     assert!(columns.contains(&"_tributary_loaded_at"), "{columns:?}");
     assert_eq!(entry["PartitionKeys"][0]["Name"], "dt");

@@ -131,23 +131,9 @@ async fn three_runs_of_a_changing_vendor_read_whole_in_every_reader() {
 
 /// Persists one page of `records` for `run_date` and `page` into `lake`.
 async fn persist_page(lake: &Path, page: u32, records: &[String]) {
-    let store = adapters::local::DirStore::new(lake);
-    let message = contracts::PersistMessage {
-        version: contracts::V1,
-        pipeline: "pages".into(),
-        run_id: contracts::RunId::new("20261102T060000Z").expect("run id"),
-        run_date: chrono::NaiveDate::from_ymd_opt(2026, 11, 2).expect("date"),
-        page: contracts::PageRef { index: page, count: 3 },
-        target: contracts::PersistTarget::new("pages"),
-        payload: contracts::Payload::Inline {
-            records: contracts::RawRecords::from_text(format!("[{}]", records.join(","))).expect("records"),
-        },
-        fetched_at: Some(Utc.with_ymd_and_hms(2026, 11, 2, 6, 0, 0).single().expect("a time")),
-    };
-    let config = persist::PersistConfig::default();
-    let broker = adapters::local::Broker::new();
-    let deps = persist::Deps { store: &store, queue: &broker, run_events: None, catalog: None, config: &config };
-    let receipt = persist::persist_page(message, deps).await.expect("persisted");
+    let records: Vec<&str> = records.iter().map(String::as_str).collect();
+    let receipt =
+        persist_into(lake, "pages", contracts::PersistTarget::new("pages"), page, &records).await.expect("persisted");
     assert_eq!(receipt.records_quarantined, 0);
 }
 
@@ -217,4 +203,84 @@ async fn a_run_whose_records_are_all_quarantined_is_not_a_success() {
     let store = adapters::local::DirStore::new(lake.path());
     let runs = tributary::status::recent_runs(&store, lake.path(), 5).await.expect("status");
     assert_eq!(runs[0].state(), "quarantined", "{runs:?}");
+}
+
+/// Persists `records` (JSON texts) as page `page` of `pipeline`'s run 20261102T060000Z into
+/// `target`, registering the table in the lake's local catalog.
+async fn persist_into(
+    lake: &Path,
+    pipeline: &str,
+    target: contracts::PersistTarget,
+    page: u32,
+    records: &[&str],
+) -> Result<tributary_core::ledger::PageReceipt, persist::PersistError> {
+    let store = adapters::local::DirStore::new(lake);
+    let message = contracts::PersistMessage {
+        version: contracts::V1,
+        pipeline: pipeline.into(),
+        run_id: contracts::RunId::new("20261102T060000Z").expect("run id"),
+        run_date: chrono::NaiveDate::from_ymd_opt(2026, 11, 2).expect("date"),
+        page: contracts::PageRef { index: page, count: 3 },
+        target,
+        payload: contracts::Payload::Inline {
+            records: contracts::RawRecords::from_text(format!("[{}]", records.join(","))).expect("records"),
+        },
+        fetched_at: Some(Utc.with_ymd_and_hms(2026, 11, 2, 6, 0, 0).single().expect("a time")),
+    };
+    let (config, broker) = (persist::PersistConfig::default(), adapters::local::Broker::new());
+    let catalog = adapters::local::DirCatalog::new(lake);
+    let deps =
+        persist::Deps { store: &store, queue: &broker, run_events: None, catalog: Some(&catalog), config: &config };
+    persist::persist_page(message, deps).await
+}
+
+#[tokio::test]
+async fn value_partitions_read_as_sent_reach_athena_and_keep_one_layout() {
+    let lake = tempfile::tempdir().expect("tempdir");
+    let mut by_city = contracts::PersistTarget::new("cities");
+    by_city.partition = contracts::Partitioning::Field {
+        field: "/city".into(),
+        granularity: contracts::Granularity::Value,
+        column: "city".into(),
+    };
+    let records = [
+        r#"{"id": 1, "city": "São Paulo"}"#,
+        r#"{"id": 2, "city": "a/b"}"#,
+        r#"{"id": 3, "city": ""}"#,
+        r#"{"id": 4}"#,
+    ];
+    let receipt = persist_into(lake.path(), "cities", by_city.clone(), 0, &records).await.expect("persisted");
+    assert_eq!(receipt.records_persisted, 4);
+
+    // Our engine shows the folder values as Spark, DuckDB and pyarrow do.
+    let rows = query(lake.path(), "SELECT id, city FROM cities ORDER BY id").await;
+    let cities: Vec<Value> = rows.iter().map(|r| r["city"].clone()).collect();
+    assert_eq!(cities, [Value::from("São Paulo"), Value::from("a/b"), Value::Null, Value::Null]);
+    let filtered = query(lake.path(), "SELECT id FROM cities WHERE city = 'a/b'").await;
+    assert_eq!(filtered.len(), 1, "{filtered:?}");
+
+    // Athena's enum projection lists every folder, the default one too.
+    let entry: Value = serde_json::from_slice(
+        &std::fs::read(lake.path().join(tributary_core::keys::catalog_key("cities"))).expect("catalog entry"),
+    )
+    .expect("JSON");
+    let listed = entry["Parameters"]["projection.city.values"].as_str().expect("enum values");
+    let mut listed: Vec<&str> = listed.split(',').collect();
+    listed.sort_unstable();
+    let mut folders: Vec<String> = std::fs::read_dir(lake.path().join("cities"))
+        .expect("dataset folder")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().trim_start_matches("city=").to_string())
+        .collect();
+    folders.sort();
+    assert_eq!(listed, folders, "every folder is reachable through the projection");
+    assert!(listed.contains(&"__HIVE_DEFAULT_PARTITION__"), "{listed:?}");
+
+    // Another layout for the same dataset is refused, naming both.
+    let err = persist_into(lake.path(), "cities", contracts::PersistTarget::new("cities"), 1, &[r#"{"id": 5}"#])
+        .await
+        .expect_err("a second layout");
+    let text = err.to_string();
+    assert!(text.contains("target.partition") && text.contains("city (value)") && text.contains("dt (day)"), "{text}");
+    assert!(tributary_core::batch::RecordError::is_permanent(&err), "dead-lettered with the reason, not retried");
+    assert!(!lake.path().join("cities/dt=2026-11-02").exists(), "nothing written beside the first layout");
 }

@@ -301,7 +301,10 @@ mod tests {
                 ColumnDef { name: "tags".into(), hive_type: "array<string>".into(), comment: String::new() },
             ],
             partition_keys: vec![
-                PartitionKey { name: "dt".into(), projection: Projection::Date { first: "2026-01-01".into() } },
+                PartitionKey {
+                    name: "dt".into(),
+                    projection: Projection::Date { first: "2026-01-01".into(), last: None },
+                },
                 PartitionKey { name: "hour".into(), projection: Projection::Hour },
             ],
             description: "web events".into(),
@@ -365,7 +368,7 @@ mod tests {
         let mut comment = table();
         comment.columns[0].comment = "from `id`, the event id".into();
         let mut projection = table();
-        projection.partition_keys[0].projection = Projection::Date { first: "2025-06-01".into() };
+        projection.partition_keys[0].projection = Projection::Date { first: "2025-06-01".into(), last: None };
         let mut location = table();
         location.prefix = "events/".into();
         for changed in [column, comment, projection, location] {

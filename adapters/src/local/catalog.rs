@@ -104,7 +104,7 @@ mod tests {
                 .collect(),
             partition_keys: vec![PartitionKey {
                 name: "dt".into(),
-                projection: Projection::Date { first: "2026-01-01".into() },
+                projection: Projection::Date { first: "2026-01-01".into(), last: None },
             }],
             description: "web events".into(),
             version,

@@ -374,6 +374,10 @@ impl Col {
                 let Tok::Obj { end, .. } = tok else { return Err(violation(found(rec, idx))) };
                 let mut i = idx + 1;
                 let mut hint = 0;
+                // Columns seen in this object: a repeated key is refused.
+                // A bitmask for the first 64, a vector only beyond.
+                let mut seen_low = 0u64;
+                let mut seen_high: Vec<bool> = Vec::new();
                 while i < end as usize {
                     let Tok::Str { start, end: key_end, escaped } = rec.tape.toks[i] else { break };
                     let value = i + 1;
@@ -396,6 +400,28 @@ impl Col {
                         });
                     };
                     hint = at + 1;
+                    let repeated = if at < 64 {
+                        let bit = 1u64 << at;
+                        let repeated = seen_low & bit != 0;
+                        seen_low |= bit;
+                        repeated
+                    } else {
+                        if seen_high.is_empty() {
+                            seen_high = vec![false; names.list.len()];
+                        }
+                        std::mem::replace(&mut seen_high[at], true)
+                    };
+                    if repeated {
+                        // JSON leaves a repeated key's meaning open (RFC 8259
+                        // §4): readers keep the first or the last. One column
+                        // cannot hold both, so the record is set aside whole.
+                        return Err(Violation {
+                            path: format!("/{}", key_of(scratch)),
+                            expected: "one value per key".into(),
+                            found: "the key repeated in the same object".into(),
+                            type_stands: true,
+                        });
+                    }
                     let checked = match route(&names.list[at].ty, declared[at], &variants[at], rec, value) {
                         Route::Base => children[at].check(rec, value, scratch),
                         Route::Variant(to) => children[to].check(rec, value, scratch),

@@ -590,20 +590,30 @@ fn build_chunks(
                 }
                 continue;
             }
+            let partition = match &run_date_partition {
+                Some(_) => None,
+                None => match partition_of(&settings.target.partition, rec, settings.run_date, &mut scratch) {
+                    Ok(partition) => Some(partition),
+                    Err(reason) => {
+                        built.quarantined.push((index, format!("record {index}: {reason}"), text.into()));
+                        continue;
+                    }
+                },
+            };
             built.rows += 1;
             if no_columns {
                 // Only `{}` records: nothing to write as columns; counted as written.
                 continue;
             }
-            let at = match &run_date_partition {
-                Some(name) => {
+            let at = match (&run_date_partition, partition) {
+                (Some(name), _) => {
                     if cols.is_empty() {
                         cols.push((name.clone(), Col::new(schema)));
                     }
                     0
                 }
-                None => {
-                    let partition = partition_of(&settings.target.partition, rec, settings.run_date, &mut scratch);
+                (None, partition) => {
+                    let partition = partition.unwrap_or_default();
                     match index_of.get(&partition) {
                         Some(at) => *at,
                         None => {
@@ -823,9 +833,20 @@ impl<'a> Quarantine<'a> {
 }
 
 /// The Hive partition path of a record.
-pub fn partition_of(partitioning: &Partitioning, rec: Rec<'_>, run_date: NaiveDate, scratch: &mut String) -> String {
+///
+/// # Errors
+/// For `day` and `hour` partitions, why the record has no usable time at
+/// `field` (absent, null, or a value that is no date or time): such a
+/// record is quarantined, since a default-partition folder among the days
+/// is beyond what Athena's date projection reaches.
+pub fn partition_of(
+    partitioning: &Partitioning,
+    rec: Rec<'_>,
+    run_date: NaiveDate,
+    scratch: &mut String,
+) -> Result<String, String> {
     let Partitioning::Field { field, granularity, column } = partitioning else {
-        return format!("dt={run_date}");
+        return Ok(format!("dt={run_date}"));
     };
     let value = lookup(rec, field);
     let timestamp = |value: &Tok, scratch: &mut String| -> Option<chrono::DateTime<chrono::Utc>> {
@@ -842,14 +863,29 @@ pub fn partition_of(partitioning: &Partitioning, rec: Rec<'_>, run_date: NaiveDa
             _ => None,
         }
     };
-    match (granularity, value) {
-        (Granularity::Day, Some(tok)) => match timestamp(&tok, scratch) {
-            Some(t) => format!("{column}={}", t.format("%Y-%m-%d")),
-            None => format!("{column}={DEFAULT_PARTITION}"),
-        },
-        (Granularity::Hour, Some(tok)) => match timestamp(&tok, scratch) {
+    let no_time = |found: String| {
+        Err(format!(
+            "partition field {field} is {found}, not a date or time: a table partitioned by {} needs one",
+            if matches!(granularity, Granularity::Hour) { "hour" } else { "day" }
+        ))
+    };
+    Ok(match (granularity, value) {
+        (Granularity::Day | Granularity::Hour, None) => return no_time("absent or null".into()),
+        (Granularity::Day | Granularity::Hour, Some(tok)) => match timestamp(&tok, scratch) {
+            Some(t) if matches!(granularity, Granularity::Day) => format!("{column}={}", t.format("%Y-%m-%d")),
             Some(t) => format!("{column}={}/hour={}", t.format("%Y-%m-%d"), t.format("%H")),
-            None => format!("{column}={DEFAULT_PARTITION}/hour={DEFAULT_PARTITION}"),
+            None => {
+                let found = match tok {
+                    Tok::Str { start, end, escaped } => {
+                        let text = unescape(rec.text, start, end, escaped, scratch).unwrap_or("");
+                        let shown: String = text.chars().take(64).collect();
+                        format!("{shown:?}")
+                    }
+                    Tok::Num { start, end, .. } => rec.text[start as usize..end as usize].to_string(),
+                    other => crate::json::kind_name(&other).to_string(),
+                };
+                return no_time(found);
+            }
         },
         (Granularity::Value, Some(Tok::Str { start, end, escaped })) => {
             let text = unescape(rec.text, start, end, escaped, scratch).unwrap_or("").to_string();
@@ -863,9 +899,8 @@ pub fn partition_of(partitioning: &Partitioning, rec: Rec<'_>, run_date: NaiveDa
             };
             format!("{column}={}", sanitize_partition_value(&raw))
         }
-        (Granularity::Hour, None) => format!("{column}={DEFAULT_PARTITION}/hour={DEFAULT_PARTITION}"),
         _ => format!("{column}={DEFAULT_PARTITION}"),
-    }
+    })
 }
 
 fn lookup(rec: Rec<'_>, pointer: &str) -> Option<Tok> {

@@ -126,6 +126,14 @@ pub enum PersistError {
         /// Conversion failure.
         source: ConvertError,
     },
+    /// The page asks for another partition layout than the dataset has.
+    #[error("dataset {dataset}: {problem}")]
+    Layout {
+        /// Dataset.
+        dataset: String,
+        /// Both layouts, and what to do.
+        problem: String,
+    },
     /// The lake refused a read or write.
     #[error(transparent)]
     Store(#[from] PortError),
@@ -143,6 +151,7 @@ impl RecordError for PersistError {
             PersistError::Name(_)
             | PersistError::Claim { .. }
             | PersistError::Convert { .. }
+            | PersistError::Layout { .. }
             | PersistError::Body(_) => true,
         }
     }
@@ -242,6 +251,9 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
             Some((schema, version)) => (Some(schema), Some(version)),
             None => (None, None),
         };
+        if let Some(conflict) = lake_table.as_ref().and_then(|t| t.layout_conflict(&message.target)) {
+            return Err(PersistError::Layout { dataset: dataset.clone(), problem: conflict });
+        }
         let lake_schema = lake_table.as_ref().map(|t| t.table.clone());
         let (source, format, target) = (source.clone(), format.clone(), message.target.clone());
         let writer = deps.config.writer.clone();
@@ -265,7 +277,7 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
             converted.map_err(|source| PersistError::Convert { dataset: dataset.clone(), page: page.index, source })?;
         let lake = lake_table.clone().unwrap_or_default();
         let mut table = TableSchema { table: output.schema.clone(), ..lake.clone() }.with_layout(&message.target);
-        table.note_partitions(output.files.iter().map(|f| f.partition.as_str()));
+        table.note_partitions(output.files.iter().map(|f| f.partition.as_str()), chrono::Utc::now().date_naive());
         if lake_table.as_ref() == Some(&table) {
             publish_if_stale(&dataset, &table, deps).await?;
             break output;

@@ -18,6 +18,10 @@ use crate::infer::{Ty, empty_table};
 /// Arrow field metadata set to `true` on the Hive partition columns.
 pub const META_PARTITION: &str = "tributary.partition";
 
+/// Arrow field metadata of a partition column: how its values are made,
+/// `day`, `hour` or `value`.
+pub const META_PARTITION_KIND: &str = "tributary.partition_kind";
+
 /// Arrow schema metadata: the table schema's version.
 pub const META_VERSION: &str = "tributary.version";
 
@@ -73,18 +77,48 @@ impl Default for TableSchema {
     }
 }
 
+/// The partition columns `target` asks for, outermost first.
+fn layout_of(target: &PersistTarget) -> Vec<(String, PartitionKind)> {
+    match &target.partition {
+        Partitioning::RunDate => vec![("dt".into(), PartitionKind::Day)],
+        Partitioning::Field { column, granularity, .. } => match granularity {
+            Granularity::Day => vec![(column.clone(), PartitionKind::Day)],
+            Granularity::Hour => vec![(column.clone(), PartitionKind::Day), ("hour".into(), PartitionKind::Hour)],
+            Granularity::Value => vec![(column.clone(), PartitionKind::Value)],
+        },
+    }
+}
+
+fn describe(layout: impl IntoIterator<Item = (String, PartitionKind)>) -> String {
+    let parts: Vec<String> =
+        layout.into_iter().map(|(name, kind)| format!("{name} ({})", format!("{kind:?}").to_lowercase())).collect();
+    parts.join(", ")
+}
+
 impl TableSchema {
+    /// Why `target` cannot write into this dataset: it asks for other
+    /// partition columns than the dataset's files have. One dataset is one
+    /// table with one folder layout; a second layout beside the first
+    /// splits it (Athena's projection and DuckDB's hive partitioning see
+    /// only one). `None` when the layouts agree or the dataset has none yet.
+    pub fn layout_conflict(&self, target: &PersistTarget) -> Option<String> {
+        let wanted = layout_of(target);
+        let have: Vec<(String, PartitionKind)> = self.partitions.iter().map(|c| (c.name.clone(), c.kind)).collect();
+        if have.is_empty() || have == wanted {
+            return None;
+        }
+        Some(format!(
+            "target.partition asks for partition columns {}, but dataset {} is partitioned by {}; a dataset keeps one layout (write the new layout to a new dataset)",
+            describe(wanted),
+            target.dataset,
+            describe(have)
+        ))
+    }
+
     /// The partition columns of `target` (values kept from `self` when the
     /// layout is the same).
     pub fn with_layout(mut self, target: &PersistTarget) -> TableSchema {
-        let wanted: Vec<(String, PartitionKind)> = match &target.partition {
-            Partitioning::RunDate => vec![("dt".into(), PartitionKind::Day)],
-            Partitioning::Field { column, granularity, .. } => match granularity {
-                Granularity::Day => vec![(column.clone(), PartitionKind::Day)],
-                Granularity::Hour => vec![(column.clone(), PartitionKind::Day), ("hour".into(), PartitionKind::Hour)],
-                Granularity::Value => vec![(column.clone(), PartitionKind::Value)],
-            },
-        };
+        let wanted = layout_of(target);
         let same = self.partitions.len() == wanted.len()
             && self.partitions.iter().zip(&wanted).all(|(have, (name, kind))| have.name == *name && have.kind == *kind);
         if !same {
@@ -97,19 +131,28 @@ impl TableSchema {
     }
 
     /// Notes the partitions of written files (`dt=2026-11-01/hour=07`):
-    /// the earliest day, every value.
-    pub fn note_partitions<'a>(&mut self, paths: impl IntoIterator<Item = &'a str>) {
+    /// for days the earliest day and, when one lies after `today`, the
+    /// latest (a date projection ends at `NOW` otherwise); every value of a
+    /// value partition, Hive's default partition included (it is a folder
+    /// readers must reach too).
+    pub fn note_partitions<'a>(&mut self, paths: impl IntoIterator<Item = &'a str>, today: chrono::NaiveDate) {
+        let today = today.format("%Y-%m-%d").to_string();
         for path in paths {
             for (column, segment) in self.partitions.iter_mut().zip(path.split('/')) {
                 let Some(value) = segment.strip_prefix(&format!("{}=", column.name)) else { continue };
-                if value == DEFAULT_PARTITION {
-                    continue;
-                }
                 match column.kind {
+                    // Day partitions never hold the default partition
+                    // (such records are quarantined, see `partition_of`).
+                    PartitionKind::Day if value == DEFAULT_PARTITION => {}
                     PartitionKind::Day => {
-                        if column.values.first().is_none_or(|first| value < first.as_str()) {
-                            column.values = BTreeSet::from([value.to_string()]);
-                        }
+                        let first = column.values.first().cloned();
+                        let last = column.values.last().filter(|last| **last > today).cloned();
+                        let first = first.filter(|first| first.as_str() <= value).unwrap_or_else(|| value.to_string());
+                        let last = match last {
+                            Some(last) if last.as_str() >= value => Some(last),
+                            _ => (value > today.as_str()).then(|| value.to_string()),
+                        };
+                        column.values = BTreeSet::from_iter([Some(first), last].into_iter().flatten());
                     }
                     PartitionKind::Hour => {}
                     PartitionKind::Value => {
@@ -123,13 +166,21 @@ impl TableSchema {
     }
 
     /// The published Arrow schema: data columns, the lineage columns, then
-    /// the partition columns (`utf8`, metadata `tributary.partition`), with
-    /// the version in the schema metadata.
+    /// the partition columns (`utf8`, metadata `tributary.partition` and
+    /// [`META_PARTITION_KIND`]), with the version in the schema metadata.
     pub fn arrow_schema(&self) -> SchemaRef {
         let mut fields: Vec<Field> = Col::new(&self.table).arrow_fields().iter().map(|f| f.as_ref().clone()).collect();
         fields.extend(lineage_fields());
         for column in &self.partitions {
-            let meta = HashMap::from([(META_PARTITION.to_string(), "true".to_string())]);
+            let kind = match column.kind {
+                PartitionKind::Day => "day",
+                PartitionKind::Hour => "hour",
+                PartitionKind::Value => "value",
+            };
+            let meta = HashMap::from([
+                (META_PARTITION.to_string(), "true".to_string()),
+                (META_PARTITION_KIND.to_string(), kind.to_string()),
+            ]);
             fields.push(Field::new(&column.name, DataType::Utf8, true).with_metadata(meta));
         }
         let metadata = HashMap::from([(META_VERSION.to_string(), self.version.to_string())]);
@@ -139,6 +190,7 @@ impl TableSchema {
     /// The table for a Hive/Glue catalog: columns with Hive types in file
     /// order, partition keys with their projection.
     pub fn table_def(&self, dataset: &str) -> TableDef {
+        let today = chrono::Utc::now().date_naive().format("%Y-%m-%d").to_string();
         let schema = self.arrow_schema();
         let columns = schema
             .fields()
@@ -154,6 +206,7 @@ impl TableSchema {
                 projection: match column.kind {
                     PartitionKind::Day => Projection::Date {
                         first: column.values.first().cloned().unwrap_or_else(|| "2000-01-01".into()),
+                        last: column.values.last().filter(|last| **last > today).cloned(),
                     },
                     PartitionKind::Hour => Projection::Hour,
                     PartitionKind::Value => Projection::Enum { values: column.values.iter().cloned().collect() },
@@ -214,11 +267,17 @@ pub fn hive_type(data_type: &DataType) -> String {
 
 /// A column's comment: its record key, and for a variant column which
 /// values it holds; at most 255 characters (Glue's `Column.Comment`).
+/// `key` in JSON string form (`"café"`, `"a\"b"`): readable as sent,
+/// unlike Rust's debug form, which spells combining marks `\u{301}`.
+fn quoted(key: &str) -> String {
+    serde_json::to_string(key).unwrap_or_else(|_| format!("\"{key}\""))
+}
+
 fn comment(field: &Field) -> String {
     let meta = field.metadata();
     let text = match (meta.get(crate::build::META_SOURCE), meta.get(crate::build::META_VARIANT_OF)) {
-        (Some(source), Some(base)) => format!("values of key {source:?} that column {base} cannot hold"),
-        (Some(source), None) => format!("key {source:?}"),
+        (Some(source), Some(base)) => format!("values of key {} that column {base} cannot hold", quoted(source)),
+        (Some(source), None) => format!("key {}", quoted(source)),
         _ if meta.contains_key(crate::convert::META_LINEAGE) => "lineage, written by tributary".into(),
         _ => String::new(),
     };

@@ -311,15 +311,13 @@ fn records_are_partitioned_by_a_field_with_safe_values() {
                    {"at": 1764388800}, {"at": "not a time"}, {}]"#;
     let out = convert(text, &target, None).expect("convert");
     let parts: Vec<(&str, u64)> = out.files.iter().map(|f| (f.partition.as_str(), f.rows)).collect();
-    assert_eq!(
-        parts,
-        [
-            ("dt=2025-11-29/hour=04", 1),
-            ("dt=2026-11-01/hour=07", 2),
-            ("dt=2026-11-01/hour=23", 1),
-            ("dt=__HIVE_DEFAULT_PARTITION__/hour=__HIVE_DEFAULT_PARTITION__", 2),
-        ]
-    );
+    assert_eq!(parts, [("dt=2025-11-29/hour=04", 1), ("dt=2026-11-01/hour=07", 2), ("dt=2026-11-01/hour=23", 1),]);
+    // No usable time: quarantined with the reason, not a default-partition
+    // folder among the days that Athena's date projection cannot reach.
+    assert_eq!(out.quarantined(), 2);
+    let quarantine = std::fs::read_to_string(&out.quarantine.as_ref().expect("quarantine file").path).expect("read");
+    assert!(quarantine.contains(r#"partition field /at is \"not a time\", not a date or time"#), "{quarantine}");
+    assert!(quarantine.contains("partition field /at is absent or null"), "{quarantine}");
     target.partition =
         Partitioning::Field { field: "/c".into(), granularity: Granularity::Value, column: "country".into() };
     let out = convert(r#"[{"c": "BR/../SP"}, {"c": ".."}, {"c": "São Paulo"}, {"c": "007"}]"#, &target, None)
@@ -486,4 +484,25 @@ fn an_object_empty_so_far_sends_its_first_fields_through_inference() {
     let (rows, schema) = single(&out);
     assert!(matches!(field_type(&schema, "meta"), DataType::Struct(_)), "the object gains its field");
     assert_eq!(rows[1]["meta"], json!({"k": "v"}));
+}
+
+#[test]
+fn a_record_with_a_repeated_key_is_quarantined_whole_with_the_key_named() {
+    // Readers disagree on `{"a": 1, "a": 2}` (first or last wins); one
+    // column cannot hold both values, so nothing is silently dropped.
+    let wide: String = (0..70).map(|i| format!("\"k{i}\": {i}, ")).collect();
+    let text = format!(
+        r#"[{{"id": 1, "dup": 1, "dup": 2}}, {{"id": 2, "dup": 3}}, {{"id": 3, "o": {{"x": 1, "x": 1}}}}, {{{wide}"k69": 0}}]"#
+    );
+    let out = convert(&text, &target(), None).expect("convert");
+    assert_eq!(out.quarantined(), 3, "the repeated `dup`, the nested `x`, and `k69` past the 64th column");
+    let quarantine = std::fs::read_to_string(&out.quarantine.as_ref().expect("quarantine file").path).expect("read");
+    for key in ["/dup", "/o/x", "/k69"] {
+        assert!(
+            quarantine.contains(&format!("{key}: expected one value per key, found the key repeated")),
+            "{key}: {quarantine}"
+        );
+    }
+    let (rows, _) = single(&out);
+    assert_eq!(rows, [json!({"id": 2, "dup": 3})]);
 }
