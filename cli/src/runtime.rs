@@ -102,6 +102,9 @@ pub struct RunSummary {
     pub alerts: Vec<Alert>,
     /// Parquet objects written.
     pub data_keys: Vec<String>,
+    /// Why the run holds less than the source (`strategy.max_pages`
+    /// reached with a next page offered); `None` for a whole run.
+    pub truncated: Option<String>,
     /// Wall time.
     pub wall_time: Duration,
 }
@@ -118,10 +121,10 @@ impl RunSummary {
         self.records_persisted == 0 && self.records_quarantined > 0
     }
 
-    /// Whether the run is a success: nothing dead-lettered, and not every
-    /// record quarantined.
+    /// Whether the run is a success: nothing dead-lettered, not every
+    /// record quarantined, and not truncated.
     pub fn succeeded(&self) -> bool {
-        self.dead_letters() == 0 && !self.all_quarantined()
+        self.dead_letters() == 0 && !self.all_quarantined() && self.truncated.is_none()
     }
 }
 
@@ -137,6 +140,9 @@ impl std::fmt::Display for RunSummary {
         let detail = if dead.is_empty() { String::new() } else { format!("  ({})", dead.join(", ")) };
         writeln!(f, "  messages in DLQs     {}{detail}", self.dead_letters())?;
         writeln!(f, "  alerts               {}", self.alerts.len())?;
+        if let Some(reason) = &self.truncated {
+            writeln!(f, "  truncated            {reason} (the run is not a success)")?;
+        }
         write!(f, "  wall time            {:.2} s", self.wall_time.as_secs_f64())
     }
 }
@@ -305,6 +311,7 @@ impl LocalRuntime {
             dead_lettered,
             alerts,
             data_keys: totals.data_keys,
+            truncated: totals.truncated,
             wall_time: started.elapsed(),
         })
     }

@@ -31,6 +31,9 @@ pub struct RunStatus {
     /// Whether the ledger marks the run complete (`_SUCCESS`, manifest
     /// written).
     pub completed: bool,
+    /// The ledger says the run stopped before the source ended
+    /// ([`Expected::truncated`]).
+    pub truncated: bool,
 }
 
 impl RunStatus {
@@ -39,10 +42,12 @@ impl RunStatus {
     /// dead letters are still counted), `failed` (dead letters),
     /// `incomplete` (pages missing) or `running` (total not known yet);
     /// `quarantined` for a complete run whose records were all quarantined
-    /// (nothing reached the table).
+    /// (nothing reached the table); `truncated` for a complete run that
+    /// stopped at `strategy.max_pages` with more pages offered.
     pub fn state(&self) -> &'static str {
         match self.pages_planned {
             _ if self.completed && self.records_persisted == 0 && self.records_quarantined > 0 => "quarantined",
+            _ if self.completed && self.truncated => "truncated",
             _ if self.completed => "complete",
             _ if self.dead_letters > 0 => "failed",
             Some(_) => "incomplete",
@@ -74,7 +79,10 @@ pub async fn recent_runs(store: &dyn ObjectStore, lake: &Path, limit: usize) -> 
         let bytes = store.get(&key).await?;
         if *object == "expected.json" {
             match serde_json::from_slice::<Expected>(&bytes) {
-                Ok(expected) => run.pages_planned = Some(expected.pages),
+                Ok(expected) => {
+                    run.pages_planned = Some(expected.pages);
+                    run.truncated = expected.truncated.is_some();
+                }
                 Err(_) => tracing::warn!(key, "unreadable expected page count skipped"),
             }
             continue;

@@ -114,6 +114,13 @@ pub struct Continuation {
     pub max_pages: u32,
     /// Queue the next page's message goes to (the request queue).
     pub queue: String,
+    /// Digest (FNV-1a 64, hex) of the records of the page before this
+    /// one, set by Request on each next page's message. A page whose
+    /// records have the same digest repeats it (json-server, for one,
+    /// serves its last page again for any page past the end): the run ends
+    /// there and the repeat is not forwarded. Absent on the first page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_page: Option<String>,
 }
 
 /// Where the next page is, for APIs that give no total up front.

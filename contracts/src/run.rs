@@ -28,4 +28,10 @@ pub struct RunCompleted {
     pub manifest_key: String,
     /// The manifest's schema hash.
     pub schema_hash: String,
+    /// Set when the run stopped before the source's data ended, saying
+    /// why (`strategy.max_pages` reached with a next page offered); absent
+    /// for a whole run. Consumers that need the whole source treat such a
+    /// run as failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<String>,
 }

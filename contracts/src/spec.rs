@@ -360,14 +360,90 @@ pub enum SpecError {
     },
 }
 
+/// Largest spec text [`PipelineSpec::from_yaml`] reads: 1 MiB. A real spec
+/// is a few KiB; EventBridge Scheduler's target `Input` takes at most
+/// 256 KiB (EventBridge Scheduler API, `Target.Input`).
+pub const MAX_SPEC_BYTES: usize = 1 << 20;
+
+/// Deepest nesting of mappings and sequences a spec may have: 64 (a real
+/// spec nests about 6 levels).
+pub const MAX_SPEC_DEPTH: usize = 64;
+
+/// Refuses a YAML text too large or too deeply nested for the parser to
+/// finish quickly. Depth counts block levels (indentation and `- ` items)
+/// and flow levels (`[` and `{` outside quotes and comments).
+fn check_yaml_size(text: &str) -> Result<(), SpecError> {
+    let refuse = |message: String| Err(SpecError::Parse { path: ".".into(), message });
+    if text.len() > MAX_SPEC_BYTES {
+        return refuse(format!("the spec is {} bytes; at most {MAX_SPEC_BYTES} are read", text.len()));
+    }
+    let mut indents: Vec<usize> = Vec::new();
+    let mut flow = 0usize;
+    for (number, line) in text.lines().enumerate() {
+        let body = line.trim_start_matches(' ');
+        if body.is_empty() || body.starts_with('#') {
+            continue;
+        }
+        let mut depth = flow;
+        if flow == 0 {
+            let indent = line.len() - body.len();
+            while indents.last().is_some_and(|&top| top > indent) {
+                indents.pop();
+            }
+            if indents.last().is_none_or(|&top| top < indent) {
+                indents.push(indent);
+            }
+            let mut rest = body;
+            let mut items = 0;
+            while let Some(after) = rest.strip_prefix("- ") {
+                items += 1;
+                rest = after.trim_start_matches(' ');
+            }
+            depth = indents.len() + items;
+        }
+        let mut quote: Option<char> = None;
+        let mut previous = ' ';
+        let mut chars = body.chars();
+        while let Some(c) = chars.next() {
+            match (quote, c) {
+                (Some('"'), '\\') => {
+                    chars.next();
+                }
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), _) => {}
+                (None, '"' | '\'') if previous == ' ' || "[{,:".contains(previous) => quote = Some(c),
+                (None, '#') if previous == ' ' => break,
+                (None, '[' | '{') => {
+                    flow += 1;
+                    depth = depth.max(indents.len() + flow);
+                }
+                (None, ']' | '}') => flow = flow.saturating_sub(1),
+                _ => {}
+            }
+            previous = c;
+        }
+        if depth > MAX_SPEC_DEPTH {
+            return refuse(format!(
+                "line {}: nested {depth} levels deep; at most {MAX_SPEC_DEPTH} are read",
+                number + 1
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl PipelineSpec {
     /// Parses and validates a spec from YAML (JSON is valid YAML).
     ///
     /// # Errors
     /// [`SpecError::Parse`] naming the field path for syntax and shape errors
-    /// (unknown field, unknown strategy `kind`, malformed URL, wrong type);
-    /// [`SpecError::Invalid`] from [`PipelineSpec::validate`].
+    /// (unknown field, unknown strategy `kind`, malformed URL, wrong type),
+    /// and for a text over [`MAX_SPEC_BYTES`] or nested deeper than
+    /// [`MAX_SPEC_DEPTH`] (refused before the YAML parser sees it: 100,000
+    /// nested `[` kept it busy for minutes); [`SpecError::Invalid`] from
+    /// [`PipelineSpec::validate`].
     pub fn from_yaml(text: &str) -> Result<Self, SpecError> {
+        check_yaml_size(text)?;
         let deserializer = serde_norway::Deserializer::from_str(text);
         let spec: PipelineSpec = serde_path_to_error::deserialize(deserializer).map_err(|err| {
             let path = err.path().to_string();
@@ -445,16 +521,16 @@ impl PipelineSpec {
             if incremental.param.trim().is_empty() {
                 return Err(invalid("incremental.param", "\"\"", "must name a query parameter"));
             }
-            if self.request.query.contains_key(&incremental.param) {
+            if let Some(place) = fixed_in(&self.request, &incremental.param) {
                 return Err(invalid(
                     "incremental.param",
                     &format!("{:?}", incremental.param),
-                    "is also a fixed parameter in request.query; the run binds it",
+                    &format!("is also a fixed parameter in {place}; the run binds it"),
                 ));
             }
         }
         if let StrategySpec::Cursor(cursor) = &self.strategy {
-            check_cursor(cursor, &self.request.query)?;
+            check_cursor(cursor, &self.request)?;
         }
         if let StrategySpec::Athena(athena) = &self.strategy {
             if athena.query.trim().is_empty() {
@@ -523,11 +599,11 @@ impl PipelineSpec {
                 if name.trim().is_empty() {
                     return Err(invalid(field, &format!("{name:?}"), "must not be empty"));
                 }
-                if self.request.query.contains_key(name) {
+                if let Some(place) = fixed_in(&self.request, name) {
                     return Err(invalid(
                         field,
                         &format!("{name:?}"),
-                        "is also a fixed parameter in request.query; the strategy sets it per page",
+                        &format!("is also a fixed parameter in {place}; the strategy sets it per page"),
                     ));
                 }
             }
@@ -758,7 +834,21 @@ pub fn check_policy(policy: &CallPolicy) -> Result<(), SpecError> {
     Ok(())
 }
 
-fn check_cursor(cursor: &CursorSpec, fixed: &BTreeMap<String, String>) -> Result<(), SpecError> {
+/// Where `name` is already a fixed query parameter of `request`:
+/// `request.query`, or the query string of `request.url` (a page parameter
+/// there would be sent twice, `cursor=0&cursor=500`, and most servers read
+/// the first: the same page over and over).
+fn fixed_in(request: &RequestTemplate, name: &str) -> Option<&'static str> {
+    if request.query.contains_key(name) {
+        Some("request.query")
+    } else if request.url.query_pairs().any(|(key, _)| key == name) {
+        Some("the query string of request.url")
+    } else {
+        None
+    }
+}
+
+fn check_cursor(cursor: &CursorSpec, request: &RequestTemplate) -> Result<(), SpecError> {
     if cursor.max_pages == 0 {
         return Err(invalid("strategy.max_pages", "0", "must be at least 1"));
     }
@@ -793,11 +883,11 @@ fn check_cursor(cursor: &CursorSpec, fixed: &BTreeMap<String, String>) -> Result
         if name.trim().is_empty() {
             return Err(invalid(field, &format!("{name:?}"), "must not be empty"));
         }
-        if fixed.contains_key(name) {
+        if let Some(place) = fixed_in(request, name) {
             return Err(invalid(
                 field,
                 &format!("{name:?}"),
-                "is also a fixed parameter in request.query; the strategy sets it per page",
+                &format!("is also a fixed parameter in {place}; the strategy sets it per page"),
             ));
         }
     }
@@ -844,6 +934,38 @@ target:
             PageParams::OffsetLimit { offset_param: "offset".into(), limit_param: "limit".into() }
         );
         assert_eq!(spec.request.method, HttpMethod::Get);
+    }
+
+    #[test]
+    fn a_page_parameter_in_the_url_query_is_refused_like_one_in_request_query() {
+        let in_url = PAGED.replace("/customers\n", "/customers?offset=0&region=eu\n");
+        let err = parse_err(&in_url);
+        assert!(
+            err.contains("strategy.params.offset_param") && err.contains("the query string of request.url"),
+            "{err}"
+        );
+        let cursor = "version: 1\npipeline: c\nstrategy:\n  kind: cursor\n  next: { kind: body_token, pointer: /next, param: cursor }\nrequest:\n  url: https://api.example.com/items?cursor=0\ntarget:\n  dataset: c\n";
+        let err = parse_err(cursor);
+        assert!(err.contains("strategy.next.param") && err.contains("request.url"), "{err}");
+        let other = PAGED.replace("/customers\n", "/customers?region=eu\n");
+        PipelineSpec::from_yaml(&other).expect("another fixed parameter in the URL is fine");
+    }
+
+    #[test]
+    fn deep_or_huge_yaml_is_refused_before_parsing() {
+        let flow = |n: usize| format!("{PAGED}  x: {}{}\n", "[".repeat(n), "]".repeat(n));
+        let err = parse_err(&flow(100_000));
+        assert!(err.contains("nested") && err.contains("at most 64"), "{err}");
+        let items = format!("{PAGED}  x:\n{}1\n", "- ".repeat(100_000));
+        assert!(parse_err(&items).contains("at most 64"));
+        // Brackets in quotes and comments are text, not nesting.
+        let quoted = format!("{PAGED}  x: \"{}\" # {}\n", "[".repeat(200), "{".repeat(200));
+        assert!(!parse_err(&quoted).contains("nested"), "{}", parse_err(&quoted));
+        let shallow = parse_err(&flow(10));
+        assert!(shallow.contains("unknown field `x`"), "a shallow document reaches the parser: {shallow}");
+        let huge = format!("{PAGED}# {}\n", "x".repeat(MAX_SPEC_BYTES));
+        assert!(parse_err(&huge).contains("at most 1048576"));
+        PipelineSpec::from_yaml(PAGED).expect("a real spec passes");
     }
 
     fn parse_err(text: &str) -> String {

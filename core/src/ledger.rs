@@ -67,6 +67,13 @@ pub struct Expected {
     pub run_date: NaiveDate,
     /// Pages (receipts) the run is complete with; 0 for an empty run.
     pub pages: u64,
+    /// Why the run stopped before the vendor's data ended (a cursor run
+    /// that reached `strategy.max_pages` with a next page still offered),
+    /// `None` for a whole run. Carried into the [`Manifest`] and the
+    /// run-completed event: such a run is complete as a run but not a
+    /// whole copy of the source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<String>,
 }
 
 /// What a completed run wrote: read it instead of listing the lake.
@@ -89,6 +96,9 @@ pub struct Manifest {
     /// FNV-1a 64 hash (hex) of the distinct page schemas, sorted: equal
     /// across runs whose pages have the same columns and types.
     pub schema_hash: String,
+    /// [`Expected::truncated`]: why the run holds less than the source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<String>,
 }
 
 /// The ledger as a function uses it: the lake, and optionally the topic on
@@ -150,6 +160,7 @@ impl RunLedger<'_> {
             records_quarantined: manifest.records_quarantined,
             manifest_key: keys::manifest_key(&manifest.pipeline, &manifest.run_id),
             schema_hash: manifest.schema_hash.clone(),
+            truncated: manifest.truncated.clone(),
         };
         let body = String::from_utf8_lossy(&encode(topic, &event)?).into_owned();
         let attributes =
@@ -253,6 +264,7 @@ async fn complete(
         records_quarantined: receipts.iter().map(|r| r.records_quarantined).sum(),
         files,
         schema_hash: format!("{:016x}", fnv1a(schemas.join("\n").as_bytes())),
+        truncated: expected.truncated.clone(),
     };
     let key = keys::manifest_key(pipeline, run_id);
     store.put(&key, encode(&key, &manifest)?).await?;
@@ -303,7 +315,7 @@ pub async fn completed_runs(
 
 /// FNV-1a, 64 bits: a stable hash (std's hasher may change between Rust
 /// releases, and the manifest's hash must not).
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3))
 }
 
@@ -318,6 +330,8 @@ pub struct RunTotals {
     pub records_quarantined: u64,
     /// Parquet objects written.
     pub data_keys: Vec<String>,
+    /// The completed run's [`Manifest::truncated`].
+    pub truncated: Option<String>,
 }
 
 /// Sums the receipts of `run_id` of `pipeline`.
@@ -340,6 +354,7 @@ pub async fn run_totals(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId)
         && let Ok(manifest) = serde_json::from_slice::<Manifest>(&bytes)
     {
         totals.data_keys = manifest.files;
+        totals.truncated = manifest.truncated;
     }
     Ok(totals)
 }

@@ -37,6 +37,7 @@ fn expected(pages: u64) -> Expected {
         run_id: RunId::new("r1").expect("id"),
         run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
         pages,
+        truncated: None,
     }
 }
 

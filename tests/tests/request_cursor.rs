@@ -114,3 +114,27 @@ async fn a_spec_that_does_not_allow_loopback_is_refused_once_with_an_alert() {
     let reason = summary.alerts[0].reason.clone().unwrap_or_default();
     assert!(reason.contains("127.0.0.1") && reason.contains("loopback") && reason.contains("SSRF"), "{reason}");
 }
+
+#[tokio::test]
+async fn a_cursor_run_stopped_by_max_pages_with_more_offered_is_truncated_not_a_success() {
+    let addr = demo(45).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    std::fs::write(lake.path().join("_secrets.json"), json!({"demo/key": vendor::DEMO_API_KEY}).to_string())
+        .expect("secrets");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let text = format!(
+        "version: 1\npipeline: events\nstrategy: {{kind: cursor, next: {{kind: link_header}}, max_pages: 2}}\nrequest: {{url: 'http://{addr}/secure/events', query: {{limit: '20'}}, records_pointer: /data, allow: {{loopback: true}}, auth: {{kind: api_key, secret_id: demo/key, header: x-api-key}}}}\ntarget: {{dataset: events}}\n"
+    );
+    let spec = PipelineSpec::from_yaml(&text).expect("valid spec");
+    let summary = runtime.run(&spec, Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time")).await;
+    let summary = summary.expect("run");
+    assert_eq!((summary.pages, summary.records_persisted), (2, 40), "{summary}");
+    assert!(!summary.succeeded(), "45 events, 40 taken: {summary}");
+    let reason = summary.truncated.clone().expect("truncated");
+    assert!(reason.contains("strategy.max_pages 2"), "{reason}");
+    assert!(summary.to_string().contains("truncated"), "{summary}");
+    assert_eq!(manifest(lake.path(), &summary.run_id).truncated.as_deref(), Some(reason.as_str()));
+    let store = adapters::local::DirStore::new(lake.path());
+    let runs = tributary::status::recent_runs(&store, lake.path(), 5).await.expect("status");
+    assert_eq!(runs[0].state(), "truncated", "{runs:?}");
+}

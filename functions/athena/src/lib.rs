@@ -231,6 +231,7 @@ pub async fn run_query(message: QueryMessage, deadline: Instant, deps: Deps<'_>)
             run_id: message.run_id.clone(),
             run_date: message.run_date,
             pages: next_row,
+            truncated: None,
         };
         ledger.record_expected(&expected).await.map_err(port)?;
     }

@@ -367,6 +367,7 @@ async fn record_expected(
         run_id: run.run_id.clone(),
         run_date: run.run_date,
         pages,
+        truncated: None,
     };
     ledger.record_expected(&expected).await?;
     Ok(())

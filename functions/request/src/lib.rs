@@ -281,21 +281,25 @@ pub enum RequestError {
 impl RecordError for RequestError {
     /// HTTP 4xx other than 408 and 429 (unless the spec says to retry),
     /// refused hosts and addresses, missing secrets, bodies past the cap
-    /// and unreadable messages: retrying the same call cannot succeed. A
-    /// body that is not JSON, or lacks the array, may be a vendor's passing
-    /// error page, so it is retried (by redelivery).
+    /// and unreadable messages: retrying the same call cannot succeed; so
+    /// is a JSON body without what `records_pointer` / `total_pointer`
+    /// names (a configuration mistake: the same body comes back). A body
+    /// that is not JSON may be a vendor's passing error page, so it is
+    /// retried (by redelivery).
     fn is_permanent(&self) -> bool {
         match self {
             RequestError::Status { retryable, .. } => !retryable,
             RequestError::Transport(err) => !err.is_retryable(),
             RequestError::Forward { source, .. } => !source.is_retryable(),
             RequestError::Auth { permanent, .. } => *permanent,
-            RequestError::Body(_) | RequestError::Refused { .. } | RequestError::Paging { .. } => true,
+            RequestError::Body(_)
+            | RequestError::Refused { .. }
+            | RequestError::Paging { .. }
+            | RequestError::Pointer { .. } => true,
             RequestError::Deadline { .. }
             | RequestError::RetryLater { .. }
             | RequestError::ContentType { .. }
-            | RequestError::NotJson { .. }
-            | RequestError::Pointer { .. } => false,
+            | RequestError::NotJson { .. } => false,
         }
     }
 }
@@ -384,7 +388,8 @@ async fn call_and_forward(
         RequestError::Refused { target, reason }
     })?;
     let request = http_request(message, deps.config);
-    let fetched = fetch::fetch(message, request, deps, metrics).await?;
+    let mut fetched = fetch::fetch(message, request, deps, metrics).await?;
+    fetched.response.body = normalize_body(&fetched.response);
     let target = fetched.target.clone();
     let mut body: Value = if fetched.empty {
         Value::Null
@@ -407,14 +412,38 @@ async fn call_and_forward(
             if let Some(pointer) = cursor_field {
                 record_cursor(message, page, pointer, &records, deps).await?;
             }
-            let continuation = match next {
-                Some(next) => Some(continue_with(message, next, &fetched, &body, page, count, deps).await?),
-                None => None,
-            };
             let raw = if fetched.empty {
                 RawRecords::from_text("[]".into()).map_err(|err| encode_error(&err))?
             } else {
                 raw_records(&fetched.response.body, records_pointer.as_deref(), &target)?
+            };
+            let digest = format!("{:016x}", tributary_core::ledger::fnv1a(raw.as_str().as_bytes()));
+            if let Some(next) = next
+                && count > 0
+                && next.previous_page.as_deref() == Some(digest.as_str())
+            {
+                // The vendor served the page before again (json-server does
+                // past the last page): the run ends with the pages before.
+                tracing::warn!(
+                    page = page.index,
+                    "this page repeats the page before: the vendor has no more; stopping"
+                );
+                end_run(message, page.index, None, deps).await?;
+                return Ok(Outcome::Records { count: 0, claim_check: false });
+            }
+            let continuation = match next {
+                Some(next) => Some(
+                    continue_with(
+                        message,
+                        next,
+                        &fetched,
+                        &body,
+                        ThisPage { page, records: count, digest: &digest },
+                        deps,
+                    )
+                    .await?,
+                ),
+                None => None,
             };
             let claim_check = forward_records(message, page, dataset, raw, deps).await?;
             if let (Some(next_page), Some(next)) = (continuation.flatten(), next) {
@@ -481,10 +510,10 @@ async fn continue_with(
     next: &Continuation,
     fetched: &Fetched,
     body: &Value,
-    page: PageRef,
-    records: usize,
+    this: ThisPage<'_>,
     deps: Deps<'_>,
 ) -> Result<Option<RequestMessage>, RequestError> {
+    let ThisPage { page, records, digest } = this;
     let call = if fetched.empty {
         None
     } else {
@@ -505,30 +534,61 @@ async fn continue_with(
             let mut following = message.clone();
             following.http = http;
             following.page = Some(PageRef { index, count: 0 });
+            if let RequestMode::Records { next: Some(next), .. } = &mut following.mode {
+                next.previous_page = Some(digest.to_string());
+            }
             Ok(Some(following))
         }
         more => {
-            if more.is_some() {
-                tracing::warn!(max_pages = next.max_pages, "strategy.max_pages reached: the run stops here");
+            let truncated = more.is_some().then(|| {
+                format!(
+                    "strategy.max_pages {} reached while the vendor still offered a next page: the run holds only the first {} pages",
+                    next.max_pages, next.max_pages
+                )
+            });
+            if let Some(reason) = &truncated {
+                tracing::warn!(max_pages = next.max_pages, reason, "run truncated");
             }
-            let expected = tributary_core::ledger::Expected {
-                pipeline: message.pipeline.clone(),
-                run_id: message.run_id.clone(),
-                run_date: message.run_date,
-                pages: u64::from(index),
-            };
-            let ledger = tributary_core::ledger::RunLedger {
-                store: deps.store,
-                events: deps.config.run_events_topic.as_deref().map(|topic| (deps.topics, topic)),
-            };
-            ledger
-                .record_expected(&expected)
-                .await
-                .map_err(|source| RequestError::Forward { destination: "the run ledger".into(), source })?;
-            tracing::info!(pages = index, "last page: page count recorded");
+            end_run(message, index, truncated, deps).await?;
             Ok(None)
         }
     }
+}
+
+/// The page just fetched, as [`continue_with`] needs it.
+struct ThisPage<'a> {
+    page: PageRef,
+    /// Records on it.
+    records: usize,
+    /// Digest of its records ([`Continuation::previous_page`] of the next).
+    digest: &'a str,
+}
+
+/// Records that the cursor run of `message` has `pages` pages (and why it
+/// stopped short, if it did), completing it when they are all persisted.
+async fn end_run(
+    message: &RequestMessage,
+    pages: u32,
+    truncated: Option<String>,
+    deps: Deps<'_>,
+) -> Result<(), RequestError> {
+    let expected = tributary_core::ledger::Expected {
+        pipeline: message.pipeline.clone(),
+        run_id: message.run_id.clone(),
+        run_date: message.run_date,
+        pages: u64::from(pages),
+        truncated,
+    };
+    let ledger = tributary_core::ledger::RunLedger {
+        store: deps.store,
+        events: deps.config.run_events_topic.as_deref().map(|topic| (deps.topics, topic)),
+    };
+    ledger
+        .record_expected(&expected)
+        .await
+        .map_err(|source| RequestError::Forward { destination: "the run ledger".into(), source })?;
+    tracing::info!(pages, "last page: page count recorded");
+    Ok(())
 }
 
 /// The HTTP request of a message: its URL with the query parameters added,
@@ -582,6 +642,58 @@ fn read_total(body: &Value, pointer: &str, target: &str) -> Result<u64, RequestE
         Some(other) => Err(problem(format!("leads to {}, not a non-negative integer", kind_of(other)))),
         None => Err(problem("is not in the response".into())),
     }
+}
+
+/// Media types of newline-delimited JSON (one record per line).
+const NDJSON_TYPES: [&str; 5] = [
+    "application/x-ndjson",
+    "application/ndjson",
+    "application/jsonl",
+    "application/x-jsonlines",
+    "application/jsonlines",
+];
+
+/// The body as JSON text the rest of Request reads: without a UTF-8 byte
+/// order mark (some Windows-hosted vendors send one; JSON parsers refuse
+/// it), and newline-delimited JSON (by its content type, or a body whose
+/// first line is a whole JSON value but the whole is not) turned into one
+/// array of the lines' values, `records_pointer` empty. Anything else is
+/// left as it is.
+pub fn normalize_body(response: &tributary_core::ports::HttpResponse) -> Bytes {
+    let body = match response.body.strip_prefix(b"\xEF\xBB\xBF") {
+        Some(rest) => response.body.slice(response.body.len() - rest.len()..),
+        None => response.body.clone(),
+    };
+    let media = response.headers.get("content-type").and_then(|t| t.split(';').next()).unwrap_or("").trim();
+    let declared = NDJSON_TYPES.iter().any(|t| media.eq_ignore_ascii_case(t));
+    if declared || looks_like_ndjson(&body) {
+        let mut array = Vec::with_capacity(body.len() + 2);
+        array.push(b'[');
+        for line in body.split(|&b| b == b'\n') {
+            let line = line.trim_ascii();
+            if line.is_empty() {
+                continue;
+            }
+            if array.len() > 1 {
+                array.push(b',');
+            }
+            array.extend_from_slice(line);
+        }
+        array.push(b']');
+        return Bytes::from(array);
+    }
+    body
+}
+
+/// A body of several lines whose first line alone is a JSON value while
+/// the whole body is not one.
+fn looks_like_ndjson(body: &[u8]) -> bool {
+    let text = body.trim_ascii_start();
+    let Some(end) = text.iter().position(|&b| b == b'\n') else { return false };
+    let (first, rest) = text.split_at(end);
+    !rest.trim_ascii().is_empty()
+        && serde_json::from_slice::<serde::de::IgnoredAny>(first).is_ok()
+        && serde_json::from_slice::<serde::de::IgnoredAny>(text).is_err()
 }
 
 /// The response as a `Value`, for pointers, totals and cursors. Values a

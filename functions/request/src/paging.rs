@@ -22,6 +22,18 @@ pub enum PagingError {
         /// What was expected (`a string or number token`, `a URL string`).
         expected: &'static str,
     },
+    /// The first page of a run has records but nothing at all at
+    /// `strategy.next.pointer` (not even `null`): most likely a wrong
+    /// pointer, which would end the run after one page as if complete.
+    #[error(
+        "`strategy.next.pointer` {pointer:?} is not in the first page's response (which has {records} records): check the pointer; a vendor ends a run with null or \"\" there"
+    )]
+    Missing {
+        /// The JSON pointer.
+        pointer: String,
+        /// Records on the page.
+        records: usize,
+    },
     /// The next page's URL (from the body or the `Link` header) does not
     /// resolve against the page's URL.
     #[error("next page URL {url:?} is not a URL: {source}")]
@@ -40,6 +52,9 @@ pub enum PagingError {
 ///   was fetched with (a loop) ends.
 /// - `body_url`: the URL at `pointer`, resolved against `url` (the page's
 ///   final URL); absent, `null`, `""` or this page's own URL ends.
+/// - for both, a pointer that finds nothing (not even `null`) on the first
+///   page while it has records is an error ([`PagingError::Missing`]):
+///   vendors that end with an absent key still do so after page 0.
 /// - `link_header`: the `Link` header's `rel="next"` target (RFC 8288),
 ///   resolved likewise.
 /// - `offset`, `page_number`: the next offset or number; a page with fewer
@@ -66,10 +81,17 @@ pub fn next_call(
         // The URL carries the whole query of the next page.
         Ok(Some(HttpCall { url: next, query: BTreeMap::new(), ..current.clone() }))
     };
+    let missing = |pointer: &String| -> Result<Option<HttpCall>, PagingError> {
+        if index == 0 && records > 0 {
+            return Err(PagingError::Missing { pointer: pointer.clone(), records });
+        }
+        Ok(None)
+    };
     match paging {
         NextPage::BodyToken { pointer, param } => {
             let token = match body.pointer(pointer) {
-                None | Some(Value::Null) => return Ok(None),
+                None => return missing(pointer),
+                Some(Value::Null) => return Ok(None),
                 Some(Value::String(token)) => token.clone(),
                 Some(Value::Number(token)) => token.to_string(),
                 Some(other) => {
@@ -88,7 +110,8 @@ pub fn next_call(
             Ok(Some(next))
         }
         NextPage::BodyUrl { pointer } => match body.pointer(pointer) {
-            None | Some(Value::Null) => Ok(None),
+            None => missing(pointer),
+            Some(Value::Null) => Ok(None),
             Some(Value::String(next)) if next.is_empty() => Ok(None),
             Some(Value::String(next)) => with_url(next),
             Some(other) => Err(PagingError::Pointer {
@@ -160,7 +183,27 @@ mod tests {
     ) -> Option<HttpCall> {
         let headers = link.map(|l| [("link".to_string(), l.to_string())].into()).unwrap_or_default();
         let url = current.url.clone();
-        next_call(paging, current, &url, &body, &headers, 0, records).expect("next")
+        // A page after the first (page 0 has its own rule for a missing pointer).
+        next_call(paging, current, &url, &body, &headers, 1, records).expect("next")
+    }
+
+    #[test]
+    fn a_pointer_missing_from_a_first_page_with_records_is_an_error() {
+        let first = call(&[]);
+        let url = first.url.clone();
+        for paging in [
+            NextPage::BodyToken { pointer: "/meta/next_cusor".into(), param: "cursor".into() },
+            NextPage::BodyUrl { pointer: "/links/nxt".into() },
+        ] {
+            let body = json!({"meta": {"next_cursor": "abc"}, "links": {"next": "/x"}});
+            let err = next_call(&paging, &first, &url, &body, &BTreeMap::new(), 0, 25).expect_err("a typo");
+            let text = err.to_string();
+            assert!(text.contains("strategy.next.pointer") && text.contains("25 records"), "{text}");
+            // An empty first page, or null there, ends the run as before.
+            assert_eq!(next_call(&paging, &first, &url, &body, &BTreeMap::new(), 0, 0), Ok(None));
+            let ended = json!({"meta": {"next_cusor": null}, "links": {"nxt": null}});
+            assert_eq!(next_call(&paging, &first, &url, &ended, &BTreeMap::new(), 0, 25), Ok(None));
+        }
     }
 
     #[test]
@@ -217,11 +260,12 @@ mod tests {
     fn numeric_paging_stops_on_a_short_page() {
         let paging = NextPage::Offset { offset_param: "offset".into(), limit_param: "limit".into(), limit: 10 };
         let first = call(&[("offset", "0"), ("limit", "10")]);
-        let second = next(&paging, &first, json!([]), None, 10).expect("a full page goes on");
-        assert_eq!((second.query["offset"].as_str(), second.query["limit"].as_str()), ("10", "10"));
+        // `next` answers for page 1: the following one is page 2.
+        let third = next(&paging, &first, json!([]), None, 10).expect("a full page goes on");
+        assert_eq!((third.query["offset"].as_str(), third.query["limit"].as_str()), ("20", "10"));
         assert!(next(&paging, &first, json!([]), None, 9).is_none(), "short page");
         assert!(next(&paging, &first, json!([]), None, 0).is_none(), "empty page");
         let paging = NextPage::PageNumber { page_param: "page".into(), size_param: None, size: 5, first_page: 1 };
-        assert_eq!(next(&paging, &call(&[("page", "1")]), json!([]), None, 5).expect("next").query["page"], "2");
+        assert_eq!(next(&paging, &call(&[("page", "2")]), json!([]), None, 5).expect("next").query["page"], "3");
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! Request is a reusable HTTP caller (other teams send it their own calls),
 //! so a URL or a redirect must not reach the cloud metadata endpoint
-//! (169.254.169.254), the VPC or the machine itself. The check runs on the
+//! (169.254.169.254, `fd00:ec2::254`), the VPC or the machine itself, directly
+//! or through an IPv4-translating address (NAT64, 6to4, Teredo). The check runs on the
 //! addresses a name actually resolves to, inside reqwest's connector (a
 //! [`GuardedResolver`] installed with `ClientBuilder::dns_resolver`), so DNS
 //! rebinding between a check and the connection cannot slip past it; URLs
@@ -36,6 +37,17 @@ pub enum AddressClass {
     /// Documentation, benchmarking and reserved ranges (RFC 5737, 2544,
     /// 6890, `240.0.0.0/4`, `2001:db8::/32`).
     Reserved,
+    /// A cloud metadata endpoint outside the link-local range: AWS's IPv6
+    /// IMDS `fd00:ec2::254` (EC2 User Guide, "Instance metadata service
+    /// endpoints") and Alibaba Cloud's `100.100.100.200`, which would
+    /// otherwise be unique-local or shared (private) addresses.
+    Metadata,
+    /// An IPv6 address that carries an IPv4 one to a translator or tunnel:
+    /// NAT64 `64:ff9b::/96` (RFC 6052) and `64:ff9b:1::/48` (RFC 8215),
+    /// 6to4 `2002::/16` (RFC 3056), IPv4-translated `::ffff:0:0:0/96`
+    /// (RFC 2765), Teredo `2001::/32` (RFC 4380). The IPv4 address inside
+    /// cannot be checked against the translator's own view, so none pass.
+    Translated,
 }
 
 impl fmt::Display for AddressClass {
@@ -48,6 +60,8 @@ impl fmt::Display for AddressClass {
             AddressClass::Unspecified => "unspecified",
             AddressClass::Multicast => "multicast or broadcast",
             AddressClass::Reserved => "reserved",
+            AddressClass::Metadata => "cloud metadata endpoint",
+            AddressClass::Translated => "IPv4-translating (NAT64, 6to4, Teredo or IPv4-translated)",
         })
     }
 }
@@ -67,7 +81,9 @@ pub fn classify(ip: IpAddr) -> Option<AddressClass> {
 
 fn classify_v4(ip: Ipv4Addr) -> Option<AddressClass> {
     let [a, b, c, _] = ip.octets();
-    Some(if ip.is_loopback() {
+    Some(if ip == Ipv4Addr::new(100, 100, 100, 200) {
+        AddressClass::Metadata
+    } else if ip.is_loopback() {
         AddressClass::Loopback
     } else if ip.is_private() || (a == 100 && (64..128).contains(&b)) {
         AddressClass::Private
@@ -86,8 +102,17 @@ fn classify_v4(ip: Ipv4Addr) -> Option<AddressClass> {
 }
 
 fn classify_v6(ip: Ipv6Addr) -> Option<AddressClass> {
-    let first = ip.segments()[0];
-    Some(if ip.is_loopback() {
+    let segments = ip.segments();
+    let first = segments[0];
+    Some(if ip == Ipv6Addr::new(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254) {
+        AddressClass::Metadata
+    } else if (first == 0x0064 && segments[1] == 0xff9b && (segments[2..6] == [0, 0, 0, 0] || segments[2] == 1))
+        || first == 0x2002
+        || (first == 0x2001 && segments[1] == 0)
+        || segments[..6] == [0, 0, 0, 0, 0xffff, 0]
+    {
+        AddressClass::Translated
+    } else if ip.is_loopback() {
         AddressClass::Loopback
     } else if ip.is_unspecified() {
         AddressClass::Unspecified
@@ -142,6 +167,7 @@ pub fn check_ip(host: &str, address: IpAddr, access: NetworkAccess) -> Result<()
         None => true,
         Some(AddressClass::Loopback) => access.loopback,
         Some(AddressClass::Private | AddressClass::UniqueLocal) => access.private,
+        // Link-local, metadata, translated, unspecified, multicast, reserved.
         Some(_) => false,
     };
     if allowed {
@@ -255,6 +281,15 @@ mod tests {
             ("93.184.216.34", None),
             ("2606:4700::1111", None),
             ("172.32.0.1", None),
+            ("100.100.100.200", Some(AddressClass::Metadata)),
+            ("fd00:ec2::254", Some(AddressClass::Metadata)),
+            ("64:ff9b::a9fe:a9fe", Some(AddressClass::Translated)),
+            ("64:ff9b::5db8:d822", Some(AddressClass::Translated)),
+            ("64:ff9b:1::a9fe:a9fe", Some(AddressClass::Translated)),
+            ("2002:a9fe:a9fe::1", Some(AddressClass::Translated)),
+            ("::ffff:0:a9fe:a9fe", Some(AddressClass::Translated)),
+            ("2001:0:4136:e378:8000:63bf:3fff:fdd2", Some(AddressClass::Translated)),
+            ("2001:4860:4860::8888", None),
         ] {
             assert_eq!(classify(ip(text)), class, "{text}");
         }
@@ -274,6 +309,10 @@ mod tests {
         let text = refused.to_string();
         assert!(text.contains("metadata.internal") && text.contains("169.254.169.254") && text.contains("link-local"));
         assert!(text.contains("never allowed"), "no allowance can open the metadata endpoint: {text}");
+        for never in ["fd00:ec2::254", "100.100.100.200", "64:ff9b::a9fe:a9fe", "2002:7f00:1::1", "::ffff:0:7f00:1"] {
+            let refused = check_ip("h", ip(never), all).expect_err(never);
+            assert!(refused.to_string().contains("never allowed"), "{never}: {refused}");
+        }
         let private = check_ip("h", ip("10.0.0.1"), none).expect_err("private").to_string();
         assert!(private.contains("request.allow.private"), "{private}");
     }

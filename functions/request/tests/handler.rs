@@ -91,6 +91,23 @@ async fn vendor() -> (SocketAddr, Arc<Hits>) {
                 r#"{"items": [{"v": 123456789012345678901234567890, "p": 12.50, "a": 1, "a": "dup"}]}"#
             }),
         )
+        .route(
+            "/bom",
+            get(|| async {
+                ([("content-type", "application/json")], "\u{feff}{\"items\": [{\"id\": 1}, {\"id\": 2}]}")
+            }),
+        )
+        .route(
+            "/ndjson",
+            get(|| async {
+                (
+                    [("content-type", "application/x-ndjson")],
+                    "{\"id\": 1}\n{\"id\": 2, \"n\": 12.50}\r\n\n{\"id\": 3}\n",
+                )
+            }),
+        )
+        // NDJSON sent as text/plain: recognised by its shape.
+        .route("/lines", get(|| async { "{\"id\": 1}\n{\"id\": 2}\n" }))
         .with_state(hits.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("address");
@@ -256,6 +273,9 @@ async fn missing_records_array_names_records_pointer() {
     let text = err.to_string();
     assert!(text.contains("records_pointer") && text.contains("/items"), "{text}");
     assert_eq!(env.broker.depth(PERSIST_QUEUE), 0);
+    // The body is JSON: the spec's pointer is wrong, and calling the vendor
+    // again cannot help. Dead-lettered at once, not after max receives.
+    assert!(tributary_core::batch::RecordError::is_permanent(&err), "{err:?}");
 
     // A pointer that leads to something other than an array is named too.
     let mut value = records_message(&env.url("/no-array"), None, json!({}));
@@ -263,6 +283,7 @@ async fn missing_records_array_names_records_pointer() {
     let err = request::handle_message(decode(value), env.deps()).await.expect_err("/total is a number");
     let text = err.to_string();
     assert!(text.contains("records_pointer") && text.contains("not an array"), "{text}");
+    assert!(tributary_core::batch::RecordError::is_permanent(&err), "{err:?}");
 }
 
 #[tokio::test]
@@ -382,4 +403,25 @@ async fn values_serde_json_cannot_hold_are_forwarded_for_persist_to_quarantine()
     assert_eq!(outcome, Outcome::Records { count: 3, claim_check: false });
     let sent = env.drain_text(PERSIST_QUEUE);
     assert!(sent[0].contains(r#"{"id": 1, "f": 1e400}"#) && sent[0].contains(r#""s": "\ud800""#), "{}", sent[0]);
+}
+
+#[tokio::test]
+async fn a_byte_order_mark_and_ndjson_bodies_are_read() {
+    let env = Env::new().await;
+    let outcome = request::handle_message(decode(records_message(&env.url("/bom"), None, json!({}))), env.deps())
+        .await
+        .expect("a BOM before JSON is skipped");
+    assert_eq!(outcome, Outcome::Records { count: 2, claim_check: false });
+    assert!(env.drain_text(PERSIST_QUEUE)[0].contains(r#""records":[{"id": 1}, {"id": 2}]"#));
+    for path in ["/ndjson", "/lines"] {
+        let mut value = records_message(&env.url(path), None, json!({}));
+        value["mode"]["records_pointer"] = json!("");
+        let outcome = request::handle_message(decode(value), env.deps()).await.expect("NDJSON read");
+        let sent = env.drain_text(PERSIST_QUEUE);
+        let expected = if path == "/ndjson" { 3 } else { 2 };
+        assert_eq!(outcome, Outcome::Records { count: expected, claim_check: false }, "{path}");
+        if path == "/ndjson" {
+            assert!(sent[0].contains(r#""records":[{"id": 1},{"id": 2, "n": 12.50},{"id": 3}]"#), "{}", sent[0]);
+        }
+    }
 }

@@ -49,6 +49,11 @@ async fn vendor() -> (std::net::SocketAddr, Log) {
                 reply(200, &[], json!({"items": items}))
             }
             "/pages" => reply(200, &[], json!({"items": records((number("page").unwrap_or(1) - 1) * SIZE)})),
+            // json-server 1.0: past the end, the last page again, in full.
+            "/repeats" => {
+                let page = number("page").unwrap_or(1).min(2);
+                reply(200, &[], json!({"items": records_n((page - 1) * SIZE, SIZE)}))
+            }
             _ => reply(404, &[], json!({})),
         }
     })
@@ -201,4 +206,20 @@ async fn a_paged_page_whose_total_drifted_is_still_fetched_once() {
     assert!(harness.drain(REQUEST_QUEUE).is_empty(), "a count-first page sends no continuation");
     let persist: PersistMessage = contracts::decode(harness.drain(PERSIST_QUEUE).remove(0)).expect("persist");
     assert_eq!(persist.page, PageRef { index: 2, count: 3 });
+}
+
+#[tokio::test]
+async fn a_page_that_repeats_the_page_before_ends_the_run_unforwarded() {
+    let (addr, log) = vendor().await;
+    let harness = Harness::new();
+    // Full pages forever: pages 1 and 2, then page 2 again for 3, 4, …
+    let next = json!({"kind": "page_number", "size": SIZE});
+    let (pages, expected) = run(&harness, first_page(addr, "/repeats", json!({"page": "1"}), next, 1000)).await;
+    assert_eq!(pages, [(0, vec![0, 1, 2]), (1, vec![3, 4, 5])], "the repeat is not persisted");
+    assert_eq!(expected, 2, "the run has the two distinct pages");
+    assert_eq!(
+        uris(&log),
+        ["/repeats?page=1", "/repeats?page=2", "/repeats?page=3"],
+        "one call past the end, not 1,000"
+    );
 }

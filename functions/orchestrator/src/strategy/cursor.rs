@@ -33,6 +33,7 @@ impl CallStrategy for Cursor<'_> {
                 paging: self.0.next.clone(),
                 max_pages: self.0.max_pages,
                 queue: run.request_queue.clone(),
+                previous_page: None,
             }));
         }
         // The page count is written by Request when it reaches the last page.
