@@ -92,8 +92,13 @@ pub enum RequestMode {
     /// (the count-first strategy's probe).
     Probe {
         /// RFC 6901 JSON pointer to a non-negative integer in the response
-        /// (e.g. `/total`).
+        /// (e.g. `/total`); empty when `total_header` is set.
+        #[serde(default)]
         total_pointer: String,
+        /// Response header holding the total instead (e.g.
+        /// `X-Total-Count`), case-insensitive.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total_header: Option<String>,
         /// Opaque data echoed unchanged in the `ProbeReply` (the Orchestrator
         /// puts the pipeline spec here, so it stays stateless).
         #[serde(default)]
@@ -175,8 +180,13 @@ pub enum NextPage {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlannedTotal {
-    /// RFC 6901 pointer to the total in every page's response.
+    /// RFC 6901 pointer to the total in every page's response (empty when
+    /// `total_header` is set).
+    #[serde(default)]
     pub total_pointer: String,
+    /// Response header holding the total instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_header: Option<String>,
     /// The total the probe reported.
     pub total: u64,
 }

@@ -27,6 +27,11 @@ use crate::{Auth, CallPolicy, HttpMethod, NetworkPolicy, NextPage, PersistTarget
 
 /// Default cap on pages one count-first run may plan.
 pub const DEFAULT_MAX_PAGES: u32 = 10_000;
+
+/// Largest `strategy.max_pages`: 100,000. The Orchestrator holds a
+/// count-first run's plan (one message per page, about 1 KiB each) in
+/// memory, and a run of more pages is better split by date or partition.
+pub const MAX_MAX_PAGES: u32 = 100_000;
 /// Largest page size accepted (records per call).
 pub const MAX_PAGE_SIZE: u32 = 100_000;
 
@@ -219,8 +224,16 @@ pub struct PagedSpec {
     /// Records per page, 1..=100000.
     pub page_size: u32,
     /// RFC 6901 JSON pointer to the total record count in the first page's
-    /// response, e.g. `/total` or `/meta/count`.
+    /// response, e.g. `/total` or `/meta/count`; empty when the total is
+    /// in a header (`total_header`).
+    #[serde(default)]
     pub total_pointer: String,
+    /// Response header holding the total record count instead, e.g.
+    /// `X-Total-Count` (json-server, GitHub's search API, many Rails and
+    /// Django APIs); case-insensitive. Exactly one of `total_pointer` and
+    /// `total_header` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_header: Option<String>,
     /// How a page is addressed in the query string.
     #[serde(default)]
     pub params: PageParams,
@@ -571,12 +584,27 @@ impl PipelineSpec {
                     &format!("must be between 1 and {MAX_PAGE_SIZE}"),
                 ));
             }
-            if paged.max_pages == 0 {
-                return Err(invalid("strategy.max_pages", "0", "must be at least 1"));
-            }
+            check_max_pages(paged.max_pages)?;
             check_pointer("strategy.total_pointer", &paged.total_pointer)?;
-            if paged.total_pointer.is_empty() {
-                return Err(invalid("strategy.total_pointer", "\"\"", "must point inside the response, e.g. /total"));
+            match (&paged.total_header, paged.total_pointer.is_empty()) {
+                (None, true) => {
+                    return Err(invalid(
+                        "strategy.total_pointer",
+                        "\"\"",
+                        "must point inside the response, e.g. /total (or set strategy.total_header, e.g. X-Total-Count)",
+                    ));
+                }
+                (Some(header), false) => {
+                    return Err(invalid(
+                        "strategy.total_header",
+                        &format!("{header:?}"),
+                        "is set beside strategy.total_pointer; the total comes from one of them",
+                    ));
+                }
+                (Some(header), true) if !is_header_name(header) => {
+                    return Err(invalid("strategy.total_header", &format!("{header:?}"), "is not an HTTP header name"));
+                }
+                _ => {}
             }
             let names: Vec<(&str, &str)> = match &paged.params {
                 PageParams::OffsetLimit { offset_param, limit_param } => {
@@ -834,6 +862,19 @@ pub fn check_policy(policy: &CallPolicy) -> Result<(), SpecError> {
     Ok(())
 }
 
+fn check_max_pages(max_pages: u32) -> Result<(), SpecError> {
+    if (1..=MAX_MAX_PAGES).contains(&max_pages) {
+        Ok(())
+    } else {
+        Err(invalid("strategy.max_pages", &max_pages.to_string(), &format!("must be between 1 and {MAX_MAX_PAGES}")))
+    }
+}
+
+/// Whether `name` is an HTTP field name (RFC 9110 §5.1: a token).
+fn is_header_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
 /// Where `name` is already a fixed query parameter of `request`:
 /// `request.query`, or the query string of `request.url` (a page parameter
 /// there would be sent twice, `cursor=0&cursor=500`, and most servers read
@@ -849,9 +890,7 @@ fn fixed_in(request: &RequestTemplate, name: &str) -> Option<&'static str> {
 }
 
 fn check_cursor(cursor: &CursorSpec, request: &RequestTemplate) -> Result<(), SpecError> {
-    if cursor.max_pages == 0 {
-        return Err(invalid("strategy.max_pages", "0", "must be at least 1"));
-    }
+    check_max_pages(cursor.max_pages)?;
     let size_ok = |field: &str, size: u32| {
         if size == 0 || size > MAX_PAGE_SIZE {
             return Err(invalid(field, &size.to_string(), &format!("must be between 1 and {MAX_PAGE_SIZE}")));
@@ -949,6 +988,29 @@ target:
         assert!(err.contains("strategy.next.param") && err.contains("request.url"), "{err}");
         let other = PAGED.replace("/customers\n", "/customers?region=eu\n");
         PipelineSpec::from_yaml(&other).expect("another fixed parameter in the URL is fine");
+    }
+
+    #[test]
+    fn max_pages_is_bounded() {
+        let huge = PAGED.replace("page_size: 50", "page_size: 50\n  max_pages: 100000000");
+        let err = parse_err(&huge);
+        assert!(err.contains("strategy.max_pages") && err.contains("100000000") && err.contains("100000"), "{err}");
+        PipelineSpec::from_yaml(&PAGED.replace("page_size: 50", "page_size: 50\n  max_pages: 100000"))
+            .expect("the bound");
+    }
+
+    #[test]
+    fn the_total_comes_from_a_pointer_or_a_header_never_both() {
+        let header = PAGED.replace("total_pointer: /total", "total_header: X-Total-Count");
+        let spec = PipelineSpec::from_yaml(&header).expect("a header total");
+        let StrategySpec::Paged(paged) = &spec.strategy else { panic!("paged") };
+        assert_eq!((paged.total_pointer.as_str(), paged.total_header.as_deref()), ("", Some("X-Total-Count")));
+        let both = PAGED.replace("total_pointer: /total", "total_pointer: /total\n  total_header: X-Total-Count");
+        assert!(parse_err(&both).contains("strategy.total_header"), "{}", parse_err(&both));
+        let neither = PAGED.replace("  total_pointer: /total\n", "");
+        assert!(parse_err(&neither).contains("strategy.total_header"), "the error says how: {}", parse_err(&neither));
+        let bad = PAGED.replace("total_pointer: /total", "total_header: \"X Total\"");
+        assert!(parse_err(&bad).contains("not an HTTP header name"), "{}", parse_err(&bad));
     }
 
     #[test]

@@ -118,6 +118,12 @@ pub fn expected_key(pipeline: &str, run_id: &RunId) -> String {
     format!("{}expected.json", receipts_prefix(pipeline, run_id))
 }
 
+/// Key of a count-first run's probe record: the digest of the spec the
+/// Orchestrator sent with its probe, which the probe's reply must carry.
+pub fn probe_key(pipeline: &str, run_id: &RunId) -> String {
+    format!("{}probe.json", receipts_prefix(pipeline, run_id))
+}
+
 /// Key of a completed run's marker.
 pub fn success_key(pipeline: &str, run_id: &RunId) -> String {
     format!("{}_SUCCESS", receipts_prefix(pipeline, run_id))

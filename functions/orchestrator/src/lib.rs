@@ -26,7 +26,7 @@ use serde_json::Value;
 use crate::strategy::{Plan, PlanError, RunContext, strategy_for};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use contracts::spec::{PipelineSpec, SpecError};
-use contracts::{self, ProbeReply, QueryRow, RunId};
+use contracts::{self, ProbeReply, QueryRow, RequestMode, RunId};
 use tributary_core::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
 use tributary_core::json::kind_of;
 use tributary_core::ports::{PortError, QueueSender};
@@ -93,6 +93,19 @@ pub enum OrchestratorError {
     /// An SQS record body could not be read.
     #[error(transparent)]
     Body(#[from] BodyError),
+    /// A probe reply for a run the Orchestrator did not start, or with
+    /// another spec than the one it sent.
+    #[error(
+        "probe reply for run {run_id} of pipeline {pipeline}: {problem}; ignored (only the Orchestrator's own probes plan pages)"
+    )]
+    Unbound {
+        /// Pipeline in the reply.
+        pipeline: String,
+        /// Run id in the reply.
+        run_id: String,
+        /// What does not match.
+        problem: &'static str,
+    },
     /// A probe reply names a different pipeline than its spec.
     #[error("probe reply for pipeline {reply:?} carries the spec of pipeline {spec:?}")]
     Mismatch {
@@ -253,7 +266,50 @@ pub async fn start_run(spec: &PipelineSpec, run: &RunContext, deps: Deps<'_>) ->
     let plan = strategy.start(spec, run)?;
     tracing::info!(strategy = strategy.kind(), messages = plan.len(), "run started");
     record_expected(&plan, run, &spec.pipeline, deps).await?;
+    record_probes(&plan, run, &spec.pipeline, deps).await?;
     send_plan(&plan, deps).await
+}
+
+/// The digest a probe's context is bound by: FNV-1a 64 of its JSON text.
+fn context_digest(context: &serde_json::Value) -> String {
+    format!("{:016x}", tributary_core::ledger::fnv1a(context.to_string().as_bytes()))
+}
+
+/// Records, before a count-first run's probe is sent, the digest of the
+/// spec it carries: [`on_probe_reply`] plans pages only for a reply that
+/// carries it (a message that merely looks like a reply, sent by anyone
+/// who may write to the orchestrator queue, plans nothing).
+async fn record_probes(plan: &Plan, run: &RunContext, pipeline: &str, deps: Deps<'_>) -> Result<(), OrchestratorError> {
+    let Some(ledger) = deps.ledger else { return Ok(()) };
+    for request in &plan.requests {
+        if let RequestMode::Probe { context, .. } = &request.mode {
+            let key = tributary_core::keys::probe_key(pipeline, &run.run_id);
+            let body = serde_json::json!({"context_digest": context_digest(context)}).to_string();
+            ledger.store.put(&key, body.into_bytes().into()).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks that `reply` answers a probe the Orchestrator sent.
+async fn check_probe_binding(reply: &ProbeReply, deps: Deps<'_>) -> Result<(), OrchestratorError> {
+    let Some(ledger) = deps.ledger else { return Ok(()) };
+    let unbound = |problem| OrchestratorError::Unbound {
+        pipeline: reply.pipeline.clone(),
+        run_id: reply.run_id.to_string(),
+        problem,
+    };
+    let key = tributary_core::keys::probe_key(&reply.pipeline, &reply.run_id);
+    let recorded = match ledger.store.get(&key).await {
+        Ok(bytes) => serde_json::from_slice::<serde_json::Value>(&bytes).ok(),
+        Err(PortError::NotFound { .. }) => return Err(unbound("no probe was sent for this run")),
+        Err(err) => return Err(err.into()),
+    };
+    let recorded = recorded.as_ref().and_then(|v| v["context_digest"].as_str().map(str::to_string));
+    if recorded.as_deref() != Some(context_digest(&reply.context).as_str()) {
+        return Err(unbound("the spec it carries is not the one the probe was sent with"));
+    }
+    Ok(())
 }
 
 /// The spec with `incremental.start` set to the pipeline's cursor, when a
@@ -345,6 +401,7 @@ pub async fn on_probe_reply(reply: ProbeReply, deps: Deps<'_>) -> Result<(), Orc
     if spec.pipeline != reply.pipeline {
         return Err(OrchestratorError::Mismatch { reply: reply.pipeline, spec: spec.pipeline });
     }
+    check_probe_binding(&reply, deps).await?;
     let run = run_context(deps.config, reply.run_id.clone(), reply.run_date);
     let plan = strategy_for(&spec.strategy).on_probe_reply(&spec, &run, &reply)?;
     tracing::info!(pages = plan.len(), "pages planned");

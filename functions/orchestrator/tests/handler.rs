@@ -117,7 +117,7 @@ async fn scheduler_event_sends_one_probe_dated_by_the_scheduled_time() {
     assert_eq!(query_of(probe, "offset").as_deref(), Some("0"));
     assert_eq!(query_of(probe, "limit").as_deref(), Some("50"));
     assert_eq!(probe.reply_to, Destination::Queue { queue: "orchestrator".into() });
-    let RequestMode::Probe { total_pointer, context } = &probe.mode else {
+    let RequestMode::Probe { total_pointer, context, .. } = &probe.mode else {
         panic!("expected probe mode, got {:?}", probe.mode)
     };
     assert_eq!(total_pointer, "/total");
@@ -249,4 +249,38 @@ async fn string_detail_that_is_not_json_names_the_detail_field() {
     event["detail"] = json!("pipeline: customers");
     let err = orchestrator::handle(event, now(), deps).await.expect_err("bad detail");
     assert!(err.to_string().contains("`detail`"), "{err}");
+}
+
+#[tokio::test]
+async fn only_a_reply_to_the_orchestrators_own_probe_plans_pages() {
+    let (broker, config) = (broker(), config());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = adapters::local::DirStore::new(dir.path());
+    let ledger = tributary_core::ledger::RunLedger { store: &store, events: None };
+    let deps = Deps { queue: &broker, config: &config, ledger: Some(ledger) };
+    orchestrator::handle(fixture(SCHEDULER_EVENT), now(), deps).await.expect("run starts");
+    let probe = drain_requests(&broker).remove(0);
+    let RequestMode::Probe { context, .. } = &probe.mode else { panic!("a probe: {:?}", probe.mode) };
+    let reply = |context: Value, run_id: &str| contracts::ProbeReply {
+        version: contracts::V1,
+        pipeline: probe.pipeline.clone(),
+        run_id: contracts::RunId::new(run_id).expect("run id"),
+        run_date: probe.run_date,
+        total: 120,
+        context,
+    };
+
+    // A forged reply: the spec of the run, pointed at another server.
+    let mut forged = context.clone();
+    forged["request"]["url"] = json!("https://attacker.example/exfiltrate");
+    let err = orchestrator::on_probe_reply(reply(forged, probe.run_id.as_str()), deps).await.expect_err("forged spec");
+    assert!(err.to_string().contains("not the one the probe was sent with"), "{err}");
+    // A reply for a run no probe was sent for.
+    let err = orchestrator::on_probe_reply(reply(context.clone(), "20260101T000000Z"), deps).await.expect_err("no run");
+    assert!(err.to_string().contains("no probe was sent for this run"), "{err}");
+    assert!(tributary_core::batch::RecordError::is_permanent(&err));
+    assert_eq!(broker.depth(REQUEST_QUEUE), 0, "nothing planned for either");
+
+    orchestrator::on_probe_reply(reply(context.clone(), probe.run_id.as_str()), deps).await.expect("the genuine reply");
+    assert_eq!(drain_requests(&broker).len(), 3, "120 records in pages of 50");
 }

@@ -249,7 +249,7 @@ pub enum RequestError {
     Pointer {
         /// `METHOD url`.
         target: String,
-        /// `records_pointer` or `total_pointer`.
+        /// `records_pointer`, `total_pointer` or `total_header`.
         field: &'static str,
         /// The pointer.
         pointer: String,
@@ -405,7 +405,7 @@ async fn call_and_forward(
             let records =
                 if fetched.empty { Vec::new() } else { take_records(&mut body, records_pointer.as_deref(), &target)? };
             if let Some(planned) = planned_total {
-                check_drift(planned, &body, message.page);
+                check_drift(planned, &body, &fetched.response.headers, message.page);
             }
             let page = message.page.unwrap_or(PageRef::SINGLE);
             let count = records.len();
@@ -454,8 +454,12 @@ async fn call_and_forward(
             tracing::info!(records = count, claim_check, "page fetched");
             Ok(Outcome::Records { count, claim_check })
         }
-        RequestMode::Probe { total_pointer, context } => {
-            let total = if fetched.empty { 0 } else { read_total(&body, total_pointer, &target)? };
+        RequestMode::Probe { total_pointer, total_header, context } => {
+            let total = match total_header {
+                _ if fetched.empty => 0,
+                Some(name) => header_total(&fetched.response.headers, name, &target)?,
+                None => read_total(&body, total_pointer, &target)?,
+            };
             let reply = ProbeReply {
                 version: V1,
                 pipeline: message.pipeline.clone(),
@@ -490,8 +494,18 @@ async fn record_cursor(
 /// Logs a count-first total that drifted since the probe. The plan stands:
 /// each planned page is fetched once; records past the probe's total are
 /// the next run's, and a short last page is fine.
-fn check_drift(planned: &PlannedTotal, body: &Value, page: Option<PageRef>) {
-    let now = body.pointer(&planned.total_pointer).and_then(|v| v.as_u64().or_else(|| v.as_str()?.trim().parse().ok()));
+fn check_drift(
+    planned: &PlannedTotal,
+    body: &Value,
+    headers: &std::collections::BTreeMap<String, String>,
+    page: Option<PageRef>,
+) {
+    let now = match &planned.total_header {
+        Some(name) => headers.get(&name.to_ascii_lowercase()).and_then(|v| v.trim().parse().ok()),
+        None => {
+            body.pointer(&planned.total_pointer).and_then(|v| v.as_u64().or_else(|| v.as_str()?.trim().parse().ok()))
+        }
+    };
     if let Some(now) = now.filter(|now| *now != planned.total) {
         tracing::warn!(
             planned_total = planned.total,
@@ -626,6 +640,21 @@ fn take_records(body: &mut Value, pointer: Option<&str>, target: &str) -> Result
     match body.pointer_mut(pointer) {
         Some(Value::Array(records)) => Ok(std::mem::take(records)),
         Some(other) => Err(problem(format!("leads to {}, not an array of records", kind_of(other)))),
+        None => Err(problem("is not in the response".into())),
+    }
+}
+
+/// The total in response header `name` (headers are lower-cased).
+fn header_total(
+    headers: &std::collections::BTreeMap<String, String>,
+    name: &str,
+    target: &str,
+) -> Result<u64, RequestError> {
+    let problem = pointer_problem(target, "total_header", name);
+    match headers.get(&name.to_ascii_lowercase()) {
+        Some(value) => value.trim().parse().map_err(|_| {
+            problem(format!("holds {:?}, not a non-negative integer", value.chars().take(64).collect::<String>()))
+        }),
         None => Err(problem("is not in the response".into())),
     }
 }

@@ -106,6 +106,8 @@ async fn vendor() -> (SocketAddr, Arc<Hits>) {
                 )
             }),
         )
+        // json-server style: the total in a header, the page a bare array.
+        .route("/counted", get(|| async { ([("x-total-count", "137")], Json(json!([{"id": 1}]))) }))
         // NDJSON sent as text/plain: recognised by its shape.
         .route("/lines", get(|| async { "{\"id\": 1}\n{\"id\": 2}\n" }))
         .with_state(hits.clone());
@@ -424,4 +426,29 @@ async fn a_byte_order_mark_and_ndjson_bodies_are_read() {
             assert!(sent[0].contains(r#""records":[{"id": 1},{"id": 2, "n": 12.50},{"id": 3}]"#), "{}", sent[0]);
         }
     }
+}
+
+#[tokio::test]
+async fn a_probe_reads_the_total_from_a_header_when_the_spec_names_one() {
+    let env = Env::new().await;
+    let probe = |header: &str| {
+        decode(json!({
+            "version": 1, "pipeline": "customers", "run_id": "20261129T060000Z", "run_date": "2026-11-29",
+            "http": {"url": env.url("/counted")},
+            "policy": {"allow": {"loopback": true}},
+            "mode": {"kind": "probe", "total_header": header, "context": {}},
+            "reply_to": {"kind": "queue", "queue": ORCHESTRATOR_QUEUE},
+        }))
+    };
+    let outcome = request::handle_message(probe("X-Total-Count"), env.deps()).await.expect("probe answered");
+    assert_eq!(outcome, Outcome::Total(137), "header names are case-insensitive");
+    let reply: ProbeReply = contracts::decode(env.drain(ORCHESTRATOR_QUEUE).remove(0)).expect("a ProbeReply");
+    assert_eq!(reply.total, 137);
+    let err = request::handle_message(probe("X-Total"), env.deps()).await.expect_err("no such header");
+    let text = err.to_string();
+    assert!(
+        text.contains("total_header") && text.contains("X-Total") && text.contains("not in the response"),
+        "{text}"
+    );
+    assert!(tributary_core::batch::RecordError::is_permanent(&err), "a wrong header name is the spec's mistake");
 }

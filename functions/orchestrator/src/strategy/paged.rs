@@ -59,7 +59,11 @@ impl CallStrategy for Paged<'_> {
             page: None,
             http: call_from_template(spec, &self.page_params(0)),
             policy: spec.request.policy(),
-            mode: RequestMode::Probe { total_pointer: self.0.total_pointer.clone(), context },
+            mode: RequestMode::Probe {
+                total_pointer: self.0.total_pointer.clone(),
+                total_header: self.0.total_header.clone(),
+                context,
+            },
             reply_to: Destination::Queue { queue: run.orchestrator_queue.clone() },
         };
         Ok(Plan { requests: vec![probe], queries: Vec::new(), expected_pages: None })
@@ -84,8 +88,11 @@ impl CallStrategy for Paged<'_> {
                 let http = call_from_template(spec, &self.page_params(index));
                 let mut request = records_request(spec, run, PageRef { index, count }, http);
                 if let RequestMode::Records { planned_total, .. } = &mut request.mode {
-                    *planned_total =
-                        Some(PlannedTotal { total_pointer: self.0.total_pointer.clone(), total: reply.total });
+                    *planned_total = Some(PlannedTotal {
+                        total_pointer: self.0.total_pointer.clone(),
+                        total_header: self.0.total_header.clone(),
+                        total: reply.total,
+                    });
                 }
                 request
             })
@@ -127,7 +134,7 @@ pub(crate) mod tests {
         let probe = &plan[0];
         assert_eq!(probe.page, None);
         assert_eq!(probe.reply_to, Destination::Queue { queue: "orchestrator".into() });
-        let RequestMode::Probe { total_pointer, context } = &probe.mode else { panic!("probe mode") };
+        let RequestMode::Probe { total_pointer, context, .. } = &probe.mode else { panic!("probe mode") };
         assert_eq!(total_pointer, "/total");
         assert_eq!(PipelineSpec::from_value(context.clone()).expect("spec in context"), spec);
         assert_eq!(probe.http.query.get("offset").map(String::as_str), Some("0"));
