@@ -62,6 +62,7 @@ impl LocalOptions {
             request: request::RequestConfig {
                 dead_letter: Some(dead_letter_target(topology::REQUEST_QUEUE)),
                 metrics: metrics.clone(),
+                trust: local_trust(),
                 ..request::RequestConfig::default()
             },
             persist: persist::PersistConfig {
@@ -70,6 +71,21 @@ impl LocalOptions {
                 ..persist::PersistConfig::default()
             },
         }
+    }
+}
+
+/// What messages may use locally, before any spec is run: answers to the
+/// topology's queues and topics, loopback and private addresses (the
+/// machine's owner runs the specs: each spec's own `allow` still applies),
+/// and no secret: [`LocalRuntime::run`] grants each spec's secret to that
+/// spec's hosts and pipeline (see `request::trust`).
+pub fn local_trust() -> request::trust::Trust {
+    let destinations =
+        topology::QUEUES.iter().map(|q| q.name.to_string()).chain(topology::TOPICS.iter().map(|t| t.to_string()));
+    request::trust::Trust {
+        secrets: Some(BTreeMap::new()),
+        networks: tributary_core::ports::NetworkAccess { loopback: true, private: true },
+        destinations: Some(destinations.collect()),
     }
 }
 
@@ -184,6 +200,9 @@ pub struct LocalRuntime {
     engine: Arc<dyn QueryEngine>,
     secrets: Arc<FileSecrets>,
     warm: Arc<request::Warm>,
+    /// Request's trust settings: `options.request.trust` plus the secrets
+    /// of the specs run so far, each to its own hosts and pipeline.
+    trust: std::sync::Mutex<request::trust::Trust>,
 }
 
 /// A failure of the runtime itself (not of a pipeline's messages).
@@ -253,9 +272,16 @@ impl LocalRuntime {
             // One budget and token cache for every worker: a pipeline's rate
             // budget holds across the runtime's concurrent invocations.
             warm: Arc::new(request::Warm::default()),
+            trust: std::sync::Mutex::new(options.request.trust.clone()),
             broker,
             options,
         })
+    }
+
+    /// Lets Request use `spec`'s secret, for `spec`'s pipeline and hosts
+    /// (done by [`LocalRuntime::run`]; for messages injected by hand).
+    pub fn grant(&self, spec: &PipelineSpec) {
+        self.trust.lock().unwrap_or_else(std::sync::PoisonError::into_inner).grant_spec(spec);
     }
 
     /// The in-process broker (tests inject messages through it).
@@ -281,6 +307,7 @@ impl LocalRuntime {
         let dead_before = dead_letters(&self.broker.stats());
         let alerts_before = read_alerts(&self.options.lake).len();
         let run_id = RunId::from_time(now);
+        self.grant(spec);
 
         let event = scheduler_event(spec, now);
         let config = self.orchestrator_config();
@@ -383,7 +410,10 @@ impl LocalRuntime {
             engine: self.engine.clone(),
             secrets: self.secrets.clone(),
             warm: self.warm.clone(),
-            request: Arc::new(self.options.request.clone()),
+            request: Arc::new(request::RequestConfig {
+                trust: self.trust.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
+                ..self.options.request.clone()
+            }),
             persist: Arc::new(self.options.persist.clone()),
             orchestrator: Arc::new(self.orchestrator_config()),
             athena: Arc::new(athena::AthenaConfig {

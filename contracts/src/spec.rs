@@ -490,14 +490,7 @@ impl PipelineSpec {
         if let Some(freshness) = &self.freshness {
             freshness.deadline()?;
         }
-        let url = &self.request.url;
-        if !url.username().is_empty() || url.password().is_some() {
-            return Err(invalid(
-                "request.url",
-                &crate::redacted_url(url),
-                "credentials in the URL would travel in every message; reference a secret instead",
-            ));
-        }
+        check_no_userinfo("request.url", &self.request.url)?;
         for (name, value) in &self.request.headers {
             check_header(name, value)?;
         }
@@ -737,6 +730,22 @@ pub fn check_dataset(field: &str, value: &str) -> Result<(), SpecError> {
         return Err(invalid(field, &format!("{value:?}"), &reason));
     }
     Ok(())
+}
+
+/// Refuses a URL with user info (`user:password@`): credentials in a URL
+/// would travel in every message, DLQ and alert.
+///
+/// # Errors
+/// [`SpecError::Invalid`] naming `field`, with the URL shown without them.
+pub fn check_no_userinfo(field: &str, url: &url::Url) -> Result<(), SpecError> {
+    if url.username().is_empty() && url.password().is_none() {
+        return Ok(());
+    }
+    Err(invalid(
+        field,
+        &crate::redacted_url(url),
+        "credentials in the URL would travel in every message; reference a secret instead",
+    ))
 }
 
 /// Header names whose values are credentials: they must be referenced as

@@ -90,7 +90,20 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
     orchestrator::handle(event, scheduled, orchestrator_deps).await.expect("run starts");
 
     let http = request::http::ReqwestClient::new().expect("http");
-    let request_config = request::RequestConfig::default();
+    // As the template configures Request: answers only to the stack's own
+    // queues; the test vendor is on loopback, which this stack opens.
+    let request_config = request::RequestConfig {
+        trust: request::trust::Trust {
+            destinations: Some(
+                [topology::REQUEST_QUEUE, topology::PERSIST_QUEUE, topology::ORCHESTRATOR_QUEUE]
+                    .map(|q| provisioned.queue_url(q).expect("url").to_string())
+                    .into(),
+            ),
+            networks: tributary_core::ports::NetworkAccess { loopback: true, private: false },
+            ..request::trust::Trust::default()
+        },
+        ..request::RequestConfig::default()
+    };
     let (secrets, warm) = (adapters::local::FileSecrets::new("no-secrets.json"), request::Warm::default());
     let persist_config = persist::PersistConfig::default();
     // The template's lake database; Persist registers the dataset's table there.

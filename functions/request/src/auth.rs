@@ -61,24 +61,62 @@ pub struct Credentials {
     pub header: Option<(String, Secret)>,
     /// A query parameter and its value.
     pub query: Option<(String, Secret)>,
+    /// Further texts never to show: the secret as stored (a basic
+    /// `user:password`, its password alone, an OAuth client secret).
+    pub hidden: Vec<Secret>,
 }
 
 impl Credentials {
-    /// `text` with every credential value (and, for `Authorization`, the
-    /// token without its scheme) replaced by `<redacted>`: a vendor that
-    /// echoes the request in an error page must not put it in our errors.
+    /// `text` with every credential value replaced by `<redacted>`: the
+    /// header or parameter value, an `Authorization` token without its
+    /// scheme, the stored secret ([`Credentials::hidden`]), each also
+    /// percent-encoded (as in a query string, `%XX` upper and lower case,
+    /// `+` for spaces) and base64-encoded. A vendor that echoes the request
+    /// in a body, an error page or a next link must not put it in our
+    /// errors, logs, dead letters or messages. Values shorter than 4
+    /// characters are left (they would redact ordinary words).
     pub fn scrub(&self, text: String) -> String {
         let mut text = text;
-        for (_, value) in self.header.iter().chain(self.query.iter()) {
-            let value = value.expose();
-            let token = value.split_once(' ').map_or(value, |(_, token)| token);
-            for secret in [value, token] {
-                if secret.len() >= 4 {
-                    text = text.replace(secret, "<redacted>");
+        for secret in self.texts() {
+            if secret.len() < 4 {
+                continue;
+            }
+            let form: String = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect();
+            let percent = form.replace('+', "%20");
+            let b64 = base64::engine::general_purpose::STANDARD.encode(secret.as_bytes());
+            for shown in [secret.to_string(), form.clone(), percent.clone(), b64] {
+                if text.contains(&shown) {
+                    text = text.replace(&shown, "<redacted>");
                 }
+            }
+            // Lower-case hex escapes of a mixed-case secret.
+            let lowered = lower_escapes(&percent);
+            if lowered != percent && text.contains(&lowered) {
+                text = text.replace(&lowered, "<redacted>");
             }
         }
         text
+    }
+
+    /// Every credential text, longest first (so a token is replaced before
+    /// a part of it).
+    fn texts(&self) -> Vec<&str> {
+        let mut texts: Vec<&str> = Vec::new();
+        for (_, value) in self.header.iter().chain(self.query.iter()) {
+            let value = value.expose();
+            texts.push(value);
+            if let Some((_, token)) = value.split_once(' ') {
+                texts.push(token);
+            }
+        }
+        texts.extend(self.hidden.iter().map(Secret::expose));
+        texts.sort_by_key(|t| std::cmp::Reverse(t.len()));
+        texts
+    }
+
+    /// Whether `value` is one of the credential texts.
+    pub fn is_credential(&self, value: &str) -> bool {
+        value.len() >= 4 && self.texts().contains(&value)
     }
 
     /// Adds the credential to `request`.
@@ -116,10 +154,10 @@ pub async fn credentials(
     let secret = deps.secrets.get(auth.secret_id()).await.map_err(|err| secret_error(auth.secret_id(), err))?;
     Ok(match auth {
         Auth::ApiKey { header: Some(header), .. } => {
-            Credentials { header: Some((header.clone(), secret)), query: None }
+            Credentials { header: Some((header.clone(), secret)), query: None, hidden: Vec::new() }
         }
         Auth::ApiKey { query_param: Some(param), .. } => {
-            Credentials { header: None, query: Some((param.clone(), secret)) }
+            Credentials { header: None, query: Some((param.clone(), secret)), hidden: Vec::new() }
         }
         Auth::ApiKey { .. } => {
             return Err(RequestError::Auth {
@@ -129,30 +167,53 @@ pub async fn credentials(
                 permanent: true,
             });
         }
-        Auth::Bearer { .. } => bearer(&secret),
+        Auth::Bearer { .. } => bearer(&secret, Vec::new()),
         Auth::Basic { .. } => {
             let encoded = base64::engine::general_purpose::STANDARD.encode(secret.expose());
-            Credentials { header: Some(("authorization".into(), Secret::new(format!("Basic {encoded}")))), query: None }
+            let mut hidden = Vec::new();
+            if let Some((_, password)) = secret.expose().split_once(':') {
+                hidden.push(Secret::new(password));
+            }
+            hidden.push(secret);
+            Credentials {
+                header: Some(("authorization".into(), Secret::new(format!("Basic {encoded}")))),
+                query: None,
+                hidden,
+            }
         }
         Auth::OAuth2ClientCredentials { token_url, client_id, scope, secret_id } => {
             let key = format!("{token_url}|{client_id}|{secret_id}|{}", scope.as_deref().unwrap_or(""));
             if !refresh && let Some(token) = deps.warm.tokens.get(&key) {
-                return Ok(bearer(&token));
+                return Ok(bearer(&token, vec![secret]));
             }
             let (token, lifetime) = fetch_token(token_url, client_id, &secret, scope.as_deref(), deps, access).await?;
             if lifetime > TOKEN_MARGIN {
                 deps.warm.tokens.put(key, token.clone(), Instant::now() + lifetime - TOKEN_MARGIN);
             }
-            bearer(&token)
+            bearer(&token, vec![secret])
         }
     })
 }
 
-fn bearer(token: &Secret) -> Credentials {
+fn bearer(token: &Secret, hidden: Vec<Secret>) -> Credentials {
     Credentials {
         header: Some(("authorization".into(), Secret::new(format!("Bearer {}", token.expose())))),
         query: None,
+        hidden,
     }
+}
+
+/// `text` with the hex digits of its `%XX` escapes in lower case.
+fn lower_escapes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c == '%' {
+            out.extend(chars.by_ref().take(2).map(|h| h.to_ascii_lowercase()));
+        }
+    }
+    out
 }
 
 /// POSTs the client credentials grant (client authenticated with HTTP Basic,

@@ -9,8 +9,11 @@ use std::time::Duration;
 use tributary_core::env::{EnvError, LAMBDA_SECS_RANGE, LambdaEnv, SQS_MESSAGE_BYTES_RANGE, dead_letter_target};
 use tributary_core::metrics::MetricsTarget;
 
+use tributary_core::ports::NetworkAccess;
+
 use crate::RequestConfig;
 use crate::http::DEFAULT_CONNECT_TIMEOUT;
+use crate::trust::{self, Trust};
 
 /// Calls per message, first included (`HTTP_MAX_ATTEMPTS`): at least one;
 /// at most 10, as the backoff waits of more attempts would not fit one
@@ -33,7 +36,9 @@ pub struct LambdaConfig {
     /// The handler's settings: `MAX_MESSAGE_BYTES`, `HTTP_MAX_ATTEMPTS`,
     /// `HTTP_TIMEOUT_SECS`, `MAX_RETRY_AFTER_SECS`, `MAX_RESPONSE_BYTES`,
     /// `RUN_EVENTS_TOPIC_ARN`, the dead-letter target (`DLQ_URL`,
-    /// `MAX_RECEIVE_COUNT`), metrics to stdout (CloudWatch EMF); the rest as
+    /// `MAX_RECEIVE_COUNT`), the trust settings (`REPLY_DESTINATIONS`,
+    /// `SECRET_GRANTS`, `ALLOW_LOOPBACK`, `ALLOW_PRIVATE_NETWORKS`, see
+    /// [`crate::trust`]), metrics to stdout (CloudWatch EMF); the rest as
     /// [`RequestConfig::default`].
     pub handler: RequestConfig,
     /// The lake bucket: claim-check payloads and the ledger of `cursor` runs
@@ -48,7 +53,10 @@ impl LambdaConfig {
     /// Reads and checks Request's variables.
     ///
     /// # Errors
-    /// [`EnvError`] naming the variable: `LAKE_BUCKET` unset, a number that
+    /// [`EnvError`] naming the variable: `LAKE_BUCKET` or
+    /// `REPLY_DESTINATIONS` unset, `SECRET_GRANTS` not a JSON object of
+    /// secret id to `{"hosts": [..], "pipelines": [..]}`,
+    /// `ALLOW_LOOPBACK` / `ALLOW_PRIVATE_NETWORKS` not a boolean, a number that
     /// is not one, or out of its range — `MAX_MESSAGE_BYTES` 1024..=1048576
     /// (SQS `MaximumMessageSize`), `HTTP_TIMEOUT_SECS` and
     /// `HTTP_CONNECT_TIMEOUT_SECS` 1..=900 (Lambda's maximum time-out),
@@ -58,6 +66,7 @@ impl LambdaConfig {
     /// redrive policy's range).
     pub fn from_env(env: &LambdaEnv) -> Result<Self, EnvError> {
         let defaults = RequestConfig::default();
+        let lake_bucket = env.required("LAKE_BUCKET")?;
         let handler = RequestConfig {
             max_message_bytes: env.usize_in(
                 "MAX_MESSAGE_BYTES",
@@ -87,11 +96,12 @@ impl LambdaConfig {
             run_events_topic: env.optional("RUN_EVENTS_TOPIC_ARN")?,
             dead_letter: dead_letter_target(env)?,
             metrics: MetricsTarget::Stdout,
+            trust: trust_from_env(env)?,
             ..defaults
         };
         Ok(Self {
             handler,
-            lake_bucket: env.required("LAKE_BUCKET")?,
+            lake_bucket,
             connect_timeout: env.secs_in(
                 "HTTP_CONNECT_TIMEOUT_SECS",
                 DEFAULT_CONNECT_TIMEOUT,
@@ -102,18 +112,49 @@ impl LambdaConfig {
     }
 }
 
+/// The trust settings: answers only to `REPLY_DESTINATIONS` (required: the
+/// stack's queues and topics), secrets only as `SECRET_GRANTS` says
+/// (default none), loopback and private addresses only when the stack opens
+/// them.
+fn trust_from_env(env: &LambdaEnv) -> Result<Trust, EnvError> {
+    let destinations = env
+        .required("REPLY_DESTINATIONS")?
+        .split(',')
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .map(String::from)
+        .collect();
+    let secrets = match env.optional("SECRET_GRANTS")? {
+        None => Default::default(),
+        Some(text) => trust::parse_grants(&text).map_err(|_| EnvError::Malformed {
+            name: "SECRET_GRANTS".into(),
+            value: text.clone(),
+            expected: "a JSON object of secret id to {\"hosts\": [..], \"pipelines\": [..]} (docs/request.md, Trust model)",
+        })?,
+    };
+    Ok(Trust {
+        secrets: Some(secrets),
+        networks: NetworkAccess {
+            loopback: env.bool_or("ALLOW_LOOPBACK", false)?,
+            private: env.bool_or("ALLOW_PRIVATE_NETWORKS", false)?,
+        },
+        destinations: Some(destinations),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn env(extra: &[(&str, &str)]) -> LambdaEnv {
-        LambdaEnv::from_pairs([("LAKE_BUCKET", "lake")].iter().chain(extra).copied())
+        LambdaEnv::from_pairs([("LAKE_BUCKET", "lake"), ("REPLY_DESTINATIONS", "q1, q2")].iter().chain(extra).copied())
     }
 
     #[test]
-    fn defaults_need_only_the_lake_bucket() {
+    fn defaults_need_only_the_lake_bucket_and_the_reply_destinations() {
         let config = LambdaConfig::from_env(&env(&[])).expect("defaults");
-        let expected = RequestConfig { metrics: MetricsTarget::Stdout, ..RequestConfig::default() };
+        let trust = Trust { destinations: Some(["q1".to_string(), "q2".to_string()].into()), ..Trust::default() };
+        let expected = RequestConfig { metrics: MetricsTarget::Stdout, trust, ..RequestConfig::default() };
         assert_eq!(
             config,
             LambdaConfig { handler: expected, lake_bucket: "lake".into(), connect_timeout: DEFAULT_CONNECT_TIMEOUT }
@@ -144,6 +185,25 @@ mod tests {
         assert_eq!((handler.max_response_bytes, config.connect_timeout), (1, Duration::from_secs(1)));
         assert_eq!(handler.run_events_topic.as_deref(), Some("arn:aws:sns:us-east-1:1:run-events"));
         assert_eq!(handler.dead_letter.as_ref().map(|d| d.max_receive_count), Some(1000));
+    }
+
+    #[test]
+    fn trust_settings_are_read_and_checked() {
+        let config = LambdaConfig::from_env(&env(&[
+            ("SECRET_GRANTS", r#"{"tributary/a": {"hosts": ["api.a.com"], "pipelines": ["a"]}}"#),
+            ("ALLOW_PRIVATE_NETWORKS", "true"),
+        ]))
+        .expect("trust");
+        let trust = &config.handler.trust;
+        assert_eq!(trust.secrets.as_ref().map(|s| s["tributary/a"].hosts.clone()), Some(vec!["api.a.com".to_string()]));
+        assert_eq!(trust.networks, NetworkAccess { loopback: false, private: true });
+        let err =
+            LambdaConfig::from_env(&LambdaEnv::from_pairs([("LAKE_BUCKET", "lake")])).expect_err("no destinations");
+        assert_eq!(err.name(), "REPLY_DESTINATIONS");
+        let err = LambdaConfig::from_env(&env(&[("SECRET_GRANTS", r#"{"a": {"host": []}}"#)])).expect_err("typo");
+        assert_eq!(err.name(), "SECRET_GRANTS");
+        let err = LambdaConfig::from_env(&env(&[("ALLOW_LOOPBACK", "yes please")])).expect_err("not a bool");
+        assert_eq!(err.name(), "ALLOW_LOOPBACK");
     }
 
     #[test]

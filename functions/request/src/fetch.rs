@@ -30,6 +30,9 @@ pub struct Fetched {
     pub target: String,
     /// The status matched a `status_actions` rule `empty`: no records.
     pub empty: bool,
+    /// The credentials the call was made with, to scrub from whatever of
+    /// the response travels on ([`Credentials::scrub`]).
+    pub credentials: Option<Credentials>,
 }
 
 /// Makes the message's call, retrying what may succeed on retry.
@@ -84,10 +87,13 @@ pub async fn fetch(
                 s.credentials = Some(fresh);
             }
             let (response, url) = follow_redirects(message, &request, &origin, &target, deps, &state).await?;
-            return classify(message, response, url, &target).map_err(|err| scrub(err, &state));
+            return classify(message, response, url, &target);
         }
-        classify(message, response, url, &target).map_err(|err| scrub(err, &state))
+        classify(message, response, url, &target)
     };
+    // Nothing a vendor sent back (an error page, a Location) carries the
+    // credentials into logs, retries' notices or the dead letter.
+    let attempt = || async { attempt().await.map_err(|err| scrub(err, &state)) };
     let config = deps.config;
     let policy = RetryPolicy {
         base_delay: config.base_delay,
@@ -125,21 +131,18 @@ pub async fn fetch(
             tracing::warn!(error = %last, reason, "retry left to SQS redelivery");
             Err(RequestError::RetryLater { last: Box::new(last), reason })
         }
-        (result, _) => result,
+        (result, _) => result.map(|mut fetched| {
+            fetched.credentials = state.lock().ok().and_then(|s| s.credentials.clone());
+            fetched
+        }),
     }
 }
 
-/// A status error's body excerpt without the credentials.
+/// `err` without the credentials of `state` in any of its text.
 fn scrub(err: RequestError, state: &Mutex<Attempts>) -> RequestError {
-    match err {
-        RequestError::Status { target, status, excerpt, retryable, retry_after } => {
-            let excerpt = match state.lock().ok().and_then(|s| s.credentials.clone()) {
-                Some(credentials) => credentials.scrub(excerpt),
-                None => excerpt,
-            };
-            RequestError::Status { target, status, excerpt, retryable, retry_after }
-        }
-        other => other,
+    match state.lock().ok().and_then(|s| s.credentials.clone()) {
+        Some(credentials) => err.scrubbed(&credentials),
+        None => err,
     }
 }
 
@@ -158,7 +161,10 @@ fn base_for_token(request: &HttpRequest) -> HttpRequest {
 /// Sends the call, following up to [`MAX_REDIRECTS`] redirects; every
 /// target must be the message's own host or in `policy.allow.hosts` (the
 /// adapter then checks its addresses). Credentials go only to the
-/// message's own host.
+/// message's own origin: the same scheme, host and port (RFC 6454), so a
+/// redirect to another host, or to another port of the same host, gets
+/// none. A redirect from https to http, to another scheme, or to a
+/// Location with user info is refused.
 async fn follow_redirects(
     message: &RequestMessage,
     first: &HttpRequest,
@@ -182,7 +188,7 @@ async fn follow_redirects(
         let url = request.url.clone();
         let mut call = request.clone();
         call.timeout = clamp_timeout(call.timeout, deps, target)?;
-        if host.eq_ignore_ascii_case(origin)
+        if url.origin() == first.url.origin()
             && let Ok(s) = state.lock()
             && let Some(credentials) = &s.credentials
         {
@@ -205,6 +211,12 @@ async fn follow_redirects(
         })?;
         if !matches!(next.scheme(), "http" | "https") {
             return Err(RequestError::Refused { target: here, reason: format!("redirect to a {} URL", next.scheme()) });
+        }
+        if !next.username().is_empty() || next.password().is_some() {
+            return Err(RequestError::Refused {
+                target: here,
+                reason: "redirect to a Location with user info (credentials in a URL are refused)".into(),
+            });
         }
         if url.scheme() == "https" && next.scheme() == "http" {
             return Err(RequestError::Refused { target: here, reason: "redirect from https to plain http".into() });
@@ -248,7 +260,7 @@ fn classify(
     let rules = &message.policy.response;
     let status = response.status;
     let action = rules.status_actions.get(&status).copied();
-    let fetched = |response, empty| Fetched { response, url, target: target.to_string(), empty };
+    let fetched = |response, empty| Fetched { response, url, target: target.to_string(), empty, credentials: None };
     if action == Some(StatusAction::Empty) {
         tracing::info!(status, "status means an empty page (policy.response.status_actions)");
         return Ok(fetched(response, true));

@@ -33,6 +33,7 @@ pub mod paging;
 pub mod rate;
 pub mod retry;
 pub mod ssrf;
+pub mod trust;
 
 use std::time::Duration;
 
@@ -42,8 +43,8 @@ use serde_json::Value;
 
 use crate::ssrf::NetworkAccess;
 use contracts::{
-    self, CallPolicy, Continuation, Destination, PageRef, Payload, PersistMessage, PersistTarget, PlannedTotal,
-    ProbeReply, RawRecords, RequestMessage, RequestMode, V1,
+    self, CallPolicy, Continuation, Destination, HttpCall, PageRef, Payload, PersistMessage, PersistTarget,
+    PlannedTotal, ProbeReply, RawRecords, RequestMessage, RequestMode, V1,
 };
 use tributary_core::batch::{self, BodyError, DeadLetterTarget, RecordError, RecordMeta};
 use tributary_core::json::kind_of;
@@ -105,6 +106,11 @@ pub struct RequestConfig {
     /// Where the EMF metrics of each message go (records fetched, API
     /// latency, retries, throttles).
     pub metrics: MetricsTarget,
+    /// What messages may use: secrets and their hosts, network allowances,
+    /// answer destinations (`SECRET_GRANTS`, `ALLOW_LOOPBACK`,
+    /// `ALLOW_PRIVATE_NETWORKS`, `REPLY_DESTINATIONS`); the default grants
+    /// nothing. See [`trust`].
+    pub trust: trust::Trust,
 }
 
 impl Default for RequestConfig {
@@ -122,6 +128,7 @@ impl Default for RequestConfig {
             dead_letter: None,
             run_events_topic: None,
             metrics: MetricsTarget::Off,
+            trust: trust::Trust::default(),
         }
     }
 }
@@ -276,6 +283,24 @@ pub enum RequestError {
     /// The record body could not be read.
     #[error(transparent)]
     Body(#[from] BodyError),
+    /// The message asks for a secret, an allowance or a destination the
+    /// deployment does not grant (permanent; see [`trust`]).
+    #[error("refused by the deployment's trust settings: {0}")]
+    Untrusted(#[from] trust::Untrusted),
+    /// Another error whose text held a credential the vendor echoed, with
+    /// it replaced by `<redacted>` ([`RequestError::scrubbed`]); it keeps
+    /// the original's retry semantics.
+    #[error("{text}")]
+    Scrubbed {
+        /// The original error's text, scrubbed.
+        text: String,
+        /// Whether the original was permanent.
+        permanent: bool,
+        /// Whether the original was retryable within the invocation.
+        retryable: bool,
+        /// The original's `Retry-After`.
+        retry_after: Option<Duration>,
+    },
 }
 
 impl RecordError for RequestError {
@@ -293,9 +318,11 @@ impl RecordError for RequestError {
             RequestError::Forward { source, .. } => !source.is_retryable(),
             RequestError::Auth { permanent, .. } => *permanent,
             RequestError::Body(_)
+            | RequestError::Untrusted(_)
             | RequestError::Refused { .. }
             | RequestError::Paging { .. }
             | RequestError::Pointer { .. } => true,
+            RequestError::Scrubbed { permanent, .. } => *permanent,
             RequestError::Deadline { .. }
             | RequestError::RetryLater { .. }
             | RequestError::ContentType { .. }
@@ -311,14 +338,33 @@ impl RequestError {
         match self {
             RequestError::Status { retryable, .. } => *retryable,
             RequestError::Transport(err) => err.is_retryable(),
+            RequestError::Scrubbed { retryable, .. } => *retryable,
             _ => false,
+        }
+    }
+
+    /// This error, or when its text holds one of `credentials` (a vendor
+    /// echoing the request in a body, an error page, a header or a next
+    /// link), a [`RequestError::Scrubbed`] with them replaced by
+    /// `<redacted>` and the same retry semantics.
+    pub fn scrubbed(self, credentials: &auth::Credentials) -> RequestError {
+        let text = self.to_string();
+        let clean = credentials.scrub(text.clone());
+        if clean == text {
+            return self;
+        }
+        RequestError::Scrubbed {
+            text: clean,
+            permanent: self.is_permanent(),
+            retryable: self.is_retryable(),
+            retry_after: self.retry_after(),
         }
     }
 
     /// The `Retry-After` the vendor asked for, if any.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            RequestError::Status { retry_after, .. } => *retry_after,
+            RequestError::Status { retry_after, .. } | RequestError::Scrubbed { retry_after, .. } => *retry_after,
             _ => None,
         }
     }
@@ -376,6 +422,8 @@ async fn call_and_forward(
     deps: Deps<'_>,
     metrics: &std::sync::Mutex<Metrics>,
 ) -> Result<Outcome, RequestError> {
+    check_message(message)?;
+    deps.config.trust.check(message)?;
     contracts::spec::check_policy(&message.policy).map_err(|err| {
         // The spec's `request.*` fields are the message's `policy.*`.
         let reason = match err {
@@ -389,6 +437,22 @@ async fn call_and_forward(
     })?;
     let request = http_request(message, deps.config);
     let mut fetched = fetch::fetch(message, request, deps, metrics).await?;
+    let credentials = fetched.credentials.take();
+    let answered = answer(message, fetched, credentials.as_ref(), deps).await;
+    // A vendor's body, header or next link may echo the credentials.
+    answered.map_err(|err| match &credentials {
+        Some(credentials) => err.scrubbed(credentials),
+        None => err,
+    })
+}
+
+/// Reads the response of `message`'s call and forwards what its mode asks.
+async fn answer(
+    message: &RequestMessage,
+    mut fetched: Fetched,
+    credentials: Option<&auth::Credentials>,
+    deps: Deps<'_>,
+) -> Result<Outcome, RequestError> {
     fetched.response.body = normalize_body(&fetched.response);
     let target = fetched.target.clone();
     let mut body: Value = if fetched.empty {
@@ -439,6 +503,7 @@ async fn call_and_forward(
                         &fetched,
                         &body,
                         ThisPage { page, records: count, digest: &digest },
+                        credentials,
                         deps,
                     )
                     .await?,
@@ -473,6 +538,45 @@ async fn call_and_forward(
             Ok(Outcome::Total(total))
         }
     }
+}
+
+/// The checks a spec gets, for a message another team wrote: a valid
+/// `pipeline` name (it names the run's `_state/` and `_runs/` keys), no
+/// credentials in `http.url`'s user info nor in `http.headers` /
+/// `http.query` by name (they would travel in clear through queues and
+/// DLQs), an http(s) URL with a host.
+fn check_message(message: &RequestMessage) -> Result<(), RequestError> {
+    let target = || format!("{} {}", message.http.method, contracts::redacted_url(&message.http.url));
+    let refuse = |field: &str, value: &str, reason: &str| RequestError::Refused {
+        target: target(),
+        reason: format!("`{field}` = {value}: {reason}"),
+    };
+    contracts::spec::check_name("pipeline", &message.pipeline)
+        .and_then(|()| contracts::spec::check_no_userinfo("http.url", &message.http.url))
+        .map_err(|err| RequestError::Refused { target: target(), reason: err.to_string() })?;
+    let url = &message.http.url;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(refuse("http.url", &contracts::redacted_url(url), "must be an http or https URL with a host"));
+    }
+    let credential_query =
+        url.query_pairs().map(|(k, _)| k.into_owned()).find(|k| contracts::spec::is_credential_name(k));
+    for (field, name) in message
+        .http
+        .headers
+        .keys()
+        .map(|name| ("http.headers", name.clone()))
+        .chain(message.http.query.keys().map(|name| ("http.query", name.clone())))
+        .chain(credential_query.map(|name| ("http.url", name)))
+    {
+        if contracts::spec::is_credential_name(&name) {
+            return Err(refuse(
+                field,
+                &format!("{name:?}"),
+                "looks like a credential; reference a secret in `policy.auth` instead (messages travel in clear through queues and DLQs)",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Incremental loading: records the page's highest cursor value in the
@@ -525,6 +629,7 @@ async fn continue_with(
     fetched: &Fetched,
     body: &Value,
     this: ThisPage<'_>,
+    credentials: Option<&auth::Credentials>,
     deps: Deps<'_>,
 ) -> Result<Option<RequestMessage>, RequestError> {
     let ThisPage { page, records, digest } = this;
@@ -541,6 +646,10 @@ async fn continue_with(
             records,
         )
         .map_err(|problem| RequestError::Paging { target: fetched.target.clone(), problem })?
+    };
+    let call = match call {
+        Some(call) => Some(safe_next(message, call, credentials, &fetched.target)?),
+        None => None,
     };
     let index = page.index.saturating_add(1);
     match call {
@@ -567,6 +676,66 @@ async fn continue_with(
             Ok(None)
         }
     }
+}
+
+/// The next page's call, made safe to travel and to send: the credential's
+/// own query parameter and any parameter holding a credential (a vendor
+/// echoing `api_key=` in its next link) are dropped from the URL (Request
+/// adds the credential again when it sends the call), and a next page on
+/// another origin is refused when the run has credentials (they go only to
+/// the run's scheme, host and port), or when its host is neither this one
+/// nor in `policy.allow.hosts`, or it goes from https to http, or its URL
+/// has user info.
+fn safe_next(
+    message: &RequestMessage,
+    mut call: HttpCall,
+    credentials: Option<&auth::Credentials>,
+    target: &str,
+) -> Result<HttpCall, RequestError> {
+    let here = &message.http.url;
+    let next = &call.url;
+    let refuse = |reason: String| RequestError::Refused { target: target.to_string(), reason };
+    let shown = contracts::redacted_url(next);
+    if !next.username().is_empty() || next.password().is_some() {
+        return Err(refuse(format!("the next page's URL {shown} has user info (credentials in a URL are refused)")));
+    }
+    if here.scheme() == "https" && next.scheme() == "http" {
+        return Err(refuse(format!("the next page's URL {shown} goes from https to plain http")));
+    }
+    if next.origin() != here.origin() {
+        if message.policy.auth.is_some() {
+            return Err(refuse(format!(
+                "the next page's URL {shown} is on another origin than {}: the run's credentials go only to its own scheme, host and port",
+                here.origin().ascii_serialization()
+            )));
+        }
+        let host = next.host_str().unwrap_or_default();
+        if !message.policy.allow.allows_host(here.host_str().unwrap_or_default(), host) {
+            return Err(refuse(format!(
+                "the next page's host {host} is neither this page's nor in policy.allow.hosts (SSRF guard)"
+            )));
+        }
+    }
+    let own_param = match &message.policy.auth {
+        Some(contracts::Auth::ApiKey { query_param: Some(param), .. }) => Some(param.as_str()),
+        _ => None,
+    };
+    let drop_pair =
+        |name: &str, value: &str| own_param == Some(name) || credentials.is_some_and(|c| c.is_credential(value));
+    if call.url.query_pairs().any(|(name, value)| drop_pair(&name, &value)) {
+        let kept: Vec<(String, String)> = call
+            .url
+            .query_pairs()
+            .filter(|(name, value)| !drop_pair(name, value))
+            .map(|(name, value)| (name.into_owned(), value.into_owned()))
+            .collect();
+        call.url.set_query(None);
+        if !kept.is_empty() {
+            call.url.query_pairs_mut().extend_pairs(kept);
+        }
+    }
+    call.query.retain(|name, value| !drop_pair(name, value));
+    Ok(call)
 }
 
 /// The page just fetched, as [`continue_with`] needs it.

@@ -9,6 +9,12 @@
 //! `RUN_EVENTS_TOPIC_ARN` (optional), `TRIBUTARY_S3_FORCE_PATH_STYLE`
 //! (default false; read by `adapters::aws::s3_client`), `DLQ_URL` and
 //! `MAX_RECEIVE_COUNT` (dead letters with their reason; 1..=1000, default 5).
+//! Trust settings (`request::trust`, docs/request.md): `REPLY_DESTINATIONS`
+//! (required: the stack's queue URLs and topic ARNs answers may go to,
+//! comma-separated), `SECRET_GRANTS` (JSON: the secrets messages may name
+//! and the hosts each may go to; default none), `ALLOW_LOOPBACK` and
+//! `ALLOW_PRIVATE_NETWORKS` (default false: what a message's `allow` may
+//! open at most).
 //!
 //! Each invocation's deadline (`Context.deadline`, epoch milliseconds)
 //! reaches the handler: no call or retry wait runs past it.

@@ -18,6 +18,7 @@ use adapters::local::{Broker, DirStore, FileSecrets, QueueConfig};
 use contracts::{self, RequestMessage};
 use request::http::{HttpOptions, ReqwestClient};
 use request::ssrf::Lookup;
+use request::trust::Trust;
 use request::{Deps, RequestConfig, Warm};
 
 pub const PERSIST_QUEUE: &str = "persist";
@@ -120,6 +121,12 @@ impl Harness {
         let config = RequestConfig {
             base_delay: Duration::from_millis(1),
             deadline_reserve: Duration::from_millis(200),
+            // Answers to the harness's queues only; any secret (tests of
+            // grants set `trust.secrets`); loopback for the local servers.
+            trust: Trust {
+                destinations: Some([PERSIST_QUEUE, REQUEST_QUEUE, ORCHESTRATOR_QUEUE].map(String::from).into()),
+                ..Trust::unrestricted()
+            },
             ..RequestConfig::default()
         };
         Self { http, broker, dir, store, secrets, warm: Warm::default(), config, invocation: Duration::from_secs(120) }

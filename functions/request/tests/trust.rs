@@ -1,0 +1,216 @@
+//! Request shared with other teams (issue 12, items 1-3), through the
+//! handler against local servers: a message cannot pick secrets, network
+//! allowances or destinations the deployment did not grant; credentials go
+//! only to the run's own origin, through redirects and next pages; nothing
+//! a vendor echoes puts a credential in an error, a dead letter or a next
+//! page's message.
+
+mod common;
+
+use common::{Harness, REQUEST_QUEUE, items, message, recorder, reply};
+use request::RequestError;
+use request::trust::SecretGrant;
+use serde_json::{Value, json};
+use tributary_core::batch::RecordError;
+use tributary_core::ports::NetworkAccess;
+
+const KEY: &str = "K3Y/s3cr+t=77 81";
+
+/// A harness whose deployment grants `vendor/key` to 127.0.0.1 only.
+fn granted() -> Harness {
+    let mut harness = Harness::new();
+    harness.secrets(json!({"vendor/key": KEY, "vendor/basic": "ana:pa55-w0rd"}));
+    let mut trust = harness.config.trust.clone();
+    trust.secrets = Some(Default::default());
+    for id in ["vendor/key", "vendor/basic"] {
+        trust.grant(id, SecretGrant { hosts: vec!["127.0.0.1".into()], pipelines: vec!["vendor".into()] });
+    }
+    harness.config.trust = trust;
+    harness
+}
+
+fn bearer() -> Value {
+    json!({"auth": {"kind": "bearer", "secret_id": "vendor/key"}, "allow": {"loopback": true}})
+}
+
+async fn refused(harness: &Harness, message: contracts::RequestMessage) -> RequestError {
+    let err = request::handle_message(message, harness.deps()).await.expect_err("refused");
+    assert!(err.is_permanent(), "{err}");
+    err
+}
+
+#[tokio::test]
+async fn a_message_cannot_send_a_granted_secret_elsewhere_nor_name_another() {
+    let (addr, log) = recorder(|_, _| reply(200, &[], items(0..1))).await;
+    let harness = granted();
+    request::handle_message(message(&format!("http://{addr}/data"), bearer()), harness.deps()).await.expect("granted");
+    // Same server, other name: not a host the secret is granted to.
+    let err = refused(&harness, message(&format!("http://localhost:{}/collect", addr.port()), bearer())).await;
+    let text = err.to_string();
+    assert!(text.contains("http.url") && text.contains("localhost") && text.contains("SECRET_GRANTS"), "{text}");
+    let mut other = bearer();
+    other["auth"]["secret_id"] = json!("team-b/token");
+    let err = refused(&harness, message(&format!("http://{addr}/data"), other)).await;
+    assert!(err.to_string().contains("team-b/token"), "{err}");
+    // Granted to pipeline `vendor` only.
+    let mut foreign = message(&format!("http://{addr}/data"), bearer());
+    foreign.pipeline = "intruder".into();
+    assert!(refused(&harness, foreign).await.to_string().contains("`pipeline`"));
+    // An OAuth token URL is a host the secret goes to, too: the Lambda
+    // Runtime API on 127.0.0.1:9001 is reached by name only if granted.
+    let oauth = json!({"auth": {"kind": "oauth2_client_credentials", "token_url": "http://localhost:9001/2018-06-01/runtime/invocation/next",
+        "client_id": "c", "secret_id": "vendor/key"}, "allow": {"loopback": true}});
+    let err = refused(&harness, message(&format!("http://{addr}/data"), oauth)).await;
+    assert!(err.to_string().contains("policy.auth.token_url"), "{err}");
+    assert_eq!(log.lock().expect("log").len(), 1, "no call for a refused message");
+}
+
+#[tokio::test]
+async fn loopback_private_and_reply_to_are_the_deployments_to_open() {
+    let (addr, log) = recorder(|_, _| reply(200, &[], items(0..1))).await;
+    let mut harness = Harness::new();
+    harness.config.trust.networks = NetworkAccess::default();
+    let err = refused(&harness, message(&format!("http://{addr}/2018-06-01/runtime/invocation/next"), json!({}))).await;
+    assert!(err.to_string().contains("policy.allow.loopback") && err.to_string().contains("ALLOW_LOOPBACK"), "{err}");
+    let err = refused(&harness, message(&format!("http://{addr}/x"), json!({"allow": {"private": true}}))).await;
+    assert!(err.to_string().contains("policy.allow.private"), "{err}");
+    let harness = Harness::new();
+    let mut elsewhere = message(&format!("http://{addr}/x"), json!({}));
+    elsewhere.reply_to =
+        contracts::Destination::Queue { queue: "https://sqs.eu-west-1.amazonaws.com/666/exfil".into() };
+    let err = refused(&harness, elsewhere).await;
+    assert!(err.to_string().contains("reply_to") && err.to_string().contains("REPLY_DESTINATIONS"), "{err}");
+    assert_eq!(log.lock().expect("log").len(), 0, "nothing was called");
+}
+
+#[tokio::test]
+async fn messages_get_the_specs_credential_checks() {
+    let harness = Harness::new();
+    let mut userinfo = message("http://ana:pw@127.0.0.1:9/x", json!({}));
+    let err = refused(&harness, userinfo.clone()).await;
+    assert!(err.to_string().contains("http.url") && !err.to_string().contains("pw"), "{err}");
+    userinfo.http.url = url::Url::parse("http://127.0.0.1:9/x").expect("url");
+    userinfo.http.headers.insert("Authorization".into(), format!("Bearer {KEY}"));
+    let err = refused(&harness, userinfo.clone()).await;
+    assert!(err.to_string().contains("http.headers") && !err.to_string().contains(KEY), "{err}");
+    userinfo.http.headers.clear();
+    userinfo.pipeline = String::new();
+    assert!(refused(&harness, userinfo.clone()).await.to_string().contains("pipeline"));
+    userinfo.pipeline = "../other".into();
+    assert!(refused(&harness, userinfo).await.to_string().contains("pipeline"));
+}
+
+#[tokio::test]
+async fn credentials_go_only_to_the_runs_origin_through_redirects() {
+    let (elsewhere, elsewhere_log) = recorder(|_, _| reply(200, &[], items(0..1))).await;
+    let (addr, log) = recorder(move |n, _| {
+        let to = match n {
+            0 => format!("http://{elsewhere}/moved"),
+            _ => format!("http://user:pw@{elsewhere}/moved"),
+        };
+        reply(302, &[("location", to.as_str())], json!({}))
+    })
+    .await;
+    let harness = granted();
+    // Another port of the same host is another origin: no credentials.
+    request::handle_message(message(&format!("http://{addr}/data"), bearer()), harness.deps()).await.expect("moved");
+    assert!(log.lock().expect("log")[0].headers.contains_key("authorization"), "the origin gets them");
+    let seen = elsewhere_log.lock().expect("log").clone();
+    assert_eq!(seen.len(), 1);
+    assert!(!seen[0].headers.contains_key("authorization"), "{:?}", seen[0].headers);
+    // A Location with user info is refused.
+    let err = refused(&harness, message(&format!("http://{addr}/data"), bearer())).await;
+    assert!(err.to_string().contains("user info"), "{err}");
+    assert_eq!(elsewhere_log.lock().expect("log").len(), 1);
+}
+
+/// Page 0 of a `body_url` cursor run over `url` with `policy`.
+fn cursor(url: &str, policy: Value) -> contracts::RequestMessage {
+    let mut first = message(url, policy);
+    let contracts::RequestMode::Records { next, .. } = &mut first.mode else { unreachable!("records") };
+    *next = Some(Box::new(contracts::Continuation {
+        paging: contracts::NextPage::BodyUrl { pointer: "/next".into() },
+        max_pages: 10,
+        queue: REQUEST_QUEUE.into(),
+        previous_page: None,
+    }));
+    first
+}
+
+#[tokio::test]
+async fn a_next_page_on_another_origin_gets_no_credentials() {
+    let (addr, _log) = recorder(|_, seen| {
+        let next = match seen.query("to").as_deref() {
+            Some("port") => "http://127.0.0.1:9/page2".to_string(),
+            _ => "http://localhost/page2".to_string(),
+        };
+        reply(200, &[], json!({"items": [{"id": 1}], "next": next}))
+    })
+    .await;
+    let harness = granted();
+    for to in ["port", "host"] {
+        let err = refused(&harness, cursor(&format!("http://{addr}/data?to={to}"), bearer())).await;
+        assert!(err.to_string().contains("another origin"), "{err}");
+    }
+    assert!(harness.drain(REQUEST_QUEUE).is_empty(), "no next page was sent");
+    // Without credentials, a next host must still be allowed.
+    let err = refused(&harness, cursor(&format!("http://{addr}/data?to=host"), json!({}))).await;
+    assert!(err.to_string().contains("policy.allow.hosts"), "{err}");
+    let open = json!({"allow": {"loopback": true, "hosts": ["localhost"]}});
+    request::handle_message(cursor(&format!("http://{addr}/data?to=host"), open), harness.deps())
+        .await
+        .expect("allowed");
+    assert_eq!(harness.drain(REQUEST_QUEUE).len(), 1);
+}
+
+#[tokio::test]
+async fn an_echoed_credential_never_leaves_in_any_encoding() {
+    let encoded: String = url::form_urlencoded::byte_serialize(KEY.as_bytes()).collect();
+    let (addr, _log) = recorder(move |_, seen| {
+        let echoed = seen.uri.clone();
+        match seen.uri.split('?').next().unwrap_or_default() {
+            // A 2xx that is not JSON, echoing the decoded key.
+            "/html" => axum::response::Response::builder()
+                .status(200)
+                .header("content-type", "text/html")
+                .body(axum::body::Body::from(format!("<p>hello {}</p>", seen.query("api_key").unwrap_or_default())))
+                .expect("response"),
+            // An error page echoing the query string as sent (percent-encoded).
+            "/fail" => reply(400, &[], json!({"error": format!("bad request {echoed}")})),
+            // A basic-auth vendor echoing the decoded user:password.
+            "/basic" => reply(401, &[], json!({"error": "ana:pa55-w0rd refused; password pa55-w0rd"})),
+            // A next link carrying the key.
+            _ => reply(
+                200,
+                &[],
+                json!({"items": [{"id": 1}], "next": format!("/page2?after=1&api_key={}", seen.query("api_key").unwrap_or_default())}),
+            ),
+        }
+    })
+    .await;
+    let harness = granted();
+    let api_key = json!({"auth": {"kind": "api_key", "secret_id": "vendor/key", "query_param": "api_key"}, "allow": {"loopback": true}});
+    let shows_key =
+        |text: &str| text.contains(KEY) || text.contains(&encoded) || text.contains(&encoded.replace('+', "%20"));
+    for path in ["/html", "/fail"] {
+        let err = request::handle_message(message(&format!("http://{addr}{path}"), api_key.clone()), harness.deps())
+            .await
+            .expect_err("fails");
+        let text = format!("{err} {err:?}");
+        assert!(text.contains("<redacted>") && !shows_key(&text), "{path}: {text}");
+    }
+    let basic = json!({"auth": {"kind": "basic", "secret_id": "vendor/basic"}, "allow": {"loopback": true}});
+    let err = request::handle_message(message(&format!("http://{addr}/basic"), basic), harness.deps())
+        .await
+        .expect_err("401");
+    let text = format!("{err} {err:?}");
+    assert!(err.is_permanent() && !text.contains("pa55-w0rd"), "{text}");
+
+    request::handle_message(cursor(&format!("http://{addr}/next"), api_key), harness.deps()).await.expect("page 0");
+    let sent = harness.drain_text(REQUEST_QUEUE);
+    assert_eq!(sent.len(), 1);
+    assert!(!shows_key(&sent[0]) && !sent[0].contains("api_key="), "{}", sent[0]);
+    let next: contracts::RequestMessage =
+        contracts::decode(serde_json::from_str(&sent[0]).expect("json")).expect("next");
+    assert_eq!(next.http.url.query(), Some("after=1"), "the vendor's own parameters stay");
+}
