@@ -139,12 +139,33 @@ pub enum NextPage {
         pointer: String,
         /// Query parameter of the next call, e.g. `cursor`.
         param: String,
+        /// RFC 6901 pointer to a boolean saying whether more pages follow
+        /// (e.g. `/has_more`): `false` ends whatever the token; `true` with
+        /// no token is an error naming both pointers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        has_more: Option<String>,
     },
     /// The next page's URL in the body at `pointer` (absolute, or relative
     /// to the current URL); absent, `null` or `""` ends.
     BodyUrl {
         /// RFC 6901 pointer to the URL, e.g. `/links/next`.
         pointer: String,
+        /// As for `body_token`: a boolean saying whether more pages follow.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        has_more: Option<String>,
+    },
+    /// Stripe-style: the next page starts after the page's last record.
+    /// The value at `pointer` in the last record (e.g. `/id`) becomes query
+    /// parameter `param` (e.g. `starting_after`) of the next call, while the
+    /// boolean at `has_more` in the body (e.g. `/has_more`) is `true`.
+    LastRecord {
+        /// RFC 6901 pointer into each record to its key, e.g. `/id`.
+        pointer: String,
+        /// Query parameter of the next call, e.g. `starting_after`.
+        param: String,
+        /// RFC 6901 pointer to the body's boolean saying whether more pages
+        /// follow, e.g. `/has_more`.
+        has_more: String,
     },
     /// The `Link` header's `rel="next"` target (RFC 8288); none ends.
     LinkHeader {},
@@ -394,6 +415,9 @@ pub fn numeric_page_params(next: &NextPage, index: u32) -> Vec<(String, String)>
             params.extend(size_param.iter().map(|p| (p.clone(), size.to_string())));
             params
         }
-        NextPage::BodyToken { .. } | NextPage::BodyUrl { .. } | NextPage::LinkHeader {} => Vec::new(),
+        NextPage::BodyToken { .. }
+        | NextPage::BodyUrl { .. }
+        | NextPage::LastRecord { .. }
+        | NextPage::LinkHeader {} => Vec::new(),
     }
 }

@@ -907,13 +907,24 @@ fn check_cursor(cursor: &CursorSpec, request: &RequestTemplate) -> Result<(), Sp
         Ok(())
     };
     let params: Vec<(&str, &str)> = match &cursor.next {
-        NextPage::BodyToken { pointer, param } => {
+        NextPage::BodyToken { pointer, param, has_more } => {
             check_pointer("strategy.next.pointer", pointer)?;
+            if let Some(has_more) = has_more {
+                check_pointer("strategy.next.has_more", has_more)?;
+            }
             vec![("strategy.next.param", param)]
         }
-        NextPage::BodyUrl { pointer } => {
+        NextPage::BodyUrl { pointer, has_more } => {
             check_pointer("strategy.next.pointer", pointer)?;
+            if let Some(has_more) = has_more {
+                check_pointer("strategy.next.has_more", has_more)?;
+            }
             Vec::new()
+        }
+        NextPage::LastRecord { pointer, param, has_more } => {
+            check_pointer("strategy.next.pointer", pointer)?;
+            check_pointer("strategy.next.has_more", has_more)?;
+            vec![("strategy.next.param", param)]
         }
         NextPage::LinkHeader {} => Vec::new(),
         NextPage::Offset { offset_param, limit_param, limit } => {

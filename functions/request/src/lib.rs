@@ -502,7 +502,7 @@ async fn answer(
                         next,
                         &fetched,
                         &body,
-                        ThisPage { page, records: count, digest: &digest },
+                        ThisPage { page, records: count, last: records.last(), digest: &digest },
                         credentials,
                         deps,
                     )
@@ -632,7 +632,7 @@ async fn continue_with(
     credentials: Option<&auth::Credentials>,
     deps: Deps<'_>,
 ) -> Result<Option<RequestMessage>, RequestError> {
-    let ThisPage { page, records, digest } = this;
+    let ThisPage { page, records, last, digest } = this;
     let call = if fetched.empty {
         None
     } else {
@@ -644,6 +644,7 @@ async fn continue_with(
             &fetched.response.headers,
             page.index,
             records,
+            last,
         )
         .map_err(|problem| RequestError::Paging { target: fetched.target.clone(), problem })?
     };
@@ -743,6 +744,8 @@ struct ThisPage<'a> {
     page: PageRef,
     /// Records on it.
     records: usize,
+    /// Its last record (`last_record` paging starts after it).
+    last: Option<&'a Value>,
     /// Digest of its records ([`Continuation::previous_page`] of the next).
     digest: &'a str,
 }

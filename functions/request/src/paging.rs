@@ -34,6 +34,24 @@ pub enum PagingError {
         /// Records on the page.
         records: usize,
     },
+    /// The body says more pages follow (`strategy.next.has_more` is true)
+    /// but gives no way to them: no token or URL at `strategy.next.pointer`,
+    /// or (`last_record`) an empty page or a last record without the key.
+    #[error("`strategy.next.has_more` {has_more:?} is true but {what}: the run would end early as if complete")]
+    NoNext {
+        /// The `has_more` pointer.
+        has_more: String,
+        /// What is missing, naming `strategy.next.pointer`.
+        what: String,
+    },
+    /// The value at `strategy.next.has_more` is not a boolean.
+    #[error("`strategy.next.has_more` {has_more:?} leads to {found}, not true or false")]
+    HasMore {
+        /// The pointer.
+        has_more: String,
+        /// What is there.
+        found: &'static str,
+    },
     /// The next page's URL (from the body or the `Link` header) does not
     /// resolve against the page's URL.
     #[error("next page URL {url:?} is not a URL: {source}")]
@@ -57,12 +75,19 @@ pub enum PagingError {
 ///   vendors that end with an absent key still do so after page 0.
 /// - `link_header`: the `Link` header's `rel="next"` target (RFC 8288),
 ///   resolved likewise.
+/// - `has_more` (with `body_token`, `body_url`; required by
+///   `last_record`): `false` ends; `true` with nothing to go on is an
+///   error ([`PagingError::NoNext`]); absent or `null` leaves it to the
+///   token (`last_record`: ends).
+/// - `last_record` (Stripe): the value at `pointer` in the page's last
+///   record becomes query parameter `param` while `has_more` is true.
 /// - `offset`, `page_number`: the next offset or number; a page with fewer
 ///   records than the page size ends.
 ///
 /// # Errors
 /// [`PagingError`] naming `strategy.next.pointer` when the value there is
 /// neither a string nor a number, or a next URL that is not a URL.
+#[allow(clippy::too_many_arguments)]
 pub fn next_call(
     paging: &NextPage,
     current: &HttpCall,
@@ -71,7 +96,30 @@ pub fn next_call(
     headers: &BTreeMap<String, String>,
     index: u32,
     records: usize,
+    last: Option<&Value>,
 ) -> Result<Option<HttpCall>, PagingError> {
+    let has_more_of = |pointer: &Option<String>| -> Result<Option<bool>, PagingError> {
+        let Some(has_more) = pointer else { return Ok(None) };
+        match body.pointer(has_more) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(more)) => Ok(Some(*more)),
+            Some(other) => {
+                Err(PagingError::HasMore { has_more: has_more.clone(), found: tributary_core::json::kind_of(other) })
+            }
+        }
+    };
+    let no_next = |has_more: &Option<String>, what: String| PagingError::NoNext {
+        has_more: has_more.clone().unwrap_or_default(),
+        what,
+    };
+    let more = match paging {
+        NextPage::BodyToken { has_more, .. } | NextPage::BodyUrl { has_more, .. } => has_more_of(has_more)?,
+        NextPage::LastRecord { has_more, .. } => has_more_of(&Some(has_more.clone()))?,
+        _ => None,
+    };
+    if more == Some(false) {
+        return Ok(None);
+    }
     let with_url = |next: &str| -> Result<Option<HttpCall>, PagingError> {
         let next = url.join(next).map_err(|source| PagingError::Url { url: next.to_string(), source })?;
         if &next == url {
@@ -88,8 +136,11 @@ pub fn next_call(
         Ok(None)
     };
     match paging {
-        NextPage::BodyToken { pointer, param } => {
+        NextPage::BodyToken { pointer, param, has_more } => {
             let token = match body.pointer(pointer) {
+                None | Some(Value::Null) if more == Some(true) => {
+                    return Err(no_next(has_more, format!("`strategy.next.pointer` {pointer:?} holds no token")));
+                }
                 None => return missing(pointer),
                 Some(Value::Null) => return Ok(None),
                 Some(Value::String(token)) => token.clone(),
@@ -102,6 +153,9 @@ pub fn next_call(
                     });
                 }
             };
+            if token.is_empty() && more == Some(true) {
+                return Err(no_next(has_more, format!("`strategy.next.pointer` {pointer:?} holds an empty token")));
+            }
             if token.is_empty() || current.query.get(param) == Some(&token) {
                 return Ok(None);
             }
@@ -109,7 +163,40 @@ pub fn next_call(
             next.query.insert(param.clone(), token);
             Ok(Some(next))
         }
-        NextPage::BodyUrl { pointer } => match body.pointer(pointer) {
+        NextPage::LastRecord { pointer, param, has_more } => {
+            if more != Some(true) {
+                return Ok(None);
+            }
+            let has_more = Some(has_more.clone());
+            let Some(last) = last else {
+                return Err(no_next(&has_more, "the page has no records to start the next one after".into()));
+            };
+            let token = match last.pointer(pointer) {
+                Some(Value::String(token)) if !token.is_empty() => token.clone(),
+                Some(Value::Number(token)) => token.to_string(),
+                other => {
+                    let found = other.map_or("nothing", tributary_core::json::kind_of);
+                    return Err(no_next(
+                        &has_more,
+                        format!("the last record has {found} at `strategy.next.pointer` {pointer:?}, not a key"),
+                    ));
+                }
+            };
+            if current.query.get(param) == Some(&token) {
+                tracing::warn!("the next page would start after the same record as this one: stopping");
+                return Ok(None);
+            }
+            let mut next = current.clone();
+            next.query.insert(param.clone(), token);
+            Ok(Some(next))
+        }
+        NextPage::BodyUrl { pointer, has_more } => match body.pointer(pointer) {
+            None | Some(Value::Null) if more == Some(true) => {
+                Err(no_next(has_more, format!("`strategy.next.pointer` {pointer:?} holds no URL")))
+            }
+            Some(Value::String(next)) if next.is_empty() && more == Some(true) => {
+                Err(no_next(has_more, format!("`strategy.next.pointer` {pointer:?} holds an empty URL")))
+            }
             None => missing(pointer),
             Some(Value::Null) => Ok(None),
             Some(Value::String(next)) if next.is_empty() => Ok(None),
@@ -184,7 +271,7 @@ mod tests {
         let headers = link.map(|l| [("link".to_string(), l.to_string())].into()).unwrap_or_default();
         let url = current.url.clone();
         // A page after the first (page 0 has its own rule for a missing pointer).
-        next_call(paging, current, &url, &body, &headers, 1, records).expect("next")
+        next_call(paging, current, &url, &body, &headers, 1, records, None).expect("next")
     }
 
     #[test]
@@ -192,18 +279,64 @@ mod tests {
         let first = call(&[]);
         let url = first.url.clone();
         for paging in [
-            NextPage::BodyToken { pointer: "/meta/next_cusor".into(), param: "cursor".into() },
-            NextPage::BodyUrl { pointer: "/links/nxt".into() },
+            NextPage::BodyToken { pointer: "/meta/next_cusor".into(), param: "cursor".into(), has_more: None },
+            NextPage::BodyUrl { pointer: "/links/nxt".into(), has_more: None },
         ] {
             let body = json!({"meta": {"next_cursor": "abc"}, "links": {"next": "/x"}});
-            let err = next_call(&paging, &first, &url, &body, &BTreeMap::new(), 0, 25).expect_err("a typo");
+            let err = next_call(&paging, &first, &url, &body, &BTreeMap::new(), 0, 25, None).expect_err("a typo");
             let text = err.to_string();
             assert!(text.contains("strategy.next.pointer") && text.contains("25 records"), "{text}");
             // An empty first page, or null there, ends the run as before.
-            assert_eq!(next_call(&paging, &first, &url, &body, &BTreeMap::new(), 0, 0), Ok(None));
+            assert_eq!(next_call(&paging, &first, &url, &body, &BTreeMap::new(), 0, 0, None), Ok(None));
             let ended = json!({"meta": {"next_cusor": null}, "links": {"nxt": null}});
-            assert_eq!(next_call(&paging, &first, &url, &ended, &BTreeMap::new(), 0, 25), Ok(None));
+            assert_eq!(next_call(&paging, &first, &url, &ended, &BTreeMap::new(), 0, 25, None), Ok(None));
         }
+    }
+
+    #[test]
+    fn has_more_ends_or_demands_a_next_page() {
+        let paging =
+            NextPage::BodyToken { pointer: "/next".into(), param: "cursor".into(), has_more: Some("/has_more".into()) };
+        let first = call(&[]);
+        let url = first.url.clone();
+        let at = |body: Value| next_call(&paging, &first, &url, &body, &BTreeMap::new(), 1, 10, None);
+        assert_eq!(at(json!({"has_more": false, "next": "abc"})), Ok(None), "false ends whatever the token");
+        assert!(at(json!({"has_more": true, "next": "abc"})).expect("next").is_some());
+        for body in
+            [json!({"has_more": true}), json!({"has_more": true, "next": null}), json!({"has_more": true, "next": ""})]
+        {
+            let err = at(body).expect_err("no token").to_string();
+            assert!(err.contains("strategy.next.has_more") && err.contains("/next"), "{err}");
+        }
+        assert!(at(json!({"has_more": "yes"})).expect_err("not a bool").to_string().contains("a string"));
+        let paging = NextPage::BodyUrl { pointer: "/next".into(), has_more: Some("/more".into()) };
+        let err = next_call(&paging, &first, &url, &json!({"more": true}), &BTreeMap::new(), 1, 10, None);
+        assert!(matches!(err, Err(PagingError::NoNext { .. })), "{err:?}");
+    }
+
+    #[test]
+    fn last_record_paging_starts_after_the_last_record() {
+        let paging = NextPage::LastRecord {
+            pointer: "/id".into(),
+            param: "starting_after".into(),
+            has_more: "/has_more".into(),
+        };
+        let first = call(&[("limit", "3")]);
+        let url = first.url.clone();
+        let last = json!({"id": "cus_3"});
+        let at =
+            |body: Value, last: Option<&Value>| next_call(&paging, &first, &url, &body, &BTreeMap::new(), 0, 3, last);
+        let next = at(json!({"has_more": true}), Some(&last)).expect("next").expect("a next page");
+        assert_eq!((next.query["starting_after"].as_str(), next.query["limit"].as_str()), ("cus_3", "3"));
+        assert_eq!(at(json!({"has_more": false}), Some(&last)), Ok(None));
+        assert_eq!(at(json!({}), Some(&last)), Ok(None), "no has_more: ends");
+        assert!(at(json!({"has_more": true}), None).expect_err("empty page").to_string().contains("no records"));
+        let err = at(json!({"has_more": true}), Some(&json!({"key": 1}))).expect_err("no id").to_string();
+        assert!(err.contains("/id") && err.contains("nothing"), "{err}");
+        assert_eq!(
+            at(json!({"has_more": true}), Some(&json!({"id": 7}))).expect("n").expect("p").query["starting_after"],
+            "7"
+        );
     }
 
     #[test]
@@ -224,7 +357,7 @@ mod tests {
 
     #[test]
     fn body_token_sets_the_parameter_and_stops_without_one() {
-        let paging = NextPage::BodyToken { pointer: "/meta/next".into(), param: "cursor".into() };
+        let paging = NextPage::BodyToken { pointer: "/meta/next".into(), param: "cursor".into(), has_more: None };
         let first = call(&[("status", "active")]);
         let second = next(&paging, &first, json!({"meta": {"next": "abc"}}), None, 10).expect("page 2");
         assert_eq!(second.query["cursor"], "abc");
@@ -237,7 +370,7 @@ mod tests {
         assert!(next(&paging, &second, json!({"meta": {}}), None, 10).is_none());
         assert!(next(&paging, &second, json!({"meta": {"next": "abc"}}), None, 10).is_none(), "same token: a loop");
         let url = second.url.clone();
-        let err = next_call(&paging, &second, &url, &json!({"meta": {"next": [1]}}), &BTreeMap::new(), 1, 1)
+        let err = next_call(&paging, &second, &url, &json!({"meta": {"next": [1]}}), &BTreeMap::new(), 1, 1, None)
             .expect_err("an array is no token")
             .to_string();
         assert!(err.contains("strategy.next.pointer"), "{err}");
@@ -245,7 +378,7 @@ mod tests {
 
     #[test]
     fn body_url_and_link_header_resolve_relative_urls() {
-        let paging = NextPage::BodyUrl { pointer: "/next".into() };
+        let paging = NextPage::BodyUrl { pointer: "/next".into(), has_more: None };
         let page = next(&paging, &call(&[("a", "1")]), json!({"next": "/v1/events?after=9"}), None, 3).expect("next");
         assert_eq!(page.url.as_str(), "https://api.example.com/v1/events?after=9");
         assert!(page.query.is_empty(), "the URL carries the query");

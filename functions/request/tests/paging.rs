@@ -49,6 +49,13 @@ async fn vendor() -> (std::net::SocketAddr, Log) {
                 reply(200, &[], json!({"items": items}))
             }
             "/pages" => reply(200, &[], json!({"items": records((number("page").unwrap_or(1) - 1) * SIZE)})),
+            // Stripe: `starting_after` the last record's id, `has_more`.
+            "/stripe" => {
+                let from = number("starting_after").map_or(0, |id| id + 1);
+                reply(200, &[], json!({"items": records(from), "has_more": from + SIZE < TOTAL}))
+            }
+            // `has_more: true` with the token under another key than the spec says.
+            "/more_no_token" => reply(200, &[], json!({"items": records(0), "has_more": true, "next_page": "c3"})),
             // json-server 1.0: past the end, the last page again, in full.
             "/repeats" => {
                 let page = number("page").unwrap_or(1).min(2);
@@ -139,6 +146,31 @@ async fn link_header_rel_next() {
         run(&harness, first_page(addr, "/link", json!({}), json!({"kind": "link_header"}), 100)).await;
     assert_eq!((pages, expected), (all_pages(), 3));
     assert_eq!(uris(&log), ["/link", "/link?start=3", "/link?start=6"]);
+}
+
+#[tokio::test]
+async fn stripe_style_starting_after_the_last_record_while_has_more() {
+    let (addr, log) = vendor().await;
+    let harness = Harness::new();
+    let next = json!({"kind": "last_record", "pointer": "/id", "param": "starting_after", "has_more": "/has_more"});
+    let (pages, expected) = run(&harness, first_page(addr, "/stripe", json!({"limit": "3"}), next, 100)).await;
+    assert_eq!((pages, expected), (all_pages(), 3));
+    assert_eq!(uris(&log), ["/stripe?limit=3", "/stripe?limit=3&starting_after=2", "/stripe?limit=3&starting_after=5"]);
+}
+
+#[tokio::test]
+async fn has_more_true_without_a_token_fails_naming_the_pointers() {
+    let (addr, log) = vendor().await;
+    let harness = Harness::new();
+    let next = json!({"kind": "body_token", "pointer": "/next_cursor", "param": "cursor", "has_more": "/has_more"});
+    let err = request::handle_message(first_page(addr, "/more_no_token", json!({}), next, 100), harness.deps())
+        .await
+        .expect_err("has_more without a token");
+    let text = err.to_string();
+    assert!(text.contains("strategy.next.has_more") && text.contains("/next_cursor"), "{text}");
+    assert!(tributary_core::batch::RecordError::is_permanent(&err));
+    assert!(harness.drain(PERSIST_QUEUE).is_empty(), "nothing persisted as if the run were complete");
+    assert_eq!(uris(&log).len(), 1);
 }
 
 #[tokio::test]

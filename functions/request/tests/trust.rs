@@ -129,7 +129,7 @@ fn cursor(url: &str, policy: Value) -> contracts::RequestMessage {
     let mut first = message(url, policy);
     let contracts::RequestMode::Records { next, .. } = &mut first.mode else { unreachable!("records") };
     *next = Some(Box::new(contracts::Continuation {
-        paging: contracts::NextPage::BodyUrl { pointer: "/next".into() },
+        paging: contracts::NextPage::BodyUrl { pointer: "/next".into(), has_more: None },
         max_pages: 10,
         queue: REQUEST_QUEUE.into(),
         previous_page: None,

@@ -66,7 +66,10 @@ mod tests {
         let RequestMode::Records { next: Some(next), .. } = &request.mode else { panic!("continuation") };
         assert_eq!(next.max_pages, 7);
         assert_eq!(next.queue, "request");
-        assert_eq!(next.paging, NextPage::BodyToken { pointer: "/next".into(), param: "cursor".into() });
+        assert_eq!(
+            next.paging,
+            NextPage::BodyToken { pointer: "/next".into(), param: "cursor".into(), has_more: None }
+        );
     }
 
     #[test]
