@@ -264,6 +264,35 @@ async fn sqs_sender_refuses_an_oversize_body_and_an_unknown_queue() {
 }
 
 #[tokio::test]
+async fn sqs_sender_changes_a_received_messages_visibility() {
+    let moto = moto().await;
+    let (url, _) = moto.queue("sqs-visibility").await;
+    let sqs = moto.sqs();
+    let sender = SqsSender::new(sqs.clone());
+    sender.send(&url, vec!["{\"n\": 1}".into()]).await.expect("send");
+    let receive = || async {
+        sqs.receive_message()
+            .queue_url(&url)
+            .visibility_timeout(600)
+            .send()
+            .await
+            .expect("ReceiveMessage")
+            .messages
+            .unwrap_or_default()
+    };
+    let first = receive().await;
+    assert_eq!(first.len(), 1);
+    assert!(receive().await.is_empty(), "in flight for 600 s");
+    let receipt = first[0].receipt_handle().expect("receipt");
+    // Visible again at once: the change is what makes it come back.
+    let changed = sender.change_visibility(&url, receipt, Duration::ZERO).await.expect("ChangeMessageVisibility");
+    assert!(changed);
+    let again = receive().await;
+    assert_eq!(again.len(), 1, "visible again after the change");
+    assert_eq!(again[0].body(), first[0].body());
+}
+
+#[tokio::test]
 async fn sns_fan_out_raw_and_enveloped_decode_to_the_same_json() {
     let moto = moto().await;
     let sns = aws_sdk_sns::Client::new(&moto.config);

@@ -63,6 +63,7 @@ impl LocalOptions {
                 dead_letter: Some(dead_letter_target(topology::REQUEST_QUEUE)),
                 metrics: metrics.clone(),
                 trust: local_trust(),
+                own_queue: Some(topology::REQUEST_QUEUE.into()),
                 ..request::RequestConfig::default()
             },
             persist: persist::PersistConfig {

@@ -34,6 +34,8 @@ pub struct RecordMeta {
     pub source_queue: String,
     /// Whether the body was an SNS notification envelope.
     pub from_sns: bool,
+    /// The receipt handle of this delivery (for `ChangeMessageVisibility`).
+    pub receipt_handle: Option<String>,
 }
 
 impl RecordMeta {
@@ -44,6 +46,7 @@ impl RecordMeta {
             receive_count: record.attributes.get("ApproximateReceiveCount").and_then(|n| n.parse().ok()).unwrap_or(1),
             source_queue: record.event_source_arn.as_deref().map(queue_name_of_arn).unwrap_or_default().to_string(),
             from_sns: false,
+            receipt_handle: record.receipt_handle.clone(),
         }
     }
 }

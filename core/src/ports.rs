@@ -107,7 +107,24 @@ pub trait QueueSender: Send + Sync {
         let messages = bodies.into_iter().map(|body| QueueMessage { body, attributes: BTreeMap::new() }).collect();
         self.send_messages(queue, messages).await
     }
+
+    /// Makes a received message visible again `timeout` from now (SQS
+    /// `ChangeMessageVisibility`; `timeout` at most
+    /// [`MAX_VISIBILITY_TIMEOUT`], 12 hours, the SQS quota). The local
+    /// broker and the SQS adapter implement it; the default leaves the
+    /// message to its queue's visibility timeout and says so in `Ok(false)`.
+    ///
+    /// # Errors
+    /// [`PortError`]: an unknown queue, or a receipt no longer valid.
+    async fn change_visibility(&self, queue: &str, receipt_handle: &str, timeout: Duration) -> Result<bool, PortError> {
+        let _ = (queue, receipt_handle, timeout);
+        Ok(false)
+    }
 }
+
+/// The longest visibility timeout SQS allows: 12 hours (43,200 s; Amazon
+/// SQS quotas, "Visibility timeout").
+pub const MAX_VISIBILITY_TIMEOUT: Duration = Duration::from_secs(43_200);
 
 /// One message for an SNS topic.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -1,5 +1,7 @@
 //! [`QueueSender`] over Amazon SQS `SendMessageBatch`.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 
@@ -127,5 +129,30 @@ impl QueueSender for SqsSender {
                 .await?;
         }
         Ok(())
+    }
+
+    /// `ChangeMessageVisibility` with `timeout` in whole seconds, capped at
+    /// 43,200 (12 hours, the SQS quota).
+    ///
+    /// # Errors
+    /// [`PortError::NotFound`] for an unknown queue; SQS's own errors
+    /// (`ReceiptHandleIsInvalid`, `MessageNotInflight`) as permanent.
+    async fn change_visibility(&self, queue: &str, receipt_handle: &str, timeout: Duration) -> Result<bool, PortError> {
+        let secs = timeout.min(tributary_core::ports::MAX_VISIBILITY_TIMEOUT).as_secs();
+        self.client
+            .change_message_visibility()
+            .queue_url(queue)
+            .receipt_handle(receipt_handle)
+            .visibility_timeout(i32::try_from(secs).unwrap_or(i32::MAX))
+            .send()
+            .await
+            .map_err(|err| {
+                if code(&err).is_some_and(|c| QUEUE_MISSING.contains(&c)) {
+                    PortError::NotFound { what: "queue", target: queue.to_string() }
+                } else {
+                    port_error("ChangeMessageVisibility", queue, err)
+                }
+            })?;
+        Ok(true)
     }
 }

@@ -354,6 +354,23 @@ impl QueueSender for Broker {
         self.changed.notify_waiters();
         Ok(())
     }
+
+    /// Sets the in-flight message's next visibility to `timeout` from now
+    /// on the broker's clock (capped at 12 hours, as SQS). A stale receipt
+    /// (the message was deleted or received again) is refused, as SQS does.
+    async fn change_visibility(&self, queue: &str, receipt_handle: &str, timeout: Duration) -> Result<bool, PortError> {
+        let mut state = self.lock();
+        let now = state.clock_ms;
+        let q =
+            state.queues.get_mut(queue).ok_or_else(|| PortError::NotFound { what: "queue", target: queue.into() })?;
+        let message =
+            q.messages.iter_mut().find(|m| m.receipt.as_deref() == Some(receipt_handle)).ok_or_else(|| {
+                PortError::NotFound { what: "receipt handle", target: format!("{queue} {receipt_handle}") }
+            })?;
+        message.visible_at_ms = now + duration_ms(timeout.min(tributary_core::ports::MAX_VISIBILITY_TIMEOUT));
+        self.changed.notify_waiters();
+        Ok(true)
+    }
 }
 
 #[async_trait]

@@ -38,7 +38,8 @@ pub struct LambdaConfig {
     /// `RUN_EVENTS_TOPIC_ARN`, the dead-letter target (`DLQ_URL`,
     /// `MAX_RECEIVE_COUNT`), the trust settings (`REPLY_DESTINATIONS`,
     /// `SECRET_GRANTS`, `ALLOW_LOOPBACK`, `ALLOW_PRIVATE_NETWORKS`, see
-    /// [`crate::trust`]), metrics to stdout (CloudWatch EMF); the rest as
+    /// [`crate::trust`]), its own queue for long `Retry-After` pauses
+    /// (`REQUEST_QUEUE_URL`, optional), metrics to stdout (CloudWatch EMF); the rest as
     /// [`RequestConfig::default`].
     pub handler: RequestConfig,
     /// The lake bucket: claim-check payloads and the ledger of `cursor` runs
@@ -97,6 +98,7 @@ impl LambdaConfig {
             dead_letter: dead_letter_target(env)?,
             metrics: MetricsTarget::Stdout,
             trust: trust_from_env(env)?,
+            own_queue: env.optional("REQUEST_QUEUE_URL")?,
             ..defaults
         };
         Ok(Self {
@@ -191,12 +193,14 @@ mod tests {
     fn trust_settings_are_read_and_checked() {
         let config = LambdaConfig::from_env(&env(&[
             ("SECRET_GRANTS", r#"{"tributary/a": {"hosts": ["api.a.com"], "pipelines": ["a"]}}"#),
+            ("REQUEST_QUEUE_URL", "https://sqs/request"),
             ("ALLOW_PRIVATE_NETWORKS", "true"),
         ]))
         .expect("trust");
         let trust = &config.handler.trust;
         assert_eq!(trust.secrets.as_ref().map(|s| s["tributary/a"].hosts.clone()), Some(vec!["api.a.com".to_string()]));
         assert_eq!(trust.networks, NetworkAccess { loopback: false, private: true });
+        assert_eq!(config.handler.own_queue.as_deref(), Some("https://sqs/request"));
         let err =
             LambdaConfig::from_env(&LambdaEnv::from_pairs([("LAKE_BUCKET", "lake")])).expect_err("no destinations");
         assert_eq!(err.name(), "REPLY_DESTINATIONS");

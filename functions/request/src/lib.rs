@@ -106,6 +106,12 @@ pub struct RequestConfig {
     /// Where the EMF metrics of each message go (records fetched, API
     /// latency, retries, throttles).
     pub metrics: MetricsTarget,
+    /// Request's own queue (`REQUEST_QUEUE_URL`; locally its name): a
+    /// vendor's `Retry-After` longer than `max_retry_after` makes the
+    /// message visible again after that pause there
+    /// (`ChangeMessageVisibility`) instead of after the queue's visibility
+    /// timeout. `None`: left to the visibility timeout.
+    pub own_queue: Option<String>,
     /// What messages may use: secrets and their hosts, network allowances,
     /// answer destinations (`SECRET_GRANTS`, `ALLOW_LOOPBACK`,
     /// `ALLOW_PRIVATE_NETWORKS`, `REPLY_DESTINATIONS`); the default grants
@@ -128,6 +134,7 @@ impl Default for RequestConfig {
             dead_letter: None,
             run_events_topic: None,
             metrics: MetricsTarget::Off,
+            own_queue: None,
             trust: trust::Trust::default(),
         }
     }
@@ -361,6 +368,16 @@ impl RequestError {
         }
     }
 
+    /// The pause a vendor asked for (`Retry-After`) that was too long to
+    /// wait inside the invocation ([`RequestError::RetryLater`]): when the
+    /// message should be delivered again.
+    pub fn redeliver_after(&self) -> Option<Duration> {
+        match self {
+            RequestError::RetryLater { last, .. } => last.retry_after(),
+            _ => None,
+        }
+    }
+
     /// The `Retry-After` the vendor asked for, if any.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
@@ -391,9 +408,39 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
         event,
         deps.config.concurrency,
         dead_letters,
-        |message: RequestMessage, _meta: RecordMeta| async move { handle_message(message, deps).await.map(|_| ()) },
+        |message: RequestMessage, meta: RecordMeta| async move {
+            let result = handle_message(message, deps).await.map(|_| ());
+            if let Err(err) = &result {
+                pause_for_the_vendor(err, &meta, deps).await;
+            }
+            result
+        },
     )
     .await
+}
+
+/// A vendor asked for a pause (`Retry-After`) longer than Request waits
+/// inside an invocation: the message becomes visible again on its queue
+/// once the pause is over (`ChangeMessageVisibility`, at most 12 hours),
+/// not after the queue's visibility timeout (720 s for Request), so the
+/// vendor gets its pause and a long one costs one receive, not several.
+/// The record is still reported failed; if the change fails, the
+/// visibility timeout applies, as before.
+async fn pause_for_the_vendor(err: &RequestError, meta: &RecordMeta, deps: Deps<'_>) {
+    let (Some(pause), Some(queue), Some(receipt)) =
+        (err.redeliver_after(), deps.config.own_queue.as_deref(), meta.receipt_handle.as_deref())
+    else {
+        return;
+    };
+    match deps.queue.change_visibility(queue, receipt, pause).await {
+        Ok(true) => {
+            tracing::info!(retry_after_secs = pause.as_secs(), "the vendor asked for a pause: redelivery after it")
+        }
+        Ok(false) => {}
+        Err(err) => {
+            tracing::warn!(error = %err, "could not change the message's visibility; redelivery after the visibility timeout")
+        }
+    }
 }
 
 /// Makes the call of one message and forwards the outcome to `reply_to`.

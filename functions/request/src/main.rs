@@ -14,7 +14,9 @@
 //! comma-separated), `SECRET_GRANTS` (JSON: the secrets messages may name
 //! and the hosts each may go to; default none), `ALLOW_LOOPBACK` and
 //! `ALLOW_PRIVATE_NETWORKS` (default false: what a message's `allow` may
-//! open at most).
+//! open at most). `REQUEST_QUEUE_URL` (optional): Request's own queue, where
+//! a vendor's `Retry-After` longer than `MAX_RETRY_AFTER_SECS` becomes the
+//! message's visibility (`ChangeMessageVisibility`).
 //!
 //! Each invocation's deadline (`Context.deadline`, epoch milliseconds)
 //! reaches the handler: no call or retry wait runs past it.

@@ -10,6 +10,7 @@ use common::{Conn, Harness, items, message, recorder, reply, scripted};
 use request::{Outcome, RequestError};
 use serde_json::json;
 use tributary_core::batch::RecordError;
+use tributary_core::ports::QueueSender;
 
 fn gaps(log: &common::Log) -> Vec<Duration> {
     let log = log.lock().expect("log");
@@ -178,4 +179,25 @@ async fn reset_connections_are_retried() {
         .expect_err("always reset");
     assert_eq!(accepted.load(Ordering::SeqCst), 3, "max_attempts");
     assert!(!err.is_permanent(), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_retry_after_past_the_cap_becomes_the_messages_visibility_on_its_queue() {
+    let (addr, log) = recorder(|_, _| reply(429, &[("retry-after", "3600")], json!({}))).await;
+    let harness = Harness::new();
+    let body = serde_json::to_string(&message(&format!("http://{addr}/t"), json!({}))).expect("json");
+    harness.broker.send(common::REQUEST_QUEUE, vec![body]).await.expect("send");
+    let received = harness.broker.receive(common::REQUEST_QUEUE, 10).expect("receive");
+    let mut event = aws_lambda_events::event::sqs::SqsEvent::default();
+    event.records = received;
+    let before = harness.broker.clock_ms();
+    let response = request::handle_sqs(&event, harness.deps()).await;
+    assert_eq!(response.batch_item_failures.len(), 1, "failed, for SQS to redeliver");
+    // Visible again after the vendor's hour, not the queue's 720 s.
+    assert!(harness.broker.advance_to_next_visible(), "in flight");
+    assert_eq!(harness.broker.clock_ms() - before, 3_600_000);
+    let again = harness.broker.receive(common::REQUEST_QUEUE, 10).expect("receive");
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].attributes.get("ApproximateReceiveCount").map(String::as_str), Some("2"));
+    assert_eq!(log.lock().expect("log").len(), 1, "one call in the first receive");
 }

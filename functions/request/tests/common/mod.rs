@@ -121,6 +121,7 @@ impl Harness {
         let config = RequestConfig {
             base_delay: Duration::from_millis(1),
             deadline_reserve: Duration::from_millis(200),
+            own_queue: Some(REQUEST_QUEUE.into()),
             // Answers to the harness's queues only; any secret (tests of
             // grants set `trust.secrets`); loopback for the local servers.
             trust: Trust {
