@@ -265,7 +265,8 @@ pub fn infer_page(
     Ok(table)
 }
 
-/// What the page's records hold (pass 1).
+/// What the page's records hold (pass 1), records set aside whole (see
+/// [`screen`]) left out.
 ///
 /// # Errors
 /// [`ConvertError::Decode`] for unreadable payloads and invalid JSON.
@@ -377,8 +378,8 @@ fn infer_chunks(receiver: std::sync::mpsc::Receiver<Chunk>) -> Result<Vec<(usize
         let mut ty = Seen::default();
         for &(from, to, index, offset) in &chunk.records {
             let text = &chunk.text[from..to];
-            tape.parse(text).map_err(|e| (index, syntax(index, offset, e)))?;
-            if matches!(tape.toks[0], Tok::Obj { .. }) && tape.depth <= MAX_NESTING_DEPTH {
+            // A record set aside whole widens nothing.
+            if screen(index, offset, text, &mut tape, &mut scratch).map_err(|e| (index, e))?.is_none() {
                 ty.absorb(text, &tape, 0, &mut scratch);
             }
         }
@@ -424,6 +425,150 @@ pub fn convert_page(
     schema.evolve(&seen_in_page(source, format)?, names);
     let output = write_pass(source, format, settings, schema, conflicts, false)?;
     output.ok_or_else(|| ConvertError::Io(std::io::Error::other("the write pass stopped without a reason")))
+}
+
+/// Why a record is set aside whole before its values are looked at, or
+/// `Ok(None)` when it is an object the schema's checks can take (then
+/// `tape` holds its tokens): not an object; nested deeper than
+/// [`MAX_NESTING_DEPTH`] (also beyond the tokenizer's
+/// `MAX_PARSE_DEPTH`, where it stops, so that such a record does not fail
+/// its page); a key that is not valid Unicode (a lone UTF-16 surrogate,
+/// `{"\ud800": 1}`), which no column can be named after.
+///
+/// # Errors
+/// [`ConvertError::Decode`] for invalid JSON: the page fails as a whole.
+fn screen(
+    index: u64,
+    offset: u64,
+    text: &str,
+    tape: &mut Tape,
+    scratch: &mut String,
+) -> Result<Option<String>, ConvertError> {
+    let too_deep =
+        |depth: usize| format!("record {index} is nested {depth} levels deep, more than {MAX_NESTING_DEPTH}");
+    if let Err(err) = tape.parse(text) {
+        let depth = nesting_depth(text);
+        if depth > MAX_NESTING_DEPTH {
+            return Ok(Some(too_deep(depth)));
+        }
+        return Err(syntax(index, offset, err));
+    }
+    if !matches!(tape.toks[0], Tok::Obj { .. }) {
+        let kind = crate::json::kind_name(&tape.toks[0]);
+        return Ok(Some(format!("record {index} is {kind}, not a JSON object")));
+    }
+    if tape.depth > MAX_NESTING_DEPTH {
+        return Ok(Some(too_deep(tape.depth)));
+    }
+    // Only a `\u` escape can spell a surrogate; the path is only worked out
+    // for a record that has such a key.
+    if memchr::memmem::find(text.as_bytes(), b"\\u").is_some()
+        && has_invalid_key(text, tape, scratch)
+        && let Some((path, key, message)) = invalid_key(text, tape, 0, &mut String::new(), scratch)
+    {
+        return Ok(Some(format!(
+            "record {index}: the key \"{key}\" at {path} is not valid Unicode ({message}); no column can be named after it"
+        )));
+    }
+    Ok(None)
+}
+
+/// Deepest nesting of objects and arrays in `text`, strings skipped
+/// (without recursion: `text` may be nested beyond what the tokenizer
+/// follows).
+fn nesting_depth(text: &str) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escape) = (0usize, 0usize, false, false);
+    for &b in text.as_bytes() {
+        if in_string {
+            match (escape, b) {
+                (true, _) => escape = false,
+                (false, b'\\') => escape = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Whether any key of the record on `tape` is not valid Unicode (one look
+/// at each escaped key, nothing allocated).
+fn has_invalid_key(text: &str, tape: &Tape, scratch: &mut String) -> bool {
+    tape.toks.iter().enumerate().any(|(at, tok)| {
+        let Tok::Obj { end, .. } = *tok else { return false };
+        let mut i = at + 1;
+        while i < end as usize {
+            let Tok::Str { start, end: key_end, escaped } = tape.toks[i] else { break };
+            if escaped && unescape(text, start, key_end, true, scratch).is_err() {
+                return true;
+            }
+            i = tape.skip(i + 1);
+        }
+        false
+    })
+}
+
+/// The first key in the value at `idx` that is not valid Unicode: the JSON
+/// pointer of the object holding it (`/` for the record), the key as
+/// written (cut at 64 bytes) and why. `path` is the pointer of the value.
+fn invalid_key(
+    text: &str,
+    tape: &Tape,
+    idx: usize,
+    path: &mut String,
+    scratch: &mut String,
+) -> Option<(String, String, String)> {
+    match tape.toks[idx] {
+        Tok::Obj { end, .. } => {
+            let mut i = idx + 1;
+            while i < end as usize {
+                let Tok::Str { start, end: key_end, escaped } = tape.toks[i] else { break };
+                let segment = match unescape(text, start, key_end, escaped, scratch) {
+                    Ok(key) => key.replace('~', "~0").replace('/', "~1"),
+                    Err(err) => {
+                        let raw = &text[start as usize..key_end as usize];
+                        let raw = &raw[..raw.floor_char_boundary(64)];
+                        let at = if path.is_empty() { "/".to_string() } else { path.clone() };
+                        return Some((at, raw.to_string(), err.message));
+                    }
+                };
+                let len = path.len();
+                path.push('/');
+                path.push_str(&segment);
+                if let Some(found) = invalid_key(text, tape, i + 1, path, scratch) {
+                    return Some(found);
+                }
+                path.truncate(len);
+                i = tape.skip(i + 1);
+            }
+            None
+        }
+        Tok::Arr { end, .. } => {
+            let (mut i, mut n) = (idx + 1, 0);
+            while i < end as usize {
+                let len = path.len();
+                path.push_str(&format!("/{n}"));
+                if let Some(found) = invalid_key(text, tape, i, path, scratch) {
+                    return Some(found);
+                }
+                path.truncate(len);
+                i = tape.skip(i);
+                n += 1;
+            }
+            None
+        }
+        _ => None,
+    }
 }
 
 /// Pass 2 with `schema`. With `strict`, returns `Ok(None)` as soon as a
@@ -559,19 +704,13 @@ fn build_chunks(
         let mut index_of: HashMap<String, usize> = HashMap::new();
         for &(from, to, index, offset) in &chunk.records {
             let text = &chunk.text[from..to];
-            tape.parse(text).map_err(|e| (index, Stop::Failed(syntax(index, offset, e))))?;
-            let rec = Rec { text, tape: &tape };
-            if !matches!(tape.toks[0], Tok::Obj { .. }) {
-                let kind = crate::json::kind_name(&tape.toks[0]);
-                built.quarantined.push((index, format!("record {index} is {kind}, not a JSON object"), text.into()));
-                continue;
-            }
-            if tape.depth > MAX_NESTING_DEPTH {
-                let reason =
-                    format!("record {index} is nested {} levels deep, more than {MAX_NESTING_DEPTH}", tape.depth);
+            let screened =
+                screen(index, offset, text, &mut tape, &mut scratch).map_err(|e| (index, Stop::Failed(e)))?;
+            if let Some(reason) = screened {
                 built.quarantined.push((index, reason, text.into()));
                 continue;
             }
+            let rec = Rec { text, tape: &tape };
             if let Err(mut violation) = checker.check(rec, 0, &mut scratch) {
                 if strict && !violation.type_stands {
                     return Err((index, Stop::Widen));

@@ -29,9 +29,10 @@ pub use build::{DecimalError, Violation, parse_decimal, parse_timestamp};
 pub use build::{META_JSON, META_SOURCE, META_VARIANT_OF};
 pub use config::{LambdaConfig, ROW_GROUP_ROWS_RANGE, ZSTD_LEVELS};
 pub use convert::{
-    ConvertError, DEFAULT_PARTITION, LINEAGE_LOADED_AT, LINEAGE_PAGE, LINEAGE_RUN_ID, Lineage, MAX_OPEN_PARTITIONS,
-    META_LINEAGE, OutputFile, PageOutput, PageSettings, QuarantineFile, WriterConfig, convert_page, infer_page,
-    lineage_fields, partition_columns, reserved_names, sanitize_partition_value, seen_in_page,
+    ConvertError, DEFAULT_PARTITION, LINEAGE_LOADED_AT, LINEAGE_PAGE, LINEAGE_RUN_ID, Lineage, MAX_NESTING_DEPTH,
+    MAX_OPEN_PARTITIONS, META_LINEAGE, OutputFile, PageOutput, PageSettings, QuarantineFile, WriterConfig,
+    convert_page, infer_page, lineage_fields, partition_columns, reserved_names, sanitize_partition_value,
+    seen_in_page,
 };
 pub use infer::{Field, Fields, Kinds, MAX_COLUMN_NAME, Naming, Seen, Ty, Variant, column_name};
 pub use json::{SyntaxError, Tape, Tok};

@@ -1,6 +1,7 @@
 //! Persist's bounds against hostile or broken pages, through the handler
 //! (`persist_page`, and `handle_sqs` where the batch's answer matters) on a
-//! directory lake: claim checks only under the message's own pipeline.
+//! directory lake: claim checks only under the message's own pipeline, and one
+//! bad record quarantined alone.
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use bytes::Bytes;
@@ -85,6 +86,41 @@ fn dead_letter_reasons(broker: &Broker) -> Vec<String> {
         .collect()
 }
 
+/// A quarantine line's index and reason; the record is kept as written,
+/// which a `serde_json::Value` cannot always hold (a lone surrogate).
+#[derive(serde::Deserialize)]
+struct QuarantineLine {
+    index: u64,
+    reason: String,
+    #[allow(dead_code)]
+    record: serde::de::IgnoredAny,
+}
+
+/// The quarantine file's lines as (index, reason).
+async fn quarantined(store: &DirStore, receipt: &PageReceipt) -> Vec<(u64, String)> {
+    let key = receipt.quarantine_key.as_deref().expect("a quarantine file");
+    let bytes = store.get(key).await.expect("quarantine file");
+    std::str::from_utf8(&bytes)
+        .expect("UTF-8")
+        .lines()
+        .map(|line| {
+            let line: QuarantineLine = serde_json::from_str(line).unwrap_or_else(|err| panic!("{err}: {line}"));
+            (line.index, line.reason)
+        })
+        .collect()
+}
+
+/// The receipt of page 0 of run 20261129T060000Z of `pipeline`.
+async fn receipt(store: &DirStore, pipeline: &str) -> PageReceipt {
+    let key = format!("_runs/{pipeline}/20261129T060000Z/page-00000.json");
+    serde_json::from_slice(&store.get(&key).await.expect("receipt")).expect("a PageReceipt")
+}
+
+/// The dataset's table schema as stored, as text.
+async fn schema_text(store: &DirStore, dataset: &str) -> String {
+    String::from_utf8(store.get(&format!("_schema/{dataset}.json")).await.expect("schema").to_vec()).expect("utf-8")
+}
+
 #[tokio::test]
 async fn a_claim_check_is_read_only_under_the_messages_own_pipeline() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -155,4 +191,48 @@ async fn a_pipeline_name_that_is_no_key_segment_is_refused_before_the_claim_chec
         assert!(err.to_string().contains(&format!("`pipeline` = {pipeline:?}")), "{err}");
     }
     assert!(store.list("").await.expect("list").is_empty(), "nothing read or written");
+}
+
+#[tokio::test]
+async fn a_lone_surrogate_key_or_deep_nesting_quarantines_that_record_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let deep = |levels: usize| format!("{}1{}", "{\"x\":".repeat(levels), "}".repeat(levels));
+    let text = format!(
+        r#"[{{"id": 1}}, {{"\ud800": 1, "id": 2}}, {}, {{"id": 4, "o": {{"a\udc00b": true}}}}, {}, {{"id": 6}}]"#,
+        deep(200),
+        deep(1000),
+    );
+    let receipt = persist(&store, &PersistConfig::default(), message("orders", "orders", inline_text(&text)))
+        .await
+        .expect("the page is persisted, not failed");
+    assert_eq!((receipt.records_in, receipt.records_persisted, receipt.records_quarantined), (6, 2, 4));
+    let reasons = quarantined(&store, &receipt).await;
+    let indexes: Vec<u64> = reasons.iter().map(|(index, _)| *index).collect();
+    assert_eq!(indexes, [1, 2, 3, 4]);
+    assert!(reasons[0].1.contains(r#"key "\ud800""#) && reasons[0].1.contains("not valid Unicode"), "{reasons:?}");
+    assert_eq!(reasons[1].1, "record 2 is nested 200 levels deep, more than 32");
+    assert!(reasons[2].1.contains(r#"key "a\udc00b" at /o"#), "{reasons:?}");
+    assert_eq!(reasons[3].1, "record 4 is nested 1000 levels deep, more than 32", "past the tokenizer's 512 too");
+    let schema = schema_text(&store, "orders").await;
+    assert!(!schema.contains('\u{FFFD}') && !schema.contains("\"x\"") && !schema.contains("\"o\""), "{schema}");
+}
+
+#[tokio::test]
+async fn an_sqs_body_with_a_record_nested_1000_deep_fails_nothing_but_that_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let deep = format!("{}1{}", "[".repeat(1000), "]".repeat(1000));
+    let text = format!(r#"[{{"id": 1}}, {{"deep": {deep}}}, {{"id": 3}}]"#);
+    let body = contracts::encode(&message("orders", "orders", inline_text(&text))).expect("encode");
+    let config = PersistConfig::default();
+    let response = persist::handle_sqs(
+        &sqs_event(&[body]),
+        Deps { store: &store, queue: &Broker::new(), config: &config, run_events: None, catalog: None },
+    )
+    .await;
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+    let receipt = receipt(&store, "orders").await;
+    assert_eq!((receipt.records_persisted, receipt.records_quarantined), (2, 1));
+    assert_eq!(quarantined(&store, &receipt).await, [(1, "record 1 is nested 1001 levels deep, more than 32".into())]);
 }
