@@ -78,6 +78,43 @@ impl Default for WriterConfig {
     }
 }
 
+/// Persist's memory (`MemorySize` in MB, `tributary_core::topology`, the
+/// template's value), from which [`DEFAULT_MAX_PAGE_BYTES`] is derived.
+const PERSIST_MEMORY_MB: u64 =
+    tributary_core::topology::FUNCTIONS[tributary_core::topology::Function::Persist as usize].memory_mb as u64;
+
+/// Default [`PageLimits::max_page_bytes`] (`MAX_PAGE_BYTES`): a quarter of
+/// Persist's Lambda memory, 256 MiB at its 1024 MB. A page streams, but one
+/// record is held whole: in the framer's buffer, then in a chunk, then in
+/// Arrow builders, so a record as large as the bound still fits four times.
+/// Twice the 130 MB of the largest bench page, four times Request's default
+/// `MAX_RESPONSE_BYTES` (64 MiB).
+pub const DEFAULT_MAX_PAGE_BYTES: u64 = PERSIST_MEMORY_MB * 1024 * 1024 / 4;
+
+/// Default [`PageLimits::max_page_records`]: 1,000,000 records, ten times
+/// the largest page Request asks for (`contracts::spec::MAX_PAGE_SIZE`,
+/// 100,000) and twice the largest bench page. Without a bound, a page of 30
+/// million tiny records took 4 GB.
+pub const DEFAULT_MAX_PAGE_RECORDS: u64 = 1_000_000;
+
+/// The most a page may hold, so that no payload can take Persist past its
+/// memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageLimits {
+    /// Bytes of payload read, after decompression (`MAX_PAGE_BYTES`;
+    /// default [`DEFAULT_MAX_PAGE_BYTES`]). More fails the page, permanently.
+    pub max_page_bytes: u64,
+    /// Records of one page (default [`DEFAULT_MAX_PAGE_RECORDS`]). More
+    /// fails the page, permanently.
+    pub max_page_records: u64,
+}
+
+impl Default for PageLimits {
+    fn default() -> Self {
+        Self { max_page_bytes: DEFAULT_MAX_PAGE_BYTES, max_page_records: DEFAULT_MAX_PAGE_RECORDS }
+    }
+}
+
 /// A page that could not be converted.
 #[derive(Debug, thiserror::Error)]
 pub enum ConvertError {
@@ -95,6 +132,12 @@ pub enum ConvertError {
     TooManyPartitions {
         /// The partition field.
         field: String,
+    },
+    /// The page holds more records than [`PageLimits::max_page_records`].
+    #[error("the page holds more than {max} records, the most Persist takes in one page; split it into smaller pages")]
+    TooManyRecords {
+        /// The bound (`max_page_records`).
+        max: u64,
     },
 }
 
@@ -178,6 +221,8 @@ pub struct PageSettings<'a> {
     pub run_date: NaiveDate,
     /// Writer settings.
     pub writer: &'a WriterConfig,
+    /// Bounds on the page's bytes, records and the dataset's columns.
+    pub limits: PageLimits,
     /// Where the Parquet and quarantine files are written.
     pub temp_dir: &'a Path,
 }
@@ -247,10 +292,13 @@ fn syntax(framer_index: u64, offset: u64, err: crate::json::SyntaxError) -> Conv
 
 /// The dataset's table schema after this page: `lake` (or an empty table)
 /// with the target's declared columns, evolved by what the page's records
-/// hold (pass 1 over all of them; see [`crate::infer`]).
+/// hold (pass 1 over all of them; see [`crate::infer`]), read within the
+/// default [`PageLimits`] (for tools and tests: the column cap is not
+/// applied here; [`convert_page`] applies it).
 ///
 /// # Errors
-/// [`ConvertError::Decode`] for unreadable payloads and invalid JSON.
+/// [`ConvertError::Decode`] for unreadable payloads and invalid JSON;
+/// [`ConvertError::TooManyRecords`].
 pub fn infer_page(
     source: &PageSource,
     format: &PayloadFormat,
@@ -261,7 +309,7 @@ pub fn infer_page(
     let names = Naming { policy: target.names, reserved: &reserved };
     let mut table = lake.cloned().unwrap_or_else(empty_table);
     table.declare(&target.schema, names, &mut Vec::new());
-    table.evolve(&seen_in_page(source, format)?, names);
+    table.evolve(&seen_in_page(source, format, PageLimits::default())?, names);
     Ok(table)
 }
 
@@ -269,9 +317,11 @@ pub fn infer_page(
 /// [`screen`]) left out.
 ///
 /// # Errors
-/// [`ConvertError::Decode`] for unreadable payloads and invalid JSON.
-pub fn seen_in_page(source: &PageSource, format: &PayloadFormat) -> Result<Seen, ConvertError> {
-    let mut framer = Framer::open(source, format)?;
+/// [`ConvertError::Decode`] for unreadable payloads, invalid JSON and a
+/// payload past `limits.max_page_bytes`; [`ConvertError::TooManyRecords`]
+/// past `limits.max_page_records`.
+pub fn seen_in_page(source: &PageSource, format: &PayloadFormat, limits: PageLimits) -> Result<Seen, ConvertError> {
+    let mut framer = Framer::open(source, format, limits.max_page_bytes)?;
     // This thread frames records into chunks; two workers tokenize and
     // infer chunk i on worker i % 2; the chunks' kinds are joined in order,
     // which gives the same fields (in first-seen order) as one pass.
@@ -283,7 +333,7 @@ pub fn seen_in_page(source: &PageSource, format: &PayloadFormat) -> Result<Seen,
             })
             .collect();
         let senders: Vec<_> = workers.iter().map(|(sender, _)| sender.clone()).collect();
-        let framed = frame_chunks(&mut framer, usize::MAX, &senders);
+        let framed = frame_chunks(&mut framer, usize::MAX, limits.max_page_records, &senders);
         drop(senders);
         let mut typed = Vec::new();
         let mut first_error: Option<(u64, ConvertError)> = None;
@@ -322,9 +372,14 @@ const CHUNK_TEXT_BYTES: usize = 1 << 20;
 /// Frames records into chunks of about [`CHUNK_TEXT_BYTES`] (and at most
 /// `max_records`), handing chunk `i` to `workers[i % n]`; stops early when
 /// a worker has stopped (its error is reported by the caller).
+///
+/// # Errors
+/// [`ConvertError::Decode`] from the framer; [`ConvertError::TooManyRecords`]
+/// at record `max_page_records + 1`.
 fn frame_chunks<R: std::io::Read>(
     framer: &mut Framer<R>,
     max_records: usize,
+    max_page_records: u64,
     workers: &[std::sync::mpsc::SyncSender<Chunk>],
 ) -> Result<(), ConvertError> {
     let mut chunk = Chunk::new(0);
@@ -332,6 +387,9 @@ fn frame_chunks<R: std::io::Read>(
     loop {
         let (index, offset) = (framer.records_read(), framer.bytes_read());
         let Some(text) = framer.next_record()? else { break };
+        if index >= max_page_records {
+            return Err(ConvertError::TooManyRecords { max: max_page_records });
+        }
         let from = chunk.text.len();
         chunk.text.push_str(text);
         chunk.records.push((from, chunk.text.len(), index, offset));
@@ -398,7 +456,8 @@ fn infer_chunks(receiver: std::sync::mpsc::Receiver<Chunk>) -> Result<Vec<(usize
 ///
 /// # Errors
 /// [`ConvertError`]: unreadable payload or invalid JSON (the page fails as
-/// a whole, permanently), too many partitions, writer or disk failures.
+/// a whole, permanently), a payload past `max_page_bytes` or
+/// `max_page_records`, too many partitions, writer or disk failures.
 pub fn convert_page(
     source: &PageSource,
     format: &PayloadFormat,
@@ -422,7 +481,7 @@ pub fn convert_page(
     {
         return Ok(output);
     }
-    schema.evolve(&seen_in_page(source, format)?, names);
+    schema.evolve(&seen_in_page(source, format, settings.limits)?, names);
     let output = write_pass(source, format, settings, schema, conflicts, false)?;
     output.ok_or_else(|| ConvertError::Io(std::io::Error::other("the write pass stopped without a reason")))
 }
@@ -607,7 +666,7 @@ fn write_pass(
         conflicts,
         rows: 0,
     };
-    let mut framer = Framer::open(source, format)?;
+    let mut framer = Framer::open(source, format, settings.limits.max_page_bytes)?;
     let batch_rows = settings.writer.batch_rows.max(1);
     let (framed, built, written) = std::thread::scope(|scope| {
         let mut inputs = Vec::new();
@@ -624,7 +683,7 @@ fn write_pass(
             outputs.push(results);
         }
         let writer = scope.spawn(move || sink.run(outputs));
-        let framed = frame_chunks(&mut framer, batch_rows, &inputs);
+        let framed = frame_chunks(&mut framer, batch_rows, settings.limits.max_page_records, &inputs);
         drop(inputs);
         let mut built: Result<(), (u64, Stop)> = Ok(());
         for worker in workers {

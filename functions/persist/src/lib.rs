@@ -27,12 +27,12 @@ mod source;
 
 pub use build::{DecimalError, Violation, parse_decimal, parse_timestamp};
 pub use build::{META_JSON, META_SOURCE, META_VARIANT_OF};
-pub use config::{LambdaConfig, ROW_GROUP_ROWS_RANGE, ZSTD_LEVELS};
+pub use config::{LambdaConfig, MAX_PAGE_BYTES_RANGE, ROW_GROUP_ROWS_RANGE, ZSTD_LEVELS};
 pub use convert::{
-    ConvertError, DEFAULT_PARTITION, LINEAGE_LOADED_AT, LINEAGE_PAGE, LINEAGE_RUN_ID, Lineage, MAX_NESTING_DEPTH,
-    MAX_OPEN_PARTITIONS, META_LINEAGE, OutputFile, PageOutput, PageSettings, QuarantineFile, WriterConfig,
-    convert_page, infer_page, lineage_fields, partition_columns, reserved_names, sanitize_partition_value,
-    seen_in_page,
+    ConvertError, DEFAULT_MAX_PAGE_BYTES, DEFAULT_MAX_PAGE_RECORDS, DEFAULT_PARTITION, LINEAGE_LOADED_AT, LINEAGE_PAGE,
+    LINEAGE_RUN_ID, Lineage, MAX_NESTING_DEPTH, MAX_OPEN_PARTITIONS, META_LINEAGE, OutputFile, PageLimits, PageOutput,
+    PageSettings, QuarantineFile, WriterConfig, convert_page, infer_page, lineage_fields, partition_columns,
+    reserved_names, sanitize_partition_value, seen_in_page,
 };
 pub use infer::{Field, Fields, Kinds, MAX_COLUMN_NAME, Naming, Seen, Ty, Variant, column_name};
 pub use json::{SyntaxError, Tape, Tok};
@@ -58,6 +58,10 @@ use publish::TableSchema;
 pub struct PersistConfig {
     /// Parquet writer settings.
     pub writer: WriterConfig,
+    /// The most one page may hold: bytes after decompression
+    /// (`MAX_PAGE_BYTES`, default 256 MiB) and records (default
+    /// 1,000,000); see [`PageLimits`].
+    pub limits: PageLimits,
     /// Records of a batch handled at once (default 2).
     pub concurrency: usize,
     /// Where records that fail for good go, with the reason (`DLQ_URL`,
@@ -77,6 +81,7 @@ impl Default for PersistConfig {
     fn default() -> Self {
         Self {
             writer: WriterConfig::default(),
+            limits: PageLimits::default(),
             concurrency: 2,
             dead_letter: None,
             metrics: MetricsTarget::Off,
@@ -213,7 +218,8 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
 /// # Errors
 /// [`PersistError`]: invalid names, a claim-check key outside the
 /// message's own pipeline, unreadable or missing claim checks, invalid
-/// JSON and conversion failures are permanent (the message is
+/// JSON, a page past `limits.max_page_bytes` or `limits.max_page_records`
+/// and conversion failures are permanent (the message is
 /// dead-lettered with an alert, its raw payload already kept); store
 /// failures are transient.
 #[tracing::instrument(skip_all, fields(pipeline = %message.pipeline, run_id = %message.run_id, page = message.page.index))]
@@ -280,7 +286,7 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
         }
         let lake_schema = lake_table.as_ref().map(|t| t.table.clone());
         let (source, format, target) = (source.clone(), format.clone(), message.target.clone());
-        let writer = deps.config.writer.clone();
+        let (writer, limits) = (deps.config.writer.clone(), deps.config.limits);
         let dir = temp_dir.path().join(format!("attempt-{attempt}"));
         std::fs::create_dir_all(&dir).map_err(|err| local_error("create temporary folder", &err))?;
         let (lake, lineage) = (lake_schema.clone(), lineage.clone());
@@ -291,6 +297,7 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
                 lake_schema: lake.as_ref(),
                 run_date,
                 writer: &writer,
+                limits,
                 temp_dir: &dir,
             };
             convert_page(&source, &format, settings)

@@ -1,7 +1,7 @@
 //! Persist's bounds against hostile or broken pages, through the handler
 //! (`persist_page`, and `handle_sqs` where the batch's answer matters) on a
-//! directory lake: claim checks only under the message's own pipeline, and one
-//! bad record quarantined alone.
+//! directory lake: claim checks only under the message's own pipeline, one bad
+//! record quarantined alone, and bounded decompression and records per page.
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use bytes::Bytes;
@@ -10,7 +10,7 @@ use serde_json::json;
 
 use adapters::local::{Broker, DirStore};
 use contracts::{PageRef, Payload, PersistMessage, PersistTarget, RunId, V1};
-use persist::{Deps, PersistConfig, PersistError};
+use persist::{Deps, PageLimits, PersistConfig, PersistError};
 use tributary_core::batch::RecordError;
 use tributary_core::ledger::PageReceipt;
 use tributary_core::ports::ObjectStore;
@@ -119,6 +119,17 @@ async fn receipt(store: &DirStore, pipeline: &str) -> PageReceipt {
 /// The dataset's table schema as stored, as text.
 async fn schema_text(store: &DirStore, dataset: &str) -> String {
     String::from_utf8(store.get(&format!("_schema/{dataset}.json")).await.expect("schema").to_vec()).expect("utf-8")
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(bytes).expect("gzip");
+    encoder.finish().expect("gzip")
+}
+
+fn limits(limits: PageLimits) -> PersistConfig {
+    PersistConfig { limits, ..PersistConfig::default() }
 }
 
 #[tokio::test]
@@ -235,4 +246,50 @@ async fn an_sqs_body_with_a_record_nested_1000_deep_fails_nothing_but_that_recor
     let receipt = receipt(&store, "orders").await;
     assert_eq!((receipt.records_persisted, receipt.records_quarantined), (2, 1));
     assert_eq!(quarantined(&store, &receipt).await, [(1, "record 1 is nested 1001 levels deep, more than 32".into())]);
+}
+
+#[tokio::test]
+async fn a_gzip_claim_check_is_inflated_only_up_to_max_page_bytes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    // 3,072 gzip members of 1 MiB of `x` each, in one record: 3 MB that
+    // inflate to one string of 3 GiB (this used to abort Persist).
+    let mib = gzip(&vec![b'x'; 1 << 20]);
+    let mut bomb = gzip(br#"[{"s": ""#);
+    for _ in 0..3072 {
+        bomb.extend_from_slice(&mib);
+    }
+    bomb.extend(gzip(br#""}]"#));
+    assert!(bomb.len() < 4 << 20, "{} bytes", bomb.len());
+    let claim = "_claims/orders/20261129T060000Z/page-00000.json.gz";
+    store.put(claim, Bytes::from(bomb)).await.expect("put");
+    let config = limits(PageLimits { max_page_bytes: 8 << 20, ..PageLimits::default() });
+    let err = persist(&store, &config, message("orders", "orders", object(claim))).await.expect_err("past the bound");
+    assert!(err.is_permanent(), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("more than 8388608 bytes (after decompression), the most MAX_PAGE_BYTES allows"), "{text}");
+    assert!(store.list("orders/").await.expect("list").is_empty(), "no data written");
+
+    // Within the bound, a gzip claim check is read whole.
+    let records: Vec<String> = (0..1000).map(|i| format!(r#"{{"id": {i}, "s": "{}"}}"#, "y".repeat(100))).collect();
+    store.put(claim, Bytes::from(gzip(records.join("\n").as_bytes()))).await.expect("put");
+    let receipt = persist(&store, &config, message("orders", "orders", object(claim))).await.expect("within");
+    assert_eq!(receipt.records_persisted, 1000);
+}
+
+#[tokio::test]
+async fn a_page_of_more_records_than_max_page_records_fails_naming_the_cap() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let config = limits(PageLimits { max_page_records: 1000, ..PageLimits::default() });
+    let page = |n: usize| format!("[{}]", (0..n).map(|i| format!(r#"{{"i":{i}}}"#)).collect::<Vec<_>>().join(","));
+    let err = persist(&store, &config, message("orders", "orders", inline_text(&page(1001))))
+        .await
+        .expect_err("one record too many");
+    assert!(err.is_permanent(), "{err}");
+    assert!(err.to_string().contains("the page holds more than 1000 records"), "{err}");
+    assert!(store.list("orders/").await.expect("list").is_empty(), "no data written");
+    let receipt =
+        persist(&store, &config, message("orders", "orders", inline_text(&page(1000)))).await.expect("at the cap");
+    assert_eq!(receipt.records_persisted, 1000);
 }
