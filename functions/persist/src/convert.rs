@@ -97,8 +97,16 @@ pub const DEFAULT_MAX_PAGE_BYTES: u64 = PERSIST_MEMORY_MB * 1024 * 1024 / 4;
 /// million tiny records took 4 GB.
 pub const DEFAULT_MAX_PAGE_RECORDS: u64 = 1_000_000;
 
+/// Default [`PageLimits::max_columns`] (`MAX_COLUMNS`): 1,000 columns per
+/// dataset. This is our own limit, not a reader's: wide tables are slow
+/// and memory-hungry in Parquet readers (one column chunk per column per
+/// row group) and in Athena, and Persist keeps builders for every column
+/// (a page of 20,000 distinct keys took 905 MB and widened its dataset's
+/// schema for good).
+pub const DEFAULT_MAX_COLUMNS: usize = 1_000;
+
 /// The most a page may hold, so that no payload can take Persist past its
-/// memory.
+/// memory or its dataset past a readable width.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PageLimits {
     /// Bytes of payload read, after decompression (`MAX_PAGE_BYTES`;
@@ -107,11 +115,20 @@ pub struct PageLimits {
     /// Records of one page (default [`DEFAULT_MAX_PAGE_RECORDS`]). More
     /// fails the page, permanently.
     pub max_page_records: u64,
+    /// Columns of a dataset (`MAX_COLUMNS`; default [`DEFAULT_MAX_COLUMNS`]),
+    /// counted as [`Ty::columns`] does: every field of the table schema at
+    /// any depth. A record that would take the dataset past it is
+    /// quarantined; the rest of the page is persisted.
+    pub max_columns: usize,
 }
 
 impl Default for PageLimits {
     fn default() -> Self {
-        Self { max_page_bytes: DEFAULT_MAX_PAGE_BYTES, max_page_records: DEFAULT_MAX_PAGE_RECORDS }
+        Self {
+            max_page_bytes: DEFAULT_MAX_PAGE_BYTES,
+            max_page_records: DEFAULT_MAX_PAGE_RECORDS,
+            max_columns: DEFAULT_MAX_COLUMNS,
+        }
     }
 }
 
@@ -454,6 +471,11 @@ fn infer_chunks(receiver: std::sync::mpsc::Receiver<Chunk>) -> Result<Vec<(usize
 /// chunk order and encodes them into Parquet, so the output is the same
 /// bytes whatever the scheduling.
 ///
+/// A page that would take the dataset past [`PageLimits::max_columns`] is
+/// typed record by record instead (see [`cap_columns`]): the records that
+/// would widen it past the cap are quarantined, naming the cap and the
+/// count, and widen nothing.
+///
 /// # Errors
 /// [`ConvertError`]: unreadable payload or invalid JSON (the page fails as
 /// a whole, permanently), a payload past `max_page_bytes` or
@@ -477,12 +499,26 @@ pub fn convert_page(
     if let Some(lake) = settings.lake_schema
         && lake.is_settled()
         && *lake == schema
-        && let Some(output) = write_pass(source, format, settings, lake.clone(), conflicts.clone(), true)?
+        && let Some(output) =
+            write_pass(source, format, settings, lake.clone(), conflicts.clone(), &HashMap::new(), true)?
     {
         return Ok(output);
     }
-    schema.evolve(&seen_in_page(source, format, settings.limits)?, names);
-    let output = write_pass(source, format, settings, schema, conflicts, false)?;
+    let seen = seen_in_page(source, format, settings.limits)?;
+    let mut evolved = schema.clone();
+    evolved.evolve(&seen, names);
+    let (columns, before) = (evolved.columns(), schema.columns());
+    let (schema, over_cap) = if columns <= settings.limits.max_columns || columns <= before {
+        (evolved, HashMap::new())
+    } else {
+        tracing::warn!(
+            columns,
+            max_columns = settings.limits.max_columns,
+            "the page would widen its dataset past MAX_COLUMNS"
+        );
+        cap_columns(source, format, settings, schema, names)?
+    };
+    let output = write_pass(source, format, settings, schema, conflicts, &over_cap, false)?;
     output.ok_or_else(|| ConvertError::Io(std::io::Error::other("the write pass stopped without a reason")))
 }
 
@@ -630,6 +666,112 @@ fn invalid_key(
     }
 }
 
+/// Types a page that would take its dataset past `max_columns`, record by
+/// record in page order, as if each were a page of its own: a record that
+/// fits the schema so far changes nothing; one that needs more widens it
+/// if the schema then still has at most `max_columns` columns (or no more
+/// than before), and is otherwise left out, with the reason naming the cap
+/// and the count it would have reached. Returns the schema and the left-out
+/// records by index; the write pass quarantines those that do not fit the
+/// final schema.
+///
+/// One sequential read of the payload, on top of the two passes; only
+/// pages past the cap take it.
+///
+/// # Errors
+/// As [`seen_in_page`].
+fn cap_columns(
+    source: &PageSource,
+    format: &PayloadFormat,
+    settings: PageSettings<'_>,
+    mut schema: Ty,
+    names: Naming<'_>,
+) -> Result<(Ty, HashMap<u64, String>), ConvertError> {
+    let max = settings.limits.max_columns;
+    let mut framer = Framer::open(source, format, settings.limits.max_page_bytes)?;
+    let mut count = schema.columns();
+    let mut checker = Col::new(&schema);
+    let mut over_cap = HashMap::new();
+    let (mut tape, mut scratch) = (Tape::default(), String::new());
+    let reason = |index: u64, at_least: &str, columns: usize| {
+        format!(
+            "record {index} would take the dataset to {at_least}{columns} columns, more than MAX_COLUMNS ({max}); \
+             it is quarantined and the schema is not widened"
+        )
+    };
+    loop {
+        let (index, offset) = (framer.records_read(), framer.bytes_read());
+        let Some(text) = framer.next_record()? else { break };
+        if index >= settings.limits.max_page_records {
+            return Err(ConvertError::TooManyRecords { max: settings.limits.max_page_records });
+        }
+        if screen(index, offset, text, &mut tape, &mut scratch)?.is_some() {
+            continue;
+        }
+        let rec = Rec { text, tape: &tape };
+        match checker.check(rec, 0, &mut scratch) {
+            // Fits, or is quarantined for its own reason whatever the schema.
+            Ok(_) => continue,
+            Err(violation) if violation.type_stands => continue,
+            Err(_) => {}
+        }
+        // Each new key of an object the schema has is a new field: when
+        // those alone pass the cap, the record is left out without trying.
+        let new_keys = new_keys(&schema, rec, 0, &mut scratch);
+        if new_keys > 0 && count + new_keys > max {
+            over_cap.insert(index, reason(index, "at least ", count + new_keys));
+            continue;
+        }
+        let mut seen = Seen::default();
+        seen.absorb(text, &tape, 0, &mut scratch);
+        let mut widened = schema.clone();
+        widened.evolve(&seen, names);
+        let columns = widened.columns();
+        if columns > max && columns > count {
+            over_cap.insert(index, reason(index, "", columns));
+        } else if widened != schema {
+            (schema, count) = (widened, columns);
+            checker = Col::new(&schema);
+        }
+    }
+    Ok((schema, over_cap))
+}
+
+/// How many keys of the value at `idx` are not fields of `ty` where `ty`
+/// is a struct (or a list of structs), each counted once: a lower bound of
+/// the fields that evolving `ty` by the value adds.
+fn new_keys(ty: &Ty, rec: Rec<'_>, idx: usize, scratch: &mut String) -> usize {
+    match (ty, rec.tape.toks[idx]) {
+        (Ty::Struct { fields }, Tok::Obj { end, .. }) => {
+            let mut new: Vec<String> = Vec::new();
+            let mut nested = 0;
+            let mut i = idx + 1;
+            while i < end as usize {
+                let Tok::Str { start, end: key_end, escaped } = rec.tape.toks[i] else { break };
+                // Keys are valid: the record was screened.
+                let key = unescape(rec.text, start, key_end, escaped, scratch).unwrap_or_default();
+                match fields.position(key, usize::MAX) {
+                    Some(at) => nested += new_keys(&fields.list[at].ty, rec, i + 1, scratch),
+                    None if !new.iter().any(|k| k == key) => new.push(key.to_string()),
+                    None => {}
+                }
+                i = rec.tape.skip(i + 1);
+            }
+            new.len() + nested
+        }
+        (Ty::List { item }, Tok::Arr { end, .. }) => {
+            // Items may repeat each other's keys: the widest item bounds them.
+            let (mut i, mut most) = (idx + 1, 0);
+            while i < end as usize {
+                most = most.max(new_keys(item, rec, i, scratch));
+                i = rec.tape.skip(i);
+            }
+            most
+        }
+        _ => 0,
+    }
+}
+
 /// Pass 2 with `schema`. With `strict`, returns `Ok(None)` as soon as a
 /// record does not fit an inferred column (the schema must widen first).
 fn write_pass(
@@ -638,6 +780,7 @@ fn write_pass(
     settings: PageSettings<'_>,
     schema: Ty,
     conflicts: Vec<String>,
+    over_cap: &HashMap<u64, String>,
     strict: bool,
 ) -> Result<Option<PageOutput>, ConvertError> {
     let checker = Col::new(&schema);
@@ -677,7 +820,8 @@ fn write_pass(
             let (output, results) = std::sync::mpsc::sync_channel::<Built>(2);
             let (schema, checker, arrow_schema) = (&schema, &checker, &arrow_schema);
             workers.push(scope.spawn(move || {
-                build_chunks(chunks, output, settings, (schema, arrow_schema), checker, no_columns, strict)
+                let checks = Checks { checker, over_cap, no_columns, strict };
+                build_chunks(chunks, output, settings, (schema, arrow_schema), checks)
             }));
             inputs.push(input);
             outputs.push(results);
@@ -738,6 +882,19 @@ struct Built {
     rows: u64,
 }
 
+/// How pass 2 checks records.
+#[derive(Clone, Copy)]
+struct Checks<'a> {
+    /// The write schema's checker.
+    checker: &'a Col,
+    /// Records left out of the schema by the column cap, with the reason.
+    over_cap: &'a HashMap<u64, String>,
+    /// Whether the schema has no column (only `{}` records so far).
+    no_columns: bool,
+    /// Fast path: stop at the first record that needs a wider schema.
+    strict: bool,
+}
+
 /// Pass 2's worker: checks each record of its chunks, quarantines what does
 /// not fit, builds the rest per partition; an error carries its record index.
 fn build_chunks(
@@ -745,9 +902,7 @@ fn build_chunks(
     output: std::sync::mpsc::SyncSender<Built>,
     settings: PageSettings<'_>,
     (schema, arrow_schema): (&Ty, &SchemaRef),
-    checker: &Col,
-    no_columns: bool,
-    strict: bool,
+    Checks { checker, over_cap, no_columns, strict }: Checks<'_>,
 ) -> Result<(), (u64, Stop)> {
     let mut tape = Tape::default();
     let mut scratch = String::new();
@@ -773,6 +928,18 @@ fn build_chunks(
             if let Err(mut violation) = checker.check(rec, 0, &mut scratch) {
                 if strict && !violation.type_stands {
                     return Err((index, Stop::Widen));
+                }
+                // Left out by the column cap: its own reason, and one alert
+                // for the page (the dataset refuses to widen).
+                if let Some(reason) = over_cap.get(&index) {
+                    built.quarantined.push((index, reason.clone(), text.into()));
+                    let prefix = "MAX_COLUMNS: ".to_string();
+                    let conflict = format!(
+                        "{prefix}the dataset would have more than {} columns; records that needed more are quarantined",
+                        settings.limits.max_columns
+                    );
+                    built.conflicts.push((prefix, conflict));
+                    continue;
                 }
                 if violation.path.is_empty() {
                     violation.path = "/".into();

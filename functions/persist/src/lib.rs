@@ -27,12 +27,12 @@ mod source;
 
 pub use build::{DecimalError, Violation, parse_decimal, parse_timestamp};
 pub use build::{META_JSON, META_SOURCE, META_VARIANT_OF};
-pub use config::{LambdaConfig, MAX_PAGE_BYTES_RANGE, ROW_GROUP_ROWS_RANGE, ZSTD_LEVELS};
+pub use config::{LambdaConfig, MAX_COLUMNS_RANGE, MAX_PAGE_BYTES_RANGE, ROW_GROUP_ROWS_RANGE, ZSTD_LEVELS};
 pub use convert::{
-    ConvertError, DEFAULT_MAX_PAGE_BYTES, DEFAULT_MAX_PAGE_RECORDS, DEFAULT_PARTITION, LINEAGE_LOADED_AT, LINEAGE_PAGE,
-    LINEAGE_RUN_ID, Lineage, MAX_NESTING_DEPTH, MAX_OPEN_PARTITIONS, META_LINEAGE, OutputFile, PageLimits, PageOutput,
-    PageSettings, QuarantineFile, WriterConfig, convert_page, infer_page, lineage_fields, partition_columns,
-    reserved_names, sanitize_partition_value, seen_in_page,
+    ConvertError, DEFAULT_MAX_COLUMNS, DEFAULT_MAX_PAGE_BYTES, DEFAULT_MAX_PAGE_RECORDS, DEFAULT_PARTITION,
+    LINEAGE_LOADED_AT, LINEAGE_PAGE, LINEAGE_RUN_ID, Lineage, MAX_NESTING_DEPTH, MAX_OPEN_PARTITIONS, META_LINEAGE,
+    OutputFile, PageLimits, PageOutput, PageSettings, QuarantineFile, WriterConfig, convert_page, infer_page,
+    lineage_fields, partition_columns, reserved_names, sanitize_partition_value, seen_in_page,
 };
 pub use infer::{Field, Fields, Kinds, MAX_COLUMN_NAME, Naming, Seen, Ty, Variant, column_name};
 pub use json::{SyntaxError, Tape, Tok};
@@ -59,8 +59,9 @@ pub struct PersistConfig {
     /// Parquet writer settings.
     pub writer: WriterConfig,
     /// The most one page may hold: bytes after decompression
-    /// (`MAX_PAGE_BYTES`, default 256 MiB) and records (default
-    /// 1,000,000); see [`PageLimits`].
+    /// (`MAX_PAGE_BYTES`, default 256 MiB), records (default 1,000,000),
+    /// and its dataset's columns (`MAX_COLUMNS`, default 1,000); see
+    /// [`PageLimits`].
     pub limits: PageLimits,
     /// Records of a batch handled at once (default 2).
     pub concurrency: usize,
@@ -213,7 +214,8 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
 ///
 /// Records whose values the dataset's schema cannot take (an incompatible
 /// change) are quarantined and a dead letter with the reason goes to the
-/// DLQ, so Notify alerts, while the rest of the page is persisted.
+/// DLQ, so Notify alerts, while the rest of the page is persisted; so are
+/// records that would take the dataset past `limits.max_columns`.
 ///
 /// # Errors
 /// [`PersistError`]: invalid names, a claim-check key outside the

@@ -1,7 +1,8 @@
 //! Persist's bounds against hostile or broken pages, through the handler
 //! (`persist_page`, and `handle_sqs` where the batch's answer matters) on a
 //! directory lake: claim checks only under the message's own pipeline, one bad
-//! record quarantined alone, and bounded decompression and records per page.
+//! record quarantined alone, bounded decompression and records per page, and a
+//! cap on a dataset's columns.
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use bytes::Bytes;
@@ -292,4 +293,74 @@ async fn a_page_of_more_records_than_max_page_records_fails_naming_the_cap() {
     let receipt =
         persist(&store, &config, message("orders", "orders", inline_text(&page(1000)))).await.expect("at the cap");
     assert_eq!(receipt.records_persisted, 1000);
+}
+
+#[tokio::test]
+async fn records_that_would_widen_the_dataset_past_max_columns_are_quarantined_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let (broker, config) = with_dlq();
+    let config = PersistConfig { limits: PageLimits { max_columns: 10, ..PageLimits::default() }, ..config };
+    let deps = Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None };
+    let first = message("orders", "orders", inline_text(r#"[{"id": 1, "a": 1}]"#));
+    persist::persist_page(first, deps).await.expect("first page: id, a");
+    let wide: String = (0..20).map(|k| format!(r#""k{k}": {k}, "#)).collect();
+    let text = format!(
+        r#"[{{"id": 2, "b": true}}, {{{wide}"id": 3}}, {{"id": 4, "c": "x"}}, {{"id": 5, "a": "text"}},
+            {{"id": 6, "d": {{"e": 1, "f": 2, "g": 3, "h": 4, "i": 5, "j": 6}}}}, {{"id": 7, "k0": 1}}]"#
+    );
+    let mut second = message("orders", "orders", inline_text(&text));
+    second.page.index = 1;
+    second.page.count = 2;
+    let receipt = persist::persist_page(second, deps).await.expect("persisted, not failed");
+    assert_eq!((receipt.records_in, receipt.records_persisted, receipt.records_quarantined), (6, 4, 2));
+    let reasons = quarantined(&store, &receipt).await;
+    assert_eq!(
+        reasons,
+        [
+            (
+                1,
+                "record 1 would take the dataset to at least 23 columns, more than MAX_COLUMNS (10); it is \
+                 quarantined and the schema is not widened"
+                    .to_string()
+            ),
+            (
+                4,
+                "record 4 would take the dataset to 12 columns, more than MAX_COLUMNS (10); it is quarantined and \
+                 the schema is not widened"
+                    .to_string()
+            ),
+        ]
+    );
+    let (table, _) = persist::read_schema(&store, "_schema/orders.json").await.expect("read").expect("a schema");
+    let persist::Ty::Struct { fields } = &table.table else { panic!("a struct") };
+    let names: Vec<&str> = fields.list.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["id", "a", "b", "c", "a__string", "k0"], "widened by the kept records only");
+    assert_eq!(table.table.columns(), 6);
+    let reasons = dead_letter_reasons(&broker);
+    assert_eq!(reasons.len(), 1, "one alert for the page: {reasons:?}");
+    assert!(reasons[0].contains("MAX_COLUMNS: the dataset would have more than 10 columns"), "{reasons:?}");
+    assert!(reasons[0].contains("2 records quarantined"), "{reasons:?}");
+}
+
+#[tokio::test]
+async fn a_record_of_5000_distinct_keys_is_quarantined_under_the_default_cap() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let wide: String = (0..5000).map(|k| format!(r#""key_{k}": {k}, "#)).collect();
+    let text = format!(r#"[{{"id": 1}}, {{{wide}"id": 2}}, {{"id": 3, "name": "x"}}]"#);
+    let receipt = persist(&store, &PersistConfig::default(), message("orders", "orders", inline_text(&text)))
+        .await
+        .expect("persisted");
+    assert_eq!((receipt.records_persisted, receipt.records_quarantined), (2, 1));
+    let reasons = quarantined(&store, &receipt).await;
+    assert_eq!(reasons.len(), 1);
+    assert!(
+        reasons[0]
+            .1
+            .starts_with("record 1 would take the dataset to at least 5001 columns, more than MAX_COLUMNS (1000)"),
+        "{reasons:?}"
+    );
+    let (table, _) = persist::read_schema(&store, "_schema/orders.json").await.expect("read").expect("a schema");
+    assert_eq!(table.table.columns(), 2, "id and name");
 }
