@@ -108,9 +108,15 @@ pub fn catalog_key(table: &str) -> String {
     format!("_catalog/{table}.glue.json")
 }
 
+/// Folder of a pipeline's claim-check payloads: `_claims/<pipeline>/`.
+/// Persist reads a message's claim check only under its own pipeline's.
+pub fn claims_prefix(pipeline: &str) -> String {
+    format!("_claims/{pipeline}/")
+}
+
 /// Key of a claim-check payload written by Request.
 pub fn claim_key(pipeline: &str, run_id: &RunId, page: u32) -> String {
-    format!("_claims/{pipeline}/{run_id}/page-{page:05}.json")
+    format!("{}{run_id}/page-{page:05}.json", claims_prefix(pipeline))
 }
 
 /// Key of a run's expected page count.
@@ -155,5 +161,7 @@ mod tests {
         assert_ne!(key.data(), other_pipeline.data(), "two pipelines feeding one dataset never overwrite each other");
         assert_eq!(receipt_key("p", &run, 12), "_runs/p/20261129T060000Z/page-00012.json");
         assert_eq!(catalog_key("web_events"), "_catalog/web_events.glue.json");
+        assert_eq!(claim_key("crm", &run, 4), "_claims/crm/20261129T060000Z/page-00004.json");
+        assert!(claim_key("crm", &run, 4).starts_with(&claims_prefix("crm")));
     }
 }

@@ -8,7 +8,7 @@ use std::ops::RangeInclusive;
 use tributary_core::env::{EnvError, LambdaEnv, dead_letter_target};
 use tributary_core::metrics::MetricsTarget;
 
-use crate::{PersistConfig, WriterConfig};
+use crate::{PageLimits, PersistConfig, WriterConfig};
 
 /// The zstd levels Parquet's writer takes (`parquet::basic::ZstdLevel::try_new`
 /// accepts 1 to 22; a test checks both ends).
@@ -19,13 +19,28 @@ pub const ZSTD_LEVELS: RangeInclusive<u64> = 1..=22;
 /// `target.files.row_group_rows` may ask for.
 pub const ROW_GROUP_ROWS_RANGE: RangeInclusive<usize> = 1..=contracts::MAX_ROW_GROUP_ROWS as usize;
 
+/// Bytes a page's payload may hold after decompression (`MAX_PAGE_BYTES`):
+/// at least 1 MiB, SQS's largest message (an inline page must always fit),
+/// at most 10 GiB, Lambda's largest memory (a record as large as the bound
+/// is held whole). Default [`crate::DEFAULT_MAX_PAGE_BYTES`] (256 MiB, a
+/// quarter of Persist's 1024 MB).
+pub const MAX_PAGE_BYTES_RANGE: RangeInclusive<u64> = 1024 * 1024..=10 * 1024 * 1024 * 1024;
+
+/// Columns a dataset may have (`MAX_COLUMNS`, counted as
+/// [`crate::Ty::columns`]): at least 1, at most 10,000, half the 20,000 of
+/// the page that took 905 MB of Persist's 1024 MB. Default
+/// [`crate::DEFAULT_MAX_COLUMNS`] (1,000, our own limit).
+pub const MAX_COLUMNS_RANGE: RangeInclusive<usize> = 1..=10_000;
+
 /// Everything the Persist binary reads from its environment.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LambdaConfig {
     /// The handler's settings: the writer's `ZSTD_LEVEL` (default 1) and
-    /// `ROW_GROUP_ROWS` (default 131072), the dead-letter target (`DLQ_URL`,
-    /// `MAX_RECEIVE_COUNT`), metrics to stdout (CloudWatch EMF); the rest as
-    /// [`PersistConfig::default`].
+    /// `ROW_GROUP_ROWS` (default 131072), the page limits `MAX_PAGE_BYTES`
+    /// (default 268435456, 256 MiB) and `MAX_COLUMNS` (default 1000), the
+    /// dead-letter target (`DLQ_URL`, `MAX_RECEIVE_COUNT`), metrics to
+    /// stdout (CloudWatch EMF); the rest as [`PersistConfig::default`] (at
+    /// most 1,000,000 records per page, [`crate::DEFAULT_MAX_PAGE_RECORDS`]).
     pub handler: PersistConfig,
     /// The lake bucket (`LAKE_BUCKET`, required).
     pub lake_bucket: String,
@@ -47,6 +62,8 @@ impl LambdaConfig {
     /// [`EnvError`] naming the variable: `LAKE_BUCKET` unset, a number that
     /// is not one, `ZSTD_LEVEL` outside 1..=22 ([`ZSTD_LEVELS`]),
     /// `ROW_GROUP_ROWS` outside 1..=1048576 ([`ROW_GROUP_ROWS_RANGE`]),
+    /// `MAX_PAGE_BYTES` outside 1 MiB..=10 GiB ([`MAX_PAGE_BYTES_RANGE`]),
+    /// `MAX_COLUMNS` outside 1..=10000 ([`MAX_COLUMNS_RANGE`]),
     /// `MAX_RECEIVE_COUNT` outside 1..=1000 (the redrive policy's range).
     pub fn from_env(env: &LambdaEnv) -> Result<Self, EnvError> {
         let defaults = PersistConfig::default();
@@ -67,8 +84,28 @@ impl LambdaConfig {
             )?,
             ..defaults.writer
         };
-        let handler =
-            PersistConfig { writer, dead_letter: dead_letter_target(env)?, metrics: MetricsTarget::Stdout, ..defaults };
+        let limits = PageLimits {
+            max_page_bytes: env.u64_in(
+                "MAX_PAGE_BYTES",
+                defaults.limits.max_page_bytes,
+                MAX_PAGE_BYTES_RANGE,
+                "1 MiB, SQS's largest message, to 10 GiB, Lambda's largest memory",
+            )?,
+            max_columns: env.usize_in(
+                "MAX_COLUMNS",
+                defaults.limits.max_columns,
+                MAX_COLUMNS_RANGE,
+                "columns of a dataset; 20,000 took 905 MB of Persist's 1024 MB",
+            )?,
+            ..defaults.limits
+        };
+        let handler = PersistConfig {
+            writer,
+            limits,
+            dead_letter: dead_letter_target(env)?,
+            metrics: MetricsTarget::Stdout,
+            ..defaults
+        };
         Ok(Self {
             handler,
             lake_bucket: env.required("LAKE_BUCKET")?,
@@ -97,6 +134,12 @@ mod tests {
             LambdaConfig { handler, lake_bucket: "lake".into(), run_events_topic: None, glue_database: None }
         );
         assert_eq!((config.handler.writer.zstd_level, config.handler.writer.row_group_rows), (1, 131_072));
+        let limits = config.handler.limits;
+        assert_eq!(
+            (limits.max_page_bytes, limits.max_page_records, limits.max_columns),
+            (256 * 1024 * 1024, 1_000_000, 1_000),
+            "a quarter of Persist's 1024 MB; ten times Request's largest page; our own column cap"
+        );
         let err = LambdaConfig::from_env(&LambdaEnv::from_pairs([("ZSTD_LEVEL", "3")])).expect_err("no bucket");
         assert_eq!(err.name(), "LAKE_BUCKET");
     }
@@ -110,8 +153,11 @@ mod tests {
             ("DLQ_URL", "https://sqs/persist-dlq"),
             ("MAX_RECEIVE_COUNT", "7"),
             ("GLUE_DATABASE", "tributary_lake"),
+            ("MAX_PAGE_BYTES", "10737418240"),
+            ("MAX_COLUMNS", "10000"),
         ]))
         .expect("overrides");
+        assert_eq!((config.handler.limits.max_page_bytes, config.handler.limits.max_columns), (10 << 30, 10_000));
         assert_eq!(config.glue_database.as_deref(), Some("tributary_lake"));
         assert_eq!((config.handler.writer.zstd_level, config.handler.writer.row_group_rows), (22, 1_048_576));
         assert_eq!(config.run_events_topic.as_deref(), Some("arn:aws:sns:us-east-1:1:run-events"));
@@ -128,6 +174,11 @@ mod tests {
             ("ROW_GROUP_ROWS", "0"),
             ("ROW_GROUP_ROWS", "1048577"),
             ("MAX_RECEIVE_COUNT", "1001"),
+            ("MAX_PAGE_BYTES", "1048575"),
+            ("MAX_PAGE_BYTES", "10737418241"),
+            ("MAX_PAGE_BYTES", "256MiB"),
+            ("MAX_COLUMNS", "0"),
+            ("MAX_COLUMNS", "10001"),
         ] {
             let err = LambdaConfig::from_env(&env(&[("DLQ_URL", "https://sqs/dlq"), (name, value)]))
                 .expect_err(&format!("{name}={value}"));

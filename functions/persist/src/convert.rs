@@ -78,6 +78,60 @@ impl Default for WriterConfig {
     }
 }
 
+/// Persist's memory (`MemorySize` in MB, `tributary_core::topology`, the
+/// template's value), from which [`DEFAULT_MAX_PAGE_BYTES`] is derived.
+const PERSIST_MEMORY_MB: u64 =
+    tributary_core::topology::FUNCTIONS[tributary_core::topology::Function::Persist as usize].memory_mb as u64;
+
+/// Default [`PageLimits::max_page_bytes`] (`MAX_PAGE_BYTES`): a quarter of
+/// Persist's Lambda memory, 256 MiB at its 1024 MB. A page streams, but one
+/// record is held whole: in the framer's buffer, then in a chunk, then in
+/// Arrow builders, so a record as large as the bound still fits four times.
+/// Twice the 130 MB of the largest bench page, four times Request's default
+/// `MAX_RESPONSE_BYTES` (64 MiB).
+pub const DEFAULT_MAX_PAGE_BYTES: u64 = PERSIST_MEMORY_MB * 1024 * 1024 / 4;
+
+/// Default [`PageLimits::max_page_records`]: 1,000,000 records, ten times
+/// the largest page Request asks for (`contracts::spec::MAX_PAGE_SIZE`,
+/// 100,000) and twice the largest bench page. Without a bound, a page of 30
+/// million tiny records took 4 GB.
+pub const DEFAULT_MAX_PAGE_RECORDS: u64 = 1_000_000;
+
+/// Default [`PageLimits::max_columns`] (`MAX_COLUMNS`): 1,000 columns per
+/// dataset. This is our own limit, not a reader's: wide tables are slow
+/// and memory-hungry in Parquet readers (one column chunk per column per
+/// row group) and in Athena, and Persist keeps builders for every column
+/// (a page of 20,000 distinct keys took 905 MB and widened its dataset's
+/// schema for good).
+pub const DEFAULT_MAX_COLUMNS: usize = 1_000;
+
+/// The most a page may hold, so that no payload can take Persist past its
+/// memory or its dataset past a readable width.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageLimits {
+    /// Bytes of payload read, after decompression (`MAX_PAGE_BYTES`;
+    /// default [`DEFAULT_MAX_PAGE_BYTES`]). More fails the page, permanently.
+    pub max_page_bytes: u64,
+    /// Records of one page (default [`DEFAULT_MAX_PAGE_RECORDS`]). More
+    /// fails the page, permanently.
+    pub max_page_records: u64,
+    /// Columns of a dataset (`MAX_COLUMNS`; default [`DEFAULT_MAX_COLUMNS`]),
+    /// counted as [`Ty::columns`] does: every field of the table schema at
+    /// any depth. A record that would take the dataset past it is
+    /// quarantined; the rest of the page is persisted.
+    pub max_columns: usize,
+}
+
+impl Default for PageLimits {
+    fn default() -> Self {
+        Self {
+            max_page_bytes: DEFAULT_MAX_PAGE_BYTES,
+            max_page_records: DEFAULT_MAX_PAGE_RECORDS,
+            max_columns: DEFAULT_MAX_COLUMNS,
+        }
+    }
+}
+
 /// A page that could not be converted.
 #[derive(Debug, thiserror::Error)]
 pub enum ConvertError {
@@ -95,6 +149,12 @@ pub enum ConvertError {
     TooManyPartitions {
         /// The partition field.
         field: String,
+    },
+    /// The page holds more records than [`PageLimits::max_page_records`].
+    #[error("the page holds more than {max} records, the most Persist takes in one page; split it into smaller pages")]
+    TooManyRecords {
+        /// The bound (`max_page_records`).
+        max: u64,
     },
 }
 
@@ -178,6 +238,8 @@ pub struct PageSettings<'a> {
     pub run_date: NaiveDate,
     /// Writer settings.
     pub writer: &'a WriterConfig,
+    /// Bounds on the page's bytes, records and the dataset's columns.
+    pub limits: PageLimits,
     /// Where the Parquet and quarantine files are written.
     pub temp_dir: &'a Path,
 }
@@ -247,10 +309,13 @@ fn syntax(framer_index: u64, offset: u64, err: crate::json::SyntaxError) -> Conv
 
 /// The dataset's table schema after this page: `lake` (or an empty table)
 /// with the target's declared columns, evolved by what the page's records
-/// hold (pass 1 over all of them; see [`crate::infer`]).
+/// hold (pass 1 over all of them; see [`crate::infer`]), read within the
+/// default [`PageLimits`] (for tools and tests: the column cap is not
+/// applied here; [`convert_page`] applies it).
 ///
 /// # Errors
-/// [`ConvertError::Decode`] for unreadable payloads and invalid JSON.
+/// [`ConvertError::Decode`] for unreadable payloads and invalid JSON;
+/// [`ConvertError::TooManyRecords`].
 pub fn infer_page(
     source: &PageSource,
     format: &PayloadFormat,
@@ -261,16 +326,19 @@ pub fn infer_page(
     let names = Naming { policy: target.names, reserved: &reserved };
     let mut table = lake.cloned().unwrap_or_else(empty_table);
     table.declare(&target.schema, names, &mut Vec::new());
-    table.evolve(&seen_in_page(source, format)?, names);
+    table.evolve(&seen_in_page(source, format, PageLimits::default())?, names);
     Ok(table)
 }
 
-/// What the page's records hold (pass 1).
+/// What the page's records hold (pass 1), records set aside whole (see
+/// [`screen`]) left out.
 ///
 /// # Errors
-/// [`ConvertError::Decode`] for unreadable payloads and invalid JSON.
-pub fn seen_in_page(source: &PageSource, format: &PayloadFormat) -> Result<Seen, ConvertError> {
-    let mut framer = Framer::open(source, format)?;
+/// [`ConvertError::Decode`] for unreadable payloads, invalid JSON and a
+/// payload past `limits.max_page_bytes`; [`ConvertError::TooManyRecords`]
+/// past `limits.max_page_records`.
+pub fn seen_in_page(source: &PageSource, format: &PayloadFormat, limits: PageLimits) -> Result<Seen, ConvertError> {
+    let mut framer = Framer::open(source, format, limits.max_page_bytes)?;
     // This thread frames records into chunks; two workers tokenize and
     // infer chunk i on worker i % 2; the chunks' kinds are joined in order,
     // which gives the same fields (in first-seen order) as one pass.
@@ -282,7 +350,7 @@ pub fn seen_in_page(source: &PageSource, format: &PayloadFormat) -> Result<Seen,
             })
             .collect();
         let senders: Vec<_> = workers.iter().map(|(sender, _)| sender.clone()).collect();
-        let framed = frame_chunks(&mut framer, usize::MAX, &senders);
+        let framed = frame_chunks(&mut framer, usize::MAX, limits.max_page_records, &senders);
         drop(senders);
         let mut typed = Vec::new();
         let mut first_error: Option<(u64, ConvertError)> = None;
@@ -321,9 +389,14 @@ const CHUNK_TEXT_BYTES: usize = 1 << 20;
 /// Frames records into chunks of about [`CHUNK_TEXT_BYTES`] (and at most
 /// `max_records`), handing chunk `i` to `workers[i % n]`; stops early when
 /// a worker has stopped (its error is reported by the caller).
+///
+/// # Errors
+/// [`ConvertError::Decode`] from the framer; [`ConvertError::TooManyRecords`]
+/// at record `max_page_records + 1`.
 fn frame_chunks<R: std::io::Read>(
     framer: &mut Framer<R>,
     max_records: usize,
+    max_page_records: u64,
     workers: &[std::sync::mpsc::SyncSender<Chunk>],
 ) -> Result<(), ConvertError> {
     let mut chunk = Chunk::new(0);
@@ -331,6 +404,9 @@ fn frame_chunks<R: std::io::Read>(
     loop {
         let (index, offset) = (framer.records_read(), framer.bytes_read());
         let Some(text) = framer.next_record()? else { break };
+        if index >= max_page_records {
+            return Err(ConvertError::TooManyRecords { max: max_page_records });
+        }
         let from = chunk.text.len();
         chunk.text.push_str(text);
         chunk.records.push((from, chunk.text.len(), index, offset));
@@ -377,8 +453,8 @@ fn infer_chunks(receiver: std::sync::mpsc::Receiver<Chunk>) -> Result<Vec<(usize
         let mut ty = Seen::default();
         for &(from, to, index, offset) in &chunk.records {
             let text = &chunk.text[from..to];
-            tape.parse(text).map_err(|e| (index, syntax(index, offset, e)))?;
-            if matches!(tape.toks[0], Tok::Obj { .. }) && tape.depth <= MAX_NESTING_DEPTH {
+            // A record set aside whole widens nothing.
+            if screen(index, offset, text, &mut tape, &mut scratch).map_err(|e| (index, e))?.is_none() {
                 ty.absorb(text, &tape, 0, &mut scratch);
             }
         }
@@ -395,9 +471,15 @@ fn infer_chunks(receiver: std::sync::mpsc::Receiver<Chunk>) -> Result<Vec<(usize
 /// chunk order and encodes them into Parquet, so the output is the same
 /// bytes whatever the scheduling.
 ///
+/// A page that would take the dataset past [`PageLimits::max_columns`] is
+/// typed record by record instead (see [`cap_columns`]): the records that
+/// would widen it past the cap are quarantined, naming the cap and the
+/// count, and widen nothing.
+///
 /// # Errors
 /// [`ConvertError`]: unreadable payload or invalid JSON (the page fails as
-/// a whole, permanently), too many partitions, writer or disk failures.
+/// a whole, permanently), a payload past `max_page_bytes` or
+/// `max_page_records`, too many partitions, writer or disk failures.
 pub fn convert_page(
     source: &PageSource,
     format: &PayloadFormat,
@@ -417,13 +499,277 @@ pub fn convert_page(
     if let Some(lake) = settings.lake_schema
         && lake.is_settled()
         && *lake == schema
-        && let Some(output) = write_pass(source, format, settings, lake.clone(), conflicts.clone(), true)?
+        && let Some(output) =
+            write_pass(source, format, settings, lake.clone(), conflicts.clone(), &HashMap::new(), true)?
     {
         return Ok(output);
     }
-    schema.evolve(&seen_in_page(source, format)?, names);
-    let output = write_pass(source, format, settings, schema, conflicts, false)?;
+    let seen = seen_in_page(source, format, settings.limits)?;
+    let mut evolved = schema.clone();
+    evolved.evolve(&seen, names);
+    let (columns, before) = (evolved.columns(), schema.columns());
+    let (schema, over_cap) = if columns <= settings.limits.max_columns || columns <= before {
+        (evolved, HashMap::new())
+    } else {
+        tracing::warn!(
+            columns,
+            max_columns = settings.limits.max_columns,
+            "the page would widen its dataset past MAX_COLUMNS"
+        );
+        cap_columns(source, format, settings, schema, names)?
+    };
+    let output = write_pass(source, format, settings, schema, conflicts, &over_cap, false)?;
     output.ok_or_else(|| ConvertError::Io(std::io::Error::other("the write pass stopped without a reason")))
+}
+
+/// Why a record is set aside whole before its values are looked at, or
+/// `Ok(None)` when it is an object the schema's checks can take (then
+/// `tape` holds its tokens): not an object; nested deeper than
+/// [`MAX_NESTING_DEPTH`] (also beyond the tokenizer's
+/// `MAX_PARSE_DEPTH`, where it stops, so that such a record does not fail
+/// its page); a key that is not valid Unicode (a lone UTF-16 surrogate,
+/// `{"\ud800": 1}`), which no column can be named after.
+///
+/// # Errors
+/// [`ConvertError::Decode`] for invalid JSON: the page fails as a whole.
+fn screen(
+    index: u64,
+    offset: u64,
+    text: &str,
+    tape: &mut Tape,
+    scratch: &mut String,
+) -> Result<Option<String>, ConvertError> {
+    let too_deep =
+        |depth: usize| format!("record {index} is nested {depth} levels deep, more than {MAX_NESTING_DEPTH}");
+    if let Err(err) = tape.parse(text) {
+        let depth = nesting_depth(text);
+        if depth > MAX_NESTING_DEPTH {
+            return Ok(Some(too_deep(depth)));
+        }
+        return Err(syntax(index, offset, err));
+    }
+    if !matches!(tape.toks[0], Tok::Obj { .. }) {
+        let kind = crate::json::kind_name(&tape.toks[0]);
+        return Ok(Some(format!("record {index} is {kind}, not a JSON object")));
+    }
+    if tape.depth > MAX_NESTING_DEPTH {
+        return Ok(Some(too_deep(tape.depth)));
+    }
+    // Only a `\u` escape can spell a surrogate; the path is only worked out
+    // for a record that has such a key.
+    if memchr::memmem::find(text.as_bytes(), b"\\u").is_some()
+        && has_invalid_key(text, tape, scratch)
+        && let Some((path, key, message)) = invalid_key(text, tape, 0, &mut String::new(), scratch)
+    {
+        return Ok(Some(format!(
+            "record {index}: the key \"{key}\" at {path} is not valid Unicode ({message}); no column can be named after it"
+        )));
+    }
+    Ok(None)
+}
+
+/// Deepest nesting of objects and arrays in `text`, strings skipped
+/// (without recursion: `text` may be nested beyond what the tokenizer
+/// follows).
+fn nesting_depth(text: &str) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escape) = (0usize, 0usize, false, false);
+    for &b in text.as_bytes() {
+        if in_string {
+            match (escape, b) {
+                (true, _) => escape = false,
+                (false, b'\\') => escape = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Whether any key of the record on `tape` is not valid Unicode (one look
+/// at each escaped key, nothing allocated).
+fn has_invalid_key(text: &str, tape: &Tape, scratch: &mut String) -> bool {
+    tape.toks.iter().enumerate().any(|(at, tok)| {
+        let Tok::Obj { end, .. } = *tok else { return false };
+        let mut i = at + 1;
+        while i < end as usize {
+            let Tok::Str { start, end: key_end, escaped } = tape.toks[i] else { break };
+            if escaped && unescape(text, start, key_end, true, scratch).is_err() {
+                return true;
+            }
+            i = tape.skip(i + 1);
+        }
+        false
+    })
+}
+
+/// The first key in the value at `idx` that is not valid Unicode: the JSON
+/// pointer of the object holding it (`/` for the record), the key as
+/// written (cut at 64 bytes) and why. `path` is the pointer of the value.
+fn invalid_key(
+    text: &str,
+    tape: &Tape,
+    idx: usize,
+    path: &mut String,
+    scratch: &mut String,
+) -> Option<(String, String, String)> {
+    match tape.toks[idx] {
+        Tok::Obj { end, .. } => {
+            let mut i = idx + 1;
+            while i < end as usize {
+                let Tok::Str { start, end: key_end, escaped } = tape.toks[i] else { break };
+                let segment = match unescape(text, start, key_end, escaped, scratch) {
+                    Ok(key) => key.replace('~', "~0").replace('/', "~1"),
+                    Err(err) => {
+                        let raw = &text[start as usize..key_end as usize];
+                        let raw = &raw[..raw.floor_char_boundary(64)];
+                        let at = if path.is_empty() { "/".to_string() } else { path.clone() };
+                        return Some((at, raw.to_string(), err.message));
+                    }
+                };
+                let len = path.len();
+                path.push('/');
+                path.push_str(&segment);
+                if let Some(found) = invalid_key(text, tape, i + 1, path, scratch) {
+                    return Some(found);
+                }
+                path.truncate(len);
+                i = tape.skip(i + 1);
+            }
+            None
+        }
+        Tok::Arr { end, .. } => {
+            let (mut i, mut n) = (idx + 1, 0);
+            while i < end as usize {
+                let len = path.len();
+                path.push_str(&format!("/{n}"));
+                if let Some(found) = invalid_key(text, tape, i, path, scratch) {
+                    return Some(found);
+                }
+                path.truncate(len);
+                i = tape.skip(i);
+                n += 1;
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// Types a page that would take its dataset past `max_columns`, record by
+/// record in page order, as if each were a page of its own: a record that
+/// fits the schema so far changes nothing; one that needs more widens it
+/// if the schema then still has at most `max_columns` columns (or no more
+/// than before), and is otherwise left out, with the reason naming the cap
+/// and the count it would have reached. Returns the schema and the left-out
+/// records by index; the write pass quarantines those that do not fit the
+/// final schema.
+///
+/// One sequential read of the payload, on top of the two passes; only
+/// pages past the cap take it.
+///
+/// # Errors
+/// As [`seen_in_page`].
+fn cap_columns(
+    source: &PageSource,
+    format: &PayloadFormat,
+    settings: PageSettings<'_>,
+    mut schema: Ty,
+    names: Naming<'_>,
+) -> Result<(Ty, HashMap<u64, String>), ConvertError> {
+    let max = settings.limits.max_columns;
+    let mut framer = Framer::open(source, format, settings.limits.max_page_bytes)?;
+    let mut count = schema.columns();
+    let mut checker = Col::new(&schema);
+    let mut over_cap = HashMap::new();
+    let (mut tape, mut scratch) = (Tape::default(), String::new());
+    let reason = |index: u64, at_least: &str, columns: usize| {
+        format!(
+            "record {index} would take the dataset to {at_least}{columns} columns, more than MAX_COLUMNS ({max}); \
+             it is quarantined and the schema is not widened"
+        )
+    };
+    loop {
+        let (index, offset) = (framer.records_read(), framer.bytes_read());
+        let Some(text) = framer.next_record()? else { break };
+        if index >= settings.limits.max_page_records {
+            return Err(ConvertError::TooManyRecords { max: settings.limits.max_page_records });
+        }
+        if screen(index, offset, text, &mut tape, &mut scratch)?.is_some() {
+            continue;
+        }
+        let rec = Rec { text, tape: &tape };
+        match checker.check(rec, 0, &mut scratch) {
+            // Fits, or is quarantined for its own reason whatever the schema.
+            Ok(_) => continue,
+            Err(violation) if violation.type_stands => continue,
+            Err(_) => {}
+        }
+        // Each new key of an object the schema has is a new field: when
+        // those alone pass the cap, the record is left out without trying.
+        let new_keys = new_keys(&schema, rec, 0, &mut scratch);
+        if new_keys > 0 && count + new_keys > max {
+            over_cap.insert(index, reason(index, "at least ", count + new_keys));
+            continue;
+        }
+        let mut seen = Seen::default();
+        seen.absorb(text, &tape, 0, &mut scratch);
+        let mut widened = schema.clone();
+        widened.evolve(&seen, names);
+        let columns = widened.columns();
+        if columns > max && columns > count {
+            over_cap.insert(index, reason(index, "", columns));
+        } else if widened != schema {
+            (schema, count) = (widened, columns);
+            checker = Col::new(&schema);
+        }
+    }
+    Ok((schema, over_cap))
+}
+
+/// How many keys of the value at `idx` are not fields of `ty` where `ty`
+/// is a struct (or a list of structs), each counted once: a lower bound of
+/// the fields that evolving `ty` by the value adds.
+fn new_keys(ty: &Ty, rec: Rec<'_>, idx: usize, scratch: &mut String) -> usize {
+    match (ty, rec.tape.toks[idx]) {
+        (Ty::Struct { fields }, Tok::Obj { end, .. }) => {
+            let mut new: Vec<String> = Vec::new();
+            let mut nested = 0;
+            let mut i = idx + 1;
+            while i < end as usize {
+                let Tok::Str { start, end: key_end, escaped } = rec.tape.toks[i] else { break };
+                // Keys are valid: the record was screened.
+                let key = unescape(rec.text, start, key_end, escaped, scratch).unwrap_or_default();
+                match fields.position(key, usize::MAX) {
+                    Some(at) => nested += new_keys(&fields.list[at].ty, rec, i + 1, scratch),
+                    None if !new.iter().any(|k| k == key) => new.push(key.to_string()),
+                    None => {}
+                }
+                i = rec.tape.skip(i + 1);
+            }
+            new.len() + nested
+        }
+        (Ty::List { item }, Tok::Arr { end, .. }) => {
+            // Items may repeat each other's keys: the widest item bounds them.
+            let (mut i, mut most) = (idx + 1, 0);
+            while i < end as usize {
+                most = most.max(new_keys(item, rec, i, scratch));
+                i = rec.tape.skip(i);
+            }
+            most
+        }
+        _ => 0,
+    }
 }
 
 /// Pass 2 with `schema`. With `strict`, returns `Ok(None)` as soon as a
@@ -434,6 +780,7 @@ fn write_pass(
     settings: PageSettings<'_>,
     schema: Ty,
     conflicts: Vec<String>,
+    over_cap: &HashMap<u64, String>,
     strict: bool,
 ) -> Result<Option<PageOutput>, ConvertError> {
     let checker = Col::new(&schema);
@@ -462,7 +809,7 @@ fn write_pass(
         conflicts,
         rows: 0,
     };
-    let mut framer = Framer::open(source, format)?;
+    let mut framer = Framer::open(source, format, settings.limits.max_page_bytes)?;
     let batch_rows = settings.writer.batch_rows.max(1);
     let (framed, built, written) = std::thread::scope(|scope| {
         let mut inputs = Vec::new();
@@ -473,13 +820,14 @@ fn write_pass(
             let (output, results) = std::sync::mpsc::sync_channel::<Built>(2);
             let (schema, checker, arrow_schema) = (&schema, &checker, &arrow_schema);
             workers.push(scope.spawn(move || {
-                build_chunks(chunks, output, settings, (schema, arrow_schema), checker, no_columns, strict)
+                let checks = Checks { checker, over_cap, no_columns, strict };
+                build_chunks(chunks, output, settings, (schema, arrow_schema), checks)
             }));
             inputs.push(input);
             outputs.push(results);
         }
         let writer = scope.spawn(move || sink.run(outputs));
-        let framed = frame_chunks(&mut framer, batch_rows, &inputs);
+        let framed = frame_chunks(&mut framer, batch_rows, settings.limits.max_page_records, &inputs);
         drop(inputs);
         let mut built: Result<(), (u64, Stop)> = Ok(());
         for worker in workers {
@@ -534,6 +882,19 @@ struct Built {
     rows: u64,
 }
 
+/// How pass 2 checks records.
+#[derive(Clone, Copy)]
+struct Checks<'a> {
+    /// The write schema's checker.
+    checker: &'a Col,
+    /// Records left out of the schema by the column cap, with the reason.
+    over_cap: &'a HashMap<u64, String>,
+    /// Whether the schema has no column (only `{}` records so far).
+    no_columns: bool,
+    /// Fast path: stop at the first record that needs a wider schema.
+    strict: bool,
+}
+
 /// Pass 2's worker: checks each record of its chunks, quarantines what does
 /// not fit, builds the rest per partition; an error carries its record index.
 fn build_chunks(
@@ -541,9 +902,7 @@ fn build_chunks(
     output: std::sync::mpsc::SyncSender<Built>,
     settings: PageSettings<'_>,
     (schema, arrow_schema): (&Ty, &SchemaRef),
-    checker: &Col,
-    no_columns: bool,
-    strict: bool,
+    Checks { checker, over_cap, no_columns, strict }: Checks<'_>,
 ) -> Result<(), (u64, Stop)> {
     let mut tape = Tape::default();
     let mut scratch = String::new();
@@ -559,22 +918,28 @@ fn build_chunks(
         let mut index_of: HashMap<String, usize> = HashMap::new();
         for &(from, to, index, offset) in &chunk.records {
             let text = &chunk.text[from..to];
-            tape.parse(text).map_err(|e| (index, Stop::Failed(syntax(index, offset, e))))?;
-            let rec = Rec { text, tape: &tape };
-            if !matches!(tape.toks[0], Tok::Obj { .. }) {
-                let kind = crate::json::kind_name(&tape.toks[0]);
-                built.quarantined.push((index, format!("record {index} is {kind}, not a JSON object"), text.into()));
-                continue;
-            }
-            if tape.depth > MAX_NESTING_DEPTH {
-                let reason =
-                    format!("record {index} is nested {} levels deep, more than {MAX_NESTING_DEPTH}", tape.depth);
+            let screened =
+                screen(index, offset, text, &mut tape, &mut scratch).map_err(|e| (index, Stop::Failed(e)))?;
+            if let Some(reason) = screened {
                 built.quarantined.push((index, reason, text.into()));
                 continue;
             }
+            let rec = Rec { text, tape: &tape };
             if let Err(mut violation) = checker.check(rec, 0, &mut scratch) {
                 if strict && !violation.type_stands {
                     return Err((index, Stop::Widen));
+                }
+                // Left out by the column cap: its own reason, and one alert
+                // for the page (the dataset refuses to widen).
+                if let Some(reason) = over_cap.get(&index) {
+                    built.quarantined.push((index, reason.clone(), text.into()));
+                    let prefix = "MAX_COLUMNS: ".to_string();
+                    let conflict = format!(
+                        "{prefix}the dataset would have more than {} columns; records that needed more are quarantined",
+                        settings.limits.max_columns
+                    );
+                    built.conflicts.push((prefix, conflict));
+                    continue;
                 }
                 if violation.path.is_empty() {
                     violation.path = "/".into();

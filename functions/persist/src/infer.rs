@@ -651,6 +651,19 @@ impl Ty {
         needed
     }
 
+    /// Columns this type holds, as `MAX_COLUMNS` counts them: every field
+    /// of a struct at any depth, variant columns and fields with no type
+    /// yet included (the table schema keeps each one), plus the fields of a
+    /// list's struct items. Scalars hold none themselves; the record (the
+    /// root struct) holds the dataset's columns.
+    pub fn columns(&self) -> usize {
+        match self {
+            Ty::Struct { fields } => fields.list.iter().map(|f| 1 + f.ty.columns()).sum(),
+            Ty::List { item } => item.columns(),
+            _ => 0,
+        }
+    }
+
     /// Whether every field has a type: then a page can be written in one
     /// pass without inference.
     pub fn is_settled(&self) -> bool {

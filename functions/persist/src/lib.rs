@@ -27,10 +27,11 @@ mod source;
 
 pub use build::{DecimalError, Violation, parse_decimal, parse_timestamp};
 pub use build::{META_JSON, META_SOURCE, META_VARIANT_OF};
-pub use config::{LambdaConfig, ROW_GROUP_ROWS_RANGE, ZSTD_LEVELS};
+pub use config::{LambdaConfig, MAX_COLUMNS_RANGE, MAX_PAGE_BYTES_RANGE, ROW_GROUP_ROWS_RANGE, ZSTD_LEVELS};
 pub use convert::{
-    ConvertError, DEFAULT_PARTITION, LINEAGE_LOADED_AT, LINEAGE_PAGE, LINEAGE_RUN_ID, Lineage, MAX_OPEN_PARTITIONS,
-    META_LINEAGE, OutputFile, PageOutput, PageSettings, QuarantineFile, WriterConfig, convert_page, infer_page,
+    ConvertError, DEFAULT_MAX_COLUMNS, DEFAULT_MAX_PAGE_BYTES, DEFAULT_MAX_PAGE_RECORDS, DEFAULT_PARTITION,
+    LINEAGE_LOADED_AT, LINEAGE_PAGE, LINEAGE_RUN_ID, Lineage, MAX_NESTING_DEPTH, MAX_OPEN_PARTITIONS, META_LINEAGE,
+    OutputFile, PageLimits, PageOutput, PageSettings, QuarantineFile, WriterConfig, convert_page, infer_page,
     lineage_fields, partition_columns, reserved_names, sanitize_partition_value, seen_in_page,
 };
 pub use infer::{Field, Fields, Kinds, MAX_COLUMN_NAME, Naming, Seen, Ty, Variant, column_name};
@@ -57,6 +58,11 @@ use publish::TableSchema;
 pub struct PersistConfig {
     /// Parquet writer settings.
     pub writer: WriterConfig,
+    /// The most one page may hold: bytes after decompression
+    /// (`MAX_PAGE_BYTES`, default 256 MiB), records (default 1,000,000),
+    /// and its dataset's columns (`MAX_COLUMNS`, default 1,000); see
+    /// [`PageLimits`].
+    pub limits: PageLimits,
     /// Records of a batch handled at once (default 2).
     pub concurrency: usize,
     /// Where records that fail for good go, with the reason (`DLQ_URL`,
@@ -76,6 +82,7 @@ impl Default for PersistConfig {
     fn default() -> Self {
         Self {
             writer: WriterConfig::default(),
+            limits: PageLimits::default(),
             concurrency: 2,
             dead_letter: None,
             metrics: MetricsTarget::Off,
@@ -108,6 +115,24 @@ pub enum PersistError {
     /// A name in the message cannot become part of a key.
     #[error("persist message: {0}")]
     Name(#[from] SpecError),
+    /// A claim check's key that this message may not read: not under its
+    /// own pipeline's `_claims/<pipeline>/` (another pipeline's claims,
+    /// another dataset's `raw/` page, an absolute or empty key), or with a
+    /// `.`, `..` or empty segment.
+    #[error(
+        "payload.key {key:?} {problem}: a claim check is read only under {prefix} (the message's own pipeline) or \
+         as the page's own raw copy {raw}"
+    )]
+    ClaimKey {
+        /// The key, as the message has it.
+        key: String,
+        /// What is wrong with it.
+        problem: &'static str,
+        /// `_claims/<pipeline>/` of the message's pipeline.
+        prefix: String,
+        /// The page's own raw copy (what a replayed raw envelope names).
+        raw: String,
+    },
     /// A claim-check object could not be read as a JSON array.
     #[error("claim-check object {key}: {problem}")]
     Claim {
@@ -149,6 +174,7 @@ impl RecordError for PersistError {
         match self {
             PersistError::Store(err) => !err.is_retryable(),
             PersistError::Name(_)
+            | PersistError::ClaimKey { .. }
             | PersistError::Claim { .. }
             | PersistError::Convert { .. }
             | PersistError::Layout { .. }
@@ -171,7 +197,9 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
 
 /// Persists one page and returns its receipt.
 ///
-/// Steps: keep the raw page (the message as received under `raw/`, and for
+/// Steps: check the names and, for a claim check, that its key is under
+/// the message's own pipeline's `_claims/` (nothing is read or written
+/// otherwise); keep the raw page (the message as received under `raw/`, and for
 /// a claim check a copy of the payload, so replay never depends on the
 /// claim-check object's lifetime); read the dataset's schema from
 /// `_schema/<dataset>.json` with its version; convert (see
@@ -186,11 +214,14 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
 ///
 /// Records whose values the dataset's schema cannot take (an incompatible
 /// change) are quarantined and a dead letter with the reason goes to the
-/// DLQ, so Notify alerts, while the rest of the page is persisted.
+/// DLQ, so Notify alerts, while the rest of the page is persisted; so are
+/// records that would take the dataset past `limits.max_columns`.
 ///
 /// # Errors
-/// [`PersistError`]: invalid names, unreadable or missing claim checks,
-/// invalid JSON and conversion failures are permanent (the message is
+/// [`PersistError`]: invalid names, a claim-check key outside the
+/// message's own pipeline, unreadable or missing claim checks, invalid
+/// JSON, a page past `limits.max_page_bytes` or `limits.max_page_records`
+/// and conversion failures are permanent (the message is
 /// dead-lettered with an alert, its raw payload already kept); store
 /// failures are transient.
 #[tracing::instrument(skip_all, fields(pipeline = %message.pipeline, run_id = %message.run_id, page = message.page.index))]
@@ -211,6 +242,7 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
             (PageSource::Bytes(bytes), PayloadFormat::default(), message.clone())
         }
         Payload::Object { key, format } => {
+            check_claim_key(key, &message.pipeline, &page_key.raw_payload())?;
             let local = temp_dir.path().join("payload");
             deps.store.get_to_file(key, &local).await.map_err(|err| match err {
                 PortError::NotFound { .. } => PersistError::Claim {
@@ -256,7 +288,7 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
         }
         let lake_schema = lake_table.as_ref().map(|t| t.table.clone());
         let (source, format, target) = (source.clone(), format.clone(), message.target.clone());
-        let writer = deps.config.writer.clone();
+        let (writer, limits) = (deps.config.writer.clone(), deps.config.limits);
         let dir = temp_dir.path().join(format!("attempt-{attempt}"));
         std::fs::create_dir_all(&dir).map_err(|err| local_error("create temporary folder", &err))?;
         let (lake, lineage) = (lake_schema.clone(), lineage.clone());
@@ -267,6 +299,7 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
                 lake_schema: lake.as_ref(),
                 run_date,
                 writer: &writer,
+                limits,
                 temp_dir: &dir,
             };
             convert_page(&source, &format, settings)
@@ -392,6 +425,38 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
     emf.property("dataset", Value::String(receipt.dataset.clone()));
     emf.flush_to(&deps.config.metrics);
     Ok(receipt)
+}
+
+/// Checks that a claim check's `key` is one a message of `pipeline` may
+/// read: under `_claims/<pipeline>/` ([`keys::claims_prefix`], where
+/// Request writes them), without empty, `.` or `..` segments, backslashes
+/// or control characters; or exactly `own_raw`, the page's own raw copy
+/// (`raw/<dataset>/dt=…/<pipeline>-<run_id>-<page>.payload`), which a
+/// replayed raw envelope names. Without it, a message could name any key
+/// of the lake and copy another dataset's `raw/` page into its table.
+///
+/// # Errors
+/// [`PersistError::ClaimKey`] naming the field (`payload.key`), the key
+/// and the prefix (permanent).
+fn check_claim_key(key: &str, pipeline: &str, own_raw: &str) -> Result<(), PersistError> {
+    if key == own_raw {
+        return Ok(());
+    }
+    let prefix = keys::claims_prefix(pipeline);
+    let problem = match key.strip_prefix(prefix.as_str()) {
+        _ if key.is_empty() => "is empty",
+        None if key.starts_with('/') => "is absolute",
+        None if key.starts_with("_claims/") => "is another pipeline's claim check",
+        None => "is not a claim check",
+        Some(rest) if rest.split('/').any(|segment| matches!(segment, "" | "." | "..")) => {
+            "has an empty, `.` or `..` segment"
+        }
+        Some(rest) if rest.contains('\\') || rest.chars().any(char::is_control) => {
+            "holds a backslash or a control character"
+        }
+        Some(_) => return Ok(()),
+    };
+    Err(PersistError::ClaimKey { key: key.to_string(), problem, prefix, raw: own_raw.to_string() })
 }
 
 fn local_error(operation: &'static str, err: &std::io::Error) -> PersistError {

@@ -1,13 +1,14 @@
 //! Persist Lambda: wiring only. Environment (read once, at cold start, and
 //! checked by [`persist::LambdaConfig::from_env`]): `LAKE_BUCKET` (required),
 //! `ZSTD_LEVEL` (1..=22, default 1), `ROW_GROUP_ROWS` (1..=1048576, default
-//! 131072), `TRIBUTARY_S3_FORCE_PATH_STYLE` (default false; read by
-//! `adapters::aws::s3_client`), `DLQ_URL` and `MAX_RECEIVE_COUNT` (dead
-//! letters with their reason; 1..=1000, default 5), `RUN_EVENTS_TOPIC_ARN`
-//! (announces completed runs; unset: none), `GLUE_DATABASE` (the lake's Glue
-//! database: each dataset's table is created or updated there when its
-//! schema changes; unset: no tables are registered). Metrics go to stdout
-//! (EMF).
+//! 131072), `MAX_PAGE_BYTES` (bytes of a page after decompression, 1 MiB to 10
+//! GiB, default 268435456), `MAX_COLUMNS` (columns of a dataset, 1..=10000,
+//! default 1000), `TRIBUTARY_S3_FORCE_PATH_STYLE` (default false; read by
+//! `adapters::aws::s3_client`), `DLQ_URL` and `MAX_RECEIVE_COUNT` (dead letters
+//! with their reason; 1..=1000, default 5), `RUN_EVENTS_TOPIC_ARN` (announces
+//! completed runs; unset: none), `GLUE_DATABASE` (the lake's Glue database:
+//! each dataset's table is created or updated there when its schema changes;
+//! unset: no tables are registered). Metrics go to stdout (EMF).
 
 use adapters::aws::{self, GlueCatalog, S3Store};
 use aws_lambda_events::event::sqs::SqsEvent;

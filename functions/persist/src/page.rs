@@ -8,7 +8,7 @@ use std::io::Write;
 use chrono::NaiveDate;
 use contracts::{PayloadFormat, PersistTarget};
 
-use crate::convert::{ConvertError, PageSettings, WriterConfig, convert_page};
+use crate::convert::{ConvertError, PageLimits, PageSettings, WriterConfig, convert_page};
 pub use crate::source::PageSource;
 
 /// What a conversion did.
@@ -26,7 +26,8 @@ pub struct ConvertStats {
 
 /// Converts a payload to one Parquet stream written to `writer` (the
 /// target's partitioning is ignored: every record goes to one file;
-/// quarantined records are only counted).
+/// quarantined records are only counted), within Persist's default
+/// [`PageLimits`].
 ///
 /// # Errors
 /// [`ConvertError`] for unreadable payloads and writer failures.
@@ -62,6 +63,7 @@ pub fn convert_with_schema<W: Write + Send>(
         lake_schema: lake,
         run_date: NaiveDate::default(),
         writer: &config,
+        limits: PageLimits::default(),
         temp_dir: temp_dir.path(),
     };
     let output = convert_page(source, format, settings)?;

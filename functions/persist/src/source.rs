@@ -10,6 +10,12 @@
 //! record plus one chunk in memory, whatever the payload's size: this is
 //! what keeps Persist's memory bounded on claim-check objects of hundreds of
 //! MB (the object is first spilled to a local file, read twice).
+//!
+//! It reads at most a given number of bytes (after decompression; Persist's
+//! `MAX_PAGE_BYTES`), through [`Read::take`]: a payload that holds more
+//! fails as a whole once one byte past the bound is read, so a small gzip
+//! stream of one huge record (3 MB that inflate to a 3 GiB string) can
+//! neither exhaust memory nor take the time to inflate all of it.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -38,6 +44,15 @@ pub enum DecodeError {
     /// Reading or decompressing failed (a gzip stream cut short, say).
     #[error("{0}")]
     Io(String),
+    /// The payload holds more than `limit` bytes after decompression.
+    #[error(
+        "the payload holds more than {limit} bytes (after decompression), the most MAX_PAGE_BYTES allows; split it \
+         into smaller pages"
+    )]
+    TooLarge {
+        /// The bound, in bytes (`max_page_bytes`).
+        limit: u64,
+    },
     /// The bytes are not what the layout says.
     #[error("{0}")]
     Layout(String),
@@ -93,9 +108,11 @@ struct Trailer {
     enclosing: usize,
 }
 
-/// Splits a payload into records' texts.
+/// Splits a payload into records' texts, reading at most a bound of bytes.
 pub struct Framer<R> {
-    reader: R,
+    reader: std::io::Take<R>,
+    limit: u64,
+    read: u64,
     buf: Vec<u8>,
     start: usize,
     end: usize,
@@ -108,24 +125,32 @@ pub struct Framer<R> {
 }
 
 impl Framer<Box<dyn BufRead + Send>> {
-    /// Opens `source` and positions on the first record.
+    /// Opens `source` and positions on the first record; at most
+    /// `max_bytes` bytes of it (after decompression) are read.
     ///
     /// # Errors
     /// [`DecodeError`]: unreadable payload, a layout that does not match,
-    /// a pointer that does not lead to an array.
-    pub fn open(source: &PageSource, format: &PayloadFormat) -> Result<Self, DecodeError> {
-        Framer::new(open(source)?, format)
+    /// a pointer that does not lead to an array;
+    /// [`DecodeError::TooLarge`] once more than `max_bytes` are read.
+    pub fn open(source: &PageSource, format: &PayloadFormat, max_bytes: u64) -> Result<Self, DecodeError> {
+        Framer::new(open(source)?, format, max_bytes)
     }
 }
 
 impl<R: Read> Framer<R> {
-    /// Positions on the first record of `reader`.
+    /// Positions on the first record of `reader`, of which at most
+    /// `max_bytes` bytes are read: `reader` is read through
+    /// [`Read::take`]`(max_bytes + 1)`, so however much it could produce,
+    /// no more than one byte past the bound is ever asked of it (nor
+    /// buffered: the buffer holds at most that plus [`CHUNK_BYTES`]).
     ///
     /// # Errors
     /// As [`Framer::open`].
-    pub fn new(reader: R, format: &PayloadFormat) -> Result<Self, DecodeError> {
+    pub fn new(reader: R, format: &PayloadFormat, max_bytes: u64) -> Result<Self, DecodeError> {
         let mut framer = Framer {
-            reader,
+            reader: reader.take(max_bytes.saturating_add(1)),
+            limit: max_bytes,
+            read: 0,
             buf: Vec::new(),
             start: 0,
             end: 0,
@@ -201,6 +226,10 @@ impl<R: Read> Framer<R> {
         };
         if n == 0 {
             self.eof = true;
+        }
+        self.read += n as u64;
+        if self.read > self.limit {
+            return Err(DecodeError::TooLarge { limit: self.limit });
         }
         self.end += n;
         Ok(n > 0)
@@ -548,7 +577,7 @@ mod tests {
     use super::*;
 
     fn records(bytes: &[u8], format: &PayloadFormat) -> Result<Vec<String>, DecodeError> {
-        let mut framer = Framer::open(&PageSource::Bytes(Bytes::copy_from_slice(bytes)), format)?;
+        let mut framer = Framer::open(&PageSource::Bytes(Bytes::copy_from_slice(bytes)), format, u64::MAX)?;
         let mut out = Vec::new();
         while let Some(text) = framer.next_record()? {
             out.push(text.to_string());
@@ -593,6 +622,41 @@ mod tests {
         assert_eq!(records(array.as_bytes(), &auto()).expect("array"), vec![big.clone(), big.clone()]);
         let ndjson = format!("{big}\n{big}\n");
         assert_eq!(records(ndjson.as_bytes(), &auto()).expect("ndjson"), vec![big.clone(), big]);
+    }
+
+    /// A reader that counts the bytes taken from it.
+    struct Counting<R> {
+        inner: R,
+        taken: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    impl<R: Read> Read for Counting<R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.taken.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_payload_past_the_bound_fails_having_read_one_byte_past_it() {
+        const LIMIT: u64 = 1 << 20;
+        // One string that never ends: without the bound the framer would
+        // buffer it until memory runs out.
+        let endless = std::io::Cursor::new(b"[{\"s\": \"".to_vec()).chain(std::io::repeat(b'x'));
+        let taken = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let reader = Counting { inner: endless, taken: taken.clone() };
+        let mut framer = Framer::new(reader, &auto(), LIMIT).expect("the array opens");
+        let err = framer.next_record().expect_err("past the bound");
+        assert!(matches!(err, DecodeError::TooLarge { limit: LIMIT }), "{err}");
+        assert!(err.to_string().contains("more than 1048576 bytes") && err.to_string().contains("MAX_PAGE_BYTES"));
+        assert_eq!(taken.load(std::sync::atomic::Ordering::Relaxed), LIMIT + 1, "one byte past the bound, no more");
+        // At the bound exactly, the payload is read whole.
+        let text = br#"[{"a": 1}, {"a": 2}]"#;
+        let mut framer = Framer::new(&text[..], &auto(), text.len() as u64).expect("opens");
+        assert_eq!(framer.next_record().expect("first"), Some(r#"{"a": 1}"#));
+        assert_eq!(framer.next_record().expect("second"), Some(r#"{"a": 2}"#));
+        assert_eq!(framer.next_record().expect("end"), None);
     }
 
     #[test]

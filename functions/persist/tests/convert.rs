@@ -10,7 +10,7 @@ use bytes::Bytes;
 use chrono::NaiveDate;
 use contracts::{FileSettings, Granularity, Partitioning, PayloadFormat, PersistTarget};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use persist::{ConvertError, PageOutput, PageSettings, PageSource, Ty, WriterConfig, convert_page};
+use persist::{ConvertError, PageLimits, PageOutput, PageSettings, PageSource, Ty, WriterConfig, convert_page};
 use serde_json::{Value, json};
 
 fn date() -> NaiveDate {
@@ -26,6 +26,7 @@ fn convert(text: &str, target: &PersistTarget, lake: Option<&Ty>) -> Result<Page
         lake_schema: lake,
         run_date: date(),
         writer: &config,
+        limits: PageLimits::default(),
         temp_dir: dir.path(),
     };
     let output = convert_page(&PageSource::Bytes(Bytes::from(text.to_string())), &PayloadFormat::default(), settings)?;
@@ -36,7 +37,15 @@ fn convert(text: &str, target: &PersistTarget, lake: Option<&Ty>) -> Result<Page
 
 /// Settings for a page of `target` with no dataset schema yet, written to `dir`.
 fn settings<'a>(target: &'a PersistTarget, config: &'a WriterConfig, dir: &'a Path) -> PageSettings<'a> {
-    PageSettings { target, lineage: None, lake_schema: None, run_date: date(), writer: config, temp_dir: dir }
+    PageSettings {
+        target,
+        lineage: None,
+        lake_schema: None,
+        run_date: date(),
+        writer: config,
+        limits: PageLimits::default(),
+        temp_dir: dir,
+    }
 }
 
 fn rows_of(path: &Path) -> (Vec<Value>, arrow_schema::SchemaRef, usize) {
