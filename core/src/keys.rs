@@ -130,6 +130,12 @@ pub fn probe_key(pipeline: &str, run_id: &RunId) -> String {
     format!("{}probe.json", receipts_prefix(pipeline, run_id))
 }
 
+/// Key of an Athena-driven run's query record: the digest of the spec the
+/// Orchestrator sent with its query, which each row must carry.
+pub fn query_key(pipeline: &str, run_id: &RunId) -> String {
+    format!("{}query.json", receipts_prefix(pipeline, run_id))
+}
+
 /// Key of a completed run's marker.
 pub fn success_key(pipeline: &str, run_id: &RunId) -> String {
     format!("{}_SUCCESS", receipts_prefix(pipeline, run_id))

@@ -93,12 +93,14 @@ pub enum OrchestratorError {
     /// An SQS record body could not be read.
     #[error(transparent)]
     Body(#[from] BodyError),
-    /// A probe reply for a run the Orchestrator did not start, or with
-    /// another spec than the one it sent.
+    /// A probe reply or a query row for a run the Orchestrator did not
+    /// start, or with another spec than the one it sent.
     #[error(
-        "probe reply for run {run_id} of pipeline {pipeline}: {problem}; ignored (only the Orchestrator's own probes plan pages)"
+        "{what} for run {run_id} of pipeline {pipeline}: {problem}; ignored (only answers to the Orchestrator's own probes and queries plan calls)"
     )]
     Unbound {
+        /// `probe reply` or `query row`.
+        what: &'static str,
         /// Pipeline in the reply.
         pipeline: String,
         /// Run id in the reply.
@@ -275,39 +277,52 @@ fn context_digest(context: &serde_json::Value) -> String {
     format!("{:016x}", tributary_core::ledger::fnv1a(context.to_string().as_bytes()))
 }
 
-/// Records, before a count-first run's probe is sent, the digest of the
-/// spec it carries: [`on_probe_reply`] plans pages only for a reply that
-/// carries it (a message that merely looks like a reply, sent by anyone
-/// who may write to the orchestrator queue, plans nothing).
+/// Records, before a count-first run's probe or an Athena-driven run's
+/// query is sent, the digest of the spec it carries: [`on_probe_reply`]
+/// and [`on_query_row`] plan calls only for a reply or row that carries it
+/// (a message that merely looks like one, sent by anyone who may write to
+/// the orchestrator queue, plans nothing).
 async fn record_probes(plan: &Plan, run: &RunContext, pipeline: &str, deps: Deps<'_>) -> Result<(), OrchestratorError> {
     let Some(ledger) = deps.ledger else { return Ok(()) };
-    for request in &plan.requests {
-        if let RequestMode::Probe { context, .. } = &request.mode {
-            let key = tributary_core::keys::probe_key(pipeline, &run.run_id);
-            let body = serde_json::json!({"context_digest": context_digest(context)}).to_string();
-            ledger.store.put(&key, body.into_bytes().into()).await?;
-        }
+    let probes = plan.requests.iter().filter_map(|request| match &request.mode {
+        RequestMode::Probe { context, .. } => Some((tributary_core::keys::probe_key(pipeline, &run.run_id), context)),
+        RequestMode::Records { .. } => None,
+    });
+    let queries =
+        plan.queries.iter().map(|query| (tributary_core::keys::query_key(pipeline, &run.run_id), &query.context));
+    for (key, context) in probes.chain(queries) {
+        let body = serde_json::json!({"context_digest": context_digest(context)}).to_string();
+        ledger.store.put(&key, body.into_bytes().into()).await?;
     }
     Ok(())
 }
 
-/// Checks that `reply` answers a probe the Orchestrator sent.
-async fn check_probe_binding(reply: &ProbeReply, deps: Deps<'_>) -> Result<(), OrchestratorError> {
+/// What an answer to the Orchestrator is bound by.
+struct Answer<'a> {
+    what: &'static str,
+    key: String,
+    pipeline: &'a str,
+    run_id: &'a RunId,
+    context: &'a serde_json::Value,
+}
+
+/// Checks that `answer` answers a probe or query the Orchestrator sent.
+async fn check_binding(answer: Answer<'_>, deps: Deps<'_>) -> Result<(), OrchestratorError> {
     let Some(ledger) = deps.ledger else { return Ok(()) };
     let unbound = |problem| OrchestratorError::Unbound {
-        pipeline: reply.pipeline.clone(),
-        run_id: reply.run_id.to_string(),
+        what: answer.what,
+        pipeline: answer.pipeline.to_string(),
+        run_id: answer.run_id.to_string(),
         problem,
     };
-    let key = tributary_core::keys::probe_key(&reply.pipeline, &reply.run_id);
-    let recorded = match ledger.store.get(&key).await {
+    let recorded = match ledger.store.get(&answer.key).await {
         Ok(bytes) => serde_json::from_slice::<serde_json::Value>(&bytes).ok(),
-        Err(PortError::NotFound { .. }) => return Err(unbound("no probe was sent for this run")),
+        Err(PortError::NotFound { .. }) => return Err(unbound("nothing was sent for this run")),
         Err(err) => return Err(err.into()),
     };
     let recorded = recorded.as_ref().and_then(|v| v["context_digest"].as_str().map(str::to_string));
-    if recorded.as_deref() != Some(context_digest(&reply.context).as_str()) {
-        return Err(unbound("the spec it carries is not the one the probe was sent with"));
+    if recorded.as_deref() != Some(context_digest(answer.context).as_str()) {
+        return Err(unbound("the spec it carries is not the one sent"));
     }
     Ok(())
 }
@@ -379,6 +394,9 @@ pub async fn on_query_row(row: QueryRow, deps: Deps<'_>) -> Result<(), Orchestra
     if spec.pipeline != row.pipeline {
         return Err(OrchestratorError::Mismatch { reply: row.pipeline, spec: spec.pipeline });
     }
+    let key = tributary_core::keys::query_key(&row.pipeline, &row.run_id);
+    let answer = Answer { what: "query row", key, pipeline: &row.pipeline, run_id: &row.run_id, context: &row.context };
+    check_binding(answer, deps).await?;
     let run = run_context(deps.config, row.run_id.clone(), row.run_date);
     let plan = strategy_for(&spec.strategy).on_row(&spec, &run, &row)?;
     send_plan(&plan, deps).await?;
@@ -401,7 +419,10 @@ pub async fn on_probe_reply(reply: ProbeReply, deps: Deps<'_>) -> Result<(), Orc
     if spec.pipeline != reply.pipeline {
         return Err(OrchestratorError::Mismatch { reply: reply.pipeline, spec: spec.pipeline });
     }
-    check_probe_binding(&reply, deps).await?;
+    let key = tributary_core::keys::probe_key(&reply.pipeline, &reply.run_id);
+    let answer =
+        Answer { what: "probe reply", key, pipeline: &reply.pipeline, run_id: &reply.run_id, context: &reply.context };
+    check_binding(answer, deps).await?;
     let run = run_context(deps.config, reply.run_id.clone(), reply.run_date);
     let plan = strategy_for(&spec.strategy).on_probe_reply(&spec, &run, &reply)?;
     tracing::info!(pages = plan.len(), "pages planned");

@@ -82,3 +82,33 @@ async fn rows_become_requests_and_a_row_without_a_value_fails_alone() {
     assert_eq!(urls, ["http://127.0.0.1:9/customers/7/transactions", "http://127.0.0.1:9/customers/8/transactions"]);
     assert_eq!(requests[1].page.map(|p| (p.index, p.count)), Some((1, 0)));
 }
+
+#[tokio::test]
+async fn only_rows_of_the_orchestrators_own_query_plan_requests() {
+    let broker = broker();
+    let config = config();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = adapters::local::DirStore::new(dir.path());
+    let ledger = tributary_core::ledger::RunLedger { store: &store, events: None };
+    let deps = orchestrator::Deps { queue: &broker, config: &config, ledger: Some(ledger) };
+    let scheduled = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
+    let event = json!({"source": "aws.scheduler", "time": "2026-11-29T06:00:00Z", "detail": serde_json::from_str::<Value>(SPEC).expect("spec")});
+    orchestrator::handle(event, scheduled, deps).await.expect("start");
+    let query: QueryMessage = serde_json::from_value(bodies(&broker, "athena").remove(0)).expect("query message");
+    let row = |context: &Value, run_id: &str| -> contracts::QueryRow {
+        contracts::decode(json!({"version": 1, "pipeline": "tx", "run_id": run_id, "run_date": "2026-11-29",
+               "row_index": 0, "row": {"id": 7}, "context": context}))
+        .expect("row")
+    };
+    // A forged row: the run's spec with a secret, pointed elsewhere.
+    let mut forged = query.context.clone();
+    forged["request"]["url"] = json!("https://attacker.example/{id}");
+    let err = orchestrator::on_query_row(row(&forged, "20261129T060000Z"), deps).await.expect_err("forged");
+    assert!(err.to_string().contains("query row") && err.to_string().contains("not the one sent"), "{err}");
+    let err = orchestrator::on_query_row(row(&query.context, "20260101T000000Z"), deps).await.expect_err("no run");
+    assert!(err.to_string().contains("nothing was sent for this run"), "{err}");
+    assert!(tributary_core::batch::RecordError::is_permanent(&err));
+    assert!(bodies(&broker, "request").is_empty(), "nothing planned for either");
+    orchestrator::on_query_row(row(&query.context, "20261129T060000Z"), deps).await.expect("a genuine row");
+    assert_eq!(bodies(&broker, "request").len(), 1);
+}

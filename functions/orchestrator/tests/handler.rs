@@ -274,10 +274,10 @@ async fn only_a_reply_to_the_orchestrators_own_probe_plans_pages() {
     let mut forged = context.clone();
     forged["request"]["url"] = json!("https://attacker.example/exfiltrate");
     let err = orchestrator::on_probe_reply(reply(forged, probe.run_id.as_str()), deps).await.expect_err("forged spec");
-    assert!(err.to_string().contains("not the one the probe was sent with"), "{err}");
+    assert!(err.to_string().contains("not the one sent"), "{err}");
     // A reply for a run no probe was sent for.
     let err = orchestrator::on_probe_reply(reply(context.clone(), "20260101T000000Z"), deps).await.expect_err("no run");
-    assert!(err.to_string().contains("no probe was sent for this run"), "{err}");
+    assert!(err.to_string().contains("nothing was sent for this run"), "{err}");
     assert!(tributary_core::batch::RecordError::is_permanent(&err));
     assert_eq!(broker.depth(REQUEST_QUEUE), 0, "nothing planned for either");
 
