@@ -465,5 +465,16 @@ async fn send_plan(plan: &Plan, deps: Deps<'_>) -> Result<usize, OrchestratorErr
     if !plan.requests.is_empty() {
         deps.queue.send(&deps.config.request_queue, encode_all(&plan.requests)?).await?;
     }
+    if let Some(pages) = &plan.pages {
+        // Made, encoded and sent a chunk at a time: memory of one chunk.
+        let mut chunk = Vec::with_capacity(strategy::PageSeries::CHUNK as usize);
+        for (index, request) in pages.iter().enumerate() {
+            chunk.push(request);
+            if chunk.len() == strategy::PageSeries::CHUNK as usize || index + 1 == pages.count as usize {
+                deps.queue.send(&deps.config.request_queue, encode_all(&chunk)?).await?;
+                chunk.clear();
+            }
+        }
+    }
     Ok(plan.len())
 }

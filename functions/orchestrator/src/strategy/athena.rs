@@ -53,7 +53,7 @@ impl CallStrategy for Athena<'_> {
             context: serde_json::to_value(spec).unwrap_or_default(),
             continuation: None,
         };
-        Ok(Plan { requests: Vec::new(), queries: vec![query], expected_pages: None })
+        Ok(Plan { requests: Vec::new(), queries: vec![query], expected_pages: None, pages: None })
     }
 
     fn on_row(&self, spec: &PipelineSpec, run: &RunContext, row: &QueryRow) -> Result<Plan, PlanError> {
@@ -68,6 +68,7 @@ impl CallStrategy for Athena<'_> {
             requests: vec![records_request(spec, run, PageRef { index, count: 0 }, http)],
             queries: Vec::new(),
             expected_pages: None,
+            pages: None,
         })
     }
 }

@@ -37,7 +37,7 @@ impl CallStrategy for Cursor<'_> {
             }));
         }
         // The page count is written by Request when it reaches the last page.
-        Ok(Plan { requests: vec![request], queries: Vec::new(), expected_pages: None })
+        Ok(Plan { requests: vec![request], queries: Vec::new(), expected_pages: None, pages: None })
     }
 }
 

@@ -43,11 +43,59 @@ pub struct RunContext {
     pub query_results_topic: String,
 }
 
+/// Page requests made when they are sent, [`PageSeries::CHUNK`] at a time,
+/// not held all at once: a count-first run of `max_pages` (up to 100,000)
+/// pages costs the memory of one chunk, not of every message (a total of
+/// 10^8 once made the Orchestrator allocate 79 GB).
+#[derive(Clone)]
+pub struct PageSeries {
+    /// Pages in the series: indexes `0..count`.
+    pub count: u32,
+    make: std::sync::Arc<dyn Fn(u32) -> RequestMessage + Send + Sync>,
+}
+
+impl PageSeries {
+    /// Messages built, encoded and sent together: 1,000 (100 SQS
+    /// `SendMessageBatch` calls of 10).
+    pub const CHUNK: u32 = 1_000;
+
+    /// A series of `count` pages, page `index` made by `make(index)`.
+    pub fn new(count: u32, make: impl Fn(u32) -> RequestMessage + Send + Sync + 'static) -> Self {
+        Self { count, make: std::sync::Arc::new(make) }
+    }
+
+    /// The request of page `index`.
+    pub fn get(&self, index: u32) -> RequestMessage {
+        (self.make)(index)
+    }
+
+    /// Every page's request, in order, each made when reached.
+    pub fn iter(&self) -> impl Iterator<Item = RequestMessage> + '_ {
+        (0..self.count).map(|index| self.get(index))
+    }
+}
+
+impl std::fmt::Debug for PageSeries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageSeries").field("count", &self.count).finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for PageSeries {
+    /// Same count and the same request for every page.
+    fn eq(&self, other: &Self) -> bool {
+        self.count == other.count && self.iter().eq(other.iter())
+    }
+}
+
 /// What a strategy wants sent: vendor calls for Request, queries for Athena.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Plan {
     /// Messages for the request queue.
     pub requests: Vec<RequestMessage>,
+    /// Page requests for the request queue, made as they are sent (a
+    /// count-first run's pages).
+    pub pages: Option<PageSeries>,
     /// Messages for the Athena function's queue.
     pub queries: Vec<QueryMessage>,
     /// Pages the run will have, when this plan settles it (simple: 1; paged:
@@ -58,7 +106,13 @@ pub struct Plan {
 impl Plan {
     /// Messages in the plan.
     pub fn len(&self) -> usize {
-        self.requests.len() + self.queries.len()
+        self.requests.len() + self.queries.len() + self.pages.as_ref().map_or(0, |p| p.count as usize)
+    }
+
+    /// Every request of the plan, `requests` then `pages`, each page made
+    /// when reached.
+    pub fn all_requests(&self) -> impl Iterator<Item = RequestMessage> + '_ {
+        self.requests.iter().cloned().chain(self.pages.iter().flat_map(PageSeries::iter))
     }
 
     /// Whether the plan sends nothing.

@@ -16,7 +16,7 @@
 //!
 //! The Orchestrator never calls the vendor itself.
 
-use super::{CallStrategy, Plan, PlanError, RunContext, call_from_template, records_request};
+use super::{CallStrategy, PageSeries, Plan, PlanError, RunContext, call_from_template, records_request};
 use contracts::spec::{PageParams, PagedSpec, PipelineSpec};
 use contracts::{Destination, PageRef, PlannedTotal, ProbeReply, RequestMessage, RequestMode, V1};
 
@@ -66,7 +66,7 @@ impl CallStrategy for Paged<'_> {
             },
             reply_to: Destination::Queue { queue: run.orchestrator_queue.clone() },
         };
-        Ok(Plan { requests: vec![probe], queries: Vec::new(), expected_pages: None })
+        Ok(Plan { requests: vec![probe], queries: Vec::new(), expected_pages: None, pages: None })
     }
 
     fn on_probe_reply(&self, spec: &PipelineSpec, run: &RunContext, reply: &ProbeReply) -> Result<Plan, PlanError> {
@@ -83,21 +83,20 @@ impl CallStrategy for Paged<'_> {
         }
         // pages <= max_pages: u32, so the conversion cannot fail.
         let count = u32::try_from(pages).unwrap_or(u32::MAX);
-        let requests = (0..count)
-            .map(|index| {
-                let http = call_from_template(spec, &self.page_params(index));
-                let mut request = records_request(spec, run, PageRef { index, count }, http);
-                if let RequestMode::Records { planned_total, .. } = &mut request.mode {
-                    *planned_total = Some(PlannedTotal {
-                        total_pointer: self.0.total_pointer.clone(),
-                        total_header: self.0.total_header.clone(),
-                        total: reply.total,
-                    });
-                }
-                request
-            })
-            .collect();
-        Ok(Plan { requests, queries: Vec::new(), expected_pages: Some(u64::from(count)) })
+        let (paged, spec, run, total) = (self.0.clone(), spec.clone(), run.clone(), reply.total);
+        let pages = PageSeries::new(count, move |index| {
+            let http = call_from_template(&spec, &Paged(&paged).page_params(index));
+            let mut request = records_request(&spec, &run, PageRef { index, count }, http);
+            if let RequestMode::Records { planned_total, .. } = &mut request.mode {
+                *planned_total = Some(PlannedTotal {
+                    total_pointer: paged.total_pointer.clone(),
+                    total_header: paged.total_header.clone(),
+                    total,
+                });
+            }
+            request
+        });
+        Ok(Plan { pages: Some(pages), expected_pages: Some(u64::from(count)), ..Plan::default() })
     }
 }
 
@@ -144,7 +143,7 @@ pub(crate) mod tests {
     fn plans_one_request_per_page_with_offsets() {
         let spec = spec("");
         let strategy = strategy_for(&spec.strategy);
-        let plan = strategy.on_probe_reply(&spec, &run(), &reply(101)).expect("plan").requests;
+        let plan: Vec<_> = strategy.on_probe_reply(&spec, &run(), &reply(101)).expect("plan").all_requests().collect();
         assert_eq!(plan.len(), 3);
         let offsets: Vec<_> = plan.iter().map(|m| m.http.query["offset"].clone()).collect();
         assert_eq!(offsets, ["0", "50", "100"]);
@@ -165,9 +164,27 @@ pub(crate) mod tests {
     #[test]
     fn page_number_params() {
         let spec = spec(", params: {style: page_number, page_param: p, size_param: n, first_page: 0}");
-        let plan = strategy_for(&spec.strategy).on_probe_reply(&spec, &run(), &reply(120)).expect("plan").requests;
+        let plan: Vec<_> = strategy_for(&spec.strategy)
+            .on_probe_reply(&spec, &run(), &reply(120))
+            .expect("plan")
+            .all_requests()
+            .collect();
         let pages: Vec<_> = plan.iter().map(|m| (m.http.query["p"].clone(), m.http.query["n"].clone())).collect();
         assert_eq!(pages, [("0", "50"), ("1", "50"), ("2", "50")].map(|(a, b)| (a.to_string(), b.to_string())));
+    }
+
+    #[test]
+    fn a_plan_of_100k_pages_is_made_page_by_page_as_it_is_sent() {
+        let spec = PipelineSpec::from_yaml(
+            "version: 1\npipeline: customers\nstrategy: {kind: paged, page_size: 100, total_pointer: /total, max_pages: 100000}\nrequest: {url: 'http://h/c', records_pointer: /items}\ntarget: {dataset: customers}\n",
+        )
+        .expect("valid");
+        let plan = strategy_for(&spec.strategy).on_probe_reply(&spec, &run(), &reply(10_000_000)).expect("plan");
+        assert_eq!((plan.len(), plan.expected_pages), (100_000, Some(100_000)));
+        assert!(plan.requests.is_empty(), "no page is held in the plan");
+        let last = plan.pages.as_ref().expect("a series").get(99_999);
+        assert_eq!(last.page, Some(PageRef { index: 99_999, count: 100_000 }));
+        assert_eq!(last.http.query["offset"], "9999900");
     }
 
     #[test]
