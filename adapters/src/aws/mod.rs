@@ -8,6 +8,8 @@
 //! - [`AthenaEngine`], the [`tributary_core::ports::QueryEngine`].
 //! - [`GlueCatalog`], the [`tributary_core::catalog::Catalog`], on one Glue
 //!   database.
+//! - [`StackOutputs`]: a deployed stack's outputs (queue URLs, bucket,
+//!   database, workgroup) for the CLI's AWS mode.
 //! - [`sdk_config`] and [`s3_client`], for clients built once at cold start
 //!   (the environment itself is read by [`tributary_core::env`]).
 //!
@@ -29,6 +31,7 @@ mod s3;
 mod secrets;
 mod sns;
 mod sqs;
+pub mod stack;
 
 pub use athena::{AthenaEngine, DEFAULT_QUERY_TIMEOUT, RESULTS_PAGE_SIZE};
 pub use batching::{BatchLimits, DEFAULT_MAX_BATCH_BYTES, MAX_BATCH_ENTRIES};
@@ -38,6 +41,7 @@ pub use s3::S3Store;
 pub use secrets::{DEFAULT_SECRET_TTL, SecretsManagerStore};
 pub use sns::SnsPublisher;
 pub use sqs::SqsSender;
+pub use stack::StackOutputs;
 
 use aws_config::BehaviorVersion;
 use tributary_core::env::{EnvError, optional_bool};
