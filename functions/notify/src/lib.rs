@@ -290,7 +290,12 @@ pub fn dead_letter_of(
     let attributes = record.attributes.iter().map(|(name, value)| (name.clone(), value.clone())).collect();
     tributary_core::dead_letters::DeadLetter {
         dlq: meta.source_queue.clone(),
-        source_queue: alert.source_queue.clone(),
+        // A letter moved by a redrive policy without DeadLetterQueueSourceArn
+        // came from the work queue the DLQ is named after.
+        source_queue: match alert.source_queue.strip_suffix("-dlq") {
+            Some(work_queue) if alert.source_queue == meta.source_queue => work_queue.to_string(),
+            _ => alert.source_queue.clone(),
+        },
         function: alert.function.clone(),
         message_id: meta.message_id.clone(),
         pipeline: alert.pipeline.clone(),
