@@ -8,6 +8,9 @@
 //! - [`AthenaEngine`], the [`tributary_core::ports::QueryEngine`].
 //! - [`GlueCatalog`], the [`tributary_core::catalog::Catalog`], on one Glue
 //!   database.
+//! - `ScheduleGroup` (feature `scheduler`, operator tools only): one
+//!   EventBridge Scheduler schedule group as `tributary_core::schedules`
+//!   definitions.
 //! - [`sdk_config`] and [`s3_client`], for clients built once at cold start
 //!   (the environment itself is read by [`tributary_core::env`]).
 //!
@@ -26,6 +29,8 @@ mod provision;
 mod athena;
 mod glue;
 mod s3;
+#[cfg(feature = "scheduler")]
+mod scheduler;
 mod secrets;
 mod sns;
 mod sqs;
@@ -35,6 +40,8 @@ pub use batching::{BatchLimits, DEFAULT_MAX_BATCH_BYTES, MAX_BATCH_ENTRIES};
 pub use glue::GlueCatalog;
 pub use provision::{Provisioned, provision};
 pub use s3::S3Store;
+#[cfg(feature = "scheduler")]
+pub use scheduler::ScheduleGroup;
 pub use secrets::{DEFAULT_SECRET_TTL, SecretsManagerStore};
 pub use sns::SnsPublisher;
 pub use sqs::SqsSender;
