@@ -1,12 +1,16 @@
 //! The `tributary` command line's library: the local runtime that runs whole
-//! pipelines on one machine, the demo vendor API, lake read-back, folders of
-//! pipeline specs and backfill ranges ([`pipelines`]), and with feature
-//! `aws` the stack-side commands `deploy-schedules` and `trigger`.
+//! pipelines on one machine, the demo vendor API, lake read-back, the
+//! dead-letter archive, folders of pipeline specs and backfill ranges
+//! ([`pipelines`]), and (feature `aws`) a deployed stack and its schedules.
 //!
 //! Tests in `tests/` drive the same [`runtime::LocalRuntime`] the binary
 //! uses.
 
+#[cfg(feature = "aws")]
+pub mod aws;
+pub mod dlq;
 pub mod lake;
+pub mod location;
 pub mod pipelines;
 pub mod replay;
 pub mod runtime;

@@ -9,6 +9,7 @@ use chrono::Timelike;
 use clap::{Parser, Subcommand};
 
 use contracts::spec::PipelineSpec;
+use tributary::location::LakeLocation;
 use tributary::runtime::{LocalOptions, LocalRuntime, RunSummary};
 use tributary::{lake, vendor};
 
@@ -99,12 +100,23 @@ enum Command {
     /// List recent runs in a lake with their state (complete, failed,
     /// incomplete, running), pages, records and dead letters.
     Status {
-        /// Lake directory.
-        #[arg(long, default_value = "lake")]
-        lake: PathBuf,
+        /// The lake: a directory, or `s3://bucket[/prefix]` (feature `aws`).
+        /// Default: the stack's lake bucket with `--stack`, else `lake`.
+        #[arg(long)]
+        lake: Option<LakeLocation>,
+        /// A deployed stack (CloudFormation name; feature `aws`): its lake
+        /// bucket is the default `--lake`.
+        #[arg(long)]
+        stack: Option<String>,
         /// Runs to show, newest first.
         #[arg(long, default_value_t = 20)]
         limit: usize,
+    },
+    /// The dead letters Notify archived in the lake (`_dead_letters/`):
+    /// list them, show one whole, or send them back where they failed.
+    Dlq {
+        #[command(subcommand)]
+        action: DlqAction,
     },
     /// The freshness check: alert (exit 1) when the spec's pipeline has no run
     /// of the day completed in the lake. Needs `freshness.deadline_utc` in the
@@ -127,10 +139,20 @@ enum Command {
     /// Re-drive a dataset's raw archived pages (`raw/<dataset>/dt=<date>/`)
     /// through Persist: same code, same keys. Exit code 0 only when every
     /// page was persisted again.
+    ///
+    /// With `--stack` (feature `aws`), the raw pages in the stack's bucket
+    /// are sent to its persist queue instead: each completed run among them
+    /// is reopened (its `_SUCCESS` marker and manifest removed) and its
+    /// pages re-sent, so the run completes, coalesces and is announced
+    /// again; until then readers may see a replayed run's rows twice.
     Replay {
-        /// Lake directory.
-        #[arg(long, default_value = "lake")]
-        lake: PathBuf,
+        /// The lake: a directory, or `s3://bucket[/prefix]` with `--stack`.
+        /// Default: the stack's lake bucket with `--stack`, else `lake`.
+        #[arg(long)]
+        lake: Option<LakeLocation>,
+        /// A deployed stack (feature `aws`): replay through its persist queue.
+        #[arg(long)]
+        stack: Option<String>,
         /// Dataset to replay.
         #[arg(long)]
         dataset: String,
@@ -144,12 +166,17 @@ enum Command {
     /// Run SQL over the lake's datasets with DataFusion (the local Athena
     /// stand-in's engine): each dataset is a table read whole with its
     /// published schema. Prints one JSON object per row.
+    /// With `--stack` (feature `aws`), the SQL runs on Athena in the
+    /// stack's workgroup and Glue database instead.
     Query {
         /// The SQL (read-only: SELECT, SHOW, DESCRIBE, EXPLAIN).
         sql: String,
         /// Lake directory.
         #[arg(long, default_value = "lake")]
         lake: PathBuf,
+        /// A deployed stack (feature `aws`): run the SQL on its Athena.
+        #[arg(long)]
+        stack: Option<String>,
     },
     /// With `--dataset`: print a dataset's table schema, as the Arrow schema
     /// (also at `_schema/<dataset>.arrow`, for `pyarrow.dataset(...,
@@ -205,6 +232,63 @@ impl Backfill {
     }
 }
 
+#[derive(Debug, Subcommand)]
+enum DlqAction {
+    /// One line per archived dead letter, oldest first: message id, DLQ,
+    /// function, pipeline, run, page, sent time, redrives, reason.
+    List {
+        #[command(flatten)]
+        place: Place,
+        /// Only this DLQ (e.g. `persist-dlq`).
+        #[arg(long)]
+        dlq: Option<String>,
+        /// Only letters of this pipeline.
+        #[arg(long)]
+        pipeline: Option<String>,
+    },
+    /// One dead letter whole, as JSON: body, attributes, reason, redrives.
+    Show {
+        /// Its message id (or archive key).
+        id: String,
+        #[command(flatten)]
+        place: Place,
+    },
+    /// Send dead letters back to the queue they failed on (a failed
+    /// trigger: to the Orchestrator's queue) and mark them redriven.
+    /// Locally, the local runtime then drains every queue, as a run does.
+    Redrive {
+        /// Message ids (or archive keys); none: every letter the filters
+        /// match, which needs `--all`.
+        ids: Vec<String>,
+        #[command(flatten)]
+        place: Place,
+        /// Every matching letter (without ids).
+        #[arg(long)]
+        all: bool,
+        /// Only this DLQ.
+        #[arg(long)]
+        dlq: Option<String>,
+        /// Only letters of this pipeline.
+        #[arg(long)]
+        pipeline: Option<String>,
+        /// Send letters already redriven once more.
+        #[arg(long)]
+        again: bool,
+    },
+}
+
+/// Where the lake (and, on AWS, the queues) are.
+#[derive(Debug, clap::Args)]
+struct Place {
+    /// The lake: a directory, or `s3://bucket[/prefix]` (feature `aws`).
+    /// Default: the stack's lake bucket with `--stack`, else `lake`.
+    #[arg(long)]
+    lake: Option<LakeLocation>,
+    /// A deployed stack (CloudFormation name; feature `aws`).
+    #[arg(long)]
+    stack: Option<String>,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tributary_core::telemetry::init_cli("warn");
@@ -258,13 +342,13 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Status { lake, limit } => {
-            require_lake(&lake)?;
-            let store = adapters::local::DirStore::new(&lake);
-            let runs = tributary::status::recent_runs(&store, &lake, limit).await?;
+        Command::Status { lake, stack, limit } => {
+            let (store, _) = open_lake(lake, stack.as_deref()).await?;
+            let runs = tributary::status::recent_runs(store.as_ref(), limit).await?;
             print!("{}", tributary::status::table(&runs));
             Ok(ExitCode::SUCCESS)
         }
+        Command::Dlq { action } => dlq(action).await,
         Command::Freshness { spec, lake, date } => {
             // A mistyped lake must not read as "no run completed" (and an
             // alert), nor be created by the alert it would write.
@@ -305,13 +389,18 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&parsed)?);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Replay { lake, dataset, from, to } => {
-            let summary =
-                tributary::replay::replay_lake(&lake, &dataset, tributary::replay::DateRange { from, to }).await?;
+        Command::Replay { lake, stack, dataset, from, to } => {
+            let range = tributary::replay::DateRange { from, to };
+            if let Some(stack) = stack {
+                return replay_on_stack(lake, &stack, &dataset, range).await;
+            }
+            let lake = lake.unwrap_or_else(|| LakeLocation::Dir("lake".into()));
+            let summary = tributary::replay::replay_lake(lake.existing_dir()?, &dataset, range).await?;
             print!("{summary}");
             Ok(if summary.succeeded() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Command::Query { sql, lake } => {
+        Command::Query { sql, stack: Some(stack), .. } => query_on_stack(&stack, sql).await,
+        Command::Query { sql, lake, stack: None } => {
             require_lake(&lake)?;
             query(&lake, sql).await
         }
@@ -356,12 +445,24 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
 /// Runs `sql` on the lake's local engine and prints its rows as JSON lines;
 /// a failed query is an error naming DataFusion's reason.
 async fn query(lake: &std::path::Path, sql: String) -> anyhow::Result<ExitCode> {
-    use tributary_core::ports::{Query, QueryEngine, QueryState};
+    use tributary_core::ports::Query;
     let root = std::fs::canonicalize(lake).with_context(|| format!("reading {}", lake.display()))?;
     let engine = lakequery::LakeEngine::new(root);
     let query = Query { sql, parameters: Vec::new(), database: "lake".into(), workgroup: None, output_location: None };
-    let id = engine.start(&query).await?;
-    match engine.wait(&id, tokio::time::Instant::now()).await? {
+    print_query(&engine, &query).await
+}
+
+/// Runs `query` on `engine` and prints its rows as JSON lines; a failed
+/// query is an error naming the engine's reason.
+async fn print_query(
+    engine: &dyn tributary_core::ports::QueryEngine,
+    query: &tributary_core::ports::Query,
+) -> anyhow::Result<ExitCode> {
+    use tributary_core::ports::QueryState;
+    let id = engine.start(query).await?;
+    // Athena's own limit on a query is 30 minutes (DML); a CLI waits 10.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(600);
+    match engine.wait(&id, deadline).await? {
         QueryState::Succeeded => {}
         QueryState::Failed { reason, .. } => anyhow::bail!("query failed: {reason}"),
         other => anyhow::bail!("query did not finish: {other:?}"),
@@ -430,6 +531,186 @@ async fn trigger(
     anyhow::bail!(
         "this build has no AWS support: build the CLI with `--features aws` (cargo build -p tributary --features aws)"
     )
+}
+
+/// The object store of `lake` (default: the stack's lake bucket with
+/// `stack`, else the directory `lake`), and the stack when one is named.
+async fn open_lake(
+    lake: Option<LakeLocation>,
+    stack: Option<&str>,
+) -> anyhow::Result<(Box<dyn tributary_core::ports::ObjectStore>, Option<StackHandle>)> {
+    let stack = match stack {
+        Some(name) => Some(connect(name).await?),
+        None => None,
+    };
+    let lake = match (lake, &stack) {
+        (Some(lake), _) => lake,
+        (None, Some(stack)) => stack_lake(stack)?,
+        (None, None) => LakeLocation::Dir("lake".into()),
+    };
+    let store: Box<dyn tributary_core::ports::ObjectStore> = match &lake {
+        LakeLocation::Dir(_) => Box::new(adapters::local::DirStore::new(lake.existing_dir()?)),
+        LakeLocation::S3 { bucket, prefix } => s3_store(bucket, prefix, &lake).await?,
+    };
+    Ok((store, stack))
+}
+
+#[cfg(feature = "aws")]
+type StackHandle = tributary::aws::Stack;
+#[cfg(not(feature = "aws"))]
+type StackHandle = std::convert::Infallible;
+
+#[cfg(feature = "aws")]
+async fn connect(name: &str) -> anyhow::Result<StackHandle> {
+    Ok(tributary::aws::Stack::connect(name).await.with_context(|| format!("stack {name}"))?)
+}
+
+#[cfg(not(feature = "aws"))]
+async fn connect(name: &str) -> anyhow::Result<StackHandle> {
+    anyhow::bail!(
+        "--stack {name}: this tributary was built without the `aws` feature; build it with `cargo build --release -p tributary --features aws`"
+    )
+}
+
+#[cfg(feature = "aws")]
+fn stack_lake(stack: &StackHandle) -> anyhow::Result<LakeLocation> {
+    Ok(LakeLocation::S3 { bucket: stack.lake_bucket()?.to_string(), prefix: String::new() })
+}
+
+#[cfg(not(feature = "aws"))]
+fn stack_lake(stack: &StackHandle) -> anyhow::Result<LakeLocation> {
+    match *stack {}
+}
+
+#[cfg(feature = "aws")]
+async fn s3_store(
+    bucket: &str,
+    prefix: &str,
+    _lake: &LakeLocation,
+) -> anyhow::Result<Box<dyn tributary_core::ports::ObjectStore>> {
+    Ok(Box::new(tributary::aws::s3_store(bucket, prefix).await?))
+}
+
+#[cfg(not(feature = "aws"))]
+async fn s3_store(
+    _bucket: &str,
+    _prefix: &str,
+    lake: &LakeLocation,
+) -> anyhow::Result<Box<dyn tributary_core::ports::ObjectStore>> {
+    Err(tributary::location::LocationError::NoAws(lake.to_string()).into())
+}
+
+/// `tributary dlq …`.
+async fn dlq(action: DlqAction) -> anyhow::Result<ExitCode> {
+    use tributary::dlq::{self, Selection};
+    match action {
+        DlqAction::List { place, dlq: only, pipeline } => {
+            let (store, _) = open_lake(place.lake, place.stack.as_deref()).await?;
+            let selection = Selection { dlq: only, pipeline, ..Selection::default() };
+            let letters = dlq::select(store.as_ref(), &selection).await?;
+            print!("{}", dlq::table(&letters));
+            println!("{} dead letters", letters.len());
+            Ok(ExitCode::SUCCESS)
+        }
+        DlqAction::Show { id, place } => {
+            let (store, _) = open_lake(place.lake, place.stack.as_deref()).await?;
+            let (key, letter) = tributary_core::dead_letters::find(store.as_ref(), &id).await?;
+            println!("{key}");
+            println!("{}", serde_json::to_string_pretty(&letter)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        DlqAction::Redrive { ids, place, all, dlq: only, pipeline, again } => {
+            if ids.is_empty() && !all {
+                anyhow::bail!("name the dead letters to redrive (message ids, see `tributary dlq list`) or pass --all");
+            }
+            let selection = Selection { ids, dlq: only, pipeline, again };
+            let local = place.stack.is_none();
+            let (store, stack) = open_lake(place.lake.clone(), place.stack.as_deref()).await?;
+            let outcomes = if local {
+                let lake = place.lake.unwrap_or_else(|| LakeLocation::Dir("lake".into()));
+                let runtime = LocalRuntime::new(LocalOptions::new(lake.existing_dir()?))?;
+                let address = |queue: &'static str| Ok(queue.to_string());
+                let outcomes = dlq::redrive(store.as_ref(), runtime.broker().as_ref(), &address, &selection).await?;
+                print!("{}", dlq::report(&outcomes));
+                let before = tributary_core::dead_letters::list(store.as_ref(), None).await?.len();
+                runtime.drain().await;
+                let after = tributary_core::dead_letters::list(store.as_ref(), None).await?.len();
+                println!("the local runtime drained every queue: {} new dead letters", after - before);
+                if after > before {
+                    return Ok(ExitCode::FAILURE);
+                }
+                outcomes
+            } else {
+                redrive_on_stack(store.as_ref(), stack, &selection).await?
+            };
+            Ok(if outcomes.iter().all(|o| o.result.is_ok()) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+    }
+}
+
+#[cfg(feature = "aws")]
+async fn redrive_on_stack(
+    store: &dyn tributary_core::ports::ObjectStore,
+    stack: Option<StackHandle>,
+    selection: &tributary::dlq::Selection,
+) -> anyhow::Result<Vec<tributary::dlq::Outcome>> {
+    let stack = stack.context("a redrive on AWS needs --stack")?;
+    let queues = stack.queues();
+    let address = |queue: &'static str| stack.queue_url(queue);
+    let outcomes = tributary::dlq::redrive(store, &queues, &address, selection).await?;
+    print!("{}", tributary::dlq::report(&outcomes));
+    Ok(outcomes)
+}
+
+#[cfg(not(feature = "aws"))]
+async fn redrive_on_stack(
+    _store: &dyn tributary_core::ports::ObjectStore,
+    stack: Option<StackHandle>,
+    _selection: &tributary::dlq::Selection,
+) -> anyhow::Result<Vec<tributary::dlq::Outcome>> {
+    match stack {
+        Some(never) => match never {},
+        None => anyhow::bail!("a redrive on AWS needs --stack"),
+    }
+}
+
+#[cfg(feature = "aws")]
+async fn replay_on_stack(
+    lake: Option<LakeLocation>,
+    stack: &str,
+    dataset: &str,
+    range: tributary::replay::DateRange,
+) -> anyhow::Result<ExitCode> {
+    let (store, stack) = open_lake(lake, Some(stack)).await?;
+    let stack = stack.context("stack")?;
+    let queue = stack.persist_queue()?;
+    let summary = tributary::replay::resend(store.as_ref(), &stack.queues(), &queue, dataset, range).await?;
+    print!("{summary}");
+    Ok(if summary.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+#[cfg(not(feature = "aws"))]
+async fn replay_on_stack(
+    _lake: Option<LakeLocation>,
+    stack: &str,
+    _dataset: &str,
+    _range: tributary::replay::DateRange,
+) -> anyhow::Result<ExitCode> {
+    connect(stack).await.map(|never| match never {})
+}
+
+#[cfg(feature = "aws")]
+async fn query_on_stack(stack: &str, sql: String) -> anyhow::Result<ExitCode> {
+    let stack = connect(stack).await?;
+    let (engine, database) = stack.athena()?;
+    let query =
+        tributary_core::ports::Query { sql, parameters: Vec::new(), database, workgroup: None, output_location: None };
+    print_query(&engine, &query).await
+}
+
+#[cfg(not(feature = "aws"))]
+async fn query_on_stack(stack: &str, _sql: String) -> anyhow::Result<ExitCode> {
+    connect(stack).await.map(|never| match never {})
 }
 
 fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {

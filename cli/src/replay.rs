@@ -177,12 +177,7 @@ pub async fn replay(
     range: DateRange,
     config: &persist::PersistConfig,
 ) -> Result<ReplaySummary, ReplayError> {
-    check_dataset("dataset", dataset).map_err(ReplayError::Dataset)?;
-    if let (Some(from), Some(to)) = (range.from, range.to)
-        && from > to
-    {
-        return Err(ReplayError::Range { from, to });
-    }
+    check_arguments(dataset, range)?;
     let (keys, failures) = raw_pages(store, dataset, range).await?;
     let mut summary = ReplaySummary { dataset: dataset.to_string(), range, failures, ..ReplaySummary::default() };
     summary.pages = keys.len() as u64 + summary.failures.len() as u64;
@@ -233,6 +228,16 @@ pub async fn replay(
     Ok(summary)
 }
 
+/// Refuses a dataset name Persist does not write and a range that ends
+/// before it starts.
+fn check_arguments(dataset: &str, range: DateRange) -> Result<(), ReplayError> {
+    check_dataset("dataset", dataset).map_err(ReplayError::Dataset)?;
+    match (range.from, range.to) {
+        (Some(from), Some(to)) if from > to => Err(ReplayError::Range { from, to }),
+        _ => Ok(()),
+    }
+}
+
 /// Reads the envelope at `key` and persists it again.
 async fn replay_page(
     key: &str,
@@ -264,4 +269,104 @@ pub async fn replay_lake(
     let store = adapters::local::DirStore::new(lake);
     let catalog = adapters::local::DirCatalog::new(lake);
     replay(&store, Some(&catalog), dataset, range, &persist::PersistConfig::default()).await
+}
+
+/// What a replay through a stack's persist queue did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResendSummary {
+    /// Dataset replayed.
+    pub dataset: String,
+    /// Dates replayed.
+    pub range: DateRange,
+    /// Raw pages sent to the persist queue.
+    pub pages_sent: u64,
+    /// Completed runs reopened (marker and manifest removed) so their
+    /// pages complete them again.
+    pub runs_reopened: Vec<String>,
+    /// Pages that could not be sent, with the reason.
+    pub failures: Vec<ReplayFailure>,
+}
+
+impl fmt::Display for ResendSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "replay of dataset {} ({}) through the persist queue: {} raw pages sent, {} failed, {} completed runs reopened",
+            self.dataset,
+            self.range,
+            self.pages_sent,
+            self.failures.len(),
+            self.runs_reopened.len()
+        )?;
+        for run in &self.runs_reopened {
+            writeln!(f, "  reopened {run}")?;
+        }
+        for failure in &self.failures {
+            writeln!(f, "  FAILED {}: {}", failure.key, failure.reason)?;
+        }
+        if self.pages_sent == 0 && self.failures.is_empty() {
+            writeln!(f, "  no raw pages under raw/{}/ for these dates", self.dataset)?;
+        }
+        writeln!(f, "  Persist converts them as they arrive: `tributary status` shows each run complete again")
+    }
+}
+
+/// Replays `dataset` on a deployed stack: every raw page in `range` is sent,
+/// as the `PersistMessage` it was archived as, to `persist_queue` through
+/// `queue`, so Persist's Lambda converts it again with its current code.
+/// Each completed run among them is reopened first (its `_SUCCESS` marker
+/// and manifest deleted): its pages are then processed as in the first run,
+/// and the last one completes the run again (coalescing, manifest,
+/// run-completed event). Until then a reader may see a replayed run's rows
+/// twice (the old coalesced file beside the new page files).
+///
+/// # Errors
+/// [`ReplayError`] for a bad dataset or range, a raw archive that cannot be
+/// listed, or a run that cannot be reopened. Pages that cannot be read or
+/// sent (a raw envelope over the queue's size limit) are failures in the
+/// summary.
+pub async fn resend(
+    store: &dyn ObjectStore,
+    queue: &dyn tributary_core::ports::QueueSender,
+    persist_queue: &str,
+    dataset: &str,
+    range: DateRange,
+) -> Result<ResendSummary, ReplayError> {
+    check_arguments(dataset, range)?;
+    let (keys, failures) = raw_pages(store, dataset, range).await?;
+    let mut summary = ResendSummary { dataset: dataset.to_string(), range, failures, ..ResendSummary::default() };
+    let mut pages: Vec<(String, String)> = Vec::new();
+    let mut runs = std::collections::BTreeSet::new();
+    for key in keys {
+        let text = match store.get(&key).await {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(err) => {
+                summary.failures.push(ReplayFailure { key, reason: err.to_string() });
+                continue;
+            }
+        };
+        match serde_json::from_str::<PersistMessage>(&text) {
+            Ok(message) if message.target.dataset == dataset => {
+                runs.insert((message.pipeline.clone(), message.run_id.clone()));
+                pages.push((key, text));
+            }
+            Ok(message) => summary.failures.push(ReplayFailure {
+                key,
+                reason: format!("the envelope's target.dataset is {:?}, not {dataset:?}", message.target.dataset),
+            }),
+            Err(err) => summary.failures.push(ReplayFailure { key, reason: format!("not a persist message: {err}") }),
+        }
+    }
+    for (pipeline, run_id) in runs {
+        if tributary_core::ledger::reopen_run(store, &pipeline, &run_id).await.map_err(ReplayError::Store)? {
+            summary.runs_reopened.push(format!("run {run_id} of pipeline {pipeline}"));
+        }
+    }
+    for (key, body) in pages {
+        match queue.send(persist_queue, vec![body]).await {
+            Ok(()) => summary.pages_sent += 1,
+            Err(err) => summary.failures.push(ReplayFailure { key, reason: err.to_string() }),
+        }
+    }
+    Ok(summary)
 }

@@ -501,8 +501,8 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
             athena::handle_sqs(&event, tributary_core::deadline::after_timeout(Function::Athena), deps).await
         }
         Function::Notify => {
-            keep_dead_letters(&h.store, &event).await;
-            notify::handle_sqs(&event, notify::Deps { topics: h.broker.as_ref(), config: &h.notify }).await
+            let deps = notify::Deps { topics: h.broker.as_ref(), config: &h.notify, archive: Some(h.store.as_ref()) };
+            notify::handle_sqs(&event, deps).await
         }
     }
 }
@@ -518,25 +518,6 @@ fn dead_letters(stats: &adapters::local::BrokerStats) -> BTreeMap<String, u64> {
         }
     }
     counts
-}
-
-/// Keeps every dead letter whole in the lake at
-/// `_dead_letters/<dlq>/<UTC time>-<message id>.json` before Notify handles
-/// it (the time keeps letters of separate runs apart: local message ids
-/// restart with each process): the
-/// local queues live in memory, and an alert quotes only the first KiB. (On
-/// AWS the DLQ itself keeps the message, for up to 14 days.)
-async fn keep_dead_letters(store: &DirStore, event: &SqsEvent) {
-    use tributary_core::ports::ObjectStore;
-    for record in &event.records {
-        let meta = tributary_core::batch::RecordMeta::of(record);
-        let when = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
-        let key = format!("_dead_letters/{}/{when}-{}.json", meta.source_queue, meta.message_id);
-        let body = bytes::Bytes::from(record.body.clone().unwrap_or_default());
-        if let Err(err) = store.put(&key, body).await {
-            tracing::error!(key, error = %err, "could not keep the dead letter in the lake");
-        }
-    }
 }
 
 /// The EventBridge Scheduler event that fires `spec` at `time`, in the shape

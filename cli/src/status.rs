@@ -1,14 +1,12 @@
 //! `tributary status`: recent runs and their state, from the lake's run
 //! ledger (`_runs/`: receipts, expected page counts, completion markers)
-//! and alerts (`_alerts.jsonl`).
+//! and the dead-letter archive (`_dead_letters/`), on a local lake or an S3
+//! one alike.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use tributary_core::ledger::{Expected, PageReceipt};
 use tributary_core::ports::{ObjectStore, PortError};
-
-use crate::runtime::read_alerts;
 
 /// One run as the lake records it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -26,7 +24,7 @@ pub struct RunStatus {
     pub records_persisted: u64,
     /// Records quarantined.
     pub records_quarantined: u64,
-    /// Dead letters alerted for the run.
+    /// Dead letters archived for the run (`_dead_letters/`).
     pub dead_letters: u64,
     /// Whether the ledger marks the run complete (`_SUCCESS`, manifest
     /// written).
@@ -61,7 +59,7 @@ impl RunStatus {
 /// # Errors
 /// [`PortError`] from the store; an unreadable receipt is skipped with a
 /// warning.
-pub async fn recent_runs(store: &dyn ObjectStore, lake: &Path, limit: usize) -> Result<Vec<RunStatus>, PortError> {
+pub async fn recent_runs(store: &dyn ObjectStore, limit: usize) -> Result<Vec<RunStatus>, PortError> {
     let mut runs: BTreeMap<(String, String), RunStatus> = BTreeMap::new();
     for key in store.list("_runs/").await? {
         // _runs/<pipeline>/<run_id>/<object>
@@ -95,14 +93,18 @@ pub async fn recent_runs(store: &dyn ObjectStore, lake: &Path, limit: usize) -> 
         run.records_persisted += receipt.records_persisted;
         run.records_quarantined += receipt.records_quarantined;
     }
-    for alert in read_alerts(lake) {
-        let (Some(pipeline), Some(run_id)) = (alert.pipeline, alert.run_id) else { continue };
+    for key in tributary_core::dead_letters::list(store, None).await? {
+        let Ok(letter) = tributary_core::dead_letters::read(store, &key).await else {
+            tracing::warn!(key, "unreadable dead letter skipped");
+            continue;
+        };
+        let (Some(pipeline), Some(run_id)) = (letter.pipeline, letter.run_id) else { continue };
         let run = runs.entry((run_id.clone(), pipeline.clone())).or_insert_with(|| RunStatus {
             pipeline,
             run_id,
             ..RunStatus::default()
         });
-        run.dead_letters += u64::from(alert.count);
+        run.dead_letters += 1;
     }
     Ok(runs.into_values().rev().take(limit).collect())
 }

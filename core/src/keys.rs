@@ -18,10 +18,29 @@
 //! | quarantined records | `quarantine/<dataset>/dt=<YYYY-MM-DD>/<pipeline>-<run_id>-<page:05>.jsonl` |
 //! | page receipt (counts) | `_runs/<pipeline>/<run_id>/page-<page:05>.json` |
 //! | claim-check payload | `_claims/<pipeline>/<run_id>/page-<page:05>.json` |
+//! | dead letter, archived by Notify | `_dead_letters/<dlq>/<sent time>-<message id>.json` |
 
 use chrono::NaiveDate;
 
 use contracts::RunId;
+
+/// Folder of the dead-letter archive (`crate::dead_letters`).
+pub const DEAD_LETTERS_PREFIX: &str = "_dead_letters/";
+
+/// Where Notify archives a dead letter of DLQ `dlq`:
+/// `_dead_letters/<dlq>/<sent time>-<message id>.json`, the sent time
+/// (RFC 3339, from `SentTimestamp`) as `YYYYMMDDTHHMMSS.mmmZ` so keys sort
+/// by age (`00000000T000000.000Z` when unknown). Characters other than
+/// `A-Z a-z 0-9 - _ .` in the DLQ name or message id become `_`.
+pub fn dead_letter_key(dlq: &str, sent_at: Option<&str>, message_id: &str) -> String {
+    let clean = |text: &str| -> String {
+        text.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' }).collect()
+    };
+    let time = sent_at
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map_or_else(|| "00000000T000000.000Z".to_string(), |t| crate::dead_letters::key_time(&t.to_utc()));
+    format!("{DEAD_LETTERS_PREFIX}{}/{time}-{}.json", clean(dlq), clean(message_id))
+}
 
 /// Folder of Parquet data: `<dataset>/dt=<date>`.
 pub fn data_prefix(dataset: &str, run_date: NaiveDate) -> String {

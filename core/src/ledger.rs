@@ -293,6 +293,21 @@ async fn receipts(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -> Re
     Ok(receipts)
 }
 
+/// Reopens a completed run so that its pages, sent again (`tributary
+/// replay --stack`), complete it again: deletes its `_SUCCESS` marker, then
+/// its manifest. Returns whether the run was complete.
+///
+/// # Errors
+/// [`PortError`] from the store.
+pub async fn reopen_run(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -> Result<bool, PortError> {
+    if store.get(&keys::success_key(pipeline, run_id)).await.is_err() {
+        return Ok(false);
+    }
+    store.delete(&keys::success_key(pipeline, run_id)).await?;
+    store.delete(&keys::manifest_key(pipeline, run_id)).await?;
+    Ok(true)
+}
+
 /// Runs of `pipeline` completed for `run_date` (their manifests).
 ///
 /// # Errors

@@ -10,6 +10,7 @@
 //!   variable on error.
 //! - [`ledger`]: the run ledger in the lake (receipts, expected pages,
 //!   completion); [`keys`]: every lake key, in one place.
+//! - [`dead_letters`]: the dead-letter archive Notify keeps in the lake.
 //! - [`state`]: incremental loading's cursor per pipeline, in the lake.
 //! - [`catalog`]: a dataset's table definition (columns, Hive partition keys
 //!   with Athena partition projection) and the catalog port that registers it.
@@ -23,6 +24,7 @@
 
 pub mod batch;
 pub mod catalog;
+pub mod dead_letters;
 pub mod deadline;
 pub mod env;
 pub mod json;

@@ -286,8 +286,14 @@ async fn a_poison_message_is_dead_lettered_and_notify_alerts_on_the_alerts_topic
         alerts_topic: provisioned.topic_arn(topology::ALERTS_TOPIC).expect("arn").into(),
         metrics: Default::default(),
     };
-    let response = notify::handle_sqs(&dead, notify::Deps { topics: &publisher, config: &notify_config }).await;
+    let response =
+        notify::handle_sqs(&dead, notify::Deps { topics: &publisher, config: &notify_config, archive: Some(&store) })
+            .await;
     assert!(response.batch_item_failures.is_empty(), "Notify never fails on the body");
+    let archived = tributary_core::dead_letters::list(&store, None).await.expect("list the archive");
+    assert_eq!(archived.len(), 1, "the dead letter is kept whole in the lake: {archived:?}");
+    let letter = tributary_core::dead_letters::read(&store, &archived[0]).await.expect("archived letter");
+    assert_eq!((letter.body.as_str(), letter.function.as_str()), ("{this is not json", "persist"));
     settle(&sqs, dlq_url, &dead, &response).await;
 
     let delivered = receive_event(&sqs, &inbox_url, &inbox_arn, 10, 60).await;
@@ -336,8 +342,14 @@ async fn a_permanent_failure_is_dead_lettered_at_once_and_the_alert_carries_the_
     assert_eq!((alert.function.as_str(), alert.receive_count, alert.pipeline.as_deref()), ("persist", 1, Some("p")));
     assert!(alert.summary.contains(&reason), "{}", alert.summary);
     let config = notify::NotifyConfig { alerts_topic, metrics: Default::default() };
-    let response = notify::handle_sqs(&dead, notify::Deps { topics: &publisher, config: &config }).await;
+    let response =
+        notify::handle_sqs(&dead, notify::Deps { topics: &publisher, config: &config, archive: Some(&store) }).await;
     assert!(response.batch_item_failures.is_empty());
+    let (_, letter) = tributary_core::dead_letters::find(&store, dead.records[0].message_id.as_deref().expect("id"))
+        .await
+        .expect("kept");
+    assert_eq!(letter.reason.as_deref(), Some(reason.as_str()));
+    assert_eq!(letter.body, bad.to_string(), "the whole body, not an excerpt");
 }
 
 #[tokio::test]

@@ -8,6 +8,8 @@
 //! - [`AthenaEngine`], the [`tributary_core::ports::QueryEngine`].
 //! - [`GlueCatalog`], the [`tributary_core::catalog::Catalog`], on one Glue
 //!   database.
+//! - [`StackOutputs`]: a deployed stack's outputs (queue URLs, bucket,
+//!   database, workgroup) for the CLI's AWS mode.
 //! - `ScheduleGroup` (feature `scheduler`, operator tools only): one
 //!   EventBridge Scheduler schedule group as `tributary_core::schedules`
 //!   definitions.
@@ -34,6 +36,7 @@ mod scheduler;
 mod secrets;
 mod sns;
 mod sqs;
+pub mod stack;
 
 pub use athena::{AthenaEngine, DEFAULT_QUERY_TIMEOUT, RESULTS_PAGE_SIZE};
 pub use batching::{BatchLimits, DEFAULT_MAX_BATCH_BYTES, MAX_BATCH_ENTRIES};
@@ -45,6 +48,7 @@ pub use scheduler::ScheduleGroup;
 pub use secrets::{DEFAULT_SECRET_TTL, SecretsManagerStore};
 pub use sns::SnsPublisher;
 pub use sqs::SqsSender;
+pub use stack::StackOutputs;
 
 use aws_config::BehaviorVersion;
 use tributary_core::env::{EnvError, optional_bool};

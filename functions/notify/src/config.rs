@@ -13,22 +13,22 @@ pub struct LambdaConfig {
     /// The handler's settings: the alerts topic ARN (`ALERTS_TOPIC_ARN`,
     /// required) and the `dead_letters` metric to stdout (CloudWatch EMF).
     pub handler: NotifyConfig,
-    /// The lake bucket the scheduled freshness checks read
-    /// (`LAKE_BUCKET`; unset: Notify still turns dead letters into alerts,
-    /// and a freshness check fails saying the variable is missing).
-    pub lake_bucket: Option<String>,
+    /// The lake bucket (`LAKE_BUCKET`, required): every dead letter is
+    /// archived there before its alert (`_dead_letters/…`), and the
+    /// scheduled freshness checks read its run ledger.
+    pub lake_bucket: String,
 }
 
 impl LambdaConfig {
     /// Reads Notify's variables.
     ///
     /// # Errors
-    /// [`EnvError`] naming the variable: `ALERTS_TOPIC_ARN` unset, or a value
-    /// that is not UTF-8.
+    /// [`EnvError`] naming the variable: `ALERTS_TOPIC_ARN` or `LAKE_BUCKET`
+    /// unset, or a value that is not UTF-8.
     pub fn from_env(env: &LambdaEnv) -> Result<Self, EnvError> {
         Ok(Self {
             handler: NotifyConfig { alerts_topic: env.required("ALERTS_TOPIC_ARN")?, metrics: MetricsTarget::Stdout },
-            lake_bucket: env.optional("LAKE_BUCKET")?,
+            lake_bucket: env.required("LAKE_BUCKET")?,
         })
     }
 }
@@ -38,18 +38,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_need_only_the_alerts_topic() {
+    fn the_alerts_topic_and_the_lake_are_all_it_needs() {
         let topic = "arn:aws:sns:us-east-1:1:alerts";
-        let config = LambdaConfig::from_env(&LambdaEnv::from_pairs([("ALERTS_TOPIC_ARN", topic)])).expect("defaults");
+        let env = LambdaEnv::from_pairs([("ALERTS_TOPIC_ARN", topic), ("LAKE_BUCKET", "lake")]);
+        let config = LambdaConfig::from_env(&env).expect("defaults");
         let handler = NotifyConfig { alerts_topic: topic.into(), metrics: MetricsTarget::Stdout };
-        assert_eq!(config, LambdaConfig { handler, lake_bucket: None });
+        assert_eq!(config, LambdaConfig { handler, lake_bucket: "lake".into() });
     }
 
     #[test]
-    fn overrides_are_read() {
-        let env =
-            LambdaEnv::from_pairs([("ALERTS_TOPIC_ARN", "arn:aws:sns:us-east-1:1:alerts"), ("LAKE_BUCKET", "lake")]);
-        assert_eq!(LambdaConfig::from_env(&env).expect("overrides").lake_bucket.as_deref(), Some("lake"));
+    fn without_a_lake_dead_letters_could_not_be_kept_so_it_refuses_to_start() {
+        let env = LambdaEnv::from_pairs([("ALERTS_TOPIC_ARN", "arn:aws:sns:us-east-1:1:alerts")]);
+        let err = LambdaConfig::from_env(&env).expect_err("no lake");
+        assert_eq!(err.name(), "LAKE_BUCKET", "{err}");
     }
 
     #[test]

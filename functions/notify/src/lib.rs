@@ -40,6 +40,10 @@ use tributary_core::topology::{function_for_dead_letter_queue, function_for_queu
 /// Body bytes quoted in an alert (1 KiB).
 pub const EXCERPT_BYTES: usize = 1024;
 
+/// Longest pipeline or run name quoted from a body (a body may carry
+/// anything there; the alert must stay far below SNS's 256 KiB).
+pub const NAME_BYTES: usize = 256;
+
 /// Error text quoted in an alert (1 KiB).
 pub const REASON_BYTES: usize = 1024;
 
@@ -59,6 +63,11 @@ pub struct Deps<'a> {
     pub topics: &'a dyn TopicPublisher,
     /// Settings.
     pub config: &'a NotifyConfig,
+    /// The lake, where each dead letter is archived whole before its alert
+    /// (`_dead_letters/…`, see [`tributary_core::dead_letters`]). `None`
+    /// only where something else keeps the letters (unit tests of the
+    /// alert texts); the Lambda and the local runtime always set it.
+    pub archive: Option<&'a dyn tributary_core::ports::ObjectStore>,
 }
 
 /// What the freshness check needs: the lake (to find completed runs) and
@@ -120,7 +129,7 @@ pub async fn check_freshness(
         first_seen: None,
         examples: Vec::new(),
     };
-    publish(&alert, Deps { topics: deps.topics, config: deps.config }).await?;
+    publish(&alert, Deps { topics: deps.topics, config: deps.config, archive: None }).await?;
     Ok(Some(alert))
 }
 
@@ -190,14 +199,29 @@ pub const EXAMPLES: usize = 3;
 /// Longest SMS text (SNS sends longer texts as several messages).
 pub const SMS_MAX_CHARS: usize = 140;
 
-/// Handles a batch of dead letters: one alert per (pipeline, run, function).
-/// Only publish failures are reported in `batchItemFailures` (every record
-/// of the group that could not be published).
+/// Handles a batch of dead letters: archives each one whole in the lake
+/// (`deps.archive`), then publishes one alert per (pipeline, run,
+/// function). `batchItemFailures` lists the records that could not be
+/// archived (they are not alerted yet: SQS redelivers them, so a letter is
+/// never deleted from its DLQ before it is kept) and every record of a
+/// group whose alert could not be published.
 pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
     let mut groups: Vec<(Alert, Vec<String>)> = Vec::new();
+    let mut response = SqsBatchResponse::default();
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     for record in &event.records {
         let meta = RecordMeta::of(record);
         let alert = alert_for(record, &meta);
+        if let Some(store) = deps.archive {
+            let letter = dead_letter_of(record, &meta, &alert, &now);
+            if let Err(err) = tributary_core::dead_letters::archive(store, &letter).await {
+                tracing::error!(message_id = %meta.message_id, error = %err, "could not archive the dead letter; SQS will redeliver it");
+                let mut failure = BatchItemFailure::default();
+                failure.item_identifier = meta.message_id;
+                response.batch_item_failures.push(failure);
+                continue;
+            }
+        }
         let key = |a: &Alert| (a.pipeline.clone(), a.run_id.clone(), a.function.clone());
         match groups.iter_mut().find(|(group, _)| key(group) == key(&alert)) {
             Some((group, ids)) => {
@@ -207,7 +231,6 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
             None => groups.push((alert, vec![meta.message_id])),
         }
     }
-    let mut response = SqsBatchResponse::default();
     for (alert, ids) in groups {
         let mut emf =
             tributary_core::metrics::Metrics::new(&alert.function, alert.pipeline.as_deref().unwrap_or("unknown"));
@@ -251,6 +274,44 @@ fn merge(alert: &mut Alert, other: Alert) {
     alert.summary = format!("{} gave up on {} messages of {what}; first: {first}", alert.function, alert.count);
 }
 
+/// The archive entry of one dead letter: the record whole, with what its
+/// alert found in it (pipeline, run, page, function, reason).
+pub fn dead_letter_of(
+    record: &SqsMessage,
+    meta: &RecordMeta,
+    alert: &Alert,
+    archived_at: &str,
+) -> tributary_core::dead_letters::DeadLetter {
+    let message_attributes = record
+        .message_attributes
+        .iter()
+        .filter_map(|(name, value)| Some((name.clone(), value.string_value.clone()?)))
+        .collect();
+    let attributes = record.attributes.iter().map(|(name, value)| (name.clone(), value.clone())).collect();
+    tributary_core::dead_letters::DeadLetter {
+        dlq: meta.source_queue.clone(),
+        // A letter moved by a redrive policy without DeadLetterQueueSourceArn
+        // came from the work queue the DLQ is named after.
+        source_queue: match alert.source_queue.strip_suffix("-dlq") {
+            Some(work_queue) if alert.source_queue == meta.source_queue => work_queue.to_string(),
+            _ => alert.source_queue.clone(),
+        },
+        function: alert.function.clone(),
+        message_id: meta.message_id.clone(),
+        pipeline: alert.pipeline.clone(),
+        run_id: alert.run_id.clone(),
+        page: alert.page,
+        reason: alert.reason.clone(),
+        receive_count: alert.receive_count,
+        sent_at: sent_time(record, chrono::SecondsFormat::Millis),
+        archived_at: archived_at.to_string(),
+        body: record.body.clone().unwrap_or_default(),
+        message_attributes,
+        attributes,
+        redriven: Vec::new(),
+    }
+}
+
 /// Builds the alert for one dead letter. Never fails.
 pub fn alert_for(record: &SqsMessage, meta: &RecordMeta) -> Alert {
     let body = record.body.as_deref().unwrap_or("");
@@ -273,7 +334,21 @@ pub fn alert_for(record: &SqsMessage, meta: &RecordMeta) -> Alert {
     });
     let receive_count = attribute(batch::ATTR_RECEIVE_COUNT).and_then(|n| n.parse().ok()).unwrap_or(meta.receive_count);
     let parsed = decode_body(body).ok().map(|(value, _)| value);
-    let field = |name: &str| parsed.as_ref().and_then(|v| v.get(name)).and_then(Value::as_str).map(str::to_string);
+    // A Lambda asynchronous invocation record (the Orchestrator's on-failure
+    // destination) or an EventBridge Scheduler dead-letter event: the
+    // failed trigger names the pipeline, the record or the attributes the
+    // error.
+    if let Some(failed) = parsed.as_ref().and_then(|value| failed_invocation(value, &attribute)) {
+        return invocation_alert(record, meta, failed, body, parsed.as_ref());
+    }
+    let field = |name: &str| {
+        parsed
+            .as_ref()
+            .and_then(|v| v.get(name))
+            .and_then(Value::as_str)
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| truncate(s, NAME_BYTES))
+    };
     let pipeline = field("pipeline");
     let run_id = field("run_id");
     let page = parsed
@@ -295,36 +370,179 @@ pub fn alert_for(record: &SqsMessage, meta: &RecordMeta) -> Alert {
             meta.message_id
         ),
     };
-    let first_seen = record
+    let found = Found { pipeline, run_id, page, function, source_queue, receive_count, reason, summary };
+    one_alert(record, meta, body, parsed.as_ref(), found)
+}
+
+/// What an alert says of one dead letter, before the common fields.
+struct Found {
+    pipeline: Option<String>,
+    run_id: Option<String>,
+    page: Option<u32>,
+    function: String,
+    source_queue: String,
+    receive_count: u32,
+    reason: Option<String>,
+    summary: String,
+}
+
+/// The alert of one dead letter: `found` with its id, first-seen time and
+/// the redacted body excerpt.
+fn one_alert(record: &SqsMessage, meta: &RecordMeta, body: &str, parsed: Option<&Value>, found: Found) -> Alert {
+    let body_excerpt = truncate(&redacted_body(body, parsed), EXCERPT_BYTES);
+    Alert {
+        version: V1,
+        pipeline: found.pipeline,
+        run_id: found.run_id,
+        page: found.page,
+        function: found.function,
+        source_queue: found.source_queue,
+        message_id: meta.message_id.clone(),
+        receive_count: found.receive_count,
+        reason: found.reason.clone(),
+        summary: found.summary,
+        body_excerpt: body_excerpt.clone(),
+        body_bytes: body.len(),
+        count: 1,
+        first_seen: sent_time(record, chrono::SecondsFormat::Secs),
+        examples: vec![AlertExample {
+            message_id: meta.message_id.clone(),
+            page: found.page,
+            receive_count: found.receive_count,
+            reason: found.reason,
+            body_excerpt: truncate(&body_excerpt, EXAMPLE_BYTES),
+        }],
+    }
+}
+
+/// The record's `SentTimestamp` as RFC 3339 UTC, at `precision`.
+fn sent_time(record: &SqsMessage, precision: chrono::SecondsFormat) -> Option<String> {
+    record
         .attributes
         .get("SentTimestamp")
         .and_then(|ms| ms.parse::<i64>().ok())
         .and_then(chrono::DateTime::from_timestamp_millis)
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
-    let body_excerpt = truncate(&redacted_body(body, parsed.as_ref()), EXCERPT_BYTES);
-    Alert {
-        version: V1,
+        .map(|t| t.to_rfc3339_opts(precision, true))
+}
+
+/// A trigger that failed before any queue saw it: what Notify reads from
+/// a Lambda asynchronous invocation record or a scheduler dead-letter event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailedInvocation {
+    /// `orchestrator`, `notify` (the function that failed) or `scheduler`
+    /// (the schedule could not invoke its target).
+    pub function: String,
+    /// Pipeline named by the trigger (`detail.pipeline`, or `pipeline` of a
+    /// bare spec, or `freshness_check.pipeline`).
+    pub pipeline: Option<String>,
+    /// The run the trigger stood for (`time` as a run id), when it has one.
+    pub run_id: Option<String>,
+    /// The error (`errorType: errorMessage`, or the scheduler's
+    /// `ERROR_CODE: ERROR_MESSAGE`).
+    pub reason: Option<String>,
+    /// Invocation attempts.
+    pub attempts: u32,
+}
+
+/// Reads a failed trigger from a dead letter's JSON body:
+/// - a Lambda asynchronous invocation record (`requestContext`,
+///   `requestPayload`, `responsePayload`; "Capturing records of Lambda
+///   asynchronous invocations" in the Lambda developer guide), sent by the
+///   Orchestrator's `OnFailure` destination;
+/// - an EventBridge Scheduler dead-letter event: the target's input as the
+///   body, with `ERROR_CODE` / `ERROR_MESSAGE` message attributes
+///   ("Configuring a dead-letter queue" in the Scheduler user guide).
+///
+/// `None` for anything else (tributary's own messages).
+pub fn failed_invocation(body: &Value, attribute: &dyn Fn(&str) -> Option<String>) -> Option<FailedInvocation> {
+    let trigger_fields = |payload: &Value| {
+        let detail = match payload.get("detail") {
+            Some(Value::String(text)) => serde_json::from_str(text).ok(),
+            Some(detail) => Some(detail.clone()),
+            None => None,
+        };
+        let named = |value: Option<&Value>| {
+            value.and_then(Value::as_str).filter(|s| !s.trim().is_empty()).map(|s| truncate(s, NAME_BYTES))
+        };
+        let pipeline = named(detail.as_ref().and_then(|d| d.get("pipeline")))
+            .or_else(|| named(payload.get("pipeline")))
+            .or_else(|| named(payload.pointer("/freshness_check/pipeline")))
+            .or_else(|| named(detail.as_ref().and_then(|d| d.pointer("/freshness_check/pipeline"))));
+        let run_id = payload
+            .get("time")
+            .and_then(Value::as_str)
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| contracts::RunId::from_time(t.to_utc()).to_string());
+        (pipeline, run_id)
+    };
+    if let (Some(context), Some(payload)) = (body.get("requestContext"), body.get("requestPayload")) {
+        let function_arn = context.get("functionArn").and_then(Value::as_str).unwrap_or("");
+        let name = function_arn.split(':').nth(6).unwrap_or(function_arn).to_ascii_lowercase();
+        let function = ["orchestrator", "notify", "request", "persist", "athena"]
+            .into_iter()
+            .find(|f| name.contains(f))
+            .map_or_else(|| if name.is_empty() { "unknown".to_string() } else { name.clone() }, str::to_string);
+        let response = body.get("responsePayload");
+        let text = |key: &str| response.and_then(|r| r.get(key)).and_then(Value::as_str).map(str::to_string);
+        let condition = context.get("condition").and_then(Value::as_str).unwrap_or("failed");
+        let reason = match (text("errorType"), text("errorMessage")) {
+            (Some(kind), Some(message)) => format!("{kind}: {message}"),
+            (None, Some(message)) => message,
+            (Some(kind), None) => kind,
+            (None, None) => format!("{condition} (no error message in the invocation record)"),
+        };
+        let (pipeline, run_id) = trigger_fields(payload);
+        let attempts = context.get("approximateInvokeCount").and_then(Value::as_u64).unwrap_or(1);
+        return Some(FailedInvocation {
+            function,
+            pipeline,
+            run_id,
+            reason: Some(truncate(&reason, REASON_BYTES)),
+            attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+        });
+    }
+    let (code, message) = (attribute("ERROR_CODE"), attribute("ERROR_MESSAGE"));
+    if code.is_none() && message.is_none() {
+        return None;
+    }
+    let reason = [code, message].into_iter().flatten().collect::<Vec<_>>().join(": ");
+    let (pipeline, run_id) = trigger_fields(body);
+    let attempts = attribute("RETRY_ATTEMPTS").and_then(|n| n.parse::<u32>().ok()).map_or(1, |n| n + 1);
+    Some(FailedInvocation {
+        function: "scheduler".into(),
         pipeline,
         run_id,
-        page,
-        function,
-        source_queue,
-        message_id: meta.message_id.clone(),
-        receive_count,
-        reason: reason.clone(),
+        reason: Some(truncate(&reason, REASON_BYTES)),
+        attempts,
+    })
+}
+
+/// The alert of a failed trigger ([`failed_invocation`]).
+fn invocation_alert(
+    record: &SqsMessage,
+    meta: &RecordMeta,
+    failed: FailedInvocation,
+    body: &str,
+    parsed: Option<&Value>,
+) -> Alert {
+    let what = match (&failed.pipeline, &failed.run_id) {
+        (Some(p), Some(r)) => format!("the trigger of run {r} of pipeline {p}"),
+        (Some(p), None) => format!("a trigger of pipeline {p}"),
+        _ => "a trigger that names no pipeline".to_string(),
+    };
+    let reason = failed.reason.clone().unwrap_or_default();
+    let summary = format!("{} gave up on {what} after {} attempts: {reason}", failed.function, failed.attempts);
+    let found = Found {
+        pipeline: failed.pipeline,
+        run_id: failed.run_id,
+        page: None,
+        function: failed.function,
+        source_queue: meta.source_queue.clone(),
+        receive_count: failed.attempts,
+        reason: failed.reason,
         summary,
-        body_excerpt: body_excerpt.clone(),
-        body_bytes: body.len(),
-        count: 1,
-        first_seen,
-        examples: vec![AlertExample {
-            message_id: meta.message_id.clone(),
-            page,
-            receive_count,
-            reason,
-            body_excerpt: truncate(&body_excerpt, EXAMPLE_BYTES),
-        }],
-    }
+    };
+    one_alert(record, meta, body, parsed, found)
 }
 
 /// The body with the values of credential-looking fields (`authorization`,
@@ -366,7 +584,11 @@ pub const EXAMPLE_BYTES: usize = 300;
 /// # Errors
 /// [`PortError`] from the topic.
 pub async fn publish(alert: &Alert, deps: Deps<'_>) -> Result<(), PortError> {
-    let pipeline = alert.pipeline.as_deref().unwrap_or("unknown");
+    // SNS refuses an empty attribute value (InvalidParameterValue), which
+    // would fail the alert and poison Notify's own queue: a blank name is
+    // "unknown".
+    let pipeline = alert.pipeline.as_deref().filter(|p| !p.trim().is_empty()).unwrap_or("unknown");
+    let function = if alert.function.trim().is_empty() { "unknown" } else { alert.function.as_str() };
     let times = if alert.count == 1 { String::new() } else { format!(" {}x", alert.count) };
     let subject =
         sanitize_subject(&format!("tributary alert: {}{times} failed for pipeline {pipeline}", alert.function));
@@ -390,7 +612,7 @@ pub async fn publish(alert: &Alert, deps: Deps<'_>) -> Result<(), PortError> {
     .collect();
     let attributes = [
         ("pipeline".to_string(), pipeline.to_string()),
-        ("function".to_string(), alert.function.clone()),
+        ("function".to_string(), function.to_string()),
         ("severity".to_string(), "error".to_string()),
     ]
     .into();

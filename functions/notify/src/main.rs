@@ -1,6 +1,7 @@
 //! Notify Lambda: wiring only. Environment (read once, at cold start, by
 //! [`notify::LambdaConfig::from_env`]): `ALERTS_TOPIC_ARN` (required),
-//! `LAKE_BUCKET` (for the scheduled freshness checks; required by them),
+//! `LAKE_BUCKET` (required: the dead-letter archive and the freshness
+//! checks' run ledger),
 //! `TRIBUTARY_S3_FORCE_PATH_STYLE` (default false; read by
 //! `adapters::aws::s3_client`).
 
@@ -15,19 +16,15 @@ async fn main() -> Result<(), Error> {
     let notify::LambdaConfig { handler: config, lake_bucket } = notify::LambdaConfig::from_env(&LambdaEnv::from_env())?;
     let sdk = aws::sdk_config().await;
     let topics = SnsPublisher::new(aws_sdk_sns::Client::new(&sdk));
-    let store = match lake_bucket {
-        Some(bucket) => Some(S3Store::new(aws::s3_client(&sdk)?, bucket)),
-        None => None,
-    };
-    let (topics, config, store) = (&topics, &config, store.as_ref());
+    let store = S3Store::new(aws::s3_client(&sdk)?, lake_bucket);
+    let (topics, config, store) = (&topics, &config, &store);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         match notify::parse_event(event.payload, chrono::Utc::now())? {
             notify::NotifyEvent::DeadLetters(event) => {
-                let response = notify::handle_sqs(&event, notify::Deps { topics, config }).await;
+                let response = notify::handle_sqs(&event, notify::Deps { topics, config, archive: Some(store) }).await;
                 Ok::<_, Error>(serde_json::to_value(response)?)
             }
             notify::NotifyEvent::Freshness { check, date } => {
-                let store = store.ok_or("a freshness check needs LAKE_BUCKET, which is not set")?;
                 let deps = notify::FreshnessDeps { store, topics, config };
                 let alert = notify::check_freshness(&check, date, deps).await?;
                 Ok(serde_json::json!({ "pipeline": check.pipeline, "date": date, "fresh": alert.is_none() }))

@@ -38,7 +38,7 @@ impl Env {
     }
 
     fn deps(&self) -> Deps<'_> {
-        Deps { topics: &self.broker, config: &self.config }
+        Deps { topics: &self.broker, config: &self.config, archive: None }
     }
 
     fn alerts(&self) -> Vec<Alert> {

@@ -1,0 +1,236 @@
+//! `tributary dlq list|show|redrive`: the dead-letter archive Notify keeps
+//! in the lake (`_dead_letters/`, see [`tributary_core::dead_letters`]),
+//! on a local lake or a deployed stack's bucket.
+//!
+//! A redrive sends each chosen letter back where it failed: a work queue's
+//! letter to that queue (its body and own attributes, without tributary's
+//! failure attributes); a failed trigger (a Lambda asynchronous invocation
+//! record of the Orchestrator, or an EventBridge Scheduler dead-letter
+//! event) to the Orchestrator's queue, which starts the run it stood for.
+//! Each redrive is recorded in the entry (`redriven`), and a letter already
+//! redriven is skipped unless asked again. A letter is sent before it is
+//! marked: if the marking fails, a second redrive sends it again, which the
+//! pipeline's idempotent keys absorb (at-least-once, like everything else).
+
+use serde_json::Value;
+
+use tributary_core::dead_letters::{self, DeadLetter, Redrive};
+use tributary_core::ports::{ObjectStore, PortError, QueueMessage, QueueSender};
+use tributary_core::topology;
+
+/// Which letters a command acts on.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// Message ids or archive keys; empty: every letter that matches the
+    /// other filters.
+    pub ids: Vec<String>,
+    /// Only this DLQ (`persist-dlq`, or `<stack>-persist-dlq` on AWS).
+    pub dlq: Option<String>,
+    /// Only letters naming this pipeline.
+    pub pipeline: Option<String>,
+    /// Include letters already redriven.
+    pub again: bool,
+}
+
+/// Archived letters matching `selection`, oldest first, with their keys.
+///
+/// # Errors
+/// [`PortError`] from the lake; an id that matches nothing is
+/// [`PortError::NotFound`] naming it.
+pub async fn select(store: &dyn ObjectStore, selection: &Selection) -> Result<Vec<(String, DeadLetter)>, PortError> {
+    let mut chosen = Vec::new();
+    if selection.ids.is_empty() {
+        for key in dead_letters::list(store, selection.dlq.as_deref()).await? {
+            chosen.push((key.clone(), dead_letters::read(store, &key).await?));
+        }
+    } else {
+        for id in &selection.ids {
+            chosen.push(dead_letters::find(store, id).await?);
+        }
+    }
+    chosen.retain(|(_, letter)| {
+        selection.dlq.as_ref().is_none_or(|dlq| &letter.dlq == dlq)
+            && selection.pipeline.as_ref().is_none_or(|p| letter.pipeline.as_ref() == Some(p))
+    });
+    Ok(chosen)
+}
+
+/// The letters as a text table: message id, DLQ, function, pipeline, run,
+/// page, sent time, redrives, and the start of the reason.
+pub fn table(letters: &[(String, DeadLetter)]) -> String {
+    let mut text = format!(
+        "{:<38} {:<18} {:<12} {:<24} {:<17} {:>5} {:<24} {:>8}  reason\n",
+        "message id", "dlq", "function", "pipeline", "run", "page", "sent", "redriven"
+    );
+    for (_, letter) in letters {
+        let reason: String = letter.reason.as_deref().unwrap_or("(none recorded)").chars().take(80).collect();
+        text.push_str(&format!(
+            "{:<38} {:<18} {:<12} {:<24} {:<17} {:>5} {:<24} {:>8}  {}\n",
+            letter.message_id,
+            letter.dlq,
+            letter.function,
+            letter.pipeline.as_deref().unwrap_or("-"),
+            letter.run_id.as_deref().unwrap_or("-"),
+            letter.page.map_or_else(|| "-".to_string(), |p| p.to_string()),
+            letter.sent_at.as_deref().unwrap_or("-"),
+            letter.redriven.len(),
+            reason.replace('\n', " ")
+        ));
+    }
+    text
+}
+
+/// Where a letter goes back to: a logical queue of the topology and the
+/// message to send.
+///
+/// # Errors
+/// A sentence saying why the letter cannot be sent back (a freshness
+/// check, which its schedule runs again; a letter from an unknown queue).
+pub fn redrive_target(letter: &DeadLetter) -> Result<(&'static str, QueueMessage), String> {
+    let parsed: Option<Value> = serde_json::from_str(&letter.body).ok();
+    // A Lambda asynchronous invocation record: its requestPayload is the trigger.
+    if let Some(payload) =
+        parsed.as_ref().filter(|v| v.get("requestContext").is_some()).and_then(|v| v.get("requestPayload"))
+    {
+        return trigger(payload, letter);
+    }
+    // An EventBridge Scheduler dead-letter event: the body is the input.
+    if letter.function == "scheduler"
+        && let Some(input) = &parsed
+    {
+        return trigger(input, letter);
+    }
+    match letter.source_queue_logical() {
+        Some(queue) => Ok((queue, letter.redrive_message())),
+        None => Err(format!(
+            "its source queue {:?} is not one of tributary's work queues; send its body by hand if it is yours",
+            letter.source_queue
+        )),
+    }
+}
+
+fn trigger(payload: &Value, letter: &DeadLetter) -> Result<(&'static str, QueueMessage), String> {
+    if payload.get("freshness_check").is_some() || payload.pointer("/detail/freshness_check").is_some() {
+        return Err("a failed freshness check is run again by its own schedule, not redriven".into());
+    }
+    if payload.get("source").and_then(Value::as_str) != Some("aws.scheduler") {
+        return Err(format!(
+            "the {} trigger is not a scheduler event (source \"aws.scheduler\"); run the pipeline with `tributary trigger`",
+            letter.function
+        ));
+    }
+    Ok((topology::ORCHESTRATOR_QUEUE, QueueMessage { body: payload.to_string(), attributes: Default::default() }))
+}
+
+/// What happened to one letter of a redrive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// Archive key.
+    pub key: String,
+    /// Message id.
+    pub message_id: String,
+    /// Where it went (queue URL or name), or why not.
+    pub result: Result<String, String>,
+}
+
+/// Sends each selected letter back through `queue` (to the address
+/// `address` gives for its logical queue: a name locally, the stack's URL
+/// on AWS) and records the redrive in its entry. Letters already redriven
+/// are skipped unless `selection.again`.
+///
+/// # Errors
+/// [`PortError`] from selecting; a letter that cannot be sent is an
+/// [`Outcome`] with the reason, not an error.
+pub async fn redrive(
+    store: &dyn ObjectStore,
+    queue: &dyn QueueSender,
+    address: &dyn Fn(&'static str) -> Result<String, String>,
+    selection: &Selection,
+) -> Result<Vec<Outcome>, PortError> {
+    let mut outcomes = Vec::new();
+    for (key, mut letter) in select(store, selection).await? {
+        let outcome = |result| Outcome { key: key.clone(), message_id: letter.message_id.clone(), result };
+        if letter.is_redriven() && !selection.again {
+            outcomes.push(outcome(Err(format!(
+                "already redriven to {} at {} (--again sends it once more)",
+                letter.redriven.last().map_or("", |r| r.queue.as_str()),
+                letter.redriven.last().map_or("", |r| r.at.as_str())
+            ))));
+            continue;
+        }
+        let (logical, message) = match redrive_target(&letter) {
+            Ok(target) => target,
+            Err(reason) => {
+                outcomes.push(outcome(Err(reason)));
+                continue;
+            }
+        };
+        let to = match address(logical) {
+            Ok(to) => to,
+            Err(reason) => {
+                outcomes.push(outcome(Err(reason)));
+                continue;
+            }
+        };
+        if let Err(err) = queue.send_messages(&to, vec![message]).await {
+            outcomes.push(outcome(Err(format!("sending to {to}: {err}"))));
+            continue;
+        }
+        let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        letter.redriven.push(Redrive { at, queue: to.clone() });
+        let result = match dead_letters::archive(store, &letter).await {
+            Ok(_) => Ok(to),
+            Err(err) => Err(format!("sent to {to}, but the archive entry could not be marked: {err}")),
+        };
+        outcomes.push(Outcome { key, message_id: letter.message_id.clone(), result });
+    }
+    Ok(outcomes)
+}
+
+/// The outcomes as lines: `redriven <id> -> <queue>` or `skipped <id>: why`.
+pub fn report(outcomes: &[Outcome]) -> String {
+    let mut text = String::new();
+    for outcome in outcomes {
+        match &outcome.result {
+            Ok(to) => text.push_str(&format!("redriven {} -> {to}\n", outcome.message_id)),
+            Err(why) => text.push_str(&format!("skipped  {}: {why}\n", outcome.message_id)),
+        }
+    }
+    let sent = outcomes.iter().filter(|o| o.result.is_ok()).count();
+    text.push_str(&format!("{sent} of {} dead letters redriven\n", outcomes.len()));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn letter(function: &str, source_queue: &str, body: Value) -> DeadLetter {
+        DeadLetter {
+            function: function.into(),
+            source_queue: source_queue.into(),
+            body: body.to_string(),
+            ..DeadLetter::default()
+        }
+    }
+
+    #[test]
+    fn a_work_queue_letter_goes_back_to_its_queue_and_a_failed_trigger_to_the_orchestrator() {
+        let page = letter("persist", "stack-persist", serde_json::json!({"pipeline": "p"}));
+        assert_eq!(redrive_target(&page).expect("work queue").0, "persist");
+
+        let spec =
+            serde_json::json!({"source": "aws.scheduler", "time": "2026-11-29T06:00:00Z", "detail": {"pipeline": "p"}});
+        let record = serde_json::json!({"requestContext": {"functionArn": "arn:aws:lambda:us-east-1:1:function:s-Orchestrator"},
+            "requestPayload": spec, "responsePayload": {"errorMessage": "boom"}});
+        let (queue, message) = redrive_target(&letter("orchestrator", "", record)).expect("async record");
+        assert_eq!((queue, message.body), ("orchestrator", spec.to_string()));
+        assert_eq!(redrive_target(&letter("scheduler", "", spec.clone())).expect("scheduler").0, "orchestrator");
+
+        let freshness = serde_json::json!({"time": "2026-11-29T07:30:00Z", "freshness_check": {"pipeline": "p"}});
+        let why = redrive_target(&letter("scheduler", "", freshness)).expect_err("freshness");
+        assert!(why.contains("freshness"), "{why}");
+        let why = redrive_target(&letter("unknown", "someone-elses", serde_json::json!({}))).expect_err("unknown");
+        assert!(why.contains("someone-elses"), "{why}");
+    }
+}
