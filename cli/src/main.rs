@@ -562,7 +562,7 @@ type StackHandle = std::convert::Infallible;
 
 #[cfg(feature = "aws")]
 async fn connect(name: &str) -> anyhow::Result<StackHandle> {
-    Ok(tributary::aws::Stack::connect(name).await.with_context(|| format!("stack {name}"))?)
+    tributary::aws::Stack::connect(name).await.with_context(|| format!("stack {name}"))
 }
 
 #[cfg(not(feature = "aws"))]
