@@ -13,19 +13,12 @@ set -euo pipefail
 CFN_LINT_VERSION="1.58.0"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
-PYTHON="${PYTHON:-python3}"
+# shellcheck source=scripts/pinned-venv.sh
+source "$ROOT/scripts/pinned-venv.sh"
 
 log() { echo "cfn-lint.sh: $*" >&2; }
 
-if [[ ! -x "$VENV/bin/python" ]]; then
-    log "creating $VENV"
-    "$PYTHON" -m venv "$VENV"
-fi
-if ! "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('cfn-lint') != '$CFN_LINT_VERSION')" 2>/dev/null \
-    || [[ ! -x "$VENV/bin/cfn-lint" ]]; then
-    log "installing cfn-lint==$CFN_LINT_VERSION"
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check "cfn-lint==$CFN_LINT_VERSION"
-fi
+pinned_install "$VENV" cfn-lint "$CFN_LINT_VERSION" cfn-lint
 
 cd "$ROOT"
 if (($# == 0)); then

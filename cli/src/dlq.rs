@@ -88,6 +88,9 @@ pub fn table(letters: &[(String, DeadLetter)]) -> String {
 /// check, which its schedule runs again; a letter from an unknown queue).
 pub fn redrive_target(letter: &DeadLetter) -> Result<(&'static str, QueueMessage), String> {
     let parsed: Option<Value> = serde_json::from_str(&letter.body).ok();
+    if parsed.as_ref().is_some_and(|v| v.get("oversize_row").is_some()) {
+        return Err("a query row too wide for one message cannot be sent again: select fewer or narrower columns and re-run the pipeline".into());
+    }
     // A Lambda asynchronous invocation record: its requestPayload is the trigger.
     if let Some(payload) =
         parsed.as_ref().filter(|v| v.get("requestContext").is_some()).and_then(|v| v.get("requestPayload"))

@@ -168,3 +168,64 @@ fn freshness_alerts_until_a_run_of_the_day_completes() {
     );
     assert!(!missing.exists(), "the missing lake is not created");
 }
+
+/// A loopback port nothing listens on (yet).
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+#[test]
+fn a_dead_letter_is_listed_shown_and_redriven_to_success_once_the_vendor_is_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let spec = write_spec(
+        dir.path(),
+        &format!(
+            "version: 1\npipeline: p\nstrategy: {{kind: simple}}\nrequest: {{url: 'http://127.0.0.1:{port}/transactions', records_pointer: /data, allow: {{loopback: true}}}}\ntarget: {{dataset: d}}\n"
+        ),
+    );
+    let lake = dir.path().join("lake");
+    let run = tributary().arg("run").arg(&spec).arg("--lake").arg(&lake).output().expect("run");
+    assert_eq!(run.status.code(), Some(1), "the vendor is down: {}", String::from_utf8_lossy(&run.stdout));
+
+    let list = tributary().args(["dlq", "list", "--lake"]).arg(&lake).output().expect("dlq list");
+    let table = String::from_utf8_lossy(&list.stdout);
+    assert!(list.status.success() && table.contains("1 dead letters"), "{table}");
+    let row = table.lines().find(|l| l.contains("request-dlq")).unwrap_or_else(|| panic!("{table}"));
+    assert!(row.contains(" request ") && row.contains(" p "), "{row}");
+    let id = row.split_whitespace().next().expect("message id").to_string();
+
+    let show = tributary().args(["dlq", "show", &id, "--lake"]).arg(&lake).output().expect("dlq show");
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert!(show.status.success() && shown.contains("\"body\"") && shown.contains("\"reason\""), "{shown}");
+    assert!(shown.contains(&format!("127.0.0.1:{port}")), "the whole request message: {shown}");
+
+    let refused = tributary().args(["dlq", "redrive", "--lake"]).arg(&lake).output().expect("dlq redrive");
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--all"), "names the way to redrive everything");
+
+    let mut vendor = tributary()
+        .args(["vendor", "--addr", &format!("127.0.0.1:{port}")])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start the vendor");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "the vendor did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let redrive = tributary().args(["dlq", "redrive", "--all", "--lake"]).arg(&lake).output().expect("redrive");
+    let _ = vendor.kill();
+    let _ = vendor.wait();
+    let report = String::from_utf8_lossy(&redrive.stdout);
+    assert!(redrive.status.success(), "{report}{}", String::from_utf8_lossy(&redrive.stderr));
+    assert!(report.contains(&format!("redriven {id} -> request")) && report.contains("0 new dead letters"), "{report}");
+
+    let status = tributary().arg("status").arg("--lake").arg(&lake).output().expect("status");
+    let table = String::from_utf8_lossy(&status.stdout);
+    let line = table.lines().find(|l| l.starts_with("p ")).unwrap_or_else(|| panic!("{table}"));
+    assert!(line.contains("complete"), "the redriven page completed the run: {line}");
+    let again = tributary().args(["dlq", "redrive", &id, "--lake"]).arg(&lake).output().expect("again");
+    assert!(String::from_utf8_lossy(&again.stdout).contains("already redriven"), "a second redrive skips it");
+}

@@ -179,6 +179,14 @@ impl DeadLetterTarget {
     }
 }
 
+/// Sends `record` to its DLQ with the reason in message attributes.
+///
+/// The DLQ has the same `MaximumMessageSize` as the work queue (256 KiB by
+/// default), and the body alone may already be close to it: when the DLQ
+/// refuses the letter as too large, the reason is cut by what is over (the
+/// whole reason is in the function's log line), and if even without a
+/// reason it does not fit, the body goes alone, as SQS's redrive policy
+/// would have moved it (Notify then names the function by the DLQ).
 async fn dead_letter(
     record: &SqsMessage,
     meta: &RecordMeta,
@@ -186,22 +194,51 @@ async fn dead_letter(
     permanent: bool,
     to: &DeadLetters<'_>,
 ) -> Result<(), PortError> {
-    let mut end = reason.len().min(REASON_MAX_BYTES);
-    while !reason.is_char_boundary(end) {
+    let body = record.body.clone().unwrap_or_default();
+    let letter = |reason_bytes: usize| {
+        let attributes = [
+            (ATTR_ERROR, cut(reason, reason_bytes.min(REASON_MAX_BYTES))),
+            (ATTR_FUNCTION, to.function.to_string()),
+            (ATTR_SOURCE_QUEUE, meta.source_queue.clone()),
+            (ATTR_RECEIVE_COUNT, meta.receive_count.to_string()),
+            (ATTR_PERMANENT, permanent.to_string()),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value))
+        .collect();
+        QueueMessage { body: body.clone(), attributes }
+    };
+    let first = letter(reason.len());
+    let size = first.size();
+    match to.queue.send_messages(to.dlq, vec![first]).await {
+        Err(PortError::TooLarge { limit, .. }) if size > limit => {
+            let over = size - limit;
+            let room = reason.len().min(REASON_MAX_BYTES).saturating_sub(over);
+            // Below 64 bytes a reason says nothing: send the body alone.
+            let message = if room >= 64 {
+                letter(room)
+            } else {
+                QueueMessage { body: body.clone(), attributes: Default::default() }
+            };
+            tracing::warn!(
+                bytes = size,
+                limit,
+                reason_bytes = room,
+                "the dead letter was over the DLQ's size limit; its reason is cut (the whole reason is in this log)"
+            );
+            to.queue.send_messages(to.dlq, vec![message]).await
+        }
+        other => other,
+    }
+}
+
+/// At most `max` bytes of `text`, cut on a character boundary.
+fn cut(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
         end -= 1;
     }
-    let attributes = [
-        (ATTR_ERROR, reason[..end].to_string()),
-        (ATTR_FUNCTION, to.function.to_string()),
-        (ATTR_SOURCE_QUEUE, meta.source_queue.clone()),
-        (ATTR_RECEIVE_COUNT, meta.receive_count.to_string()),
-        (ATTR_PERMANENT, permanent.to_string()),
-    ]
-    .into_iter()
-    .map(|(name, value)| (name.to_string(), value))
-    .collect();
-    let message = QueueMessage { body: record.body.clone().unwrap_or_default(), attributes };
-    to.queue.send_messages(to.dlq, vec![message]).await
+    text[..end].to_string()
 }
 
 /// Runs `handler` over every record of `event`, up to `concurrency` at a

@@ -106,6 +106,11 @@ pub const SCHEDULER_DLQ: &str = "scheduler-dlq";
 /// Where Notify's own failures go; nothing consumes it (operators alarm on
 /// its depth).
 pub const NOTIFY_DLQ: &str = "notify-dlq";
+/// Where SNS puts the query-results messages it could not deliver to the
+/// orchestrator queue (the subscription's redrive policy; on AWS only: the
+/// local broker delivers in process). Nothing consumes it: operators alarm
+/// on its depth.
+pub const QUERY_RESULTS_DLQ: &str = "query-results-dlq";
 /// The topic Athena publishes rows on.
 pub const QUERY_RESULTS_TOPIC: &str = "query-results";
 /// The topic Notify publishes alerts on (e-mail/SMS subscribers).
@@ -138,6 +143,14 @@ pub const QUEUES: &[QueueDecl] = &[
     dead_letter_queue(SCHEDULER_DLQ),
     QueueDecl {
         name: NOTIFY_DLQ,
+        consumer: None,
+        batch_size: 10,
+        batching_window_secs: 0,
+        visibility_timeout_secs: 180,
+        redrive: None,
+    },
+    QueueDecl {
+        name: QUERY_RESULTS_DLQ,
         consumer: None,
         batch_size: 10,
         batching_window_secs: 0,
@@ -183,11 +196,18 @@ pub struct QueueSubscriptionDecl {
     pub queue: &'static str,
     /// `RawMessageDelivery`.
     pub raw: bool,
+    /// The subscription's `RedrivePolicy` target: where SNS puts messages
+    /// it could not deliver (the queue deleted, its policy refusing SNS).
+    pub dlq: Option<&'static str>,
 }
 
 /// Topic-to-queue subscriptions (SNS -> SQS fan-out).
-pub const QUEUE_SUBSCRIPTIONS: &[QueueSubscriptionDecl] =
-    &[QueueSubscriptionDecl { topic: QUERY_RESULTS_TOPIC, queue: ORCHESTRATOR_QUEUE, raw: true }];
+pub const QUEUE_SUBSCRIPTIONS: &[QueueSubscriptionDecl] = &[QueueSubscriptionDecl {
+    topic: QUERY_RESULTS_TOPIC,
+    queue: ORCHESTRATOR_QUEUE,
+    raw: true,
+    dlq: Some(QUERY_RESULTS_DLQ),
+}];
 
 /// Every topic.
 pub const TOPICS: &[&str] = &[QUERY_RESULTS_TOPIC, ALERTS_TOPIC, RUN_EVENTS_TOPIC];
@@ -236,6 +256,7 @@ mod tests {
         }
         for s in QUEUE_SUBSCRIPTIONS {
             assert!(TOPICS.contains(&s.topic) && queue(s.queue).is_some());
+            assert!(s.dlq.is_none_or(|dlq| queue(dlq).is_some_and(|q| q.consumer.is_none())), "{}", s.topic);
         }
     }
 

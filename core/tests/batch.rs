@@ -24,11 +24,13 @@ enum TestError {
     Body(#[from] BodyError),
     #[error("n = {0} refused")]
     Refused(u32),
+    #[error("{0}")]
+    Permanent(String),
 }
 
 impl RecordError for TestError {
     fn is_permanent(&self) -> bool {
-        matches!(self, TestError::Body(_))
+        matches!(self, TestError::Body(_) | TestError::Permanent(_))
     }
 }
 
@@ -100,4 +102,43 @@ async fn only_failed_records_are_reported() {
     // handler), a body that is not JSON, and a JSON body of the wrong shape.
     assert_eq!(failed, ["msg-3", "msg-not-json", "msg-wrong-shape"]);
     assert_eq!(seen.load(Ordering::SeqCst), 3, "handler runs for every decodable record");
+}
+
+#[tokio::test]
+async fn a_record_near_the_size_limit_is_dead_lettered_with_its_reason_cut_to_fit() {
+    const LIMIT: usize = 262_144;
+    let broker = Broker::new();
+    broker.create_queue(QueueConfig {
+        name: "dlq".into(),
+        visibility_timeout: std::time::Duration::from_secs(1),
+        max_message_bytes: LIMIT,
+        redrive: None,
+    });
+    let mut event = event_from_fixture();
+    event.records.truncate(1);
+    // A body the work queue took (under 256 KiB), 1 KiB short of the limit,
+    // and an error of 4 KiB: together they are over.
+    let padding = "x".repeat(LIMIT - 1024 - r#"{"n":7,"pad":""}"#.len());
+    event.records[0].body = Some(format!(r#"{{"n":7,"pad":"{padding}"}}"#));
+    let mut tight = event.records[0].clone();
+    tight.message_id = Some("no-room-for-a-reason".into());
+    tight.body = Some(format!(r#"{{"n":7,"pad":"{}"}}"#, "x".repeat(LIMIT - 10 - r#"{"n":7,"pad":""}"#.len())));
+    event.records.push(tight);
+    let dead_letters = DeadLetters { queue: &broker, dlq: "dlq", max_receive_count: 5, function: "persist" };
+    let response = for_each_message(&event, 1, Some(dead_letters), |_: Ping, _meta: RecordMeta| async move {
+        // A permanent failure with a 4 KiB reason: dead-lettered at once.
+        Err::<(), _>(TestError::Permanent(format!("vendor said: {}", "e".repeat(4096))))
+    })
+    .await;
+    assert!(response.batch_item_failures.is_empty(), "both dead-lettered: {:?}", response.batch_item_failures);
+    let dead = broker.receive("dlq", 10).expect("receive");
+    assert_eq!(dead.len(), 2);
+    for letter in &dead {
+        let original = event.records.iter().find(|r| r.body == letter.body).expect("the body, whole and unchanged");
+        assert!(letter.body.as_ref().is_some_and(|b| b.len() + 1100 > LIMIT), "{:?}", original.message_id);
+    }
+    let with_reason = dead.iter().find(|r| r.message_attributes.contains_key(ATTR_ERROR)).expect("one keeps a reason");
+    let reason = with_reason.message_attributes[ATTR_ERROR].string_value.clone().unwrap_or_default();
+    assert!(reason.starts_with("vendor said: eee") && reason.len() < 1024, "cut to what fits: {} bytes", reason.len());
+    assert!(dead.iter().any(|r| r.message_attributes.is_empty()), "no room at all: the body goes alone");
 }

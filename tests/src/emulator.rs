@@ -148,3 +148,30 @@ pub async fn depth(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> usize {
         .filter_map(|name| attributes.get(name)?.parse::<usize>().ok())
         .sum()
 }
+
+/// Creates CloudFormation stack `name` whose outputs are `outputs` (key ->
+/// value), as a deployed SAM stack's would be, so the CLI's `--stack` mode
+/// can be tested on moto: moto's CloudFormation skips the SAM resources,
+/// so the topology itself is provisioned with SDK calls
+/// (`adapters::aws::provision`) and the stack only carries the addresses.
+/// The template holds one `AWS::CloudFormation::WaitConditionHandle` (a
+/// template needs a resource).
+///
+/// # Panics
+/// When the stack cannot be created (tests only).
+pub async fn stack_with_outputs(config: &SdkConfig, name: &str, outputs: &[(&str, &str)]) {
+    let outputs: serde_json::Map<String, serde_json::Value> =
+        outputs.iter().map(|(key, value)| (key.to_string(), serde_json::json!({ "Value": value }))).collect();
+    let template = serde_json::json!({
+        "AWSTemplateFormatVersion": "2010-09-09",
+        "Resources": {"Placeholder": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
+        "Outputs": outputs,
+    });
+    aws_sdk_cloudformation::Client::new(config)
+        .create_stack()
+        .stack_name(name)
+        .template_body(template.to_string())
+        .send()
+        .await
+        .unwrap_or_else(|err| panic!("CreateStack {name}: {}", aws_sdk_sqs::error::DisplayErrorContext(err)));
+}

@@ -415,20 +415,24 @@ fn topics_and_subscriptions_exist_with_queue_policies() {
                 }
             }
         }
-        let allowed = template.of_type("AWS::SQS::QueuePolicy").any(|(_, policy)| {
-            let queues = prop(policy, "Queues").and_then(Value::as_sequence);
-            let covers_queue = queues.is_some_and(|qs| qs.iter().any(|q| ref_target(q) == Some(queue_id)));
-            let statements =
-                prop(policy, "PolicyDocument").and_then(|d| d.get("Statement")).and_then(Value::as_sequence);
-            covers_queue && statements.is_some_and(|st| st.iter().any(|s| allows_topic(s, queue_id, topic_id)))
-        });
-        if !allowed {
+        if !queue_policy_allows(&template, queue_id, topic_id) {
             failures.push(format!(
                 "{at}: no AWS::SQS::QueuePolicy on !Ref {queue_id} allowing sns.amazonaws.com sqs:SendMessage with aws:SourceArn = !Ref {topic_id}"
             ));
         }
     }
     assert_no_failures("topics and subscriptions", failures);
+}
+
+/// Whether an `AWS::SQS::QueuePolicy` on queue `queue_id` lets SNS topic
+/// `topic_id` send to it.
+fn queue_policy_allows(template: &Template, queue_id: &str, topic_id: &str) -> bool {
+    template.of_type("AWS::SQS::QueuePolicy").any(|(_, policy)| {
+        let queues = prop(policy, "Queues").and_then(Value::as_sequence);
+        let covers_queue = queues.is_some_and(|qs| qs.iter().any(|q| ref_target(q) == Some(queue_id)));
+        let statements = prop(policy, "PolicyDocument").and_then(|d| d.get("Statement")).and_then(Value::as_sequence);
+        covers_queue && statements.is_some_and(|st| st.iter().any(|s| allows_topic(s, queue_id, topic_id)))
+    })
 }
 
 /// Whether `statement` lets SNS topic `topic_id` send to queue `queue_id`.
@@ -724,4 +728,402 @@ fn deployed_schedules_start_a_run_named_after_the_scheduled_time() {
     }
     assert_eq!(checked, (3, 1), "the three examples are scheduled, customers has a freshness check");
     assert_no_failures("deployed schedules", failures);
+}
+
+impl Template {
+    /// A parameter's declaration.
+    fn parameter(&self, name: &str) -> Option<&Value> {
+        self.root.get("Parameters")?.get(name)
+    }
+
+    /// A parameter's numeric attribute (`MinValue`, `MaxValue`, `Default`).
+    fn parameter_number(&self, name: &str, attribute: &str) -> Option<u64> {
+        self.number(self.parameter(name)?.get(attribute))
+    }
+}
+
+/// The parameter of `!Ref P`, when `P` is a declared parameter.
+fn parameter_ref<'a>(template: &Template, value: Option<&'a Value>) -> Option<&'a str> {
+    let name = ref_target(value?)?;
+    template.parameter(name).is_some().then_some(name)
+}
+
+/// Every SQS event source mapping caps its concurrency with a template
+/// parameter in AWS's range (2-1000); Request learns its own cap (the rate
+/// budget's divisor) from the same parameter; Notify's reserved concurrency
+/// covers its mappings.
+#[test]
+fn event_source_mappings_cap_their_concurrency_with_parameters() {
+    let template = Template::load();
+    let mut failures = Vec::new();
+    let events = template.sqs_events();
+    assert!(!events.is_empty(), "{TEMPLATE} has no SQS event");
+    let mut notify_sum = 0;
+    let notify = template.function_id(Function::Notify).expect("notify function");
+    for (function_id, event, queue, properties) in &events {
+        let at = format!("{function_id} event `{event}`");
+        let value = properties.get("ScalingConfig").and_then(|s| s.get("MaximumConcurrency"));
+        let Some(param) = parameter_ref(&template, value) else {
+            failures.push(format!("{at}: ScalingConfig.MaximumConcurrency is {value:?}, expected !Ref <a parameter>"));
+            continue;
+        };
+        let (min, max, default) = (
+            template.parameter_number(param, "MinValue"),
+            template.parameter_number(param, "MaxValue"),
+            template.parameter_number(param, "Default"),
+        );
+        let in_range = matches!((min, max, default), (Some(min), Some(max), Some(d)) if min >= 2 && max <= 1000 && (min..=max).contains(&d));
+        if !in_range {
+            failures.push(format!(
+                "{at}: parameter {param} has MinValue {min:?}, MaxValue {max:?}, Default {default:?}; AWS allows 2-1000"
+            ));
+        }
+        if template.parameter(param).and_then(|p| p.get("Description")).is_none() {
+            failures.push(format!("{at}: parameter {param} has no Description saying why its default"));
+        }
+        if *function_id == notify {
+            notify_sum += default.unwrap_or(0);
+        }
+        // Request divides each pipeline's rate by the same cap.
+        let request_queue = template.queue_id(topology::REQUEST_QUEUE);
+        if *queue == request_queue {
+            let request = template.resource(function_id).expect("function exists");
+            let env = prop(request, "Environment").and_then(|e| e.get("Variables"));
+            let set = env.and_then(|vars| vars.get("REQUEST_MAX_CONCURRENCY")).and_then(ref_target);
+            if set != Some(param) {
+                failures.push(format!(
+                    "{at}: REQUEST_MAX_CONCURRENCY is {set:?}, expected !Ref {param} (the mapping's cap divides the rate budget)"
+                ));
+            }
+        }
+    }
+    // Notify: `!If [cond, !Ref <param>, !Ref AWS::NoValue]` or `!Ref <param>`.
+    let reserved = prop(template.resource(notify).expect("exists"), "ReservedConcurrentExecutions");
+    let reserved_param = match reserved.and_then(intrinsic) {
+        Some((name, Value::Sequence(branches))) if name == "If" => branches.get(1).and_then(ref_target),
+        Some((name, Value::String(param))) if name == "Ref" => Some(param.as_str()),
+        _ => None,
+    };
+    match reserved_param.and_then(|p| Some((p, template.parameter_number(p, "Default")?))) {
+        None => failures.push(format!("{notify}: ReservedConcurrentExecutions is {reserved:?}, expected a parameter")),
+        // One more than the mappings' sum: the scheduled freshness checks.
+        Some((param, default)) if default <= notify_sum => failures.push(format!(
+            "{notify}: {param} defaults to {default}, not above its mappings' maximum concurrency ({notify_sum}): Lambda would throttle them"
+        )),
+        Some(_) => {}
+    }
+    assert_no_failures("event source mapping concurrency", failures);
+}
+
+/// The functions whose role may send to a queue they consume (they chain
+/// messages through their own queue) are exactly those with `RecursiveLoop:
+/// Allow`; Lambda's loop detection would stop their chains after 16 links.
+#[test]
+fn exactly_the_functions_that_send_to_their_own_queue_allow_recursive_loops() {
+    let template = Template::load();
+    let events = template.sqs_events();
+    let mut failures = Vec::new();
+    let mut self_sending = BTreeSet::new();
+    for decl in topology::FUNCTIONS {
+        let Some(id) = template.function_id(decl.function) else { continue };
+        let own: BTreeSet<&str> = events.iter().filter(|(f, ..)| *f == id).filter_map(|(_, _, q, _)| *q).collect();
+        let sends_to_own = role_statements(&template, id).into_iter().any(|statement| {
+            let allow = statement.get("Effect").and_then(Value::as_str) == Some("Allow");
+            let send = strings(statement.get("Action")).iter().any(|a| *a == "sqs:SendMessage" || *a == "sqs:*");
+            let resources: Vec<&Value> = match statement.get("Resource") {
+                Some(Value::Sequence(seq)) => seq.iter().collect(),
+                Some(single) => vec![single],
+                None => Vec::new(),
+            };
+            let own_queue =
+                resources.iter().any(|r| getatt(r).is_some_and(|(q, attr)| attr == "Arn" && own.contains(q)));
+            allow && send && own_queue
+        });
+        let recursive = prop(template.resource(id).expect("exists"), "RecursiveLoop").and_then(Value::as_str);
+        match (sends_to_own, recursive) {
+            (true, Some("Allow")) => {
+                self_sending.insert(decl.function.name());
+            }
+            (true, other) => failures.push(format!(
+                "{id} may send to its own queue, but RecursiveLoop is {other:?}: Lambda would stop its chains after 16 messages"
+            )),
+            (false, Some("Allow")) => failures
+                .push(format!("{id} never sends to its own queue, yet RecursiveLoop is Allow (leave Lambda's guard on)")),
+            (false, _) => {}
+        }
+    }
+    // The code: Request sends a cursor run's next page to its own queue,
+    // Athena its continuations (still running, or more rows).
+    let expected = BTreeSet::from(["athena", "request"]);
+    if failures.is_empty() && self_sending != expected {
+        failures.push(format!("self-sending functions are {self_sending:?}, the code's are {expected:?}"));
+    }
+    assert_no_failures("recursive loops", failures);
+}
+
+#[test]
+fn functions_log_json_at_the_stack_levels() {
+    let template = Template::load();
+    let mut failures = Vec::new();
+    let functions: Vec<_> = template.of_type("AWS::Serverless::Function").collect();
+    assert_eq!(functions.len(), topology::FUNCTIONS.len(), "one function resource per topology function");
+    let lambda_levels = ["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"];
+    for (id, function) in functions {
+        let logging = prop(function, "LoggingConfig");
+        let format = logging.and_then(|l| l.get("LogFormat")).and_then(Value::as_str);
+        if format != Some("JSON") {
+            failures.push(format!(
+                "{id}: LoggingConfig.LogFormat is {format:?}, expected JSON (tracing writes JSON lines)"
+            ));
+        }
+        for (key, allowed) in [("ApplicationLogLevel", &lambda_levels[..]), ("SystemLogLevel", &lambda_levels[1..4])] {
+            let value = logging.and_then(|l| l.get(key));
+            let Some(param) = parameter_ref(&template, value) else {
+                failures.push(format!("{id}: LoggingConfig.{key} is {value:?}, expected !Ref <a parameter>"));
+                continue;
+            };
+            let values = strings(template.parameter(param).and_then(|p| p.get("AllowedValues")));
+            if values.is_empty() || values.iter().any(|v| !allowed.contains(v)) {
+                failures.push(format!("{id}: parameter {param} allows {values:?}; Lambda's {key} takes {allowed:?}"));
+            }
+        }
+        if logging.and_then(|l| l.get("LogGroup")).and_then(ref_target).is_none() {
+            failures.push(format!("{id}: LoggingConfig.LogGroup is not !Ref <its log group>"));
+        }
+    }
+    assert_no_failures("logging", failures);
+}
+
+#[test]
+fn max_receive_count_never_dead_letters_on_the_first_receive() {
+    let template = Template::load();
+    let min = template.parameter_number("MaxReceiveCount", "MinValue");
+    let max = template.parameter_number("MaxReceiveCount", "MaxValue");
+    assert!(min.is_some_and(|m| m >= 2), "MaxReceiveCount MinValue is {min:?}: at least 2");
+    assert!(
+        max.is_some_and(|m| m < u64::from(topology::DLQ_MAX_RECEIVE_COUNT)),
+        "MaxReceiveCount MaxValue is {max:?}: below the DLQs' {} (SQS keeps the receive count into the DLQ)",
+        topology::DLQ_MAX_RECEIVE_COUNT
+    );
+}
+
+/// `(metric, queue or function id, alarm)` of every CloudWatch alarm on
+/// one dimension.
+fn alarms(template: &Template) -> Vec<(&str, &str, &str, &Value)> {
+    template
+        .of_type("AWS::CloudWatch::Alarm")
+        .filter_map(|(id, alarm)| {
+            let metric = prop(alarm, "MetricName").and_then(Value::as_str)?;
+            let dimensions = prop(alarm, "Dimensions").and_then(Value::as_sequence)?;
+            let [dimension] = dimensions.as_slice() else { return None };
+            let value = dimension.get("Value")?;
+            let target = match dimension.get("Name").and_then(Value::as_str)? {
+                "QueueName" => getatt(value).filter(|(_, attr)| *attr == "QueueName").map(|(q, _)| q)?,
+                "FunctionName" => ref_target(value)?,
+                _ => return None,
+            };
+            Some((metric, target, id, alarm))
+        })
+        .collect()
+}
+
+#[test]
+fn alarms_watch_every_function_work_queue_and_dlq_for_operations() {
+    let template = Template::load();
+    let mut failures = Vec::new();
+    let Some(operations) = template.topic_id("operations") else {
+        panic!("no AWS::SNS::Topic named !Sub \"${{AWS::StackName}}-operations\"");
+    };
+    let alerts = template.topic_id(topology::ALERTS_TOPIC).expect("alerts topic");
+    let alarms = alarms(&template);
+    // `alarm on (metric, target)` with `> threshold` to `topics`.
+    let mut expect = |what: String, metric: &str, target: &str, threshold: Option<u64>, topics: &[&str]| {
+        let found = alarms.iter().find(|(m, t, ..)| *m == metric && *t == target);
+        let Some((_, _, id, alarm)) = found else {
+            failures.push(format!("{what}: no AWS::CloudWatch::Alarm on {metric} of {target}"));
+            return;
+        };
+        let operator = prop(alarm, "ComparisonOperator").and_then(Value::as_str);
+        if operator != Some("GreaterThanThreshold") {
+            failures.push(format!("{what} ({id}): ComparisonOperator is {operator:?}"));
+        }
+        let actual = prop(alarm, "Threshold");
+        let ok = match threshold {
+            Some(n) => template.number(actual) == Some(n),
+            None => parameter_ref(&template, actual).is_some(),
+        };
+        if !ok {
+            failures
+                .push(format!("{what} ({id}): Threshold is {actual:?}, expected {threshold:?} (None: a parameter)"));
+        }
+        let actions: Vec<&str> = prop(alarm, "AlarmActions")
+            .and_then(Value::as_sequence)
+            .map(|seq| seq.iter().filter_map(ref_target).collect())
+            .unwrap_or_default();
+        for topic in topics {
+            if !actions.contains(topic) {
+                failures.push(format!("{what} ({id}): AlarmActions {actions:?} lack !Ref {topic}"));
+            }
+        }
+        if prop(alarm, "TreatMissingData").and_then(Value::as_str) != Some("notBreaching") {
+            failures.push(format!("{what} ({id}): TreatMissingData is not notBreaching (idle is healthy)"));
+        }
+    };
+    for decl in topology::FUNCTIONS {
+        let Some(id) = template.function_id(decl.function) else { continue };
+        for metric in ["Errors", "Throttles"] {
+            expect(format!("function `{}`", decl.function.name()), metric, id, Some(0), &[operations]);
+        }
+    }
+    let dead_letter_queues: BTreeSet<&str> = topology::QUEUES
+        .iter()
+        .filter_map(|q| q.redrive.map(|(dlq, _)| dlq))
+        .chain(topology::QUEUE_SUBSCRIPTIONS.iter().filter_map(|s| s.dlq))
+        // The schedules' DeadLetterConfig (tributary deploy-schedules).
+        .chain([topology::SCHEDULER_DLQ])
+        .collect();
+    for decl in topology::QUEUES {
+        let Some(id) = template.queue_id(decl.name) else { continue };
+        let what = format!("queue `{}`", decl.name);
+        if dead_letter_queues.contains(decl.name) {
+            // A DLQ nobody drains tells the alerts topic's users too.
+            let topics: &[&str] = if decl.consumer.is_none() { &[operations, alerts] } else { &[operations] };
+            expect(what, "ApproximateNumberOfMessagesVisible", id, Some(0), topics);
+        } else {
+            expect(what, "ApproximateAgeOfOldestMessage", id, None, &[operations]);
+        }
+    }
+    let email = template.of_type("AWS::SNS::Subscription").any(|(_, s)| {
+        prop(s, "TopicArn").and_then(ref_target) == Some(operations)
+            && parameter_ref(&template, prop(s, "Endpoint")).is_some()
+            && s.get("Condition").is_some()
+    });
+    if !email {
+        failures
+            .push(format!("no optional e-mail subscription (Condition, Endpoint !Ref <parameter>) on {operations}"));
+    }
+    assert_no_failures("alarms", failures);
+}
+
+#[test]
+fn query_results_subscription_redrives_to_its_dlq() {
+    let template = Template::load();
+    let mut failures = Vec::new();
+    for sub in topology::QUEUE_SUBSCRIPTIONS {
+        let Some(dlq) = sub.dlq else { continue };
+        let at = format!("subscription `{}` -> `{}`", sub.topic, sub.queue);
+        let (Some(topic_id), Some(queue_id), Some(dlq_id)) =
+            (template.topic_id(sub.topic), template.queue_id(sub.queue), template.queue_id(dlq))
+        else {
+            failures.push(format!("{at}: the topic, the queue or DLQ `{dlq}` is missing"));
+            continue;
+        };
+        let subscription = template.of_type("AWS::SNS::Subscription").find(|(_, s)| {
+            prop(s, "TopicArn").and_then(ref_target) == Some(topic_id)
+                && prop(s, "Endpoint").and_then(getatt) == Some((queue_id, "Arn"))
+        });
+        let Some((id, subscription)) = subscription else {
+            failures.push(format!("{at}: no AWS::SNS::Subscription"));
+            continue;
+        };
+        let target = prop(subscription, "RedrivePolicy").and_then(|p| p.get("deadLetterTargetArn")).and_then(getatt);
+        if target != Some((dlq_id, "Arn")) {
+            failures.push(format!(
+                "{at} ({id}): RedrivePolicy.deadLetterTargetArn is {target:?}, expected !GetAtt {dlq_id}.Arn"
+            ));
+        }
+        // SNS itself sends the dead letters: the DLQ's policy must let it.
+        if !queue_policy_allows(&template, dlq_id, topic_id) {
+            failures.push(format!("{at}: no AWS::SQS::QueuePolicy on {dlq_id} allowing {topic_id} (via SNS) to send"));
+        }
+    }
+    assert_no_failures("subscription redrive", failures);
+}
+
+/// Whether `value` (through tags, lists and mappings) holds the string `text`.
+fn mentions(value: &Value, text: &str) -> bool {
+    match value {
+        Value::String(s) => s.contains(text),
+        Value::Sequence(seq) => seq.iter().any(|v| mentions(v, text)),
+        Value::Mapping(map) => map.iter().any(|(k, v)| mentions(k, text) || mentions(v, text)),
+        Value::Tagged(tagged) => mentions(&tagged.value, text),
+        _ => false,
+    }
+}
+
+/// Every `!Sub` text among a statement's resources.
+fn resource_texts(statement: &Value) -> Vec<&str> {
+    match statement.get("Resource") {
+        Some(Value::Sequence(seq)) => seq.iter().filter_map(sub_text).collect(),
+        Some(single) => sub_text(single).into_iter().collect(),
+        None => Vec::new(),
+    }
+}
+
+/// Two stacks coexist: the Glue database and secrets are per stack; and the
+/// lake rights are scoped to the prefixes each function uses.
+#[test]
+fn stacks_are_scoped_and_lake_rights_follow_the_keys() {
+    let template = Template::load();
+    let mut failures = Vec::new();
+    // Glue: the parameter's default is empty, and empty derives the name
+    // from the stack name.
+    let database = template.resource("LakeDatabase").expect("LakeDatabase");
+    let name = prop(database, "DatabaseInput").and_then(|d| d.get("Name"));
+    let default = template.parameter_default("LakeDatabaseName").and_then(Value::as_str);
+    if !name.is_some_and(|n| mentions(n, "AWS::StackName")) || default != Some("") {
+        failures.push(format!(
+            "LakeDatabase name {name:?} with LakeDatabaseName default {default:?}: expected the stack name by default"
+        ));
+    }
+    // Request reads only this stack's secrets.
+    let request = template.function_id(Function::Request).expect("request function");
+    let secrets: Vec<&str> = role_statements(&template, request)
+        .into_iter()
+        .filter(|s| strings(s.get("Action")).iter().any(|a| a.starts_with("secretsmanager:")))
+        .flat_map(resource_texts)
+        .collect();
+    if secrets.is_empty() || secrets.iter().any(|r| !r.ends_with(":secret:${AWS::StackName}/*")) {
+        failures.push(format!("{request}: secrets {secrets:?}, expected only secret:${{AWS::StackName}}/*"));
+    }
+    // Persist writes and deletes nothing bucket-wide: its own prefixes and
+    // the datasets' partitioned Parquet files (core/src/keys.rs).
+    let persist = template.function_id(Function::Persist).expect("persist function");
+    let allowed =
+        ["raw/*", "quarantine/*", "_schema/*", "_runs/*", "_manifests/*", "_state/*", "_claims/*", "*/*=*/*.parquet"];
+    for statement in role_statements(&template, persist) {
+        let actions = strings(statement.get("Action"));
+        if !actions.iter().any(|a| a.starts_with("s3:") && *a != "s3:ListBucket") {
+            continue;
+        }
+        for resource in resource_texts(statement) {
+            let path = resource.strip_prefix("${LakeBucket.Arn}/");
+            if !path.is_some_and(|p| allowed.contains(&p)) {
+                failures.push(format!("{persist}: {actions:?} on {resource}, outside {allowed:?}"));
+            }
+            if path == Some("_claims/*") && actions.iter().any(|a| *a != "s3:GetObject") {
+                failures.push(format!("{persist}: {actions:?} on _claims/*: Persist only reads claim checks"));
+            }
+        }
+    }
+    // Notify keeps dead letters in the lake (_dead_letters/), so it knows it.
+    let notify = template.function_id(Function::Notify).expect("notify function");
+    let archive = role_statements(&template, notify).into_iter().any(|s| {
+        strings(s.get("Action")).contains(&"s3:PutObject")
+            && resource_texts(s).contains(&"${LakeBucket.Arn}/_dead_letters/*")
+    });
+    let env = prop(template.resource(notify).expect("exists"), "Environment").and_then(|e| e.get("Variables"));
+    if !archive || env.and_then(|v| v.get("LAKE_BUCKET")).and_then(ref_target) != Some("LakeBucket") {
+        failures.push(format!("{notify}: needs s3:PutObject on _dead_letters/* and LAKE_BUCKET = !Ref LakeBucket"));
+    }
+    // Athena: a per-query scan cutoff, from a parameter at Athena's minimum or above.
+    let workgroup = template.resource("AthenaWorkGroup").expect("AthenaWorkGroup");
+    let cutoff = prop(workgroup, "WorkGroupConfiguration").and_then(|c| c.get("BytesScannedCutoffPerQuery"));
+    match parameter_ref(&template, cutoff) {
+        Some(param) if template.parameter_number(param, "MinValue").is_some_and(|m| m >= 10_000_000) => {}
+        _ => failures.push(format!(
+            "AthenaWorkGroup: BytesScannedCutoffPerQuery is {cutoff:?}, expected !Ref <parameter, MinValue >= 10 MB>"
+        )),
+    }
+    assert_no_failures("stack scoping", failures);
 }

@@ -202,7 +202,7 @@ pub async fn run_query(message: QueryMessage, deadline: Instant, deps: Deps<'_>)
     loop {
         let page = deps.engine.page(&execution_id, token.as_deref()).await.map_err(port)?;
         let rows = page.rows.len() as u64;
-        publish_rows(&message, next_row, page.rows, deps).await.map_err(port)?;
+        publish_rows(&message, &execution_id, next_row, page.rows, deps).await.map_err(port)?;
         next_row += rows;
         published += rows;
         match page.next_token {
@@ -238,8 +238,14 @@ pub async fn run_query(message: QueryMessage, deadline: Instant, deps: Deps<'_>)
     Ok(Progress { rows_published: published, continued: None })
 }
 
+/// Largest row message published: 262,144 bytes, body and attributes
+/// together, the SNS `Publish` limit ("Amazon SNS quotas": 256 KiB) and
+/// the classic SQS `MaximumMessageSize`.
+pub const MAX_ROW_MESSAGE_BYTES: usize = 262_144;
+
 async fn publish_rows(
     message: &QueryMessage,
+    execution_id: &str,
     first_row: u64,
     rows: Vec<serde_json::Map<String, serde_json::Value>>,
     deps: Deps<'_>,
@@ -247,7 +253,7 @@ async fn publish_rows(
     if rows.is_empty() {
         return Ok(());
     }
-    let bodies = rows
+    let mut bodies = rows
         .into_iter()
         .zip(first_row..)
         .map(|(row, row_index)| {
@@ -267,10 +273,29 @@ async fn publish_rows(
             target: message.pipeline.clone(),
             message: err.to_string(),
         })?;
+    let attributes: BTreeMap<String, String> =
+        [("pipeline".into(), message.pipeline.clone()), ("run_id".into(), message.run_id.to_string())].into();
+    let attribute_bytes: usize = attributes.iter().map(|(k, v)| k.len() + "String".len() + v.len()).sum();
+    // A row too wide for one message fails alone: it is dead-lettered with
+    // the reason and the others are fanned out.
+    let mut index = first_row;
+    let mut wide = Vec::new();
+    bodies.retain(|body| {
+        let keep = body.len() + attribute_bytes <= MAX_ROW_MESSAGE_BYTES;
+        if !keep {
+            wide.push((index, body.len()));
+        }
+        index += 1;
+        keep
+    });
+    for (row_index, bytes) in wide {
+        dead_letter_wide_row(message, execution_id, row_index, bytes, deps).await?;
+    }
+    if bodies.is_empty() {
+        return Ok(());
+    }
     match &message.reply_to {
         Destination::Topic { topic } => {
-            let attributes: BTreeMap<String, String> =
-                [("pipeline".into(), message.pipeline.clone()), ("run_id".into(), message.run_id.to_string())].into();
             let messages = bodies
                 .into_iter()
                 .map(|body| TopicMessage { body, attributes: attributes.clone(), ..TopicMessage::default() })
@@ -279,6 +304,53 @@ async fn publish_rows(
         }
         Destination::Queue { queue } => deps.queue.send(queue, bodies).await,
     }
+}
+
+/// Sends a small dead letter for row `row_index` whose message would be
+/// `bytes` long, over [`MAX_ROW_MESSAGE_BYTES`]: the row itself stays in
+/// the query's results (`execution_id`), which the letter names. Without a
+/// DLQ the page fails as [`PortError::TooLarge`].
+async fn dead_letter_wide_row(
+    message: &QueryMessage,
+    execution_id: &str,
+    row_index: u64,
+    bytes: usize,
+    deps: Deps<'_>,
+) -> Result<(), PortError> {
+    let Some(target) = &deps.config.dead_letter else {
+        return Err(PortError::TooLarge {
+            what: "query row message",
+            target: format!("row {row_index} of query {execution_id}"),
+            bytes,
+            limit: MAX_ROW_MESSAGE_BYTES,
+        });
+    };
+    let reason = format!(
+        "row {row_index} of query {execution_id} is a message of {bytes} bytes, over the {MAX_ROW_MESSAGE_BYTES}-byte SNS/SQS limit: select fewer or narrower columns; the other rows were published"
+    );
+    tracing::error!(row_index, bytes, execution_id, "a query row too wide for one message is dead-lettered alone");
+    let body = serde_json::json!({
+        "oversize_row": {"pipeline": message.pipeline, "run_id": message.run_id, "run_date": message.run_date,
+                         "row_index": row_index, "execution_id": execution_id, "bytes": bytes},
+        "pipeline": message.pipeline, "run_id": message.run_id,
+    });
+    let attributes = [
+        (batch::ATTR_ERROR, reason),
+        (batch::ATTR_FUNCTION, "athena".to_string()),
+        (batch::ATTR_SOURCE_QUEUE, queue_name(&deps.config.own_queue).to_string()),
+        (batch::ATTR_RECEIVE_COUNT, "1".to_string()),
+        (batch::ATTR_PERMANENT, "true".to_string()),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_string(), value))
+    .collect();
+    let letter = tributary_core::ports::QueueMessage { body: body.to_string(), attributes };
+    deps.queue.send_messages(&target.dlq, vec![letter]).await
+}
+
+/// The queue name in a queue URL (`https://sqs…/<account>/<name>`) or name.
+fn queue_name(queue: &str) -> &str {
+    queue.rsplit('/').next().unwrap_or(queue)
 }
 
 async fn continue_later(

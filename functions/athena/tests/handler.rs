@@ -19,12 +19,21 @@ struct ScriptedEngine {
     page_rows: usize,
     state: QueryState,
     repeat_token: bool,
+    /// A row whose `blob` is 300,000 bytes, past the 256 KiB message limit.
+    wide_row: Option<usize>,
     started: Mutex<Vec<Query>>,
 }
 
 impl ScriptedEngine {
     fn new(total: usize, page_rows: usize) -> Self {
-        Self { total, page_rows, state: QueryState::Succeeded, repeat_token: false, started: Mutex::new(Vec::new()) }
+        Self {
+            total,
+            page_rows,
+            state: QueryState::Succeeded,
+            repeat_token: false,
+            wide_row: None,
+            started: Mutex::new(Vec::new()),
+        }
     }
 }
 
@@ -42,7 +51,11 @@ impl QueryEngine for ScriptedEngine {
     async fn page(&self, _: &str, token: Option<&str>) -> Result<ResultPage, PortError> {
         let offset: usize = token.map_or(0, |t| t.parse().expect("our token"));
         let end = (offset + self.page_rows).min(self.total);
-        let rows = (offset..end).map(|n| json!({ "n": n }).as_object().cloned().unwrap_or_default()).collect();
+        let row = |n: usize| match self.wide_row {
+            Some(wide) if wide == n => json!({ "n": n, "blob": "x".repeat(300_000) }),
+            _ => json!({ "n": n }),
+        };
+        let rows = (offset..end).map(|n| row(n).as_object().cloned().unwrap_or_default()).collect();
         let next_token =
             if self.repeat_token { Some("7".to_string()) } else { (end < self.total).then(|| end.to_string()) };
         Ok(ResultPage { columns: vec!["n".into()], rows, next_token })
@@ -51,7 +64,7 @@ impl QueryEngine for ScriptedEngine {
 
 fn broker() -> Broker {
     let broker = Broker::new();
-    for name in ["athena", "rows"] {
+    for name in ["athena", "rows", "athena-dlq"] {
         broker.create_queue(QueueConfig {
             name: name.into(),
             visibility_timeout: Duration::from_secs(60),
@@ -170,4 +183,34 @@ async fn an_empty_result_publishes_nothing_and_succeeds() {
     let progress = athena::run_query(message(), soon(), deps).await.expect("query");
     assert_eq!(progress, athena::Progress { rows_published: 0, continued: None });
     assert!(drain(&broker, "rows").is_empty());
+}
+
+#[tokio::test]
+async fn a_row_too_wide_for_one_message_is_dead_lettered_alone_and_the_others_are_published() {
+    let broker = broker();
+    let mut engine = ScriptedEngine::new(5, 10);
+    engine.wide_row = Some(2);
+    let mut config = athena::AthenaConfig::new("athena");
+    config.dead_letter =
+        Some(tributary_core::batch::DeadLetterTarget { dlq: "athena-dlq".into(), max_receive_count: 5 });
+    let deps = athena::Deps { engine: &engine, topics: &broker, queue: &broker, config: &config, ledger: None };
+    let progress = athena::run_query(message(), soon(), deps).await.expect("the query succeeds");
+    assert_eq!(progress.rows_published, 5, "rows handled: 4 published, 1 dead-lettered");
+    let rows: Vec<QueryRow> = drain(&broker, "rows").iter().map(|b| serde_json::from_str(b).expect("row")).collect();
+    assert_eq!(rows.iter().map(|r| r.row_index).collect::<Vec<_>>(), [0, 1, 3, 4]);
+    let dead = broker.receive("athena-dlq", 10).expect("receive");
+    assert_eq!(dead.len(), 1);
+    let reason = dead[0].message_attributes["tributary-error"].string_value.clone().unwrap_or_default();
+    assert!(
+        reason.starts_with("row 2 of query exec-1 is a message of 300") && reason.contains("262144-byte"),
+        "{reason}"
+    );
+    let body: serde_json::Value = serde_json::from_str(dead[0].body.as_deref().expect("body")).expect("JSON");
+    assert_eq!((body["pipeline"].as_str(), body["oversize_row"]["row_index"].as_u64()), (Some("tx"), Some(2)));
+
+    // Without a DLQ the page fails, naming the row, as before.
+    let config = athena::AthenaConfig::new("athena");
+    let deps = athena::Deps { engine: &engine, topics: &broker, queue: &broker, config: &config, ledger: None };
+    let err = athena::run_query(message(), soon(), deps).await.expect_err("no DLQ").to_string();
+    assert!(err.contains("row 2 of query exec-1") && err.contains("262144"), "{err}");
 }

@@ -3,6 +3,7 @@
 //! stops the cold start naming the variable instead of failing every
 //! message. `main.rs` only wires what this returns.
 
+use std::num::NonZeroU32;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
@@ -30,6 +31,13 @@ pub const MAX_RETRY_AFTER_SECS_RANGE: RangeInclusive<u64> = 0..=900;
 /// as a body is held in memory.
 pub const MAX_RESPONSE_BYTES_RANGE: RangeInclusive<u64> = 1..=10_240 * 1024 * 1024;
 
+/// Request instances that may call at once (`REQUEST_MAX_CONCURRENCY`):
+/// 2..=1000 is the range of an SQS event source mapping's
+/// `ScalingConfig.MaximumConcurrency`, which the stack sets from the same
+/// parameter; 1 is one instance (reserved concurrency 1, `cargo lambda
+/// watch`). Unset: 1.
+pub const MAX_INSTANCES_RANGE: RangeInclusive<u64> = 1..=1000;
+
 /// Everything the Request binary reads from its environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LambdaConfig {
@@ -39,7 +47,9 @@ pub struct LambdaConfig {
     /// `MAX_RECEIVE_COUNT`), the trust settings (`REPLY_DESTINATIONS`,
     /// `SECRET_GRANTS`, `ALLOW_LOOPBACK`, `ALLOW_PRIVATE_NETWORKS`, see
     /// [`crate::trust`]), its own queue for long `Retry-After` pauses
-    /// (`REQUEST_QUEUE_URL`, optional), metrics to stdout (CloudWatch EMF); the rest as
+    /// (`REQUEST_QUEUE_URL`, optional), the instances that share each
+    /// pipeline's rate budget (`REQUEST_MAX_CONCURRENCY`, see
+    /// [`MAX_INSTANCES_RANGE`]), metrics to stdout (CloudWatch EMF); the rest as
     /// [`RequestConfig::default`].
     pub handler: RequestConfig,
     /// The lake bucket: claim-check payloads and the ledger of `cursor` runs
@@ -64,7 +74,8 @@ impl LambdaConfig {
     /// `HTTP_MAX_ATTEMPTS` 1..=10 ([`MAX_ATTEMPTS_RANGE`]),
     /// `MAX_RETRY_AFTER_SECS` 0..=900, `MAX_RESPONSE_BYTES` 1..=10 GiB
     /// ([`MAX_RESPONSE_BYTES_RANGE`]), `MAX_RECEIVE_COUNT` 1..=1000 (the
-    /// redrive policy's range).
+    /// redrive policy's range), `REQUEST_MAX_CONCURRENCY` 1..=1000
+    /// ([`MAX_INSTANCES_RANGE`]).
     pub fn from_env(env: &LambdaEnv) -> Result<Self, EnvError> {
         let defaults = RequestConfig::default();
         let lake_bucket = env.required("LAKE_BUCKET")?;
@@ -99,6 +110,7 @@ impl LambdaConfig {
             metrics: MetricsTarget::Stdout,
             trust: trust_from_env(env)?,
             own_queue: env.optional("REQUEST_QUEUE_URL")?,
+            max_instances: max_instances(env)?,
             ..defaults
         };
         Ok(Self {
@@ -112,6 +124,19 @@ impl LambdaConfig {
             )?,
         })
     }
+}
+
+/// `REQUEST_MAX_CONCURRENCY`: how many instances share each pipeline's
+/// rate budget.
+fn max_instances(env: &LambdaEnv) -> Result<NonZeroU32, EnvError> {
+    let n = env.u64_in(
+        "REQUEST_MAX_CONCURRENCY",
+        1,
+        MAX_INSTANCES_RANGE,
+        "an SQS event source mapping's MaximumConcurrency (2-1000), or 1 for one instance",
+    )?;
+    // In range, so never 0 and within u32.
+    Ok(u32::try_from(n).ok().and_then(NonZeroU32::new).unwrap_or(NonZeroU32::MIN))
 }
 
 /// The trust settings: answers only to `REPLY_DESTINATIONS` (required: the
@@ -163,6 +188,7 @@ mod tests {
         );
         assert_eq!(config.handler.max_message_bytes, 262_144);
         assert_eq!(config.handler.max_attempts, 3);
+        assert_eq!(config.handler.max_instances, NonZeroU32::MIN, "one instance unless told");
         let err = LambdaConfig::from_env(&LambdaEnv::from_pairs([("HTTP_MAX_ATTEMPTS", "2")])).expect_err("no bucket");
         assert_eq!(err.name(), "LAKE_BUCKET");
     }
@@ -179,8 +205,10 @@ mod tests {
             ("RUN_EVENTS_TOPIC_ARN", "arn:aws:sns:us-east-1:1:run-events"),
             ("DLQ_URL", "https://sqs/request-dlq"),
             ("MAX_RECEIVE_COUNT", "1000"),
+            ("REQUEST_MAX_CONCURRENCY", "10"),
         ]))
         .expect("overrides");
+        assert_eq!(config.handler.max_instances.get(), 10);
         let handler = &config.handler;
         assert_eq!((handler.max_message_bytes, handler.max_attempts), (1_048_576, 10));
         assert_eq!((handler.timeout, handler.max_retry_after), (Duration::from_secs(900), Duration::ZERO));
@@ -226,6 +254,10 @@ mod tests {
             ("MAX_RESPONSE_BYTES", "10737418241"),
             ("MAX_RECEIVE_COUNT", "0"),
             ("HTTP_TIMEOUT_SECS", "30s"),
+            ("REQUEST_MAX_CONCURRENCY", "0"),
+            ("REQUEST_MAX_CONCURRENCY", "1001"),
+            ("REQUEST_MAX_CONCURRENCY", "-2"),
+            ("REQUEST_MAX_CONCURRENCY", "ten"),
         ] {
             let err = LambdaConfig::from_env(&env(&[("DLQ_URL", "https://sqs/dlq"), (name, value)]))
                 .expect_err(&format!("{name}={value}"));

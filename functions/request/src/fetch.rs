@@ -65,7 +65,7 @@ pub async fn fetch(
             let deadline = deps.deadline.checked_sub(deps.config.deadline_reserve).unwrap_or(deps.deadline);
             deps.warm
                 .rates
-                .acquire(&message.pipeline, rate, deadline)
+                .acquire(&message.pipeline, rate, deps.config.max_instances, deadline)
                 .await
                 .map_err(|err| RequestError::Deadline { target: target.clone(), reason: err.to_string() })?;
         }

@@ -97,6 +97,13 @@ pub struct RequestConfig {
     pub max_response_bytes: u64,
     /// Records of a batch handled at once (default 5).
     pub concurrency: usize,
+    /// Request instances that may call at once (`REQUEST_MAX_CONCURRENCY`:
+    /// the request queue's event source mapping `MaximumConcurrency`).
+    /// Each instance keeps to `1/max_instances` of a pipeline's rate budget
+    /// ([`rate::share`]), so together they keep to the spec's. Default 1:
+    /// one process, as in the local runtime, whose workers share one
+    /// [`Warm`] and so one budget.
+    pub max_instances: std::num::NonZeroU32,
     /// Where records that fail for good go, with the reason (`DLQ_URL`,
     /// `MAX_RECEIVE_COUNT`); `None` leaves them to the redrive policy.
     pub dead_letter: Option<DeadLetterTarget>,
@@ -131,6 +138,7 @@ impl Default for RequestConfig {
             deadline_reserve: Duration::from_secs(3),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             concurrency: 5,
+            max_instances: std::num::NonZeroU32::MIN,
             dead_letter: None,
             run_events_topic: None,
             metrics: MetricsTarget::Off,

@@ -17,6 +17,10 @@
 //! open at most). `REQUEST_QUEUE_URL` (optional): Request's own queue, where
 //! a vendor's `Retry-After` longer than `MAX_RETRY_AFTER_SECS` becomes the
 //! message's visibility (`ChangeMessageVisibility`).
+//! `REQUEST_MAX_CONCURRENCY` (1..=1000, default 1): the request queue's
+//! event source mapping `MaximumConcurrency`, the most instances that call
+//! at once; each keeps to that fraction of a pipeline's rate budget
+//! (`request::rate::share`), so all of them together keep to the spec's.
 //!
 //! Each invocation's deadline (`Context.deadline`, epoch milliseconds)
 //! reaches the handler: no call or retry wait runs past it.
