@@ -1,6 +1,7 @@
 //! The `tributary` command line's library: the local runtime that runs whole
 //! pipelines on one machine, the demo vendor API, lake read-back, the
-//! dead-letter archive, and (feature `aws`) a deployed stack.
+//! dead-letter archive, folders of pipeline specs and backfill ranges
+//! ([`pipelines`]), and (feature `aws`) a deployed stack and its schedules.
 //!
 //! Tests in `tests/` drive the same [`runtime::LocalRuntime`] the binary
 //! uses.
@@ -10,8 +11,11 @@ pub mod aws;
 pub mod dlq;
 pub mod lake;
 pub mod location;
+pub mod pipelines;
 pub mod replay;
 pub mod runtime;
 pub mod scheduler;
+#[cfg(feature = "aws")]
+pub mod schedules;
 pub mod status;
 pub mod vendor;

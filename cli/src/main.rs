@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use chrono::Timelike;
 use clap::{Parser, Subcommand};
 
 use contracts::spec::PipelineSpec;
@@ -36,8 +37,46 @@ enum Command {
         /// The scheduled time the run stands for (RFC 3339, e.g.
         /// 2026-11-29T06:00:00Z); default: now. The run id derives from it,
         /// so the same time re-runs (and overwrites) the same run.
-        #[arg(long, value_parser = parse_time)]
+        #[arg(long, value_parser = parse_time, conflicts_with_all = ["from", "to"])]
         scheduled_at: Option<chrono::DateTime<chrono::Utc>>,
+        #[command(flatten)]
+        backfill: Backfill,
+    },
+    /// Make a deployed stack's EventBridge Scheduler schedules match a folder
+    /// of pipeline specs (`*.yaml`, `*.yml`, `*.json`; e.g. `pipelines/`):
+    /// one run schedule per spec with a `schedule`, one freshness check per
+    /// spec with a `freshness`, and schedules whose spec is gone deleted.
+    /// Every spec is validated first: one invalid file stops it before any
+    /// AWS call. Prints created / updated / unchanged / deleted per
+    /// schedule; a second run changes nothing. Needs a build with `--features
+    /// aws` and AWS credentials.
+    DeploySchedules {
+        /// Folder of pipeline specs.
+        dir: PathBuf,
+        /// CloudFormation stack of the deployment (its outputs name the
+        /// functions, the schedule group, the scheduler role and DLQ).
+        #[arg(long)]
+        stack: String,
+        /// Print the plan; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Start runs of a pipeline on a deployed stack, now or for past times:
+    /// sends run triggers to its orchestrator queue (`OrchestratorQueueUrl`
+    /// output), which starts each like a scheduled run of that time (same run
+    /// id, so it overwrites that run's outputs rather than duplicating them).
+    /// Prints each run id. Needs a build with `--features aws`.
+    Trigger {
+        /// Pipeline spec (YAML or JSON).
+        spec: PathBuf,
+        /// CloudFormation stack of the deployment.
+        #[arg(long)]
+        stack: String,
+        /// The scheduled time the run stands for (RFC 3339); default: now.
+        #[arg(long, value_parser = parse_time, conflicts_with_all = ["from", "to"])]
+        scheduled_at: Option<chrono::DateTime<chrono::Utc>>,
+        #[command(flatten)]
+        backfill: Backfill,
     },
     /// Start the demo vendor API, run a paged, an Athena-driven and a simple
     /// pipeline against it, print the summaries and the first rows read back
@@ -160,6 +199,39 @@ enum Command {
     },
 }
 
+/// A backfill: every run a date range stands for.
+#[derive(Debug, clap::Args)]
+struct Backfill {
+    /// First day of a backfill (YYYY-MM-DD, inclusive). One run per time the
+    /// spec's `schedule` fires in the range (the dates read in the schedule's
+    /// time zone; a `rate(...)` counts from this day at 00:00); a spec
+    /// without a schedule: one run per day at 00:00 UTC.
+    #[arg(long, requires = "to")]
+    from: Option<chrono::NaiveDate>,
+    /// Last day of a backfill (YYYY-MM-DD, inclusive).
+    #[arg(long, requires = "from")]
+    to: Option<chrono::NaiveDate>,
+    /// Refuse a backfill of more runs than this.
+    #[arg(long, default_value_t = tributary::pipelines::DEFAULT_MAX_RUNS)]
+    max_runs: usize,
+}
+
+impl Backfill {
+    /// The scheduled times to run: the range's, or `single` (default now).
+    fn times(
+        &self,
+        spec: &PipelineSpec,
+        single: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> anyhow::Result<Vec<chrono::DateTime<chrono::Utc>>> {
+        match (self.from, self.to) {
+            (Some(from), Some(to)) => Ok(tributary::pipelines::backfill_times(spec, from, to, self.max_runs)?),
+            _ => Ok(vec![
+                single.unwrap_or_else(|| chrono::Utc::now().with_nanosecond(0).unwrap_or_else(chrono::Utc::now)),
+            ]),
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum DlqAction {
     /// One line per archived dead letter, oldest first: message id, DLQ,
@@ -240,14 +312,25 @@ fn main() -> ExitCode {
 
 async fn execute(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Run { spec, lake, concurrency, scheduled_at } => {
+        Command::Run { spec, lake, concurrency, scheduled_at, backfill } => {
             let spec = load_spec(&spec)?;
+            let times = backfill.times(&spec, scheduled_at)?;
             let mut options = LocalOptions::new(&lake);
             options.concurrency = usize::from(concurrency);
             let runtime = LocalRuntime::new(options)?;
-            let summary = runtime.run(&spec, scheduled_at.unwrap_or_else(chrono::Utc::now)).await?;
-            print_summary(&summary);
-            Ok(exit_code(&[summary]))
+            let mut summaries = Vec::new();
+            for time in times {
+                let summary = runtime.run(&spec, time).await?;
+                print_summary(&summary);
+                summaries.push(summary);
+            }
+            Ok(exit_code(&summaries))
+        }
+        Command::DeploySchedules { dir, stack, dry_run } => deploy_schedules(&dir, &stack, dry_run).await,
+        Command::Trigger { spec: path, stack, scheduled_at, backfill } => {
+            let spec = load_spec(&path)?;
+            let times = backfill.times(&spec, scheduled_at)?;
+            trigger(&spec, &stack, &times).await
         }
         Command::Demo { lake } => demo(&lake).await,
         Command::Vendor { addr, customers } => {
@@ -398,6 +481,58 @@ async fn print_query(
     Ok(ExitCode::SUCCESS)
 }
 
+#[cfg(feature = "aws")]
+async fn deploy_schedules(dir: &Path, stack: &str, dry_run: bool) -> anyhow::Result<ExitCode> {
+    // Every spec is read and checked before the SDK is even configured.
+    tributary::pipelines::load_dir(dir)?;
+    let sdk = adapters::aws::sdk_config().await;
+    let report = tributary::schedules::deploy_schedules(&sdk, stack, dir, dry_run).await?;
+    print!("{report}");
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(feature = "aws")]
+async fn trigger(
+    spec: &PipelineSpec,
+    stack: &str,
+    times: &[chrono::DateTime<chrono::Utc>],
+) -> anyhow::Result<ExitCode> {
+    let sdk = adapters::aws::sdk_config().await;
+    let runs = tributary::schedules::trigger(&sdk, stack, spec, times).await?;
+    for run in &runs {
+        println!(
+            "queued run {} of {} (scheduled {})",
+            run.run_id,
+            spec.pipeline,
+            run.time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        );
+    }
+    println!("{} run(s) of {} sent to stack {stack}'s orchestrator queue", runs.len(), spec.pipeline);
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(not(feature = "aws"))]
+async fn deploy_schedules(dir: &Path, _stack: &str, _dry_run: bool) -> anyhow::Result<ExitCode> {
+    // The specs are still checked, so a folder can be validated anywhere.
+    let files = tributary::pipelines::load_dir(dir)?;
+    anyhow::bail!(
+        "{} spec(s) in {} are valid, but this build has no AWS support: build the CLI with `--features aws` (cargo build -p tributary --features aws)",
+        files.len(),
+        dir.display()
+    )
+}
+
+#[cfg(not(feature = "aws"))]
+async fn trigger(
+    _spec: &PipelineSpec,
+    _stack: &str,
+    _times: &[chrono::DateTime<chrono::Utc>],
+) -> anyhow::Result<ExitCode> {
+    anyhow::bail!(
+        "this build has no AWS support: build the CLI with `--features aws` (cargo build -p tributary --features aws)"
+    )
+}
+
 /// The object store of `lake` (default: the stack's lake bucket with
 /// `stack`, else the directory `lake`), and the stack when one is named.
 async fn open_lake(
@@ -427,7 +562,7 @@ type StackHandle = std::convert::Infallible;
 
 #[cfg(feature = "aws")]
 async fn connect(name: &str) -> anyhow::Result<StackHandle> {
-    Ok(tributary::aws::Stack::connect(name).await.with_context(|| format!("stack {name}"))?)
+    tributary::aws::Stack::connect(name).await.with_context(|| format!("stack {name}"))
 }
 
 #[cfg(not(feature = "aws"))]
@@ -585,8 +720,7 @@ fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
 }
 
 fn load_spec(path: &Path) -> anyhow::Result<PipelineSpec> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading spec {}", path.display()))?;
-    PipelineSpec::from_yaml(&text).with_context(|| format!("spec {}", path.display()))
+    Ok(tributary::pipelines::load_spec(path)?)
 }
 
 fn print_summary(summary: &RunSummary) {

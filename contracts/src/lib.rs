@@ -1,8 +1,9 @@
 //! tributary's public contracts, version 1: the JSON every function sends
 //! and receives, and the pipeline spec a schedule fires ([`spec`]).
 //!
-//! Other teams depend on this crate alone (serde, schemars, url, chrono and
-//! http's header grammar; no HTTP client, runtime or AWS SDK).
+//! Other teams depend on this crate alone (serde, schemars, url, chrono,
+//! chrono-tz and croner for [`schedule`], and http's header grammar; no HTTP
+//! client, runtime or AWS SDK).
 //!
 //! Other teams send [`RequestMessage`] and [`PersistMessage`] to our queues
 //! and receive [`Alert`]s, so these types are public API. Each carries
@@ -21,6 +22,7 @@ mod probe;
 mod query;
 mod request;
 mod run;
+pub mod schedule;
 pub mod spec;
 mod target;
 pub mod template;

@@ -60,6 +60,11 @@ pub struct PipelineSpec {
     /// Incremental loading: only what changed since the last completed run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incremental: Option<IncrementalSpec>,
+    /// When EventBridge Scheduler runs the pipeline on AWS (one schedule per
+    /// spec, made by `tributary deploy-schedules`); absent: the pipeline
+    /// runs only when triggered (`tributary trigger`, `tributary run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<crate::schedule::ScheduleSpec>,
 }
 
 /// Incremental loading: the highest `cursor_field` of a completed run's
@@ -489,6 +494,9 @@ impl PipelineSpec {
         self.target.validate("target")?;
         if let Some(freshness) = &self.freshness {
             freshness.deadline()?;
+        }
+        if let Some(schedule) = &self.schedule {
+            schedule.parse()?;
         }
         check_no_userinfo("request.url", &self.request.url)?;
         for (name, value) in &self.request.headers {

@@ -16,6 +16,8 @@
 //!   with Athena partition projection) and the catalog port that registers it.
 //! - [`metrics`]: CloudWatch Embedded Metric Format lines.
 //! - [`topology`]: the queues, DLQs, topics and subscriptions, declared once.
+//! - [`schedules`]: the pipelines' EventBridge Scheduler schedules and the
+//!   plan that makes a schedule group match the specs.
 //! - [`telemetry`]: tracing set-up for Lambda (JSON) and the CLI (text).
 //! - [`json`]: the tokenizer that keeps numbers' text, shared by Request and
 //!   Persist.
@@ -30,6 +32,7 @@ pub mod keys;
 pub mod ledger;
 pub mod metrics;
 pub mod ports;
+pub mod schedules;
 pub mod state;
 pub mod telemetry;
 pub mod topology;

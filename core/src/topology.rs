@@ -100,6 +100,9 @@ pub const REQUEST_QUEUE: &str = "request";
 pub const PERSIST_QUEUE: &str = "persist";
 /// The Athena function's queue.
 pub const ATHENA_QUEUE: &str = "athena";
+/// Where EventBridge Scheduler puts the invocations it could not deliver
+/// after its retry policy (the schedules' `DeadLetterConfig`).
+pub const SCHEDULER_DLQ: &str = "scheduler-dlq";
 /// Where Notify's own failures go; nothing consumes it (operators alarm on
 /// its depth).
 pub const NOTIFY_DLQ: &str = "notify-dlq";
@@ -134,6 +137,10 @@ pub const QUEUES: &[QueueDecl] = &[
     dead_letter_queue("request-dlq"),
     dead_letter_queue("persist-dlq"),
     dead_letter_queue("athena-dlq"),
+    // Runs EventBridge Scheduler could not deliver (every schedule's
+    // DeadLetterConfig, `tributary deploy-schedules`). Locally nothing sends
+    // to it: `tributary run` starts runs itself.
+    dead_letter_queue(SCHEDULER_DLQ),
     QueueDecl {
         name: NOTIFY_DLQ,
         consumer: None,

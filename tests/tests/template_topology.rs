@@ -599,118 +599,135 @@ fn main_display(path: &Path) -> String {
     path.strip_prefix(repo_root()).unwrap_or(path).display().to_string()
 }
 
-/// `CustomersPipelineSpec` -> `customers`.
-fn spec_parameters(template: &Template) -> Vec<(String, String)> {
-    let Some(params) = template.root.get("Parameters").and_then(Value::as_mapping) else { return Vec::new() };
-    params
-        .keys()
-        .filter_map(Value::as_str)
-        .filter_map(|name| Some((name.to_string(), name.strip_suffix("PipelineSpec")?.to_ascii_lowercase())))
-        .collect()
+/// The outputs `tributary deploy-schedules` and `tributary trigger` read,
+/// and the resource each must point at: `(output, intrinsic, logical id,
+/// attribute)`.
+fn schedule_outputs(template: &Template) -> Vec<(&'static str, &'static str, String, &'static str)> {
+    let id = |found: Option<&str>, what: &str| found.map_or_else(|| format!("<no {what}>"), str::to_string);
+    vec![
+        ("OrchestratorFunctionArn", "GetAtt", id(template.function_id(Function::Orchestrator), "orchestrator"), "Arn"),
+        ("NotifyFunctionArn", "GetAtt", id(template.function_id(Function::Notify), "notify"), "Arn"),
+        ("SchedulerRoleArn", "GetAtt", "SchedulerRole".into(), "Arn"),
+        ("SchedulerDlqArn", "GetAtt", id(template.queue_id(topology::SCHEDULER_DLQ), "scheduler DLQ"), "Arn"),
+        ("ScheduleGroupName", "Ref", "ScheduleGroup".into(), ""),
+        ("OrchestratorQueueUrl", "Ref", id(template.queue_id(topology::ORCHESTRATOR_QUEUE), "orchestrator queue"), ""),
+    ]
 }
 
 #[test]
-fn default_pipeline_specs_are_the_examples() {
+fn schedules_are_deployed_per_spec_from_the_stack_outputs() {
     let template = Template::load();
-    let params = spec_parameters(&template);
-    assert!(!params.is_empty(), "{TEMPLATE} has no <Name>PipelineSpec parameter");
     let mut failures = Vec::new();
-    for (param, example) in params {
-        let default = template.parameter_default(&param).and_then(Value::as_str).unwrap_or_default();
-        let json: serde_json::Value = match serde_json::from_str(default) {
-            Ok(json) => json,
-            Err(err) => {
-                failures.push(format!("parameter {param}: Default is not JSON: {err}"));
-                continue;
-            }
-        };
-        if let Err(err) = contracts::spec::PipelineSpec::from_value(json.clone()) {
-            failures.push(format!("parameter {param}: Default is not a valid spec: {err}"));
+    // No pipeline is wired into the template: adding one is a spec in a
+    // folder and `tributary deploy-schedules`.
+    for (id, _) in template.of_type("AWS::Scheduler::Schedule") {
+        failures
+            .push(format!("schedule {id}: pipelines are scheduled by `tributary deploy-schedules`, not the template"));
+    }
+    if let Some(params) = template.root.get("Parameters").and_then(Value::as_mapping) {
+        for name in params.keys().filter_map(Value::as_str).filter(|n| n.ends_with("PipelineSpec")) {
+            failures.push(format!("parameter {name}: pipeline specs live in a folder, not in template parameters"));
         }
-        let path = repo_root().join("examples").join(format!("{example}.yaml"));
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
-        let expected: serde_json::Value = serde_norway::from_str(&text).expect("example spec is YAML");
-        if json != expected {
+    }
+    if template.resource("ScheduleGroup").and_then(|g| g.get("Type")).and_then(Value::as_str)
+        != Some("AWS::Scheduler::ScheduleGroup")
+    {
+        failures.push("ScheduleGroup: no AWS::Scheduler::ScheduleGroup (one group per stack)".into());
+    }
+    let outputs = template.root.get("Outputs");
+    for (name, function, id, attribute) in schedule_outputs(&template) {
+        let value = outputs.and_then(|o| o.get(name)).and_then(|o| o.get("Value"));
+        let found = match value.and_then(intrinsic) {
+            Some((f, _)) if f == "GetAtt" => value.and_then(getatt).map(|(i, a)| (i.to_string(), a.to_string())),
+            Some((f, arg)) if f == "Ref" => arg.as_str().map(|i| (i.to_string(), String::new())),
+            _ => None,
+        };
+        if found != Some((id.clone(), attribute.to_string())) {
             failures.push(format!(
-                "parameter {param}: Default differs from examples/{example}.yaml:\n{json}\nvs\n{expected}"
+                "output {name}: Value is {found:?}, expected !{function} {id}{}{attribute}",
+                if attribute.is_empty() { "" } else { "." }
             ));
         }
     }
-    assert_no_failures("pipeline spec parameters", failures);
-}
-
-#[test]
-fn schedules_start_a_run_named_after_the_scheduled_time() {
-    let template = Template::load();
-    let orchestrator = template.function_id(Function::Orchestrator).expect("orchestrator function");
-    let schedules: Vec<_> = template.of_type("AWS::Scheduler::Schedule").collect();
-    assert!(!schedules.is_empty(), "{TEMPLATE} has no AWS::Scheduler::Schedule");
-    let scheduled = "2026-11-29T06:00:00Z";
-    let mut failures = Vec::new();
-    let notify = template.function_id(Function::Notify).expect("notify function");
-    for (id, schedule) in schedules {
-        let target = prop(schedule, "Target").unwrap_or(&Value::Null);
-        // Freshness checks go to Notify, which must read them as one, dated
-        // by the scheduled time.
-        if target.get("Arn").and_then(getatt) == Some((notify, "Arn")) {
-            let input = target.get("Input").and_then(intrinsic).and_then(|(_, arg)| arg.as_str().map(str::to_string));
-            let Some(mut event) = input else {
-                failures.push(format!("schedule {id}: Target.Input is not a !Sub string"));
-                continue;
+    // The role schedules run as invokes both targets and may dead-letter.
+    let role = template.resource("SchedulerRole");
+    let statements: Vec<&Value> = role
+        .and_then(|r| prop(r, "Policies"))
+        .and_then(Value::as_sequence)
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.get("PolicyDocument")?.get("Statement")?.as_sequence())
+        .flatten()
+        .collect();
+    let allows = |action: &str, id: &str| {
+        statements.iter().any(|s| {
+            let resources = match s.get("Resource") {
+                Some(Value::Sequence(seq)) => seq.iter().filter_map(getatt).collect::<Vec<_>>(),
+                Some(single) => getatt(single).into_iter().collect(),
+                None => Vec::new(),
             };
-            event = event.replace("<aws.scheduler.scheduled-time>", scheduled);
-            let deadline = template.parameter_default("CustomersFreshnessDeadline").and_then(Value::as_str);
-            event = event.replace("${CustomersFreshnessDeadline}", deadline.unwrap_or_default());
-            match serde_json::from_str(&event)
-                .map_err(|e| e.to_string())
-                .and_then(|e| notify::parse_event(e, chrono::Utc::now()).map_err(|e| e.to_string()))
-            {
-                Ok(notify::NotifyEvent::Freshness { date, .. }) if date.to_string() == "2026-11-29" => {}
-                other => failures
-                    .push(format!("schedule {id}: Notify does not read it as today's freshness check: {other:?}")),
-            }
-            continue;
-        }
-        if target.get("Arn").and_then(getatt) != Some((orchestrator, "Arn")) {
-            failures.push(format!("schedule {id}: Target.Arn is not !GetAtt {orchestrator}.Arn"));
-        }
-        let mode = prop(schedule, "FlexibleTimeWindow").and_then(|w| w.get("Mode")).and_then(Value::as_str);
-        if mode != Some("OFF") {
-            failures.push(format!("schedule {id}: FlexibleTimeWindow.Mode is {mode:?}, expected \"OFF\" (quoted)"));
-        }
-        let Some(("Sub", Value::String(input))) =
-            target.get("Input").and_then(intrinsic).as_ref().map(|(name, arg)| (name.as_str(), *arg))
-        else {
-            failures.push(format!("schedule {id}: Target.Input is not !Sub \"...${{<Name>PipelineSpec}}...\""));
-            continue;
-        };
-        // Resolve the spec parameter to its default and the Scheduler's
-        // context attributes to what Scheduler puts there.
-        let mut event = input
-            .replace("<aws.scheduler.scheduled-time>", scheduled)
-            .replace("<aws.scheduler.schedule-arn>", "arn:aws:scheduler:us-east-1:123456789012:schedule/default/x");
-        for (param, _) in spec_parameters(&template) {
-            let default = template.parameter_default(&param).and_then(Value::as_str).unwrap_or_default();
-            event = event.replace(&format!("${{{param}}}"), default);
-        }
-        let event: serde_json::Value = match serde_json::from_str(&event) {
-            Ok(event) => event,
-            Err(err) => {
-                failures.push(format!("schedule {id}: Target.Input with defaults is not JSON ({err}): {event}"));
-                continue;
-            }
-        };
-        let now = chrono::Utc::now();
-        match orchestrator::parse_trigger(event, now) {
-            Ok(orchestrator::Trigger::Start { run_id, .. }) if run_id.as_str() == "20261129T060000Z" => {}
-            Ok(orchestrator::Trigger::Start { run_id, .. }) => failures.push(format!(
-                "schedule {id}: run id {run_id} is not the scheduled time (20261129T060000Z): pass <aws.scheduler.scheduled-time> as `time`"
-            )),
-            Ok(other) => failures.push(format!("schedule {id}: the Orchestrator reads the input as {other:?}")),
-            Err(err) => failures.push(format!("schedule {id}: the Orchestrator refuses the input: {err}")),
+            strings(s.get("Action")).contains(&action) && resources.contains(&(id, "Arn"))
+        })
+    };
+    for (action, id) in [
+        ("lambda:InvokeFunction", template.function_id(Function::Orchestrator)),
+        ("lambda:InvokeFunction", template.function_id(Function::Notify)),
+        ("sqs:SendMessage", template.queue_id(topology::SCHEDULER_DLQ)),
+    ] {
+        let id = id.unwrap_or("<missing>");
+        if !allows(action, id) {
+            failures.push(format!("SchedulerRole: no statement allowing {action} on !GetAtt {id}.Arn"));
         }
     }
     assert_no_failures("schedules", failures);
+}
+
+#[test]
+fn deployed_schedules_start_a_run_named_after_the_scheduled_time() {
+    let targets = tributary_core::schedules::StackTargets {
+        orchestrator_arn: "arn:aws:lambda:us-east-1:123456789012:function:t-orchestrator".into(),
+        notify_arn: "arn:aws:lambda:us-east-1:123456789012:function:t-notify".into(),
+        role_arn: "arn:aws:iam::123456789012:role/t-scheduler".into(),
+        dlq_arn: "arn:aws:sqs:us-east-1:123456789012:t-scheduler-dlq".into(),
+    };
+    let scheduled = "2026-11-29T06:00:00Z";
+    let files = tributary::pipelines::load_dir(&repo_root().join("examples")).expect("the examples are valid");
+    let mut failures = Vec::new();
+    let mut checked = (0, 0);
+    for file in &files {
+        let defs = tributary_core::schedules::declared(&file.spec, &targets).expect("schedulable");
+        for def in defs {
+            // What Scheduler passes at the scheduled time.
+            let event = def.input.replace(tributary_core::schedules::SCHEDULED_TIME, scheduled).replace(
+                tributary_core::schedules::SCHEDULE_ARN,
+                "arn:aws:scheduler:us-east-1:123456789012:schedule/g/x",
+            );
+            let event: serde_json::Value = serde_json::from_str(&event).expect("the input is JSON");
+            if def.target_arn == targets.notify_arn {
+                checked.1 += 1;
+                match notify::parse_event(event, chrono::Utc::now()) {
+                    Ok(notify::NotifyEvent::Freshness { date, check })
+                        if date.to_string() == "2026-11-29" && check.pipeline == file.spec.pipeline => {}
+                    other => failures.push(format!(
+                        "schedule {}: Notify does not read it as that day's freshness check: {other:?}",
+                        def.name
+                    )),
+                }
+                continue;
+            }
+            checked.0 += 1;
+            match orchestrator::parse_trigger(event, chrono::Utc::now()) {
+                Ok(orchestrator::Trigger::Start { run_id, spec, .. })
+                    if run_id.as_str() == "20261129T060000Z" && *spec == file.spec => {}
+                other => failures.push(format!(
+                    "schedule {}: the Orchestrator does not start run 20261129T060000Z of its spec: {other:?}",
+                    def.name
+                )),
+            }
+        }
+    }
+    assert_eq!(checked, (3, 1), "the three examples are scheduled, customers has a freshness check");
+    assert_no_failures("deployed schedules", failures);
 }
 
 impl Template {
@@ -962,6 +979,8 @@ fn alarms_watch_every_function_work_queue_and_dlq_for_operations() {
         .iter()
         .filter_map(|q| q.redrive.map(|(dlq, _)| dlq))
         .chain(topology::QUEUE_SUBSCRIPTIONS.iter().filter_map(|s| s.dlq))
+        // The schedules' DeadLetterConfig (tributary deploy-schedules).
+        .chain([topology::SCHEDULER_DLQ])
         .collect();
     for decl in topology::QUEUES {
         let Some(id) = template.queue_id(decl.name) else { continue };

@@ -10,6 +10,9 @@
 //!   database.
 //! - [`StackOutputs`]: a deployed stack's outputs (queue URLs, bucket,
 //!   database, workgroup) for the CLI's AWS mode.
+//! - `ScheduleGroup` (feature `scheduler`, operator tools only): one
+//!   EventBridge Scheduler schedule group as `tributary_core::schedules`
+//!   definitions.
 //! - [`sdk_config`] and [`s3_client`], for clients built once at cold start
 //!   (the environment itself is read by [`tributary_core::env`]).
 //!
@@ -28,6 +31,8 @@ mod provision;
 mod athena;
 mod glue;
 mod s3;
+#[cfg(feature = "scheduler")]
+mod scheduler;
 mod secrets;
 mod sns;
 mod sqs;
@@ -38,6 +43,8 @@ pub use batching::{BatchLimits, DEFAULT_MAX_BATCH_BYTES, MAX_BATCH_ENTRIES};
 pub use glue::GlueCatalog;
 pub use provision::{Provisioned, provision};
 pub use s3::S3Store;
+#[cfg(feature = "scheduler")]
+pub use scheduler::ScheduleGroup;
 pub use secrets::{DEFAULT_SECRET_TTL, SecretsManagerStore};
 pub use sns::SnsPublisher;
 pub use sqs::SqsSender;

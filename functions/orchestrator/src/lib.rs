@@ -8,8 +8,22 @@
 //!   redelivered event plans the same run and its outputs overwrite;
 //! - the bare spec as the whole event (EventBridge constant input); the run
 //!   id derives from the invocation time;
-//! - an SQS batch from the orchestrator queue: count-first probe replies,
-//!   each record handled alone with `batchItemFailures`.
+//! - an SQS batch from the orchestrator queue ([`Inbox`]): count-first probe
+//!   replies, Athena query rows, and scheduler-shaped run triggers (the
+//!   scheduler event above as a message body, with `time` required), each
+//!   record handled alone with `batchItemFailures`.
+//!
+//! Who may start a run: whoever may invoke this function (EventBridge
+//! Scheduler through `SchedulerRole`) and whoever may `sqs:SendMessage` to
+//! the orchestrator queue (`tributary trigger`, run by an operator whose IAM
+//! identity has that permission; the queue's policy lets the query-results
+//! topic in, nothing else outside the account). The queue's access policy
+//! and IAM are the boundary: a run trigger on the queue is as trusted as an
+//! invocation. What a run may then do is still bounded by the deployment,
+//! not the spec: Request's SSRF guard, `SECRET_GRANTS` and
+//! `REPLY_DESTINATIONS` (docs/request.md, "Trust model"). Probe replies and
+//! query rows, by contrast, plan calls only for a probe or query this
+//! function itself sent (their digest in the run ledger).
 //!
 //! The planning itself is pure and lives in [`strategy`], one module per
 //! `CallStrategy` variant. The Lambda binary's settings come from its
@@ -154,33 +168,8 @@ pub fn parse_trigger(event: Value, now: DateTime<Utc>) -> Result<Trigger, Orches
     let Value::Object(map) = &event else {
         return Err(OrchestratorError::UnknownTrigger(format!("expected a JSON object, found {}", kind_of(&event))));
     };
-    if map.get("source").and_then(Value::as_str) == Some("aws.scheduler") {
-        let time = match map.get("time") {
-            Some(Value::String(text)) => DateTime::parse_from_rfc3339(text)
-                .map_err(|err| OrchestratorError::BadField {
-                    field: "time",
-                    value: format!("{text:?}"),
-                    reason: format!("not an RFC 3339 time: {err}"),
-                })?
-                .with_timezone(&Utc),
-            _ => now,
-        };
-        let detail = match map.get("detail") {
-            Some(Value::String(text)) => serde_json::from_str(text).map_err(|err| OrchestratorError::BadField {
-                field: "detail",
-                value: excerpt(text),
-                reason: format!("a string detail must hold the pipeline spec as JSON: {err}"),
-            })?,
-            Some(detail @ Value::Object(_)) => detail.clone(),
-            other => {
-                return Err(OrchestratorError::BadField {
-                    field: "detail",
-                    value: other.map_or("missing".into(), |v| excerpt(&v.to_string())),
-                    reason: "must be the pipeline spec, as a JSON object or a JSON string".into(),
-                });
-            }
-        };
-        return start(detail, time);
+    if is_scheduler_event(&event) {
+        return scheduled_start(&event, Some(now));
     }
     if let Some(Value::Array(records)) = map.get("Records") {
         let from_sqs = records.iter().all(|r| r.get("eventSource").and_then(Value::as_str) == Some("aws:sqs"));
@@ -200,6 +189,52 @@ pub fn parse_trigger(event: Value, now: DateTime<Utc>) -> Result<Trigger, Orches
     Err(OrchestratorError::UnknownTrigger(format!(
         "expected an EventBridge Scheduler event (source \"aws.scheduler\"), a pipeline spec (version, pipeline, strategy, request, target) or an SQS batch (Records from aws:sqs); found keys {keys:?}"
     )))
+}
+
+/// Whether `event` is shaped as an EventBridge Scheduler event (`source` =
+/// `aws.scheduler`).
+fn is_scheduler_event(event: &Value) -> bool {
+    event.get("source").and_then(Value::as_str) == Some("aws.scheduler")
+}
+
+/// The run a scheduler event starts: its `detail` spec, its run id from
+/// `time` (the scheduled time). `now` dates an event without `time`; `None`
+/// makes `time` required (a queued trigger: a redelivery must plan the same
+/// run, so the receive time cannot stand in).
+fn scheduled_start(event: &Value, now: Option<DateTime<Utc>>) -> Result<Trigger, OrchestratorError> {
+    let time = match (event.get("time"), now) {
+        (Some(Value::String(text)), _) => DateTime::parse_from_rfc3339(text)
+            .map_err(|err| OrchestratorError::BadField {
+                field: "time",
+                value: format!("{text:?}"),
+                reason: format!("not an RFC 3339 time: {err}"),
+            })?
+            .with_timezone(&Utc),
+        (None, Some(now)) => now,
+        (other, _) => {
+            return Err(OrchestratorError::BadField {
+                field: "time",
+                value: other.map_or("missing".into(), |v| excerpt(&v.to_string())),
+                reason: "a queued run trigger needs the scheduled time (RFC 3339, e.g. 2026-11-29T06:00:00Z): the run id derives from it".into(),
+            });
+        }
+    };
+    let detail = match event.get("detail") {
+        Some(Value::String(text)) => serde_json::from_str(text).map_err(|err| OrchestratorError::BadField {
+            field: "detail",
+            value: excerpt(text),
+            reason: format!("a string detail must hold the pipeline spec as JSON: {err}"),
+        })?,
+        Some(detail @ Value::Object(_)) => detail.clone(),
+        other => {
+            return Err(OrchestratorError::BadField {
+                field: "detail",
+                value: other.map_or("missing".into(), |v| excerpt(&v.to_string())),
+                reason: "must be the pipeline spec, as a JSON object or a JSON string".into(),
+            });
+        }
+    };
+    start(detail, time)
 }
 
 fn start(spec: Value, time: DateTime<Utc>) -> Result<Trigger, OrchestratorError> {
@@ -344,28 +379,46 @@ pub async fn with_incremental_start(spec: &PipelineSpec, deps: Deps<'_>) -> Resu
     Ok(spec)
 }
 
-/// Handles a batch from the orchestrator queue — count-first probe replies
-/// and query rows (raw from the query-results topic, or in its SNS envelope)
-/// — reporting only the failed records.
+/// Handles a batch from the orchestrator queue — count-first probe replies,
+/// query rows (raw from the query-results topic, or in its SNS envelope)
+/// and run triggers (`tributary trigger`) — reporting only the failed
+/// records.
 pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
     let dead_letters = deps.config.dead_letter.as_ref().map(|target| target.policy(deps.queue, "orchestrator"));
     batch::for_each_message(event, 4, dead_letters, |message: Inbox, _meta: RecordMeta| async move {
         match message {
             Inbox::ProbeReply(reply) => on_probe_reply(reply, deps).await,
             Inbox::QueryRow(row) => on_query_row(*row, deps).await,
+            Inbox::Start { spec, run_id, run_date } => {
+                let run = run_context(deps.config, run_id, run_date);
+                start_run(&spec, &run, deps).await.map(|_| ())
+            }
         }
     })
     .await
 }
 
-/// What arrives on the orchestrator queue, told apart by shape: a
-/// `ProbeReply` has `total`, a `QueryRow` has `row`.
+/// What arrives on the orchestrator queue, told apart by shape: a run
+/// trigger has `source` = `aws.scheduler`, a `ProbeReply` has `total`, a
+/// `QueryRow` has `row`.
 #[derive(Debug)]
 pub enum Inbox {
     /// A count-first probe's answer.
     ProbeReply(ProbeReply),
     /// One row of an Athena-driven run's query.
     QueryRow(Box<QueryRow>),
+    /// A run trigger: the EventBridge Scheduler event shape
+    /// (`{"source":"aws.scheduler","time":"2026-11-29T06:00:00Z","detail":<spec>}`,
+    /// `time` required), as `tributary trigger` sends it. Started as the
+    /// scheduler would start it: the same run id for the same time.
+    Start {
+        /// The pipeline.
+        spec: Box<PipelineSpec>,
+        /// Run id, from `time`.
+        run_id: RunId,
+        /// Run date, from `time`.
+        run_date: NaiveDate,
+    },
 }
 
 impl<'de> serde::Deserialize<'de> for Inbox {
@@ -373,12 +426,21 @@ impl<'de> serde::Deserialize<'de> for Inbox {
         use serde::de::Error;
         let value = Value::deserialize(deserializer)?;
         let problem = |contract: &str, err: contracts::ContractError| D::Error::custom(format!("{contract}: {err}"));
+        if is_scheduler_event(&value) {
+            return match scheduled_start(&value, None) {
+                Ok(Trigger::Start { spec, run_id, run_date }) => Ok(Inbox::Start { spec, run_id, run_date }),
+                Ok(Trigger::Sqs(_)) => Err(D::Error::custom("run trigger: not a run")),
+                Err(err) => Err(D::Error::custom(format!("run trigger: {err}"))),
+            };
+        }
         if value.get("row").is_some() {
             contracts::decode(value).map(|row| Inbox::QueryRow(Box::new(row))).map_err(|e| problem("query row", e))
         } else if value.get("total").is_some() {
             contracts::decode(value).map(Inbox::ProbeReply).map_err(|e| problem("probe reply", e))
         } else {
-            Err(D::Error::custom("expected a probe reply (with `total`) or a query row (with `row`)"))
+            Err(D::Error::custom(
+                "expected a run trigger (`source` \"aws.scheduler\"), a probe reply (with `total`) or a query row (with `row`)",
+            ))
         }
     }
 }

@@ -284,3 +284,70 @@ async fn only_a_reply_to_the_orchestrators_own_probe_plans_pages() {
     orchestrator::on_probe_reply(reply(context.clone(), probe.run_id.as_str()), deps).await.expect("the genuine reply");
     assert_eq!(drain_requests(&broker).len(), 3, "120 records in pages of 50");
 }
+
+/// An SQS event from the orchestrator queue with one record per body.
+fn sqs_event(bodies: &[String]) -> Value {
+    let records: Vec<Value> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, body)| {
+            json!({
+                "messageId": format!("trigger-{i}"),
+                "receiptHandle": format!("handle-{i}"),
+                "body": body,
+                "attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1795500000000"},
+                "messageAttributes": {},
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:tributary-orchestrator",
+                "awsRegion": "us-east-1"
+            })
+        })
+        .collect();
+    json!({ "Records": records })
+}
+
+#[tokio::test]
+async fn queued_run_triggers_start_runs_and_report_only_their_own_failures() {
+    let (broker, config) = (broker(), config());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = adapters::local::DirStore::new(dir.path());
+    let ledger = tributary_core::ledger::RunLedger { store: &store, events: None };
+    let deps = Deps { queue: &broker, config: &config, ledger: Some(ledger) };
+    let scheduled = fixture(SCHEDULER_EVENT);
+    let trigger = |time: Option<&str>, detail: &Value| {
+        let mut event = json!({"source": "aws.scheduler", "detail-type": "Scheduled Event", "detail": detail});
+        if let Some(time) = time {
+            event["time"] = json!(time);
+        }
+        event.to_string()
+    };
+    let mut invalid = scheduled["detail"].clone();
+    invalid["target"]["dataset"] = json!("../etc");
+    let bodies = [
+        trigger(Some("2026-11-28T06:00:00Z"), &scheduled["detail"]),
+        trigger(None, &scheduled["detail"]),
+        trigger(Some("2026-11-29T06:00:00Z"), &invalid),
+        // The detail as a JSON string, as the scheduler may deliver it.
+        trigger(Some("2026-11-30T06:00:00Z"), &json!(scheduled["detail"].to_string())),
+    ];
+    let response = orchestrator::handle(sqs_event(&bodies), now(), deps).await.expect("an SQS batch");
+    assert_eq!(
+        response,
+        json!({"batchItemFailures": [{"itemIdentifier": "trigger-1"}, {"itemIdentifier": "trigger-2"}]}),
+        "a trigger without `time` and one with an invalid spec fail alone"
+    );
+    let mut runs: Vec<String> = drain_requests(&broker).iter().map(|m| m.run_id.to_string()).collect();
+    runs.sort();
+    assert_eq!(runs, ["20261128T060000Z", "20261130T060000Z"], "one probe per started run, named by its time");
+    // The probe was recorded, so its reply will plan the pages.
+    assert!(dir.path().join("_runs/customers/20261128T060000Z/probe.json").exists());
+
+    // The errors name the field.
+    let event: SqsEvent = serde_json::from_value(sqs_event(&bodies[1..3])).expect("SQS event");
+    let record = &event.records[0];
+    let err = serde_json::from_str::<orchestrator::Inbox>(record.body.as_deref().expect("body")).expect_err("no time");
+    assert!(err.to_string().contains("`time`") && err.to_string().contains("scheduled time"), "{err}");
+    let err = serde_json::from_str::<orchestrator::Inbox>(event.records[1].body.as_deref().expect("body"))
+        .expect_err("bad spec");
+    assert!(err.to_string().contains("target.dataset"), "{err}");
+}
