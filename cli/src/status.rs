@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use tributary_core::keys;
 use tributary_core::ledger::{Expected, PageReceipt};
 use tributary_core::ports::{ObjectStore, PortError};
 
@@ -74,8 +75,8 @@ pub async fn recent_runs(store: &dyn ObjectStore, limit: usize) -> Result<Vec<Ru
             run.completed = true;
             continue;
         }
-        let bytes = store.get(&key).await?;
         if *object == "expected.json" {
+            let bytes = store.get(&key).await?;
             match serde_json::from_slice::<Expected>(&bytes) {
                 Ok(expected) => {
                     run.pages_planned = Some(expected.pages);
@@ -85,6 +86,12 @@ pub async fn recent_runs(store: &dyn ObjectStore, limit: usize) -> Result<Vec<Ru
             }
             continue;
         }
+        // Receipts only: not the probe and query records or the shard
+        // summaries beside them.
+        if keys::receipt_page(&key).is_none() {
+            continue;
+        }
+        let bytes = store.get(&key).await?;
         let Ok(receipt) = serde_json::from_slice::<PageReceipt>(&bytes) else {
             tracing::warn!(key, "unreadable page receipt skipped");
             continue;

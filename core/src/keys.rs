@@ -17,6 +17,7 @@
 //! | a table's catalog entry (local runtime: what Glue would get) | `_catalog/<table>.glue.json` |
 //! | quarantined records | `quarantine/<dataset>/dt=<YYYY-MM-DD>/<pipeline>-<run_id>-<page:05>.jsonl` |
 //! | page receipt (counts) | `_runs/<pipeline>/<run_id>/page-<page:05>.json` |
+//! | shard summary (the receipts of pages `1000·s .. 1000·s+999`) | `_runs/<pipeline>/<run_id>/shard-<s:05>.json` |
 //! | claim-check payload | `_claims/<pipeline>/<run_id>/page-<page:05>.json` |
 //! | dead letter, archived by Notify | `_dead_letters/<dlq>/<sent time>-<message id>.json` |
 
@@ -109,6 +110,49 @@ pub fn receipt_key(pipeline: &str, run_id: &RunId, page: u32) -> String {
     format!("{}page-{page:05}.json", receipts_prefix(pipeline, run_id))
 }
 
+/// Pages per receipt shard: 1,000, the most keys one S3 `ListObjectsV2`
+/// call returns. It is tied to the receipt key: `page-<page:05>` is the
+/// shard's number (2 digits or more) followed by the page's 3 digits
+/// within the shard, so [`receipt_shard_prefix`] lists one shard.
+pub const RECEIPT_SHARD_PAGES: u32 = 1_000;
+
+/// Prefix of the receipts of shard `shard` (pages `1000·shard ..
+/// 1000·shard + 999`): `_runs/<pipeline>/<run_id>/page-<shard:02>`.
+///
+/// Below page 100,000 (every paged and cursor run: `strategy.max_pages` is
+/// at most 100,000) it matches exactly the shard's receipts. Past it
+/// (Athena-driven runs of more rows) a shard's prefix also matches longer
+/// page numbers that begin with the same digits (`page-10` matches pages
+/// 10,000-10,999 and 100,000-109,999), so readers keep only the keys
+/// whose [`receipt_page`] is in the shard.
+pub fn receipt_shard_prefix(pipeline: &str, run_id: &RunId, shard: u32) -> String {
+    format!("{}page-{shard:02}", receipts_prefix(pipeline, run_id))
+}
+
+/// The page of a receipt key (`…/page-<page>.json`), `None` for another
+/// object of the run's folder (`expected.json`, a shard summary, …).
+pub fn receipt_page(key: &str) -> Option<u32> {
+    let name = key.rsplit('/').next()?;
+    name.strip_prefix("page-")?.strip_suffix(".json")?.parse().ok()
+}
+
+/// Prefix of a run's shard summaries: `_runs/<pipeline>/<run_id>/shard-`.
+pub fn shard_summaries_prefix(pipeline: &str, run_id: &RunId) -> String {
+    format!("{}shard-", receipts_prefix(pipeline, run_id))
+}
+
+/// Key of the summary of receipt shard `shard` (see
+/// [`RECEIPT_SHARD_PAGES`]): `_runs/<pipeline>/<run_id>/shard-<shard:05>.json`.
+pub fn shard_summary_key(pipeline: &str, run_id: &RunId, shard: u32) -> String {
+    format!("{}{shard:05}.json", shard_summaries_prefix(pipeline, run_id))
+}
+
+/// The shard of a shard summary key, `None` for another object.
+pub fn summary_shard(key: &str) -> Option<u32> {
+    let name = key.rsplit('/').next()?;
+    name.strip_prefix("shard-")?.strip_suffix(".json")?.parse().ok()
+}
+
 /// Key of a dataset's schema (Persist's inferred and declared columns).
 pub fn schema_key(dataset: &str) -> String {
     format!("_schema/{dataset}.json")
@@ -188,5 +232,27 @@ mod tests {
         assert_eq!(catalog_key("web_events"), "_catalog/web_events.glue.json");
         assert_eq!(claim_key("crm", &run, 4), "_claims/crm/20261129T060000Z/page-00004.json");
         assert!(claim_key("crm", &run, 4).starts_with(&claims_prefix("crm")));
+    }
+
+    #[test]
+    fn a_shard_prefix_lists_its_thousand_receipts() {
+        let run = RunId::new("r").expect("valid");
+        for page in [0, 999, 1_000, 3_042, 9_999, 10_000, 99_999, 100_000, 123_456, 1_000_000, u32::MAX] {
+            let key = receipt_key("p", &run, page);
+            assert_eq!(receipt_page(&key), Some(page));
+            let shard = page / RECEIPT_SHARD_PAGES;
+            assert!(key.starts_with(&receipt_shard_prefix("p", &run, shard)), "{key} in shard {shard}");
+            if page < 100_000 {
+                assert!(!key.starts_with(&receipt_shard_prefix("p", &run, shard + 1)));
+                assert!(shard == 0 || !key.starts_with(&receipt_shard_prefix("p", &run, shard - 1)));
+            }
+        }
+        assert_eq!(receipt_shard_prefix("p", &run, 3), "_runs/p/r/page-03");
+        assert_eq!(shard_summary_key("p", &run, 3), "_runs/p/r/shard-00003.json");
+        assert_eq!(summary_shard(&shard_summary_key("p", &run, 3)), Some(3));
+        assert!(shard_summary_key("p", &run, 3).starts_with(&shard_summaries_prefix("p", &run)));
+        assert_eq!(receipt_page(&expected_key("p", &run)), None);
+        assert_eq!(receipt_page(&shard_summary_key("p", &run, 3)), None);
+        assert_eq!(summary_shard(&receipt_key("p", &run, 3)), None);
     }
 }

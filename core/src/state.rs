@@ -3,7 +3,7 @@
 //! | object | written by | key |
 //! |---|---|---|
 //! | a page's highest cursor value | Request, before it forwards the page | `_state/<pipeline>/<run_id>/page-<page>.json` |
-//! | the pipeline's cursor | whoever completes the run ([`crate::ledger::complete_if_done`]) | `_state/<pipeline>.json` |
+//! | the pipeline's cursor | whoever completes the run ([`crate::ledger::record_page`], [`crate::ledger::complete_if_done`]) | `_state/<pipeline>.json` |
 //!
 //! A run's pages each record the highest value of the spec's
 //! `incremental.cursor_field` among their records; when the run completes,

@@ -1,17 +1,29 @@
 //! The run ledger over a real store (the local lake directory): a run
-//! completes whichever of its page count and its last receipt lands last.
+//! completes whichever of its page count and its last receipt lands last,
+//! at a constant number of store calls per page.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use adapters::local::DirStore;
+use async_trait::async_trait;
+use bytes::Bytes;
 use chrono::NaiveDate;
 use contracts::RunId;
 use tributary_core::keys;
-use tributary_core::ledger::{Completion, Expected, PageReceipt, complete_if_done, record_expected};
-use tributary_core::ports::ObjectStore;
+use tributary_core::ledger::{
+    Completion, Expected, Manifest, PageReceipt, complete_if_done, record_expected, record_page,
+};
+use tributary_core::ports::{ObjectStore, PortError};
+
+fn run_id() -> RunId {
+    RunId::new("r1").expect("id")
+}
 
 fn receipt(page: u32, schema: &str) -> PageReceipt {
     PageReceipt {
         pipeline: "p".into(),
-        run_id: RunId::new("r1").expect("id"),
+        run_id: run_id(),
         run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
         dataset: "d".into(),
         page,
@@ -26,7 +38,8 @@ fn receipt(page: u32, schema: &str) -> PageReceipt {
     }
 }
 
-async fn put_receipt(store: &DirStore, receipt: &PageReceipt) {
+/// Writes a receipt the way Persist did before shard summaries existed.
+async fn put_receipt(store: &dyn ObjectStore, receipt: &PageReceipt) {
     let key = keys::receipt_key(&receipt.pipeline, &receipt.run_id, receipt.page);
     store.put(&key, serde_json::to_vec(receipt).expect("encode").into()).await.expect("put");
 }
@@ -34,32 +47,117 @@ async fn put_receipt(store: &DirStore, receipt: &PageReceipt) {
 fn expected(pages: u64) -> Expected {
     Expected {
         pipeline: "p".into(),
-        run_id: RunId::new("r1").expect("id"),
+        run_id: run_id(),
         run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
         pages,
         truncated: None,
     }
 }
 
+/// Page `i` of `n` in an order that is not sorted: `i·7919 mod n` (7919 is
+/// a prime that divides neither 1,000 nor 2,000, so every page comes once).
+fn shuffled(i: u32, n: u32) -> u32 {
+    u32::try_from(u64::from(i) * 7919 % u64::from(n)).expect("below n")
+}
+
+/// Store calls as S3 bills them: GETs, PUTs (deletes too) and LIST calls,
+/// one per 1,000 keys listed (`ListObjectsV2`'s page), at least one.
+#[derive(Debug, Default)]
+struct Calls {
+    get: AtomicU64,
+    put: AtomicU64,
+    list: AtomicU64,
+}
+
+impl Calls {
+    fn total(&self) -> u64 {
+        self.get.load(Ordering::Relaxed) + self.put.load(Ordering::Relaxed) + self.list.load(Ordering::Relaxed)
+    }
+}
+
+/// The lake directory, counting calls; optionally, the first two LISTs of
+/// receipt shards wait for each other (two pages that check their shard at
+/// the same moment).
+struct Counting {
+    inner: DirStore,
+    calls: Calls,
+    rendezvous: Option<tokio::sync::Barrier>,
+    waited: AtomicU64,
+}
+
+impl Counting {
+    fn new(root: &std::path::Path) -> Self {
+        Counting { inner: DirStore::new(root), calls: Calls::default(), rendezvous: None, waited: AtomicU64::new(0) }
+    }
+}
+
+#[async_trait]
+impl ObjectStore for Counting {
+    async fn put(&self, key: &str, body: Bytes) -> Result<(), PortError> {
+        self.calls.put.fetch_add(1, Ordering::Relaxed);
+        self.inner.put(key, body).await
+    }
+
+    async fn get(&self, key: &str) -> Result<Bytes, PortError> {
+        self.calls.get.fetch_add(1, Ordering::Relaxed);
+        self.inner.get(key).await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, PortError> {
+        if let Some(barrier) = &self.rendezvous
+            && prefix.contains("/page-")
+            && self.waited.fetch_add(1, Ordering::Relaxed) < 2
+        {
+            barrier.wait().await;
+        }
+        let keys = self.inner.list(prefix).await?;
+        self.calls.list.fetch_add((keys.len() as u64).div_ceil(1000).max(1), Ordering::Relaxed);
+        Ok(keys)
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), PortError> {
+        self.calls.put.fetch_add(1, Ordering::Relaxed);
+        self.inner.delete(key).await
+    }
+
+    async fn get_versioned(&self, key: &str) -> Result<Option<(Bytes, String)>, PortError> {
+        self.calls.get.fetch_add(1, Ordering::Relaxed);
+        self.inner.get_versioned(key).await
+    }
+
+    async fn put_if(&self, key: &str, body: Bytes, version: Option<&str>) -> Result<bool, PortError> {
+        self.calls.put.fetch_add(1, Ordering::Relaxed);
+        self.inner.put_if(key, body, version).await
+    }
+}
+
+fn distinct_files(manifest: &Manifest) -> usize {
+    let mut files = manifest.files.clone();
+    files.dedup();
+    files.len()
+}
+
 #[tokio::test]
 async fn completes_when_the_last_receipt_arrives_after_the_count() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = DirStore::new(dir.path());
-    let run = RunId::new("r1").expect("id");
+    let run = run_id();
     assert_eq!(complete_if_done(&store, "p", &run).await.expect("check"), Completion::NotYet, "no count yet");
     assert_eq!(record_expected(&store, &expected(2)).await.expect("expected"), Completion::NotYet);
-    put_receipt(&store, &receipt(0, "a")).await;
-    assert_eq!(complete_if_done(&store, "p", &run).await.expect("check"), Completion::NotYet, "1 of 2");
-    put_receipt(&store, &receipt(1, "a")).await;
-    let Completion::Completed(manifest) = complete_if_done(&store, "p", &run).await.expect("check") else {
+    assert_eq!(record_page(&store, &receipt(0, "a"), None).await.expect("page"), Completion::NotYet, "1 of 2");
+    let Completion::Completed(manifest) = record_page(&store, &receipt(1, "a"), None).await.expect("page") else {
         panic!("2 of 2 completes")
     };
     assert_eq!((manifest.pages, manifest.records_persisted, manifest.records_quarantined), (2, 18, 2));
     assert_eq!(manifest.files.len(), 2);
     assert_eq!(complete_if_done(&store, "p", &run).await.expect("check"), Completion::AlreadyComplete);
+    assert_eq!(record_page(&store, &receipt(1, "a"), None).await.expect("again"), Completion::AlreadyComplete);
     assert!(store.get(&keys::success_key("p", &run)).await.is_ok());
 }
 
+/// Receipts alone, without shard summaries (as an earlier version wrote
+/// them, or a run in flight across the upgrade): the count completes the
+/// run, summarising its shards then.
 #[tokio::test]
 async fn completes_when_the_count_arrives_after_the_last_receipt_and_hashes_schemas_stably() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -69,6 +167,7 @@ async fn completes_when_the_count_arrives_after_the_last_receipt_and_hashes_sche
     let Completion::Completed(first) = record_expected(&store, &expected(2)).await.expect("expected") else {
         panic!("the count completes the run")
     };
+    assert_eq!(first.pages, 2);
     let other = tempfile::tempdir().expect("tempdir");
     let store = DirStore::new(other.path());
     put_receipt(&store, &receipt(0, "a")).await;
@@ -77,6 +176,9 @@ async fn completes_when_the_count_arrives_after_the_last_receipt_and_hashes_sche
         panic!("completes")
     };
     assert_eq!(first.schema_hash, second.schema_hash, "order of pages does not matter");
+    let run = run_id();
+    let receipts = tributary_core::ledger::run_receipts(&store, "p", &run).await.expect("receipts");
+    assert_eq!(receipts.iter().map(|r| r.page).collect::<Vec<_>>(), [0, 1], "summaries are not receipts");
 }
 
 #[tokio::test]
@@ -85,5 +187,161 @@ async fn an_empty_run_completes_at_once() {
     let store = DirStore::new(dir.path());
     assert!(
         matches!(record_expected(&store, &expected(0)).await.expect("expected"), Completion::Completed(m) if m.pages == 0)
+    );
+}
+
+/// Drives the receipts of an `n`-page run, its count known first, in an
+/// unsorted order; returns the store calls (receipt PUTs included).
+async fn drive(n: u32) -> u64 {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Counting::new(dir.path());
+    assert_eq!(record_expected(&store, &expected(n.into())).await.expect("expected"), Completion::NotYet);
+    let started = std::time::Instant::now();
+    let mut manifests = Vec::new();
+    for i in 0..n {
+        match record_page(&store, &receipt(shuffled(i, n), "a"), None).await.expect("page") {
+            Completion::Completed(manifest) => manifests.push(manifest),
+            Completion::NotYet => {}
+            Completion::AlreadyComplete => panic!("completed before its last page"),
+        }
+    }
+    let [manifest] = manifests.as_slice() else { panic!("one page completes the run, not {}", manifests.len()) };
+    assert_eq!(manifest.pages, u64::from(n));
+    assert_eq!(distinct_files(manifest), n as usize, "every page's file, once");
+    assert_eq!(manifest.records_persisted, 9 * u64::from(n));
+    let calls = store.calls.total();
+    println!(
+        "{n} pages: {} GET, {} PUT, {} LIST = {calls} calls, {:.2} per page, {:?}",
+        store.calls.get.load(Ordering::Relaxed),
+        store.calls.put.load(Ordering::Relaxed),
+        store.calls.list.load(Ordering::Relaxed),
+        calls as f64 / f64::from(n),
+        started.elapsed()
+    );
+    calls
+}
+
+#[tokio::test]
+async fn store_calls_per_page_stay_constant_as_runs_grow() {
+    let thousand = drive(1_000).await;
+    let two_thousand = drive(2_000).await;
+    assert!(thousand <= 6 * 1_000, "{thousand} calls for 1,000 pages");
+    assert!(two_thousand <= 6 * 2_000, "{two_thousand} calls for 2,000 pages");
+    assert!(two_thousand * 10 <= thousand * 22, "linear: {two_thousand} calls against {thousand}");
+}
+
+/// A cursor run learns its count at its last page: its pages find no count,
+/// the whole shards are summarised anyway, and the count completes it.
+#[tokio::test]
+async fn a_cursor_run_completes_when_its_count_arrives_last() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Counting::new(dir.path());
+    let n = 1_234;
+    for i in 0..n {
+        assert_eq!(record_page(&store, &receipt(shuffled(i, n), "a"), None).await.expect("page"), Completion::NotYet);
+    }
+    let run = run_id();
+    assert!(store.get(&keys::shard_summary_key("p", &run, 0)).await.is_ok(), "shard 0 is whole");
+    assert!(store.get(&keys::shard_summary_key("p", &run, 1)).await.is_err(), "shard 1's size is not known");
+    let Completion::Completed(manifest) = record_expected(&store, &expected(n.into())).await.expect("count") else {
+        panic!("the count completes the run")
+    };
+    assert_eq!((manifest.pages, distinct_files(&manifest)), (u64::from(n), n as usize));
+    assert!(store.calls.total() <= 6 * u64::from(n), "{} calls", store.calls.total());
+}
+
+/// Every page of a run at once on four threads: each succeeds, the run
+/// completes, and the manifest lists every page once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pages_finishing_together_all_succeed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(DirStore::new(dir.path()));
+    let n = 1_500;
+    record_expected(store.as_ref(), &expected(n.into())).await.expect("expected");
+    let mut pages = tokio::task::JoinSet::new();
+    for i in 0..n {
+        let store = store.clone();
+        pages.spawn(async move { record_page(store.as_ref(), &receipt(shuffled(i, n), "a"), None).await });
+    }
+    let mut manifests = Vec::new();
+    while let Some(done) = pages.join_next().await {
+        if let Completion::Completed(manifest) = done.expect("no panic").expect("every page succeeds") {
+            manifests.push(manifest);
+        }
+    }
+    let first = manifests.first().expect("the run completes");
+    assert!(manifests.iter().all(|m| m == first), "concurrent completions write the same manifest");
+    assert_eq!((first.pages, distinct_files(first)), (u64::from(n), n as usize));
+}
+
+/// The last two pages of a shard check it at the same moment: both see it
+/// whole, both write its summary (one wins the compare-and-swap, the other
+/// finds it written), both succeed and the run completes once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_two_pages_checking_together_both_succeed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut store = Counting::new(dir.path());
+    let n = 1_000;
+    record_expected(&store, &expected(n.into())).await.expect("expected");
+    for page in 0..n - 2 {
+        put_receipt(&store, &receipt(page, "a")).await;
+    }
+    store.rendezvous = Some(tokio::sync::Barrier::new(2));
+    let store = Arc::new(store);
+    let (a, b) = (store.clone(), store.clone());
+    let (first, second) = tokio::join!(
+        tokio::spawn(async move { record_page(a.as_ref(), &receipt(n - 2, "a"), None).await }),
+        tokio::spawn(async move { record_page(b.as_ref(), &receipt(n - 1, "b"), None).await }),
+    );
+    let outcomes = [first.expect("no panic").expect("succeeds"), second.expect("no panic").expect("succeeds")];
+    let manifests: Vec<&Manifest> =
+        outcomes.iter().filter_map(|c| if let Completion::Completed(m) = c { Some(m) } else { None }).collect();
+    assert!(!manifests.is_empty(), "the run completes: {outcomes:?}");
+    assert!(manifests.iter().all(|m| m.pages == u64::from(n) && distinct_files(m) == n as usize));
+    assert_eq!(store.waited.load(Ordering::Relaxed), 2, "both listed the shard at the rendezvous");
+}
+
+/// A redelivered page rewrites its receipt; after its shard's summary was
+/// written, its entry there is replaced (once: the same receipt again
+/// writes nothing); the manifest counts it once, as last written.
+#[tokio::test]
+async fn a_redelivered_page_rewrites_and_counts_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Counting::new(dir.path());
+    let n = 1_500;
+    record_expected(&store, &expected(n.into())).await.expect("expected");
+    for page in 0..1_000 {
+        record_page(&store, &receipt(page, "a"), None).await.expect("page");
+    }
+    let run = run_id();
+    assert!(store.get(&keys::shard_summary_key("p", &run, 0)).await.is_ok(), "shard 0 is summarised");
+    let mut again = receipt(5, "b");
+    again.records_persisted = 7;
+    again.data_keys =
+        vec!["d/dt=2026-11-29/p-r1-00005.parquet".into(), "d/dt=2026-11-29/p-r1-00005-001.parquet".into()];
+    assert_eq!(record_page(&store, &again, None).await.expect("redelivered"), Completion::NotYet);
+    let puts = store.calls.put.load(Ordering::Relaxed);
+    assert_eq!(record_page(&store, &again, None).await.expect("redelivered again"), Completion::NotYet);
+    assert_eq!(store.calls.put.load(Ordering::Relaxed) - puts, 1, "only the receipt: its entry is up to date");
+    for page in 1_000..n {
+        record_page(&store, &receipt(page, "a"), None).await.expect("page");
+        if page == 1_200 {
+            record_page(&store, &receipt(page, "a"), None).await.expect("delivered twice before its shard is whole");
+        }
+    }
+    let Completion::AlreadyComplete = complete_if_done(&store, "p", &run).await.expect("check") else {
+        panic!("the last page completed the run")
+    };
+    let manifest: Manifest =
+        serde_json::from_slice(&store.get(&keys::manifest_key("p", &run)).await.expect("manifest")).expect("json");
+    assert_eq!(manifest.pages, u64::from(n));
+    assert_eq!(manifest.records_persisted, 9 * (u64::from(n) - 1) + 7);
+    assert_eq!(distinct_files(&manifest), n as usize + 1, "page 5's two parts");
+    assert!(manifest.files.contains(&"d/dt=2026-11-29/p-r1-00005-001.parquet".to_string()));
+    let single_schema = receipt(0, "a");
+    assert_ne!(
+        manifest.schema_hash,
+        format!("{:016x}", tributary_core::ledger::fnv1a(single_schema.schema.expect("schema").as_bytes())),
+        "page 5's new schema counts"
     );
 }

@@ -151,12 +151,16 @@ impl ObjectStore for DirStore {
         Ok(true)
     }
 
+    /// Walks only the folder of the prefix's last `/` (the whole lake for
+    /// a prefix without one), so listing a run's receipts does not read
+    /// every other folder of the lake.
     async fn list(&self, prefix: &str) -> Result<Vec<String>, PortError> {
         let root = self.root.clone();
+        let start = prefix.rsplit_once('/').and_then(|(folder, _)| self.path_of(folder).ok()).unwrap_or(root.clone());
         let prefix = prefix.to_string();
         let listed = tokio::task::spawn_blocking(move || {
             let mut keys = Vec::new();
-            walk(&root, &root, &mut keys)?;
+            walk(&root, &start, &mut keys)?;
             keys.retain(|k| k.starts_with(&prefix));
             keys.sort();
             Ok::<_, std::io::Error>(keys)
@@ -227,7 +231,9 @@ impl Drop for LockFile {
 fn walk(root: &Path, dir: &Path, keys: &mut Vec<String>) -> std::io::Result<()> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(err) if matches!(err.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => {
+            return Ok(());
+        }
         Err(err) => return Err(err),
     };
     for entry in entries {
@@ -259,6 +265,12 @@ mod tests {
         assert_eq!(store.get("a/dt=2026-11-29/x.parquet").await.expect("get"), Bytes::from_static(b"two"));
         assert_eq!(store.list("a/").await.expect("list"), ["a/dt=2026-11-29/x.parquet"]);
         assert_eq!(store.list("").await.expect("list").len(), 2);
+        // A prefix ending inside a name, as S3 takes it.
+        assert_eq!(store.list("a/dt=2026-11-2").await.expect("list"), ["a/dt=2026-11-29/x.parquet"]);
+        assert_eq!(store.list("a/dt=2026-11-29/x").await.expect("list"), ["a/dt=2026-11-29/x.parquet"]);
+        assert!(store.list("a/dt=2026-11-3").await.expect("list").is_empty());
+        assert!(store.list("b/y.json/").await.expect("list").is_empty(), "a file is not a folder");
+        assert!(store.list("c/").await.expect("list").is_empty());
         assert!(matches!(store.get("nope").await, Err(PortError::NotFound { .. })));
     }
 

@@ -403,11 +403,8 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
         raw_key: page_key.raw(),
         schema: (output.rows_written > 0).then(|| format!("{:?}", output.arrow_schema.fields())),
     };
-    let receipt_bytes =
-        serde_json::to_vec(&receipt).map_err(|err| encode_error("encode receipt", &receipt_key, &err))?;
-    deps.store.put(&receipt_key, Bytes::from(receipt_bytes)).await?;
     ledger::RunLedger { store: deps.store, events: deps.run_events }
-        .complete_with(&message.pipeline, &run_id, Some(&coalesce::RunCoalescer { store: deps.store }))
+        .record_page(&receipt, Some(&coalesce::RunCoalescer { store: deps.store }))
         .await?;
     tracing::info!(
         records = receipt.records_persisted,
