@@ -142,7 +142,7 @@ enum Command {
     ///
     /// With `--stack` (feature `aws`), the raw pages in the stack's bucket
     /// are sent to its persist queue instead: each completed run among them
-    /// is reopened (its `_SUCCESS` marker and manifest removed) and its
+    /// is reopened (its `_SUCCESS` marker, manifest and page receipts removed) and its
     /// pages re-sent, so the run completes, coalesces and is announced
     /// again; until then readers may see a replayed run's rows twice.
     Replay {

@@ -280,7 +280,7 @@ pub struct ResendSummary {
     pub range: DateRange,
     /// Raw pages sent to the persist queue.
     pub pages_sent: u64,
-    /// Completed runs reopened (marker and manifest removed) so their
+    /// Completed runs reopened (marker, manifest and page receipts removed) so their
     /// pages complete them again.
     pub runs_reopened: Vec<String>,
     /// Pages that could not be sent, with the reason.
@@ -314,8 +314,10 @@ impl fmt::Display for ResendSummary {
 /// Replays `dataset` on a deployed stack: every raw page in `range` is sent,
 /// as the `PersistMessage` it was archived as, to `persist_queue` through
 /// `queue`, so Persist's Lambda converts it again with its current code.
-/// Each completed run among them is reopened first (its `_SUCCESS` marker
-/// and manifest deleted): its pages are then processed as in the first run,
+/// Each completed run among them is reopened first (its `_SUCCESS` marker,
+/// manifest and page receipts deleted, see
+/// [`tributary_core::ledger::reopen_run`]): its pages are then processed as
+/// in the first run,
 /// and the last one completes the run again (coalescing, manifest,
 /// run-completed event). Until then a reader may see a replayed run's rows
 /// twice (the old coalesced file beside the new page files).

@@ -571,8 +571,13 @@ async fn receipts(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -> Re
 }
 
 /// Reopens a completed run so that its pages, sent again (`tributary
-/// replay --stack`), complete it again: deletes its `_SUCCESS` marker, then
-/// its manifest. Returns whether the run was complete.
+/// replay --stack`), complete it again: deletes its `_SUCCESS` marker, its
+/// manifest, its page receipts and shard summaries (the run's count,
+/// `expected.json`, stays). Without the receipts, the first replayed page
+/// would find the run whole with the old receipts and complete it at once,
+/// and the later pages would then be skipped as deliveries of a completed
+/// run. Returns whether the run was complete; an incomplete run is left as
+/// it is (its pages rewrite their receipts as usual).
 ///
 /// # Errors
 /// [`PortError`] from the store.
@@ -582,6 +587,12 @@ pub async fn reopen_run(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId)
     }
     store.delete(&keys::success_key(pipeline, run_id)).await?;
     store.delete(&keys::manifest_key(pipeline, run_id)).await?;
+    let summaries = keys::shard_summaries_prefix(pipeline, run_id);
+    for key in store.list(&keys::receipts_prefix(pipeline, run_id)).await? {
+        if keys::receipt_page(&key).is_some() || key.starts_with(&summaries) {
+            store.delete(&key).await?;
+        }
+    }
     Ok(true)
 }
 
