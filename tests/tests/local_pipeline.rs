@@ -166,8 +166,11 @@ async fn a_broken_page_is_retried_then_dead_lettered_with_an_alert_and_the_other
     let kept: Vec<_> =
         std::fs::read_dir(lake.path().join("_dead_letters/request-dlq")).expect("dead letters kept").collect();
     assert_eq!(kept.len(), 1);
-    let dead_letter = std::fs::read_to_string(kept[0].as_ref().expect("entry").path()).expect("read");
-    assert!(dead_letter.contains("\"offset\":\"40\""), "the whole RequestMessage is kept: {dead_letter}");
+    let entry = std::fs::read_to_string(kept[0].as_ref().expect("entry").path()).expect("read");
+    let dead_letter: tributary_core::dead_letters::DeadLetter = serde_json::from_str(&entry).expect("archive entry");
+    assert!(dead_letter.body.contains("\"offset\":\"40\""), "the whole RequestMessage is kept: {entry}");
+    assert_eq!((dead_letter.function.as_str(), dead_letter.source_queue.as_str()), ("request", "request"));
+    assert!(dead_letter.reason.is_some(), "with the reason Request gave: {entry}");
 }
 
 #[tokio::test]
