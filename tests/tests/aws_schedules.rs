@@ -19,7 +19,7 @@ use contracts::schedule::ScheduleState;
 use tributary::schedules::{deploy_schedules, trigger};
 use tributary_core::schedules::{Change, RetryPolicy};
 use tributary_core::topology;
-use tributary_e2e::emulator::{Emulator, receive_event, reset_emulator, settle};
+use tributary_e2e::emulator::{Emulator, receive_event, reset_emulator, settle, stack_with_outputs};
 
 const STACK: &str = "tributary-e2e";
 const GROUP: &str = "tributary-e2e-schedules";
@@ -38,33 +38,17 @@ async fn stack() -> (Emulator, Provisioned) {
         .send()
         .await
         .expect("CreateScheduleGroup");
-    let outputs = json!({
-        "OrchestratorQueueUrl": provisioned.queue_url(topology::ORCHESTRATOR_QUEUE).expect("url"),
-        "OrchestratorFunctionArn": ORCHESTRATOR_ARN,
-        "NotifyFunctionArn": NOTIFY_ARN,
-        "SchedulerRoleArn": ROLE_ARN,
-        "SchedulerDlqArn": provisioned.queue_arns[topology::SCHEDULER_DLQ],
-        "ScheduleGroupName": GROUP,
-    });
-    let outputs: serde_json::Map<String, Value> = outputs
-        .as_object()
-        .expect("object")
-        .iter()
-        .map(|(name, value)| (name.clone(), json!({"Value": value})))
-        .collect();
-    // CloudFormation needs one resource; the outputs are literal values.
-    let template = json!({
-        "AWSTemplateFormatVersion": "2010-09-09",
-        "Resources": {"Anchor": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": format!("{STACK}-anchor")}}},
-        "Outputs": outputs,
-    });
-    aws_sdk_cloudformation::Client::new(&emulator.config)
-        .create_stack()
-        .stack_name(STACK)
-        .template_body(template.to_string())
-        .send()
-        .await
-        .expect("CreateStack");
+    let orchestrator_queue = provisioned.queue_url(topology::ORCHESTRATOR_QUEUE).expect("url").to_string();
+    let scheduler_dlq = provisioned.queue_arns[topology::SCHEDULER_DLQ].clone();
+    let outputs = [
+        ("OrchestratorQueueUrl", orchestrator_queue.as_str()),
+        ("OrchestratorFunctionArn", ORCHESTRATOR_ARN),
+        ("NotifyFunctionArn", NOTIFY_ARN),
+        ("SchedulerRoleArn", ROLE_ARN),
+        ("SchedulerDlqArn", scheduler_dlq.as_str()),
+        ("ScheduleGroupName", GROUP),
+    ];
+    stack_with_outputs(&emulator.config, STACK, &outputs).await;
     (emulator, provisioned)
 }
 
@@ -188,17 +172,7 @@ async fn deploy_schedules_makes_the_group_match_the_folder() {
 #[tokio::test]
 async fn a_missing_stack_output_is_named() {
     let emulator = reset_emulator().await;
-    let template = json!({
-        "Resources": {"Anchor": {"Type": "AWS::SQS::Queue"}},
-        "Outputs": {"OrchestratorFunctionArn": {"Value": ORCHESTRATOR_ARN}},
-    });
-    aws_sdk_cloudformation::Client::new(&emulator.config)
-        .create_stack()
-        .stack_name(STACK)
-        .template_body(template.to_string())
-        .send()
-        .await
-        .expect("CreateStack");
+    stack_with_outputs(&emulator.config, STACK, &[("OrchestratorFunctionArn", ORCHESTRATOR_ARN)]).await;
     let dir = tempfile::tempdir().expect("tempdir");
     write(dir.path(), "a.yaml", &spec_text("a", "schedule: {expression: 'rate(1 day)'}\n"));
     let err = deploy_schedules(&emulator.config, STACK, dir.path(), false).await.expect_err("no outputs");

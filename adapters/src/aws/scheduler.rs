@@ -29,6 +29,23 @@ pub struct ScheduleGroup {
     group: String,
 }
 
+/// Sets every setting of a schedule on a `CreateSchedule` or
+/// `UpdateSchedule` builder (two SDK types with the same setters;
+/// `UpdateSchedule` replaces all of them).
+macro_rules! schedule_settings {
+    ($builder:expr, $group:expr, $def:expr, $window:expr, $target:expr) => {
+        $builder
+            .group_name(&$group.group)
+            .name(&$def.name)
+            .description(&$def.description)
+            .schedule_expression(&$def.expression)
+            .schedule_expression_timezone(&$def.timezone)
+            .state(SdkState::from($def.state.as_str()))
+            .flexible_time_window($window)
+            .target($target)
+    };
+}
+
 impl ScheduleGroup {
     /// The group named `group` (the stack's `ScheduleGroupName` output).
     pub fn new(client: aws_sdk_scheduler::Client, group: impl Into<String>) -> Self {
@@ -116,16 +133,7 @@ impl ScheduleGroup {
     /// `ConflictException` when it exists) as permanent.
     pub async fn create(&self, def: &ScheduleDef) -> Result<(), PortError> {
         let (window, target) = self.parts(def)?;
-        self.client
-            .create_schedule()
-            .group_name(&self.group)
-            .name(&def.name)
-            .description(&def.description)
-            .schedule_expression(&def.expression)
-            .schedule_expression_timezone(&def.timezone)
-            .state(SdkState::from(def.state.as_str()))
-            .flexible_time_window(window)
-            .target(target)
+        schedule_settings!(self.client.create_schedule(), self, def, window, target)
             .send()
             .await
             .map_err(|err| self.error("CreateSchedule", err))?;
@@ -138,16 +146,7 @@ impl ScheduleGroup {
     /// As [`ScheduleGroup::create`]; [`PortError::NotFound`] when it is gone.
     pub async fn update(&self, def: &ScheduleDef) -> Result<(), PortError> {
         let (window, target) = self.parts(def)?;
-        self.client
-            .update_schedule()
-            .group_name(&self.group)
-            .name(&def.name)
-            .description(&def.description)
-            .schedule_expression(&def.expression)
-            .schedule_expression_timezone(&def.timezone)
-            .state(SdkState::from(def.state.as_str()))
-            .flexible_time_window(window)
-            .target(target)
+        schedule_settings!(self.client.update_schedule(), self, def, window, target)
             .send()
             .await
             .map_err(|err| self.error("UpdateSchedule", err))?;
