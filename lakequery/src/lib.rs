@@ -42,6 +42,7 @@ use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::ListingOptions;
 use datafusion::error::DataFusionError;
 use datafusion::execution::context::SQLOptions;
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::scalar::ScalarValue;
 use serde_json::{Map, Value};
@@ -293,8 +294,7 @@ async fn run(datasets: &[Dataset], query: &Query) -> Result<(Vec<String>, Vec<Ma
     let outcome: Result<(Vec<String>, Vec<RecordBatch>), DataFusionError> = async {
         let mut frame = ctx.sql_with_options(&sql, read_only).await?;
         if placeholders > 0 {
-            let values =
-                query.parameters.iter().map(|value| ScalarValue::Utf8(Some(value.clone()))).collect::<Vec<_>>();
+            let values = parameter_values(frame.logical_plan(), &query.parameters)?;
             frame = frame.with_param_values(ParamValues::from(values))?;
         }
         let columns = frame.schema().fields().iter().map(|field| field.name().clone()).collect();
@@ -304,6 +304,39 @@ async fn run(datasets: &[Dataset], query: &Query) -> Result<(Vec<String>, Vec<Ma
     let (columns, batches) = outcome.map_err(|err| explain(err.strip_backtrace()))?;
     let rows = rows::to_rows(&batches).map_err(|err| format!("encoding the results as JSON: {err}"))?;
     Ok((columns, rows))
+}
+
+/// `parameters` (`$1..$n`, given as text) as values of the types DataFusion
+/// infers for their placeholders in `plan`: `id = ?` with `"2"` binds
+/// `Int64(2)`, and `"two"` fails naming the value. A placeholder whose type
+/// is not inferred (`SELECT ?`) stays `Utf8`.
+///
+/// DataFusion 55 did this itself by comparing a number with a string as
+/// numbers; DataFusion 53 (the version iceberg-datafusion 0.10 uses) compares
+/// them as strings, so `id > '10'` would be true for 9 and `id = 'two'`
+/// would match nothing instead of failing.
+///
+/// # Errors
+/// A parameter that does not convert to its placeholder's type.
+fn parameter_values(plan: &LogicalPlan, parameters: &[String]) -> Result<Vec<ScalarValue>, DataFusionError> {
+    let types = plan.get_parameter_types()?;
+    parameters
+        .iter()
+        .enumerate()
+        .map(|(index, value)| {
+            let text = ScalarValue::Utf8(Some(value.clone()));
+            match types.get(&format!("${}", index + 1)) {
+                Some(Some(data_type)) if data_type != &DataType::Utf8 => text.cast_to(data_type).map_err(|err| {
+                    DataFusionError::Plan(format!(
+                        "parameter {} ({value:?}) is not a {data_type}: {}",
+                        index + 1,
+                        err.strip_backtrace()
+                    ))
+                }),
+                _ => Ok(text),
+            }
+        })
+        .collect()
 }
 
 /// Registers `dataset` in `ctx` as a Parquet listing table.

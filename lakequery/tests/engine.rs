@@ -107,6 +107,17 @@ async fn a_parameter_selects_one_partition_with_typed_values() {
 }
 
 #[tokio::test]
+async fn a_parameter_compared_with_a_number_is_bound_as_that_number() {
+    let lake = lake();
+    let engine = LakeEngine::new(lake.path());
+    // As strings, "2", "3" and "4" are all greater than "10".
+    let none = rows(&engine, "SELECT id FROM customers WHERE id > ? ORDER BY id", &["10"]).await;
+    assert_eq!(none, json!([]));
+    let some = rows(&engine, "SELECT id FROM customers WHERE id >= ? ORDER BY id", &["3"]).await;
+    assert_eq!(some, json!([{"id": 3}, {"id": 4}]));
+}
+
+#[tokio::test]
 async fn dt_is_a_column_missing_fields_are_null_and_datasets_join() {
     let lake = lake();
     let engine = LakeEngine::new(lake.path());
