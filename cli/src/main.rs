@@ -177,6 +177,11 @@ enum Command {
         /// A deployed stack (feature `aws`): run the SQL on its Athena.
         #[arg(long)]
         stack: Option<String>,
+        /// A value for the SQL's next `?` placeholder, in order (repeat
+        /// it: `--param 5 --param BR`); bound as Athena's execution
+        /// parameters are, as text typed by what it is compared with.
+        #[arg(long = "param", value_name = "VALUE")]
+        params: Vec<String>,
     },
     /// With `--dataset`: print a dataset's table schema, as the Arrow schema
     /// (also at `_schema/<dataset>.arrow`, for `pyarrow.dataset(...,
@@ -399,10 +404,10 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             print!("{summary}");
             Ok(if summary.succeeded() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Command::Query { sql, stack: Some(stack), .. } => query_on_stack(&stack, sql).await,
-        Command::Query { sql, lake, stack: None } => {
+        Command::Query { sql, stack: Some(stack), params, .. } => query_on_stack(&stack, sql, params).await,
+        Command::Query { sql, lake, stack: None, params } => {
             require_lake(&lake)?;
-            query(&lake, sql).await
+            query(&lake, sql, params).await
         }
         Command::Schema { dataset: Some(dataset), lake, bucket, .. } => {
             require_lake(&lake)?;
@@ -444,11 +449,11 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
 
 /// Runs `sql` on the lake's local engine and prints its rows as JSON lines;
 /// a failed query is an error naming DataFusion's reason.
-async fn query(lake: &std::path::Path, sql: String) -> anyhow::Result<ExitCode> {
+async fn query(lake: &std::path::Path, sql: String, parameters: Vec<String>) -> anyhow::Result<ExitCode> {
     use tributary_core::ports::Query;
     let root = std::fs::canonicalize(lake).with_context(|| format!("reading {}", lake.display()))?;
     let engine = lakequery::LakeEngine::new(root);
-    let query = Query { sql, parameters: Vec::new(), database: "lake".into(), workgroup: None, output_location: None };
+    let query = Query { sql, parameters, database: "lake".into(), workgroup: None, output_location: None };
     print_query(&engine, &query).await
 }
 
@@ -700,16 +705,15 @@ async fn replay_on_stack(
 }
 
 #[cfg(feature = "aws")]
-async fn query_on_stack(stack: &str, sql: String) -> anyhow::Result<ExitCode> {
+async fn query_on_stack(stack: &str, sql: String, parameters: Vec<String>) -> anyhow::Result<ExitCode> {
     let stack = connect(stack).await?;
     let (engine, database) = stack.athena()?;
-    let query =
-        tributary_core::ports::Query { sql, parameters: Vec::new(), database, workgroup: None, output_location: None };
+    let query = tributary_core::ports::Query { sql, parameters, database, workgroup: None, output_location: None };
     print_query(&engine, &query).await
 }
 
 #[cfg(not(feature = "aws"))]
-async fn query_on_stack(stack: &str, _sql: String) -> anyhow::Result<ExitCode> {
+async fn query_on_stack(stack: &str, _sql: String, _parameters: Vec<String>) -> anyhow::Result<ExitCode> {
     connect(stack).await.map(|never| match never {})
 }
 

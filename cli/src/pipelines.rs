@@ -60,6 +60,20 @@ pub enum PipelinesError {
         /// Last date.
         to: NaiveDate,
     },
+    /// The schedule does not fire in the range: no run would start.
+    #[error(
+        "{from}..={to}: the schedule of pipeline {pipeline} ({schedule}) never fires in that range; no run started"
+    )]
+    NoRuns {
+        /// The pipeline.
+        pipeline: String,
+        /// First date.
+        from: NaiveDate,
+        /// Last date.
+        to: NaiveDate,
+        /// The expression and its zone.
+        schedule: String,
+    },
     /// The range stands for more runs than allowed.
     #[error(
         "{from}..={to} stands for more than {max_runs} runs of pipeline {pipeline} ({what}); narrow the range or raise --max-runs"
@@ -226,6 +240,7 @@ pub const DEFAULT_MAX_RUNS: usize = 1_000;
 ///
 /// # Errors
 /// [`PipelinesError::EmptyRange`] when `from > to`;
+/// [`PipelinesError::NoRuns`] when the schedule never fires in the range;
 /// [`PipelinesError::TooManyRuns`] beyond `max_runs`.
 pub fn backfill_times(
     spec: &PipelineSpec,
@@ -257,8 +272,12 @@ pub fn backfill_times(
     let end = local_midnight(next_day).unwrap_or_else(|| next_day.and_time(NaiveTime::MIN).and_utc())
         - chrono::Duration::seconds(1);
     let times = fire_times(&parsed, start, end, max_runs).map_err(spec_error)?;
+    let described = format!("schedule {} in {}", schedule.expression, schedule.timezone);
+    if times.is_empty() {
+        return Err(PipelinesError::NoRuns { pipeline: spec.pipeline.clone(), from, to, schedule: described });
+    }
     if times.len() > max_runs {
-        return Err(too_many(format!("schedule {} in {}", schedule.expression, schedule.timezone)));
+        return Err(too_many(described));
     }
     Ok(times)
 }
@@ -426,6 +445,10 @@ mod tests {
         let err = times(&every_minute, "2026-12-01", "2026-12-01", 1000).expect_err("1440 > 1000");
         assert!(err.contains("more than 1000 runs") && err.contains("rate(1 minute)"), "{err}");
         assert_eq!(times(&every_minute, "2026-12-01", "2026-12-01", 1440).expect("ok").len(), 1440);
+        // A schedule that never fires in the range starts nothing and says so.
+        let february_31 = spec("schedule: {expression: 'cron(0 6 31 2 ? *)'}\n");
+        let err = times(&february_31, "2026-01-01", "2030-12-31", 1000).expect_err("never fires");
+        assert!(err.contains("never fires") && err.contains("cron(0 6 31 2 ? *)") && err.contains("no run"), "{err}");
     }
 
     #[test]

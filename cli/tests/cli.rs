@@ -67,6 +67,24 @@ fn demo_persists_records_with_no_dead_letters() {
     assert!(customers.contains("complete") && customers.contains("6/6") && customers.contains("230"), "{customers}");
     let athena = line("demo_customer_transactions ");
     assert!(athena.contains("complete") && athena.contains("230/230") && athena.contains("690"), "{athena}");
+
+    // `query --param` binds the placeholders in order.
+    let query = |params: &[&str]| {
+        let mut command = tributary();
+        command.arg("query").arg("--lake").arg(dir.path());
+        command.arg("SELECT count(*) AS n FROM demo_customers WHERE id <= ? AND id > ?");
+        for param in params {
+            command.arg("--param").arg(param);
+        }
+        command.output().expect("run query")
+    };
+    let counted = query(&["10", "7"]);
+    let rows = String::from_utf8_lossy(&counted.stdout);
+    assert!(counted.status.success(), "{rows}\n{}", String::from_utf8_lossy(&counted.stderr));
+    assert_eq!(rows.trim(), r#"{"n":3}"#);
+    let missing = query(&["10"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("2 `?` placeholder(s) but 1 parameter(s)"));
 }
 
 #[test]

@@ -201,7 +201,14 @@ fn parse_expression(text: &str) -> Result<ScheduleExpression, String> {
         parse_rate(rate)
     } else if let Some(at) = inner("at(") {
         NaiveDateTime::parse_from_str(at.trim(), "%Y-%m-%dT%H:%M:%S").map(ScheduleExpression::At).map_err(|err| {
-            format!("at(...) takes a local time as yyyy-mm-ddThh:mm:ss, e.g. at(2026-12-01T06:00:00): {err}")
+            let hint = if at.trim().ends_with(['Z', 'z']) || at.contains('+') {
+                " (no zone: the time is read in `schedule.timezone`)"
+            } else if err.kind() == chrono::format::ParseErrorKind::OutOfRange {
+                " (no such date or time)"
+            } else {
+                ""
+            };
+            format!("at(...) takes a local time as yyyy-mm-ddThh:mm:ss, e.g. at(2026-12-01T06:00:00): {err}{hint}")
         })
     } else {
         Err(form.into())
@@ -260,7 +267,10 @@ fn parse_cron(fields: &str) -> Result<CronExpression, String> {
         }
         let field = CronField { name, low, high, names };
         for piece in upper.split(',') {
-            field.check_piece(piece, &upper).map_err(|problem| format!("the {name} field {part:?}: {problem}"))?;
+            field.check_piece(piece, &upper).map_err(|problem| {
+                let item = if piece == upper { String::new() } else { format!(" (item {piece:?})") };
+                format!("the {name} field {part:?}{item}: {problem}")
+            })?;
         }
     }
     let (dom, dow) = (parts[2], parts[4]);
@@ -295,7 +305,7 @@ impl CronField<'_> {
             return if field == "?" { Ok(()) } else { Err("`?` must stand alone".into()) };
         }
         if day_of_month && (piece.contains("LW") || piece.contains("L-") || (piece.contains('L') && piece != "L")) {
-            return Err(format!("only a plain `L` (the last day) is taken, not LW, L-n or nL ({piece:?})"));
+            return Err("only a plain `L` (the last day) is taken, not LW, L-n or nL".into());
         }
         if piece == "L" && day_of_month {
             return Ok(());
@@ -315,7 +325,7 @@ impl CronField<'_> {
             self.value(day)?;
             return match nth.parse::<u32>() {
                 Ok(1..=5) => Ok(()),
-                _ => Err(format!("{piece:?}: the occurrence after # must be 1-5")),
+                _ => Err("the occurrence after # must be 1-5".into()),
             };
         }
         let (range, step) = match piece.split_once('/') {
@@ -326,7 +336,7 @@ impl CronField<'_> {
             let most = self.high - self.low + 1;
             match step.parse::<u32>() {
                 Ok(n) if (1..=most).contains(&n) => {}
-                _ => return Err(format!("{piece:?}: the step after / must be a number from 1 to {most}")),
+                _ => return Err(format!("the step after / must be a number from 1 to {most}")),
             }
         }
         if range == "*" {
@@ -336,7 +346,7 @@ impl CronField<'_> {
             Some((first, last)) => {
                 let (first, last) = (self.value(first)?, self.value(last)?);
                 if first > last {
-                    return Err(format!("the range {range:?} runs backwards"));
+                    return Err("the range runs backwards (write the smaller value first)".into());
                 }
                 Ok(())
             }
@@ -431,6 +441,9 @@ mod tests {
             ("rate(1 hours)", "singular"),
             ("rate(5 weeks)", "minute(s)"),
             ("at(2026-12-01 06:00)", "yyyy-mm-ddThh:mm:ss"),
+            ("at(2026-13-01T06:00:00)", "no such date or time"),
+            ("at(2026-12-01T06:00:00Z)", "read in `schedule.timezone`"),
+            ("cron(0 6 1,0/0 * ? *)", "(item \"0/0\"): the step"),
             ("every day at six", "must be cron("),
         ] {
             let err = refused(expression);

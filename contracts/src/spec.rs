@@ -502,6 +502,7 @@ impl PipelineSpec {
         for (name, value) in &self.request.headers {
             check_header(name, value)?;
         }
+        check_query_names(&self.request.query, &self.request.url)?;
         let scheme = self.request.url.scheme();
         if scheme != "http" && scheme != "https" {
             return Err(invalid("request.url", self.request.url.as_str(), "only http and https URLs are supported"));
@@ -769,6 +770,21 @@ pub fn is_credential_name(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
     CREDENTIAL_HEADERS.contains(&name.as_str())
         || ["token", "secret", "password", "apikey", "api_key", "api-key"].iter().any(|part| name.contains(part))
+}
+
+/// Refuses a credential-looking parameter name ([`is_credential_name`]) in
+/// `request.query` or in the query string of `request.url`: its value
+/// would travel in every message, DLQ and alert (Request refuses the same
+/// names in a message's `http.query` and URL).
+fn check_query_names(query: &BTreeMap<String, String>, url: &url::Url) -> Result<(), SpecError> {
+    let reason = "looks like a credential; credentials are referenced by secret id (`request.auth: {kind: api_key, secret_id: …, query_param: …}`), never written in a spec";
+    if let Some(name) = query.keys().find(|name| is_credential_name(name)) {
+        return Err(invalid(&format!("request.query.{name}"), "<redacted>", reason));
+    }
+    if let Some((name, _)) = url.query_pairs().find(|(name, _)| is_credential_name(name)) {
+        return Err(invalid("request.url", &format!("{name:?} in {}", crate::redacted_url(url)), reason));
+    }
+    Ok(())
 }
 
 fn check_header(name: &str, value: &str) -> Result<(), SpecError> {
@@ -1106,6 +1122,13 @@ target:
         assert!(err.contains("request.headers.x-good") && err.contains("not a valid HTTP header value"), "{err}");
         let err = parse_err(&PAGED.replace("http://127.0.0.1:8080/customers", "http://user:pw@127.0.0.1:8080/c"));
         assert!(err.contains("request.url") && !err.contains("pw@"), "{err}");
+        // A credential in the query string would be in every message, DLQ
+        // entry and alert, as in a header.
+        let err = parse_err(&PAGED.replace("/customers", "/customers?api_key=SUPERSECRET123&x=1"));
+        assert!(err.contains("request.url") && err.contains("\"api_key\"") && err.contains("query_param"), "{err}");
+        assert!(!err.contains("SUPERSECRET123"), "{err}");
+        let err = parse_err(&with("  query: { access_token: SUPERSECRET456 }"));
+        assert!(err.contains("request.query.access_token") && !err.contains("SUPERSECRET456"), "{err}");
         let err = parse_err(&PAGED.replace("dataset: customers", "dataset: raw"));
         assert!(err.contains("target.dataset") && err.contains("reserved"), "{err}");
         // The lake bucket's lifecycle expires athena-results/ (Athena's result files).

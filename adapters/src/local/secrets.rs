@@ -34,7 +34,11 @@ impl SecretStore for FileSecrets {
         if let Ok(value) = std::env::var(Self::env_var(id)) {
             return Ok(Secret::new(value));
         }
-        let not_found = || PortError::NotFound { what: "secret", target: id.into() };
+        // Says where it looked, so a missing local secret names its fix.
+        let not_found = || PortError::NotFound {
+            what: "secret",
+            target: format!("{id} (set {} or add it to {})", Self::env_var(id), self.file.display()),
+        };
         let text = match tokio::fs::read_to_string(&self.file).await {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Err(not_found()),
@@ -78,7 +82,8 @@ mod tests {
         let secret = secrets.get("vendor/api-key").await.expect("secret");
         assert_eq!(secret.expose(), "s3cr3t");
         assert_eq!(format!("{secret:?} {secret}"), "Secret(<redacted>) <redacted>");
-        assert!(matches!(secrets.get("other").await, Err(PortError::NotFound { .. })));
+        let Err(PortError::NotFound { target, .. }) = secrets.get("other/id").await else { panic!("not found") };
+        assert!(target.contains("TRIBUTARY_SECRET_OTHER_ID") && target.contains("_secrets.json"), "{target}");
         assert_eq!(FileSecrets::env_var("vendor/api-key"), "TRIBUTARY_SECRET_VENDOR_API_KEY");
     }
 }

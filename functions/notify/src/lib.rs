@@ -547,8 +547,11 @@ fn invocation_alert(
 
 /// The body with the values of credential-looking fields (`authorization`,
 /// `*token*`, `*secret*`, … — [`contracts::spec::is_credential_name`]) replaced
-/// by `<redacted>`, at any depth, so an alert e-mail never carries a secret
-/// another team put in a header. A body that is not JSON is returned as is.
+/// by `<redacted>`, at any depth, and likewise the values of such
+/// parameters in the query string of any `http(s)://` URL string
+/// (`…?api_key=<redacted>`), so an alert e-mail never carries a secret
+/// another team put in a header or a URL. A body that is not JSON is
+/// returned as is.
 pub fn redacted_body(body: &str, parsed: Option<&Value>) -> String {
     let Some(parsed) = parsed else { return body.to_string() };
     let mut value = parsed.clone();
@@ -567,10 +570,34 @@ pub fn redacted_body(body: &str, parsed: Option<&Value>) -> String {
                 }
             }
             Value::Array(items) => stack.extend(items.iter_mut()),
+            Value::String(text) => {
+                if let Some(redacted) = redacted_url_query(text) {
+                    *text = redacted;
+                    changed = true;
+                }
+            }
             _ => {}
         }
     }
     if changed { value.to_string() } else { body.to_string() }
+}
+
+/// `text` with the values of credential-named query parameters replaced by
+/// `<redacted>`, when it is an `http(s)://` URL with such a parameter;
+/// `None` otherwise.
+fn redacted_url_query(text: &str) -> Option<String> {
+    if !(text.starts_with("http://") || text.starts_with("https://")) || !text.contains('?') {
+        return None;
+    }
+    let mut url = url::Url::parse(text).ok()?;
+    let pairs: Vec<(String, String)> = url.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+    if !pairs.iter().any(|(name, _)| contracts::spec::is_credential_name(name)) {
+        return None;
+    }
+    url.query_pairs_mut().clear().extend_pairs(pairs.iter().map(|(name, value)| {
+        (name.as_str(), if contracts::spec::is_credential_name(name) { "<redacted>" } else { value.as_str() })
+    }));
+    Some(url.to_string())
 }
 
 /// Body bytes quoted per example in the e-mail text.
@@ -696,6 +723,14 @@ mod tests {
         let shown = redacted_body(body, Some(&parsed));
         assert!(!shown.contains("SECRET123") && !shown.contains("K3Y"), "{shown}");
         assert!(shown.contains("\"accept\":\"x\""), "other fields stay: {shown}");
+        // A credential in a URL's query string (a spec written with one
+        // before the spec check refused it, or another team's message).
+        let body = r#"{"http":{"url":"http://127.0.0.1:8080/t?page=2&api_key=SUPERSECRET123"},"note":"http://x?y"}"#;
+        let parsed: Value = serde_json::from_str(body).expect("json");
+        let shown = redacted_body(body, Some(&parsed));
+        assert!(!shown.contains("SUPERSECRET123"), "{shown}");
+        assert!(shown.contains("page=2&api_key=%3Credacted%3E"), "the rest of the URL stays: {shown}");
+        assert!(shown.contains("\"note\":\"http://x?y\""), "{shown}");
     }
 
     #[test]

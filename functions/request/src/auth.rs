@@ -133,6 +133,9 @@ impl Credentials {
 fn secret_error(secret_id: &str, err: PortError) -> RequestError {
     let permanent = !err.is_retryable();
     let problem = match err {
+        // The local store names where it looked; Secrets Manager's target
+        // is the id itself.
+        PortError::NotFound { target, .. } if target != secret_id => format!("no such secret: {target}"),
         PortError::NotFound { .. } => "no such secret".to_string(),
         other => other.to_string(),
     };

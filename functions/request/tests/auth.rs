@@ -77,6 +77,7 @@ async fn a_missing_secret_fails_permanently_naming_the_field() {
     assert!(matches!(err, RequestError::Auth { permanent: true, .. }), "{err:?}");
     let text = err.to_string();
     assert!(text.contains("policy.auth.secret_id") && text.contains("vendor/absent"), "{text}");
+    assert!(text.contains("no such secret"), "{text}");
     assert_eq!(log.lock().expect("log").len(), 0, "no call without credentials");
 
     let policy = json!({"auth": {"kind": "api_key", "secret_id": "vendor/absent"}});
