@@ -64,21 +64,23 @@ const fn customer(
     Customer { id, name: "c", updated_at_secs, city, tags, vip: None }
 }
 
-/// The table's first schema. The ids are only a proposal: the catalog
-/// assigns fresh ones at creation (they come out the same here).
+/// The table's first schema. The catalog assigns fresh field ids at
+/// creation, level by level (a struct's or list's children after all the
+/// top-level fields); these are the ids it gives, so the proposal reads as
+/// what the table has.
 fn first_schema() -> Schema {
     let address = StructType::new(vec![
-        NestedField::optional(5, "city", Type::Primitive(PrimitiveType::String)).into(),
-        NestedField::optional(6, "zip", Type::Primitive(PrimitiveType::String)).into(),
+        NestedField::optional(6, "city", Type::Primitive(PrimitiveType::String)).into(),
+        NestedField::optional(7, "zip", Type::Primitive(PrimitiveType::String)).into(),
     ]);
-    let tags = ListType::new(NestedField::list_element(7, Type::Primitive(PrimitiveType::String), true).into());
+    let tags = ListType::new(NestedField::list_element(8, Type::Primitive(PrimitiveType::String), true).into());
     Schema::builder()
         .with_fields(vec![
             NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
             NestedField::optional(2, "name", Type::Primitive(PrimitiveType::String)).into(),
             NestedField::required(3, "updated_at", Type::Primitive(PrimitiveType::Timestamptz)).into(),
             NestedField::optional(4, "address", Type::Struct(address)).into(),
-            NestedField::optional(8, "tags", Type::List(tags)).into(),
+            NestedField::optional(5, "tags", Type::List(tags)).into(),
         ])
         .build()
         .expect("a valid schema")
@@ -206,6 +208,7 @@ async fn runs_commit_as_one_snapshot_each_and_a_new_column_reads_as_null_before_
     let table = catalog.create_table(&namespace, creation).await?;
     let ident = TableIdent::new(namespace.clone(), "customers".to_string());
     assert!(table.metadata().current_snapshot().is_none());
+    assert_eq!(table.metadata().current_schema().as_struct(), first_schema().as_struct());
 
     // Run 1: two days, so two data files, in one snapshot.
     let day_1 = [customer(1, DAY_1 + 60, Some("Oslo"), &["a"]), customer(2, DAY_1 + 120, None, &[])];
