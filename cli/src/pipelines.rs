@@ -11,7 +11,8 @@
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Days, NaiveDate, NaiveTime, TimeZone, Utc};
-use contracts::spec::PipelineSpec;
+use contracts::schedule::{CronExpression, Schedule, ScheduleExpression};
+use contracts::spec::{PipelineSpec, SpecError};
 
 /// A spec read from a file.
 #[derive(Clone, Debug)]
@@ -82,14 +83,108 @@ pub fn is_spec_file(path: &Path) -> bool {
     path.is_file() && matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
 }
 
-/// Reads and validates one spec file.
+/// Reads and validates one spec file: contracts' validation, then its
+/// `schedule` compiled by the cron engine ([`check_schedule`]).
 ///
 /// # Errors
 /// [`PipelinesError::Read`] or [`PipelinesError::Spec`] naming the file.
 pub fn load_spec(path: &Path) -> Result<PipelineSpec, PipelinesError> {
+    let spec_error = |error| PipelinesError::Spec { path: path.to_path_buf(), error };
     let text =
         std::fs::read_to_string(path).map_err(|error| PipelinesError::Read { path: path.to_path_buf(), error })?;
-    PipelineSpec::from_yaml(&text).map_err(|error| PipelinesError::Spec { path: path.to_path_buf(), error })
+    let spec = PipelineSpec::from_yaml(&text).map_err(spec_error)?;
+    check_schedule(&spec).map_err(spec_error)?;
+    Ok(spec)
+}
+
+/// Checks that the cron engine takes the spec's `schedule` (contracts
+/// checked it against EventBridge's table; this catches any expression the
+/// table allows and croner would not evaluate, before anything is deployed
+/// or triggered).
+///
+/// # Errors
+/// [`SpecError::Invalid`] naming `schedule.expression` and the value.
+pub fn check_schedule(spec: &PipelineSpec) -> Result<(), SpecError> {
+    let Some(schedule) = &spec.schedule else { return Ok(()) };
+    if let ScheduleExpression::Cron(cron) = schedule.parse()?.expression {
+        compile_cron(&cron).map_err(|reason| SpecError::Invalid {
+            field: "schedule.expression".into(),
+            value: format!("{:?}", schedule.expression),
+            reason,
+        })?;
+    }
+    Ok(())
+}
+
+/// croner's Quartz mode for EventBridge's cron: seconds and year fields,
+/// 1 = SUN, `?` as any, `0/20` steps.
+fn compile_cron(cron: &CronExpression) -> Result<croner::Cron, String> {
+    croner::parser::CronParser::builder()
+        .seconds(croner::parser::Seconds::Required)
+        .year(croner::parser::Year::Required)
+        .alternative_weekdays(true)
+        .sloppy_ranges(true)
+        .build()
+        .parse(&cron.quartz_pattern())
+        .map_err(|err| format!("not a cron expression croner evaluates: {err}"))
+}
+
+/// The times `schedule` fires in `[from, to]` (both inclusive), in order,
+/// at most `limit + 1` of them (so a caller can tell "more than `limit`"
+/// from "exactly `limit`").
+///
+/// A cron schedule fires at its matching times in its zone (a local time
+/// skipped by a daylight-saving change does not fire, as on Scheduler),
+/// evaluated by croner; a rate schedule counts from `from` (it has no phase
+/// of its own, see `contracts::schedule`); an `at` schedule fires once.
+///
+/// # Errors
+/// [`SpecError::Invalid`] naming `schedule.expression` when croner refuses
+/// the cron expression (see [`check_schedule`]).
+pub fn fire_times(
+    schedule: &Schedule,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    limit: usize,
+) -> Result<Vec<DateTime<Utc>>, SpecError> {
+    let mut times = Vec::new();
+    if to < from {
+        return Ok(times);
+    }
+    match &schedule.expression {
+        ScheduleExpression::Cron(expression) => {
+            let cron = compile_cron(expression).map_err(|reason| SpecError::Invalid {
+                field: "schedule.expression".into(),
+                value: format!("{:?}", format!("cron({})", expression.fields().join(" "))),
+                reason,
+            })?;
+            let start = from.with_timezone(&schedule.timezone);
+            for time in cron.iter_from(start, croner::Direction::Forward) {
+                let time = time.with_timezone(&Utc);
+                if time > to || times.len() > limit {
+                    break;
+                }
+                times.push(time);
+            }
+        }
+        ScheduleExpression::Rate { value, unit } => {
+            let step = chrono::Duration::seconds(i64::from(*value) * unit.seconds());
+            let mut time = from;
+            while time <= to && times.len() <= limit {
+                times.push(time);
+                time += step;
+            }
+        }
+        ScheduleExpression::At(local) => {
+            if let Some(time) = schedule.timezone.from_local_datetime(local).earliest() {
+                let time = time.with_timezone(&Utc);
+                if (from..=to).contains(&time) {
+                    times.push(time);
+                }
+            }
+        }
+    }
+    Ok(times)
 }
 
 /// Every spec file in `dir`, read and validated, in file-name order.
@@ -151,7 +246,8 @@ pub fn backfill_times(
         return Ok(from.iter_days().take(days).map(|day| day.and_time(NaiveTime::MIN).and_utc()).collect());
     };
     // Validated with the spec; parsing cannot fail here.
-    let parsed = schedule.parse().map_err(|error| PipelinesError::Spec { path: PathBuf::from("."), error })?;
+    let spec_error = |error| PipelinesError::Spec { path: PathBuf::from("."), error };
+    let parsed = schedule.parse().map_err(spec_error)?;
     let zone = parsed.timezone;
     let local_midnight = |day: NaiveDate| {
         zone.from_local_datetime(&day.and_time(NaiveTime::MIN)).earliest().map(|t| t.with_timezone(&Utc))
@@ -160,7 +256,7 @@ pub fn backfill_times(
     let next_day = to.checked_add_days(Days::new(1)).unwrap_or(to);
     let end = local_midnight(next_day).unwrap_or_else(|| next_day.and_time(NaiveTime::MIN).and_utc())
         - chrono::Duration::seconds(1);
-    let times = parsed.fire_times(start, end, max_runs);
+    let times = fire_times(&parsed, start, end, max_runs).map_err(spec_error)?;
     if times.len() > max_runs {
         return Err(too_many(format!("schedule {} in {}", schedule.expression, schedule.timezone)));
     }
@@ -170,6 +266,118 @@ pub fn backfill_times(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use contracts::schedule::{ScheduleSpec, ScheduleState};
+
+    fn at(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text).expect("time").with_timezone(&Utc)
+    }
+
+    fn fires(expression: &str, timezone: &str, from: &str, to: &str) -> Vec<String> {
+        let schedule =
+            ScheduleSpec { expression: expression.into(), timezone: timezone.into(), state: ScheduleState::Enabled };
+        let schedule = schedule.parse().expect("valid expression");
+        fire_times(&schedule, at(from), at(to), 100).expect("croner takes it").iter().map(|t| t.to_rfc3339()).collect()
+    }
+
+    #[test]
+    fn croner_evaluates_every_form_contracts_takes() {
+        for expression in [
+            "cron(0 6 * * ? *)",
+            "cron(0 0 L * ? *)",
+            "cron(0 0 15W * ? *)",
+            "cron(0 9 ? * 3#2 *)",
+            "cron(0 9 ? * 6L *)",
+            "cron(*/5 8-17/2 1,15 JAN-MAR,DEC ? 2026-2030)",
+            "cron(15 10 ? * sun,wed 2027/2)",
+            "cron(0/59 23 31 12 ? 2199)",
+        ] {
+            let spec = spec(&format!("schedule: {{expression: '{expression}'}}"));
+            check_schedule(&spec).unwrap_or_else(|e| panic!("{expression}: {e}"));
+            let schedule = spec.schedule.expect("schedule").parse().expect("parsed");
+            let times =
+                fire_times(&schedule, at("2026-01-01T00:00:00Z"), at("2031-01-01T00:00:00Z"), 5).expect("fires");
+            assert!(expression.contains("2199") || !times.is_empty(), "{expression} never fires in 2026-2030");
+        }
+    }
+
+    #[test]
+    fn daily_cron_fires_once_a_day_inclusive_of_both_ends() {
+        assert_eq!(
+            fires("cron(0 6 * * ? *)", "UTC", "2026-11-28T06:00:00Z", "2026-11-30T06:00:00Z"),
+            ["2026-11-28T06:00:00+00:00", "2026-11-29T06:00:00+00:00", "2026-11-30T06:00:00+00:00"]
+        );
+    }
+
+    #[test]
+    fn day_of_week_counts_from_sunday_and_question_mark_means_any() {
+        // 2026-11-30 is a Monday; 2-6 = MON-FRI.
+        let weekdays = fires("cron(30 7 ? * 2-6 *)", "UTC", "2026-11-28T00:00:00Z", "2026-12-06T23:59:59Z");
+        assert_eq!(weekdays.len(), 5, "{weekdays:?}");
+        assert_eq!(weekdays[0], "2026-11-30T07:30:00+00:00");
+        assert_eq!(fires("cron(30 7 ? * MON-FRI *)", "UTC", "2026-11-28T00:00:00Z", "2026-12-06T23:59:59Z"), weekdays);
+        assert_eq!(
+            fires("cron(0 0 15 * ? *)", "UTC", "2026-11-01T00:00:00Z", "2026-12-31T00:00:00Z"),
+            ["2026-11-15T00:00:00+00:00", "2026-12-15T00:00:00+00:00"]
+        );
+    }
+
+    #[test]
+    fn last_weekday_and_nth_day_of_week() {
+        for (expression, from, to, expected) in [
+            ("cron(0 0 L * ? *)", "2027-01-01T00:00:00Z", "2027-03-01T00:00:00Z", &["2027-01-31", "2027-02-28"][..]),
+            // 2026-11-15 is a Sunday: 15W is Monday the 16th.
+            ("cron(0 0 15W * ? *)", "2026-11-01T00:00:00Z", "2026-11-30T00:00:00Z", &["2026-11-16"]),
+            // 3#2 = the second Tuesday: 2026-12-08.
+            ("cron(0 9 ? * 3#2 *)", "2026-12-01T00:00:00Z", "2026-12-31T00:00:00Z", &["2026-12-08T09:00"]),
+            // 6L = the last Friday: 2026-12-25.
+            ("cron(0 9 ? * 6L *)", "2026-12-01T00:00:00Z", "2026-12-31T00:00:00Z", &["2026-12-25T09:00"]),
+            (
+                "cron(0/20 9 * * ? 2026)",
+                "2026-12-31T00:00:00Z",
+                "2027-01-01T23:00:00Z",
+                &["2026-12-31T09:00", "2026-12-31T09:20", "2026-12-31T09:40"],
+            ),
+        ] {
+            let expected: Vec<String> = expected
+                .iter()
+                .map(|t| if t.len() == 10 { format!("{t}T00:00:00+00:00") } else { format!("{t}:00+00:00") })
+                .collect();
+            assert_eq!(fires(expression, "UTC", from, to), expected, "{expression}");
+        }
+    }
+
+    #[test]
+    fn the_time_zone_moves_the_utc_times() {
+        // 06:00 in Lisbon is 06:00Z in winter and 05:00Z in summer.
+        assert_eq!(
+            fires("cron(0 6 * * ? *)", "Europe/Lisbon", "2026-07-01T00:00:00Z", "2026-07-01T23:00:00Z"),
+            ["2026-07-01T05:00:00+00:00"]
+        );
+        assert_eq!(
+            fires("at(2026-12-01T06:00:00)", "America/New_York", "2026-12-01T00:00:00Z", "2026-12-02T00:00:00Z"),
+            ["2026-12-01T11:00:00+00:00"]
+        );
+        assert!(fires("at(2026-12-01T06:00:00)", "UTC", "2026-12-02T00:00:00Z", "2026-12-03T00:00:00Z").is_empty());
+    }
+
+    #[test]
+    fn rates_count_from_the_start_of_the_range() {
+        assert_eq!(
+            fires("rate(6 hours)", "UTC", "2026-12-01T00:00:00Z", "2026-12-01T12:00:00Z"),
+            ["2026-12-01T00:00:00+00:00", "2026-12-01T06:00:00+00:00", "2026-12-01T12:00:00+00:00"]
+        );
+        assert_eq!(fires("rate(1 day)", "UTC", "2026-12-01T00:00:00Z", "2026-12-02T00:00:00Z").len(), 2);
+    }
+
+    #[test]
+    fn the_limit_stops_the_count_one_past_it() {
+        let schedule =
+            ScheduleSpec { expression: "rate(1 minute)".into(), timezone: "UTC".into(), state: ScheduleState::Enabled };
+        let times =
+            fire_times(&schedule.parse().expect("valid"), at("2026-01-01T00:00:00Z"), at("2026-12-31T00:00:00Z"), 1000)
+                .expect("rate");
+        assert_eq!(times.len(), 1001);
+    }
 
     fn spec(schedule: &str) -> PipelineSpec {
         PipelineSpec::from_yaml(&format!(

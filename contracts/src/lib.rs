@@ -2,8 +2,8 @@
 //! and receives, and the pipeline spec a schedule fires ([`spec`]).
 //!
 //! Other teams depend on this crate alone (serde, schemars, url, chrono,
-//! chrono-tz and croner for [`schedule`], and http's header grammar; no HTTP
-//! client, runtime or AWS SDK).
+//! chrono-tz for [`schedule`]'s time zones, and http's header grammar; no
+//! HTTP client, runtime, cron engine or AWS SDK).
 //!
 //! Other teams send [`RequestMessage`] and [`PersistMessage`] to our queues
 //! and receive [`Alert`]s, so these types are public API. Each carries
