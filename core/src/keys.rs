@@ -204,6 +204,12 @@ pub fn success_key(pipeline: &str, run_id: &RunId) -> String {
     format!("{}_SUCCESS", receipts_prefix(pipeline, run_id))
 }
 
+/// Key of the claim a run's table commit is guarded by
+/// (`tributary_core::tables::claim_commit`).
+pub fn table_commit_claim_key(pipeline: &str, run_id: &RunId) -> String {
+    format!("{}iceberg-commit.json", receipts_prefix(pipeline, run_id))
+}
+
 /// Key of a completed run's manifest.
 pub fn manifest_key(pipeline: &str, run_id: &RunId) -> String {
     format!("_manifests/{pipeline}/{run_id}.json")
