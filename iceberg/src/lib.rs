@@ -1,10 +1,12 @@
 //! Apache Iceberg tables for the lake: the groundwork of issue 15.
 //!
-//! For now only the local catalog: a SQL catalog (iceberg-catalog-sql) on a
-//! SQLite file in the lake directory, whose tables pyiceberg's `SqlCatalog`
-//! and DuckDB's iceberg extension read too. Table creation, writing data
-//! files with Iceberg field ids, fast-append commits and schema updates go
-//! through Apache's `iceberg` crate directly; `tests/spike.rs` shows them.
+//! [`commit`]: [`IcebergCommitter`], the `tributary_core::tables::TableCommitter`
+//! that commits a completed run's staged Parquet files to the dataset's
+//! table in one fast-append snapshot, over any iceberg catalog; and
+//! [`local_committer`], it over the local catalog: a SQL catalog
+//! (iceberg-catalog-sql) on a SQLite file in the lake directory, whose
+//! tables pyiceberg's `SqlCatalog` and DuckDB's iceberg extension read too.
+//! `tests/spike.rs` shows the iceberg API underneath.
 //!
 //! Everything lives under [`ICEBERG_DIR`] (`_iceberg/`), which lakequery
 //! does not read as a dataset (names starting with `_` are not tables):
@@ -14,6 +16,10 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
+
+pub mod commit;
+
+pub use commit::{IcebergCommitter, NAMESPACE, PIPELINE_PROPERTY, RUN_ID_PROPERTY, table_ident};
 
 use iceberg::io::LocalFsStorageFactory;
 use iceberg::{CatalogBuilder, Error, ErrorKind};
@@ -68,4 +74,59 @@ pub async fn local_catalog(lake_root: &Path) -> iceberg::Result<SqlCatalog> {
         (SQL_CATALOG_PROP_BIND_STYLE.to_string(), SqlBindStyle::QMark.to_string()),
     ]);
     SqlCatalogBuilder::default().with_storage_factory(Arc::new(LocalFsStorageFactory)).load(CATALOG_NAME, props).await
+}
+
+/// The local runtime's committer: an [`IcebergCommitter`] over the local
+/// catalog of the lake at `lake_root`, opened on the first commit (so a
+/// lake without Iceberg datasets gets no `_iceberg/` folder, and building
+/// it needs no async runtime).
+pub struct LocalCommitter {
+    lake_root: std::path::PathBuf,
+    store: Arc<dyn tributary_core::ports::ObjectStore>,
+    committer: tokio::sync::OnceCell<IcebergCommitter>,
+}
+
+impl LocalCommitter {
+    /// A committer for the lake at `lake_root` (absolute), reading staged
+    /// files from `store` (the same lake).
+    pub fn new(lake_root: impl Into<std::path::PathBuf>, store: Arc<dyn tributary_core::ports::ObjectStore>) -> Self {
+        Self { lake_root: lake_root.into(), store, committer: tokio::sync::OnceCell::new() }
+    }
+
+    /// The committer, the catalog opened on first use.
+    ///
+    /// # Errors
+    /// As [`local_catalog`], as a transient [`tributary_core::ports::PortError`].
+    pub async fn committer(&self) -> Result<&IcebergCommitter, tributary_core::ports::PortError> {
+        self.committer.get_or_try_init(|| local_committer(&self.lake_root, self.store.clone())).await.map_err(|err| {
+            tributary_core::ports::PortError::Transient {
+                operation: "open the local Iceberg catalog",
+                target: self.lake_root.join(ICEBERG_DIR).join(CATALOG_FILE).display().to_string(),
+                message: format!("{err:#}"),
+            }
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl tributary_core::tables::TableCommitter for LocalCommitter {
+    async fn commit_run(
+        &self,
+        run: &tributary_core::tables::RunFiles,
+    ) -> Result<tributary_core::tables::CommittedRun, tributary_core::ports::PortError> {
+        self.committer().await?.commit_run(run).await
+    }
+}
+
+/// An [`IcebergCommitter`] over the local catalog of the lake at
+/// `lake_root` ([`local_catalog`]), reading staged files and published
+/// schemas from `store` (the same lake).
+///
+/// # Errors
+/// As [`local_catalog`].
+pub async fn local_committer(
+    lake_root: &Path,
+    store: Arc<dyn tributary_core::ports::ObjectStore>,
+) -> iceberg::Result<IcebergCommitter> {
+    Ok(IcebergCommitter::new(Arc::new(local_catalog(lake_root).await?), store))
 }
