@@ -252,3 +252,24 @@ async fn a_completion_racing_a_held_claim_waits_and_commits_nothing() {
         lake.store.list(&format!("{DATASET}/")).await.expect("list").into_iter().map(|k| (k, ())).collect();
     assert_eq!(staged.len(), 1, "the page stays staged for the retry");
 }
+
+#[tokio::test]
+async fn a_reader_between_pages_sees_no_row_of_the_run() {
+    let lake = Lake::new().await;
+    lake.expect("r1", 1).await;
+    lake.persist(page("r1", 0, 1, r#"[{"id": 1}]"#)).await.expect("r1");
+    lake.expect("r2", 2).await;
+    lake.persist(page("r2", 0, 2, r#"[{"id": 2}, {"id": 3}]"#)).await.expect("r2 page 0");
+
+    // Between r2's pages: the table is as r1 left it.
+    let table = lake.table().await.expect("table");
+    assert_eq!(snapshot_runs(&table).len(), 1);
+    assert_eq!(ids_with(&rows(&table).await, "id"), [(1, Some("1".into()))]);
+
+    lake.persist(page("r2", 1, 2, r#"[{"id": 4}]"#)).await.expect("r2 page 1");
+    let table = lake.table().await.expect("table");
+    let runs: Vec<String> = snapshot_runs(&table).into_iter().map(|(run, _)| run).collect();
+    assert_eq!(runs, ["r1", "r2"]);
+    let ids: Vec<i64> = ids_with(&rows(&table).await, "id").into_iter().map(|(id, _)| id).collect();
+    assert_eq!(ids, [1, 2, 3, 4], "the whole run at once");
+}
