@@ -530,8 +530,34 @@ fn align(array: &ArrayRef, field: &Field) -> Result<ArrayRef, String> {
             ))
         }
         (found, wanted) if found == wanted => Ok(array.clone()),
-        (found, wanted) => arrow_cast::cast(array, wanted)
+        (found, wanted) if lossless(found, wanted) => arrow_cast::cast(array, wanted)
             .map_err(|err| format!("column {} is {found} in the file, {wanted} in the table: {err}", field.name())),
+        // A type the table's column cannot hold without loss (a column the
+        // dataset widened from int64 to double, say): never truncated.
+        (found, wanted) => Err(format!(
+            "column {} is {found} in the file but {wanted} in the table, which cannot hold it without loss (the \
+             table's column types do not change)",
+            field.name()
+        )),
+    }
+}
+
+/// Whether every `found` value has the same value as `wanted`: timestamps
+/// to microseconds in the same zone (or both none), narrower integers and
+/// floats to wider ones.
+fn lossless(found: &DataType, wanted: &DataType) -> bool {
+    use DataType::{Float16, Float32, Float64, Int8, Int16, Int32, Int64, Timestamp};
+    match (found, wanted) {
+        (Timestamp(_, from), Timestamp(TimeUnit::Microsecond, to)) => {
+            // Iceberg's Arrow schema spells UTC `+00:00`, Persist `UTC`.
+            let utc = |zone: &Option<Arc<str>>| {
+                zone.as_deref().map(|z| if z.eq_ignore_ascii_case("utc") { "+00:00" } else { z }).map(str::to_string)
+            };
+            utc(from) == utc(to)
+        }
+        (Int8 | Int16, Int32 | Int64) | (Int32, Int64) => true,
+        (Float16, Float32 | Float64) | (Float32, Float64) => true,
+        _ => false,
     }
 }
 
@@ -550,6 +576,21 @@ fn port_error(operation: &'static str, target: &str, err: iceberg::Error) -> Por
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn columns_are_cast_only_without_loss() {
+        let field = Field::new("score", DataType::Int64, true);
+        let doubles: ArrayRef = Arc::new(arrow_array::Float64Array::from(vec![1.5]));
+        let err = align(&doubles, &field).expect_err("1.5 is no int64");
+        assert!(err.contains("without loss"), "{err}");
+        let ints: ArrayRef = Arc::new(Int32Array::from(vec![7]));
+        assert_eq!(align(&ints, &field).expect("widened").data_type(), &DataType::Int64);
+        let millis: ArrayRef = Arc::new(arrow_array::TimestampMillisecondArray::from(vec![1_500]).with_timezone("UTC"));
+        let micros = Field::new("at", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), true);
+        let cast = align(&millis, &micros).expect("to microseconds");
+        let cast = cast.as_any().downcast_ref::<arrow_array::TimestampMicrosecondArray>().expect("micros");
+        assert_eq!(cast.value(0), 1_500_000);
+    }
 
     #[test]
     fn folders_give_typed_partition_values_with_hive_escapes_undone() {
