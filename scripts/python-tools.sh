@@ -8,6 +8,9 @@
 #            fails with "INTERNAL Error: Operation requires a flat vector"
 #            when one file has a null struct row and a later file adds a
 #            nested struct field to it (a normal evolution; 1.5.6 reads it);
+#   pyiceberg reads the Iceberg tables of the lake's local SQL catalog
+#            (tests/tests/iceberg.rs), with its SQLite and pyarrow extras
+#            (pyarrow stays at the pin above: pyiceberg asks >= 18);
 #   pyspark  a third one, Spark as Glue and EMR read the lake
 #            (tests/readers/readers.py, tests/tests/readers.rs). It needs a
 #            Java 17 or newer on PATH; the install stops, saying so, without.
@@ -22,6 +25,7 @@ DUCKDB_VERSION="1.5.6"
 # DuckDB 1.5 returns TIMESTAMP WITH TIME ZONE values to Python through pytz.
 PYTZ_VERSION="2025.2"
 PYSPARK_VERSION="4.3.0"
+PYICEBERG_VERSION="0.12.0"
 # pyspark 4.x runs on Java 17 and 21.
 JAVA_MIN_MAJOR=17
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,6 +39,19 @@ ensure() {
     else
         echo "python-tools.sh: installing $module==$version" >&2
         "$VENV/bin/pip" install --quiet --disable-pip-version-check "$module==$version"
+    fi
+}
+
+# ensure_extras MODULE VERSION EXTRAS: as ensure, installing MODULE[EXTRAS]==VERSION
+# together with the pinned pyarrow (so the extras never move it).
+ensure_extras() {
+    local module="$1" version="$2" extras="$3"
+    if "$VENV/bin/python" -c "import $module, sys; sys.exit($module.__version__ != '$version')" 2>/dev/null; then
+        echo "python-tools.sh: $module $version already installed" >&2
+    else
+        echo "python-tools.sh: installing $module[$extras]==$version" >&2
+        "$VENV/bin/pip" install --quiet --disable-pip-version-check "$module[$extras]==$version" \
+            "pyarrow==$PYARROW_VERSION"
     fi
 }
 
@@ -63,6 +80,7 @@ install)
     ensure pyarrow "$PYARROW_VERSION"
     ensure duckdb "$DUCKDB_VERSION"
     ensure pytz "$PYTZ_VERSION"
+    ensure_extras pyiceberg "$PYICEBERG_VERSION" "sql-sqlite,pyarrow"
     require_java
     ensure pyspark "$PYSPARK_VERSION"
     ;;

@@ -29,7 +29,8 @@ pub fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>, ReadError> {
     reader.collect::<Result<Vec<_>, _>>().map_err(|e| error(e.to_string()))
 }
 
-/// The first `rows` rows of the Parquet files `keys` (under `lake`), as a
+/// The first `rows` rows of the Parquet files `keys` (under `lake`, or
+/// `file://` locations: an Iceberg table's data files), as a
 /// text table, with the total row count.
 ///
 /// # Errors
@@ -39,7 +40,9 @@ pub fn preview(lake: &Path, keys: &[String], rows: usize) -> Result<(String, usi
     let mut total = 0;
     let mut kept = 0;
     for key in keys {
-        for batch in read_parquet(&lake.join(key))? {
+        // An Iceberg table's data files are listed as `file://` locations.
+        let path = key.strip_prefix("file://").map_or_else(|| lake.join(key), std::path::PathBuf::from);
+        for batch in read_parquet(&path)? {
             total += batch.num_rows();
             if kept < rows {
                 let take = (rows - kept).min(batch.num_rows());

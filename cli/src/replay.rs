@@ -186,7 +186,9 @@ pub async fn replay(
     // A completed run's pages are written again, then the run's files are
     // coalesced again (see persist::coalesce).
     let config = persist::PersistConfig { rewrite_completed_runs: true, ..config.clone() };
-    let deps = persist::Deps { store, queue: &queue, run_events: None, catalog, config: &config };
+    // No table committer: replaying an Iceberg dataset's pages fails them
+    // (target.table_format), as re-committing a run is not supported yet.
+    let deps = persist::Deps { store, queue: &queue, run_events: None, catalog, tables: None, config: &config };
     // (pipeline, run) -> (pages replayed, the data keys written).
     let mut runs: std::collections::BTreeMap<(String, RunId), (usize, Vec<String>)> = Default::default();
     for key in keys {

@@ -197,6 +197,9 @@ pub struct LocalRuntime {
     broker: Arc<Broker>,
     store: Arc<DirStore>,
     catalog: Arc<DirCatalog>,
+    /// Commits Iceberg datasets' runs to the lake's local catalog
+    /// (`_iceberg/`, opened on the first commit).
+    tables: Arc<tributary_iceberg::LocalCommitter>,
     http: Arc<CountingHttp<ReqwestClient>>,
     engine: Arc<dyn QueryEngine>,
     secrets: Arc<FileSecrets>,
@@ -264,8 +267,12 @@ impl LocalRuntime {
             }
             broker.create_topic(topic, subscriptions);
         }
+        let store = Arc::new(DirStore::new(&options.lake));
+        // The catalog wants an absolute warehouse path.
+        let lake_root = std::path::absolute(&options.lake).map_err(|err| lake_error(err.to_string()))?;
         Ok(Self {
-            store: Arc::new(DirStore::new(&options.lake)),
+            tables: Arc::new(tributary_iceberg::LocalCommitter::new(lake_root, store.clone())),
+            store,
             catalog: Arc::new(DirCatalog::new(&options.lake)),
             http: Arc::new(CountingHttp::new(ReqwestClient::new()?)),
             engine: Arc::new(lakequery::LakeEngine::new(&options.lake)),
@@ -407,6 +414,7 @@ impl LocalRuntime {
             broker: self.broker.clone(),
             store: self.store.clone(),
             catalog: self.catalog.clone(),
+            tables: self.tables.clone(),
             http: self.http.clone(),
             engine: self.engine.clone(),
             secrets: self.secrets.clone(),
@@ -435,6 +443,7 @@ struct Handles {
     broker: Arc<Broker>,
     store: Arc<DirStore>,
     catalog: Arc<DirCatalog>,
+    tables: Arc<tributary_iceberg::LocalCommitter>,
     http: Arc<CountingHttp<ReqwestClient>>,
     engine: Arc<dyn QueryEngine>,
     secrets: Arc<FileSecrets>,
@@ -485,6 +494,7 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
                 queue: h.broker.as_ref(),
                 run_events: Some((h.broker.as_ref(), topology::RUN_EVENTS_TOPIC)),
                 catalog: Some(h.catalog.as_ref()),
+                tables: Some(h.tables.as_ref()),
                 config: &h.persist,
             };
             persist::handle_sqs(&event, deps).await

@@ -40,7 +40,7 @@ pub use request::{
 pub use run::RunCompleted;
 pub use target::{
     Compression, DeclaredField, FieldType, FieldTypeError, FileSettings, Granularity, MAX_ROW_GROUP_ROWS, NamePolicy,
-    Partitioning, PersistTarget, TimeUnit,
+    Partitioning, PersistTarget, TableFormat, TimeUnit,
 };
 pub use version::V1;
 

@@ -48,6 +48,34 @@ pub struct PersistTarget {
     /// How record keys become column names (default `snake_case`).
     #[serde(default, skip_serializing_if = "NamePolicy::is_default")]
     pub names: NamePolicy,
+    /// How the dataset is kept: `parquet` (default), Hive-style Parquet
+    /// folders whose pages readers see as they land; or `iceberg`, an
+    /// Apache Iceberg table to which each run's files are committed in one
+    /// snapshot when the run completes, so readers see a run whole or not
+    /// at all (docs/persist.md, "Iceberg tables").
+    #[serde(default, skip_serializing_if = "TableFormat::is_default")]
+    pub table_format: TableFormat,
+}
+
+/// The table format of a dataset (`target.table_format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TableFormat {
+    /// Hive-style partition folders of Parquet files, with the table
+    /// published for Glue/Athena; a run's pages are readable as they land.
+    #[default]
+    Parquet,
+    /// An Apache Iceberg table (`tributary.<dataset>` in the catalog): the
+    /// pages are staged as Parquet and the run's completion commits them
+    /// in one fast-append snapshot carrying the run id.
+    Iceberg,
+}
+
+impl TableFormat {
+    /// Whether this is the default (`parquet`).
+    pub fn is_default(&self) -> bool {
+        *self == TableFormat::Parquet
+    }
 }
 
 /// How Persist names a dataset's columns after the records' keys. The key
@@ -148,6 +176,7 @@ impl PersistTarget {
             partition: Partitioning::default(),
             files: FileSettings::default(),
             names: NamePolicy::default(),
+            table_format: TableFormat::default(),
         }
     }
 }

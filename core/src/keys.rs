@@ -204,9 +204,44 @@ pub fn success_key(pipeline: &str, run_id: &RunId) -> String {
     format!("{}_SUCCESS", receipts_prefix(pipeline, run_id))
 }
 
+/// Key of the claim a run's table commit is guarded by
+/// (`tributary_core::tables::claim_commit`).
+pub fn table_commit_claim_key(pipeline: &str, run_id: &RunId) -> String {
+    format!("{}iceberg-commit.json", receipts_prefix(pipeline, run_id))
+}
+
 /// Key of a completed run's manifest.
 pub fn manifest_key(pipeline: &str, run_id: &RunId) -> String {
     format!("_manifests/{pipeline}/{run_id}.json")
+}
+
+/// The folder value Hive writes for a null or empty partition value.
+pub const HIVE_DEFAULT_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
+
+/// Undoes Hive's path escaping of a partition folder's value: `%XX` (two
+/// hex digits) is the byte `XX` (`a%2Fb` is `a/b`); bytes that do not form
+/// UTF-8 are replaced (U+FFFD).
+pub fn hive_unescape(value: &str) -> String {
+    if !value.contains('%') {
+        return value.to_string();
+    }
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%'
+            && let (Some(hi), Some(lo)) =
+                (bytes.get(i + 1).and_then(|b| hex(*b)), bytes.get(i + 2).and_then(|b| hex(*b)))
+        {
+            out.push((hi * 16 + lo) as u8);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned())
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@
 //! - [`state`]: incremental loading's cursor per pipeline, in the lake.
 //! - [`catalog`]: a dataset's table definition (columns, Hive partition keys
 //!   with Athena partition projection) and the catalog port that registers it.
+//! - [`tables`]: the port that commits a run's staged files to a table
+//!   (Iceberg) in one snapshot, and the claim that guards it.
 //! - [`metrics`]: CloudWatch Embedded Metric Format lines.
 //! - [`topology`]: the queues, DLQs, topics and subscriptions, declared once.
 //! - [`schedules`]: the pipelines' EventBridge Scheduler schedules and the
@@ -34,5 +36,6 @@ pub mod metrics;
 pub mod ports;
 pub mod schedules;
 pub mod state;
+pub mod tables;
 pub mod telemetry;
 pub mod topology;

@@ -428,33 +428,11 @@ fn partition_value_udf() -> datafusion::logical_expr::ScalarUDF {
             .first()
             .and_then(|a| a.as_any().downcast_ref::<arrow_array::StringArray>())
             .ok_or_else(|| DataFusionError::Internal("partition values are not Utf8".into()))?;
-        let out: arrow_array::StringArray =
-            input.iter().map(|v| v.filter(|v| *v != persist::DEFAULT_PARTITION).map(hive_unescape)).collect();
+        let out: arrow_array::StringArray = input
+            .iter()
+            .map(|v| v.filter(|v| *v != persist::DEFAULT_PARTITION).map(tributary_core::keys::hive_unescape))
+            .collect();
         Ok(ColumnarValue::Array(Arc::new(out)))
     });
     create_udf("tributary_partition_value", vec![DataType::Utf8], DataType::Utf8, Volatility::Immutable, fun)
-}
-
-/// Undoes Hive's path escaping: `%XX` (two hex digits) is the byte `XX`.
-fn hive_unescape(value: &str) -> String {
-    if !value.contains('%') {
-        return value.to_string();
-    }
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%'
-            && let (Some(hi), Some(lo)) =
-                (bytes.get(i + 1).and_then(|b| hex(*b)), bytes.get(i + 2).and_then(|b| hex(*b)))
-        {
-            out.push((hi * 16 + lo) as u8);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned())
 }

@@ -88,7 +88,7 @@ async fn persist_once(emulator: &Emulator, provisioned: &Provisioned, store: &S3
     let event = receive_event(&sqs, url, &provisioned.queue_arns[topology::PERSIST_QUEUE], 10, 60).await;
     assert!(!event.records.is_empty(), "a message on the persist queue");
     let config = persist_config(provisioned);
-    let deps = persist::Deps { store, queue: &sender, config: &config, run_events: None, catalog: None };
+    let deps = persist::Deps { store, queue: &sender, config: &config, run_events: None, catalog: None, tables: None };
     let response = persist::handle_sqs(&event, deps).await;
     settle(&sqs, url, &event, &response).await;
     response.batch_item_failures.len()

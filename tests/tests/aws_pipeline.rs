@@ -143,6 +143,7 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
                         config: &persist_config,
                         run_events: Some((&topics, run_events.as_str())),
                         catalog: Some(&catalog),
+                        tables: None,
                     };
                     persist::handle_sqs(&event, deps).await
                 }
@@ -270,7 +271,14 @@ async fn a_poison_message_is_dead_lettered_and_notify_alerts_on_the_alerts_topic
         let sender = SqsSender::new(sqs.clone());
         let response = persist::handle_sqs(
             &event,
-            persist::Deps { store: &store, queue: &sender, config: &persist_config, run_events: None, catalog: None },
+            persist::Deps {
+                store: &store,
+                queue: &sender,
+                config: &persist_config,
+                run_events: None,
+                catalog: None,
+                tables: None,
+            },
         )
         .await;
         assert_eq!(response.batch_item_failures.len(), 1, "the record fails alone");
@@ -325,7 +333,14 @@ async fn a_permanent_failure_is_dead_lettered_at_once_and_the_alert_carries_the_
     let event = receive_event(&sqs, persist_url, &provisioned.queue_arns["persist"], 10, 60).await;
     let response = persist::handle_sqs(
         &event,
-        persist::Deps { store: &store, queue: &sender, config: &persist_config, run_events: None, catalog: None },
+        persist::Deps {
+            store: &store,
+            queue: &sender,
+            config: &persist_config,
+            run_events: None,
+            catalog: None,
+            tables: None,
+        },
     )
     .await;
     assert!(response.batch_item_failures.is_empty(), "dead-lettered, so handled");
@@ -373,13 +388,27 @@ async fn persist_writes_parquet_to_s3_that_reads_back_byte_for_byte() {
     let local = adapters::local::DirStore::new(local_dir.path());
     persist::persist_page(
         message.clone(),
-        persist::Deps { store: &local, queue: &_sender, config: &config, run_events: None, catalog: None },
+        persist::Deps {
+            store: &local,
+            queue: &_sender,
+            config: &config,
+            run_events: None,
+            catalog: None,
+            tables: None,
+        },
     )
     .await
     .expect("persist locally");
     let receipt = persist::persist_page(
         message,
-        persist::Deps { store: &store, queue: &_sender, config: &config, run_events: None, catalog: None },
+        persist::Deps {
+            store: &store,
+            queue: &_sender,
+            config: &config,
+            run_events: None,
+            catalog: None,
+            tables: None,
+        },
     )
     .await
     .expect("persist");

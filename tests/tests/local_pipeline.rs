@@ -252,7 +252,8 @@ async fn a_run_of_small_pages_leaves_one_file_and_a_late_duplicate_page_adds_no_
     let message: PersistMessage = serde_json::from_slice(&raw).expect("a persist message");
     let config = persist::PersistConfig::default();
     let broker = adapters::local::Broker::new();
-    let deps = persist::Deps { store: &store, queue: &broker, run_events: None, catalog: None, config: &config };
+    let deps =
+        persist::Deps { store: &store, queue: &broker, run_events: None, catalog: None, tables: None, config: &config };
     persist::persist_page(message, deps).await.expect("the duplicate is accepted");
     assert_eq!(std::fs::read_dir(&folder).expect("partition").count(), 1, "no page file beside the run's");
     assert_eq!(ids(&read_dataset(lake.path(), "small")), (0..95).collect::<Vec<u64>>(), "every record once");

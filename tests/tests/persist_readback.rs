@@ -147,7 +147,14 @@ async fn persist(
         fetched_at: None,
     };
     let config = persist::PersistConfig::default();
-    let deps = persist::Deps { store: &store, queue: &Broker::new(), run_events: None, catalog: None, config: &config };
+    let deps = persist::Deps {
+        store: &store,
+        queue: &Broker::new(),
+        run_events: None,
+        catalog: None,
+        tables: None,
+        config: &config,
+    };
     let receipt = persist::persist_page(message, deps).await.unwrap_or_else(|err| panic!("{dataset}: {err}"));
     assert_eq!(receipt.records_quarantined, 0, "{dataset}: nothing is quarantined: {receipt:?}");
     assert_eq!(receipt.records_persisted, records.len() as u64, "{dataset}: every record is persisted");

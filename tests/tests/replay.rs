@@ -152,6 +152,7 @@ async fn a_claim_check_page_is_replayed_from_its_raw_copy_and_a_second_replay_ch
         queue: &adapters::local::Broker::new(),
         run_events: None,
         catalog: None,
+        tables: None,
         config: &config,
     };
     persist::persist_page(message, deps).await.expect("persist");

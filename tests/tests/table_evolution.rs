@@ -229,8 +229,14 @@ async fn persist_into(
     };
     let (config, broker) = (persist::PersistConfig::default(), adapters::local::Broker::new());
     let catalog = adapters::local::DirCatalog::new(lake);
-    let deps =
-        persist::Deps { store: &store, queue: &broker, run_events: None, catalog: Some(&catalog), config: &config };
+    let deps = persist::Deps {
+        store: &store,
+        queue: &broker,
+        run_events: None,
+        catalog: Some(&catalog),
+        tables: None,
+        config: &config,
+    };
     persist::persist_page(message, deps).await
 }
 

@@ -29,6 +29,7 @@ use std::sync::Arc;
 use arrow_array::{Array, ArrayRef, ListArray, RecordBatch, StructArray, new_null_array};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
+use contracts::TableFormat;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
@@ -36,6 +37,7 @@ use parquet::file::properties::WriterProperties;
 use tributary_core::keys;
 use tributary_core::ledger::{Compactor, PageReceipt};
 use tributary_core::ports::{ObjectStore, PortError};
+use tributary_core::tables::{RunFiles, TableCommitter};
 
 use crate::publish::{META_PARTITION, decode_arrow_schema};
 
@@ -47,6 +49,13 @@ pub const COALESCE_BELOW_BYTES: u64 = 64 << 20;
 pub struct RunCoalescer<'a> {
     /// The lake.
     pub store: &'a dyn ObjectStore,
+    /// The run's dataset's table format (the completing page's
+    /// `target.table_format`): `iceberg` hands the run's staged files to
+    /// `tables` instead of coalescing them.
+    pub table_format: TableFormat,
+    /// Commits an Iceberg dataset's runs (`None`: no Iceberg; such a
+    /// run's completion fails permanently).
+    pub tables: Option<&'a dyn TableCommitter>,
 }
 
 /// Whether `key` is a coalesced run file (`<pipeline>-<run_id>.parquet`,
@@ -61,6 +70,9 @@ impl Compactor for RunCoalescer<'_> {
         let Some(first) = receipts.first() else { return Ok(Vec::new()) };
         let mut receipts: Vec<&PageReceipt> = receipts.iter().collect();
         receipts.sort_by_key(|r| r.page);
+        if self.table_format == TableFormat::Iceberg {
+            return self.commit_to_table(&receipts).await;
+        }
         // (dataset, partition folder) -> the pages' files, in page order.
         let mut groups: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
         for receipt in &receipts {
@@ -152,6 +164,33 @@ impl RunCoalescer<'_> {
 }
 
 impl RunCoalescer<'_> {
+    /// An Iceberg dataset's completion: the run's staged files, per
+    /// dataset in page order, committed in one snapshot by the table
+    /// committer; the table's data files are the run's files.
+    async fn commit_to_table(&self, receipts: &[&PageReceipt]) -> Result<Vec<String>, PortError> {
+        let Some(first) = receipts.first() else { return Ok(Vec::new()) };
+        let mut by_dataset: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for receipt in receipts {
+            by_dataset.entry(&receipt.dataset).or_default().extend(receipt.data_keys.iter().cloned());
+        }
+        let mut files = Vec::new();
+        for (dataset, keys) in by_dataset {
+            if keys.is_empty() {
+                continue;
+            }
+            let Some(tables) = self.tables else {
+                return Err(PortError::Permanent {
+                    operation: "commit the run to its Iceberg table",
+                    target: dataset.to_string(),
+                    message: "target.table_format is iceberg but this Persist has no table committer".into(),
+                });
+            };
+            let run = RunFiles::new(dataset, &first.pipeline, &first.run_id, &keys);
+            files.extend(tables.commit_run(&run).await?.files);
+        }
+        Ok(files)
+    }
+
     async fn exists(&self, key: &str) -> Result<bool, PortError> {
         match self.store.get(key).await {
             Ok(_) => Ok(true),
@@ -173,7 +212,7 @@ pub async fn recoalesce_run(
     run_id: &contracts::RunId,
 ) -> Result<(), PortError> {
     let receipts = tributary_core::ledger::run_receipts(store, pipeline, run_id).await?;
-    let files = RunCoalescer { store }.compact(&receipts).await?;
+    let files = RunCoalescer { store, table_format: TableFormat::Parquet, tables: None }.compact(&receipts).await?;
     tributary_core::ledger::replace_manifest_files(store, pipeline, run_id, files).await
 }
 

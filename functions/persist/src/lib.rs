@@ -105,6 +105,11 @@ pub struct Deps<'a> {
     /// schema changes (the Glue Data Catalog on AWS; `None`: the published
     /// Arrow schema in the lake only).
     pub catalog: Option<&'a dyn tributary_core::catalog::Catalog>,
+    /// Commits the runs of datasets with `target.table_format: iceberg` to
+    /// their tables at completion (`None`: pages of such datasets fail
+    /// permanently, naming `target.table_format`; they are never written
+    /// as plain Parquet).
+    pub tables: Option<&'a dyn tributary_core::tables::TableCommitter>,
     /// Settings.
     pub config: &'a PersistConfig,
 }
@@ -159,6 +164,15 @@ pub enum PersistError {
         /// Both layouts, and what to do.
         problem: String,
     },
+    /// The dataset's table format has no committer in this Persist.
+    #[error(
+        "dataset {dataset}: target.table_format is iceberg, but this Persist has no Iceberg table committer; the \
+         page is not written (never as plain Parquet)"
+    )]
+    TableFormat {
+        /// Dataset.
+        dataset: String,
+    },
     /// The lake refused a read or write.
     #[error(transparent)]
     Store(#[from] PortError),
@@ -178,6 +192,7 @@ impl RecordError for PersistError {
             | PersistError::Claim { .. }
             | PersistError::Convert { .. }
             | PersistError::Layout { .. }
+            | PersistError::TableFormat { .. }
             | PersistError::Body(_) => true,
         }
     }
@@ -229,6 +244,9 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
     check_name("pipeline", &message.pipeline)?;
     message.target.validate("target")?;
     let dataset = message.target.dataset.clone();
+    if message.target.table_format == contracts::TableFormat::Iceberg && deps.tables.is_none() {
+        return Err(PersistError::TableFormat { dataset });
+    }
     let (run_id, run_date, page) = (message.run_id.clone(), message.run_date, message.page);
     let page_key =
         keys::PageKey { dataset: &dataset, run_date, pipeline: &message.pipeline, run_id: &run_id, page: page.index };
@@ -404,7 +422,14 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
         schema: (output.rows_written > 0).then(|| format!("{:?}", output.arrow_schema.fields())),
     };
     ledger::RunLedger { store: deps.store, events: deps.run_events }
-        .record_page(&receipt, Some(&coalesce::RunCoalescer { store: deps.store }))
+        .record_page(
+            &receipt,
+            Some(&coalesce::RunCoalescer {
+                store: deps.store,
+                table_format: message.target.table_format,
+                tables: deps.tables,
+            }),
+        )
         .await?;
     tracing::info!(
         records = receipt.records_persisted,

@@ -32,6 +32,9 @@ async fn main() -> Result<(), Error> {
             .as_deref()
             .map(|topic| (&topics as &dyn tributary_core::ports::TopicPublisher, topic)),
         catalog: catalog.as_ref().map(|c| c as &dyn tributary_core::catalog::Catalog),
+        // No Iceberg catalog on AWS yet: pages of Iceberg datasets fail
+        // permanently, naming target.table_format.
+        tables: None,
         config: &config,
     };
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {

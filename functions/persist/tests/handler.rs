@@ -42,9 +42,11 @@ fn arrow_select(batches: Vec<RecordBatch>) -> RecordBatch {
 async fn run(store: &DirStore) -> Vec<String> {
     let config = PersistConfig::default();
     let broker = Broker::new(); // dead letters are not configured here: failures are reported
-    let response =
-        persist::handle_sqs(&event(), Deps { store, queue: &broker, config: &config, run_events: None, catalog: None })
-            .await;
+    let response = persist::handle_sqs(
+        &event(),
+        Deps { store, queue: &broker, config: &config, run_events: None, catalog: None, tables: None },
+    )
+    .await;
     response.batch_item_failures.into_iter().map(|f| f.item_identifier).collect()
 }
 
@@ -196,7 +198,7 @@ async fn field_null_in_every_record_is_persisted_with_lineage_columns() {
     let broker = Broker::new();
     let receipt = persist::persist_page(
         message,
-        Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None },
+        Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None, tables: None },
     )
     .await
     .expect("persisted");

@@ -57,7 +57,7 @@ async fn persist(
     config: &PersistConfig,
     m: PersistMessage,
 ) -> Result<tributary_core::ledger::PageReceipt, PersistError> {
-    persist::persist_page(m, Deps { store, queue: broker, config, run_events: None, catalog: None }).await
+    persist::persist_page(m, Deps { store, queue: broker, config, run_events: None, catalog: None, tables: None }).await
 }
 
 #[tokio::test]
@@ -193,7 +193,7 @@ async fn an_sqs_body_with_unrepresentable_numbers_reaches_persist_intact() {
     let (broker, config) = with_dlq();
     let response = persist::handle_sqs(
         &event,
-        Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None },
+        Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None, tables: None },
     )
     .await;
     assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
@@ -265,9 +265,12 @@ async fn pages_racing_to_widen_the_schema_keep_both_changes() {
     let broker = Broker::new();
     let config = PersistConfig::default();
     let m = message(0, PersistTarget::new("orders"), inline(json!([{"id": 2, "region": "NE"}])));
-    persist::persist_page(m, Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None })
-        .await
-        .expect("persisted after converting again");
+    persist::persist_page(
+        m,
+        Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None, tables: None },
+    )
+    .await
+    .expect("persisted after converting again");
     let schema = String::from_utf8(store.get("_schema/orders.json").await.expect("schema").to_vec()).expect("utf-8");
     assert!(schema.contains("coupon") && schema.contains("region"), "no lost update: {schema}");
 }
@@ -283,7 +286,7 @@ async fn a_racing_page_is_converted_again_against_the_rivals_schema() {
     let m = message(0, PersistTarget::new("orders"), inline(json!([{"id": 2, "addr": "Rua A, 1"}, {"id": 3}])));
     let receipt = persist::persist_page(
         m,
-        Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None },
+        Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None, tables: None },
     )
     .await
     .expect("persisted, not failed");
@@ -343,7 +346,8 @@ async fn two_pages_completing_a_run_together_both_succeed_and_keep_every_row() {
         let m = message(page, PersistTarget::new("orders"), inline(json!([{"i": page}, {"i": page + 10}])));
         receipts.push(persist(&store, &Broker::new(), &config, m).await.expect("page"));
     }
-    let coalescer = persist::coalesce::RunCoalescer { store: &store };
+    let coalescer =
+        persist::coalesce::RunCoalescer { store: &store, table_format: contracts::TableFormat::Parquet, tables: None };
     let coalesced = "orders/dt=2026-11-29/orders-20261129T060000Z.parquet";
     assert_eq!(coalescer.compact(&receipts).await.expect("first completion"), [coalesced]);
     assert_eq!(coalescer.compact(&receipts).await.expect("the rival completion"), [coalesced]);

@@ -40,7 +40,11 @@ fn object(key: &str) -> Payload {
 }
 
 async fn persist(store: &DirStore, config: &PersistConfig, m: PersistMessage) -> Result<PageReceipt, PersistError> {
-    persist::persist_page(m, Deps { store, queue: &Broker::new(), config, run_events: None, catalog: None }).await
+    persist::persist_page(
+        m,
+        Deps { store, queue: &Broker::new(), config, run_events: None, catalog: None, tables: None },
+    )
+    .await
 }
 
 /// An SQS event of one record per body, as Lambda delivers it.
@@ -181,7 +185,7 @@ async fn a_claim_check_is_read_only_under_the_messages_own_pipeline() {
     let body = contracts::encode(&message("orders", "orders", object(&crm.raw_key))).expect("encode");
     let response = persist::handle_sqs(
         &sqs_event(&[body]),
-        Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None },
+        Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None, tables: None },
     )
     .await;
     assert!(response.batch_item_failures.is_empty(), "dead-lettered, not redelivered");
@@ -240,7 +244,7 @@ async fn an_sqs_body_with_a_record_nested_1000_deep_fails_nothing_but_that_recor
     let config = PersistConfig::default();
     let response = persist::handle_sqs(
         &sqs_event(&[body]),
-        Deps { store: &store, queue: &Broker::new(), config: &config, run_events: None, catalog: None },
+        Deps { store: &store, queue: &Broker::new(), config: &config, run_events: None, catalog: None, tables: None },
     )
     .await;
     assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
@@ -301,7 +305,7 @@ async fn records_that_would_widen_the_dataset_past_max_columns_are_quarantined_a
     let store = DirStore::new(dir.path());
     let (broker, config) = with_dlq();
     let config = PersistConfig { limits: PageLimits { max_columns: 10, ..PageLimits::default() }, ..config };
-    let deps = Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None };
+    let deps = Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None, tables: None };
     let first = message("orders", "orders", inline_text(r#"[{"id": 1, "a": 1}]"#));
     persist::persist_page(first, deps).await.expect("first page: id, a");
     let wide: String = (0..20).map(|k| format!(r#""k{k}": {k}, "#)).collect();
@@ -363,4 +367,19 @@ async fn a_record_of_5000_distinct_keys_is_quarantined_under_the_default_cap() {
     );
     let (table, _) = persist::read_schema(&store, "_schema/orders.json").await.expect("read").expect("a schema");
     assert_eq!(table.table.columns(), 2, "id and name");
+}
+
+/// An Iceberg dataset's page, with no table committer configured (the
+/// Lambda until the Glue catalog is wired): it fails permanently, naming
+/// `target.table_format`, and no data file is written (never plain Parquet).
+#[tokio::test]
+async fn an_iceberg_page_without_a_committer_fails_permanently_and_writes_no_parquet() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let mut m = message("p", "orders", inline_text(r#"[{"id": 1}]"#));
+    m.target.table_format = contracts::TableFormat::Iceberg;
+    let err = persist(&store, &PersistConfig::default(), m).await.expect_err("no committer");
+    assert!(err.is_permanent());
+    assert!(err.to_string().contains("target.table_format"), "{err}");
+    assert!(store.list("orders/").await.expect("list").is_empty(), "no Parquet written");
 }

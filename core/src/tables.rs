@@ -1,0 +1,189 @@
+//! Table formats: the port through which a run's staged Parquet files
+//! become part of a table in one commit (`target.table_format: iceberg`).
+//!
+//! Persist stages an Iceberg dataset's pages exactly as Parquet pages
+//! (same keys); when it completes the run it hands every staged file to a
+//! [`TableCommitter`] instead of coalescing them. The implementations live
+//! outside the functions' dependency tree (`tributary-iceberg`), so Persist
+//! builds without the Iceberg crates.
+//!
+//! Under at-least-once delivery a completion may run twice, or two may
+//! race: committers make `commit_run` idempotent per (pipeline, run), and
+//! guard the commit with a claim object ([`claim_commit`]).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use contracts::RunId;
+use serde::{Deserialize, Serialize};
+
+use crate::keys;
+use crate::ports::{ObjectStore, PortError};
+
+/// One staged Parquet file of a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StagedFile {
+    /// Its lake key (`<dataset>/<partition>/<pipeline>-<run_id>-<page>….parquet`).
+    pub key: String,
+    /// Its Hive partition folder under the dataset, as written
+    /// (`dt=2026-11-01`, `dt=2026-11-01/hour=07`, `country=S%C3o` escapes
+    /// and all).
+    pub partition: String,
+}
+
+/// What a completed run hands to a [`TableCommitter`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunFiles {
+    /// Dataset (the table's name).
+    pub dataset: String,
+    /// Pipeline.
+    pub pipeline: String,
+    /// Run id.
+    pub run_id: RunId,
+    /// Every staged file of the run, in page order.
+    pub files: Vec<StagedFile>,
+    /// Key of the dataset's published Arrow schema (`_schema/<dataset>.arrow`).
+    pub schema_key: String,
+}
+
+impl RunFiles {
+    /// A run's staged `keys` of `dataset`, each with the partition folder
+    /// between the dataset folder and the file name.
+    pub fn new(dataset: &str, pipeline: &str, run_id: &RunId, keys: &[String]) -> Self {
+        let prefix = format!("{dataset}/");
+        let files = keys
+            .iter()
+            .map(|key| {
+                let inside = key.strip_prefix(&prefix).unwrap_or(key);
+                let partition = inside.rsplit_once('/').map_or("", |(folder, _)| folder);
+                StagedFile { key: key.clone(), partition: partition.to_string() }
+            })
+            .collect();
+        Self {
+            dataset: dataset.to_string(),
+            pipeline: pipeline.to_string(),
+            run_id: run_id.clone(),
+            files,
+            schema_key: keys::arrow_schema_key(dataset),
+        }
+    }
+}
+
+/// What a commit left in the table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommittedRun {
+    /// The snapshot holding the run.
+    pub snapshot_id: i64,
+    /// The data files the snapshot added (their locations, e.g.
+    /// `file:///…/data/dt=2026-11-01/<pipeline>-<run>-<id>-00000.parquet`).
+    pub files: Vec<String>,
+    /// Whether the snapshot existed before this call (a completion
+    /// delivered again): nothing was written.
+    pub already_committed: bool,
+}
+
+/// Commits a run's staged files to its dataset's table, in one snapshot.
+#[async_trait]
+pub trait TableCommitter: Send + Sync {
+    /// Commits every file of `run` in one snapshot naming the run, creating
+    /// the table or adding the columns it lacks first, then deletes the
+    /// staged files. Idempotent: when a snapshot of the run exists,
+    /// returns it and writes nothing.
+    ///
+    /// # Errors
+    /// [`PortError::Transient`] while another completion holds the run's
+    /// claim, or for catalog and store hiccups; [`PortError::Permanent`]
+    /// for files or schemas the table cannot take.
+    async fn commit_run(&self, run: &RunFiles) -> Result<CommittedRun, PortError>;
+}
+
+/// A claim older than this without its snapshot is taken as abandoned
+/// (its writer died) and may be taken over.
+pub const CLAIM_EXPIRY: Duration = Duration::from_secs(15 * 60);
+
+/// The body of a commit claim.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitClaim {
+    /// Pipeline.
+    pub pipeline: String,
+    /// Run id.
+    pub run_id: RunId,
+    /// When the claim was made.
+    pub claimed_at: DateTime<Utc>,
+}
+
+/// Whether this writer may commit the run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claimed {
+    /// The claim is this writer's (new, or taken over from an expired one).
+    Mine,
+    /// Another writer claimed the run less than [`CLAIM_EXPIRY`] ago.
+    Held {
+        /// When it did.
+        since: DateTime<Utc>,
+    },
+}
+
+/// Claims the commit of `pipeline`'s run `run_id`: creates
+/// `_runs/<pipeline>/<run_id>/iceberg-commit.json` if absent, or takes over
+/// a claim older than [`CLAIM_EXPIRY`] with a compare-and-swap on its
+/// version. The caller checks for the run's snapshot before and, when the
+/// claim is [`Claimed::Held`], again after.
+///
+/// # Errors
+/// [`PortError`] from the store; an unreadable claim is taken over.
+pub async fn claim_commit(
+    store: &dyn ObjectStore,
+    pipeline: &str,
+    run_id: &RunId,
+    now: DateTime<Utc>,
+) -> Result<Claimed, PortError> {
+    let key = keys::table_commit_claim_key(pipeline, run_id);
+    let claim = CommitClaim { pipeline: pipeline.to_string(), run_id: run_id.clone(), claimed_at: now };
+    let body = Bytes::from(serde_json::to_vec(&claim).map_err(|err| PortError::Permanent {
+        operation: "encode the commit claim",
+        target: key.clone(),
+        message: err.to_string(),
+    })?);
+    if store.put_if(&key, body.clone(), None).await? {
+        return Ok(Claimed::Mine);
+    }
+    let Some((existing, version)) = store.get_versioned(&key).await? else {
+        // Deleted between the two calls: try once more.
+        return Ok(if store.put_if(&key, body, None).await? { Claimed::Mine } else { Claimed::Held { since: now } });
+    };
+    let since = serde_json::from_slice::<CommitClaim>(&existing).map(|c| c.claimed_at).ok();
+    let expiry = chrono::Duration::from_std(CLAIM_EXPIRY).unwrap_or(chrono::Duration::MAX);
+    match since {
+        Some(since) if now.signed_duration_since(since) < expiry => Ok(Claimed::Held { since }),
+        _ => {
+            tracing::warn!(key, ?since, "taking over an expired commit claim");
+            Ok(if store.put_if(&key, body, Some(&version)).await? {
+                Claimed::Mine
+            } else {
+                Claimed::Held { since: now }
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staged_files_carry_their_partition_folder() {
+        let run_id = RunId::new("r1").expect("run id");
+        let run = RunFiles::new(
+            "orders",
+            "p",
+            &run_id,
+            &["orders/dt=2026-11-01/hour=07/p-r1-00000.parquet".into(), "orders/p-r1-00001.parquet".into()],
+        );
+        assert_eq!(run.files[0].partition, "dt=2026-11-01/hour=07");
+        assert_eq!(run.files[1].partition, "");
+        assert_eq!(run.schema_key, "_schema/orders.arrow");
+    }
+}

@@ -1,0 +1,614 @@
+//! The run commit: a completed run's staged Parquet files become one
+//! fast-append snapshot of the dataset's table (`tributary.<dataset>`).
+//!
+//! Steps ([`IcebergCommitter::commit_run`]): find the run's snapshot (its
+//! summary names the pipeline and run id; found, nothing is done); claim
+//! the commit ([`tributary_core::tables::claim_commit`]); create the table
+//! from the published Arrow schema, or add the columns it lacks; read each
+//! staged file, align it to the table's schema and add its partition
+//! columns from its folder; write it with iceberg's writer stack (zstd);
+//! append every data file in one snapshot; delete the staged files.
+//!
+//! The partition columns are real columns, partitioned by `identity`: the
+//! folder's value is the partition (`dt` a `date`, `hour` an `int`, a
+//! `value` column a `string`). Not `day()`/`hour()` transforms of a record
+//! field: Persist keeps the vendor's timestamp fields as the text the
+//! vendor sent, so there is no timestamp column to transform.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::new_null_array;
+use arrow_array::{Array, ArrayRef, Date32Array, Int32Array, ListArray, RecordBatch, StringArray, StructArray};
+use arrow_schema::{DataType, Field, FieldRef, Fields, Schema as ArrowSchema, SchemaRef, TimeUnit};
+use async_trait::async_trait;
+use iceberg::arrow::{RecordBatchPartitionSplitter, arrow_schema_to_schema_auto_assign_ids, schema_to_arrow_schema};
+use iceberg::spec::{DataFile, DataFileFormat, ManifestStatus, SnapshotRef, Transform, Type, UnboundPartitionSpec};
+use iceberg::table::Table;
+use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
+use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
+use iceberg::writer::file_writer::ParquetWriterBuilder;
+use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator, DefaultLocationGenerator};
+use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
+use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
+use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableCreation, TableIdent};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use tributary_core::keys::{HIVE_DEFAULT_PARTITION, hive_unescape};
+use tributary_core::ports::{ObjectStore, PortError};
+use tributary_core::tables::{Claimed, CommittedRun, RunFiles, StagedFile, TableCommitter, claim_commit};
+
+/// The namespace every dataset's table lives in.
+pub const NAMESPACE: &str = "tributary";
+
+/// Snapshot summary property: the run the snapshot commits.
+pub const RUN_ID_PROPERTY: &str = "tributary.run-id";
+
+/// Snapshot summary property: the pipeline of that run.
+pub const PIPELINE_PROPERTY: &str = "tributary.pipeline";
+
+/// Arrow field metadata of a published partition column (Persist's
+/// `publish::META_PARTITION`).
+const META_PARTITION: &str = "tributary.partition";
+
+/// Arrow field metadata: the partition column's kind, `day`, `hour` or
+/// `value` (Persist's `publish::META_PARTITION_KIND`).
+const META_PARTITION_KIND: &str = "tributary.partition_kind";
+
+/// Commits runs to Iceberg tables in `catalog`, reading the staged files
+/// and the published schema from `store` (the lake).
+pub struct IcebergCommitter {
+    catalog: Arc<dyn Catalog>,
+    store: Arc<dyn ObjectStore>,
+    writer: WriterProperties,
+}
+
+impl IcebergCommitter {
+    /// A committer over `catalog` and the lake `store`.
+    pub fn new(catalog: Arc<dyn Catalog>, store: Arc<dyn ObjectStore>) -> Self {
+        // zstd level 1, as Persist's own files (WriterProperties' default
+        // is uncompressed).
+        let zstd = ZstdLevel::try_new(1).unwrap_or_default();
+        let writer = WriterProperties::builder().set_compression(Compression::ZSTD(zstd)).build();
+        Self { catalog, store, writer }
+    }
+
+    /// The catalog.
+    pub fn catalog(&self) -> &dyn Catalog {
+        self.catalog.as_ref()
+    }
+}
+
+/// The table of `dataset`.
+pub fn table_ident(dataset: &str) -> TableIdent {
+    TableIdent::new(NamespaceIdent::new(NAMESPACE.to_string()), dataset.to_string())
+}
+
+#[async_trait]
+impl TableCommitter for IcebergCommitter {
+    #[tracing::instrument(skip_all, fields(dataset = %run.dataset, pipeline = %run.pipeline, run_id = %run.run_id))]
+    async fn commit_run(&self, run: &RunFiles) -> Result<CommittedRun, PortError> {
+        let ident = table_ident(&run.dataset);
+        let target = ident.to_string();
+        if let Some(done) = self.committed(&ident, run).await? {
+            tracing::info!(snapshot_id = done.snapshot_id, "the run is committed already");
+            // A completion that died between its commit and the deletes.
+            self.delete_staged(run).await?;
+            return Ok(done);
+        }
+        match claim_commit(self.store.as_ref(), &run.pipeline, &run.run_id, chrono::Utc::now()).await? {
+            Claimed::Mine => {}
+            Claimed::Held { since } => {
+                // The holder may have committed between our look and claim.
+                if let Some(done) = self.committed(&ident, run).await? {
+                    return Ok(done);
+                }
+                return Err(PortError::Transient {
+                    operation: "commit the run to its table",
+                    target,
+                    message: format!("another completion of the run has held its commit claim since {since}"),
+                });
+            }
+        }
+        let published = self.published_schema(&run.schema_key).await?;
+        let table = self.table_for(&ident, &published).await?;
+        let files = self.write(&table, run).await?;
+        let paths: Vec<String> = files.iter().map(|f| f.file_path().to_string()).collect();
+        let properties = HashMap::from([
+            (RUN_ID_PROPERTY.to_string(), run.run_id.to_string()),
+            (PIPELINE_PROPERTY.to_string(), run.pipeline.clone()),
+        ]);
+        let tx = Transaction::new(&table);
+        let append = tx.fast_append().set_snapshot_properties(properties).add_data_files(files);
+        let table = append.apply(tx).map_err(|err| port_error("commit the run", &target, err))?;
+        let table =
+            table.commit(self.catalog.as_ref()).await.map_err(|err| port_error("commit the run", &target, err))?;
+        let snapshot_id = find_snapshot(&table, run).map(|s| s.snapshot_id()).ok_or_else(|| PortError::Transient {
+            operation: "commit the run",
+            target: target.clone(),
+            message: "the committed snapshot is not in the table".into(),
+        })?;
+        self.delete_staged(run).await?;
+        tracing::info!(snapshot_id, files = paths.len(), "the run committed in one snapshot");
+        Ok(CommittedRun { snapshot_id, files: paths, already_committed: false })
+    }
+}
+
+impl IcebergCommitter {
+    /// Deletes the run's staged files (their rows are in the table).
+    async fn delete_staged(&self, run: &RunFiles) -> Result<(), PortError> {
+        for staged in &run.files {
+            self.store.delete(&staged.key).await?;
+        }
+        Ok(())
+    }
+
+    /// The run's snapshot and the files it added, if it exists.
+    async fn committed(&self, ident: &TableIdent, run: &RunFiles) -> Result<Option<CommittedRun>, PortError> {
+        let target = ident.to_string();
+        let exists =
+            self.catalog.table_exists(ident).await.map_err(|err| port_error("look the table up", &target, err))?;
+        if !exists {
+            return Ok(None);
+        }
+        let table = self.catalog.load_table(ident).await.map_err(|err| port_error("load the table", &target, err))?;
+        let Some(snapshot) = find_snapshot(&table, run) else { return Ok(None) };
+        let files =
+            added_files(&table, &snapshot).await.map_err(|err| port_error("read the run's snapshot", &target, err))?;
+        Ok(Some(CommittedRun { snapshot_id: snapshot.snapshot_id(), files, already_committed: true }))
+    }
+
+    /// The published Arrow schema at `key`.
+    async fn published_schema(&self, key: &str) -> Result<SchemaRef, PortError> {
+        let bytes = self.store.get(key).await?;
+        arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
+            .map(|reader| reader.schema())
+            .map_err(|err| PortError::Permanent {
+                operation: "read the published schema",
+                target: key.to_string(),
+                message: err.to_string(),
+            })
+    }
+
+    /// The dataset's table: created from `published` on first use, else
+    /// loaded and given the columns of `published` it lacks.
+    async fn table_for(&self, ident: &TableIdent, published: &ArrowSchema) -> Result<Table, PortError> {
+        let target = ident.to_string();
+        let wanted = table_arrow_schema(published);
+        let target = target.as_str();
+        let err = |operation: &'static str| move |err: iceberg::Error| port_error(operation, target, err);
+        let namespace = ident.namespace();
+        if !self.catalog.namespace_exists(namespace).await.map_err(err("look the namespace up"))? {
+            match self.catalog.create_namespace(namespace, HashMap::new()).await {
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::NamespaceAlreadyExists => {}
+                Err(e) => return Err(err("create the namespace")(e)),
+            }
+        }
+        if !self.catalog.table_exists(ident).await.map_err(err("look the table up"))? {
+            let schema = arrow_schema_to_schema_auto_assign_ids(&wanted).map_err(err("convert the schema"))?;
+            let mut spec = UnboundPartitionSpec::builder();
+            for field in published.fields().iter().filter(|f| f.metadata().contains_key(META_PARTITION)) {
+                let source = schema.field_by_name(field.name()).ok_or_else(|| PortError::Permanent {
+                    operation: "create the table",
+                    target: ident.to_string(),
+                    message: format!("no partition column {}", field.name()),
+                })?;
+                spec = spec
+                    .add_partition_field(source.id, field.name(), Transform::Identity)
+                    .map_err(err("build the partition spec"))?;
+            }
+            let creation = TableCreation::builder()
+                .name(ident.name().to_string())
+                .schema(schema)
+                .partition_spec(spec.build())
+                .build();
+            match self.catalog.create_table(namespace, creation).await {
+                Ok(table) => {
+                    tracing::info!(table = %ident, "table created");
+                    return Ok(table);
+                }
+                Err(e) if e.kind() == ErrorKind::TableAlreadyExists => {}
+                Err(e) => return Err(err("create the table")(e)),
+            }
+        }
+        let table = self.catalog.load_table(ident).await.map_err(err("load the table"))?;
+        let current =
+            schema_to_arrow_schema(table.metadata().current_schema()).map_err(err("convert the table schema"))?;
+        let additions = missing_columns(&current, &wanted).map_err(err("convert a new column"))?;
+        if additions.is_empty() {
+            return Ok(table);
+        }
+        let names: Vec<String> = additions.iter().map(|(name, _)| name.clone()).collect();
+        let tx = Transaction::new(&table);
+        let mut update = tx.update_schema();
+        for (_, column) in additions {
+            update = update.add_column(column);
+        }
+        let tx = update.apply(tx).map_err(err("add columns"))?;
+        let table = tx.commit(self.catalog.as_ref()).await.map_err(err("add columns"))?;
+        tracing::info!(table = %ident, columns = ?names, "columns added to the table");
+        Ok(table)
+    }
+
+    /// Writes every staged file of `run` as data files of `table` (nothing
+    /// committed).
+    async fn write(&self, table: &Table, run: &RunFiles) -> Result<Vec<DataFile>, PortError> {
+        let target = table.identifier().to_string();
+        let target = target.as_str();
+        let err = |operation: &'static str| move |err: iceberg::Error| port_error(operation, target, err);
+        let metadata = table.metadata();
+        let schema = metadata.current_schema().clone();
+        let arrow = Arc::new(schema_to_arrow_schema(&schema).map_err(err("convert the table schema"))?);
+        let splitter = RecordBatchPartitionSplitter::try_new_with_computed_values(
+            schema.clone(),
+            metadata.default_partition_spec().clone(),
+        )
+        .map_err(err("split partitions"))?;
+        let partition_columns: Vec<(String, DataType)> = metadata
+            .default_partition_spec()
+            .fields()
+            .iter()
+            .filter_map(|f| schema.field_by_id(f.source_id))
+            .filter_map(|field| arrow.field_with_name(&field.name).ok())
+            .map(|field| (field.name().clone(), field.data_type().clone()))
+            .collect();
+        // The file names' prefix: unique per write (the default generator
+        // only numbers files), so a commit taken over never collides.
+        let prefix = format!("{}-{}-{}", run.pipeline, run.run_id, uuid::Uuid::new_v4().simple());
+        let parquet = ParquetWriterBuilder::new(self.writer.clone(), schema.clone());
+        let rolling = RollingFileWriterBuilder::new_with_default_file_size(
+            parquet,
+            table.file_io().clone(),
+            DefaultLocationGenerator::new(metadata).map_err(err("locate data files"))?,
+            DefaultFileNameGenerator::new(prefix, None, DataFileFormat::Parquet),
+        );
+        let writers = DataFileWriterBuilder::new(rolling);
+        // One open writer per partition: a partition's staged files (one
+        // per page) become one data file (rolled at iceberg's default
+        // target size), so a run of many small pages adds few files.
+        let mut open = Vec::new();
+        let mut by_partition: HashMap<String, usize> = HashMap::new();
+        for staged in &run.files {
+            let bytes = self.store.get(&staged.key).await?;
+            let values = partition_values(staged, &partition_columns).map_err(|message| PortError::Permanent {
+                operation: "read a staged file's partition",
+                target: staged.key.clone(),
+                message,
+            })?;
+            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes).and_then(|b| b.build()).map_err(|e| {
+                PortError::Permanent {
+                    operation: "read a staged file",
+                    target: staged.key.clone(),
+                    message: e.to_string(),
+                }
+            })?;
+            for batch in reader {
+                let batch = batch
+                    .map_err(|e| e.to_string())
+                    .and_then(|batch| table_batch(&batch, &arrow, &values))
+                    .map_err(|message| PortError::Permanent {
+                        operation: "align a staged file to the table",
+                        target: staged.key.clone(),
+                        message,
+                    })?;
+                for (partition, rows) in splitter.split(&batch).map_err(err("split partitions"))? {
+                    let path = partition.to_path();
+                    let index = match by_partition.get(&path) {
+                        Some(index) => *index,
+                        None => {
+                            open.push(writers.build(Some(partition)).await.map_err(err("open a data file"))?);
+                            by_partition.insert(path, open.len() - 1);
+                            open.len() - 1
+                        }
+                    };
+                    open[index].write(rows).await.map_err(err("write a data file"))?;
+                }
+            }
+        }
+        let mut files = Vec::new();
+        for mut writer in open {
+            files.extend(writer.close().await.map_err(err("close a data file"))?);
+        }
+        Ok(files)
+    }
+}
+
+/// The run's snapshot: the one whose summary names its pipeline and run.
+fn find_snapshot(table: &Table, run: &RunFiles) -> Option<SnapshotRef> {
+    let run_id = run.run_id.to_string();
+    table
+        .metadata()
+        .snapshots()
+        .find(|snapshot| {
+            let props = &snapshot.summary().additional_properties;
+            props.get(RUN_ID_PROPERTY) == Some(&run_id) && props.get(PIPELINE_PROPERTY) == Some(&run.pipeline)
+        })
+        .cloned()
+}
+
+/// The data files `snapshot` added, sorted.
+async fn added_files(table: &Table, snapshot: &SnapshotRef) -> iceberg::Result<Vec<String>> {
+    let list = table.manifest_list_reader(snapshot).load().await?;
+    let mut files = Vec::new();
+    for manifest in list.entries().iter().filter(|m| m.added_snapshot_id == snapshot.snapshot_id()) {
+        let manifest = manifest.load_manifest(table.file_io()).await?;
+        files.extend(
+            manifest
+                .entries()
+                .iter()
+                .filter(|e| e.status() == ManifestStatus::Added)
+                .map(|e| e.data_file().file_path().to_string()),
+        );
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// The table's Arrow schema for a published schema: every column, with
+/// types Iceberg has (timestamps in microseconds), the partition columns
+/// typed by kind (`day`: `date`, `hour`: `int`, `value`: `string`).
+pub fn table_arrow_schema(published: &ArrowSchema) -> ArrowSchema {
+    let fields: Vec<Field> = published
+        .fields()
+        .iter()
+        .map(|field| match field.metadata().get(META_PARTITION_KIND).map(String::as_str) {
+            Some("day") => Field::new(field.name(), DataType::Date32, true),
+            Some("hour") => Field::new(field.name(), DataType::Int32, true),
+            Some(_) => Field::new(field.name(), DataType::Utf8, true),
+            None => iceberg_field(field),
+        })
+        .collect();
+    ArrowSchema::new(fields)
+}
+
+/// `field` with the nearest type Iceberg has, without field metadata.
+fn iceberg_field(field: &Field) -> Field {
+    Field::new(field.name(), iceberg_type(field.data_type()), field.is_nullable())
+}
+
+fn iceberg_type(data_type: &DataType) -> DataType {
+    match data_type {
+        DataType::Timestamp(TimeUnit::Second | TimeUnit::Millisecond, zone) => {
+            DataType::Timestamp(TimeUnit::Microsecond, zone.clone())
+        }
+        DataType::Int8 | DataType::Int16 => DataType::Int32,
+        DataType::Float16 => DataType::Float32,
+        DataType::Struct(fields) => DataType::Struct(fields.iter().map(|f| Arc::new(iceberg_field(f))).collect()),
+        DataType::List(item) => DataType::List(Arc::new(iceberg_field(item))),
+        DataType::LargeList(item) => DataType::List(Arc::new(iceberg_field(item))),
+        other => other.clone(),
+    }
+}
+
+/// The columns of `wanted` that `current` lacks, by name, as schema
+/// additions (a struct's new field under its parent, dotted: `address.zip`,
+/// a list's struct elements under `tags.element`). Types never change.
+fn missing_columns(current: &ArrowSchema, wanted: &ArrowSchema) -> iceberg::Result<Vec<(String, AddColumn)>> {
+    let mut out = Vec::new();
+    missing_in(current.fields(), wanted.fields(), None, &mut out)?;
+    Ok(out)
+}
+
+fn missing_in(
+    current: &Fields,
+    wanted: &Fields,
+    parent: Option<&str>,
+    out: &mut Vec<(String, AddColumn)>,
+) -> iceberg::Result<()> {
+    for field in wanted {
+        let path = parent.map_or_else(|| field.name().clone(), |p| format!("{p}.{}", field.name()));
+        match current.iter().find(|f| f.name() == field.name()) {
+            None => {
+                let ty = field_type(field)?;
+                let column = match parent {
+                    None => AddColumn::optional(field.name(), ty),
+                    Some(parent) => AddColumn::builder().parent(parent).name(field.name()).field_type(ty).build(),
+                };
+                out.push((path, column));
+            }
+            Some(existing) => match (existing.data_type(), field.data_type()) {
+                (DataType::Struct(have), DataType::Struct(want)) => missing_in(have, want, Some(&path), out)?,
+                (DataType::List(have), DataType::List(want)) => {
+                    if let (DataType::Struct(have), DataType::Struct(want)) = (have.data_type(), want.data_type()) {
+                        missing_in(have, want, Some(&format!("{path}.element")), out)?;
+                    }
+                }
+                _ => {}
+            },
+        }
+    }
+    Ok(())
+}
+
+/// The Iceberg type of one Arrow field (nested ids are placeholders; the
+/// schema update assigns fresh ones).
+fn field_type(field: &FieldRef) -> iceberg::Result<Type> {
+    let schema = arrow_schema_to_schema_auto_assign_ids(&ArrowSchema::new(vec![field.clone()]))?;
+    schema.as_struct().fields().first().map(|f| (*f.field_type).clone()).ok_or_else(|| {
+        iceberg::Error::new(ErrorKind::DataInvalid, format!("column {} has no Iceberg type", field.name()))
+    })
+}
+
+/// A partition column's value from a staged file's folder.
+#[derive(Clone, Debug, PartialEq)]
+enum PartitionValue {
+    /// `dt=2026-11-01`: days since 1970-01-01.
+    Day(i32),
+    /// `hour=07`.
+    Hour(i32),
+    /// A value column, Hive's escapes undone; `None` for the default partition.
+    Value(Option<String>),
+}
+
+/// The values of the partition columns `columns` (name and table type:
+/// `date`, `int` or `string`) from `staged`'s folder (`dt=…/hour=…`).
+fn partition_values(
+    staged: &StagedFile,
+    columns: &[(String, DataType)],
+) -> Result<Vec<(String, PartitionValue)>, String> {
+    let segments: HashMap<&str, &str> =
+        staged.partition.split('/').filter_map(|segment| segment.split_once('=')).collect();
+    columns
+        .iter()
+        .map(|(name, data_type)| {
+            let raw = segments
+                .get(name.as_str())
+                .ok_or_else(|| format!("the folder {:?} has no partition {name}", staged.partition))?;
+            let value = match data_type {
+                DataType::Date32 => {
+                    let day = chrono::NaiveDate::parse_from_str(raw, "%Y-%m-%d")
+                        .map_err(|_| format!("{name}={raw} is not a date"))?;
+                    let days = day.signed_duration_since(chrono::NaiveDate::default()).num_days();
+                    PartitionValue::Day(i32::try_from(days).map_err(|e| e.to_string())?)
+                }
+                DataType::Int32 => {
+                    PartitionValue::Hour(raw.parse().map_err(|_| format!("{name}={raw} is not an hour"))?)
+                }
+                _ if *raw == HIVE_DEFAULT_PARTITION => PartitionValue::Value(None),
+                _ => PartitionValue::Value(Some(hive_unescape(raw))),
+            };
+            Ok((name.clone(), value))
+        })
+        .collect()
+}
+
+/// `batch` as a batch of the table's Arrow schema `arrow` (with field ids):
+/// columns by name, a missing one null, the partition columns from `values`.
+fn table_batch(
+    batch: &RecordBatch,
+    arrow: &SchemaRef,
+    values: &[(String, PartitionValue)],
+) -> Result<RecordBatch, String> {
+    let rows = batch.num_rows();
+    let columns = arrow
+        .fields()
+        .iter()
+        .map(|field| {
+            if let Some((_, value)) = values.iter().find(|(name, _)| name == field.name()) {
+                let column: ArrayRef = match value {
+                    PartitionValue::Day(day) => Arc::new(Date32Array::from(vec![*day; rows])),
+                    PartitionValue::Hour(hour) => Arc::new(Int32Array::from(vec![*hour; rows])),
+                    PartitionValue::Value(value) => Arc::new(StringArray::from(vec![value.as_deref(); rows])),
+                };
+                return Ok(column);
+            }
+            match batch.column_by_name(field.name()) {
+                Some(column) => align(column, field),
+                None => Ok(new_null_array(field.data_type(), rows)),
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new(arrow.clone(), columns).map_err(|e| e.to_string())
+}
+
+/// `array` as `field`'s type, nested fields (with their field ids) taken
+/// from `field`: struct fields by name (missing ones null), list items
+/// recursively, other types cast (timestamps to microseconds).
+fn align(array: &ArrayRef, field: &Field) -> Result<ArrayRef, String> {
+    match (array.data_type(), field.data_type()) {
+        (DataType::Struct(_), DataType::Struct(fields)) => {
+            let source = array.as_any().downcast_ref::<StructArray>().ok_or("not a struct array")?;
+            let children = fields
+                .iter()
+                .map(|child| match source.column_by_name(child.name()) {
+                    Some(column) => align(column, child),
+                    None => Ok(new_null_array(child.data_type(), source.len())),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Arc::new(
+                StructArray::try_new(fields.clone(), children, source.nulls().cloned()).map_err(|e| e.to_string())?,
+            ))
+        }
+        (DataType::List(_), DataType::List(item)) => {
+            let source = array.as_any().downcast_ref::<ListArray>().ok_or("not a list array")?;
+            let values = align(source.values(), item)?;
+            Ok(Arc::new(
+                ListArray::try_new(item.clone(), source.offsets().clone(), values, source.nulls().cloned())
+                    .map_err(|e| e.to_string())?,
+            ))
+        }
+        (found, wanted) if found == wanted => Ok(array.clone()),
+        (found, wanted) if lossless(found, wanted) => arrow_cast::cast(array, wanted)
+            .map_err(|err| format!("column {} is {found} in the file, {wanted} in the table: {err}", field.name())),
+        // A type the table's column cannot hold without loss (a column the
+        // dataset widened from int64 to double, say): never truncated.
+        (found, wanted) => Err(format!(
+            "column {} is {found} in the file but {wanted} in the table, which cannot hold it without loss (the \
+             table's column types do not change)",
+            field.name()
+        )),
+    }
+}
+
+/// Whether every `found` value has the same value as `wanted`: timestamps
+/// to microseconds in the same zone (or both none), narrower integers and
+/// floats to wider ones.
+fn lossless(found: &DataType, wanted: &DataType) -> bool {
+    use DataType::{Float16, Float32, Float64, Int8, Int16, Int32, Int64, Timestamp};
+    match (found, wanted) {
+        (Timestamp(_, from), Timestamp(TimeUnit::Microsecond, to)) => {
+            // Iceberg's Arrow schema spells UTC `+00:00`, Persist `UTC`.
+            let utc = |zone: &Option<Arc<str>>| {
+                zone.as_deref().map(|z| if z.eq_ignore_ascii_case("utc") { "+00:00" } else { z }).map(str::to_string)
+            };
+            utc(from) == utc(to)
+        }
+        (Int8 | Int16, Int32 | Int64) | (Int32, Int64) => true,
+        (Float16, Float32 | Float64) | (Float32, Float64) => true,
+        _ => false,
+    }
+}
+
+/// An iceberg error as a port error: invalid data and unsupported features
+/// recur (permanent); catalog conflicts and I/O may pass (transient).
+fn port_error(operation: &'static str, target: &str, err: iceberg::Error) -> PortError {
+    let message = format!("{err:#}");
+    match err.kind() {
+        ErrorKind::DataInvalid | ErrorKind::FeatureUnsupported | ErrorKind::PreconditionFailed => {
+            PortError::Permanent { operation, target: target.to_string(), message }
+        }
+        _ => PortError::Transient { operation, target: target.to_string(), message },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_are_cast_only_without_loss() {
+        let field = Field::new("score", DataType::Int64, true);
+        let doubles: ArrayRef = Arc::new(arrow_array::Float64Array::from(vec![1.5]));
+        let err = align(&doubles, &field).expect_err("1.5 is no int64");
+        assert!(err.contains("without loss"), "{err}");
+        let ints: ArrayRef = Arc::new(Int32Array::from(vec![7]));
+        assert_eq!(align(&ints, &field).expect("widened").data_type(), &DataType::Int64);
+        let millis: ArrayRef = Arc::new(arrow_array::TimestampMillisecondArray::from(vec![1_500]).with_timezone("UTC"));
+        let micros = Field::new("at", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), true);
+        let cast = align(&millis, &micros).expect("to microseconds");
+        let cast = cast.as_any().downcast_ref::<arrow_array::TimestampMicrosecondArray>().expect("micros");
+        assert_eq!(cast.value(0), 1_500_000);
+    }
+
+    #[test]
+    fn folders_give_typed_partition_values_with_hive_escapes_undone() {
+        let staged = |partition: &str| StagedFile { key: "k".into(), partition: partition.into() };
+        let day_hour = [("dt".to_string(), DataType::Date32), ("hour".to_string(), DataType::Int32)];
+        assert_eq!(
+            partition_values(&staged("dt=1970-01-02/hour=07"), &day_hour).expect("values"),
+            [("dt".to_string(), PartitionValue::Day(1)), ("hour".to_string(), PartitionValue::Hour(7))]
+        );
+        let country = [("country".to_string(), DataType::Utf8)];
+        assert_eq!(
+            partition_values(&staged("country=a%2Fb"), &country).expect("values")[0].1,
+            PartitionValue::Value(Some("a/b".into()))
+        );
+        assert_eq!(
+            partition_values(&staged("country=__HIVE_DEFAULT_PARTITION__"), &country).expect("values")[0].1,
+            PartitionValue::Value(None)
+        );
+        assert!(partition_values(&staged("dt=2026-11-01"), &day_hour).is_err(), "no hour folder");
+    }
+}

@@ -1,0 +1,275 @@
+//! Iceberg datasets through Persist's handler on a directory lake with the
+//! local catalog: a run's pages are staged, and its completion commits them
+//! in one snapshot naming the run; a later run with a new field evolves the
+//! schema; a completion that runs again commits nothing; a reader between
+//! pages sees none of the run; a completion racing another's claim waits.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow_array::{Array, Date32Array, Int64Array, RecordBatch, StringArray};
+use chrono::NaiveDate;
+use futures::TryStreamExt;
+use iceberg::table::Table;
+
+use adapters::local::{Broker, DirStore};
+use contracts::{PageRef, Payload, PersistMessage, PersistTarget, RawRecords, RunId, TableFormat, V1};
+use persist::{Deps, PersistConfig, PersistError};
+use tributary_core::batch::RecordError;
+use tributary_core::ledger::PageReceipt;
+use tributary_core::ports::ObjectStore;
+use tributary_iceberg::{IcebergCommitter, PIPELINE_PROPERTY, RUN_ID_PROPERTY, local_committer, table_ident};
+
+const PIPELINE: &str = "crm-customers";
+const DATASET: &str = "customers";
+
+/// A lake folder, its store and the committer over its local catalog.
+struct Lake {
+    _dir: tempfile::TempDir,
+    store: Arc<DirStore>,
+    committer: IcebergCommitter,
+    config: PersistConfig,
+    queue: Broker,
+}
+
+impl Lake {
+    async fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Arc::new(DirStore::new(dir.path()));
+        let committer = local_committer(dir.path(), store.clone()).await.expect("local catalog");
+        Self { _dir: dir, store, committer, config: PersistConfig::default(), queue: Broker::new() }
+    }
+
+    fn deps(&self) -> Deps<'_> {
+        Deps {
+            store: self.store.as_ref(),
+            queue: &self.queue,
+            run_events: None,
+            catalog: None,
+            tables: Some(&self.committer),
+            config: &self.config,
+        }
+    }
+
+    /// Records the run's page count, as the Orchestrator does before its
+    /// pages are sent.
+    async fn expect(&self, run: &str, pages: u64) {
+        let expected = tributary_core::ledger::Expected {
+            pipeline: PIPELINE.into(),
+            run_id: RunId::new(run).expect("run id"),
+            run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
+            pages,
+            truncated: None,
+        };
+        tributary_core::ledger::record_expected(self.store.as_ref(), &expected).await.expect("expected");
+    }
+
+    async fn persist(&self, message: PersistMessage) -> Result<PageReceipt, PersistError> {
+        persist::persist_page(message, self.deps()).await
+    }
+
+    async fn table(&self) -> Option<Table> {
+        let ident = table_ident(DATASET);
+        let catalog = self.committer.catalog();
+        if !catalog.table_exists(&ident).await.expect("table_exists") {
+            return None;
+        }
+        Some(catalog.load_table(&ident).await.expect("load"))
+    }
+}
+
+fn page(run: &str, index: u32, count: u32, records: &str) -> PersistMessage {
+    PersistMessage {
+        version: V1,
+        pipeline: PIPELINE.into(),
+        run_id: RunId::new(run).expect("run id"),
+        run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
+        page: PageRef { index, count },
+        target: PersistTarget { table_format: TableFormat::Iceberg, ..PersistTarget::new(DATASET) },
+        payload: Payload::Inline { records: RawRecords::from_text(records.to_string()).expect("JSON array") },
+        fetched_at: None,
+    }
+}
+
+/// The table's snapshots as (run id, pipeline), oldest first.
+fn snapshot_runs(table: &Table) -> Vec<(String, String)> {
+    let mut snapshots: Vec<_> = table.metadata().snapshots().cloned().collect();
+    snapshots.sort_by_key(|s| s.sequence_number());
+    snapshots
+        .iter()
+        .map(|s| {
+            let props = &s.summary().additional_properties;
+            (props[RUN_ID_PROPERTY].clone(), props[PIPELINE_PROPERTY].clone())
+        })
+        .collect()
+}
+
+async fn rows(table: &Table) -> Vec<RecordBatch> {
+    rows_of(table, &["id", "name", "tier", "dt", persist::LINEAGE_RUN_ID]).await
+}
+
+/// Only top-level columns that are not structs: iceberg-rust 0.10.1's
+/// reader cannot read a file written before a struct gained a field
+/// (pyiceberg can, see tests/tests/iceberg.rs).
+async fn rows_of(table: &Table, columns: &[&str]) -> Vec<RecordBatch> {
+    let schema = table.metadata().current_schema();
+    let columns = columns.iter().filter(|c| schema.field_by_name(c).is_some());
+    table
+        .scan()
+        .select(columns.copied())
+        .build()
+        .expect("scan")
+        .to_arrow()
+        .await
+        .expect("arrow")
+        .try_collect()
+        .await
+        .expect("rows")
+}
+
+/// `(id, column)` of every row, sorted, the column read as text (null: None).
+fn ids_with(batches: &[RecordBatch], column: &str) -> Vec<(i64, Option<String>)> {
+    let mut out = Vec::new();
+    for batch in batches {
+        let ids = batch.column_by_name("id").expect("id");
+        let ids = ids.as_any().downcast_ref::<Int64Array>().expect("id is int64");
+        let values = batch.column_by_name(column).unwrap_or_else(|| panic!("no column {column}"));
+        let values = arrow_cast::cast(values, &arrow_schema::DataType::Utf8).expect("as text");
+        let values = values.as_any().downcast_ref::<StringArray>().expect("utf8");
+        out.extend(
+            (0..batch.num_rows()).map(|i| (ids.value(i), values.is_valid(i).then(|| values.value(i).to_string()))),
+        );
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn a_run_commits_in_one_snapshot_with_its_run_id_and_every_row() {
+    let lake = Lake::new().await;
+    lake.expect("r1", 2).await;
+    let first =
+        lake.persist(page("r1", 0, 2, r#"[{"id": 1, "name": "a"}, {"id": 2, "name": "b"}]"#)).await.expect("page 0");
+    // Between pages: staged only, the table holds none of the run.
+    assert!(lake.table().await.is_none(), "no table before the run completes");
+    assert!(lake.store.get(&first.data_keys[0]).await.is_ok(), "page 0 staged at its Parquet key");
+    lake.persist(page("r1", 1, 2, r#"[{"id": 3, "name": "c"}]"#)).await.expect("page 1");
+
+    let table = lake.table().await.expect("the table, created at completion");
+    assert_eq!(snapshot_runs(&table), [("r1".to_string(), PIPELINE.to_string())]);
+    let summary = &table.metadata().current_snapshot().expect("snapshot").summary().additional_properties;
+    assert_eq!(summary["added-records"], "3");
+    let batches = rows(&table).await;
+    assert_eq!(ids_with(&batches, "name"), [(1, Some("a".into())), (2, Some("b".into())), (3, Some("c".into()))]);
+    // The partition column is a real date column, partitioned by identity.
+    let dt = batches[0].column_by_name("dt").expect("dt");
+    let dt = dt.as_any().downcast_ref::<Date32Array>().expect("dt is a date");
+    assert_eq!(dt.value_as_date(0), NaiveDate::from_ymd_opt(2026, 11, 29));
+    let spec = table.metadata().default_partition_spec();
+    assert_eq!(
+        spec.fields().iter().map(|f| (f.name.as_str(), f.transform.to_string())).collect::<Vec<_>>(),
+        [("dt", "identity".to_string())]
+    );
+    // The lineage columns are there too.
+    assert!(batches[0].column_by_name(persist::LINEAGE_RUN_ID).is_some());
+
+    // The staged files are gone; the manifest lists the table's data files.
+    assert!(lake.store.list(&format!("{DATASET}/")).await.expect("list").is_empty(), "staged files deleted");
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &lake
+            .store
+            .get(&tributary_core::keys::manifest_key(PIPELINE, &RunId::new("r1").expect("id")))
+            .await
+            .expect("manifest"),
+    )
+    .expect("json");
+    let files = manifest["files"].as_array().expect("files");
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(
+        files[0].as_str().is_some_and(|f| f.contains("/_iceberg/warehouse/tributary/customers/data/dt=2026-11-29/")),
+        "{files:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_run_with_a_new_field_evolves_the_schema_and_old_rows_read_it_as_null() {
+    let lake = Lake::new().await;
+    for run in ["r1", "r2", "r3"] {
+        lake.expect(run, 1).await;
+    }
+    lake.persist(page("r1", 0, 1, r#"[{"id": 1, "name": "a"}]"#)).await.expect("r1");
+    lake.persist(page("r2", 0, 1, r#"[{"id": 2, "name": "b", "tier": "gold", "address": {"city": "Oslo"}}]"#))
+        .await
+        .expect("r2");
+    lake.persist(page("r3", 0, 1, r#"[{"id": 3, "address": {"city": "Lima", "zip": "15001"}}]"#)).await.expect("r3");
+
+    let table = lake.table().await.expect("table");
+    let runs: Vec<String> = snapshot_runs(&table).into_iter().map(|(run, _)| run).collect();
+    assert_eq!(runs, ["r1", "r2", "r3"]);
+    let schema = table.metadata().current_schema();
+    assert!(schema.field_by_name("tier").is_some());
+    assert!(schema.field_by_name("address.zip").is_some(), "a struct's new field added under its parent");
+    let batches = rows(&table).await;
+    assert_eq!(ids_with(&batches, "tier"), [(1, None), (2, Some("gold".into())), (3, None)]);
+    assert_eq!(ids_with(&batches, "name"), [(1, Some("a".into())), (2, Some("b".into())), (3, None)]);
+}
+
+#[tokio::test]
+async fn a_completion_that_runs_again_commits_nothing() {
+    let lake = Lake::new().await;
+    let run = RunId::new("r1").expect("id");
+    lake.expect("r1", 1).await;
+    lake.persist(page("r1", 0, 1, r#"[{"id": 1}, {"id": 2}]"#)).await.expect("r1");
+    let manifest = lake.store.get(&tributary_core::keys::manifest_key(PIPELINE, &run)).await.expect("manifest");
+    // A completion that died after its commit, before the manifest and
+    // `_SUCCESS`: the last page is delivered again and completes the run again.
+    lake.store.delete(&tributary_core::keys::success_key(PIPELINE, &run)).await.expect("delete");
+    lake.store.delete(&tributary_core::keys::manifest_key(PIPELINE, &run)).await.expect("delete");
+    lake.persist(page("r1", 0, 1, r#"[{"id": 1}, {"id": 2}]"#)).await.expect("again");
+
+    let table = lake.table().await.expect("table");
+    assert_eq!(snapshot_runs(&table).len(), 1, "one snapshot");
+    assert_eq!(ids_with(&rows(&table).await, "id").len(), 2, "every row once");
+    let again = lake.store.get(&tributary_core::keys::manifest_key(PIPELINE, &run)).await.expect("manifest");
+    let files = |bytes: &[u8]| serde_json::from_slice::<serde_json::Value>(bytes).expect("json")["files"].clone();
+    assert_eq!(files(&again), files(&manifest), "the same data files");
+    assert!(lake.store.list(&format!("{DATASET}/")).await.expect("list").is_empty(), "staged files deleted");
+}
+
+#[tokio::test]
+async fn a_completion_racing_a_held_claim_waits_and_commits_nothing() {
+    let lake = Lake::new().await;
+    let run = RunId::new("r1").expect("id");
+    let claimed = tributary_core::tables::claim_commit(lake.store.as_ref(), PIPELINE, &run, chrono::Utc::now())
+        .await
+        .expect("claim");
+    assert_eq!(claimed, tributary_core::tables::Claimed::Mine);
+    lake.expect("r1", 1).await;
+    let err = lake.persist(page("r1", 0, 1, r#"[{"id": 1}]"#)).await.expect_err("the claim is held");
+    assert!(!err.is_permanent(), "retried later: {err}");
+    assert!(lake.table().await.is_none_or(|t| t.metadata().snapshots().next().is_none()), "nothing committed");
+    let staged: BTreeMap<_, _> =
+        lake.store.list(&format!("{DATASET}/")).await.expect("list").into_iter().map(|k| (k, ())).collect();
+    assert_eq!(staged.len(), 1, "the page stays staged for the retry");
+}
+
+#[tokio::test]
+async fn a_reader_between_pages_sees_no_row_of_the_run() {
+    let lake = Lake::new().await;
+    lake.expect("r1", 1).await;
+    lake.persist(page("r1", 0, 1, r#"[{"id": 1}]"#)).await.expect("r1");
+    lake.expect("r2", 2).await;
+    lake.persist(page("r2", 0, 2, r#"[{"id": 2}, {"id": 3}]"#)).await.expect("r2 page 0");
+
+    // Between r2's pages: the table is as r1 left it.
+    let table = lake.table().await.expect("table");
+    assert_eq!(snapshot_runs(&table).len(), 1);
+    assert_eq!(ids_with(&rows(&table).await, "id"), [(1, Some("1".into()))]);
+
+    lake.persist(page("r2", 1, 2, r#"[{"id": 4}]"#)).await.expect("r2 page 1");
+    let table = lake.table().await.expect("table");
+    let runs: Vec<String> = snapshot_runs(&table).into_iter().map(|(run, _)| run).collect();
+    assert_eq!(runs, ["r1", "r2"]);
+    let ids: Vec<i64> = ids_with(&rows(&table).await, "id").into_iter().map(|(id, _)| id).collect();
+    assert_eq!(ids, [1, 2, 3, 4], "the whole run at once");
+}
