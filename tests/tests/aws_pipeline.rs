@@ -60,6 +60,16 @@ fn orchestrator_config(provisioned: &Provisioned) -> orchestrator::OrchestratorC
     }
 }
 
+/// Persist's dependencies with no run-completed topic, no catalog and no
+/// table committer.
+fn plain_deps<'a>(
+    store: &'a dyn ObjectStore,
+    queue: &'a dyn QueueSender,
+    config: &'a persist::PersistConfig,
+) -> persist::Deps<'a> {
+    persist::Deps { store, queue, config, run_events: None, catalog: None, tables: None }
+}
+
 fn rows_of(bytes: Bytes) -> Vec<Value> {
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
         .expect("parquet")
@@ -269,18 +279,7 @@ async fn a_poison_message_is_dead_lettered_and_notify_alerts_on_the_alerts_topic
         }
         receives += 1;
         let sender = SqsSender::new(sqs.clone());
-        let response = persist::handle_sqs(
-            &event,
-            persist::Deps {
-                store: &store,
-                queue: &sender,
-                config: &persist_config,
-                run_events: None,
-                catalog: None,
-                tables: None,
-            },
-        )
-        .await;
+        let response = persist::handle_sqs(&event, plain_deps(&store, &sender, &persist_config)).await;
         assert_eq!(response.batch_item_failures.len(), 1, "the record fails alone");
         settle(&sqs, persist_url, &event, &response).await;
     }
@@ -331,18 +330,7 @@ async fn a_permanent_failure_is_dead_lettered_at_once_and_the_alert_carries_the_
         ..persist::PersistConfig::default()
     };
     let event = receive_event(&sqs, persist_url, &provisioned.queue_arns["persist"], 10, 60).await;
-    let response = persist::handle_sqs(
-        &event,
-        persist::Deps {
-            store: &store,
-            queue: &sender,
-            config: &persist_config,
-            run_events: None,
-            catalog: None,
-            tables: None,
-        },
-    )
-    .await;
+    let response = persist::handle_sqs(&event, plain_deps(&store, &sender, &persist_config)).await;
     assert!(response.batch_item_failures.is_empty(), "dead-lettered, so handled");
     settle(&sqs, persist_url, &event, &response).await;
     assert_eq!(depth(&sqs, persist_url).await, 0, "gone from the work queue after one receive");
@@ -386,32 +374,8 @@ async fn persist_writes_parquet_to_s3_that_reads_back_byte_for_byte() {
     // The same message persisted to a local lake: the bytes S3 must hold.
     let local_dir = tempfile::tempdir().expect("tempdir");
     let local = adapters::local::DirStore::new(local_dir.path());
-    persist::persist_page(
-        message.clone(),
-        persist::Deps {
-            store: &local,
-            queue: &_sender,
-            config: &config,
-            run_events: None,
-            catalog: None,
-            tables: None,
-        },
-    )
-    .await
-    .expect("persist locally");
-    let receipt = persist::persist_page(
-        message,
-        persist::Deps {
-            store: &store,
-            queue: &_sender,
-            config: &config,
-            run_events: None,
-            catalog: None,
-            tables: None,
-        },
-    )
-    .await
-    .expect("persist");
+    persist::persist_page(message.clone(), plain_deps(&local, &_sender, &config)).await.expect("persist locally");
+    let receipt = persist::persist_page(message, plain_deps(&store, &_sender, &config)).await.expect("persist");
     assert_eq!((receipt.records_persisted, receipt.records_quarantined), (500, 1));
 
     let key = receipt.data_keys.into_iter().next().expect("data key");
