@@ -17,19 +17,31 @@
 #            About a minute from a cold venv and pip cache (pip builds a
 #            457 MB wheel from the sdist).
 #
+# and, in a venv of its own, .tools/duckdb-iceberg, DuckDB with its iceberg
+# extension (tests/tests/iceberg.rs reads the lake's Iceberg tables with
+# it): duckdb 1.4.4 with the PyPI wheels carrying the iceberg and avro
+# extension binaries for it (duckdb-ext-*, versions 1.4.4.<build date>), so
+# nothing is downloaded by DuckDB at run time. A venv of its own because an
+# extension loads only into the duckdb it was built for, and .venv keeps
+# duckdb 1.5.6 (see above). About 160 MB, seconds to install.
+#
 #   scripts/python-tools.sh install
 set -euo pipefail
 
 PYARROW_VERSION="26.0.1"
 DUCKDB_VERSION="1.5.6"
-# DuckDB 1.5 returns TIMESTAMP WITH TIME ZONE values to Python through pytz.
+# DuckDB (1.5 and 1.4) returns TIMESTAMP WITH TIME ZONE values to Python through pytz.
 PYTZ_VERSION="2025.2"
 PYSPARK_VERSION="4.3.0"
 PYICEBERG_VERSION="0.12.0"
 # pyspark 4.x runs on Java 17 and 21.
 JAVA_MIN_MAJOR=17
+# DuckDB with its iceberg extension, in DUCKDB_ICEBERG_VENV.
+DUCKDB_ICEBERG_DUCKDB_VERSION="1.4.4"
+DUCKDB_ICEBERG_EXT_VERSION="1.4.4.20260205"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
+DUCKDB_ICEBERG_VENV="$ROOT/.tools/duckdb-iceberg"
 
 # ensure MODULE VERSION: installs MODULE==VERSION unless that version is there.
 ensure() {
@@ -52,6 +64,30 @@ ensure_extras() {
         echo "python-tools.sh: installing $module[$extras]==$version" >&2
         "$VENV/bin/pip" install --quiet --disable-pip-version-check "$module[$extras]==$version" \
             "pyarrow==$PYARROW_VERSION"
+    fi
+}
+
+# ensure_duckdb_iceberg: installs duckdb and its iceberg and avro extension
+# wheels, pinned, with pytz (for timestamptz values, as in .venv), in
+# DUCKDB_ICEBERG_VENV unless those versions are there.
+ensure_duckdb_iceberg() {
+    local venv="$DUCKDB_ICEBERG_VENV"
+    [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+    if "$venv/bin/python" -c "
+import sys
+from importlib.metadata import version
+sys.exit((version('duckdb'), version('duckdb-ext-iceberg'), version('duckdb-ext-avro'), version('pytz'))
+         != ('$DUCKDB_ICEBERG_DUCKDB_VERSION', '$DUCKDB_ICEBERG_EXT_VERSION', '$DUCKDB_ICEBERG_EXT_VERSION',
+             '$PYTZ_VERSION'))
+" 2>/dev/null; then
+        echo "python-tools.sh: duckdb $DUCKDB_ICEBERG_DUCKDB_VERSION with iceberg $DUCKDB_ICEBERG_EXT_VERSION" \
+            "already installed in $venv" >&2
+    else
+        echo "python-tools.sh: installing duckdb==$DUCKDB_ICEBERG_DUCKDB_VERSION with" \
+            "duckdb-ext-iceberg/avro==$DUCKDB_ICEBERG_EXT_VERSION in $venv" >&2
+        "$venv/bin/pip" install --quiet --disable-pip-version-check "duckdb==$DUCKDB_ICEBERG_DUCKDB_VERSION" \
+            "duckdb-ext-iceberg==$DUCKDB_ICEBERG_EXT_VERSION" "duckdb-ext-avro==$DUCKDB_ICEBERG_EXT_VERSION" \
+            "pytz==$PYTZ_VERSION"
     fi
 }
 
@@ -81,6 +117,7 @@ install)
     ensure duckdb "$DUCKDB_VERSION"
     ensure pytz "$PYTZ_VERSION"
     ensure_extras pyiceberg "$PYICEBERG_VERSION" "sql-sqlite,pyarrow"
+    ensure_duckdb_iceberg
     require_java
     ensure pyspark "$PYSPARK_VERSION"
     ;;

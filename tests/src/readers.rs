@@ -23,6 +23,16 @@ pub fn python() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python"))
 }
 
+/// The Python interpreter with DuckDB 1.4.4 and its iceberg extension (the
+/// Iceberg tests read the lake's tables with it):
+/// `TRIBUTARY_DUCKDB_ICEBERG_PYTHON`, else the venv `scripts/python-tools.sh
+/// install` makes for it, `.tools/duckdb-iceberg/bin/python`.
+pub fn duckdb_iceberg_python() -> PathBuf {
+    std::env::var_os("TRIBUTARY_DUCKDB_ICEBERG_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.tools/duckdb-iceberg/bin/python"))
+}
+
 /// The harness script, `tests/readers/readers.py`.
 pub fn harness() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("readers/readers.py")
