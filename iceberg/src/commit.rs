@@ -39,7 +39,8 @@ use tributary_core::keys::{HIVE_DEFAULT_PARTITION, hive_unescape};
 use tributary_core::ports::{ObjectStore, PortError};
 use tributary_core::tables::{Claimed, CommittedRun, RunFiles, StagedFile, TableCommitter, claim_commit};
 
-/// The namespace every dataset's table lives in.
+/// The namespace every dataset's table lives in, in the local catalog (on
+/// AWS: the stack's Glue database, [`IcebergCommitter::with_namespace`]).
 pub const NAMESPACE: &str = "tributary";
 
 /// Snapshot summary property: the run the snapshot commits.
@@ -62,6 +63,10 @@ pub struct IcebergCommitter {
     catalog: Arc<dyn Catalog>,
     store: Arc<dyn ObjectStore>,
     writer: WriterProperties,
+    namespace: NamespaceIdent,
+    /// Where new tables go (`<root>/<namespace>/<table>`); `None`: where
+    /// the catalog puts them.
+    location_root: Option<String>,
 }
 
 impl IcebergCommitter {
@@ -71,7 +76,31 @@ impl IcebergCommitter {
         // is uncompressed).
         let zstd = ZstdLevel::try_new(1).unwrap_or_default();
         let writer = WriterProperties::builder().set_compression(Compression::ZSTD(zstd)).build();
-        Self { catalog, store, writer }
+        Self { catalog, store, writer, namespace: NamespaceIdent::new(NAMESPACE.to_string()), location_root: None }
+    }
+
+    /// The same committer, with the tables in `namespace` (a Glue database
+    /// name on AWS) rather than [`NAMESPACE`].
+    #[must_use]
+    pub fn with_namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = NamespaceIdent::new(namespace.into());
+        self
+    }
+
+    /// The same committer, creating each new table at
+    /// `<root>/<namespace>/<table>` (e.g. `s3://<lake>/_iceberg/warehouse`),
+    /// not where the catalog would: the Glue catalog would put it under
+    /// the database's `LocationUri`, the lake bucket's root, where the
+    /// dataset's Hive folders are.
+    #[must_use]
+    pub fn with_location_root(mut self, root: impl Into<String>) -> Self {
+        self.location_root = Some(root.into().trim_end_matches('/').to_string());
+        self
+    }
+
+    /// The table of `dataset` in this committer's namespace.
+    pub fn table_ident(&self, dataset: &str) -> TableIdent {
+        TableIdent::new(self.namespace.clone(), dataset.to_string())
     }
 
     /// The catalog.
@@ -89,7 +118,7 @@ pub fn table_ident(dataset: &str) -> TableIdent {
 impl TableCommitter for IcebergCommitter {
     #[tracing::instrument(skip_all, fields(dataset = %run.dataset, pipeline = %run.pipeline, run_id = %run.run_id))]
     async fn commit_run(&self, run: &RunFiles) -> Result<CommittedRun, PortError> {
-        let ident = table_ident(&run.dataset);
+        let ident = self.table_ident(&run.dataset);
         let target = ident.to_string();
         if let Some(done) = self.committed(&ident, run).await? {
             tracing::info!(snapshot_id = done.snapshot_id, "the run is committed already");
@@ -199,10 +228,18 @@ impl IcebergCommitter {
                     .add_partition_field(source.id, field.name(), Transform::Identity)
                     .map_err(err("build the partition spec"))?;
             }
+            let location = self.location_root.as_ref().map(|root| {
+                format!(
+                    "{root}/{}/{}",
+                    namespace.iter().map(String::as_str).collect::<Vec<_>>().join("/"),
+                    ident.name()
+                )
+            });
             let creation = TableCreation::builder()
                 .name(ident.name().to_string())
                 .schema(schema)
                 .partition_spec(spec.build())
+                .location_opt(location)
                 .build();
             match self.catalog.create_table(namespace, creation).await {
                 Ok(table) => {

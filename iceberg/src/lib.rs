@@ -1,11 +1,13 @@
-//! Apache Iceberg tables for the lake: the groundwork of issue 15.
+//! Apache Iceberg tables for the lake (`target.table_format: iceberg`).
 //!
 //! [`commit`]: [`IcebergCommitter`], the `tributary_core::tables::TableCommitter`
 //! that commits a completed run's staged Parquet files to the dataset's
 //! table in one fast-append snapshot, over any iceberg catalog; and
 //! [`local_committer`], it over the local catalog: a SQL catalog
 //! (iceberg-catalog-sql) on a SQLite file in the lake directory, whose
-//! tables pyiceberg's `SqlCatalog` and DuckDB's iceberg extension read too.
+//! tables pyiceberg's `SqlCatalog` and DuckDB's iceberg extension read too;
+//! and, with the `glue` feature, [`glue`]: it over the AWS Glue Data
+//! Catalog with an `s3://` FileIO, for the Persist Lambda.
 //! `tests/spike.rs` shows the iceberg API underneath.
 //!
 //! Everything lives under [`ICEBERG_DIR`] (`_iceberg/`), which lakequery
@@ -18,6 +20,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub mod commit;
+#[cfg(feature = "glue")]
+pub mod glue;
 
 pub use commit::{IcebergCommitter, NAMESPACE, PIPELINE_PROPERTY, RUN_ID_PROPERTY, table_ident};
 

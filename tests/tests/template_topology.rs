@@ -564,7 +564,8 @@ fn persist_registers_tables_in_the_lake_database_only() {
         .filter(|statement| strings(statement.get("Action")).iter().any(|a| a.starts_with("glue:")))
         .collect();
     let actions: BTreeSet<&str> = glue.iter().flat_map(|statement| strings(statement.get("Action"))).collect();
-    let expected = BTreeSet::from(["glue:CreateTable", "glue:GetTable", "glue:UpdateTable"]);
+    // GetDatabase: the Iceberg committer looks the database up first.
+    let expected = BTreeSet::from(["glue:CreateTable", "glue:GetDatabase", "glue:GetTable", "glue:UpdateTable"]);
     if actions != expected {
         failures.push(format!("{persist}'s role allows Glue actions {actions:?}, expected exactly {expected:?}"));
     }
@@ -1086,11 +1087,21 @@ fn stacks_are_scoped_and_lake_rights_follow_the_keys() {
     if secrets.is_empty() || secrets.iter().any(|r| !r.ends_with(":secret:${AWS::StackName}/*")) {
         failures.push(format!("{request}: secrets {secrets:?}, expected only secret:${{AWS::StackName}}/*"));
     }
-    // Persist writes and deletes nothing bucket-wide: its own prefixes and
-    // the datasets' partitioned Parquet files (core/src/keys.rs).
+    // Persist writes and deletes nothing bucket-wide: its own prefixes,
+    // the datasets' partitioned Parquet files (core/src/keys.rs) and the
+    // Iceberg tables (tributary_iceberg::glue::WAREHOUSE_PREFIX).
     let persist = template.function_id(Function::Persist).expect("persist function");
-    let allowed =
-        ["raw/*", "quarantine/*", "_schema/*", "_runs/*", "_manifests/*", "_state/*", "_claims/*", "*/*=*/*.parquet"];
+    let allowed = [
+        "raw/*",
+        "quarantine/*",
+        "_schema/*",
+        "_runs/*",
+        "_manifests/*",
+        "_state/*",
+        "_claims/*",
+        "*/*=*/*.parquet",
+        "_iceberg/*",
+    ];
     for statement in role_statements(&template, persist) {
         let actions = strings(statement.get("Action"));
         if !actions.iter().any(|a| a.starts_with("s3:") && *a != "s3:ListBucket") {

@@ -330,14 +330,14 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
         let mut table = TableSchema { table: output.schema.clone(), ..lake.clone() }.with_layout(&message.target);
         table.note_partitions(output.files.iter().map(|f| f.partition.as_str()), chrono::Utc::now().date_naive());
         if lake_table.as_ref() == Some(&table) {
-            publish_if_stale(&dataset, &table, deps).await?;
+            publish_if_stale(&dataset, &table, message.target.table_format, deps).await?;
             break output;
         }
         table.version = lake.version + 1;
         let bytes = serde_json::to_vec_pretty(&table)
             .map_err(|err| encode_error("encode dataset schema", &schema_key, &err))?;
         if deps.store.put_if(&schema_key, Bytes::from(bytes), version.as_deref()).await? {
-            publish(&dataset, &table, deps).await?;
+            publish(&dataset, &table, message.target.table_format, deps).await?;
             break output;
         }
         if attempt == SCHEMA_WRITE_ATTEMPTS {
@@ -513,9 +513,17 @@ pub async fn read_schema(store: &dyn ObjectStore, key: &str) -> Result<Option<(T
 }
 
 /// Publishes the table schema: the Arrow schema at
-/// `_schema/<dataset>.arrow`, and the table definition to the catalog.
-async fn publish(dataset: &str, table: &TableSchema, deps: Deps<'_>) -> Result<(), PersistError> {
-    if let Some(catalog) = deps.catalog {
+/// `_schema/<dataset>.arrow`, and, for a Parquet dataset, the Hive table
+/// definition to the catalog. An Iceberg dataset's table is the
+/// committer's (`deps.tables`): a Hive definition of the same name in the
+/// same Glue database would replace it.
+async fn publish(
+    dataset: &str,
+    table: &TableSchema,
+    format: contracts::TableFormat,
+    deps: Deps<'_>,
+) -> Result<(), PersistError> {
+    if let Some(catalog) = deps.catalog.filter(|_| format == contracts::TableFormat::Parquet) {
         catalog.upsert_table(&table.table_def(dataset)).await?;
     }
     let key = keys::arrow_schema_key(dataset);
@@ -534,7 +542,12 @@ async fn publish(dataset: &str, table: &TableSchema, deps: Deps<'_>) -> Result<(
 /// of another version: two pages that changed the schema one after the
 /// other may publish in the other order, and the next page mends it (the
 /// catalog never takes a lower version).
-async fn publish_if_stale(dataset: &str, table: &TableSchema, deps: Deps<'_>) -> Result<(), PersistError> {
+async fn publish_if_stale(
+    dataset: &str,
+    table: &TableSchema,
+    format: contracts::TableFormat,
+    deps: Deps<'_>,
+) -> Result<(), PersistError> {
     let published = match deps.store.get(&keys::arrow_schema_key(dataset)).await {
         Ok(bytes) => publish::decode_arrow_schema(&bytes)
             .ok()
@@ -543,7 +556,7 @@ async fn publish_if_stale(dataset: &str, table: &TableSchema, deps: Deps<'_>) ->
         Err(err) => return Err(err.into()),
     };
     if published != Some(table.version) {
-        publish(dataset, table, deps).await?;
+        publish(dataset, table, format, deps).await?;
     }
     Ok(())
 }

@@ -1,0 +1,203 @@
+//! Iceberg datasets on the AWS emulator: Persist's handler with the Persist
+//! Lambda's committer (`tributary_iceberg::glue`: the Glue Data Catalog and
+//! an `s3://` FileIO) against moto's Glue and S3. A run's two pages become
+//! one snapshot of a Glue table Athena would read (`table_type=ICEBERG`,
+//! `metadata_location`), its files under `_iceberg/warehouse/` and never
+//! at the database's location; the Hive catalog leaves the table alone; a
+//! second run with a new field evolves the schema in a second snapshot;
+//! a completion delivered again commits nothing.
+//!
+//! Needs moto at `AWS_ENDPOINT_URL` (`bash .ci/run` starts it).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
+use chrono::NaiveDate;
+use futures::TryStreamExt;
+use iceberg::table::Table;
+
+use adapters::aws::{GlueCatalog, S3Store, SqsSender, s3_client_with_path_style};
+use contracts::{PageRef, Payload, PersistMessage, PersistTarget, RawRecords, RunId, TableFormat, V1};
+use tributary_core::ledger::Expected;
+use tributary_core::ports::ObjectStore;
+use tributary_e2e::emulator::reset_emulator;
+use tributary_iceberg::glue::{GlueSettings, glue_committer};
+use tributary_iceberg::{IcebergCommitter, RUN_ID_PROPERTY};
+
+const BUCKET: &str = "tributary-lake";
+const DATABASE: &str = "tributary_lake";
+const PIPELINE: &str = "crm-customers";
+const DATASET: &str = "customers";
+
+fn page(run: &str, index: u32, count: u32, records: &str) -> PersistMessage {
+    PersistMessage {
+        version: V1,
+        pipeline: PIPELINE.into(),
+        run_id: RunId::new(run).expect("run id"),
+        run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
+        page: PageRef { index, count },
+        target: PersistTarget { table_format: TableFormat::Iceberg, ..PersistTarget::new(DATASET) },
+        payload: Payload::Inline { records: RawRecords::from_text(records.to_string()).expect("JSON array") },
+        fetched_at: None,
+    }
+}
+
+async fn expect_pages(store: &dyn ObjectStore, run: &str, pages: u64) {
+    let expected = Expected {
+        pipeline: PIPELINE.into(),
+        run_id: RunId::new(run).expect("run id"),
+        run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
+        pages,
+        truncated: None,
+    };
+    tributary_core::ledger::record_expected(store, &expected).await.expect("expected");
+}
+
+/// `(id, name, tier)` of every row (tier null: None), sorted by id.
+async fn rows(table: &Table) -> Vec<(i64, String, Option<String>)> {
+    let schema = table.metadata().current_schema();
+    let columns: Vec<&str> = ["id", "name", "tier"].into_iter().filter(|c| schema.field_by_name(c).is_some()).collect();
+    let batches: Vec<RecordBatch> = table
+        .scan()
+        .select(columns)
+        .build()
+        .expect("scan")
+        .to_arrow()
+        .await
+        .expect("arrow")
+        .try_collect()
+        .await
+        .expect("rows");
+    let mut out = Vec::new();
+    for batch in &batches {
+        let ids = batch.column_by_name("id").expect("id");
+        let ids = ids.as_any().downcast_ref::<Int64Array>().expect("id is int64");
+        let names = batch.column_by_name("name").expect("name");
+        let names = names.as_any().downcast_ref::<StringArray>().expect("name is utf8");
+        let tiers =
+            batch.column_by_name("tier").map(|t| t.as_any().downcast_ref::<StringArray>().expect("utf8").clone());
+        for i in 0..batch.num_rows() {
+            let tier = tiers.as_ref().filter(|t| t.is_valid(i)).map(|t| t.value(i).to_string());
+            out.push((ids.value(i), names.value(i).to_string(), tier));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The table's snapshots' run ids, oldest first.
+fn snapshot_runs(table: &Table) -> Vec<String> {
+    let mut snapshots: Vec<_> = table.metadata().snapshots().cloned().collect();
+    snapshots.sort_by_key(|s| s.sequence_number());
+    snapshots.iter().map(|s| s.summary().additional_properties[RUN_ID_PROPERTY].clone()).collect()
+}
+
+#[tokio::test]
+async fn persist_commits_each_run_to_a_glue_iceberg_table_on_s3() {
+    let emulator = reset_emulator().await;
+    let s3 = s3_client_with_path_style(&emulator.config, true);
+    s3.create_bucket().bucket(BUCKET).send().await.expect("CreateBucket");
+    let store: Arc<dyn ObjectStore> = Arc::new(S3Store::new(s3.clone(), BUCKET));
+    // The template's lake database, its location the bucket's root.
+    let glue = aws_sdk_glue::Client::new(&emulator.config);
+    let database = aws_sdk_glue::types::DatabaseInput::builder()
+        .name(DATABASE)
+        .location_uri(format!("s3://{BUCKET}/"))
+        .build()
+        .expect("input");
+    glue.create_database().database_input(database).send().await.expect("CreateDatabase");
+
+    let settings = GlueSettings {
+        database: DATABASE.into(),
+        bucket: BUCKET.into(),
+        region: Some("us-east-1".into()),
+        endpoint: Some(emulator.endpoint.clone()),
+        path_style: true,
+    };
+    let committer: IcebergCommitter = glue_committer(&settings, store.clone()).await.expect("Glue committer");
+    // The Hive catalog is wired too, as in the Lambda: it must leave the
+    // Iceberg dataset's table alone.
+    let hive = GlueCatalog::new(&emulator.config, DATABASE, BUCKET);
+    let queue = SqsSender::new(aws_sdk_sqs::Client::new(&emulator.config));
+    let config = persist::PersistConfig::default();
+    let deps = persist::Deps {
+        store: store.as_ref(),
+        queue: &queue,
+        run_events: None,
+        catalog: Some(&hive),
+        tables: Some(&committer),
+        config: &config,
+    };
+
+    // Run 1: two pages, committed together when the second lands.
+    expect_pages(store.as_ref(), "r-1", 2).await;
+    persist::persist_page(page("r-1", 0, 2, r#"[{"id":1,"name":"ada"},{"id":2,"name":"bo"}]"#), deps)
+        .await
+        .expect("page 0");
+    let ident = committer.table_ident(DATASET);
+    assert_eq!(ident.namespace().to_url_string(), DATABASE, "the stack's Glue database is the namespace");
+    assert!(
+        !committer.catalog().table_exists(&ident).await.expect("GetTable"),
+        "a run half in is not in the catalog (the Hive catalog did not register it either)"
+    );
+    persist::persist_page(page("r-1", 1, 2, r#"[{"id":3,"name":"cy"}]"#), deps).await.expect("page 1");
+
+    let table = committer.catalog().load_table(&ident).await.expect("the table");
+    assert_eq!(snapshot_runs(&table), ["r-1"]);
+    assert_eq!(
+        rows(&table).await,
+        [(1, "ada".into(), None), (2, "bo".into(), None), (3, "cy".into(), None)],
+        "every row, read back through the S3 FileIO"
+    );
+
+    // What Athena and Spark read: a Glue table of type ICEBERG pointing at
+    // the current metadata file, under the warehouse, not the bucket root.
+    let glue_table = glue.get_table().database_name(DATABASE).name(DATASET).send().await.expect("GetTable");
+    let glue_table = glue_table.table().expect("table");
+    let params: BTreeMap<_, _> = glue_table.parameters().into_iter().flatten().collect();
+    assert_eq!(params.get(&"table_type".to_string()).map(|v| v.as_str()), Some("ICEBERG"), "{params:?}");
+    let location = format!("s3://{BUCKET}/_iceberg/warehouse/{DATABASE}/{DATASET}");
+    let metadata = params.get(&"metadata_location".to_string()).expect("metadata_location");
+    assert!(metadata.starts_with(&format!("{location}/metadata/")), "{metadata}");
+    assert_eq!(table.metadata().location(), location);
+
+    // The objects: the table's files under the warehouse; no staged page
+    // file is left at the dataset's Hive folder.
+    let objects = store.list("").await.expect("list");
+    let data: Vec<&String> = objects.iter().filter(|k| k.ends_with(".parquet")).collect();
+    assert!(!data.is_empty());
+    assert!(
+        data.iter().all(|k| k.starts_with(&format!("_iceberg/warehouse/{DATABASE}/{DATASET}/data/"))),
+        "data files only under the table: {data:?}"
+    );
+    assert!(objects.iter().any(|k| k.ends_with(".metadata.json")), "{objects:?}");
+
+    // The completion delivered again (page 1 redelivered): nothing new.
+    persist::persist_page(page("r-1", 1, 2, r#"[{"id":3,"name":"cy"}]"#), deps).await.expect("page 1 again");
+    let table = committer.catalog().load_table(&ident).await.expect("the table");
+    assert_eq!(snapshot_runs(&table), ["r-1"], "a redelivered page commits nothing");
+    assert_eq!(rows(&table).await.len(), 3);
+
+    // Run 2: a new field; the table gains the column, older rows read null.
+    expect_pages(store.as_ref(), "r-2", 1).await;
+    persist::persist_page(page("r-2", 0, 1, r#"[{"id":4,"name":"di","tier":"gold"}]"#), deps).await.expect("run 2");
+    let table = committer.catalog().load_table(&ident).await.expect("the table");
+    assert_eq!(snapshot_runs(&table), ["r-1", "r-2"]);
+    assert_eq!(
+        rows(&table).await,
+        [
+            (1, "ada".into(), None),
+            (2, "bo".into(), None),
+            (3, "cy".into(), None),
+            (4, "di".into(), Some("gold".into()))
+        ]
+    );
+    let glue_table = glue.get_table().database_name(DATABASE).name(DATASET).send().await.expect("GetTable");
+    let columns: Vec<&str> = glue_table
+        .table()
+        .and_then(|t| t.storage_descriptor())
+        .map(|sd| sd.columns().iter().map(|c| c.name()).collect())
+        .unwrap_or_default();
+    assert!(columns.contains(&"tier"), "Glue's columns follow the schema: {columns:?}");
+}
