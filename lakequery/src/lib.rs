@@ -20,10 +20,22 @@
 //! `web-events` is `"web-events"` in SQL. `information_schema` is on, so
 //! `SHOW TABLES` lists them.
 //!
+//! An Iceberg dataset (`target.table_format: iceberg`), a table of the
+//! lake's local catalog (`_iceberg/catalog.sqlite`, namespace `tributary`),
+//! is the table's current snapshot instead of its folder (which holds only
+//! the staged pages of runs not committed yet): exactly the committed data
+//! files, so whole runs only, read with the table's current schema (a
+//! column or struct field a file predates reads as null). Its partition
+//! columns read as the Parquet form's do: text (`dt` `2026-11-29`, `hour`
+//! `07`, a value column as the value), after the other columns. A lake
+//! without `_iceberg/catalog.sqlite` has no Iceberg datasets and gets none
+//! (no catalog is created by a query).
+//!
 //! Queries are read-only: DDL (`CREATE …`), DML (`INSERT`, `COPY … TO`) and
 //! other statements (`SET`) are refused, so a query cannot write to the
 //! disk.
 
+mod iceberg;
 mod placeholders;
 mod rows;
 
@@ -81,10 +93,18 @@ enum Execution {
     Failed { reason: String },
 }
 
-/// A dataset folder to register as a table.
+/// A dataset to register as a table.
 struct Dataset {
     name: String,
-    path: PathBuf,
+    source: Source,
+}
+
+/// Where a dataset's rows are.
+enum Source {
+    /// A folder of Hive-partitioned Parquet files.
+    Folder(PathBuf),
+    /// An Iceberg table's current snapshot, or why it cannot be read.
+    Iceberg(Result<iceberg::Snapshot, String>),
 }
 
 impl LakeEngine {
@@ -128,7 +148,10 @@ impl QueryEngine for LakeEngine {
     /// is reported by [`QueryEngine::wait`], as Athena reports it. A dataset
     /// whose files cannot be read together (say a column `Int64` in one
     /// file and `Utf8` in another) is left out with a warning, and named in
-    /// the reason if the query then fails.
+    /// the reason if the query then fails; so is an Iceberg table that
+    /// cannot be loaded (its folder is not read instead). A lake whose
+    /// Iceberg catalog exists but cannot be read fails every query, naming
+    /// the catalog: which datasets are tables is then unknown.
     ///
     /// # Errors
     /// [`PortError::Permanent`] when the lake root cannot be read (missing,
@@ -140,9 +163,21 @@ impl QueryEngine for LakeEngine {
             message: format!("cannot read the lake folder: {err}"),
         };
         let root = tokio::fs::canonicalize(&self.lake_root).await.map_err(unusable)?;
-        let datasets = find_datasets(&root).await.map_err(unusable)?;
+        let mut datasets = find_datasets(&root).await.map_err(unusable)?;
         let id = format!("local-query-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
-        let execution = match run(&datasets, query).await {
+        let outcome = match iceberg::find_tables(&root).await {
+            Ok(tables) => {
+                // An Iceberg dataset's folder holds only staged pages of runs
+                // not committed yet: the table wins.
+                datasets.retain(|dataset| !tables.iter().any(|(name, _)| *name == dataset.name));
+                datasets
+                    .extend(tables.into_iter().map(|(name, table)| Dataset { name, source: Source::Iceberg(table) }));
+                datasets.sort_by(|a, b| a.name.cmp(&b.name));
+                run(&datasets, query).await
+            }
+            Err(reason) => Err(reason),
+        };
+        let execution = match outcome {
             Ok((columns, rows)) => {
                 tracing::info!(query_execution_id = %id, tables = datasets.len(), rows = rows.len(), "query succeeded");
                 Execution::Succeeded { columns: columns.into(), rows: rows.into() }
@@ -234,7 +269,7 @@ async fn find_datasets(root: &Path) -> std::io::Result<Vec<Dataset>> {
             continue;
         }
         match holds_parquet(&path).await {
-            Ok(true) => datasets.push(Dataset { name, path }),
+            Ok(true) => datasets.push(Dataset { name, source: Source::Folder(path) }),
             Ok(false) => tracing::debug!(dataset = %name, "no Parquet file yet; not a table"),
             Err(err) => tracing::warn!(dataset = %name, error = %err, "dataset folder unreadable; not a table"),
         }
@@ -267,7 +302,14 @@ async fn run(datasets: &[Dataset], query: &Query) -> Result<(Vec<String>, Vec<Ma
     let ctx = SessionContext::new_with_config(config);
     let mut left_out = Vec::new();
     for dataset in datasets {
-        if let Err(err) = register(&ctx, dataset).await {
+        let registered = match &dataset.source {
+            Source::Folder(path) => register(&ctx, &dataset.name, path).await.map_err(|err| err.strip_backtrace()),
+            Source::Iceberg(Ok(snapshot)) => {
+                register_iceberg(&ctx, &dataset.name, snapshot).await.map_err(|err| err.strip_backtrace())
+            }
+            Source::Iceberg(Err(reason)) => Err(reason.clone()),
+        };
+        if let Err(err) = registered {
             tracing::warn!(dataset = %dataset.name, error = %err, "dataset cannot be read as one table; left out");
             left_out.push(format!("{}: {err}", dataset.name));
         }
@@ -339,7 +381,8 @@ fn parameter_values(plan: &LogicalPlan, parameters: &[String]) -> Result<Vec<Sca
         .collect()
 }
 
-/// Registers `dataset` in `ctx` as a Parquet listing table.
+/// Registers the dataset folder `path` in `ctx` as the Parquet listing
+/// table `name`.
 ///
 /// With the dataset's published schema (`_schema/<dataset>.arrow`, written
 /// by Persist), the table has exactly that schema: its data and lineage
@@ -347,13 +390,13 @@ fn parameter_values(plan: &LogicalPlan, parameters: &[String]) -> Result<Vec<Sca
 /// as `Utf8`; a file written before a column existed reads it as null.
 /// Without one (a lake written before schemas were published), the schema
 /// is merged over the files and [`PARTITION_COLUMN`] is the partition.
-async fn register(ctx: &SessionContext, dataset: &Dataset) -> Result<(), DataFusionError> {
+async fn register(ctx: &SessionContext, name: &str, path: &Path) -> Result<(), DataFusionError> {
     // A `file://` URL, not a path: DataFusion reads glob characters in a
     // path (`*`, `?`, `[`) as a pattern.
-    let url = url::Url::from_directory_path(&dataset.path)
-        .map_err(|()| DataFusionError::Plan(format!("{} is not an absolute folder path", dataset.path.display())))?;
+    let url = url::Url::from_directory_path(path)
+        .map_err(|()| DataFusionError::Plan(format!("{} is not an absolute folder path", path.display())))?;
     let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
-    let published = dataset.path.parent().map(|root| root.join(format!("_schema/{}.arrow", dataset.name)));
+    let published = path.parent().map(|root| root.join(format!("_schema/{name}.arrow")));
     let published = match published {
         Some(path) => match tokio::fs::read(&path).await {
             Ok(bytes) => Some(
@@ -367,9 +410,7 @@ async fn register(ctx: &SessionContext, dataset: &Dataset) -> Result<(), DataFus
     };
     let Some(published) = published else {
         let options = options.with_table_partition_cols(vec![(PARTITION_COLUMN.to_string(), DataType::Utf8)]);
-        return ctx
-            .register_listing_table(TableReference::bare(dataset.name.as_str()), url.as_str(), options, None, None)
-            .await;
+        return ctx.register_listing_table(TableReference::bare(name), url.as_str(), options, None, None).await;
     };
     let (partitions, data): (Vec<_>, Vec<_>) =
         published.fields().iter().cloned().partition(|f| f.metadata().contains_key(persist::publish::META_PARTITION));
@@ -382,21 +423,13 @@ async fn register(ctx: &SessionContext, dataset: &Dataset) -> Result<(), DataFus
         .map(|f| f.name())
         .collect();
     if values.is_empty() {
-        return ctx
-            .register_listing_table(
-                TableReference::bare(dataset.name.as_str()),
-                url.as_str(),
-                options,
-                Some(schema),
-                None,
-            )
-            .await;
+        return ctx.register_listing_table(TableReference::bare(name), url.as_str(), options, Some(schema), None).await;
     }
     // Value partitions read as the other readers show them: Hive's escapes
     // undone, the default partition null. The files are a hidden table and
     // the dataset a view over it (date partitions stay plain columns, so a
     // filter on them still prunes folders).
-    let files = format!("{HIDDEN_PREFIX}{}", dataset.name);
+    let files = format!("{HIDDEN_PREFIX}{name}");
     ctx.register_listing_table(TableReference::bare(files.as_str()), url.as_str(), options, Some(schema), None).await?;
     let frame = ctx.table(TableReference::bare(files.as_str())).await?;
     let udf = Arc::new(partition_value_udf());
@@ -410,7 +443,75 @@ async fn register(ctx: &SessionContext, dataset: &Dataset) -> Result<(), DataFus
         })
         .collect();
     let view = frame.select(columns)?.into_view();
-    ctx.register_table(TableReference::bare(dataset.name.as_str()), view)?;
+    ctx.register_table(TableReference::bare(name), view)?;
+    Ok(())
+}
+
+/// Registers an Iceberg table's current snapshot in `ctx` as the table
+/// `name`: exactly its data files, read with the table's current schema
+/// (a column or struct field a file predates reads as null), through a
+/// view that shows the partition columns as the Parquet form of the same
+/// dataset shows them: text, `dt` as `YYYY-MM-DD`, `hour` as `07`, after
+/// the data and lineage columns (the Parquet form's order). A table
+/// without a snapshot is an empty table.
+async fn register_iceberg(
+    ctx: &SessionContext,
+    name: &str,
+    snapshot: &iceberg::Snapshot,
+) -> Result<(), DataFusionError> {
+    use datafusion::catalog::TableProvider;
+    use datafusion::datasource::listing::{ListingTable, ListingTableConfig, ListingTableUrl};
+    use datafusion::prelude::{Expr, cast, ident, lit};
+
+    // The `iceberg` crate only listed the snapshot's data files and gave the
+    // table's schema in Arrow; DataFusion's own Parquet reader reads them.
+    // Not iceberg-datafusion: it needs DataFusion's default features (a
+    // large build on top of ours), and it reads through iceberg-rust
+    // 0.10.1's Arrow reader, which cannot read a data file written before a
+    // struct column gained a field (a vendor adding a nested field does
+    // that). DataFusion matches a file's columns and struct fields to the
+    // table schema by name and reads what a file lacks as null; by name
+    // rather than by Iceberg field id is exact here, as the committer never
+    // renames or drops a column.
+    let schema = snapshot.schema.clone();
+    let provider: Arc<dyn TableProvider> = if snapshot.files.is_empty() {
+        Arc::new(datafusion::datasource::MemTable::try_new(schema, vec![Vec::new()])?)
+    } else {
+        let urls = snapshot
+            .files
+            .iter()
+            .map(|path| {
+                // A URL, not a path: a path's glob characters would be a pattern.
+                let url = url::Url::from_file_path(path)
+                    .map_err(|()| DataFusionError::Plan(format!("{} is not an absolute path", path.display())))?;
+                ListingTableUrl::try_new(url, None)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+        let config = ListingTableConfig::new_with_multi_paths(urls).with_listing_options(options).with_schema(schema);
+        Arc::new(ListingTable::try_new(config)?)
+    };
+    let frame = ctx.read_table(provider)?;
+    // The Parquet form's order: data columns, lineage columns, partition
+    // columns (the table appends a column added later after them all).
+    let lineage: Vec<String> = persist::lineage_fields().iter().map(|f| f.name().clone()).collect();
+    let is_partition = |field: &str| snapshot.partitions.iter().any(|(name, _)| name == field);
+    let names: Vec<&str> = frame.schema().fields().iter().map(|f| f.name().as_str()).collect();
+    let data = names.iter().copied().filter(|name| !is_partition(name) && !lineage.iter().any(|l| l == name));
+    let lineage = lineage.iter().map(String::as_str).filter(|name| names.contains(name));
+    let mut columns: Vec<Expr> = data.chain(lineage).map(ident).collect();
+    columns.extend(snapshot.partitions.iter().map(|(column, kind)| {
+        let text = cast(ident(column), DataType::Utf8);
+        let shown = match kind {
+            iceberg::PartitionKind::Hour => {
+                datafusion::functions::unicode::expr_fn::lpad(vec![text, lit(2i64), lit("0")])
+            }
+            iceberg::PartitionKind::Day | iceberg::PartitionKind::Value => text,
+        };
+        shown.alias(column)
+    }));
+    let view = frame.select(columns)?.into_view();
+    ctx.register_table(TableReference::bare(name), view)?;
     Ok(())
 }
 
