@@ -87,8 +87,8 @@ enum Command {
         lake: PathBuf,
         /// The demo datasets' `target.table_format`: `parquet` (Hive-style
         /// folders) or `iceberg` (tables in the lake's local catalog,
-        /// `_iceberg/`; the Athena-driven pipeline is skipped then, as the
-        /// local Athena stand-in does not read Iceberg tables yet).
+        /// `_iceberg/`, which `tributary query` and the Athena-driven
+        /// pipeline read as each table's current snapshot).
         #[arg(long, default_value = "parquet", value_parser = ["parquet", "iceberg"])]
         table_format: String,
     },
@@ -171,7 +171,8 @@ enum Command {
     },
     /// Run SQL over the lake's datasets with DataFusion (the local Athena
     /// stand-in's engine): each dataset is a table read whole with its
-    /// published schema. Prints one JSON object per row.
+    /// published schema; an Iceberg dataset is its table's current snapshot
+    /// (committed runs only). Prints one JSON object per row.
     /// With `--stack` (feature `aws`), the SQL runs on Athena in the
     /// stack's workgroup and Glue database instead.
     Query {
@@ -744,8 +745,9 @@ fn exit_code(summaries: &[RunSummary]) -> ExitCode {
     if summaries.iter().all(RunSummary::succeeded) { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
 
-/// The demo: three pipelines against the demo vendor API; with `iceberg`,
-/// the two that do not query the lake, writing Iceberg tables.
+/// The demo: three pipelines against the demo vendor API, writing Iceberg
+/// tables with `iceberg` (the Athena-driven one reads `demo_customers`'
+/// table).
 async fn demo(lake: &Path, iceberg: bool) -> anyhow::Result<ExitCode> {
     let format = if iceberg { ", table_format: iceberg" } else { "" };
     let data = vendor::DemoData::default();
@@ -794,13 +796,6 @@ target: {{ dataset: demo_transactions{format} }}
     let mut summaries = Vec::new();
     for text in &specs {
         let spec = PipelineSpec::from_yaml(text).context("demo spec")?;
-        if iceberg && spec.pipeline == "demo_customer_transactions" {
-            println!(
-                "{}: skipped (Athena-driven: the local Athena stand-in does not read Iceberg tables yet)\n",
-                spec.pipeline
-            );
-            continue;
-        }
         let summary = runtime.run(&spec, chrono::Utc::now()).await?;
         println!("strategy {}", orchestrator::strategy::strategy_for(&spec.strategy).kind());
         print_summary(&summary);

@@ -88,6 +88,38 @@ fn demo_persists_records_with_no_dead_letters() {
 }
 
 #[test]
+fn demo_in_iceberg_mode_runs_all_three_pipelines_over_the_tables() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output =
+        tributary().args(["demo", "--table-format", "iceberg", "--lake"]).arg(dir.path()).output().expect("run demo");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "demo failed:\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(!stdout.contains("skipped"), "{stdout}");
+    // The counts of the Parquet mode: the Athena-driven pipeline reads
+    // demo_customers' table (230 customers, 3 transactions each).
+    assert_eq!(stdout.matches("records persisted    230").count(), 1, "{stdout}");
+    assert_eq!(stdout.matches("records persisted    690").count(), 2, "{stdout}");
+    assert_eq!(stdout.matches("messages in DLQs     0").count(), 3, "{stdout}");
+    assert!(stdout.contains("strategy athena") && stdout.contains("requests made        230"), "{stdout}");
+    assert!(dir.path().join("_iceberg/catalog.sqlite").is_file());
+
+    let count = |table: &str| {
+        let output = tributary()
+            .arg("query")
+            .arg("--lake")
+            .arg(dir.path())
+            .arg(format!("SELECT count(*) AS n, min(dt) = max(dt) AS one_day FROM {table}"))
+            .output()
+            .expect("run query");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    };
+    assert_eq!(count("demo_customers"), r#"{"n":230,"one_day":true}"#);
+    assert_eq!(count("demo_customer_transactions"), r#"{"n":690,"one_day":true}"#);
+    assert_eq!(count("demo_transactions"), r#"{"n":690,"one_day":true}"#);
+}
+
+#[test]
 fn run_exits_non_zero_when_a_message_is_dead_lettered() {
     let dir = tempfile::tempdir().expect("tempdir");
     // Port 9 (discard) on loopback refuses connections: the request fails,
