@@ -108,6 +108,13 @@ pub struct PageReceipt {
     /// manifest's schema hash.
     #[serde(default)]
     pub schema: Option<String>,
+    /// The page's files are staged for its table's commit (a dataset with
+    /// `target.table_format: iceberg`): only a completion with a
+    /// [`Compactor`] (Persist's, which commits them) completes its run. A
+    /// completion without one (the Orchestrator, Request or Athena
+    /// learning the count last) leaves the run to Persist. Absent: `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub table_commit: bool,
 }
 
 /// How many pages a run expects.
@@ -521,6 +528,20 @@ async fn complete(
         let key = keys::shard_summary_key(pipeline, run_id, shard.number);
         let summary: ShardSummary = decode(&key, &store.get(&key).await?)?;
         receipts.extend(summary.receipts().into_iter().filter(|r| shard.pages.contains(&r.page)));
+    }
+    if compactor.is_none() && receipts.iter().any(|r| r.table_commit) {
+        // Completing here would mark the run done with its files still
+        // staged, never committed to its table. The function that learns
+        // the count orders it before the last page (Request records it
+        // before forwarding that page, Athena before publishing the last
+        // rows), so this is a count learnt after an empty last result.
+        tracing::error!(
+            pipeline,
+            run_id = %run_id,
+            "every page is in, but the run's files wait for their table commit, which only Persist makes: \
+             the run stays open until a page of it is persisted again (tributary replay, or a redrive)"
+        );
+        return Ok(Completion::NotYet);
     }
     let mut schemas: Vec<&str> = receipts.iter().filter_map(|r| r.schema.as_deref()).collect();
     schemas.sort_unstable();

@@ -35,6 +35,7 @@ fn receipt(page: u32, schema: &str) -> PageReceipt {
         quarantine_key: None,
         raw_key: String::new(),
         schema: Some(schema.into()),
+        table_commit: false,
     }
 }
 
@@ -153,6 +154,50 @@ async fn completes_when_the_last_receipt_arrives_after_the_count() {
     assert_eq!(complete_if_done(&store, "p", &run).await.expect("check"), Completion::AlreadyComplete);
     assert_eq!(record_page(&store, &receipt(1, "a"), None).await.expect("again"), Completion::AlreadyComplete);
     assert!(store.get(&keys::success_key("p", &run)).await.is_ok());
+}
+
+/// Stands in for Persist's coalescer (which commits an Iceberg run): names
+/// every staged file, with a mark.
+struct Committing;
+
+#[async_trait]
+impl tributary_core::ledger::Compactor for Committing {
+    async fn compact(&self, receipts: &[PageReceipt]) -> Result<Vec<String>, PortError> {
+        Ok(receipts.iter().flat_map(|r| r.data_keys.iter().map(|k| format!("committed:{k}"))).collect())
+    }
+}
+
+/// A run whose files wait for a table commit: a count learnt after every
+/// page is in (no compactor) leaves the run open rather than marking it
+/// done with its files never committed; the next persist of a page
+/// completes it through the compactor.
+#[tokio::test]
+async fn a_table_commit_run_is_completed_only_by_a_completion_with_a_compactor() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let run = run_id();
+    let staged = |page| PageReceipt { table_commit: true, ..receipt(page, "a") };
+    assert_eq!(record_page(&store, &staged(0), Some(&Committing)).await.expect("page"), Completion::NotYet);
+    assert_eq!(record_page(&store, &staged(1), Some(&Committing)).await.expect("page"), Completion::NotYet, "no count");
+    assert_eq!(record_expected(&store, &expected(2)).await.expect("expected"), Completion::NotYet, "left to Persist");
+    assert_eq!(complete_if_done(&store, "p", &run).await.expect("check"), Completion::NotYet);
+    assert!(store.get(&keys::success_key("p", &run)).await.is_err(), "the run is not marked done");
+    let Completion::Completed(manifest) = record_page(&store, &staged(1), Some(&Committing)).await.expect("again")
+    else {
+        panic!("a page persisted again completes the run")
+    };
+    assert_eq!(manifest.files.len(), 2);
+    assert!(manifest.files.iter().all(|f| f.starts_with("committed:")), "{:?}", manifest.files);
+    // A Parquet run's count learnt last still completes it (no commit to wait for).
+    let other = RunId::new("r2").expect("id");
+    let parquet = |page| PageReceipt { run_id: other.clone(), ..receipt(page, "a") };
+    record_page(&store, &parquet(0), None).await.expect("page");
+    record_page(&store, &parquet(1), None).await.expect("page");
+    let Completion::Completed(_) =
+        record_expected(&store, &Expected { run_id: other.clone(), ..expected(2) }).await.expect("expected")
+    else {
+        panic!("a Parquet run completes when its count is learnt last")
+    };
 }
 
 /// Receipts alone, without shard summaries (as an earlier version wrote

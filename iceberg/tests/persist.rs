@@ -191,6 +191,39 @@ async fn a_run_commits_in_one_snapshot_with_its_run_id_and_every_row() {
     );
 }
 
+/// A count learnt after every page is in (Athena's last rows, a cursor
+/// run's last page) is recorded by a function that cannot commit: the run
+/// stays open, its pages staged, not marked complete with nothing in the
+/// table; the next persist of one of its pages (a redelivery, `tributary
+/// replay`) completes it with the commit.
+#[tokio::test]
+async fn a_count_learnt_after_the_last_page_leaves_the_commit_to_persist() {
+    let lake = Lake::new().await;
+    lake.persist(page("r1", 0, 0, r#"[{"id": 1, "name": "a"}]"#)).await.expect("page 0");
+    lake.persist(page("r1", 1, 0, r#"[{"id": 2, "name": "b"}]"#)).await.expect("page 1");
+    let run = RunId::new("r1").expect("run id");
+    let completion = tributary_core::ledger::RunLedger { store: lake.store.as_ref(), events: None }
+        .record_expected(&tributary_core::ledger::Expected {
+            pipeline: PIPELINE.into(),
+            run_id: run.clone(),
+            run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
+            pages: 2,
+            truncated: None,
+        })
+        .await
+        .expect("count");
+    assert_eq!(completion, tributary_core::ledger::Completion::NotYet, "left to Persist");
+    assert!(lake.table().await.is_none(), "nothing committed");
+    let success = tributary_core::keys::success_key(PIPELINE, &run);
+    assert!(lake.store.get(&success).await.is_err(), "the run is not marked complete with its files staged");
+
+    lake.persist(page("r1", 1, 0, r#"[{"id": 2, "name": "b"}]"#)).await.expect("page 1 again");
+    let table = lake.table().await.expect("committed");
+    assert_eq!(snapshot_runs(&table), [("r1".to_string(), PIPELINE.to_string())]);
+    assert_eq!(ids_with(&rows(&table).await, "name"), [(1, Some("a".into())), (2, Some("b".into()))]);
+    assert!(lake.store.get(&success).await.is_ok(), "complete once committed");
+}
+
 #[tokio::test]
 async fn a_run_with_a_new_field_evolves_the_schema_and_old_rows_read_it_as_null() {
     let lake = Lake::new().await;

@@ -202,6 +202,14 @@ pub async fn run_query(message: QueryMessage, deadline: Instant, deps: Deps<'_>)
     loop {
         let page = deps.engine.page(&execution_id, token.as_deref()).await.map_err(port)?;
         let rows = page.rows.len() as u64;
+        if page.next_token.is_none() {
+            // The run's count goes to the ledger before its last rows are
+            // published, so the Persist page of the run's last request
+            // completes the run (coalescing or committing its files); a
+            // count recorded after every page is in would complete it
+            // here, where nothing is committed.
+            record_count(&message, next_row + rows, deps).await.map_err(port)?;
+        }
         publish_rows(&message, &execution_id, next_row, page.rows, deps).await.map_err(port)?;
         next_row += rows;
         published += rows;
@@ -225,17 +233,21 @@ pub async fn run_query(message: QueryMessage, deadline: Instant, deps: Deps<'_>)
         }
     }
     tracing::info!(rows = published, total_rows = next_row, "query answered");
-    if let Some(ledger) = deps.ledger {
-        let expected = tributary_core::ledger::Expected {
-            pipeline: message.pipeline.clone(),
-            run_id: message.run_id.clone(),
-            run_date: message.run_date,
-            pages: next_row,
-            truncated: None,
-        };
-        ledger.record_expected(&expected).await.map_err(port)?;
-    }
     Ok(Progress { rows_published: published, continued: None })
+}
+
+/// Records in the run ledger that the run has `pages` pages, one per
+/// result row (nothing without a ledger).
+async fn record_count(message: &QueryMessage, pages: u64, deps: Deps<'_>) -> Result<(), PortError> {
+    let Some(ledger) = deps.ledger else { return Ok(()) };
+    let expected = tributary_core::ledger::Expected {
+        pipeline: message.pipeline.clone(),
+        run_id: message.run_id.clone(),
+        run_date: message.run_date,
+        pages,
+        truncated: None,
+    };
+    ledger.record_expected(&expected).await.map(|_| ())
 }
 
 /// Largest row message published: 262,144 bytes, body and attributes

@@ -420,6 +420,7 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
         quarantine_key,
         raw_key: page_key.raw(),
         schema: (output.rows_written > 0).then(|| format!("{:?}", output.arrow_schema.fields())),
+        table_commit: message.target.table_format == contracts::TableFormat::Iceberg,
     };
     ledger::RunLedger { store: deps.store, events: deps.run_events }
         .record_page(

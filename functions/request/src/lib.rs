@@ -542,13 +542,19 @@ async fn answer(
                 && next.previous_page.as_deref() == Some(digest.as_str())
             {
                 // The vendor served the page before again (json-server does
-                // past the last page): the run ends with the pages before.
+                // past the last page): the run ends here, and this page is
+                // forwarded empty. Its count is recorded first, so Persist's
+                // receipt of this last page completes the run (with its
+                // coalescing or table commit); a count recorded after every
+                // page is in would complete it here, where no commit is made.
                 tracing::warn!(
                     page = page.index,
                     "this page repeats the page before: the vendor has no more; stopping"
                 );
-                end_run(message, page.index, None, deps).await?;
-                return Ok(Outcome::Records { count: 0, claim_check: false });
+                end_run(message, page.index.saturating_add(1), None, deps).await?;
+                let empty = RawRecords::from_text("[]".into()).map_err(|err| encode_error(&err))?;
+                let claim_check = forward_records(message, page, dataset, empty, deps).await?;
+                return Ok(Outcome::Records { count: 0, claim_check });
             }
             let continuation = match next {
                 Some(next) => Some(

@@ -241,14 +241,16 @@ async fn a_paged_page_whose_total_drifted_is_still_fetched_once() {
 }
 
 #[tokio::test]
-async fn a_page_that_repeats_the_page_before_ends_the_run_unforwarded() {
+async fn a_page_that_repeats_the_page_before_ends_the_run_as_an_empty_last_page() {
     let (addr, log) = vendor().await;
     let harness = Harness::new();
     // Full pages forever: pages 1 and 2, then page 2 again for 3, 4, …
     let next = json!({"kind": "page_number", "size": SIZE});
     let (pages, expected) = run(&harness, first_page(addr, "/repeats", json!({"page": "1"}), next, 1000)).await;
-    assert_eq!(pages, [(0, vec![0, 1, 2]), (1, vec![3, 4, 5])], "the repeat is not persisted");
-    assert_eq!(expected, 2, "the run has the two distinct pages");
+    // The repeat's records are not persisted: it goes to Persist empty, as
+    // the run's last page, so Persist's receipt of it completes the run.
+    assert_eq!(pages, [(0, vec![0, 1, 2]), (1, vec![3, 4, 5]), (2, vec![])]);
+    assert_eq!(expected, 3, "the two distinct pages and the empty last one");
     assert_eq!(
         uris(&log),
         ["/repeats?page=1", "/repeats?page=2", "/repeats?page=3"],
