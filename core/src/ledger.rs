@@ -535,11 +535,14 @@ async fn complete(
         // the count orders it before the last page (Request records it
         // before forwarding that page, Athena before publishing the last
         // rows), so this is a count learnt after an empty last result.
+        let raw_key = receipts.last().map(|r| r.raw_key.as_str()).unwrap_or_default();
         tracing::error!(
             pipeline,
             run_id = %run_id,
+            raw_key,
             "every page is in, but the run's files wait for their table commit, which only Persist makes: \
-             the run stays open until a page of it is persisted again (tributary replay, or a redrive)"
+             the run stays open, its pages staged, until Persist receives one of its pages again (the raw \
+             envelope at raw_key is that page's PersistMessage: send it to Persist's queue)"
         );
         return Ok(Completion::NotYet);
     }
