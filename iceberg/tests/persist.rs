@@ -191,6 +191,36 @@ async fn a_run_commits_in_one_snapshot_with_its_run_id_and_every_row() {
     );
 }
 
+/// A dataset keeps the table format of its first page: a page asking for
+/// the other fails permanently (to the DLQ, with an alert) naming
+/// `target.table_format`, both formats and the way out, in both directions.
+#[tokio::test]
+async fn a_dataset_keeps_its_table_format() {
+    let lake = Lake::new().await;
+    lake.expect("r1", 1).await;
+    lake.persist(page("r1", 0, 1, r#"[{"id": 1, "name": "a"}]"#)).await.expect("iceberg page");
+    let mut parquet = page("r2", 0, 1, r#"[{"id": 2, "name": "b"}]"#);
+    parquet.target.table_format = TableFormat::Parquet;
+    let err = lake.persist(parquet).await.expect_err("the other format");
+    assert!(err.is_permanent(), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("target.table_format is parquet, but dataset customers is kept as iceberg")
+            && text.contains("new dataset"),
+        "{text}"
+    );
+    // And the other way round, on a Parquet dataset.
+    let mut first = page("r3", 0, 1, r#"[{"id": 3}]"#);
+    first.target = PersistTarget::new("orders");
+    lake.persist(first).await.expect("parquet page");
+    let mut iceberg = page("r4", 0, 1, r#"[{"id": 4}]"#);
+    iceberg.target.dataset = "orders".into();
+    let err = lake.persist(iceberg).await.expect_err("the other format");
+    assert!(err.to_string().contains("target.table_format is iceberg, but dataset orders is kept as parquet"), "{err}");
+    let table = lake.table().await.expect("the iceberg table");
+    assert_eq!(snapshot_runs(&table).len(), 1, "the refused page committed nothing");
+}
+
 /// A count learnt after every page is in (Athena's last rows, a cursor
 /// run's last page) is recorded by a function that cannot commit: the run
 /// stays open, its pages staged, not marked complete with nothing in the

@@ -44,6 +44,11 @@ pub struct TableSchema {
     /// Hive partition columns, outermost first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub partitions: Vec<PartitionColumn>,
+    /// How the dataset is kept (`target.table_format`), fixed by its first
+    /// page: Hive folders of Parquet or an Iceberg table. `None` in a
+    /// schema written before the field existed (the next page sets it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table_format: Option<contracts::TableFormat>,
 }
 
 /// A Hive partition column and the folder values written so far.
@@ -73,7 +78,7 @@ pub enum PartitionKind {
 
 impl Default for TableSchema {
     fn default() -> Self {
-        TableSchema { version: 0, table: empty_table(), partitions: Vec::new() }
+        TableSchema { version: 0, table: empty_table(), partitions: Vec::new(), table_format: None }
     }
 }
 
@@ -95,6 +100,14 @@ fn describe(layout: impl IntoIterator<Item = (String, PartitionKind)>) -> String
     parts.join(", ")
 }
 
+/// `parquet` or `iceberg`, as a spec writes it.
+fn format_name(format: contracts::TableFormat) -> &'static str {
+    match format {
+        contracts::TableFormat::Parquet => "parquet",
+        contracts::TableFormat::Iceberg => "iceberg",
+    }
+}
+
 impl TableSchema {
     /// Why `target` cannot write into this dataset: it asks for other
     /// partition columns than the dataset's files have. One dataset is one
@@ -102,6 +115,18 @@ impl TableSchema {
     /// splits it (Athena's projection and DuckDB's hive partitioning see
     /// only one). `None` when the layouts agree or the dataset has none yet.
     pub fn layout_conflict(&self, target: &PersistTarget) -> Option<String> {
+        if let Some(have) = self.table_format.filter(|have| *have != target.table_format) {
+            // Switching would leave the rows of one form unread by the
+            // other's readers (an Iceberg table's readers never see the
+            // Hive folders, and the reverse).
+            return Some(format!(
+                "target.table_format is {}, but dataset {} is kept as {}; a dataset keeps one table format (write the \
+                 other format to a new dataset)",
+                format_name(target.table_format),
+                target.dataset,
+                format_name(have)
+            ));
+        }
         let wanted = layout_of(target);
         let have: Vec<(String, PartitionKind)> = self.partitions.iter().map(|c| (c.name.clone(), c.kind)).collect();
         if have.is_empty() || have == wanted {
@@ -118,6 +143,7 @@ impl TableSchema {
     /// The partition columns of `target` (values kept from `self` when the
     /// layout is the same).
     pub fn with_layout(mut self, target: &PersistTarget) -> TableSchema {
+        self.table_format = Some(target.table_format);
         let wanted = layout_of(target);
         let same = self.partitions.len() == wanted.len()
             && self.partitions.iter().zip(&wanted).all(|(have, (name, kind))| have.name == *name && have.kind == *kind);
