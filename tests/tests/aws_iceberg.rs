@@ -5,11 +5,13 @@
 //! `metadata_location`), its files under `_iceberg/warehouse/` and never
 //! at the database's location; the Hive catalog leaves the table alone; a
 //! second run with a new field evolves the schema in a second snapshot;
-//! a completion delivered again commits nothing.
+//! a completion delivered again commits nothing; pyiceberg's Glue catalog
+//! (boto3 against moto, pyarrow's S3 filesystem) reads the table whole.
 //!
 //! Needs moto at `AWS_ENDPOINT_URL` (`bash .ci/run` starts it).
 
 use std::collections::BTreeMap;
+use std::process::Command;
 use std::sync::Arc;
 
 use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
@@ -22,6 +24,7 @@ use contracts::{PageRef, Payload, PersistMessage, PersistTarget, RawRecords, Run
 use tributary_core::ledger::Expected;
 use tributary_core::ports::ObjectStore;
 use tributary_e2e::emulator::reset_emulator;
+use tributary_e2e::readers::python;
 use tributary_iceberg::glue::{GlueSettings, glue_committer};
 use tributary_iceberg::{IcebergCommitter, RUN_ID_PROPERTY};
 
@@ -84,6 +87,34 @@ async fn rows(table: &Table) -> Vec<(i64, String, Option<String>)> {
     }
     out.sort();
     out
+}
+
+/// Reads the table through pyiceberg's Glue catalog at `endpoint` (moto):
+/// its snapshots' run ids (oldest first) and its rows as `[id, name, tier]`.
+const PYICEBERG_GLUE: &str = r#"
+import json, sys
+from pyiceberg.catalog import load_catalog
+endpoint, database, table = sys.argv[1:4]
+catalog = load_catalog("glue", **{
+    "type": "glue", "glue.endpoint": endpoint, "glue.region": "us-east-1",
+    "glue.access-key-id": "testing", "glue.secret-access-key": "testing",
+    "s3.endpoint": endpoint, "s3.region": "us-east-1",
+    "s3.access-key-id": "testing", "s3.secret-access-key": "testing",
+})
+t = catalog.load_table((database, table))
+runs = [s.summary.get("tributary.run-id") for s in sorted(t.snapshots(), key=lambda s: s.sequence_number)]
+rows = sorted([r["id"], r["name"], r["tier"]] for r in t.scan().to_arrow().to_pylist())
+print(json.dumps({"runs": runs, "rows": rows}))
+"#;
+
+fn read_with_pyiceberg(endpoint: &str) -> serde_json::Value {
+    let python = python();
+    let out = Command::new(&python)
+        .args(["-c", PYICEBERG_GLUE, endpoint, DATABASE, DATASET])
+        .output()
+        .unwrap_or_else(|err| panic!("cannot run {} ({err}): run scripts/python-tools.sh install", python.display()));
+    assert!(out.status.success(), "pyiceberg failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("pyiceberg's JSON")
 }
 
 /// The table's snapshots' run ids, oldest first.
@@ -200,4 +231,13 @@ async fn persist_commits_each_run_to_a_glue_iceberg_table_on_s3() {
         .map(|sd| sd.columns().iter().map(|c| c.name()).collect())
         .unwrap_or_default();
     assert!(columns.contains(&"tier"), "Glue's columns follow the schema: {columns:?}");
+
+    // Another engine through the same catalog: pyiceberg's Glue catalog.
+    let read = read_with_pyiceberg(&emulator.endpoint);
+    assert_eq!(read["runs"], serde_json::json!(["r-1", "r-2"]));
+    assert_eq!(
+        read["rows"],
+        serde_json::json!([[1, "ada", null], [2, "bo", null], [3, "cy", null], [4, "di", "gold"]]),
+        "pyiceberg reads every row through Glue and S3"
+    );
 }
