@@ -23,12 +23,13 @@ use arrow_array::{Array, ArrayRef, Date32Array, Int32Array, ListArray, RecordBat
 use arrow_schema::{DataType, Field, FieldRef, Fields, Schema as ArrowSchema, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use iceberg::arrow::{RecordBatchPartitionSplitter, arrow_schema_to_schema_auto_assign_ids, schema_to_arrow_schema};
+use iceberg::spec::PartitionKey;
 use iceberg::spec::{DataFile, DataFileFormat, ManifestStatus, SnapshotRef, Transform, Type, UnboundPartitionSpec};
 use iceberg::table::Table;
 use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
 use iceberg::writer::file_writer::ParquetWriterBuilder;
-use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator, DefaultLocationGenerator};
+use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator, LocationGenerator};
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableCreation, TableIdent};
@@ -295,10 +296,11 @@ impl IcebergCommitter {
         // only numbers files), so a commit taken over never collides.
         let prefix = format!("{}-{}-{}", run.pipeline, run.run_id, uuid::Uuid::new_v4().simple());
         let parquet = ParquetWriterBuilder::new(self.writer.clone(), schema.clone());
+        let locations = FolderLocations::new(metadata.location());
         let rolling = RollingFileWriterBuilder::new_with_default_file_size(
             parquet,
             table.file_io().clone(),
-            DefaultLocationGenerator::new(metadata).map_err(err("locate data files"))?,
+            locations.clone(),
             DefaultFileNameGenerator::new(prefix, None, DataFileFormat::Parquet),
         );
         let writers = DataFileWriterBuilder::new(rolling);
@@ -309,11 +311,13 @@ impl IcebergCommitter {
         let mut by_partition: HashMap<String, usize> = HashMap::new();
         for staged in &run.files {
             let bytes = self.store.get(&staged.key).await?;
-            let values = partition_values(staged, &partition_columns).map_err(|message| PortError::Permanent {
-                operation: "read a staged file's partition",
-                target: staged.key.clone(),
-                message,
-            })?;
+            let values = check_folder(&staged.partition)
+                .and_then(|()| partition_values(staged, &partition_columns))
+                .map_err(|message| PortError::Permanent {
+                    operation: "read a staged file's partition",
+                    target: staged.key.clone(),
+                    message,
+                })?;
             let reader = ParquetRecordBatchReaderBuilder::try_new(bytes).and_then(|b| b.build()).map_err(|e| {
                 PortError::Permanent {
                     operation: "read a staged file",
@@ -335,6 +339,7 @@ impl IcebergCommitter {
                     let index = match by_partition.get(&path) {
                         Some(index) => *index,
                         None => {
+                            locations.place(&path, &staged.partition);
                             open.push(writers.build(Some(partition)).await.map_err(err("open a data file"))?);
                             by_partition.insert(path, open.len() - 1);
                             open.len() - 1
@@ -350,6 +355,63 @@ impl IcebergCommitter {
         }
         Ok(files)
     }
+}
+
+/// Where the data files go: `<table>/data/<the staged file's Hive folder>/`,
+/// the folder exactly as Persist wrote it (values escaped as Hive does:
+/// `/`, `%`, `=`, … as `%XX`, `.` and `..` alone encoded, long values cut
+/// with a digest). Not iceberg's `DefaultLocationGenerator`, which puts
+/// the partition value in the path unescaped, so a record's `../..` value
+/// would place a file outside the table (and `a/b` would nest folders).
+#[derive(Clone)]
+struct FolderLocations {
+    data: String,
+    /// Iceberg's partition path (`PartitionKey::to_path`) -> the folder.
+    folders: Arc<std::sync::Mutex<HashMap<String, String>>>,
+}
+
+impl FolderLocations {
+    fn new(table_location: &str) -> Self {
+        Self { data: format!("{}/data", table_location.trim_end_matches('/')), folders: Arc::default() }
+    }
+
+    /// Files of the partition whose iceberg path is `path` go to `folder`.
+    fn place(&self, path: &str, folder: &str) {
+        if let Ok(mut folders) = self.folders.lock() {
+            folders.entry(path.to_string()).or_insert_with(|| folder.to_string());
+        }
+    }
+}
+
+impl LocationGenerator for FolderLocations {
+    fn generate_location(&self, partition_key: Option<&PartitionKey>, file_name: &str) -> String {
+        let folder = partition_key
+            .filter(|key| !PartitionKey::is_effectively_none(Some(key)))
+            .and_then(|key| self.folders.lock().ok()?.get(&key.to_path()).cloned());
+        match folder {
+            Some(folder) => format!("{}/{folder}/{file_name}", self.data),
+            // Unpartitioned (or a partition never placed, which `write`
+            // does not make): the data folder itself, never a raw value.
+            None => format!("{}/{file_name}", self.data),
+        }
+    }
+}
+
+/// A staged file's folder is safe as a path under the table: segments
+/// `name=value`, none empty, `.` or `..`, no backslash or control
+/// character (Persist's keys never have them; a hand-made file might).
+fn check_folder(folder: &str) -> Result<(), String> {
+    let bad = folder.split('/').any(|segment| {
+        matches!(segment, "" | "." | "..")
+            || !segment.contains('=')
+            || segment.split_once('=').is_some_and(|(_, value)| matches!(value, "." | ".."))
+            || segment.contains('\\')
+            || segment.chars().any(char::is_control)
+    });
+    if bad && !folder.is_empty() {
+        return Err(format!("the partition folder {folder:?} is not a safe path (segments name=value, no . or ..)"));
+    }
+    Ok(())
 }
 
 /// The run's snapshot: the one whose summary names its pipeline and run.

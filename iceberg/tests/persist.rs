@@ -191,6 +191,55 @@ async fn a_run_commits_in_one_snapshot_with_its_run_id_and_every_row() {
     );
 }
 
+/// A value partition holds record data: its folder under the table is the
+/// staged Hive folder, values escaped, so `../..` never leaves the table
+/// and `a/b` never nests; readers get the values back as sent.
+#[tokio::test]
+async fn value_partitions_stay_inside_the_table_whatever_the_value() {
+    let lake = Lake::new().await;
+    lake.expect("r1", 1).await;
+    let mut message = page(
+        "r1",
+        0,
+        1,
+        r#"[{"id": 1, "c": "x/../../../../../../../../escaped"}, {"id": 2, "c": ".."}, {"id": 3, "c": "a/b"}]"#,
+    );
+    message.target.partition = contracts::Partitioning::Field {
+        field: "/c".into(),
+        granularity: contracts::Granularity::Value,
+        column: "country".into(),
+    };
+    lake.persist(message).await.expect("page");
+    let table = lake.table().await.expect("committed");
+    let warehouse = lake._dir.path().join("_iceberg/warehouse/tributary/customers/data");
+    let mut files = Vec::new();
+    let mut stack = vec![lake._dir.path().to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "parquet") {
+                files.push(path);
+            }
+        }
+    }
+    assert_eq!(files.len(), 3, "one data file per partition: {files:?}");
+    for file in &files {
+        assert!(file.starts_with(&warehouse), "{} is outside the table's data folder", file.display());
+        let folder = file.parent().expect("folder").file_name().expect("name").to_string_lossy().to_string();
+        assert!(folder.starts_with("country=") && !folder.contains('/'), "{folder}");
+    }
+    assert!(
+        !lake._dir.path().join("escaped").exists() && !lake._dir.path().parent().expect("tmp").join("escaped").exists()
+    );
+    assert_eq!(
+        ids_with(&rows_of(&table, &["id", "country"]).await, "country"),
+        [(1, Some("x/../../../../../../../../escaped".into())), (2, Some("..".into())), (3, Some("a/b".into()))],
+        "the values as sent"
+    );
+}
+
 /// A dataset keeps the table format of its first page: a page asking for
 /// the other fails permanently (to the DLQ, with an alert) naming
 /// `target.table_format`, both formats and the way out, in both directions.
