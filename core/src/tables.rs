@@ -169,6 +169,29 @@ pub async fn claim_commit(
     }
 }
 
+/// Releases this writer's claim on the commit of `pipeline`'s run `run_id`
+/// (made at `claimed_at`) after its commit attempt failed, so the retry
+/// need not wait [`CLAIM_EXPIRY`]: deletes the claim if it is still the
+/// one made then (not one another writer took over since). A retry first
+/// looks for the run's snapshot, so an attempt that committed and then
+/// failed commits nothing twice.
+///
+/// # Errors
+/// [`PortError`] from the store.
+pub async fn release_claim(
+    store: &dyn ObjectStore,
+    pipeline: &str,
+    run_id: &RunId,
+    claimed_at: DateTime<Utc>,
+) -> Result<(), PortError> {
+    let key = keys::table_commit_claim_key(pipeline, run_id);
+    let Some((existing, _)) = store.get_versioned(&key).await? else { return Ok(()) };
+    match serde_json::from_slice::<CommitClaim>(&existing) {
+        Ok(claim) if claim.claimed_at == claimed_at => store.delete(&key).await,
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,7 +38,9 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use tributary_core::keys::{HIVE_DEFAULT_PARTITION, hive_unescape};
 use tributary_core::ports::{ObjectStore, PortError};
-use tributary_core::tables::{Claimed, CommittedRun, RunFiles, StagedFile, TableCommitter, claim_commit};
+use tributary_core::tables::{
+    Claimed, CommittedRun, RunFiles, StagedFile, TableCommitter, claim_commit, release_claim,
+};
 
 /// The namespace every dataset's table lives in, in the local catalog (on
 /// AWS: the stack's Glue database, [`IcebergCommitter::with_namespace`]).
@@ -127,7 +129,8 @@ impl TableCommitter for IcebergCommitter {
             self.delete_staged(run).await?;
             return Ok(done);
         }
-        match claim_commit(self.store.as_ref(), &run.pipeline, &run.run_id, chrono::Utc::now()).await? {
+        let claimed_at = chrono::Utc::now();
+        match claim_commit(self.store.as_ref(), &run.pipeline, &run.run_id, claimed_at).await? {
             Claimed::Mine => {}
             Claimed::Held { since } => {
                 // The holder may have committed between our look and claim.
@@ -137,12 +140,34 @@ impl TableCommitter for IcebergCommitter {
                 return Err(PortError::Transient {
                     operation: "commit the run to its table",
                     target,
-                    message: format!("another completion of the run has held its commit claim since {since}"),
+                    message: format!(
+                        "another completion of the run has held its commit claim since {since} (a failed attempt \
+                         releases it; one whose writer died is taken over after {} minutes)",
+                        tributary_core::tables::CLAIM_EXPIRY.as_secs() / 60
+                    ),
                 });
             }
         }
+        match self.commit_claimed(&ident, run).await {
+            Ok(done) => Ok(done),
+            Err(err) => {
+                // The retry must not wait for the claim to expire, and must
+                // see this attempt's own error, not "held".
+                if let Err(release) = release_claim(self.store.as_ref(), &run.pipeline, &run.run_id, claimed_at).await {
+                    tracing::warn!(error = %release, "could not release the commit claim");
+                }
+                Err(err)
+            }
+        }
+    }
+}
+
+impl IcebergCommitter {
+    /// The commit once the claim is this writer's.
+    async fn commit_claimed(&self, ident: &TableIdent, run: &RunFiles) -> Result<CommittedRun, PortError> {
+        let target = ident.to_string();
         let published = self.published_schema(&run.schema_key).await?;
-        let table = self.table_for(&ident, &published).await?;
+        let table = self.table_for(ident, &published).await?;
         let files = self.write(&table, run).await?;
         let paths: Vec<String> = files.iter().map(|f| f.file_path().to_string()).collect();
         let properties = HashMap::from([

@@ -240,6 +240,71 @@ async fn value_partitions_stay_inside_the_table_whatever_the_value() {
     );
 }
 
+/// The lake, with the first read of a staged Parquet file failing (a store
+/// hiccup in the middle of a commit).
+struct FlakyStore {
+    inner: Arc<DirStore>,
+    failed: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for FlakyStore {
+    async fn put(&self, key: &str, body: bytes::Bytes) -> Result<(), tributary_core::ports::PortError> {
+        self.inner.put(key, body).await
+    }
+    async fn get(&self, key: &str) -> Result<bytes::Bytes, tributary_core::ports::PortError> {
+        if key.ends_with(".parquet") && !self.failed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Err(tributary_core::ports::PortError::Transient {
+                operation: "get",
+                target: key.into(),
+                message: "connection reset".into(),
+            });
+        }
+        self.inner.get(key).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, tributary_core::ports::PortError> {
+        self.inner.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), tributary_core::ports::PortError> {
+        self.inner.delete(key).await
+    }
+    async fn get_versioned(
+        &self,
+        key: &str,
+    ) -> Result<Option<(bytes::Bytes, String)>, tributary_core::ports::PortError> {
+        self.inner.get_versioned(key).await
+    }
+    async fn put_if(
+        &self,
+        key: &str,
+        body: bytes::Bytes,
+        version: Option<&str>,
+    ) -> Result<bool, tributary_core::ports::PortError> {
+        self.inner.put_if(key, body, version).await
+    }
+}
+
+/// A commit that fails part-way releases its claim: the retry commits at
+/// once (not "held" for 15 minutes), and the failure reported is the
+/// real one.
+#[tokio::test]
+async fn a_failed_commit_releases_its_claim_and_the_retry_commits() {
+    let lake = Lake::new().await;
+    let flaky = Arc::new(FlakyStore { inner: lake.store.clone(), failed: Default::default() });
+    let committer = local_committer(lake._dir.path(), flaky).await.expect("catalog");
+    let deps = Deps { tables: Some(&committer), ..lake.deps() };
+    lake.expect("r1", 1).await;
+    let message = page("r1", 0, 1, r#"[{"id": 1, "name": "a"}]"#);
+    let err = persist::persist_page(message.clone(), deps).await.expect_err("the commit fails once");
+    assert!(err.to_string().contains("connection reset"), "the real cause: {err}");
+    let claim = tributary_core::keys::table_commit_claim_key(PIPELINE, &RunId::new("r1").expect("id"));
+    assert!(lake.store.get(&claim).await.is_err(), "the claim is released");
+    persist::persist_page(message, deps).await.expect("the retry commits");
+    let table = lake.table().await.expect("committed");
+    assert_eq!(snapshot_runs(&table).len(), 1);
+    assert_eq!(ids_with(&rows(&table).await, "name"), [(1, Some("a".into()))]);
+}
+
 /// A dataset keeps the table format of its first page: a page asking for
 /// the other fails permanently (to the DLQ, with an alert) naming
 /// `target.table_format`, both formats and the way out, in both directions.
