@@ -168,8 +168,11 @@ impl QueryEngine for LakeEngine {
         let outcome = match iceberg::find_tables(&root).await {
             Ok(tables) => {
                 // An Iceberg dataset's folder holds only staged pages of runs
-                // not committed yet: the table wins.
-                datasets.retain(|dataset| !tables.iter().any(|(name, _)| *name == dataset.name));
+                // not committed yet: the table wins, and before its first
+                // commit (no table yet) the folder is not a table either.
+                datasets.retain(|dataset| {
+                    !tables.iter().any(|(name, _)| *name == dataset.name) && !kept_as_iceberg(&root, &dataset.name)
+                });
                 datasets
                     .extend(tables.into_iter().map(|(name, table)| Dataset { name, source: Source::Iceberg(table) }));
                 datasets.sort_by(|a, b| a.name.cmp(&b.name));
@@ -454,6 +457,16 @@ async fn register(ctx: &SessionContext, name: &str, path: &Path) -> Result<(), D
 /// dataset shows them: text, `dt` as `YYYY-MM-DD`, `hour` as `07`, after
 /// the data and lineage columns (the Parquet form's order). A table
 /// without a snapshot is an empty table.
+/// Whether the dataset's table schema (`_schema/<dataset>.json`, Persist's)
+/// says it is kept as an Iceberg table (`"table_format": "iceberg"`, set
+/// from its first page on): its folder then holds staged pages only.
+fn kept_as_iceberg(root: &std::path::Path, dataset: &str) -> bool {
+    let path = root.join("_schema").join(format!("{dataset}.json"));
+    let Ok(bytes) = std::fs::read(&path) else { return false };
+    serde_json::from_slice::<serde_json::Value>(&bytes)
+        .is_ok_and(|schema| schema.get("table_format").and_then(|f| f.as_str()) == Some("iceberg"))
+}
+
 async fn register_iceberg(
     ctx: &SessionContext,
     name: &str,

@@ -260,3 +260,28 @@ async fn a_lake_without_iceberg_tables_gets_no_catalog() {
     );
     assert!(!dir.path().join(tributary_iceberg::ICEBERG_DIR).exists(), "a query creates no _iceberg/");
 }
+
+/// An Iceberg dataset's first run in flight: no table yet, and its folder
+/// of staged pages is not read as one either (its schema says iceberg), so
+/// a reader sees none of the run; the Parquet copy shows the page at once.
+#[tokio::test]
+async fn a_first_run_in_flight_is_not_seen_before_its_commit() {
+    let lake = Lake::new().await;
+    let by_day = Partitioning::default();
+    lake.persist("first", &by_day, "r1", 0, 2, &json!([{"id": 1}, {"id": 2}])).await;
+    assert_eq!(lake.rows("SELECT count(*) AS n FROM first_parquet").await, json!([{"n": 2}]));
+    let engine = LakeEngine::new(lake.dir.path());
+    let query = Query {
+        sql: "SELECT count(*) AS n FROM first".into(),
+        parameters: Vec::new(),
+        database: "lake".into(),
+        workgroup: None,
+        output_location: None,
+    };
+    let id = engine.start(&query).await.expect("start");
+    let state = engine.wait(&id, Instant::now() + Duration::from_secs(5)).await.expect("wait");
+    let QueryState::Failed { reason, .. } = state else { panic!("the staged pages were read: {state:?}") };
+    assert!(reason.contains("first") && reason.contains("not found"), "{reason}");
+    lake.persist("first", &by_day, "r1", 1, 2, &json!([{"id": 3}])).await;
+    assert_eq!(lake.rows("SELECT count(*) AS n FROM first").await, json!([{"n": 3}]), "the run, whole");
+}
