@@ -103,17 +103,15 @@ impl Lake {
     }
 }
 
+/// `sql` as a query of the lake.
+fn lake_query(sql: &str) -> Query {
+    Query { sql: sql.into(), parameters: Vec::new(), database: "lake".into(), workgroup: None, output_location: None }
+}
+
 /// The column names and rows of `sql` over the lake at `root` (one page).
 async fn query(root: &std::path::Path, sql: &str) -> (Vec<String>, Vec<Map<String, Value>>) {
     let engine = LakeEngine::new(root);
-    let query = Query {
-        sql: sql.into(),
-        parameters: Vec::new(),
-        database: "lake".into(),
-        workgroup: None,
-        output_location: None,
-    };
-    let id = engine.start(&query).await.expect("start");
+    let id = engine.start(&lake_query(sql)).await.expect("start");
     let state = engine.wait(&id, Instant::now() + Duration::from_secs(5)).await.expect("wait");
     assert_eq!(state, QueryState::Succeeded, "{sql}");
     let page = engine.page(&id, None).await.expect("page");
@@ -271,14 +269,7 @@ async fn a_first_run_in_flight_is_not_seen_before_its_commit() {
     lake.persist("first", &by_day, "r1", 0, 2, &json!([{"id": 1}, {"id": 2}])).await;
     assert_eq!(lake.rows("SELECT count(*) AS n FROM first_parquet").await, json!([{"n": 2}]));
     let engine = LakeEngine::new(lake.dir.path());
-    let query = Query {
-        sql: "SELECT count(*) AS n FROM first".into(),
-        parameters: Vec::new(),
-        database: "lake".into(),
-        workgroup: None,
-        output_location: None,
-    };
-    let id = engine.start(&query).await.expect("start");
+    let id = engine.start(&lake_query("SELECT count(*) AS n FROM first")).await.expect("start");
     let state = engine.wait(&id, Instant::now() + Duration::from_secs(5)).await.expect("wait");
     let QueryState::Failed { reason, .. } = state else { panic!("the staged pages were read: {state:?}") };
     assert!(reason.contains("first") && reason.contains("not found"), "{reason}");
