@@ -173,6 +173,23 @@ pub enum PersistError {
         /// Dataset.
         dataset: String,
     },
+    /// A page of a completed run with other records than the ones
+    /// persisted: a new fetch of the run (a re-run of the same scheduled
+    /// time), not a redelivery. A completed run's files were coalesced or
+    /// committed to its table; one page cannot rewrite them.
+    #[error(
+        "run {run_id} of pipeline {pipeline} is complete, and page {page} now holds other records than the ones \
+         persisted (a new fetch of a completed run, not a redelivery); a completed run is not rewritten by a new \
+         fetch: start a new run (another scheduled time), or re-derive this one from its raw pages (tributary replay)"
+    )]
+    CompletedRun {
+        /// Pipeline.
+        pipeline: String,
+        /// Run id.
+        run_id: String,
+        /// Page index.
+        page: u32,
+    },
     /// The lake refused a read or write.
     #[error(transparent)]
     Store(#[from] PortError),
@@ -193,6 +210,7 @@ impl RecordError for PersistError {
             | PersistError::Convert { .. }
             | PersistError::Layout { .. }
             | PersistError::TableFormat { .. }
+            | PersistError::CompletedRun { .. }
             | PersistError::Body(_) => true,
         }
     }
@@ -252,6 +270,29 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
         keys::PageKey { dataset: &dataset, run_date, pipeline: &message.pipeline, run_id: &run_id, page: page.index };
     let raw_key = page_key.raw();
     let temp_dir = tempfile::tempdir().map_err(|err| local_error("create temporary folder", &err))?;
+
+    // 0. A page of a run already completed: delivered again (the same
+    //    records), its rows are in the run's files (coalesced, or
+    //    committed to its table) and its receipt is returned; fetched
+    //    anew (other records), it is refused before anything is written,
+    //    the raw copy included, so the lake keeps what the table holds.
+    //    `tributary replay` reopens a run before replaying it.
+    let receipt_key = keys::receipt_key(&message.pipeline, &run_id, page.index);
+    if !deps.config.rewrite_completed_runs
+        && deps.store.get(&keys::success_key(&message.pipeline, &run_id)).await.is_ok()
+        && let Ok(previous) = deps.store.get(&receipt_key).await
+        && let Ok(previous) = serde_json::from_slice::<PageReceipt>(&previous)
+    {
+        if same_records(&message, &raw_key, &page_key.raw_payload(), deps.store).await? {
+            tracing::info!("a page of a completed run delivered again; its rows are in the lake already");
+            return Ok(previous);
+        }
+        return Err(PersistError::CompletedRun {
+            pipeline: message.pipeline.clone(),
+            run_id: run_id.to_string(),
+            page: page.index,
+        });
+    }
 
     // 1. The payload, and the raw page kept for replay.
     let (source, format, raw) = match &message.payload {
@@ -351,18 +392,7 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
         attempt += 1;
     };
 
-    // 3. A page of a run already completed, delivered again: its rows are
-    //    in the run's files (coalesced at completion), so nothing is
-    //    written twice. `tributary replay` reopens a run before replaying it.
-    let receipt_key = keys::receipt_key(&message.pipeline, &run_id, page.index);
-    if !deps.config.rewrite_completed_runs
-        && deps.store.get(&keys::success_key(&message.pipeline, &run_id)).await.is_ok()
-        && let Ok(previous) = deps.store.get(&receipt_key).await
-        && let Ok(previous) = serde_json::from_slice::<PageReceipt>(&previous)
-    {
-        tracing::info!("a page of a completed run delivered again; its rows are in the lake already");
-        return Ok(previous);
-    }
+    // 3. (A page of a completed run was settled in step 0.)
 
     // 4. Files, stale parts of an earlier delivery, quarantine.
     let mut data_keys = Vec::with_capacity(output.files.len());
@@ -448,6 +478,41 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
     emf.property("dataset", Value::String(receipt.dataset.clone()));
     emf.flush_to(&deps.config.metrics);
     Ok(receipt)
+}
+
+/// Whether `message` carries the records the page's raw copy holds (a
+/// redelivery), comparing the inline records' text, or the claim-check
+/// object's bytes with the kept raw payload (`raw_payload`). Without a raw
+/// copy (written before raw copies existed) it is taken as a redelivery.
+///
+/// # Errors
+/// [`PersistError::Store`] when a copy cannot be read.
+async fn same_records(
+    message: &PersistMessage,
+    raw_key: &str,
+    raw_payload: &str,
+    store: &dyn ObjectStore,
+) -> Result<bool, PersistError> {
+    let kept = match store.get(raw_key).await {
+        Ok(bytes) => bytes,
+        Err(PortError::NotFound { .. }) => return Ok(true),
+        Err(err) => return Err(err.into()),
+    };
+    let Ok(kept) = serde_json::from_slice::<PersistMessage>(&kept) else { return Ok(true) };
+    Ok(match (&message.payload, &kept.payload) {
+        (Payload::Inline { records }, Payload::Inline { records: kept }) => records.as_str() == kept.as_str(),
+        (Payload::Object { key, .. }, Payload::Object { .. }) if key == raw_payload => true,
+        (Payload::Object { key, .. }, Payload::Object { .. }) => {
+            match (store.get(key).await, store.get(raw_payload).await) {
+                (Ok(new), Ok(kept)) => new == kept,
+                // The claim check expired: it cannot be compared, nor
+                // persisted; the receipt stands.
+                (Err(PortError::NotFound { .. }), _) => true,
+                (Err(err), _) | (_, Err(err)) => return Err(err.into()),
+            }
+        }
+        _ => false,
+    })
 }
 
 /// Checks that a claim check's `key` is one a message of `pipeline` may

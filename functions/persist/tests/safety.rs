@@ -383,3 +383,49 @@ async fn an_iceberg_page_without_a_committer_fails_permanently_and_writes_no_par
     assert!(err.to_string().contains("target.table_format"), "{err}");
     assert!(store.list("orders/").await.expect("list").is_empty(), "no Parquet written");
 }
+
+/// A page of a completed run: delivered again (the same records), it
+/// returns its receipt and writes nothing; fetched anew with other records
+/// (a re-run of the same scheduled time), it fails permanently (to the DLQ,
+/// with an alert) naming the run and the ways out, and the raw copy keeps
+/// the records the lake holds. Inline and claim-check payloads alike.
+#[tokio::test]
+async fn a_completed_run_takes_a_redelivery_but_refuses_a_new_fetch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let config = PersistConfig::default();
+    let run_id = RunId::new("20261129T060000Z").expect("run id");
+    let expected = tributary_core::ledger::Expected {
+        pipeline: "p".into(),
+        run_id: run_id.clone(),
+        run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
+        pages: 1,
+        truncated: None,
+    };
+    tributary_core::ledger::record_expected(&store, &expected).await.expect("expected");
+    let first = message("p", "d", inline_text(r#"[{"id": 1, "name": "bad"}]"#));
+    let receipt = persist(&store, &config, first.clone()).await.expect("first fetch");
+    assert!(store.get(&tributary_core::keys::success_key("p", &run_id)).await.is_ok(), "the run is complete");
+    let raw_before = store.get(&receipt.raw_key).await.expect("raw copy");
+
+    assert_eq!(persist(&store, &config, first).await.expect("redelivery"), receipt, "the same receipt");
+    let again = message("p", "d", inline_text(r#"[{"id": 1, "name": "fixed"}, {"id": 2, "name": "new"}]"#));
+    let err = persist(&store, &config, again).await.expect_err("a new fetch of a completed run");
+    assert!(err.is_permanent(), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("run 20261129T060000Z of pipeline p is complete") && text.contains("tributary replay"),
+        "{text}"
+    );
+    assert_eq!(store.get(&receipt.raw_key).await.expect("raw copy"), raw_before, "the raw copy is kept");
+
+    // A claim check: the same object bytes are a redelivery, others a new fetch.
+    store
+        .put("_claims/p/20261129T060000Z/00000.json", Bytes::from_static(br#"[{"id": 1, "name": "bad"}]"#))
+        .await
+        .expect("put");
+    let err = persist(&store, &config, message("p", "d", object("_claims/p/20261129T060000Z/00000.json")))
+        .await
+        .expect_err("an inline page now sent as a claim check is another fetch");
+    assert!(matches!(err, PersistError::CompletedRun { .. }), "{err}");
+}
