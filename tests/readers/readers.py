@@ -610,6 +610,8 @@ def duckdb_rows(ctx, union_by_name):
     glob = os.path.join(ctx.dataset, "**", "*.parquet").replace("'", "''")
     options = "hive_partitioning = true" + (", union_by_name = true" if union_by_name else "")
     connection = duckdb.connect()
+    # A query slower than 2 s would print a progress bar on stdout (the JSON).
+    connection.execute("SET enable_progress_bar = false")
     connection.execute("SET TimeZone = 'UTC'")
     relation = connection.sql(f"SELECT * FROM read_parquet('{glob}', {options})")
     names = relation.columns

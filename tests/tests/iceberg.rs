@@ -86,6 +86,9 @@ con = duckdb.connect(config={
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
 })
+# A query slower than 2 s (a loaded machine) would print a progress bar on
+# stdout, before the JSON.
+con.execute("SET enable_progress_bar = false")
 con.execute("LOAD iceberg")
 con.execute("SET TimeZone = 'UTC'")
 def literal(text):
