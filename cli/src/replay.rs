@@ -70,6 +70,13 @@ pub enum ReplayError {
     /// A completed run could not be reopened for the replay.
     #[error("reopening a completed run: {0}")]
     Store(PortError),
+    /// The dataset is kept as an Iceberg table.
+    #[error(
+        "--dataset {0} is kept as an Iceberg table (target.table_format: iceberg): replaying it would replace \
+         the committed runs' files, which needs an overwrite snapshot that iceberg-rust 0.10.1 cannot make; \
+         nothing was replayed (docs/persist.md, \"Iceberg tables\")"
+    )]
+    Iceberg(String),
 }
 
 /// A raw page that could not be replayed.
@@ -178,6 +185,16 @@ pub async fn replay(
     config: &persist::PersistConfig,
 ) -> Result<ReplaySummary, ReplayError> {
     check_arguments(dataset, range)?;
+    let schema = persist::read_schema(store, &tributary_core::keys::schema_key(dataset)).await.map_err(|err| {
+        ReplayError::Store(PortError::Permanent {
+            operation: "read the dataset's schema",
+            target: tributary_core::keys::schema_key(dataset),
+            message: err.to_string(),
+        })
+    })?;
+    if schema.is_some_and(|(schema, _)| schema.table_format == Some(contracts::TableFormat::Iceberg)) {
+        return Err(ReplayError::Iceberg(dataset.to_string()));
+    }
     let (keys, failures) = raw_pages(store, dataset, range).await?;
     let mut summary = ReplaySummary { dataset: dataset.to_string(), range, failures, ..ReplaySummary::default() };
     summary.pages = keys.len() as u64 + summary.failures.len() as u64;
@@ -186,8 +203,9 @@ pub async fn replay(
     // A completed run's pages are written again, then the run's files are
     // coalesced again (see persist::coalesce).
     let config = persist::PersistConfig { rewrite_completed_runs: true, ..config.clone() };
-    // No table committer: replaying an Iceberg dataset's pages fails them
-    // (target.table_format), as re-committing a run is not supported yet.
+    // No table committer: an Iceberg dataset was refused above (and a page
+    // of one, in a lake whose schema predates `table_format`, fails naming
+    // target.table_format).
     let deps = persist::Deps { store, queue: &queue, run_events: None, catalog, tables: None, config: &config };
     // (pipeline, run) -> (pages replayed, the data keys written).
     let mut runs: std::collections::BTreeMap<(String, RunId), (usize, Vec<String>)> = Default::default();
@@ -337,6 +355,16 @@ pub async fn resend(
     range: DateRange,
 ) -> Result<ResendSummary, ReplayError> {
     check_arguments(dataset, range)?;
+    let schema = persist::read_schema(store, &tributary_core::keys::schema_key(dataset)).await.map_err(|err| {
+        ReplayError::Store(PortError::Permanent {
+            operation: "read the dataset's schema",
+            target: tributary_core::keys::schema_key(dataset),
+            message: err.to_string(),
+        })
+    })?;
+    if schema.is_some_and(|(schema, _)| schema.table_format == Some(contracts::TableFormat::Iceberg)) {
+        return Err(ReplayError::Iceberg(dataset.to_string()));
+    }
     let (keys, failures) = raw_pages(store, dataset, range).await?;
     let mut summary = ResendSummary { dataset: dataset.to_string(), range, failures, ..ResendSummary::default() };
     let mut pages: Vec<(String, String)> = Vec::new();

@@ -117,6 +117,21 @@ fn demo_in_iceberg_mode_runs_all_three_pipelines_over_the_tables() {
     assert_eq!(count("demo_customers"), r#"{"n":230,"one_day":true}"#);
     assert_eq!(count("demo_customer_transactions"), r#"{"n":690,"one_day":true}"#);
     assert_eq!(count("demo_transactions"), r#"{"n":690,"one_day":true}"#);
+
+    // Replay refuses an Iceberg dataset up front, saying why; the table is untouched.
+    let replay = tributary()
+        .args(["replay", "--dataset", "demo_customers", "--lake"])
+        .arg(dir.path())
+        .output()
+        .expect("run replay");
+    let stderr = String::from_utf8_lossy(&replay.stderr);
+    assert!(!replay.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("--dataset demo_customers is kept as an Iceberg table")
+            && stderr.contains("overwrite snapshot"),
+        "{stderr}"
+    );
+    assert_eq!(count("demo_customers"), r#"{"n":230,"one_day":true}"#);
 }
 
 #[test]
