@@ -438,6 +438,16 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
                 notes.sort();
                 println!("  {}: {}  {}", field.name(), field.data_type(), notes.join(" "));
             }
+            if table.table_format == Some(contracts::TableFormat::Iceberg) {
+                // No Hive definition is registered for an Iceberg dataset:
+                // its table is the Iceberg catalog's.
+                println!(
+                    "\nIceberg table tributary.{dataset} (local catalog {}; on AWS, the stack's Glue database): \
+                     no Hive TableInput is registered for it",
+                    lake.join("_iceberg/catalog.sqlite").display()
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             println!("\nGlue TableInput:");
             println!("{}", serde_json::to_string_pretty(&table.table_def(&dataset).glue_table_input(&bucket))?);
             Ok(ExitCode::SUCCESS)
@@ -800,9 +810,9 @@ target: {{ dataset: demo_transactions{format} }}
         println!("strategy {}", orchestrator::strategy::strategy_for(&spec.strategy).kind());
         print_summary(&summary);
         let (table, rows) = lake::preview(lake, &summary.data_keys, 3)?;
-        let kind = if iceberg { "data files of the Iceberg table" } else { "Parquet files" };
+        let kind = if iceberg { "data files this run added to the Iceberg table" } else { "Parquet files" };
         println!(
-            "  first rows of {} ({rows} rows in {} {kind} under {}):",
+            "  first rows of {} (this run: {rows} rows in {} {kind} under {}):",
             spec.target.dataset,
             summary.data_keys.len(),
             lake.display()

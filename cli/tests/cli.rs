@@ -118,6 +118,16 @@ fn demo_in_iceberg_mode_runs_all_three_pipelines_over_the_tables() {
     assert_eq!(count("demo_customer_transactions"), r#"{"n":690,"one_day":true}"#);
     assert_eq!(count("demo_transactions"), r#"{"n":690,"one_day":true}"#);
 
+    // `schema` names the Iceberg table, not a Hive definition it never registers.
+    let schema = tributary()
+        .args(["schema", "--dataset", "demo_customers", "--lake"])
+        .arg(dir.path())
+        .output()
+        .expect("run schema");
+    let text = String::from_utf8_lossy(&schema.stdout);
+    assert!(schema.status.success(), "{}", String::from_utf8_lossy(&schema.stderr));
+    assert!(text.contains("Iceberg table tributary.demo_customers") && !text.contains("TableInput:"), "{text}");
+
     // Replay refuses an Iceberg dataset up front, saying why; the table is untouched.
     let replay = tributary()
         .args(["replay", "--dataset", "demo_customers", "--lake"])
