@@ -185,16 +185,7 @@ pub async fn replay(
     config: &persist::PersistConfig,
 ) -> Result<ReplaySummary, ReplayError> {
     check_arguments(dataset, range)?;
-    let schema = persist::read_schema(store, &tributary_core::keys::schema_key(dataset)).await.map_err(|err| {
-        ReplayError::Store(PortError::Permanent {
-            operation: "read the dataset's schema",
-            target: tributary_core::keys::schema_key(dataset),
-            message: err.to_string(),
-        })
-    })?;
-    if schema.is_some_and(|(schema, _)| schema.table_format == Some(contracts::TableFormat::Iceberg)) {
-        return Err(ReplayError::Iceberg(dataset.to_string()));
-    }
+    refuse_iceberg(store, dataset).await?;
     let (keys, failures) = raw_pages(store, dataset, range).await?;
     let mut summary = ReplaySummary { dataset: dataset.to_string(), range, failures, ..ReplaySummary::default() };
     summary.pages = keys.len() as u64 + summary.failures.len() as u64;
@@ -256,6 +247,27 @@ fn check_arguments(dataset: &str, range: DateRange) -> Result<(), ReplayError> {
         (Some(from), Some(to)) if from > to => Err(ReplayError::Range { from, to }),
         _ => Ok(()),
     }
+}
+
+/// Refuses a dataset its table schema says is kept as an Iceberg table
+/// (replaying it would need an overwrite snapshot).
+///
+/// # Errors
+/// [`ReplayError::Iceberg`]; [`ReplayError::Store`] when the schema
+/// cannot be read.
+async fn refuse_iceberg(store: &dyn ObjectStore, dataset: &str) -> Result<(), ReplayError> {
+    let key = tributary_core::keys::schema_key(dataset);
+    let schema = persist::read_schema(store, &key).await.map_err(|err| {
+        ReplayError::Store(PortError::Permanent {
+            operation: "read the dataset's schema",
+            target: key.clone(),
+            message: err.to_string(),
+        })
+    })?;
+    if schema.is_some_and(|(schema, _)| schema.table_format == Some(contracts::TableFormat::Iceberg)) {
+        return Err(ReplayError::Iceberg(dataset.to_string()));
+    }
+    Ok(())
 }
 
 /// Reads the envelope at `key` and persists it again.
@@ -355,16 +367,7 @@ pub async fn resend(
     range: DateRange,
 ) -> Result<ResendSummary, ReplayError> {
     check_arguments(dataset, range)?;
-    let schema = persist::read_schema(store, &tributary_core::keys::schema_key(dataset)).await.map_err(|err| {
-        ReplayError::Store(PortError::Permanent {
-            operation: "read the dataset's schema",
-            target: tributary_core::keys::schema_key(dataset),
-            message: err.to_string(),
-        })
-    })?;
-    if schema.is_some_and(|(schema, _)| schema.table_format == Some(contracts::TableFormat::Iceberg)) {
-        return Err(ReplayError::Iceberg(dataset.to_string()));
-    }
+    refuse_iceberg(store, dataset).await?;
     let (keys, failures) = raw_pages(store, dataset, range).await?;
     let mut summary = ResendSummary { dataset: dataset.to_string(), range, failures, ..ResendSummary::default() };
     let mut pages: Vec<(String, String)> = Vec::new();
