@@ -444,7 +444,7 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
                 println!(
                     "\nIceberg table tributary.{dataset} (local catalog {}; on AWS, the stack's Glue database): \
                      no Hive TableInput is registered for it",
-                    lake.join("_iceberg/catalog.sqlite").display()
+                    lake.join(tributary_core::keys::iceberg_catalog_key()).display()
                 );
                 return Ok(ExitCode::SUCCESS);
             }

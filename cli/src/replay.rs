@@ -18,6 +18,7 @@ use std::fmt;
 use chrono::NaiveDate;
 use contracts::spec::{SpecError, check_dataset};
 use contracts::{PersistMessage, RunId};
+use tributary_core::keys;
 use tributary_core::ports::{ObjectStore, PortError};
 
 /// The `dt=` dates to replay, both ends inclusive; `None` is open.
@@ -151,7 +152,7 @@ async fn raw_pages(
     dataset: &str,
     range: DateRange,
 ) -> Result<(Vec<String>, Vec<ReplayFailure>), ReplayError> {
-    let prefix = format!("raw/{dataset}/");
+    let prefix = keys::raw_prefix(dataset);
     let mut pages = Vec::new();
     let mut misplaced = Vec::new();
     for key in store.list(&prefix).await.map_err(ReplayError::List)? {
@@ -227,9 +228,9 @@ pub async fn replay(
         } else {
             // The run's coalesced files still hold every row; the pages
             // written now would duplicate them.
-            for key in written.iter().filter(|k| !persist::coalesce::is_coalesced(k, &pipeline, run_id.as_str())) {
+            for key in written.iter().filter(|k| !keys::is_coalesced(k, &pipeline, run_id.as_str())) {
                 let folder = key.rsplit_once('/').map_or("", |(folder, _)| folder);
-                let coalesced = format!("{folder}/{pipeline}-{run_id}.parquet");
+                let coalesced = keys::coalesced_key(folder, &pipeline, run_id.as_str());
                 if store.get(&coalesced).await.is_ok() {
                     store.delete(key).await.map_err(ReplayError::Store)?;
                 }

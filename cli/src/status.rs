@@ -62,7 +62,7 @@ impl RunStatus {
 /// warning.
 pub async fn recent_runs(store: &dyn ObjectStore, limit: usize) -> Result<Vec<RunStatus>, PortError> {
     let mut runs: BTreeMap<(String, String), RunStatus> = BTreeMap::new();
-    for key in store.list("_runs/").await? {
+    for key in store.list(keys::RUNS_PREFIX).await? {
         // _runs/<pipeline>/<run_id>/<object>
         let parts: Vec<&str> = key.splitn(4, '/').collect();
         let [_, pipeline, run_id, object] = parts.as_slice() else { continue };
@@ -71,11 +71,11 @@ pub async fn recent_runs(store: &dyn ObjectStore, limit: usize) -> Result<Vec<Ru
             run_id: run_id.to_string(),
             ..RunStatus::default()
         });
-        if *object == "_SUCCESS" {
+        if *object == keys::SUCCESS_MARKER {
             run.completed = true;
             continue;
         }
-        if *object == "expected.json" {
+        if *object == keys::EXPECTED_FILE {
             let bytes = store.get(&key).await?;
             match serde_json::from_slice::<Expected>(&bytes) {
                 Ok(expected) => {

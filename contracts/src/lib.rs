@@ -17,6 +17,7 @@
 
 mod alert;
 mod common;
+pub mod digest;
 mod persist;
 mod probe;
 mod query;

@@ -20,6 +20,11 @@
 //! | shard summary (the receipts of pages `1000·s .. 1000·s+999`) | `_runs/<pipeline>/<run_id>/shard-<s:05>.json` |
 //! | claim-check payload | `_claims/<pipeline>/<run_id>/page-<page:05>.json` |
 //! | dead letter, archived by Notify | `_dead_letters/<dlq>/<sent time>-<message id>.json` |
+//! | a run's pages coalesced into one file (per partition) | `<dataset>/<partition>/<pipeline>-<run_id>.parquet` |
+//! | expected page count, probe and query records, `_SUCCESS` | `_runs/<pipeline>/<run_id>/{expected,probe,query}.json`, `…/_SUCCESS` |
+//! | a completed run's manifest | `_manifests/<pipeline>/<run_id>.json` |
+//! | a pipeline's cursor, and each page's | `_state/<pipeline>.json`, `_state/<pipeline>/<run_id>/page-<page:05>.json` |
+//! | Iceberg: the local SQL catalog, the warehouse | `_iceberg/catalog.sqlite`, `_iceberg/warehouse/` |
 
 use chrono::NaiveDate;
 
@@ -41,6 +46,34 @@ pub fn dead_letter_key(dlq: &str, sent_at: Option<&str>, message_id: &str) -> St
         .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
         .map_or_else(|| "00000000T000000.000Z".to_string(), |t| crate::dead_letters::key_time(&t.to_utc()));
     format!("{DEAD_LETTERS_PREFIX}{}/{time}-{}.json", clean(dlq), clean(message_id))
+}
+
+/// The file stem every object of one page shares:
+/// `<pipeline>-<run_id>-<page:05>`.
+pub fn page_stem(pipeline: &str, run_id: &RunId, page: u32) -> String {
+    format!("{pipeline}-{run_id}-{page:05}")
+}
+
+/// Key of a run's pages of one partition folder coalesced into one file:
+/// `<folder>/<pipeline>-<run_id>.parquet` (no page number), `folder`
+/// being `<dataset>/<partition>`.
+pub fn coalesced_key(folder: &str, pipeline: &str, run_id: &str) -> String {
+    format!("{folder}/{}", coalesced_name(pipeline, run_id))
+}
+
+fn coalesced_name(pipeline: &str, run_id: &str) -> String {
+    format!("{pipeline}-{run_id}.parquet")
+}
+
+/// Whether `key` is a coalesced run file ([`coalesced_key`]) of
+/// `pipeline`'s run `run_id`: its file name is `<pipeline>-<run_id>.parquet`.
+pub fn is_coalesced(key: &str, pipeline: &str, run_id: &str) -> bool {
+    key.rsplit('/').next() == Some(coalesced_name(pipeline, run_id).as_str())
+}
+
+/// Folder of a dataset's raw pages: `raw/<dataset>/`.
+pub fn raw_prefix(dataset: &str) -> String {
+    format!("raw/{dataset}/")
 }
 
 /// Folder of Parquet data: `<dataset>/dt=<date>`.
@@ -65,7 +98,7 @@ pub struct PageKey<'a> {
 
 impl PageKey<'_> {
     fn stem(&self) -> String {
-        format!("{}/{}-{}-{:05}", data_prefix(self.dataset, self.run_date), self.pipeline, self.run_id, self.page)
+        format!("{}/{}", data_prefix(self.dataset, self.run_date), page_stem(self.pipeline, self.run_id, self.page))
     }
 
     /// Key of the page's Parquet file.
@@ -77,7 +110,7 @@ impl PageKey<'_> {
     /// `partition` (e.g. `dt=2026-11-29`): part 0 has no suffix, later
     /// parts (file rotation) end `-001`, `-002`…
     pub fn data_part(&self, partition: &str, part: u32) -> String {
-        let name = format!("{}-{}-{:05}", self.pipeline, self.run_id, self.page);
+        let name = page_stem(self.pipeline, self.run_id, self.page);
         match part {
             0 => format!("{}/{partition}/{name}.parquet", self.dataset),
             n => format!("{}/{partition}/{name}-{n:03}.parquet", self.dataset),
@@ -100,9 +133,18 @@ impl PageKey<'_> {
     }
 }
 
+/// Folder of every run's ledger: `_runs/`, then `<pipeline>/<run_id>/`.
+pub const RUNS_PREFIX: &str = "_runs/";
+
+/// Name of a completed run's marker in its ledger folder ([`success_key`]).
+pub const SUCCESS_MARKER: &str = "_SUCCESS";
+
+/// Name of a run's expected page count in its ledger folder ([`expected_key`]).
+pub const EXPECTED_FILE: &str = "expected.json";
+
 /// Folder of a run's page receipts.
 pub fn receipts_prefix(pipeline: &str, run_id: &RunId) -> String {
-    format!("_runs/{pipeline}/{run_id}/")
+    format!("{RUNS_PREFIX}{pipeline}/{run_id}/")
 }
 
 /// Key of a page receipt.
@@ -171,10 +213,13 @@ pub fn catalog_key(table: &str) -> String {
     format!("_catalog/{table}.glue.json")
 }
 
+/// Folder of every pipeline's claim-check payloads.
+pub const CLAIMS_PREFIX: &str = "_claims/";
+
 /// Folder of a pipeline's claim-check payloads: `_claims/<pipeline>/`.
 /// Persist reads a message's claim check only under its own pipeline's.
 pub fn claims_prefix(pipeline: &str) -> String {
-    format!("_claims/{pipeline}/")
+    format!("{CLAIMS_PREFIX}{pipeline}/")
 }
 
 /// Key of a claim-check payload written by Request.
@@ -184,7 +229,7 @@ pub fn claim_key(pipeline: &str, run_id: &RunId, page: u32) -> String {
 
 /// Key of a run's expected page count.
 pub fn expected_key(pipeline: &str, run_id: &RunId) -> String {
-    format!("{}expected.json", receipts_prefix(pipeline, run_id))
+    format!("{}{EXPECTED_FILE}", receipts_prefix(pipeline, run_id))
 }
 
 /// Key of a count-first run's probe record: the digest of the spec the
@@ -201,7 +246,7 @@ pub fn query_key(pipeline: &str, run_id: &RunId) -> String {
 
 /// Key of a completed run's marker.
 pub fn success_key(pipeline: &str, run_id: &RunId) -> String {
-    format!("{}_SUCCESS", receipts_prefix(pipeline, run_id))
+    format!("{}{SUCCESS_MARKER}", receipts_prefix(pipeline, run_id))
 }
 
 /// Key of the claim a run's table commit is guarded by
@@ -210,38 +255,50 @@ pub fn table_commit_claim_key(pipeline: &str, run_id: &RunId) -> String {
     format!("{}iceberg-commit.json", receipts_prefix(pipeline, run_id))
 }
 
-/// Key of a completed run's manifest.
-pub fn manifest_key(pipeline: &str, run_id: &RunId) -> String {
-    format!("_manifests/{pipeline}/{run_id}.json")
+/// Folder of a pipeline's completed-run manifests: `_manifests/<pipeline>/`.
+pub fn manifests_prefix(pipeline: &str) -> String {
+    format!("_manifests/{pipeline}/")
 }
 
-/// The folder value Hive writes for a null or empty partition value.
-pub const HIVE_DEFAULT_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
+/// Key of a completed run's manifest.
+pub fn manifest_key(pipeline: &str, run_id: &RunId) -> String {
+    format!("{}{run_id}.json", manifests_prefix(pipeline))
+}
 
-/// Undoes Hive's path escaping of a partition folder's value: `%XX` (two
-/// hex digits) is the byte `XX` (`a%2Fb` is `a/b`); bytes that do not form
-/// UTF-8 are replaced (U+FFFD).
-pub fn hive_unescape(value: &str) -> String {
-    if !value.contains('%') {
-        return value.to_string();
-    }
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%'
-            && let (Some(hi), Some(lo)) =
-                (bytes.get(i + 1).and_then(|b| hex(*b)), bytes.get(i + 2).and_then(|b| hex(*b)))
-        {
-            out.push((hi * 16 + lo) as u8);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned())
+/// Key of a pipeline's cursor (`crate::state`): `_state/<pipeline>.json`.
+pub fn state_key(pipeline: &str) -> String {
+    format!("_state/{pipeline}.json")
+}
+
+/// Folder of a run's page cursors: `_state/<pipeline>/<run_id>/`.
+pub fn state_run_prefix(pipeline: &str, run_id: &RunId) -> String {
+    format!("_state/{pipeline}/{run_id}/")
+}
+
+/// Key of one page's cursor: `_state/<pipeline>/<run_id>/page-<page:05>.json`.
+pub fn state_page_key(pipeline: &str, run_id: &RunId, page: u32) -> String {
+    format!("{}page-{page:05}.json", state_run_prefix(pipeline, run_id))
+}
+
+/// Folder of everything Iceberg keeps in the lake: the local catalog and
+/// the warehouse. Hive readers of the lake skip it (a leading `_`).
+pub const ICEBERG_DIR: &str = "_iceberg";
+
+/// The local SQL catalog's SQLite file, under [`ICEBERG_DIR`].
+pub const ICEBERG_CATALOG_FILE: &str = "catalog.sqlite";
+
+/// The warehouse folder (table locations), under [`ICEBERG_DIR`].
+pub const ICEBERG_WAREHOUSE_DIR: &str = "warehouse";
+
+/// Key of the local SQL catalog: `_iceberg/catalog.sqlite`.
+pub fn iceberg_catalog_key() -> String {
+    format!("{ICEBERG_DIR}/{ICEBERG_CATALOG_FILE}")
+}
+
+/// Prefix of the Iceberg warehouse: `_iceberg/warehouse` (no trailing `/`;
+/// on AWS, `s3://<lake>/_iceberg/warehouse`).
+pub fn iceberg_warehouse_prefix() -> String {
+    format!("{ICEBERG_DIR}/{ICEBERG_WAREHOUSE_DIR}")
 }
 
 #[cfg(test)]
@@ -267,6 +324,15 @@ mod tests {
         assert_eq!(catalog_key("web_events"), "_catalog/web_events.glue.json");
         assert_eq!(claim_key("crm", &run, 4), "_claims/crm/20261129T060000Z/page-00004.json");
         assert!(claim_key("crm", &run, 4).starts_with(&claims_prefix("crm")));
+        assert_eq!(
+            coalesced_key("customers/dt=2026-11-29", "crm", run.as_str()),
+            "customers/dt=2026-11-29/crm-20261129T060000Z.parquet"
+        );
+        assert!(is_coalesced(&coalesced_key("c/dt=x", "crm", "r"), "crm", "r"));
+        assert!(!is_coalesced(&key.data(), "crm", run.as_str()), "a page file is not a coalesced one");
+        assert_eq!(manifest_key("crm", &run), "_manifests/crm/20261129T060000Z.json");
+        assert_eq!(state_page_key("crm", &run, 2), "_state/crm/20261129T060000Z/page-00002.json");
+        assert_eq!(iceberg_catalog_key(), "_iceberg/catalog.sqlite");
     }
 
     #[test]

@@ -562,7 +562,7 @@ async fn complete(
         records_persisted: receipts.iter().map(|r| r.records_persisted).sum(),
         records_quarantined: receipts.iter().map(|r| r.records_quarantined).sum(),
         files,
-        schema_hash: format!("{:016x}", fnv1a(schemas.join("\n").as_bytes())),
+        schema_hash: contracts::digest::fnv1a_hex(schemas.join("\n").as_bytes()),
         truncated: expected.truncated.clone(),
     };
     let key = keys::manifest_key(pipeline, run_id);
@@ -630,7 +630,7 @@ pub async fn completed_runs(
     run_date: NaiveDate,
 ) -> Result<Vec<Manifest>, PortError> {
     let mut runs = Vec::new();
-    for key in store.list(&format!("_manifests/{pipeline}/")).await? {
+    for key in store.list(&keys::manifests_prefix(pipeline)).await? {
         match decode::<Manifest>(&key, &store.get(&key).await?) {
             Ok(manifest) if manifest.run_date == run_date => runs.push(manifest),
             Ok(_) => {}
@@ -638,12 +638,6 @@ pub async fn completed_runs(
         }
     }
     Ok(runs)
-}
-
-/// FNV-1a, 64 bits: a stable hash (std's hasher may change between Rust
-/// releases, and the manifest's hash must not).
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// Totals over a run's receipts.
@@ -717,16 +711,4 @@ pub async fn replace_manifest_files(
     files.sort();
     manifest.files = files;
     store.put(&key, encode(&key, &manifest)?).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn schema_hash_is_fnv1a_64() {
-        // The FNV-1a 64-bit offset basis (FNV spec, draft-eastlake-fnv).
-        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
-        assert_ne!(fnv1a(b"a"), fnv1a(b"b"));
-    }
 }

@@ -24,6 +24,8 @@ use serde_json::Value;
 use crate::ports::{ObjectStore, PortError};
 use contracts::RunId;
 
+use crate::keys;
+
 /// The stored cursor of a pipeline or a page.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CursorState {
@@ -31,21 +33,6 @@ pub struct CursorState {
     pub max: Value,
     /// The run that set it.
     pub run_id: RunId,
-}
-
-/// Key of the pipeline's cursor.
-pub fn pipeline_key(pipeline: &str) -> String {
-    format!("_state/{pipeline}.json")
-}
-
-/// Prefix of a run's page cursors.
-pub fn run_prefix(pipeline: &str, run_id: &RunId) -> String {
-    format!("_state/{pipeline}/{run_id}/")
-}
-
-/// Key of one page's cursor.
-pub fn page_key(pipeline: &str, run_id: &RunId, page: u32) -> String {
-    format!("{}page-{page:05}.json", run_prefix(pipeline, run_id))
 }
 
 /// Orders two cursor values: numerically when both are numbers, else by
@@ -107,7 +94,7 @@ pub async fn record_page(
     page: u32,
     max: Value,
 ) -> Result<(), PortError> {
-    let key = page_key(pipeline, run_id, page);
+    let key = keys::state_page_key(pipeline, run_id, page);
     store.put(&key, encode(&key, &CursorState { max, run_id: run_id.clone() })?).await
 }
 
@@ -116,7 +103,7 @@ pub async fn record_page(
 /// # Errors
 /// [`PortError`] from the store, or an unreadable state object.
 pub async fn current(store: &dyn ObjectStore, pipeline: &str) -> Result<Option<CursorState>, PortError> {
-    read(store, &pipeline_key(pipeline)).await
+    read(store, &keys::state_key(pipeline)).await
 }
 
 /// Folds a completed run's page cursors into the pipeline's cursor, when
@@ -130,7 +117,7 @@ pub async fn fold_run(
     run_id: &RunId,
 ) -> Result<Option<CursorState>, PortError> {
     let mut highest: Option<Value> = None;
-    for key in store.list(&run_prefix(pipeline, run_id)).await? {
+    for key in store.list(&keys::state_run_prefix(pipeline, run_id)).await? {
         if let Some(page) = read(store, &key).await?
             && highest.as_ref().is_none_or(|h| compare(&page.max, h) == Ordering::Greater)
         {
@@ -143,7 +130,7 @@ pub async fn fold_run(
         return Ok(existing);
     }
     let state = CursorState { max: highest, run_id: run_id.clone() };
-    let key = pipeline_key(pipeline);
+    let key = keys::state_key(pipeline);
     store.put(&key, encode(&key, &state)?).await?;
     tracing::info!(pipeline, run_id = %run_id, cursor = %text(&state.max), "incremental cursor moved");
     Ok(Some(state))

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::new_null_array;
-use arrow_array::{Array, ArrayRef, Date32Array, Int32Array, ListArray, RecordBatch, StringArray, StructArray};
+use arrow_array::{ArrayRef, Date32Array, Int32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, FieldRef, Fields, Schema as ArrowSchema, SchemaRef, TimeUnit};
 use async_trait::async_trait;
 use iceberg::arrow::{RecordBatchPartitionSplitter, arrow_schema_to_schema_auto_assign_ids, schema_to_arrow_schema};
@@ -33,10 +33,12 @@ use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator,
 use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
 use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableCreation, TableIdent};
+use lake_format::align::{Cast, align};
+use lake_format::meta::{META_PARTITION, META_PARTITION_KIND};
+use lake_format::partition;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
-use tributary_core::keys::{HIVE_DEFAULT_PARTITION, hive_unescape};
 use tributary_core::ports::{ObjectStore, PortError};
 use tributary_core::tables::{
     Claimed, CommittedRun, RunFiles, StagedFile, TableCommitter, claim_commit, release_claim,
@@ -51,14 +53,6 @@ pub const RUN_ID_PROPERTY: &str = "tributary.run-id";
 
 /// Snapshot summary property: the pipeline of that run.
 pub const PIPELINE_PROPERTY: &str = "tributary.pipeline";
-
-/// Arrow field metadata of a published partition column (Persist's
-/// `publish::META_PARTITION`).
-const META_PARTITION: &str = "tributary.partition";
-
-/// Arrow field metadata: the partition column's kind, `day`, `hour` or
-/// `value` (Persist's `publish::META_PARTITION_KIND`).
-const META_PARTITION_KIND: &str = "tributary.partition_kind";
 
 /// Commits runs to Iceberg tables in `catalog`, reading the staged files
 /// and the published schema from `store` (the lake).
@@ -217,13 +211,11 @@ impl IcebergCommitter {
     /// The published Arrow schema at `key`.
     async fn published_schema(&self, key: &str) -> Result<SchemaRef, PortError> {
         let bytes = self.store.get(key).await?;
-        arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
-            .map(|reader| reader.schema())
-            .map_err(|err| PortError::Permanent {
-                operation: "read the published schema",
-                target: key.to_string(),
-                message: err.to_string(),
-            })
+        lake_format::codec::decode_arrow_schema(&bytes).map_err(|err| PortError::Permanent {
+            operation: "read the published schema",
+            target: key.to_string(),
+            message: err.to_string(),
+        })
     }
 
     /// The dataset's table: created from `published` on first use, else
@@ -477,11 +469,13 @@ pub fn table_arrow_schema(published: &ArrowSchema) -> ArrowSchema {
     let fields: Vec<Field> = published
         .fields()
         .iter()
-        .map(|field| match field.metadata().get(META_PARTITION_KIND).map(String::as_str) {
-            Some("day") => Field::new(field.name(), DataType::Date32, true),
-            Some("hour") => Field::new(field.name(), DataType::Int32, true),
-            Some(_) => Field::new(field.name(), DataType::Utf8, true),
-            None => iceberg_field(field),
+        .map(|field| {
+            match field.metadata().get(META_PARTITION_KIND).map(|kind| partition::PartitionKind::parse(kind)) {
+                Some(Some(partition::PartitionKind::Day)) => Field::new(field.name(), DataType::Date32, true),
+                Some(Some(partition::PartitionKind::Hour)) => Field::new(field.name(), DataType::Int32, true),
+                Some(_) => Field::new(field.name(), DataType::Utf8, true),
+                None => iceberg_field(field),
+            }
         })
         .collect();
     ArrowSchema::new(fields)
@@ -590,8 +584,7 @@ fn partition_values(
                 DataType::Int32 => {
                     PartitionValue::Hour(raw.parse().map_err(|_| format!("{name}={raw} is not an hour"))?)
                 }
-                _ if *raw == HIVE_DEFAULT_PARTITION => PartitionValue::Value(None),
-                _ => PartitionValue::Value(Some(hive_unescape(raw))),
+                _ => PartitionValue::Value(partition::value_of(raw)),
             };
             Ok((name.clone(), value))
         })
@@ -619,70 +612,12 @@ fn table_batch(
                 return Ok(column);
             }
             match batch.column_by_name(field.name()) {
-                Some(column) => align(column, field),
+                Some(column) => align(column, field, Cast::Lossless).map_err(|err| err.to_string()),
                 None => Ok(new_null_array(field.data_type(), rows)),
             }
         })
         .collect::<Result<Vec<_>, _>>()?;
     RecordBatch::try_new(arrow.clone(), columns).map_err(|e| e.to_string())
-}
-
-/// `array` as `field`'s type, nested fields (with their field ids) taken
-/// from `field`: struct fields by name (missing ones null), list items
-/// recursively, other types cast (timestamps to microseconds).
-fn align(array: &ArrayRef, field: &Field) -> Result<ArrayRef, String> {
-    match (array.data_type(), field.data_type()) {
-        (DataType::Struct(_), DataType::Struct(fields)) => {
-            let source = array.as_any().downcast_ref::<StructArray>().ok_or("not a struct array")?;
-            let children = fields
-                .iter()
-                .map(|child| match source.column_by_name(child.name()) {
-                    Some(column) => align(column, child),
-                    None => Ok(new_null_array(child.data_type(), source.len())),
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(Arc::new(
-                StructArray::try_new(fields.clone(), children, source.nulls().cloned()).map_err(|e| e.to_string())?,
-            ))
-        }
-        (DataType::List(_), DataType::List(item)) => {
-            let source = array.as_any().downcast_ref::<ListArray>().ok_or("not a list array")?;
-            let values = align(source.values(), item)?;
-            Ok(Arc::new(
-                ListArray::try_new(item.clone(), source.offsets().clone(), values, source.nulls().cloned())
-                    .map_err(|e| e.to_string())?,
-            ))
-        }
-        (found, wanted) if found == wanted => Ok(array.clone()),
-        (found, wanted) if lossless(found, wanted) => arrow_cast::cast(array, wanted)
-            .map_err(|err| format!("column {} is {found} in the file, {wanted} in the table: {err}", field.name())),
-        // A type the table's column cannot hold without loss (a column the
-        // dataset widened from int64 to double, say): never truncated.
-        (found, wanted) => Err(format!(
-            "column {} is {found} in the file but {wanted} in the table, which cannot hold it without loss (the \
-             table's column types do not change)",
-            field.name()
-        )),
-    }
-}
-
-/// Whether every `found` value has the same value as `wanted`: timestamps
-/// to microseconds in the same zone (or both none), narrower integers and
-/// floats to wider ones.
-fn lossless(found: &DataType, wanted: &DataType) -> bool {
-    use DataType::{Float16, Float32, Float64, Int8, Int16, Int32, Int64, Timestamp};
-    match (found, wanted) {
-        (Timestamp(_, from), Timestamp(TimeUnit::Microsecond, to)) => {
-            // Iceberg's Arrow schema spells UTC `+00:00`, Persist `UTC`.
-            let utc = |zone: &Option<Arc<str>>| {
-                zone.as_deref().map(|z| if z.eq_ignore_ascii_case("utc") { "+00:00" } else { z }).map(str::to_string)
-            };
-            utc(from) == utc(to)
-        }
-        (Int8 | Int16, Int32 | Int64) | (Int32, Int64) => true,
-        (Float16, Float32 | Float64) | (Float32, Float64) => true,
-        _ => false,
-    }
 }
 
 /// An iceberg error as a port error: invalid data and unsupported features
@@ -705,13 +640,13 @@ mod tests {
     fn columns_are_cast_only_without_loss() {
         let field = Field::new("score", DataType::Int64, true);
         let doubles: ArrayRef = Arc::new(arrow_array::Float64Array::from(vec![1.5]));
-        let err = align(&doubles, &field).expect_err("1.5 is no int64");
+        let err = align(&doubles, &field, Cast::Lossless).expect_err("1.5 is no int64").to_string();
         assert!(err.contains("without loss"), "{err}");
         let ints: ArrayRef = Arc::new(Int32Array::from(vec![7]));
-        assert_eq!(align(&ints, &field).expect("widened").data_type(), &DataType::Int64);
+        assert_eq!(align(&ints, &field, Cast::Lossless).expect("widened").data_type(), &DataType::Int64);
         let millis: ArrayRef = Arc::new(arrow_array::TimestampMillisecondArray::from(vec![1_500]).with_timezone("UTC"));
         let micros = Field::new("at", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), true);
-        let cast = align(&millis, &micros).expect("to microseconds");
+        let cast = align(&millis, &micros, Cast::Lossless).expect("to microseconds");
         let cast = cast.as_any().downcast_ref::<arrow_array::TimestampMicrosecondArray>().expect("micros");
         assert_eq!(cast.value(0), 1_500_000);
     }

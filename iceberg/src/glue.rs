@@ -10,7 +10,7 @@
 //!   and `SkipArchive` (no table version per commit: Glue keeps at most
 //!   100,000 table versions per account, "AWS Glue endpoints and quotas").
 //! - **Files.** Tables live at `s3://<lake>/_iceberg/warehouse/<database>/<table>/`
-//!   ([`WAREHOUSE_PREFIX`]), never under the database's `LocationUri` (the
+//!   ([`keys::iceberg_warehouse_prefix`]), never under the database's `LocationUri` (the
 //!   bucket's root, where the Hive datasets are). Metadata, manifests and
 //!   data files go through iceberg's `s3://` FileIO (OpenDAL's S3 service),
 //!   signed with the credentials of the environment (the Lambda's role).
@@ -26,10 +26,9 @@ use iceberg::{CatalogBuilder, Error, ErrorKind};
 use iceberg_catalog_glue::{GLUE_CATALOG_PROP_URI, GLUE_CATALOG_PROP_WAREHOUSE, GlueCatalog, GlueCatalogBuilder};
 use tributary_core::ports::ObjectStore;
 
-use crate::{CATALOG_NAME, ICEBERG_DIR, IcebergCommitter, WAREHOUSE_DIR};
+use tributary_core::keys;
 
-/// The lake bucket's prefix of the tables: `_iceberg/warehouse`.
-pub const WAREHOUSE_PREFIX: &str = "_iceberg/warehouse";
+use crate::{CATALOG_NAME, IcebergCommitter};
 
 /// Where the Glue committer writes and which endpoint it talks to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,7 +50,7 @@ pub struct GlueSettings {
 impl GlueSettings {
     /// `s3://<bucket>/_iceberg/warehouse`.
     pub fn warehouse(&self) -> String {
-        format!("s3://{}/{ICEBERG_DIR}/{WAREHOUSE_DIR}", self.bucket)
+        format!("s3://{}/{}", self.bucket, keys::iceberg_warehouse_prefix())
     }
 }
 

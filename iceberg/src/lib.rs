@@ -10,7 +10,7 @@
 //! Catalog with an `s3://` FileIO, for the Persist Lambda.
 //! `tests/spike.rs` shows the iceberg API underneath.
 //!
-//! Everything lives under [`ICEBERG_DIR`] (`_iceberg/`), which lakequery
+//! Everything lives under [`keys::ICEBERG_DIR`] (`_iceberg/`), which lakequery
 //! does not read as a dataset (names starting with `_` are not tables):
 //! `_iceberg/catalog.sqlite` and the warehouse `_iceberg/warehouse/`, one
 //! folder per namespace and table (`<namespace>/<table>/{metadata,data}/`).
@@ -31,15 +31,7 @@ use iceberg_catalog_sql::{
     SQL_CATALOG_PROP_BIND_STYLE, SQL_CATALOG_PROP_URI, SQL_CATALOG_PROP_WAREHOUSE, SqlBindStyle, SqlCatalog,
     SqlCatalogBuilder,
 };
-
-/// The lake folder holding the catalog file and the warehouse.
-pub const ICEBERG_DIR: &str = "_iceberg";
-
-/// The SQLite file of the catalog, under [`ICEBERG_DIR`].
-pub const CATALOG_FILE: &str = "catalog.sqlite";
-
-/// The warehouse folder (table locations), under [`ICEBERG_DIR`].
-pub const WAREHOUSE_DIR: &str = "warehouse";
+use tributary_core::keys;
 
 /// The catalog's name: the `catalog_name` column of its rows, so a reader
 /// (pyiceberg's `SqlCatalog("tributary", …)`) must use the same name.
@@ -55,8 +47,8 @@ pub const CATALOG_NAME: &str = "tributary";
 /// `lake_root` not absolute or not UTF-8 ([`ErrorKind::DataInvalid`]), the
 /// folders cannot be created, or SQLite cannot open the file.
 pub async fn local_catalog(lake_root: &Path) -> iceberg::Result<SqlCatalog> {
-    let dir = lake_root.join(ICEBERG_DIR);
-    std::fs::create_dir_all(dir.join(WAREHOUSE_DIR))
+    let dir = lake_root.join(keys::ICEBERG_DIR);
+    std::fs::create_dir_all(dir.join(keys::ICEBERG_WAREHOUSE_DIR))
         .map_err(|err| Error::new(ErrorKind::Unexpected, format!("creating {}", dir.display())).with_source(err))?;
     if !dir.is_absolute() {
         return Err(Error::new(ErrorKind::DataInvalid, format!("{} is not an absolute path", dir.display())));
@@ -66,10 +58,10 @@ pub async fn local_catalog(lake_root: &Path) -> iceberg::Result<SqlCatalog> {
             .map(str::to_string)
             .ok_or_else(|| Error::new(ErrorKind::DataInvalid, format!("{} is not UTF-8", path.display())))
     };
-    let database = utf8(&dir.join(CATALOG_FILE))?;
+    let database = utf8(&dir.join(keys::ICEBERG_CATALOG_FILE))?;
     // `file://` and the path as it is: iceberg's local FileIO strips the
     // scheme and does not percent-decode (a `url::Url` would encode spaces).
-    let warehouse = format!("file://{}", utf8(&dir.join(WAREHOUSE_DIR))?);
+    let warehouse = format!("file://{}", utf8(&dir.join(keys::ICEBERG_WAREHOUSE_DIR))?);
     let props = HashMap::from([
         // `mode=rwc`: create the file when it is not there.
         (SQL_CATALOG_PROP_URI.to_string(), format!("sqlite://{database}?mode=rwc")),
@@ -105,7 +97,7 @@ impl LocalCommitter {
         self.committer.get_or_try_init(|| local_committer(&self.lake_root, self.store.clone())).await.map_err(|err| {
             tributary_core::ports::PortError::Transient {
                 operation: "open the local Iceberg catalog",
-                target: self.lake_root.join(ICEBERG_DIR).join(CATALOG_FILE).display().to_string(),
+                target: self.lake_root.join(keys::iceberg_catalog_key()).display().to_string(),
                 message: format!("{err:#}"),
             }
         })

@@ -105,7 +105,7 @@ fn snapshot_runs(table: &Table) -> Vec<(String, String)> {
 }
 
 async fn rows(table: &Table) -> Vec<RecordBatch> {
-    rows_of(table, &["id", "name", "tier", "dt", persist::LINEAGE_RUN_ID]).await
+    rows_of(table, &["id", "name", "tier", "dt", lake_format::lineage::LINEAGE_RUN_ID]).await
 }
 
 /// Only top-level columns that are not structs: iceberg-rust 0.10.1's
@@ -171,7 +171,7 @@ async fn a_run_commits_in_one_snapshot_with_its_run_id_and_every_row() {
         [("dt", "identity".to_string())]
     );
     // The lineage columns are there too.
-    assert!(batches[0].column_by_name(persist::LINEAGE_RUN_ID).is_some());
+    assert!(batches[0].column_by_name(lake_format::lineage::LINEAGE_RUN_ID).is_some());
 
     // The staged files are gone; the manifest lists the table's data files.
     assert!(lake.store.list(&format!("{DATASET}/")).await.expect("list").is_empty(), "staged files deleted");

@@ -14,6 +14,7 @@ use futures::TryStreamExt;
 use iceberg::spec::{DataFileFormat, Transform};
 use iceberg::table::Table;
 use iceberg::{Catalog, NamespaceIdent};
+use lake_format::partition::PartitionKind;
 
 /// One table's current snapshot, ready to register.
 #[derive(Debug)]
@@ -25,24 +26,13 @@ pub(crate) struct Snapshot {
     /// written before its struct gained a field), so it is not stripped.
     pub schema: SchemaRef,
     /// The partition columns (identity partitions of top-level columns), in
-    /// the partition spec's order, with their kind.
+    /// the partition spec's order, with their kind: a `date` column is a
+    /// day, an `int` column an hour, a `string` column a value (the
+    /// committer stored it with Hive's escapes undone, null for the default
+    /// partition).
     pub partitions: Vec<(String, PartitionKind)>,
     /// The current snapshot's data files (none: the table has no snapshot).
     pub files: Vec<PathBuf>,
-}
-
-/// How a partition column's table type is shown, so that a query reads it
-/// as it reads the same dataset kept as Parquet folders (its folder text).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum PartitionKind {
-    /// A `date` column (`dt`): shown as `YYYY-MM-DD` text.
-    Day,
-    /// An `int` column (`hour`): shown as two-digit text, `07`.
-    Hour,
-    /// A `string` column (a value partition): shown as it is (the
-    /// committer stored the value with Hive's escapes undone, null for the
-    /// default partition).
-    Value,
 }
 
 /// The Iceberg tables of the lake at `root`: `(dataset, snapshot or why it
@@ -53,7 +43,7 @@ pub(crate) enum PartitionKind {
 /// The catalog exists but cannot be opened, or its tables not listed: then
 /// which datasets are Iceberg tables is unknown.
 pub(crate) async fn find_tables(root: &Path) -> Result<Vec<(String, Result<Snapshot, String>)>, String> {
-    let file = root.join(tributary_iceberg::ICEBERG_DIR).join(tributary_iceberg::CATALOG_FILE);
+    let file = root.join(tributary_core::keys::iceberg_catalog_key());
     if !tokio::fs::try_exists(&file).await.unwrap_or(false) {
         return Ok(Vec::new());
     }

@@ -57,6 +57,7 @@ use datafusion::execution::context::SQLOptions;
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::scalar::ScalarValue;
+use lake_format::partition::PartitionKind;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 use tributary_core::ports::{PortError, Query, QueryEngine, QueryState, ResultPage};
@@ -399,11 +400,11 @@ async fn register(ctx: &SessionContext, name: &str, path: &Path) -> Result<(), D
     let url = url::Url::from_directory_path(path)
         .map_err(|()| DataFusionError::Plan(format!("{} is not an absolute folder path", path.display())))?;
     let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
-    let published = path.parent().map(|root| root.join(format!("_schema/{name}.arrow")));
+    let published = path.parent().map(|root| root.join(tributary_core::keys::arrow_schema_key(name)));
     let published = match published {
         Some(path) => match tokio::fs::read(&path).await {
             Ok(bytes) => Some(
-                persist::publish::decode_arrow_schema(&bytes)
+                lake_format::codec::decode_arrow_schema(&bytes)
                     .map_err(|err| DataFusionError::Plan(format!("{}: {err}", path.display())))?,
             ),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
@@ -416,13 +417,16 @@ async fn register(ctx: &SessionContext, name: &str, path: &Path) -> Result<(), D
         return ctx.register_listing_table(TableReference::bare(name), url.as_str(), options, None, None).await;
     };
     let (partitions, data): (Vec<_>, Vec<_>) =
-        published.fields().iter().cloned().partition(|f| f.metadata().contains_key(persist::publish::META_PARTITION));
+        published.fields().iter().cloned().partition(|f| f.metadata().contains_key(lake_format::meta::META_PARTITION));
     let options = options
         .with_table_partition_cols(partitions.iter().map(|f| (f.name().clone(), f.data_type().clone())).collect());
     let schema = Arc::new(datafusion::arrow::datatypes::Schema::new(data));
     let values: Vec<&String> = partitions
         .iter()
-        .filter(|f| f.metadata().get(persist::publish::META_PARTITION_KIND).map(String::as_str) == Some("value"))
+        .filter(|f| {
+            f.metadata().get(lake_format::meta::META_PARTITION_KIND).and_then(|kind| PartitionKind::parse(kind))
+                == Some(PartitionKind::Value)
+        })
         .map(|f| f.name())
         .collect();
     if values.is_empty() {
@@ -461,7 +465,7 @@ async fn register(ctx: &SessionContext, name: &str, path: &Path) -> Result<(), D
 /// says it is kept as an Iceberg table (`"table_format": "iceberg"`, set
 /// from its first page on): its folder then holds staged pages only.
 fn kept_as_iceberg(root: &std::path::Path, dataset: &str) -> bool {
-    let path = root.join("_schema").join(format!("{dataset}.json"));
+    let path = root.join(tributary_core::keys::schema_key(dataset));
     let Ok(bytes) = std::fs::read(&path) else { return false };
     serde_json::from_slice::<serde_json::Value>(&bytes)
         .is_ok_and(|schema| schema.get("table_format").and_then(|f| f.as_str()) == Some("iceberg"))
@@ -507,19 +511,19 @@ async fn register_iceberg(
     let frame = ctx.read_table(provider)?;
     // The Parquet form's order: data columns, lineage columns, partition
     // columns (the table appends a column added later after them all).
-    let lineage: Vec<String> = persist::lineage_fields().iter().map(|f| f.name().clone()).collect();
+    let lineage = lake_format::lineage::LINEAGE_COLUMNS;
     let is_partition = |field: &str| snapshot.partitions.iter().any(|(name, _)| name == field);
     let names: Vec<&str> = frame.schema().fields().iter().map(|f| f.name().as_str()).collect();
     let data = names.iter().copied().filter(|name| !is_partition(name) && !lineage.iter().any(|l| l == name));
-    let lineage = lineage.iter().map(String::as_str).filter(|name| names.contains(name));
+    let lineage = lineage.iter().copied().filter(|name| names.contains(name));
     let mut columns: Vec<Expr> = data.chain(lineage).map(ident).collect();
+    // Shown as the folder text of the same dataset kept as Parquet: a day
+    // as `YYYY-MM-DD`, an hour as two digits (`07`), a value as it is.
     columns.extend(snapshot.partitions.iter().map(|(column, kind)| {
         let text = cast(ident(column), DataType::Utf8);
         let shown = match kind {
-            iceberg::PartitionKind::Hour => {
-                datafusion::functions::unicode::expr_fn::lpad(vec![text, lit(2i64), lit("0")])
-            }
-            iceberg::PartitionKind::Day | iceberg::PartitionKind::Value => text,
+            PartitionKind::Hour => datafusion::functions::unicode::expr_fn::lpad(vec![text, lit(2i64), lit("0")]),
+            PartitionKind::Day | PartitionKind::Value => text,
         };
         shown.alias(column)
     }));
@@ -542,10 +546,8 @@ fn partition_value_udf() -> datafusion::logical_expr::ScalarUDF {
             .first()
             .and_then(|a| a.as_any().downcast_ref::<arrow_array::StringArray>())
             .ok_or_else(|| DataFusionError::Internal("partition values are not Utf8".into()))?;
-        let out: arrow_array::StringArray = input
-            .iter()
-            .map(|v| v.filter(|v| *v != persist::DEFAULT_PARTITION).map(tributary_core::keys::hive_unescape))
-            .collect();
+        let out: arrow_array::StringArray =
+            input.iter().map(|v| v.and_then(lake_format::partition::value_of)).collect();
         Ok(ColumnarValue::Array(Arc::new(out)))
     });
     create_udf("tributary_partition_value", vec![DataType::Utf8], DataType::Utf8, Volatility::Immutable, fun)

@@ -190,7 +190,7 @@ async fn an_iceberg_dataset_reads_as_its_committed_runs_with_the_current_schema(
     let without_load_time = |rows: Vec<Map<String, Value>>| -> Vec<Map<String, Value>> {
         rows.into_iter()
             .map(|mut row| {
-                let loaded = row.remove(persist::LINEAGE_LOADED_AT).expect("load time");
+                let loaded = row.remove(lake_format::lineage::LINEAGE_LOADED_AT).expect("load time");
                 // Both forms write it the same way: `2026-11-29T06:00:00.123Z`.
                 assert!(
                     loaded.as_str().is_some_and(|t| t.starts_with("20") && t.ends_with('Z') && t.len() == 24),
@@ -256,7 +256,7 @@ async fn a_lake_without_iceberg_tables_gets_no_catalog() {
         query(dir.path(), "SELECT id FROM things").await.1,
         [json!({"id": 1}).as_object().cloned().expect("row")]
     );
-    assert!(!dir.path().join(tributary_iceberg::ICEBERG_DIR).exists(), "a query creates no _iceberg/");
+    assert!(!dir.path().join(tributary_core::keys::ICEBERG_DIR).exists(), "a query creates no _iceberg/");
 }
 
 /// An Iceberg dataset's first run in flight: no table yet, and its folder

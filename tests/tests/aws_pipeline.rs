@@ -184,7 +184,7 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
     // The table is in Glue, as the published schema says, for Athena.
     let table = glue.get_table().database_name("tributary_lake").name("onaws").send().await.expect("GetTable");
     let table = table.table.expect("table registered");
-    let published = persist::publish::decode_arrow_schema(
+    let published = lake_format::codec::decode_arrow_schema(
         &store.get(&tributary_core::keys::arrow_schema_key("onaws")).await.expect("published schema"),
     )
     .expect("arrow schema");
@@ -193,7 +193,7 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
     let data_columns: Vec<&str> = published
         .fields()
         .iter()
-        .filter(|f| !f.metadata().contains_key(persist::publish::META_PARTITION))
+        .filter(|f| !f.metadata().contains_key(lake_format::meta::META_PARTITION))
         .map(|f| f.name().as_str())
         .collect();
     assert_eq!(columns, data_columns);
@@ -205,7 +205,7 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
     assert_eq!(parameters.get("projection.dt.type").map(String::as_str), Some("date"));
     assert_eq!(
         parameters.get(tributary_core::catalog::VERSION_PARAMETER),
-        published.metadata().get(persist::publish::META_VERSION),
+        published.metadata().get(lake_format::meta::META_VERSION),
         "the registered version is the published one"
     );
 

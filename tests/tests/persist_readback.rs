@@ -325,7 +325,7 @@ async fn persist_and_read_whole(dataset: &str, records: &[String]) -> Vec<(Strin
     let published = lake.path().join(format!("_schema/{dataset}.arrow"));
     let report = read_with_every_reader_lines(&lake.path().join(dataset), Some(&published), records);
     report.assert_all_read(records.len() as u64);
-    let schema = persist::publish::decode_arrow_schema(&std::fs::read(&published).expect("published schema"))
+    let schema = lake_format::codec::decode_arrow_schema(&std::fs::read(&published).expect("published schema"))
         .expect("an Arrow IPC schema");
     schema.fields().iter().map(|f| (f.name().clone(), f.data_type().to_string())).collect()
 }

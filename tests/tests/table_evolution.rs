@@ -174,7 +174,7 @@ async fn pages_that_land_in_either_order_make_the_same_table() {
         for (name, result) in report.readers.iter().filter(|(name, _)| name.as_str() != "duckdb") {
             assert!(result.ok, "{name}:\n{report}");
         }
-        let schema = persist::publish::decode_arrow_schema(&std::fs::read(&published).expect("published"))
+        let schema = lake_format::codec::decode_arrow_schema(&std::fs::read(&published).expect("published"))
             .expect("an Arrow schema");
         let mut columns = Vec::new();
         leaves("", schema.fields(), &mut columns);

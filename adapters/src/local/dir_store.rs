@@ -186,8 +186,7 @@ pub const STALE_LOCK: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A version tag for [`DirStore`]: the length and a 64-bit FNV-1a digest.
 fn content_version(body: &[u8]) -> String {
-    let digest = body.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
-    format!("{:x}-{digest:016x}", body.len())
+    format!("{:x}-{}", body.len(), contracts::digest::fnv1a_hex(body))
 }
 
 /// A held lock file, removed on drop.

@@ -309,7 +309,7 @@ pub async fn start_run(spec: &PipelineSpec, run: &RunContext, deps: Deps<'_>) ->
 
 /// The digest a probe's context is bound by: FNV-1a 64 of its JSON text.
 fn context_digest(context: &serde_json::Value) -> String {
-    format!("{:016x}", tributary_core::ledger::fnv1a(context.to_string().as_bytes()))
+    contracts::digest::fnv1a_hex(context.to_string().as_bytes())
 }
 
 /// Records, before a count-first run's probe or an Athena-driven run's

@@ -52,10 +52,7 @@ async fn the_next_run_starts_from_the_cursor_of_the_last_completed_run() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = DirStore::new(dir.path());
     let state = json!({"max": "2026-11-28T23:50:00Z", "run_id": "20261128T060000Z"});
-    store
-        .put(&tributary_core::state::pipeline_key("events"), bytes::Bytes::from(state.to_string()))
-        .await
-        .expect("state");
+    store.put(&tributary_core::keys::state_key("events"), bytes::Bytes::from(state.to_string())).await.expect("state");
     let first = start(&store).await;
     assert_eq!(first.http.query.get("updated_since").map(String::as_str), Some("2026-11-28T23:50:00Z"));
 }

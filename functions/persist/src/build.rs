@@ -21,15 +21,7 @@ use contracts::{FieldType, TimeUnit};
 use crate::infer::{Fields, Ty, Variant, kind_of};
 use crate::json::{Tape, Tok, kind_name, unescape};
 
-/// Arrow field metadata: the record key a column holds.
-pub const META_SOURCE: &str = "tributary.source";
-
-/// Arrow field metadata set to `true` on columns holding each value's JSON
-/// text (`__json` variants, declared `json` columns).
-pub const META_JSON: &str = "tributary.json";
-
-/// Arrow field metadata: on a variant column, the name of its base column.
-pub const META_VARIANT_OF: &str = "tributary.variant_of";
+use lake_format::meta::{META_SOURCE, META_VARIANT_OF};
 
 /// Why a value does not fit its column.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -26,8 +26,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, ListArray, RecordBatch, StructArray, new_null_array};
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::{Schema, SchemaRef};
 use bytes::Bytes;
 use contracts::TableFormat;
 use parquet::arrow::ArrowWriter;
@@ -39,7 +38,9 @@ use tributary_core::ledger::{Compactor, PageReceipt};
 use tributary_core::ports::{ObjectStore, PortError};
 use tributary_core::tables::{RunFiles, TableCommitter};
 
-use crate::publish::{META_PARTITION, decode_arrow_schema};
+use lake_format::align::{Cast, align_batch};
+use lake_format::codec::decode_arrow_schema;
+use lake_format::meta::META_PARTITION;
 
 /// A run's page files of one partition are coalesced when together they
 /// are smaller than this (64 MiB); bigger outputs keep their files.
@@ -56,12 +57,6 @@ pub struct RunCoalescer<'a> {
     /// Commits an Iceberg dataset's runs (`None`: no Iceberg; such a
     /// run's completion fails permanently).
     pub tables: Option<&'a dyn TableCommitter>,
-}
-
-/// Whether `key` is a coalesced run file (`<pipeline>-<run_id>.parquet`,
-/// no page number) of `pipeline`'s run `run_id`.
-pub fn is_coalesced(key: &str, pipeline: &str, run_id: &str) -> bool {
-    key.rsplit('/').next() == Some(format!("{pipeline}-{run_id}.parquet").as_str())
 }
 
 #[async_trait::async_trait]
@@ -118,7 +113,7 @@ impl RunCoalescer<'_> {
         let target: SchemaRef = Arc::new(Schema::new(
             schema.fields().iter().filter(|f| !f.metadata().contains_key(META_PARTITION)).cloned().collect::<Vec<_>>(),
         ));
-        let key = format!("{folder}/{pipeline}-{run_id}.parquet");
+        let key = keys::coalesced_key(folder, pipeline, run_id);
         let mut pages = Vec::with_capacity(keys.len());
         let mut total = 0;
         for page_key in keys {
@@ -234,54 +229,9 @@ fn merge(pages: &[(&String, Bytes)], target: &SchemaRef) -> Result<Vec<u8>, Stri
         for batch in reader {
             let batch = batch.map_err(|err| format!("{key}: {err}"))?;
             writer
-                .write(&align_batch(&batch, target).map_err(|err| format!("{key}: {err}"))?)
+                .write(&align_batch(&batch, target, Cast::Exact).map_err(|err| format!("{key}: {err}"))?)
                 .map_err(|e| e.to_string())?;
         }
     }
     writer.into_inner().map_err(|e| e.to_string())
-}
-
-/// `batch` with `target`'s columns: by name, a missing one null.
-fn align_batch(batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch, String> {
-    let columns = target
-        .fields()
-        .iter()
-        .map(|field| match batch.column_by_name(field.name()) {
-            Some(column) => align(column, field),
-            None => Ok(new_null_array(field.data_type(), batch.num_rows())),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    RecordBatch::try_new(target.clone(), columns).map_err(|e| e.to_string())
-}
-
-/// `array` as `field`'s type: the same type as it is; a struct (or a list
-/// of structs) that gained fields since, with those fields null.
-fn align(array: &ArrayRef, field: &Field) -> Result<ArrayRef, String> {
-    if array.data_type() == field.data_type() {
-        return Ok(array.clone());
-    }
-    match (array.data_type(), field.data_type()) {
-        (DataType::Struct(_), DataType::Struct(fields)) => {
-            let source = array.as_any().downcast_ref::<StructArray>().ok_or("not a struct array")?;
-            let children = fields
-                .iter()
-                .map(|child| match source.column_by_name(child.name()) {
-                    Some(column) => align(column, child),
-                    None => Ok(new_null_array(child.data_type(), source.len())),
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(Arc::new(
-                StructArray::try_new(fields.clone(), children, source.nulls().cloned()).map_err(|e| e.to_string())?,
-            ))
-        }
-        (DataType::List(_), DataType::List(item)) => {
-            let source = array.as_any().downcast_ref::<ListArray>().ok_or("not a list array")?;
-            let values = align(source.values(), item)?;
-            Ok(Arc::new(
-                ListArray::try_new(item.clone(), source.offsets().clone(), values, source.nulls().cloned())
-                    .map_err(|e| e.to_string())?,
-            ))
-        }
-        (found, wanted) => Err(format!("column {} is {found} in a page file but {wanted} in the table", field.name())),
-    }
 }

@@ -41,6 +41,9 @@ use parquet::errors::ParquetError;
 use parquet::file::properties::WriterProperties;
 use tempfile::TempPath;
 
+use lake_format::lineage::{LINEAGE_COLUMNS, Lineage, lineage_fields};
+use lake_format::partition::{self, DEFAULT_PARTITION, partition_columns};
+
 use crate::build::{Col, Rec};
 use crate::infer::{Naming, Seen, Ty, empty_table};
 use crate::json::{Tape, Tok, unescape};
@@ -54,9 +57,6 @@ pub const MAX_NESTING_DEPTH: usize = 32;
 /// Partitions one page may write at once; each holds a batch of builders
 /// and a row group in memory. More is an error rather than unbounded memory.
 pub const MAX_OPEN_PARTITIONS: usize = 256;
-
-/// Hive's folder for records without a usable partition value.
-pub const DEFAULT_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
 
 /// Parquet writer settings that are Persist's (the rest is the target's
 /// `files`).
@@ -158,70 +158,15 @@ pub enum ConvertError {
     },
 }
 
-/// The lineage columns' values for one page: the same on every row.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Lineage {
-    /// `_tributary_run_id`: the run the page belongs to.
-    pub run_id: String,
-    /// `_tributary_page`: the page's index in the run, from 0.
-    pub page: u32,
-    /// `_tributary_loaded_at`: when Request fetched the page (or Persist
-    /// received it, for messages without `fetched_at`), milliseconds since
-    /// the epoch, UTC.
-    pub loaded_at_ms: i64,
-}
-
-/// Name of the lineage column holding the run id (string).
-pub const LINEAGE_RUN_ID: &str = "_tributary_run_id";
-/// Name of the lineage column holding the page index (int64).
-pub const LINEAGE_PAGE: &str = "_tributary_page";
-/// Name of the lineage column holding the load time (timestamp(ms, UTC)).
-pub const LINEAGE_LOADED_AT: &str = "_tributary_loaded_at";
-/// Arrow field metadata set to `true` on the lineage columns.
-pub const META_LINEAGE: &str = "tributary.lineage";
-
-/// The lineage columns' Arrow fields, in the order they end every file.
-pub fn lineage_fields() -> Vec<arrow_schema::Field> {
-    use arrow_schema::{DataType, Field, TimeUnit};
-    let meta = || HashMap::from([(META_LINEAGE.to_string(), "true".to_string())]);
-    vec![
-        Field::new(LINEAGE_RUN_ID, DataType::Utf8, false).with_metadata(meta()),
-        Field::new(LINEAGE_PAGE, DataType::Int64, false).with_metadata(meta()),
-        Field::new(LINEAGE_LOADED_AT, DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())), false)
-            .with_metadata(meta()),
-    ]
-}
-
-impl Lineage {
-    /// The three constant columns for `rows` rows.
-    fn columns(&self, rows: usize) -> Vec<arrow_array::ArrayRef> {
-        use arrow_array::{Int64Array, StringArray, TimestampMillisecondArray};
-        vec![
-            Arc::new(StringArray::from_iter_values(std::iter::repeat_n(self.run_id.as_str(), rows))),
-            Arc::new(Int64Array::from_value(i64::from(self.page), rows)),
-            Arc::new(TimestampMillisecondArray::from_value(self.loaded_at_ms, rows).with_timezone("UTC")),
-        ]
-    }
-}
-
 /// The column names a record field may not take at the top level: the
 /// lineage columns and the target's partition columns (Glue refuses a
 /// partition key named like a column, and Hive readers would show the
 /// folder's value in the field's place). A field of such a name gets a
 /// numbered name (`dt_2`), its key kept as its source.
 pub fn reserved_names(target: &PersistTarget) -> Vec<String> {
-    let mut names: Vec<String> = [LINEAGE_RUN_ID, LINEAGE_PAGE, LINEAGE_LOADED_AT].map(String::from).to_vec();
+    let mut names: Vec<String> = LINEAGE_COLUMNS.map(String::from).to_vec();
     names.extend(partition_columns(&target.partition));
     names
-}
-
-/// The Hive partition columns of a target, outermost first.
-pub fn partition_columns(partitioning: &Partitioning) -> Vec<String> {
-    match partitioning {
-        Partitioning::RunDate => vec!["dt".into()],
-        Partitioning::Field { column, granularity: Granularity::Hour, .. } => vec![column.clone(), "hour".into()],
-        Partitioning::Field { column, .. } => vec![column.clone()],
-    }
 }
 
 /// What the conversion needs besides the payload.
@@ -1254,7 +1199,7 @@ pub fn partition_of(
         },
         (Granularity::Value, Some(Tok::Str { start, end, escaped })) => {
             let text = unescape(rec.text, start, end, escaped, scratch).unwrap_or("").to_string();
-            format!("{column}={}", sanitize_partition_value(&text))
+            format!("{column}={}", partition::escape(&text))
         }
         (Granularity::Value, Some(tok @ (Tok::Num { .. } | Tok::Bool(_)))) => {
             let raw = match tok {
@@ -1262,7 +1207,7 @@ pub fn partition_of(
                 Tok::Bool(b) => b.to_string(),
                 _ => String::new(),
             };
-            format!("{column}={}", sanitize_partition_value(&raw))
+            format!("{column}={}", partition::escape(&raw))
         }
         _ => format!("{column}={DEFAULT_PARTITION}"),
     })
@@ -1272,64 +1217,5 @@ fn lookup(rec: Rec<'_>, pointer: &str) -> Option<Tok> {
     match rec.tape.find(rec.text, pointer).ok()?.map(|idx| rec.tape.toks[idx]) {
         Some(Tok::Null) | None => None,
         tok => tok,
-    }
-}
-
-/// A partition value made safe as one S3 key segment, the way Hive (and
-/// Spark, which reads it back) escapes path names: control characters and
-/// `" # % ' * / : = ? \ { [ ] ^` and DEL become `%XX`; every other
-/// character stays as it is, UTF-8 included (`São Paulo` stays `São
-/// Paulo`: Spark decodes each `%XX` as one character, so percent-encoded
-/// UTF-8 would read as mojibake). `.` and `..` alone are encoded, an empty
-/// value is Hive's default partition, and values longer than 128 bytes are
-/// cut and end with `~` and a 64-bit FNV-1a digest of the whole value (so
-/// values sharing a long prefix never share a folder).
-pub fn sanitize_partition_value(value: &str) -> String {
-    if value.is_empty() {
-        return DEFAULT_PARTITION.into();
-    }
-    let escaped = |c: char| c.is_ascii_control() || "\"#%'*/:=?\\{[]^".contains(c);
-    let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        let before = out.len();
-        if escaped(c) {
-            out.push_str(&format!("%{:02X}", c as u32));
-        } else {
-            out.push(c);
-        }
-        if out.len() > 128 {
-            // Cut before this character, with a digest of the whole value
-            // so that two long values sharing a prefix stay apart.
-            let digest =
-                value.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
-            out.truncate(before);
-            out.push_str(&format!("~{digest:016x}"));
-            break;
-        }
-    }
-    if out.chars().all(|c| c == '.') {
-        return out.replace('.', "%2E");
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn partition_values_are_safe_key_segments() {
-        assert_eq!(sanitize_partition_value("BR/SP"), "BR%2FSP");
-        assert_eq!(sanitize_partition_value(".."), "%2E%2E");
-        assert_eq!(sanitize_partition_value("a b=\u{7}"), "a b%3D%07");
-        assert_eq!(sanitize_partition_value("São Paulo"), "São Paulo", "UTF-8 stays as it is");
-        assert_eq!(sanitize_partition_value("007"), "007");
-        let long_utf8 = sanitize_partition_value(&"ã".repeat(100));
-        assert!(long_utf8.len() <= 128 + 17 && long_utf8.starts_with("ãã"), "cut on a character boundary");
-        assert_eq!(sanitize_partition_value(""), DEFAULT_PARTITION);
-        let long = sanitize_partition_value(&"x".repeat(500));
-        assert!(long.len() <= 128 + 17, "{long}");
-        assert_ne!(long, sanitize_partition_value(&format!("{}y", "x".repeat(499))), "a digest keeps them apart");
-        assert!(!sanitize_partition_value(&"/".repeat(100)).contains("%~"), "never cut inside an escape");
     }
 }

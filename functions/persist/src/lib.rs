@@ -26,13 +26,11 @@ pub use page::{ConvertStats, convert_to_writer, convert_with_schema, records_to_
 mod source;
 
 pub use build::{DecimalError, Violation, parse_decimal, parse_timestamp};
-pub use build::{META_JSON, META_SOURCE, META_VARIANT_OF};
 pub use config::{LambdaConfig, MAX_COLUMNS_RANGE, MAX_PAGE_BYTES_RANGE, ROW_GROUP_ROWS_RANGE, ZSTD_LEVELS};
 pub use convert::{
-    ConvertError, DEFAULT_MAX_COLUMNS, DEFAULT_MAX_PAGE_BYTES, DEFAULT_MAX_PAGE_RECORDS, DEFAULT_PARTITION,
-    LINEAGE_LOADED_AT, LINEAGE_PAGE, LINEAGE_RUN_ID, Lineage, MAX_NESTING_DEPTH, MAX_OPEN_PARTITIONS, META_LINEAGE,
-    OutputFile, PageLimits, PageOutput, PageSettings, QuarantineFile, WriterConfig, convert_page, infer_page,
-    lineage_fields, partition_columns, reserved_names, sanitize_partition_value, seen_in_page,
+    ConvertError, DEFAULT_MAX_COLUMNS, DEFAULT_MAX_PAGE_BYTES, DEFAULT_MAX_PAGE_RECORDS, MAX_NESTING_DEPTH,
+    MAX_OPEN_PARTITIONS, OutputFile, PageLimits, PageOutput, PageSettings, QuarantineFile, WriterConfig, convert_page,
+    infer_page, reserved_names, seen_in_page,
 };
 pub use infer::{Field, Fields, Kinds, MAX_COLUMN_NAME, Naming, Seen, Ty, Variant, column_name};
 pub use json::{SyntaxError, Tape, Tok};
@@ -51,6 +49,7 @@ use tributary_core::ledger::{self, PageReceipt};
 use tributary_core::metrics::{self, Metrics, MetricsTarget};
 use tributary_core::ports::{ObjectStore, PortError, QueueMessage, QueueSender};
 
+use lake_format::lineage::Lineage;
 use publish::TableSchema;
 
 /// Persist's settings.
@@ -410,7 +409,7 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
         // `<pipeline>-<run_id>-<page>` file stem (a receipt of another
         // dataset fed by the same pipeline, run and page must not delete
         // that dataset's files).
-        let stem = format!("/{}-{}-{:05}", message.pipeline, run_id, page.index);
+        let stem = format!("/{}", keys::page_stem(&message.pipeline, &run_id, page.index));
         let own = |key: &&String| {
             key.starts_with(&format!("{dataset}/"))
                 && key.rsplit_once('/').is_some_and(|(_, name)| format!("/{name}").starts_with(&stem))
@@ -534,7 +533,7 @@ fn check_claim_key(key: &str, pipeline: &str, own_raw: &str) -> Result<(), Persi
     let problem = match key.strip_prefix(prefix.as_str()) {
         _ if key.is_empty() => "is empty",
         None if key.starts_with('/') => "is absolute",
-        None if key.starts_with("_claims/") => "is another pipeline's claim check",
+        None if key.starts_with(keys::CLAIMS_PREFIX) => "is another pipeline's claim check",
         None => "is not a claim check",
         Some(rest) if rest.split('/').any(|segment| matches!(segment, "" | "." | "..")) => {
             "has an empty, `.` or `..` segment"
@@ -593,7 +592,7 @@ async fn publish(
         catalog.upsert_table(&table.table_def(dataset)).await?;
     }
     let key = keys::arrow_schema_key(dataset);
-    let bytes = publish::encode_arrow_schema(&table.arrow_schema()).map_err(|err| {
+    let bytes = lake_format::codec::encode_arrow_schema(&table.arrow_schema()).map_err(|err| {
         PersistError::Store(PortError::Permanent {
             operation: "encode the Arrow schema",
             target: key.clone(),
@@ -615,9 +614,9 @@ async fn publish_if_stale(
     deps: Deps<'_>,
 ) -> Result<(), PersistError> {
     let published = match deps.store.get(&keys::arrow_schema_key(dataset)).await {
-        Ok(bytes) => publish::decode_arrow_schema(&bytes)
-            .ok()
-            .and_then(|schema| schema.metadata().get(publish::META_VERSION).and_then(|v| v.parse::<u64>().ok())),
+        Ok(bytes) => lake_format::codec::decode_arrow_schema(&bytes).ok().and_then(|schema| {
+            schema.metadata().get(lake_format::meta::META_VERSION).and_then(|v| v.parse::<u64>().ok())
+        }),
         Err(PortError::NotFound { .. }) => None,
         Err(err) => return Err(err.into()),
     };

@@ -7,23 +7,19 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use contracts::{Granularity, Partitioning, PersistTarget};
+use contracts::PersistTarget;
 use serde::{Deserialize, Serialize};
 use tributary_core::catalog::{ColumnDef, PartitionKey, Projection, TableDef};
 
+use lake_format::lineage::lineage_fields;
+use lake_format::meta::{
+    META_LINEAGE, META_PARTITION, META_PARTITION_KIND, META_SOURCE, META_VARIANT_OF, META_VERSION,
+};
+use lake_format::partition::PartitionKind;
+use lake_format::partition::{DEFAULT_PARTITION, layout};
+
 use crate::build::Col;
-use crate::convert::{DEFAULT_PARTITION, lineage_fields};
 use crate::infer::{Ty, empty_table};
-
-/// Arrow field metadata set to `true` on the Hive partition columns.
-pub const META_PARTITION: &str = "tributary.partition";
-
-/// Arrow field metadata of a partition column: how its values are made,
-/// `day`, `hour` or `value`.
-pub const META_PARTITION_KIND: &str = "tributary.partition_kind";
-
-/// Arrow schema metadata: the table schema's version.
-pub const META_VERSION: &str = "tributary.version";
 
 /// Partition values an `enum` projection lists at most; past it the
 /// values are still written, and the table's projection lists the first
@@ -64,39 +60,14 @@ pub struct PartitionColumn {
     pub values: BTreeSet<String>,
 }
 
-/// What a partition column holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PartitionKind {
-    /// `YYYY-MM-DD` days (the run date, or a record field's day).
-    Day,
-    /// Two-digit hours.
-    Hour,
-    /// A record field's value.
-    Value,
-}
-
 impl Default for TableSchema {
     fn default() -> Self {
         TableSchema { version: 0, table: empty_table(), partitions: Vec::new(), table_format: None }
     }
 }
 
-/// The partition columns `target` asks for, outermost first.
-fn layout_of(target: &PersistTarget) -> Vec<(String, PartitionKind)> {
-    match &target.partition {
-        Partitioning::RunDate => vec![("dt".into(), PartitionKind::Day)],
-        Partitioning::Field { column, granularity, .. } => match granularity {
-            Granularity::Day => vec![(column.clone(), PartitionKind::Day)],
-            Granularity::Hour => vec![(column.clone(), PartitionKind::Day), ("hour".into(), PartitionKind::Hour)],
-            Granularity::Value => vec![(column.clone(), PartitionKind::Value)],
-        },
-    }
-}
-
 fn describe(layout: impl IntoIterator<Item = (String, PartitionKind)>) -> String {
-    let parts: Vec<String> =
-        layout.into_iter().map(|(name, kind)| format!("{name} ({})", format!("{kind:?}").to_lowercase())).collect();
+    let parts: Vec<String> = layout.into_iter().map(|(name, kind)| format!("{name} ({})", kind.as_str())).collect();
     parts.join(", ")
 }
 
@@ -127,7 +98,7 @@ impl TableSchema {
                 format_name(have)
             ));
         }
-        let wanted = layout_of(target);
+        let wanted = layout(&target.partition);
         let have: Vec<(String, PartitionKind)> = self.partitions.iter().map(|c| (c.name.clone(), c.kind)).collect();
         if have.is_empty() || have == wanted {
             return None;
@@ -144,7 +115,7 @@ impl TableSchema {
     /// layout is the same).
     pub fn with_layout(mut self, target: &PersistTarget) -> TableSchema {
         self.table_format = Some(target.table_format);
-        let wanted = layout_of(target);
+        let wanted = layout(&target.partition);
         let same = self.partitions.len() == wanted.len()
             && self.partitions.iter().zip(&wanted).all(|(have, (name, kind))| have.name == *name && have.kind == *kind);
         if !same {
@@ -198,11 +169,7 @@ impl TableSchema {
         let mut fields: Vec<Field> = Col::new(&self.table).arrow_fields().iter().map(|f| f.as_ref().clone()).collect();
         fields.extend(lineage_fields());
         for column in &self.partitions {
-            let kind = match column.kind {
-                PartitionKind::Day => "day",
-                PartitionKind::Hour => "hour",
-                PartitionKind::Value => "value",
-            };
+            let kind = column.kind.as_str();
             let meta = HashMap::from([
                 (META_PARTITION.to_string(), "true".to_string()),
                 (META_PARTITION_KIND.to_string(), kind.to_string()),
@@ -250,26 +217,6 @@ impl TableSchema {
     }
 }
 
-/// The Arrow schema as an Arrow IPC stream with no batches.
-///
-/// # Errors
-/// The Arrow writer's error (it does not fail for schemas Persist makes).
-pub fn encode_arrow_schema(schema: &Schema) -> Result<Vec<u8>, arrow_schema::ArrowError> {
-    let mut out = Vec::new();
-    let mut writer = arrow_ipc::writer::StreamWriter::try_new(&mut out, schema)?;
-    writer.finish()?;
-    drop(writer);
-    Ok(out)
-}
-
-/// The Arrow schema of an Arrow IPC stream.
-///
-/// # Errors
-/// The Arrow reader's error for bytes that are not an IPC stream.
-pub fn decode_arrow_schema(bytes: &[u8]) -> Result<SchemaRef, arrow_schema::ArrowError> {
-    Ok(arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)?.schema())
-}
-
 /// The Hive type of an Arrow type, as Glue and Athena write it.
 pub fn hive_type(data_type: &DataType) -> String {
     match data_type {
@@ -301,10 +248,10 @@ fn quoted(key: &str) -> String {
 
 fn comment(field: &Field) -> String {
     let meta = field.metadata();
-    let text = match (meta.get(crate::build::META_SOURCE), meta.get(crate::build::META_VARIANT_OF)) {
+    let text = match (meta.get(META_SOURCE), meta.get(META_VARIANT_OF)) {
         (Some(source), Some(base)) => format!("values of key {} that column {base} cannot hold", quoted(source)),
         (Some(source), None) => format!("key {}", quoted(source)),
-        _ if meta.contains_key(crate::convert::META_LINEAGE) => "lineage, written by tributary".into(),
+        _ if meta.contains_key(META_LINEAGE) => "lineage, written by tributary".into(),
         _ => String::new(),
     };
     text.chars().take(255).collect()

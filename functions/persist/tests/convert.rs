@@ -123,7 +123,7 @@ fn values_of_other_kinds_go_to_variant_columns_typed_once() {
     assert_eq!(field_type(&schema, "v__float64"), DataType::Float64);
     assert_eq!(field_type(&schema, "v__bool"), DataType::Boolean);
     let base = schema.field_with_name("v__bool").expect("variant");
-    assert_eq!(base.metadata().get(persist::META_VARIANT_OF).map(String::as_str), Some("v"));
+    assert_eq!(base.metadata().get(lake_format::meta::META_VARIANT_OF).map(String::as_str), Some("v"));
     assert_eq!(rows, [json!({"v": "a"}), json!({"v__float64": 12.5}), json!({"v__bool": true}), json!({})]);
 }
 
@@ -175,7 +175,8 @@ fn nested_objects_and_lists_of_objects_keep_their_shape_and_names_become_snake_c
     let DataType::List(item) = field_type(&schema, "items") else { panic!("list") };
     assert!(matches!(item.data_type(), DataType::Struct(_)));
     assert_eq!(rows[0]["first_name"], "Ana", "names are snake_case");
-    let source = schema.field_with_name("first_name").expect("column").metadata().get(persist::META_SOURCE).cloned();
+    let source =
+        schema.field_with_name("first_name").expect("column").metadata().get(lake_format::meta::META_SOURCE).cloned();
     assert_eq!(source.as_deref(), Some("First Name"), "the key is kept in the field metadata");
     assert_eq!(rows[0]["address"], json!({"city": "Recife", "geo_point": {"lat": -8.05}}));
     assert_eq!(rows[0]["items"], json!([{"sku": "a", "qty": 1}, {"sku": "b", "qty": 2, "note": "x"}]));

@@ -206,14 +206,14 @@ async fn field_null_in_every_record_is_persisted_with_lineage_columns() {
     let page = read_parquet(&store, receipt.data_keys.first().expect("data key")).await;
     assert_eq!(page.num_rows(), 2);
     assert!(page.column_by_name("deleted_at").is_none(), "no column until a value decides its type");
-    let run = page.column_by_name(persist::LINEAGE_RUN_ID).expect("lineage").as_string::<i32>();
+    let run = page.column_by_name(lake_format::lineage::LINEAGE_RUN_ID).expect("lineage").as_string::<i32>();
     assert_eq!((run.value(0), run.value(1)), ("20261129T060000Z", "20261129T060000Z"));
-    let pages = page.column_by_name(persist::LINEAGE_PAGE).expect("lineage").as_primitive::<Int64Type>();
+    let pages = page.column_by_name(lake_format::lineage::LINEAGE_PAGE).expect("lineage").as_primitive::<Int64Type>();
     assert_eq!(pages.values(), &[7, 7]);
     let raw: serde_json::Value =
         serde_json::from_slice(&store.get(&receipt.raw_key).await.expect("raw page")).expect("json");
     let loaded = page
-        .column_by_name(persist::LINEAGE_LOADED_AT)
+        .column_by_name(lake_format::lineage::LINEAGE_LOADED_AT)
         .expect("lineage")
         .as_primitive::<arrow_array::types::TimestampMillisecondType>();
     let fetched_at: chrono::DateTime<chrono::Utc> =

@@ -150,7 +150,7 @@ async fn a_change_of_kind_goes_to_a_variant_column_and_is_published() {
     assert!(broker.receive("persist-dlq", 10).expect("receive").is_empty(), "no alert: readers follow variants");
     let (table, _) = persist::read_schema(&store, "_schema/orders.json").await.expect("read").expect("a schema");
     assert_eq!(table.version, 2, "one change per page that changed it");
-    let published = persist::publish::decode_arrow_schema(&store.get("_schema/orders.arrow").await.expect("arrow"))
+    let published = lake_format::codec::decode_arrow_schema(&store.get("_schema/orders.arrow").await.expect("arrow"))
         .expect("an Arrow IPC schema");
     let names: Vec<&str> = published.fields().iter().map(|f| f.name().as_str()).collect();
     assert_eq!(
@@ -158,7 +158,7 @@ async fn a_change_of_kind_goes_to_a_variant_column_and_is_published() {
         ["addr", "id", "addr__string", "_tributary_run_id", "_tributary_page", "_tributary_loaded_at", "dt"],
         "data (inline records' keys come sorted), lineage, partition columns"
     );
-    assert_eq!(published.metadata().get(persist::publish::META_VERSION).map(String::as_str), Some("2"));
+    assert_eq!(published.metadata().get(lake_format::meta::META_VERSION).map(String::as_str), Some("2"));
 }
 
 #[tokio::test]

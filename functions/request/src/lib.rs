@@ -536,7 +536,7 @@ async fn answer(
             } else {
                 raw_records(&fetched.response.body, records_pointer.as_deref(), &target)?
             };
-            let digest = format!("{:016x}", tributary_core::ledger::fnv1a(raw.as_str().as_bytes()));
+            let digest = contracts::digest::fnv1a_hex(raw.as_str().as_bytes());
             if let Some(next) = next
                 && count > 0
                 && next.previous_page.as_deref() == Some(digest.as_str())
