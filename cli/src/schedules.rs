@@ -14,10 +14,6 @@ use tributary_core::schedules::{self, Change, ScheduleDef, StackTargets};
 
 use crate::pipelines::{self, SpecFile};
 
-/// The stack outputs `deploy-schedules` reads.
-pub const SCHEDULE_OUTPUTS: [&str; 5] =
-    ["OrchestratorFunctionArn", "NotifyFunctionArn", "SchedulerRoleArn", "SchedulerDlqArn", "ScheduleGroupName"];
-
 /// The stack output `trigger` sends to.
 pub const ORCHESTRATOR_QUEUE_OUTPUT: &str = "OrchestratorQueueUrl";
 

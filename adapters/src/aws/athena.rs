@@ -73,13 +73,6 @@ impl AthenaEngine {
         self
     }
 
-    /// Gives up waiting for a query after `timeout` (the query is then
-    /// stopped, best effort, and the run fails as transient).
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
     /// Polls the query's state first after `min`, then at doubling intervals
     /// up to `max`.
     pub fn with_poll_delays(mut self, min: Duration, max: Duration) -> Self {
