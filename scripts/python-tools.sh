@@ -3,22 +3,22 @@
 # repo's .venv:
 #   pyarrow  reads back the Parquet that Persist writes (an independent reader)
 #            and is the benchmark's Python peer;
-#   duckdb   a second independent reader (tests/tests/persist_readback.rs).
+#   duckdb   a second independent reader (tests/tests/it/persist_readback.rs).
 #            Pinned to 1.5.6, not 2.0.1: 2.0.1's read_parquet(union_by_name)
 #            fails with "INTERNAL Error: Operation requires a flat vector"
 #            when one file has a null struct row and a later file adds a
 #            nested struct field to it (a normal evolution; 1.5.6 reads it);
 #   pyiceberg reads the Iceberg tables of the lake's local SQL catalog
-#            (tests/tests/iceberg.rs), with its SQLite and pyarrow extras
+#            (tests/tests/it/iceberg.rs), with its SQLite and pyarrow extras
 #            (pyarrow stays at the pin above: pyiceberg asks >= 18);
 #   pyspark  a third one, Spark as Glue and EMR read the lake
-#            (tests/readers/readers.py, tests/tests/readers.rs). It needs a
+#            (tests/readers/readers.py, tests/tests/it/readers.rs). It needs a
 #            Java 17 or newer on PATH; the install stops, saying so, without.
 #            About a minute from a cold venv and pip cache (pip builds a
 #            457 MB wheel from the sdist).
 #
 # and, in a venv of its own, .tools/duckdb-iceberg, DuckDB with its iceberg
-# extension (tests/tests/iceberg.rs reads the lake's Iceberg tables with
+# extension (tests/tests/it/iceberg.rs reads the lake's Iceberg tables with
 # it): duckdb 1.4.4 with the PyPI wheels carrying the iceberg and avro
 # extension binaries for it (duckdb-ext-*, versions 1.4.4.<build date>), so
 # nothing is downloaded by DuckDB at run time. A venv of its own because an

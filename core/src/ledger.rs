@@ -47,7 +47,7 @@
 //! pages costs about `4n` calls in all (measured with the receipts' PUTs,
 //! LISTs billed per 1,000 keys: 4,013 calls for 1,000 pages and 8,017 for
 //! 2,000, 4.0 per page, against 503,509 and 2,008,010 before;
-//! `core/tests/ledger.rs`).
+//! `core/tests/it/ledger.rs`).
 //!
 //! Why it is correct under at-least-once delivery and concurrency: each
 //! writer reads after its own write, so of two writers the later sees the

@@ -22,7 +22,7 @@
 //! `TooLarge` where the port says so.
 //!
 //! The adapters are tested against moto in server mode
-//! (`adapters/tests/aws_adapters.rs`; `scripts/moto.sh`).
+//! (`adapters/tests/it/aws_adapters.rs`; `scripts/moto.sh`).
 
 pub mod batching;
 mod error;

@@ -14,7 +14,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-mod common;
+use crate::common;
 
 use common::Harness;
 use contracts::{self, PageRef, Payload, PersistMessage, ProbeReply, RequestMessage};

@@ -12,10 +12,10 @@ use adapters::local::{Broker, QueueConfig};
 use contracts::{self, Destination, PageRef, RequestMessage, RequestMode};
 use orchestrator::{Deps, OrchestratorConfig};
 
-const SCHEDULER_EVENT: &str = include_str!("../../../events/scheduler-event.json");
-const SCHEDULER_EVENT_STRING_DETAIL: &str = include_str!("../../../events/scheduler-event-string-detail.json");
-const SPEC_CONSTANT_INPUT: &str = include_str!("../../../events/spec-constant-input.json");
-const PROBE_REPLIES: &str = include_str!("../../../events/orchestrator-probe-replies.sqs.json");
+const SCHEDULER_EVENT: &str = include_str!("../../../../events/scheduler-event.json");
+const SCHEDULER_EVENT_STRING_DETAIL: &str = include_str!("../../../../events/scheduler-event-string-detail.json");
+const SPEC_CONSTANT_INPUT: &str = include_str!("../../../../events/spec-constant-input.json");
+const PROBE_REPLIES: &str = include_str!("../../../../events/orchestrator-probe-replies.sqs.json");
 
 const REQUEST_QUEUE: &str = "request";
 

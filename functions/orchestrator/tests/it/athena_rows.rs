@@ -3,7 +3,7 @@
 //! or in the SNS envelope) becomes one request; a row without a template
 //! value fails alone.
 
-mod common;
+use crate::common;
 
 use adapters::local::Broker;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};

@@ -1,7 +1,7 @@
 //! Response rules (status actions, content type, size cap) and the rate
 //! budget, counted at a local server.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

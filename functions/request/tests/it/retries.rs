@@ -1,7 +1,7 @@
 //! Retries, `Retry-After`, time-outs and the invocation deadline, against
 //! local servers that count every call.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};

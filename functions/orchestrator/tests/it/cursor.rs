@@ -1,7 +1,7 @@
 //! The `cursor` strategy's start (page 0 with its continuation, no page
 //! count yet) and incremental loading's start value from the lake.
 
-mod common;
+use crate::common;
 
 use chrono::{TimeZone, Utc};
 use serde_json::json;

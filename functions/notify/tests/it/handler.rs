@@ -10,7 +10,7 @@ use adapters::local::{Broker, Subscription};
 use contracts::Alert;
 use notify::{Deps, EXCERPT_BYTES, NotifyConfig};
 
-const DLQ_BATCH: &str = include_str!("../../../events/dlq-batch.sqs.json");
+const DLQ_BATCH: &str = include_str!("../../../../events/dlq-batch.sqs.json");
 
 const REQUEST_RECORD: &str = "c0ffee00-0001-4a4a-9b9b-request-page-2";
 const NOT_JSON_RECORD: &str = "c0ffee00-0002-4a4a-9b9b-not-json";

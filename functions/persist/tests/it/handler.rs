@@ -15,7 +15,7 @@ use persist::{Deps, PersistConfig};
 use tributary_core::ledger::PageReceipt;
 use tributary_core::ports::ObjectStore;
 
-const PERSIST_BATCH: &str = include_str!("../../../events/persist-batch.sqs.json");
+const PERSIST_BATCH: &str = include_str!("../../../../events/persist-batch.sqs.json");
 
 const PAGE_0: &str = "customers/dt=2026-11-29/customers-20261129T060000Z-00000.parquet";
 const PAGE_1: &str = "customers/dt=2026-11-29/customers-20261129T060000Z-00001.parquet";

@@ -110,7 +110,7 @@ async fn rows(table: &Table) -> Vec<RecordBatch> {
 
 /// Only top-level columns that are not structs: iceberg-rust 0.10.1's
 /// reader cannot read a file written before a struct gained a field
-/// (pyiceberg can, see tests/tests/iceberg.rs).
+/// (pyiceberg can, see tests/tests/it/iceberg.rs).
 async fn rows_of(table: &Table, columns: &[&str]) -> Vec<RecordBatch> {
     let schema = table.metadata().current_schema();
     let columns = columns.iter().filter(|c| schema.field_by_name(c).is_some());

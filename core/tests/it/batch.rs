@@ -9,7 +9,7 @@ use tributary_core::batch::{
 };
 
 fn event_from_fixture() -> SqsEvent {
-    let text = include_str!("../../events/sqs-mixed-batch.json");
+    let text = include_str!("../../../events/sqs-mixed-batch.json");
     serde_json::from_str(text).expect("fixture is an SQS event")
 }
 

@@ -2,7 +2,7 @@
 //! table standing in for DNS), address literals and redirects, each
 //! re-checked; credentials only to the message's own host.
 
-mod common;
+use crate::common;
 
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! to the request queue (Request sends it itself), and the last page writes
 //! the run's page count to the ledger. The server counts every call.
 
-mod common;
+use crate::common;
 
 use common::{Harness, Log, PERSIST_QUEUE, REQUEST_QUEUE, reply};
 use contracts::{self, PageRef, Payload, PersistMessage, RequestMessage, RunId};

@@ -7,7 +7,7 @@
 //! carrying its run id, every row, the new columns null in the older rows.
 //! DuckDB's iceberg extension reads the same table (`iceberg_scan` of the
 //! current `metadata.json` the catalog names) with the same rows and
-//! values, as does it the changing vendor of tests/tests/table_evolution.rs
+//! values, as does it the changing vendor of tests/tests/it/table_evolution.rs
 //! (a struct gaining fields, an integer above 2^53).
 //! Needs pyiceberg (`scripts/python-tools.sh install`, or
 //! `TRIBUTARY_PYTHON` naming a Python that has it) and DuckDB 1.4.4 with
@@ -260,7 +260,7 @@ async fn vendor_answering(body: String) -> std::net::SocketAddr {
     addr
 }
 
-/// The changing vendor of tests/tests/table_evolution.rs, into an Iceberg
+/// The changing vendor of tests/tests/it/table_evolution.rs, into an Iceberg
 /// table: run 2 adds columns and gives the null struct `meta` fields, run 3
 /// adds `meta.geo` (a struct gaining a field after data files were written
 /// without it), a string in a number column, `id` beside `ID` and an

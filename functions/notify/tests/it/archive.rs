@@ -12,9 +12,9 @@ use notify::{Deps, NotifyConfig};
 use tributary_core::dead_letters;
 use tributary_core::ports::{PortError, TopicMessage, TopicPublisher};
 
-const DLQ_BATCH: &str = include_str!("../../../events/dlq-batch.sqs.json");
-const ASYNC_FAILURE: &str = include_str!("../../../events/orchestrator-async-failure.sqs.json");
-const SCHEDULER_DLQ: &str = include_str!("../../../events/scheduler-dlq.sqs.json");
+const DLQ_BATCH: &str = include_str!("../../../../events/dlq-batch.sqs.json");
+const ASYNC_FAILURE: &str = include_str!("../../../../events/orchestrator-async-failure.sqs.json");
+const SCHEDULER_DLQ: &str = include_str!("../../../../events/scheduler-dlq.sqs.json");
 
 fn event(text: &str) -> SqsEvent {
     serde_json::from_str(text).expect("fixture is an SQS event")

@@ -2,7 +2,7 @@
 //! credentials read by secret id, never shown in errors; OAuth tokens cached
 //! across messages and refreshed once on 401; bad auth fails permanently.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

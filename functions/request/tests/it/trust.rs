@@ -5,7 +5,7 @@
 //! a vendor echoes puts a credential in an error, a dead letter or a next
 //! page's message.
 
-mod common;
+use crate::common;
 
 use common::{Harness, REQUEST_QUEUE, items, message, recorder, reply};
 use request::RequestError;

@@ -1,0 +1,5 @@
+//! The integration tests of `lakequery`, linked as one binary (one link instead of 2); each
+//! module is one former test file, its tests named `<module>::<test>`.
+
+mod engine;
+mod iceberg;

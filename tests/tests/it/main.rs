@@ -1,0 +1,18 @@
+//! The integration tests of `tests`, linked as one binary (one link instead of 15); each
+//! module is one former test file, its tests named `<module>::<test>`.
+
+mod athena_local;
+mod aws_iceberg;
+mod aws_operations;
+mod aws_pipeline;
+mod aws_schedules;
+mod iceberg;
+mod independent_reader;
+mod local_pipeline;
+mod persist_readback;
+mod readers;
+mod replay;
+mod request_cursor;
+mod secrets_in_logs;
+mod table_evolution;
+mod template_topology;
