@@ -194,9 +194,11 @@ impl EnvVar {
         }
     }
 
-    /// The docs' "allowed" cell: `min–max (limit)`, `a boolean`, or empty.
+    /// The docs' "allowed" cell: `min–max (limit)` (`at least min (limit)`
+    /// up to `u64::MAX`), `a boolean`, or empty.
     pub fn allowed_text(&self) -> String {
         match (self.range, self.default) {
+            (Some(Allowed { min, max: u64::MAX, limit }), _) => format!("at least {min} ({limit})"),
             (Some(Allowed { min, max, limit }), _) => format!("{min}–{max} ({limit})"),
             (None, Unset::Bool(_)) => "a boolean".into(),
             (None, _) => String::new(),
@@ -208,7 +210,7 @@ impl EnvVar {
 fn bytes_text(n: u64) -> Option<String> {
     [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")]
         .into_iter()
-        .find(|(unit, _)| n >= *unit && n % unit == 0)
+        .find(|(unit, _)| n >= *unit && n.is_multiple_of(*unit))
         .map(|(unit, name)| format!("{} {name}", n / unit))
 }
 
@@ -501,6 +503,7 @@ mod tests {
         );
         assert_eq!(any("MAX_PAGE_BYTES", 256 << 20).default_text(), "268435456 (256 MiB)");
         assert_eq!(any("MAX_PAGE_BYTES", 1000).default_text(), "1000");
+        assert_eq!(any("ROWS", 1).allowed_text(), "at least 0 (any number)");
         assert_eq!(any("ZSTD_LEVEL", 1024).default_text(), "1024", "not a size");
         assert!(S3_FORCE_PATH_STYLE.check("maybe").is_err() && LAKE_BUCKET.check("anything").is_ok());
     }
