@@ -51,12 +51,12 @@ pub use sqs::SqsSender;
 pub use stack::StackOutputs;
 
 use aws_config::BehaviorVersion;
-use tributary_core::env::{EnvError, optional_bool};
+use tributary_core::env::{self, EnvError, LambdaEnv};
 
 /// Environment variable turning on S3 path-style addressing
 /// (`http://host/bucket/key`), which emulators such as moto need: `true` or
-/// `false` (default).
-pub const S3_FORCE_PATH_STYLE_VAR: &str = "TRIBUTARY_S3_FORCE_PATH_STYLE";
+/// `false` (default). Declared in [`env::S3_FORCE_PATH_STYLE`].
+pub const S3_FORCE_PATH_STYLE_VAR: &str = env::S3_FORCE_PATH_STYLE.name;
 
 /// The shared SDK configuration from the environment, with the latest
 /// behaviour version: region (`AWS_REGION`), credentials (environment, web
@@ -82,7 +82,7 @@ pub fn config_loader() -> aws_config::ConfigLoader {
 /// # Errors
 /// [`EnvError::Malformed`] when the variable is not a boolean.
 pub fn s3_client(config: &aws_config::SdkConfig) -> Result<aws_sdk_s3::Client, EnvError> {
-    let force_path_style = optional_bool(S3_FORCE_PATH_STYLE_VAR, false)?;
+    let force_path_style = LambdaEnv::from_env().flag(&env::S3_FORCE_PATH_STYLE)?;
     Ok(s3_client_with_path_style(config, force_path_style))
 }
 

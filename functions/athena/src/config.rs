@@ -1,19 +1,55 @@
 //! The Athena Lambda's settings, read from its environment once at cold
 //! start ([`LambdaConfig::from_env`]) and checked there, so a bad value
 //! stops the cold start naming the variable instead of failing every query.
-//! `main.rs` only wires what this returns.
+//! [`LambdaConfig::ENV`] is the table of those variables; `main.rs` only
+//! wires what this returns.
 
-use tributary_core::env::{EnvError, LambdaEnv, dead_letter_target};
+use tributary_core::env::{self, Allowed, EnvError, EnvVar, LambdaEnv, dead_letter_target};
 
 use crate::AthenaConfig;
+
+const ATHENA_QUEUE_URL: EnvVar = EnvVar::required("ATHENA_QUEUE_URL", "its own queue: continuations of long results");
+const MAX_ROWS_PER_INVOCATION: EnvVar = EnvVar::number(
+    "MAX_ROWS_PER_INVOCATION",
+    100_000,
+    Allowed::new(1..=u64::MAX, "at least one row per invocation"),
+    "rows one invocation publishes before it continues through its own queue",
+);
+const LAKE_BUCKET: EnvVar = EnvVar { doc: "the lake bucket: the run ledger", ..env::LAKE_BUCKET };
+const ATHENA_WORKGROUP: EnvVar = EnvVar::optional(
+    "ATHENA_WORKGROUP",
+    "the account's `primary`",
+    "workgroup of queries that name none: a workgroup name (`[a-zA-Z0-9._-]{1,128}`)",
+);
+const ATHENA_OUTPUT_LOCATION: EnvVar = EnvVar::optional(
+    "ATHENA_OUTPUT_LOCATION",
+    "the workgroup's",
+    "result location of queries that name none: an `s3://bucket/…` URI (ignored while the workgroup enforces its own)",
+);
+
+impl LambdaConfig {
+    /// The Athena function's environment: every variable
+    /// [`LambdaConfig::from_env`] reads, as `infra/template.yaml` sets them
+    /// (a test checks both).
+    pub const ENV: &'static [EnvVar] = &[
+        ATHENA_QUEUE_URL,
+        MAX_ROWS_PER_INVOCATION,
+        LAKE_BUCKET,
+        env::RUN_EVENTS_TOPIC_ARN,
+        ATHENA_WORKGROUP,
+        ATHENA_OUTPUT_LOCATION,
+        env::DLQ_URL,
+        env::MAX_RECEIVE_COUNT,
+    ];
+}
 
 /// Everything the Athena binary reads from its environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LambdaConfig {
     /// The handler's settings: its own queue for continuations
-    /// (`ATHENA_QUEUE_URL`, required), `MAX_ROWS_PER_INVOCATION` (at least
-    /// 1, default 100000), the dead-letter target (`DLQ_URL`,
-    /// `MAX_RECEIVE_COUNT`); the rest as [`AthenaConfig::new`].
+    /// (`ATHENA_QUEUE_URL`, required), `MAX_ROWS_PER_INVOCATION`, the
+    /// dead-letter target ([`dead_letter_target`]); the rest as
+    /// [`AthenaConfig::new`].
     pub handler: AthenaConfig,
     /// The lake bucket, for the run ledger (`LAKE_BUCKET`, required).
     pub lake_bucket: String,
@@ -31,43 +67,39 @@ pub struct LambdaConfig {
 }
 
 impl LambdaConfig {
-    /// Reads and checks the Athena function's variables.
+    /// Reads and checks the Athena function's variables
+    /// ([`LambdaConfig::ENV`]).
     ///
     /// # Errors
-    /// [`EnvError`] naming the variable: a required one unset,
+    /// [`EnvError`] naming the variable and value: a required one unset,
     /// `MAX_ROWS_PER_INVOCATION` not a number or 0, `ATHENA_WORKGROUP` not a
     /// workgroup name, `ATHENA_OUTPUT_LOCATION` not an `s3://` URI naming a
     /// bucket, `MAX_RECEIVE_COUNT` outside 1..=1000 (the redrive policy's
     /// range).
     pub fn from_env(env: &LambdaEnv) -> Result<Self, EnvError> {
-        let mut handler = AthenaConfig::new(env.required("ATHENA_QUEUE_URL")?);
-        handler.max_rows_per_invocation = env.u64_in(
-            "MAX_ROWS_PER_INVOCATION",
-            handler.max_rows_per_invocation,
-            1..=u64::MAX,
-            "at least one row per invocation",
-        )?;
+        let mut handler = AthenaConfig::new(env.text(&ATHENA_QUEUE_URL)?);
+        handler.max_rows_per_invocation = env.u64(&MAX_ROWS_PER_INVOCATION)?;
         handler.dead_letter = dead_letter_target(env)?;
-        let workgroup = env.optional("ATHENA_WORKGROUP")?;
+        let workgroup = env.optional(&ATHENA_WORKGROUP)?;
         if let Some(value) = workgroup.as_ref().filter(|name| !is_workgroup_name(name)) {
             return Err(EnvError::Malformed {
-                name: "ATHENA_WORKGROUP".into(),
+                name: ATHENA_WORKGROUP.name.into(),
                 value: value.clone(),
                 expected: "an Athena workgroup name (1 to 128 of A-Z a-z 0-9 . _ -)",
             });
         }
-        let output_location = env.optional("ATHENA_OUTPUT_LOCATION")?;
+        let output_location = env.optional(&ATHENA_OUTPUT_LOCATION)?;
         if let Some(value) = output_location.as_ref().filter(|location| !is_s3_uri(location)) {
             return Err(EnvError::Malformed {
-                name: "ATHENA_OUTPUT_LOCATION".into(),
+                name: ATHENA_OUTPUT_LOCATION.name.into(),
                 value: value.clone(),
                 expected: "an s3://bucket/prefix/ URI (Athena's ResultConfiguration.OutputLocation)",
             });
         }
         Ok(Self {
             handler,
-            lake_bucket: env.required("LAKE_BUCKET")?,
-            run_events_topic: env.optional("RUN_EVENTS_TOPIC_ARN")?,
+            lake_bucket: env.text(&LAKE_BUCKET)?,
+            run_events_topic: env.optional(&env::RUN_EVENTS_TOPIC_ARN)?,
             workgroup,
             output_location,
         })
@@ -131,6 +163,13 @@ mod tests {
         assert_eq!(config.workgroup.as_deref(), Some("tributary-prod_1.x"));
         assert_eq!(config.output_location.as_deref(), Some("s3://lake/athena-results/"));
         assert_eq!(config.handler.dead_letter.map(|d| d.max_receive_count), Some(2));
+    }
+
+    #[test]
+    fn from_env_reads_exactly_its_table() {
+        let env = env(&[("DLQ_URL", "https://sqs/dlq")]);
+        LambdaConfig::from_env(&env).expect("defaults");
+        assert_eq!(env.names_read(), LambdaConfig::ENV.iter().map(|var| var.name).collect());
     }
 
     #[test]

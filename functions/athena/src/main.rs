@@ -1,12 +1,6 @@
-//! Athena Lambda: wiring only. Environment (read once, at cold start, and
-//! checked by [`athena::LambdaConfig::from_env`]): `ATHENA_QUEUE_URL`
-//! (required: this function's own queue, for continuations), `LAKE_BUCKET`
-//! (required: the run ledger), `RUN_EVENTS_TOPIC_ARN` (announces completed
-//! runs; unset: none), `MAX_ROWS_PER_INVOCATION` (at least 1, default
-//! 100000), `DLQ_URL` and `MAX_RECEIVE_COUNT` (dead letters with their
-//! reason; 1..=1000, default 5), `ATHENA_WORKGROUP` (a workgroup name) and
-//! `ATHENA_OUTPUT_LOCATION` (an `s3://` URI): optional defaults for queries
-//! that name none.
+//! Athena Lambda: wiring only. Its environment is the table
+//! [`athena::LambdaConfig::ENV`], read and checked once, at cold start, by
+//! [`athena::LambdaConfig::from_env`]; `infra/README.md` lists it.
 
 use adapters::aws::{self, AthenaEngine, SnsPublisher, SqsSender};
 use aws_lambda_events::event::sqs::SqsEvent;

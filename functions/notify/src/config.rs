@@ -1,11 +1,25 @@
 //! The Notify Lambda's settings, read from its environment once at cold
-//! start ([`LambdaConfig::from_env`]) and checked there. `main.rs` only
+//! start ([`LambdaConfig::from_env`]) and checked there.
+//! [`LambdaConfig::ENV`] is the table of those variables; `main.rs` only
 //! wires what this returns.
 
-use tributary_core::env::{EnvError, LambdaEnv};
+use tributary_core::env::{self, EnvError, EnvVar, LambdaEnv};
 use tributary_core::metrics::MetricsTarget;
 
 use crate::NotifyConfig;
+
+const ALERTS_TOPIC_ARN: EnvVar = EnvVar::required("ALERTS_TOPIC_ARN", "the alerts topic");
+const LAKE_BUCKET: EnvVar = EnvVar {
+    doc: "the lake bucket: dead letters are archived under `_dead_letters/`; freshness checks read its manifests",
+    ..env::LAKE_BUCKET
+};
+
+impl LambdaConfig {
+    /// Notify's environment: every variable [`LambdaConfig::from_env`]
+    /// reads, and [`env::S3_FORCE_PATH_STYLE`] (read by the S3 client), as
+    /// `infra/template.yaml` sets them (a test checks both).
+    pub const ENV: &'static [EnvVar] = &[ALERTS_TOPIC_ARN, LAKE_BUCKET, env::S3_FORCE_PATH_STYLE];
+}
 
 /// Everything the Notify binary reads from its environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,15 +34,15 @@ pub struct LambdaConfig {
 }
 
 impl LambdaConfig {
-    /// Reads Notify's variables.
+    /// Reads Notify's variables ([`LambdaConfig::ENV`]).
     ///
     /// # Errors
     /// [`EnvError`] naming the variable: `ALERTS_TOPIC_ARN` or `LAKE_BUCKET`
     /// unset, or a value that is not UTF-8.
     pub fn from_env(env: &LambdaEnv) -> Result<Self, EnvError> {
         Ok(Self {
-            handler: NotifyConfig { alerts_topic: env.required("ALERTS_TOPIC_ARN")?, metrics: MetricsTarget::Stdout },
-            lake_bucket: env.required("LAKE_BUCKET")?,
+            handler: NotifyConfig { alerts_topic: env.text(&ALERTS_TOPIC_ARN)?, metrics: MetricsTarget::Stdout },
+            lake_bucket: env.text(&LAKE_BUCKET)?,
         })
     }
 }
@@ -51,6 +65,16 @@ mod tests {
         let env = LambdaEnv::from_pairs([("ALERTS_TOPIC_ARN", "arn:aws:sns:us-east-1:1:alerts")]);
         let err = LambdaConfig::from_env(&env).expect_err("no lake");
         assert_eq!(err.name(), "LAKE_BUCKET", "{err}");
+    }
+
+    #[test]
+    fn from_env_reads_exactly_its_table() {
+        let env =
+            LambdaEnv::from_pairs([("ALERTS_TOPIC_ARN", "arn:aws:sns:us-east-1:1:alerts"), ("LAKE_BUCKET", "lake")]);
+        LambdaConfig::from_env(&env).expect("defaults");
+        // The S3 client reads TRIBUTARY_S3_FORCE_PATH_STYLE itself.
+        let table = LambdaConfig::ENV.iter().map(|var| var.name).filter(|name| *name != env::S3_FORCE_PATH_STYLE.name);
+        assert_eq!(env.names_read(), table.collect());
     }
 
     #[test]

@@ -1,9 +1,6 @@
-//! Notify Lambda: wiring only. Environment (read once, at cold start, by
-//! [`notify::LambdaConfig::from_env`]): `ALERTS_TOPIC_ARN` (required),
-//! `LAKE_BUCKET` (required: the dead-letter archive and the freshness
-//! checks' run ledger),
-//! `TRIBUTARY_S3_FORCE_PATH_STYLE` (default false; read by
-//! `adapters::aws::s3_client`).
+//! Notify Lambda: wiring only. Its environment is the table
+//! [`notify::LambdaConfig::ENV`], read and checked once, at cold start, by
+//! [`notify::LambdaConfig::from_env`]; `infra/README.md` lists it.
 
 use adapters::aws::{self, S3Store, SnsPublisher};
 use lambda_runtime::{Error, LambdaEvent, service_fn};

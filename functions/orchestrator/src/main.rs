@@ -1,11 +1,6 @@
-//! Orchestrator Lambda: wiring only. Environment (read once, at cold start):
-//! `REQUEST_QUEUE_URL`, `PERSIST_QUEUE_URL`, `ORCHESTRATOR_QUEUE_URL`,
-//! `ATHENA_QUEUE_URL`, `QUERY_RESULTS_TOPIC_ARN`, `LAKE_BUCKET` (run ledger) (required),
-//! `RUN_EVENTS_TOPIC_ARN` (announces completed runs; unset: none),
-//! `MAX_BATCH_BYTES` (SendMessageBatch payload cap, 1024..=1048576, default
-//! 262144), `DLQ_URL` and `MAX_RECEIVE_COUNT` (dead letters with their
-//! reason; 1..=1000, default 5). [`orchestrator::LambdaConfig::from_env`]
-//! reads and checks them.
+//! Orchestrator Lambda: wiring only. Its environment is the table
+//! [`orchestrator::LambdaConfig::ENV`], read and checked once, at cold start, by
+//! [`orchestrator::LambdaConfig::from_env`]; `infra/README.md` lists it.
 
 use adapters::aws::{self, SqsSender};
 use lambda_runtime::{Error, LambdaEvent, service_fn};

@@ -1,14 +1,15 @@
 //! The Persist Lambda's settings, read from its environment once at cold
 //! start ([`LambdaConfig::from_env`]) and checked there: `ZSTD_LEVEL=0` or
 //! `99` used to be accepted and then failed every page; now it stops the
-//! cold start naming the variable. `main.rs` only wires what this returns.
+//! cold start naming the variable. [`LambdaConfig::ENV`] is the table of
+//! those variables; `main.rs` only wires what this returns.
 
 use std::ops::RangeInclusive;
 
-use tributary_core::env::{EnvError, LambdaEnv, dead_letter_target};
+use tributary_core::env::{self, Allowed, EnvError, EnvVar, LambdaEnv, dead_letter_target};
 use tributary_core::metrics::MetricsTarget;
 
-use crate::{PageLimits, PersistConfig, WriterConfig};
+use crate::{DEFAULT_MAX_COLUMNS, DEFAULT_MAX_PAGE_BYTES, PageLimits, PersistConfig, WriterConfig};
 
 /// The zstd levels Parquet's writer takes (`parquet::basic::ZstdLevel::try_new`
 /// accepts 1 to 22; a test checks both ends).
@@ -32,15 +33,65 @@ pub const MAX_PAGE_BYTES_RANGE: RangeInclusive<u64> = 1024 * 1024..=10 * 1024 * 
 /// [`crate::DEFAULT_MAX_COLUMNS`] (1,000, our own limit).
 pub const MAX_COLUMNS_RANGE: RangeInclusive<usize> = 1..=10_000;
 
+const LAKE_BUCKET: EnvVar = EnvVar { doc: "the lake bucket: datasets, raw pages, the run ledger", ..env::LAKE_BUCKET };
+const ZSTD_LEVEL: EnvVar = EnvVar::number(
+    "ZSTD_LEVEL",
+    1,
+    Allowed::new(ZSTD_LEVELS, "Parquet's zstd levels"),
+    "the Parquet files' zstd level",
+);
+const ROW_GROUP_ROWS: EnvVar = EnvVar::number(
+    "ROW_GROUP_ROWS",
+    131_072,
+    Allowed::of_usize(ROW_GROUP_ROWS_RANGE, "contracts::MAX_ROW_GROUP_ROWS"),
+    "rows per Parquet row group, unless a spec's `target.files.row_group_rows` says",
+);
+const MAX_PAGE_BYTES: EnvVar = EnvVar::number(
+    "MAX_PAGE_BYTES",
+    DEFAULT_MAX_PAGE_BYTES,
+    Allowed::new(MAX_PAGE_BYTES_RANGE, "1 MiB, SQS's largest message, to 10 GiB, Lambda's largest memory"),
+    "bytes of a page after decompression (a quarter of Persist's 1024 MB by default); more fails the page",
+);
+const MAX_COLUMNS: EnvVar = EnvVar::number(
+    "MAX_COLUMNS",
+    DEFAULT_MAX_COLUMNS as u64,
+    Allowed::of_usize(MAX_COLUMNS_RANGE, "columns of a dataset; 20,000 took 905 MB of Persist's 1024 MB"),
+    "columns of a dataset (every field at any depth); records that would pass it are quarantined",
+);
+const GLUE_DATABASE: EnvVar = EnvVar::optional(
+    "GLUE_DATABASE",
+    "no catalog, and pages of Iceberg datasets fail naming `target.table_format`",
+    "the lake's Glue database: each Parquet dataset's Hive table is created or updated there when its schema changes, \
+     each Iceberg dataset's table committed there once per run (files under `s3://<lake>/_iceberg/warehouse/`)",
+);
+
+impl LambdaConfig {
+    /// Persist's environment: every variable [`LambdaConfig::from_env`]
+    /// reads, and [`env::S3_FORCE_PATH_STYLE`] (read by the S3 client and
+    /// `main.rs`), as `infra/template.yaml` sets them (a test checks both).
+    pub const ENV: &'static [EnvVar] = &[
+        LAKE_BUCKET,
+        ZSTD_LEVEL,
+        ROW_GROUP_ROWS,
+        MAX_PAGE_BYTES,
+        MAX_COLUMNS,
+        env::S3_FORCE_PATH_STYLE,
+        env::DLQ_URL,
+        env::RUN_EVENTS_TOPIC_ARN,
+        env::MAX_RECEIVE_COUNT,
+        GLUE_DATABASE,
+    ];
+}
+
 /// Everything the Persist binary reads from its environment.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LambdaConfig {
-    /// The handler's settings: the writer's `ZSTD_LEVEL` (default 1) and
-    /// `ROW_GROUP_ROWS` (default 131072), the page limits `MAX_PAGE_BYTES`
-    /// (default 268435456, 256 MiB) and `MAX_COLUMNS` (default 1000), the
-    /// dead-letter target (`DLQ_URL`, `MAX_RECEIVE_COUNT`), metrics to
-    /// stdout (CloudWatch EMF); the rest as [`PersistConfig::default`] (at
-    /// most 1,000,000 records per page, [`crate::DEFAULT_MAX_PAGE_RECORDS`]).
+    /// The handler's settings: the writer's `ZSTD_LEVEL` and
+    /// `ROW_GROUP_ROWS`, the page limits `MAX_PAGE_BYTES` and `MAX_COLUMNS`
+    /// (defaults in [`LambdaConfig::ENV`]), the dead-letter target
+    /// ([`dead_letter_target`]), metrics to stdout (CloudWatch EMF); the rest
+    /// as [`PersistConfig::default`] (at most 1,000,000 records per page,
+    /// [`crate::DEFAULT_MAX_PAGE_RECORDS`]).
     pub handler: PersistConfig,
     /// The lake bucket (`LAKE_BUCKET`, required).
     pub lake_bucket: String,
@@ -56,47 +107,24 @@ pub struct LambdaConfig {
 }
 
 impl LambdaConfig {
-    /// Reads and checks Persist's variables.
+    /// Reads and checks Persist's variables ([`LambdaConfig::ENV`]).
     ///
     /// # Errors
-    /// [`EnvError`] naming the variable: `LAKE_BUCKET` unset, a number that
-    /// is not one, `ZSTD_LEVEL` outside 1..=22 ([`ZSTD_LEVELS`]),
-    /// `ROW_GROUP_ROWS` outside 1..=1048576 ([`ROW_GROUP_ROWS_RANGE`]),
-    /// `MAX_PAGE_BYTES` outside 1 MiB..=10 GiB ([`MAX_PAGE_BYTES_RANGE`]),
-    /// `MAX_COLUMNS` outside 1..=10000 ([`MAX_COLUMNS_RANGE`]),
-    /// `MAX_RECEIVE_COUNT` outside 1..=1000 (the redrive policy's range).
+    /// [`EnvError`] naming the variable and value: `LAKE_BUCKET` unset, a
+    /// number that is not one, or outside its entry's range ([`ZSTD_LEVELS`],
+    /// [`ROW_GROUP_ROWS_RANGE`], [`MAX_PAGE_BYTES_RANGE`],
+    /// [`MAX_COLUMNS_RANGE`], the redrive policy's 1..=1000).
     pub fn from_env(env: &LambdaEnv) -> Result<Self, EnvError> {
         let defaults = PersistConfig::default();
-        let zstd_level = env.u64_in(
-            "ZSTD_LEVEL",
-            u64::try_from(defaults.writer.zstd_level).unwrap_or(1),
-            ZSTD_LEVELS,
-            "Parquet's zstd levels",
-        )?;
         let writer = WriterConfig {
             // Within 1..=22.
-            zstd_level: i32::try_from(zstd_level).unwrap_or(1),
-            row_group_rows: env.usize_in(
-                "ROW_GROUP_ROWS",
-                defaults.writer.row_group_rows,
-                ROW_GROUP_ROWS_RANGE,
-                "contracts::MAX_ROW_GROUP_ROWS",
-            )?,
+            zstd_level: i32::try_from(env.u64(&ZSTD_LEVEL)?).unwrap_or(1),
+            row_group_rows: env.usize(&ROW_GROUP_ROWS)?,
             ..defaults.writer
         };
         let limits = PageLimits {
-            max_page_bytes: env.u64_in(
-                "MAX_PAGE_BYTES",
-                defaults.limits.max_page_bytes,
-                MAX_PAGE_BYTES_RANGE,
-                "1 MiB, SQS's largest message, to 10 GiB, Lambda's largest memory",
-            )?,
-            max_columns: env.usize_in(
-                "MAX_COLUMNS",
-                defaults.limits.max_columns,
-                MAX_COLUMNS_RANGE,
-                "columns of a dataset; 20,000 took 905 MB of Persist's 1024 MB",
-            )?,
+            max_page_bytes: env.u64(&MAX_PAGE_BYTES)?,
+            max_columns: env.usize(&MAX_COLUMNS)?,
             ..defaults.limits
         };
         let handler = PersistConfig {
@@ -108,9 +136,9 @@ impl LambdaConfig {
         };
         Ok(Self {
             handler,
-            lake_bucket: env.required("LAKE_BUCKET")?,
-            run_events_topic: env.optional("RUN_EVENTS_TOPIC_ARN")?,
-            glue_database: env.optional("GLUE_DATABASE")?,
+            lake_bucket: env.text(&LAKE_BUCKET)?,
+            run_events_topic: env.optional(&env::RUN_EVENTS_TOPIC_ARN)?,
+            glue_database: env.optional(&GLUE_DATABASE)?,
         })
     }
 }
@@ -162,6 +190,17 @@ mod tests {
         assert_eq!((config.handler.writer.zstd_level, config.handler.writer.row_group_rows), (22, 1_048_576));
         assert_eq!(config.run_events_topic.as_deref(), Some("arn:aws:sns:us-east-1:1:run-events"));
         assert_eq!(config.handler.dead_letter.map(|d| d.max_receive_count), Some(7));
+    }
+
+    #[test]
+    fn from_env_reads_exactly_its_table() {
+        let env = env(&[("DLQ_URL", "https://sqs/dlq")]);
+        LambdaConfig::from_env(&env).expect("defaults");
+        // The S3 client and main.rs (the Glue committer's FileIO) read
+        // TRIBUTARY_S3_FORCE_PATH_STYLE themselves.
+        let read_elsewhere = [env::S3_FORCE_PATH_STYLE.name];
+        let table = LambdaConfig::ENV.iter().map(|var| var.name).filter(|name| !read_elsewhere.contains(name));
+        assert_eq!(env.names_read(), table.collect());
     }
 
     #[test]

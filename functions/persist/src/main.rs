@@ -1,25 +1,15 @@
-//! Persist Lambda: wiring only. Environment (read once, at cold start, and
-//! checked by [`persist::LambdaConfig::from_env`]): `LAKE_BUCKET` (required),
-//! `ZSTD_LEVEL` (1..=22, default 1), `ROW_GROUP_ROWS` (1..=1048576, default
-//! 131072), `MAX_PAGE_BYTES` (bytes of a page after decompression, 1 MiB to 10
-//! GiB, default 268435456), `MAX_COLUMNS` (columns of a dataset, 1..=10000,
-//! default 1000), `TRIBUTARY_S3_FORCE_PATH_STYLE` (default false; read by
-//! `adapters::aws::s3_client`), `DLQ_URL` and `MAX_RECEIVE_COUNT` (dead letters
-//! with their reason; 1..=1000, default 5), `RUN_EVENTS_TOPIC_ARN` (announces
-//! completed runs; unset: none), `GLUE_DATABASE` (the lake's Glue database:
-//! each Parquet dataset's Hive table is created or updated there when its
-//! schema changes, and each Iceberg dataset's table is committed there, one
-//! snapshot per run, its files under `s3://<LAKE_BUCKET>/_iceberg/warehouse/`;
-//! unset: no tables are registered, and pages of Iceberg datasets fail
-//! naming `target.table_format`). The SDK's endpoint (AWS_ENDPOINT_URL, for an
-//! emulator) also redirects the Iceberg FileIO. Metrics go to stdout (EMF).
+//! Persist Lambda: wiring only. Its environment is the table
+//! [`persist::LambdaConfig::ENV`], read and checked once, at cold start, by
+//! [`persist::LambdaConfig::from_env`]; `infra/README.md` lists it.
+//! The SDK's endpoint (AWS_ENDPOINT_URL, for an emulator) also redirects
+//! the Iceberg FileIO. Metrics go to stdout (EMF).
 
 use std::sync::Arc;
 
 use adapters::aws::{self, GlueCatalog, S3Store};
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
-use tributary_core::env::{LambdaEnv, optional_bool};
+use tributary_core::env::{self, LambdaEnv};
 use tributary_iceberg::glue::{GlueSettings, glue_committer};
 
 #[tokio::main]
@@ -38,7 +28,7 @@ async fn main() -> Result<(), Error> {
                 bucket: lake_bucket,
                 region: sdk.region().map(ToString::to_string),
                 endpoint: sdk.endpoint_url().map(ToString::to_string),
-                path_style: optional_bool(aws::S3_FORCE_PATH_STYLE_VAR, false)?,
+                path_style: LambdaEnv::from_env().flag(&env::S3_FORCE_PATH_STYLE)?,
             };
             Some(glue_committer(&settings, store.clone()).await?)
         }

@@ -1,20 +1,23 @@
 //! The Request Lambda's settings, read from its environment once at cold
 //! start ([`LambdaConfig::from_env`]) and checked there, so a bad value
 //! stops the cold start naming the variable instead of failing every
-//! message. `main.rs` only wires what this returns.
+//! message. [`LambdaConfig::ENV`] is the table of those variables; `main.rs`
+//! only wires what this returns.
 
 use std::num::NonZeroU32;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-use tributary_core::env::{EnvError, LAMBDA_SECS_RANGE, LambdaEnv, SQS_MESSAGE_BYTES_RANGE, dead_letter_target};
+use tributary_core::env::{
+    self, Allowed, EnvError, EnvVar, LAMBDA_SECS_RANGE, LambdaEnv, SQS_MESSAGE_BYTES_RANGE, dead_letter_target,
+};
 use tributary_core::metrics::MetricsTarget;
 
 use tributary_core::ports::NetworkAccess;
 
-use crate::RequestConfig;
 use crate::http::DEFAULT_CONNECT_TIMEOUT;
 use crate::trust::{self, Trust};
+use crate::{DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_RESPONSE_BYTES, RequestConfig};
 
 /// Calls per message, first included (`HTTP_MAX_ATTEMPTS`): at least one;
 /// at most 10, as the backoff waits of more attempts would not fit one
@@ -38,19 +41,110 @@ pub const MAX_RESPONSE_BYTES_RANGE: RangeInclusive<u64> = 1..=10_240 * 1024 * 10
 /// watch`). Unset: 1.
 pub const MAX_INSTANCES_RANGE: RangeInclusive<u64> = 1..=1000;
 
+const LAKE_BUCKET: EnvVar =
+    EnvVar { doc: "the lake bucket: claim-check payloads and the ledger of `cursor` runs", ..env::LAKE_BUCKET };
+const MAX_MESSAGE_BYTES: EnvVar = EnvVar::number(
+    "MAX_MESSAGE_BYTES",
+    DEFAULT_MAX_MESSAGE_BYTES as u64,
+    Allowed::of_usize(SQS_MESSAGE_BYTES_RANGE, "SQS MaximumMessageSize"),
+    "largest message sent to `reply_to`: the persist queue's `MaximumMessageSize`; a larger page goes by claim check",
+);
+const HTTP_MAX_ATTEMPTS: EnvVar = EnvVar::number(
+    "HTTP_MAX_ATTEMPTS",
+    3,
+    Allowed::of_usize(MAX_ATTEMPTS_RANGE, "at least one call; more waits would not fit an invocation"),
+    "calls per message, the first included",
+);
+const HTTP_TIMEOUT_SECS: EnvVar = EnvVar::number(
+    "HTTP_TIMEOUT_SECS",
+    30,
+    Allowed::new(LAMBDA_SECS_RANGE, "Lambda's 900 s maximum"),
+    "seconds one vendor call may take",
+);
+const HTTP_CONNECT_TIMEOUT_SECS: EnvVar = EnvVar::number(
+    "HTTP_CONNECT_TIMEOUT_SECS",
+    DEFAULT_CONNECT_TIMEOUT.as_secs(),
+    Allowed::new(LAMBDA_SECS_RANGE, "Lambda's 900 s maximum"),
+    "seconds to establish a vendor connection",
+);
+const MAX_RETRY_AFTER_SECS: EnvVar = EnvVar::number(
+    "MAX_RETRY_AFTER_SECS",
+    30,
+    Allowed::new(MAX_RETRY_AFTER_SECS_RANGE, "Lambda's 900 s maximum"),
+    "longest `Retry-After` waited inside an invocation; a longer one becomes the message's visibility",
+);
+const MAX_RESPONSE_BYTES: EnvVar = EnvVar::number(
+    "MAX_RESPONSE_BYTES",
+    DEFAULT_MAX_RESPONSE_BYTES,
+    Allowed::new(MAX_RESPONSE_BYTES_RANGE, "Lambda's 10,240 MB memory maximum"),
+    "largest response body read (it is held in memory)",
+);
+const RUN_EVENTS_TOPIC_ARN: EnvVar = EnvVar {
+    doc: "the run-events topic: a `cursor` run completed by Request's page count",
+    ..env::RUN_EVENTS_TOPIC_ARN
+};
+const REPLY_DESTINATIONS: EnvVar = EnvVar::required(
+    "REPLY_DESTINATIONS",
+    "the queue URLs and topic ARNs answers may go to, comma-separated (docs/request.md, Trust model)",
+);
+const SECRET_GRANTS: EnvVar = EnvVar::optional(
+    "SECRET_GRANTS",
+    "no secrets",
+    "JSON: the secrets messages may name, and the hosts and pipelines each may go to",
+);
+const ALLOW_LOOPBACK: EnvVar =
+    EnvVar::flag("ALLOW_LOOPBACK", false, "whether a message's `allow` may open loopback addresses");
+const ALLOW_PRIVATE_NETWORKS: EnvVar =
+    EnvVar::flag("ALLOW_PRIVATE_NETWORKS", false, "whether a message's `allow` may open private networks");
+const REQUEST_QUEUE_URL: EnvVar = EnvVar::optional(
+    "REQUEST_QUEUE_URL",
+    "the queue's visibility timeout",
+    "its own queue: a `Retry-After` longer than `MAX_RETRY_AFTER_SECS` becomes the message's visibility",
+);
+const REQUEST_MAX_CONCURRENCY: EnvVar = EnvVar::number(
+    "REQUEST_MAX_CONCURRENCY",
+    1,
+    Allowed::new(
+        MAX_INSTANCES_RANGE,
+        "an SQS event source mapping's MaximumConcurrency (2-1000), or 1 for one instance",
+    ),
+    "instances calling at once, the request mapping's `MaximumConcurrency`: each keeps to 1/N of every pipeline's rate budget",
+);
+
+impl LambdaConfig {
+    /// Request's environment: every variable [`LambdaConfig::from_env`]
+    /// reads, and [`env::S3_FORCE_PATH_STYLE`] (read by the S3 client), as
+    /// `infra/template.yaml` sets them (a test checks both).
+    pub const ENV: &'static [EnvVar] = &[
+        LAKE_BUCKET,
+        MAX_MESSAGE_BYTES,
+        HTTP_TIMEOUT_SECS,
+        HTTP_CONNECT_TIMEOUT_SECS,
+        HTTP_MAX_ATTEMPTS,
+        MAX_RETRY_AFTER_SECS,
+        MAX_RESPONSE_BYTES,
+        env::S3_FORCE_PATH_STYLE,
+        env::DLQ_URL,
+        env::MAX_RECEIVE_COUNT,
+        RUN_EVENTS_TOPIC_ARN,
+        REPLY_DESTINATIONS,
+        SECRET_GRANTS,
+        ALLOW_LOOPBACK,
+        ALLOW_PRIVATE_NETWORKS,
+        REQUEST_QUEUE_URL,
+        REQUEST_MAX_CONCURRENCY,
+    ];
+}
+
 /// Everything the Request binary reads from its environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LambdaConfig {
-    /// The handler's settings: `MAX_MESSAGE_BYTES`, `HTTP_MAX_ATTEMPTS`,
-    /// `HTTP_TIMEOUT_SECS`, `MAX_RETRY_AFTER_SECS`, `MAX_RESPONSE_BYTES`,
-    /// `RUN_EVENTS_TOPIC_ARN`, the dead-letter target (`DLQ_URL`,
-    /// `MAX_RECEIVE_COUNT`), the trust settings (`REPLY_DESTINATIONS`,
-    /// `SECRET_GRANTS`, `ALLOW_LOOPBACK`, `ALLOW_PRIVATE_NETWORKS`, see
-    /// [`crate::trust`]), its own queue for long `Retry-After` pauses
-    /// (`REQUEST_QUEUE_URL`, optional), the instances that share each
-    /// pipeline's rate budget (`REQUEST_MAX_CONCURRENCY`, see
-    /// [`MAX_INSTANCES_RANGE`]), metrics to stdout (CloudWatch EMF); the rest as
-    /// [`RequestConfig::default`].
+    /// The handler's settings from [`LambdaConfig::ENV`]: message and
+    /// response sizes, attempts and time-outs, the run-events topic, the
+    /// dead-letter target ([`dead_letter_target`]), the trust settings (see
+    /// [`crate::trust`]), its own queue for long `Retry-After` pauses, the
+    /// instances that share each pipeline's rate budget; metrics to stdout
+    /// (CloudWatch EMF); the rest as [`RequestConfig::default`].
     pub handler: RequestConfig,
     /// The lake bucket: claim-check payloads and the ledger of `cursor` runs
     /// (`LAKE_BUCKET`, required).
@@ -61,80 +155,38 @@ pub struct LambdaConfig {
 }
 
 impl LambdaConfig {
-    /// Reads and checks Request's variables.
+    /// Reads and checks Request's variables ([`LambdaConfig::ENV`]).
     ///
     /// # Errors
-    /// [`EnvError`] naming the variable: `LAKE_BUCKET` or
+    /// [`EnvError`] naming the variable and value: `LAKE_BUCKET` or
     /// `REPLY_DESTINATIONS` unset, `SECRET_GRANTS` not a JSON object of
-    /// secret id to `{"hosts": [..], "pipelines": [..]}`,
-    /// `ALLOW_LOOPBACK` / `ALLOW_PRIVATE_NETWORKS` not a boolean, a number that
-    /// is not one, or out of its range — `MAX_MESSAGE_BYTES` 1024..=1048576
-    /// (SQS `MaximumMessageSize`), `HTTP_TIMEOUT_SECS` and
-    /// `HTTP_CONNECT_TIMEOUT_SECS` 1..=900 (Lambda's maximum time-out),
-    /// `HTTP_MAX_ATTEMPTS` 1..=10 ([`MAX_ATTEMPTS_RANGE`]),
-    /// `MAX_RETRY_AFTER_SECS` 0..=900, `MAX_RESPONSE_BYTES` 1..=10 GiB
-    /// ([`MAX_RESPONSE_BYTES_RANGE`]), `MAX_RECEIVE_COUNT` 1..=1000 (the
-    /// redrive policy's range), `REQUEST_MAX_CONCURRENCY` 1..=1000
-    /// ([`MAX_INSTANCES_RANGE`]).
+    /// secret id to `{"hosts": [..], "pipelines": [..]}`, a boolean or a
+    /// number that is not one, or a number outside its entry's range.
     pub fn from_env(env: &LambdaEnv) -> Result<Self, EnvError> {
         let defaults = RequestConfig::default();
-        let lake_bucket = env.required("LAKE_BUCKET")?;
+        let lake_bucket = env.text(&LAKE_BUCKET)?;
         let handler = RequestConfig {
-            max_message_bytes: env.usize_in(
-                "MAX_MESSAGE_BYTES",
-                defaults.max_message_bytes,
-                SQS_MESSAGE_BYTES_RANGE,
-                "SQS MaximumMessageSize",
-            )?,
-            max_attempts: env.usize_in(
-                "HTTP_MAX_ATTEMPTS",
-                defaults.max_attempts,
-                MAX_ATTEMPTS_RANGE,
-                "at least one call; more waits would not fit an invocation",
-            )?,
-            timeout: env.secs_in("HTTP_TIMEOUT_SECS", defaults.timeout, LAMBDA_SECS_RANGE, "Lambda's 900 s maximum")?,
-            max_retry_after: env.secs_in(
-                "MAX_RETRY_AFTER_SECS",
-                defaults.max_retry_after,
-                MAX_RETRY_AFTER_SECS_RANGE,
-                "Lambda's 900 s maximum",
-            )?,
-            max_response_bytes: env.u64_in(
-                "MAX_RESPONSE_BYTES",
-                defaults.max_response_bytes,
-                MAX_RESPONSE_BYTES_RANGE,
-                "Lambda's 10,240 MB memory maximum",
-            )?,
-            run_events_topic: env.optional("RUN_EVENTS_TOPIC_ARN")?,
+            max_message_bytes: env.usize(&MAX_MESSAGE_BYTES)?,
+            max_attempts: env.usize(&HTTP_MAX_ATTEMPTS)?,
+            timeout: env.secs(&HTTP_TIMEOUT_SECS)?,
+            max_retry_after: env.secs(&MAX_RETRY_AFTER_SECS)?,
+            max_response_bytes: env.u64(&MAX_RESPONSE_BYTES)?,
+            run_events_topic: env.optional(&RUN_EVENTS_TOPIC_ARN)?,
             dead_letter: dead_letter_target(env)?,
             metrics: MetricsTarget::Stdout,
             trust: trust_from_env(env)?,
-            own_queue: env.optional("REQUEST_QUEUE_URL")?,
+            own_queue: env.optional(&REQUEST_QUEUE_URL)?,
             max_instances: max_instances(env)?,
             ..defaults
         };
-        Ok(Self {
-            handler,
-            lake_bucket,
-            connect_timeout: env.secs_in(
-                "HTTP_CONNECT_TIMEOUT_SECS",
-                DEFAULT_CONNECT_TIMEOUT,
-                LAMBDA_SECS_RANGE,
-                "Lambda's 900 s maximum",
-            )?,
-        })
+        Ok(Self { handler, lake_bucket, connect_timeout: env.secs(&HTTP_CONNECT_TIMEOUT_SECS)? })
     }
 }
 
 /// `REQUEST_MAX_CONCURRENCY`: how many instances share each pipeline's
 /// rate budget.
 fn max_instances(env: &LambdaEnv) -> Result<NonZeroU32, EnvError> {
-    let n = env.u64_in(
-        "REQUEST_MAX_CONCURRENCY",
-        1,
-        MAX_INSTANCES_RANGE,
-        "an SQS event source mapping's MaximumConcurrency (2-1000), or 1 for one instance",
-    )?;
+    let n = env.u64(&REQUEST_MAX_CONCURRENCY)?;
     // In range, so never 0 and within u32.
     Ok(u32::try_from(n).ok().and_then(NonZeroU32::new).unwrap_or(NonZeroU32::MIN))
 }
@@ -144,27 +196,19 @@ fn max_instances(env: &LambdaEnv) -> Result<NonZeroU32, EnvError> {
 /// (default none), loopback and private addresses only when the stack opens
 /// them.
 fn trust_from_env(env: &LambdaEnv) -> Result<Trust, EnvError> {
-    let destinations = env
-        .required("REPLY_DESTINATIONS")?
-        .split(',')
-        .map(str::trim)
-        .filter(|d| !d.is_empty())
-        .map(String::from)
-        .collect();
-    let secrets = match env.optional("SECRET_GRANTS")? {
+    let destinations =
+        env.text(&REPLY_DESTINATIONS)?.split(',').map(str::trim).filter(|d| !d.is_empty()).map(String::from).collect();
+    let secrets = match env.optional(&SECRET_GRANTS)? {
         None => Default::default(),
         Some(text) => trust::parse_grants(&text).map_err(|_| EnvError::Malformed {
-            name: "SECRET_GRANTS".into(),
+            name: SECRET_GRANTS.name.into(),
             value: text.clone(),
             expected: "a JSON object of secret id to {\"hosts\": [..], \"pipelines\": [..]} (docs/request.md, Trust model)",
         })?,
     };
     Ok(Trust {
         secrets: Some(secrets),
-        networks: NetworkAccess {
-            loopback: env.bool_or("ALLOW_LOOPBACK", false)?,
-            private: env.bool_or("ALLOW_PRIVATE_NETWORKS", false)?,
-        },
+        networks: NetworkAccess { loopback: env.flag(&ALLOW_LOOPBACK)?, private: env.flag(&ALLOW_PRIVATE_NETWORKS)? },
         destinations: Some(destinations),
     })
 }
@@ -236,6 +280,16 @@ mod tests {
         assert_eq!(err.name(), "SECRET_GRANTS");
         let err = LambdaConfig::from_env(&env(&[("ALLOW_LOOPBACK", "yes please")])).expect_err("not a bool");
         assert_eq!(err.name(), "ALLOW_LOOPBACK");
+    }
+
+    #[test]
+    fn from_env_reads_exactly_its_table() {
+        let env = env(&[("DLQ_URL", "https://sqs/dlq")]);
+        LambdaConfig::from_env(&env).expect("defaults");
+        // The S3 client reads TRIBUTARY_S3_FORCE_PATH_STYLE itself.
+        let read_elsewhere = [env::S3_FORCE_PATH_STYLE.name];
+        let table = LambdaConfig::ENV.iter().map(|var| var.name).filter(|name| !read_elsewhere.contains(name));
+        assert_eq!(env.names_read(), table.collect());
     }
 
     #[test]

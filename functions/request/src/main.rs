@@ -1,26 +1,6 @@
-//! Request Lambda: wiring only. Environment (read once, at cold start, and
-//! checked by [`request::LambdaConfig::from_env`]): `LAKE_BUCKET` (required:
-//! claim-check payloads and the ledger of `cursor` runs), `MAX_MESSAGE_BYTES`
-//! (1024..=1048576, default 262144, SQS's default `MaximumMessageSize`; up
-//! to 1048576 for queues raised to 1 MiB), `HTTP_TIMEOUT_SECS` (1..=900,
-//! default 30), `HTTP_CONNECT_TIMEOUT_SECS` (1..=900, default 10),
-//! `HTTP_MAX_ATTEMPTS` (1..=10, default 3), `MAX_RETRY_AFTER_SECS` (0..=900,
-//! default 30), `MAX_RESPONSE_BYTES` (1 to 10 GiB, default 67108864),
-//! `RUN_EVENTS_TOPIC_ARN` (optional), `TRIBUTARY_S3_FORCE_PATH_STYLE`
-//! (default false; read by `adapters::aws::s3_client`), `DLQ_URL` and
-//! `MAX_RECEIVE_COUNT` (dead letters with their reason; 1..=1000, default 5).
-//! Trust settings (`request::trust`, docs/request.md): `REPLY_DESTINATIONS`
-//! (required: the stack's queue URLs and topic ARNs answers may go to,
-//! comma-separated), `SECRET_GRANTS` (JSON: the secrets messages may name
-//! and the hosts each may go to; default none), `ALLOW_LOOPBACK` and
-//! `ALLOW_PRIVATE_NETWORKS` (default false: what a message's `allow` may
-//! open at most). `REQUEST_QUEUE_URL` (optional): Request's own queue, where
-//! a vendor's `Retry-After` longer than `MAX_RETRY_AFTER_SECS` becomes the
-//! message's visibility (`ChangeMessageVisibility`).
-//! `REQUEST_MAX_CONCURRENCY` (1..=1000, default 1): the request queue's
-//! event source mapping `MaximumConcurrency`, the most instances that call
-//! at once; each keeps to that fraction of a pipeline's rate budget
-//! (`request::rate::share`), so all of them together keep to the spec's.
+//! Request Lambda: wiring only. Its environment is the table
+//! [`request::LambdaConfig::ENV`], read and checked once, at cold start, by
+//! [`request::LambdaConfig::from_env`]; `infra/README.md` lists it.
 //!
 //! Each invocation's deadline (`Context.deadline`, epoch milliseconds)
 //! reaches the handler: no call or retry wait runs past it.

@@ -9,9 +9,10 @@
 //! difference and fails once, naming the resource and the topology entry.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_norway::{Mapping, Value};
+use tributary_core::env::EnvVar;
 use tributary_core::topology::{self, Function, QueueDecl};
 
 fn repo_root() -> PathBuf {
@@ -451,82 +452,131 @@ fn allows_topic(statement: &Value, queue_id: &str, topic_id: &str) -> bool {
     effect && service && action && resource && source
 }
 
-/// Environment variable names mentioned in a main.rs: backquoted in its docs
-/// (`` `LAKE_BUCKET` ``) or as string literals (`"LAKE_BUCKET"`).
-fn documented_env_vars(main_rs: &str) -> BTreeSet<String> {
-    let is_name = |s: &str| {
-        s.len() > 2
-            && s.contains('_')
-            && s.starts_with(|c: char| c.is_ascii_uppercase())
-            && s.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-    };
-    let mut names = BTreeSet::new();
-    for quote in ['`', '"'] {
-        for (index, piece) in main_rs.split(quote).enumerate() {
-            if index % 2 == 1 && is_name(piece) {
-                names.insert(piece.to_string());
-            }
-        }
+/// A function's environment table: `LambdaConfig::ENV` in its
+/// `src/config.rs`, what its `from_env` reads.
+fn env_table(function: Function) -> &'static [EnvVar] {
+    match function {
+        Function::Orchestrator => orchestrator::LambdaConfig::ENV,
+        Function::Request => request::LambdaConfig::ENV,
+        Function::Persist => persist::LambdaConfig::ENV,
+        Function::Athena => athena::LambdaConfig::ENV,
+        Function::Notify => notify::LambdaConfig::ENV,
     }
-    names
 }
 
-/// Environment variable names a function's `src/config.rs` reads: its
-/// string literals (`"LAKE_BUCKET"`) before its tests. Its docs are left
-/// out: they also name constants such as `SQS_MESSAGE_BYTES_RANGE`.
-fn config_env_vars(config_rs: &str) -> BTreeSet<String> {
-    let code = config_rs.split("#[cfg(test)]").next().unwrap_or_default();
-    documented_env_vars(code).into_iter().filter(|name| code.contains(&format!("\"{name}\""))).collect()
+/// The `Environment.Variables` the template gives function `id`.
+fn template_env<'a>(template: &'a Template, id: &str) -> BTreeMap<String, &'a Value> {
+    prop(template.resource(id).expect("exists"), "Environment")
+        .and_then(|e| e.get("Variables"))
+        .and_then(Value::as_mapping)
+        .map(|vars| vars.iter().filter_map(|(k, v)| Some((k.as_str()?.to_string(), v))).collect())
+        .unwrap_or_default()
 }
 
 #[test]
-fn functions_get_exactly_the_environment_their_main_reads() {
+fn functions_get_exactly_the_environment_their_table_declares() {
     let template = Template::load();
     let mut failures = Vec::new();
     for decl in topology::FUNCTIONS {
         let name = decl.function.name();
-        let main = repo_root().join("functions").join(name).join("src/main.rs");
-        let text = std::fs::read_to_string(&main).unwrap_or_else(|err| panic!("cannot read {}: {err}", main.display()));
-        let read = documented_env_vars(&text);
-        // The main reads its variables through `LambdaConfig::from_env`
-        // (src/config.rs): its list must name every one of them.
-        let config = repo_root().join("functions").join(name).join("src/config.rs");
-        if let Ok(config_text) = std::fs::read_to_string(&config) {
-            for var in config_env_vars(&config_text).difference(&read) {
-                failures.push(format!(
-                    "function `{name}`: {} reads {var}, which {} does not list",
-                    main_display(&config),
-                    main_display(&main)
-                ));
-            }
+        let table = env_table(decl.function);
+        let declared: BTreeSet<&str> = table.iter().map(|var| var.name).collect();
+        if declared.len() != table.len() {
+            failures.push(format!("function `{name}`: LambdaConfig::ENV names a variable twice"));
         }
         let Some(id) = template.function_id(decl.function) else {
             failures.push(format!("function `{name}`: missing (see the function test)"));
             continue;
         };
-        let set: BTreeMap<String, &Value> = prop(template.resource(id).expect("exists"), "Environment")
-            .and_then(|e| e.get("Variables"))
-            .and_then(Value::as_mapping)
-            .map(|vars| vars.iter().filter_map(|(k, v)| Some((k.as_str()?.to_string(), v))).collect())
-            .unwrap_or_default();
-        for var in &read {
-            if !set.contains_key(var) {
-                failures.push(format!(
-                    "function `{name}` ({id}): {} reads {var}, the template does not set it",
-                    main_display(&main)
-                ));
+        let set = template_env(&template, id);
+        for var in table {
+            match set.get(var.name) {
+                None => failures.push(format!(
+                    "function `{name}` ({id}): LambdaConfig::ENV declares {}, the template does not set it",
+                    var.name
+                )),
+                // A literal must be a value the function accepts.
+                Some(Value::String(value)) => {
+                    if let Err(err) = var.check(value) {
+                        failures.push(format!("function `{name}` ({id}): {err}"));
+                    }
+                }
+                Some(_) => {}
             }
         }
-        for var in set.keys() {
-            if !read.contains(var) {
-                failures.push(format!(
-                    "function `{name}` ({id}): the template sets {var}, which {} never mentions",
-                    main_display(&main)
-                ));
-            }
+        for var in set.keys().filter(|var| !declared.contains(var.as_str())) {
+            failures.push(format!(
+                "function `{name}` ({id}): the template sets {var}, which its LambdaConfig::ENV does not declare"
+            ));
         }
     }
     assert_no_failures("function environments", failures);
+}
+
+/// A template value as the docs show it: `"262144"`, `!Ref LakeBucket`,
+/// `!Join [",", [!Ref A, !Ref B]]`.
+fn template_value_text(value: &Value) -> String {
+    match (intrinsic(value), value) {
+        (Some((name, arg)), _) => {
+            let arg = match arg {
+                Value::String(text) => text.clone(),
+                other => template_value_text(other),
+            };
+            format!("!{name} {arg}")
+        }
+        (None, Value::String(text)) => format!("{text:?}"),
+        (None, Value::Sequence(items)) => {
+            format!("[{}]", items.iter().map(template_value_text).collect::<Vec<_>>().join(", "))
+        }
+        (None, other) => serde_norway::to_string(other).unwrap_or_default().trim().to_string(),
+    }
+}
+
+const ENV_DOC: &str = "infra/README.md";
+const ENV_TABLE_START: &str =
+    "<!-- environment table: generated from each LambdaConfig::ENV by tests/tests/template_topology.rs -->";
+const ENV_TABLE_END: &str = "<!-- end of environment table -->";
+
+/// infra/README.md's environment table is the functions' tables with what
+/// the template sets: a difference fails, and `TRIBUTARY_UPDATE_DOCS=1`
+/// rewrites it.
+#[test]
+fn the_infra_readme_lists_every_function_variable_from_its_table() {
+    let template = Template::load();
+    let mut table = String::from(
+        "| function | variable | what | value in the stack | default in code | allowed |\n|---|---|---|---|---|---|\n",
+    );
+    for decl in topology::FUNCTIONS {
+        let set = template.function_id(decl.function).map(|id| template_env(&template, id)).unwrap_or_default();
+        for var in env_table(decl.function) {
+            let stack = set.get(var.name).map(|value| format!("`{}`", template_value_text(value))).unwrap_or_default();
+            let allowed = var.allowed_text();
+            table.push_str(&format!(
+                "| {} | `{}` | {} | {stack} | {} | {allowed} |\n",
+                decl.function.name(),
+                var.name,
+                var.doc,
+                var.default_text()
+            ));
+        }
+    }
+    let path = repo_root().join(ENV_DOC);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("cannot read {ENV_DOC}: {err}"));
+    let (Some(start), Some(end)) = (text.find(ENV_TABLE_START), text.find(ENV_TABLE_END)) else {
+        panic!("{ENV_DOC} has no `{ENV_TABLE_START}` ... `{ENV_TABLE_END}` section");
+    };
+    let start = start + ENV_TABLE_START.len();
+    let expected = format!("\n{table}");
+    if text[start..end] == expected {
+        return;
+    }
+    if std::env::var_os("TRIBUTARY_UPDATE_DOCS").is_some() {
+        std::fs::write(&path, format!("{}{expected}{}", &text[..start], &text[end..])).expect("write the docs");
+        return;
+    }
+    panic!(
+        "{ENV_DOC}'s environment table is not the functions' LambdaConfig::ENV (TRIBUTARY_UPDATE_DOCS=1 rewrites it); expected:\n{table}"
+    );
 }
 
 /// Every statement of every inline policy of the role that function
@@ -594,10 +644,6 @@ fn persist_registers_tables_in_the_lake_database_only() {
         failures.push(format!("{persist}: GLUE_DATABASE is {glue_database:?}, expected !Ref LakeDatabase"));
     }
     assert_no_failures("Persist's catalog access", failures);
-}
-
-fn main_display(path: &Path) -> String {
-    path.strip_prefix(repo_root()).unwrap_or(path).display().to_string()
 }
 
 /// The outputs `tributary deploy-schedules` and `tributary trigger` read,
