@@ -534,7 +534,7 @@ fn template_value_text(value: &Value) -> String {
 
 const ENV_DOC: &str = "infra/README.md";
 const ENV_TABLE_START: &str =
-    "<!-- environment table: generated from each LambdaConfig::ENV by tests/tests/template_topology.rs -->";
+    "<!-- environment table: generated from each LambdaConfig::ENV by tests/tests/it/template_topology.rs -->";
 const ENV_TABLE_END: &str = "<!-- end of environment table -->";
 
 /// infra/README.md's environment table is the functions' tables with what
