@@ -18,6 +18,7 @@
 mod alert;
 mod common;
 pub mod digest;
+pub mod paging;
 mod persist;
 mod probe;
 mod query;
@@ -31,12 +32,13 @@ mod version;
 
 pub use alert::{Alert, AlertExample};
 pub use common::{Destination, HttpMethod, PageRef, RunId, RunIdError, RunIdProblem, redacted_url};
+pub use paging::{NextPage, PageParams};
 pub use persist::{Layout, Payload, PayloadFormat, PersistMessage, RawRecords};
 pub use probe::ProbeReply;
 pub use query::{QueryContinuation, QueryMessage, QueryRow};
 pub use request::{
-    Auth, CallPolicy, Continuation, HttpCall, NetworkPolicy, NextPage, PlannedTotal, RateBudget, RequestMessage,
-    RequestMode, ResponseRules, StatusAction, numeric_page_params,
+    Auth, CallPolicy, Continuation, HttpCall, NetworkPolicy, PlannedTotal, RateBudget, RequestMessage, RequestMode,
+    ResponseRules, StatusAction,
 };
 pub use run::RunCompleted;
 pub use target::{

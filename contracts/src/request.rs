@@ -6,7 +6,7 @@ use chrono::NaiveDate;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Destination, HttpMethod, PageRef, PersistTarget, RunId, V1};
+use super::{Destination, HttpMethod, NextPage, PageRef, PersistTarget, RunId, V1};
 
 /// Asks the Request function to make one HTTP call and forward the outcome
 /// to `reply_to`.
@@ -126,75 +126,6 @@ pub struct Continuation {
     /// there and the repeat is not forwarded. Absent on the first page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_page: Option<String>,
-}
-
-/// Where the next page is, for APIs that give no total up front.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum NextPage {
-    /// A cursor (next token) in the body at `pointer`, sent as query
-    /// parameter `param` of the next call; absent, `null` or `""` ends.
-    BodyToken {
-        /// RFC 6901 pointer to the token, e.g. `/meta/next_cursor`.
-        pointer: String,
-        /// Query parameter of the next call, e.g. `cursor`.
-        param: String,
-        /// RFC 6901 pointer to a boolean saying whether more pages follow
-        /// (e.g. `/has_more`): `false` ends whatever the token; `true` with
-        /// no token is an error naming both pointers.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        has_more: Option<String>,
-    },
-    /// The next page's URL in the body at `pointer` (absolute, or relative
-    /// to the current URL); absent, `null` or `""` ends.
-    BodyUrl {
-        /// RFC 6901 pointer to the URL, e.g. `/links/next`.
-        pointer: String,
-        /// As for `body_token`: a boolean saying whether more pages follow.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        has_more: Option<String>,
-    },
-    /// Stripe-style: the next page starts after the page's last record.
-    /// The value at `pointer` in the last record (e.g. `/id`) becomes query
-    /// parameter `param` (e.g. `starting_after`) of the next call, while the
-    /// boolean at `has_more` in the body (e.g. `/has_more`) is `true`.
-    LastRecord {
-        /// RFC 6901 pointer into each record to its key, e.g. `/id`.
-        pointer: String,
-        /// Query parameter of the next call, e.g. `starting_after`.
-        param: String,
-        /// RFC 6901 pointer to the body's boolean saying whether more pages
-        /// follow, e.g. `/has_more`.
-        has_more: String,
-    },
-    /// The `Link` header's `rel="next"` target (RFC 8288); none ends.
-    LinkHeader {},
-    /// `offset`/`limit` parameters; a page with fewer than `limit` records
-    /// ends.
-    Offset {
-        /// Offset parameter (default `offset`).
-        #[serde(default = "crate::spec::default_offset_param")]
-        offset_param: String,
-        /// Limit parameter (default `limit`).
-        #[serde(default = "crate::spec::default_limit_param")]
-        limit_param: String,
-        /// Records per page, 1..=100000.
-        limit: u32,
-    },
-    /// Page-number parameters; a page with fewer than `size` records ends.
-    PageNumber {
-        /// Page parameter (default `page`).
-        #[serde(default = "crate::spec::default_page_param")]
-        page_param: String,
-        /// Page-size parameter (default none: the API's fixed size).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        size_param: Option<String>,
-        /// Records per page, 1..=100000 (the API's, when it is fixed).
-        size: u32,
-        /// Number of the first page (default 1).
-        #[serde(default = "crate::spec::default_first_page")]
-        first_page: u32,
-    },
 }
 
 /// The count-first total a page was planned from.
@@ -398,26 +329,5 @@ impl ResponseRules {
     /// Whether every rule is the default.
     pub fn is_default(&self) -> bool {
         self == &ResponseRules::default()
-    }
-}
-
-/// Query parameters that select page `index` for numeric paging (offset or
-/// page number); none for cursor, URL and link paging, whose first page is
-/// the template's call.
-pub fn numeric_page_params(next: &NextPage, index: u32) -> Vec<(String, String)> {
-    match next {
-        NextPage::Offset { offset_param, limit_param, limit } => vec![
-            (offset_param.clone(), (u64::from(index) * u64::from(*limit)).to_string()),
-            (limit_param.clone(), limit.to_string()),
-        ],
-        NextPage::PageNumber { page_param, size_param, size, first_page } => {
-            let mut params = vec![(page_param.clone(), (u64::from(*first_page) + u64::from(index)).to_string())];
-            params.extend(size_param.iter().map(|p| (p.clone(), size.to_string())));
-            params
-        }
-        NextPage::BodyToken { .. }
-        | NextPage::BodyUrl { .. }
-        | NextPage::LastRecord { .. }
-        | NextPage::LinkHeader {} => Vec::new(),
     }
 }

@@ -23,6 +23,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::paging::PageParams;
 use crate::{Auth, CallPolicy, HttpMethod, NetworkPolicy, NextPage, PersistTarget, RateBudget, ResponseRules, V1};
 
 /// Default cap on pages one count-first run may plan.
@@ -251,106 +252,117 @@ fn default_max_pages() -> u32 {
     DEFAULT_MAX_PAGES
 }
 
-/// Query parameters that select a page.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "style", rename_all = "snake_case", deny_unknown_fields)]
-pub enum PageParams {
-    /// `?offset=<index*page_size>&limit=<page_size>`.
-    OffsetLimit {
-        /// Name of the offset parameter (default `offset`).
-        #[serde(default = "default_offset_param")]
-        offset_param: String,
-        /// Name of the limit parameter (default `limit`).
-        #[serde(default = "default_limit_param")]
-        limit_param: String,
-    },
-    /// `?page=<first_page+index>&per_page=<page_size>`.
-    PageNumber {
-        /// Name of the page-number parameter (default `page`).
-        #[serde(default = "default_page_param")]
-        page_param: String,
-        /// Name of the page-size parameter (default `per_page`); `null` when
-        /// the API has a fixed page size.
-        #[serde(default = "default_size_param")]
-        size_param: Option<String>,
-        /// Number of the first page (default 1).
-        #[serde(default = "default_first_page")]
-        first_page: u32,
-    },
-}
-
-impl Default for PageParams {
-    fn default() -> Self {
-        PageParams::OffsetLimit { offset_param: default_offset_param(), limit_param: default_limit_param() }
-    }
-}
-
-pub(crate) fn default_offset_param() -> String {
-    "offset".into()
-}
-pub(crate) fn default_limit_param() -> String {
-    "limit".into()
-}
-pub(crate) fn default_page_param() -> String {
-    "page".into()
-}
-fn default_size_param() -> Option<String> {
-    Some("per_page".into())
-}
-pub(crate) fn default_first_page() -> u32 {
-    1
-}
-
 /// The vendor call every planned request starts from.
+///
+/// Written as one flat mapping under `request:` (the call's fields beside
+/// the call policy's `auth`, `allow`, `rate`, `response` and
+/// `timeout_secs`); read and written through a private wire type with
+/// exactly those fields, so the YAML and the JSON Schema are those of
+/// version 1. The policy is held as the [`CallPolicy`] every planned
+/// message carries, unchanged.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[serde(from = "wire::RequestTemplate", into = "wire::RequestTemplate")]
+#[schemars(description = "The vendor call every planned request starts from.")]
 pub struct RequestTemplate {
     /// `GET` (default) or `POST`.
-    #[serde(default)]
     pub method: HttpMethod,
     /// Absolute `http` or `https` URL.
     pub url: url::Url,
     /// Fixed query parameters; the strategy adds its page parameters.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub query: BTreeMap<String, String>,
     /// Fixed headers (no credentials: those are referenced by secret id).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
     /// JSON body for `POST`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<serde_json::Value>,
     /// RFC 6901 JSON pointer to the records array; absent means the
     /// response's root is the array.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub records_pointer: Option<String>,
-    /// Credentials, by secret id (see `docs/request.md`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub auth: Option<Auth>,
-    /// Further hosts redirects may reach, and whether loopback or private
-    /// addresses may be called (SSRF guard; default: neither).
-    #[serde(default, skip_serializing_if = "NetworkPolicy::is_default")]
-    pub allow: NetworkPolicy,
-    /// Requests per second and concurrent calls for this pipeline.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate: Option<RateBudget>,
-    /// Status actions, expected content type, maximum response bytes.
-    #[serde(default, skip_serializing_if = "ResponseRules::is_default")]
-    pub response: ResponseRules,
-    /// Total time for one HTTP call in seconds, 1..=900 (Lambda's maximum
-    /// run time); default Request's `HTTP_TIMEOUT_SECS`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_secs: Option<u64>,
+    /// How every call is made (credentials by secret id, the SSRF
+    /// allow-list, the rate budget, response rules, the time-out; see
+    /// `docs/request.md`): copied whole into each planned message's
+    /// `policy`. Validated by [`check_policy`] (`timeout_secs` 1..=900).
+    pub policy: CallPolicy,
 }
 
-impl RequestTemplate {
-    /// The call policy every planned message carries.
-    pub fn policy(&self) -> CallPolicy {
-        CallPolicy {
-            auth: self.auth.clone(),
-            allow: self.allow.clone(),
-            rate: self.rate,
-            response: self.response.clone(),
-            timeout_secs: self.timeout_secs,
+/// The version 1 YAML/JSON of the spec's `request`, kept apart so that the
+/// Rust type can hold the call policy as one [`CallPolicy`].
+///
+/// Not `#[serde(flatten)]`: a flattened struct is read from a buffer,
+/// which loses the field path of an error (`request.auth` would be named
+/// `request`) and refuses JSON's string map keys (`status_actions: {"404":
+/// …}` in a spec carried as a probe's context).
+mod wire {
+    use super::*;
+
+    /// The vendor call every planned request starts from.
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[serde(deny_unknown_fields)]
+    pub struct RequestTemplate {
+        /// `GET` (default) or `POST`.
+        #[serde(default)]
+        pub method: HttpMethod,
+        /// Absolute `http` or `https` URL.
+        pub url: url::Url,
+        /// Fixed query parameters; the strategy adds its page parameters.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        pub query: BTreeMap<String, String>,
+        /// Fixed headers (no credentials: those are referenced by secret id).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        pub headers: BTreeMap<String, String>,
+        /// JSON body for `POST`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub body: Option<serde_json::Value>,
+        /// RFC 6901 JSON pointer to the records array; absent means the
+        /// response's root is the array.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub records_pointer: Option<String>,
+        /// Credentials, by secret id (see `docs/request.md`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub auth: Option<Auth>,
+        /// Further hosts redirects may reach, and whether loopback or private
+        /// addresses may be called (SSRF guard; default: neither).
+        #[serde(default, skip_serializing_if = "NetworkPolicy::is_default")]
+        pub allow: NetworkPolicy,
+        /// Requests per second and concurrent calls for this pipeline.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub rate: Option<RateBudget>,
+        /// Status actions, expected content type, maximum response bytes.
+        #[serde(default, skip_serializing_if = "ResponseRules::is_default")]
+        pub response: ResponseRules,
+        /// Total time for one HTTP call in seconds, 1..=900 (Lambda's maximum
+        /// run time); default Request's `HTTP_TIMEOUT_SECS`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub timeout_secs: Option<u64>,
+    }
+
+    // Both conversions name every field of `CallPolicy` without `..`: a
+    // field added to the policy does not compile until the spec reads and
+    // writes it.
+    impl From<RequestTemplate> for super::RequestTemplate {
+        fn from(wire: RequestTemplate) -> Self {
+            let RequestTemplate {
+                method,
+                url,
+                query,
+                headers,
+                body,
+                records_pointer,
+                auth,
+                allow,
+                rate,
+                response,
+                timeout_secs,
+            } = wire;
+            let policy = CallPolicy { auth, allow, rate, response, timeout_secs };
+            Self { method, url, query, headers, body, records_pointer, policy }
+        }
+    }
+
+    impl From<super::RequestTemplate> for RequestTemplate {
+        fn from(template: super::RequestTemplate) -> Self {
+            let super::RequestTemplate { method, url, query, headers, body, records_pointer, policy } = template;
+            let CallPolicy { auth, allow, rate, response, timeout_secs } = policy;
+            Self { method, url, query, headers, body, records_pointer, auth, allow, rate, response, timeout_secs }
         }
     }
 }
@@ -520,7 +532,7 @@ impl PipelineSpec {
         if let Some(pointer) = &self.request.records_pointer {
             check_pointer("request.records_pointer", pointer)?;
         }
-        check_policy(&self.request.policy())?;
+        check_policy(&self.request.policy)?;
         if !matches!(self.strategy, StrategySpec::Athena(_)) {
             self.check_no_placeholders()?;
         }
@@ -608,18 +620,12 @@ impl PipelineSpec {
                 }
                 _ => {}
             }
-            let names: Vec<(&str, &str)> = match &paged.params {
-                PageParams::OffsetLimit { offset_param, limit_param } => {
-                    vec![("strategy.params.offset_param", offset_param), ("strategy.params.limit_param", limit_param)]
-                }
-                PageParams::PageNumber { page_param, size_param, .. } => {
-                    let mut names = vec![("strategy.params.page_param", page_param.as_str())];
-                    if let Some(size) = size_param {
-                        names.push(("strategy.params.size_param", size));
-                    }
-                    names
-                }
-            };
+            let names: Vec<(String, &str)> = paged
+                .params
+                .names()
+                .into_iter()
+                .map(|(field, name)| (format!("strategy.params.{field}"), name))
+                .collect();
             if let [(_, first), (field, second), ..] = names.as_slice()
                 && first == second
             {
@@ -627,11 +633,11 @@ impl PipelineSpec {
             }
             for (field, name) in names {
                 if name.trim().is_empty() {
-                    return Err(invalid(field, &format!("{name:?}"), "must not be empty"));
+                    return Err(invalid(&field, &format!("{name:?}"), "must not be empty"));
                 }
                 if let Some(place) = fixed_in(&self.request, name) {
                     return Err(invalid(
-                        field,
+                        &field,
                         &format!("{name:?}"),
                         &format!("is also a fixed parameter in {place}; the strategy sets it per page"),
                     ));
@@ -930,13 +936,13 @@ fn check_cursor(cursor: &CursorSpec, request: &RequestTemplate) -> Result<(), Sp
         }
         Ok(())
     };
-    let params: Vec<(&str, &str)> = match &cursor.next {
+    let params: Vec<(String, &str)> = match &cursor.next {
         NextPage::BodyToken { pointer, param, has_more } => {
             check_pointer("strategy.next.pointer", pointer)?;
             if let Some(has_more) = has_more {
                 check_pointer("strategy.next.has_more", has_more)?;
             }
-            vec![("strategy.next.param", param)]
+            vec![("strategy.next.param".into(), param)]
         }
         NextPage::BodyUrl { pointer, has_more } => {
             check_pointer("strategy.next.pointer", pointer)?;
@@ -948,27 +954,26 @@ fn check_cursor(cursor: &CursorSpec, request: &RequestTemplate) -> Result<(), Sp
         NextPage::LastRecord { pointer, param, has_more } => {
             check_pointer("strategy.next.pointer", pointer)?;
             check_pointer("strategy.next.has_more", has_more)?;
-            vec![("strategy.next.param", param)]
+            vec![("strategy.next.param".into(), param)]
         }
         NextPage::LinkHeader {} => Vec::new(),
-        NextPage::Offset { offset_param, limit_param, limit } => {
-            size_ok("strategy.next.limit", *limit)?;
-            vec![("strategy.next.offset_param", offset_param), ("strategy.next.limit_param", limit_param)]
-        }
-        NextPage::PageNumber { page_param, size_param, size, .. } => {
-            size_ok("strategy.next.size", *size)?;
-            let mut params = vec![("strategy.next.page_param", page_param.as_str())];
-            params.extend(size_param.as_deref().map(|p| ("strategy.next.size_param", p)));
-            params
+        NextPage::Numbered { params, size } => {
+            // The size's field as written: `limit` with offsets, `size` with page numbers.
+            let size_field = match params {
+                PageParams::OffsetLimit { .. } => "strategy.next.limit",
+                PageParams::PageNumber { .. } => "strategy.next.size",
+            };
+            size_ok(size_field, *size)?;
+            params.names().into_iter().map(|(field, name)| (format!("strategy.next.{field}"), name)).collect()
         }
     };
     for (field, name) in params {
         if name.trim().is_empty() {
-            return Err(invalid(field, &format!("{name:?}"), "must not be empty"));
+            return Err(invalid(&field, &format!("{name:?}"), "must not be empty"));
         }
         if let Some(place) = fixed_in(request, name) {
             return Err(invalid(
-                field,
+                &field,
                 &format!("{name:?}"),
                 &format!("is also a fixed parameter in {place}; the strategy sets it per page"),
             ));
@@ -1170,7 +1175,7 @@ target:
             "  auth: { kind: oauth2_client_credentials, token_url: 'https://a/t', client_id: c, secret_id: s }\n  allow: { hosts: ['*.cdn.example'], private: true }\n  rate: { requests_per_second: 5, max_concurrency: 2 }\n  response: { status_actions: { 404: empty }, max_bytes: 1000 }\n  timeout_secs: 10",
         ))
         .expect("valid policy");
-        assert_eq!(ok.request.policy().response.status_actions[&404], crate::StatusAction::Empty);
+        assert_eq!(ok.request.policy.response.status_actions[&404], crate::StatusAction::Empty);
     }
 
     #[test]

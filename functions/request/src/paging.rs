@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use contracts::numeric_page_params;
 use contracts::{HttpCall, NextPage};
 
 /// The next page cannot be found in a response, naming `strategy.next`'s
@@ -211,12 +210,12 @@ pub fn next_call(
             Some(next) => with_url(&next),
             None => Ok(None),
         },
-        NextPage::Offset { limit: size, .. } | NextPage::PageNumber { size, .. } => {
+        NextPage::Numbered { params, size } => {
             if records < *size as usize {
                 return Ok(None);
             }
             let mut next = current.clone();
-            next.query.extend(numeric_page_params(paging, index.saturating_add(1)));
+            next.query.extend(params.page_query(*size, index.saturating_add(1)));
             Ok(Some(next))
         }
     }
@@ -249,6 +248,7 @@ pub fn link_next(header: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use contracts::PageParams;
     use serde_json::json;
 
     fn call(query: &[(&str, &str)]) -> HttpCall {
@@ -391,14 +391,20 @@ mod tests {
 
     #[test]
     fn numeric_paging_stops_on_a_short_page() {
-        let paging = NextPage::Offset { offset_param: "offset".into(), limit_param: "limit".into(), limit: 10 };
+        let paging = NextPage::Numbered {
+            params: PageParams::OffsetLimit { offset_param: "offset".into(), limit_param: "limit".into() },
+            size: 10,
+        };
         let first = call(&[("offset", "0"), ("limit", "10")]);
         // `next` answers for page 1: the following one is page 2.
         let third = next(&paging, &first, json!([]), None, 10).expect("a full page goes on");
         assert_eq!((third.query["offset"].as_str(), third.query["limit"].as_str()), ("20", "10"));
         assert!(next(&paging, &first, json!([]), None, 9).is_none(), "short page");
         assert!(next(&paging, &first, json!([]), None, 0).is_none(), "empty page");
-        let paging = NextPage::PageNumber { page_param: "page".into(), size_param: None, size: 5, first_page: 1 };
+        let paging = NextPage::Numbered {
+            params: PageParams::PageNumber { page_param: "page".into(), size_param: None, first_page: 1 },
+            size: 5,
+        };
         assert_eq!(next(&paging, &call(&[("page", "2")]), json!([]), None, 5).expect("next").query["page"], "3");
     }
 }

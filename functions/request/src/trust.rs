@@ -118,7 +118,7 @@ impl Trust {
     /// local runtime, where whoever runs the specs is the deployment, builds
     /// its grants.
     pub fn grant_spec(&mut self, spec: &contracts::spec::PipelineSpec) {
-        let Some(auth) = &spec.request.auth else { return };
+        let Some(auth) = &spec.request.policy.auth else { return };
         let mut hosts: Vec<String> = spec.request.url.host_str().map(String::from).into_iter().collect();
         if let Auth::OAuth2ClientCredentials { token_url, .. } = auth {
             hosts.extend(token_url.host_str().map(String::from));

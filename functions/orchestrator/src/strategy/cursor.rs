@@ -13,7 +13,7 @@
 
 use super::{CallStrategy, Plan, PlanError, RunContext, call_from_template, records_request};
 use contracts::spec::{CursorSpec, PipelineSpec};
-use contracts::{Continuation, PageRef, RequestMode, numeric_page_params};
+use contracts::{Continuation, NextPage, PageRef, RequestMode};
 
 /// Continuation paging over the spec's `CursorSpec`.
 #[derive(Clone, Copy, Debug)]
@@ -25,7 +25,16 @@ impl CallStrategy for Cursor<'_> {
     }
 
     fn start(&self, spec: &PipelineSpec, run: &RunContext) -> Result<Plan, PlanError> {
-        let http = call_from_template(spec, &numeric_page_params(&self.0.next, 0));
+        // Numbered paging addresses page 0 too; the other kinds' first page
+        // is the template's call.
+        let first = match &self.0.next {
+            NextPage::Numbered { params, size } => params.page_query(*size, 0),
+            NextPage::BodyToken { .. }
+            | NextPage::BodyUrl { .. }
+            | NextPage::LastRecord { .. }
+            | NextPage::LinkHeader {} => Vec::new(),
+        };
+        let http = call_from_template(spec, &first);
         // Page 0 of a count unknown up front (0), as for Athena-driven runs.
         let mut request = records_request(spec, run, PageRef { index: 0, count: 0 }, http);
         if let RequestMode::Records { next, .. } = &mut request.mode {
@@ -46,7 +55,7 @@ mod tests {
     use super::*;
     use crate::strategy::strategy_for;
     use crate::strategy::test_support::run;
-    use contracts::NextPage;
+    use contracts::PageParams;
 
     fn spec(next: &str) -> PipelineSpec {
         PipelineSpec::from_yaml(&format!(
@@ -82,8 +91,8 @@ mod tests {
         let plan = strategy_for(&numbered.strategy).start(&numbered, &run()).expect("plan");
         let query = &plan.requests[0].http.query;
         assert_eq!((query["page"].as_str(), query["per_page"].as_str()), ("0", "10"));
-        let next = NextPage::PageNumber { page_param: "p".into(), size_param: None, size: 10, first_page: 1 };
-        assert_eq!(numeric_page_params(&next, 2), [("p".to_string(), "3".to_string())]);
+        let params = PageParams::PageNumber { page_param: "p".into(), size_param: None, first_page: 1 };
+        assert_eq!(params.page_query(10, 2), [("p".to_string(), "3".to_string())]);
     }
 
     #[test]

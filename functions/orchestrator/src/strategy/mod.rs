@@ -246,7 +246,7 @@ pub(crate) fn records_request(spec: &PipelineSpec, run: &RunContext, page: PageR
         run_date: run.run_date,
         page: Some(page),
         http,
-        policy: spec.request.policy(),
+        policy: spec.request.policy.clone(),
         mode: RequestMode::Records {
             records_pointer: spec.request.records_pointer.clone(),
             target: spec.target.clone(),

@@ -5,7 +5,8 @@
 //! 2. Request reads the total at `total_pointer` and replies with a
 //!    `ProbeReply`.
 //! 3. `on_probe_reply` plans `ceil(total / page_size)` page requests, page
-//!    `i` addressed by offset `i*page_size` (or page number `first_page+i`).
+//!    `i` addressed by the spec's `params` (`PageParams::page_query`: offset
+//!    `i*page_size`, or page number `first_page+i`).
 //!    A total of 0 plans nothing: a successful, empty run.
 //!
 //! Each page carries the probe's total (`planned_total`): a vendor total
@@ -17,32 +18,12 @@
 //! The Orchestrator never calls the vendor itself.
 
 use super::{CallStrategy, PageSeries, Plan, PlanError, RunContext, call_from_template, records_request};
-use contracts::spec::{PageParams, PagedSpec, PipelineSpec};
+use contracts::spec::{PagedSpec, PipelineSpec};
 use contracts::{Destination, PageRef, PlannedTotal, ProbeReply, RequestMessage, RequestMode, V1};
 
 /// Count-first paging over the spec's `PagedSpec`.
 #[derive(Clone, Copy, Debug)]
 pub struct Paged<'a>(pub &'a PagedSpec);
-
-impl Paged<'_> {
-    /// Query parameters selecting page `index`.
-    fn page_params(&self, index: u32) -> Vec<(String, String)> {
-        let size = self.0.page_size;
-        match &self.0.params {
-            PageParams::OffsetLimit { offset_param, limit_param } => vec![
-                (offset_param.clone(), (u64::from(index) * u64::from(size)).to_string()),
-                (limit_param.clone(), size.to_string()),
-            ],
-            PageParams::PageNumber { page_param, size_param, first_page } => {
-                let mut params = vec![(page_param.clone(), (u64::from(*first_page) + u64::from(index)).to_string())];
-                if let Some(size_param) = size_param {
-                    params.push((size_param.clone(), size.to_string()));
-                }
-                params
-            }
-        }
-    }
-}
 
 impl CallStrategy for Paged<'_> {
     fn kind(&self) -> &'static str {
@@ -57,8 +38,8 @@ impl CallStrategy for Paged<'_> {
             run_id: run.run_id.clone(),
             run_date: run.run_date,
             page: None,
-            http: call_from_template(spec, &self.page_params(0)),
-            policy: spec.request.policy(),
+            http: call_from_template(spec, &self.0.params.page_query(self.0.page_size, 0)),
+            policy: spec.request.policy.clone(),
             mode: RequestMode::Probe {
                 total_pointer: self.0.total_pointer.clone(),
                 total_header: self.0.total_header.clone(),
@@ -85,7 +66,7 @@ impl CallStrategy for Paged<'_> {
         let count = u32::try_from(pages).unwrap_or(u32::MAX);
         let (paged, spec, run, total) = (self.0.clone(), spec.clone(), run.clone(), reply.total);
         let pages = PageSeries::new(count, move |index| {
-            let http = call_from_template(&spec, &Paged(&paged).page_params(index));
+            let http = call_from_template(&spec, &paged.params.page_query(paged.page_size, index));
             let mut request = records_request(&spec, &run, PageRef { index, count }, http);
             if let RequestMode::Records { planned_total, .. } = &mut request.mode {
                 *planned_total = Some(PlannedTotal {
