@@ -19,6 +19,8 @@ pub mod coalesce;
 mod config;
 mod convert;
 mod infer;
+#[cfg(test)]
+mod partition_props;
 use tributary_core::json::tape as json;
 pub mod page;
 pub mod publish;
