@@ -3,6 +3,8 @@
 //! forwards a response's records as the vendor wrote them) and Persist.
 
 pub mod tape;
+#[cfg(test)]
+mod tape_props;
 
 use serde_json::Value;
 

@@ -727,6 +727,9 @@ pub fn empty_table() -> Ty {
 }
 
 #[cfg(test)]
+mod props;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
