@@ -55,20 +55,3 @@ pub fn preview(lake: &Path, keys: &[String], rows: usize) -> Result<(String, usi
         .map_err(|e| ReadError { path: lake.display().to_string(), message: e.to_string() })?;
     Ok((table.to_string(), total))
 }
-
-/// Rows of a record batch as JSON objects (nulls omitted, as arrow-json
-/// writes them).
-///
-/// # Errors
-/// [`ReadError`] when a column type has no JSON form.
-pub fn batch_to_json(batch: &RecordBatch) -> Result<Vec<serde_json::Value>, ReadError> {
-    let error = |message: String| ReadError { path: "(record batch)".into(), message };
-    let mut writer = arrow_json::ArrayWriter::new(Vec::new());
-    writer.write(batch).map_err(|e| error(e.to_string()))?;
-    writer.finish().map_err(|e| error(e.to_string()))?;
-    let bytes = writer.into_inner();
-    if bytes.is_empty() {
-        return Ok(Vec::new());
-    }
-    serde_json::from_slice(&bytes).map_err(|e| error(e.to_string()))
-}

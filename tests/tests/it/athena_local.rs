@@ -3,8 +3,9 @@
 
 use chrono::Utc;
 use contracts::spec::PipelineSpec;
+use test_support::lake::read_dataset;
+use test_support::vendor::{VendorBehaviour, detail, paged_spec, start_vendor};
 use tributary::runtime::{LocalOptions, LocalRuntime};
-use tributary_e2e::{VendorBehaviour, detail, paged_spec, read_dataset, start_vendor};
 
 fn athena_spec(addr: std::net::SocketAddr, sql: &str, url_path: &str) -> PipelineSpec {
     PipelineSpec::from_yaml(&format!(

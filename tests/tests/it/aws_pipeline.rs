@@ -8,17 +8,17 @@
 
 use std::collections::BTreeSet;
 
-use bytes::Bytes;
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 
 use adapters::aws::{GlueCatalog, Provisioned, S3Store, SnsPublisher, SqsSender, provision, s3_client_with_path_style};
 use contracts::{Alert, PageRef, Payload, PersistMessage, PersistTarget, RunId, V1};
+use test_support::lake::parquet_rows;
+use test_support::vendor::{VendorBehaviour, paged_spec, record, start_vendor};
 use tributary_core::batch::decode_body;
 use tributary_core::ports::{ObjectStore, QueueSender};
 use tributary_core::topology;
 use tributary_e2e::emulator::{Emulator, depth, receive_event, reset_emulator, settle};
-use tributary_e2e::{VendorBehaviour, paged_spec, record, start_vendor};
 
 const BUCKET: &str = "tributary-lake";
 
@@ -68,14 +68,6 @@ fn plain_deps<'a>(
     config: &'a persist::PersistConfig,
 ) -> persist::Deps<'a> {
     persist::Deps { store, queue, config, run_events: None, catalog: None, tables: None }
-}
-
-fn rows_of(bytes: Bytes) -> Vec<Value> {
-    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .expect("parquet")
-        .build()
-        .expect("reader");
-    reader.flat_map(|batch| tributary::lake::batch_to_json(&batch.expect("batch")).expect("json")).collect()
 }
 
 #[tokio::test]
@@ -173,7 +165,7 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
     assert_eq!(keys, ["onaws/dt=2026-11-29/onaws-20261129T060000Z.parquet"], "5 pages coalesced into one file");
     let mut ids = Vec::new();
     for key in &keys {
-        for row in rows_of(store.get(key).await.expect("get")) {
+        for row in parquet_rows(store.get(key).await.expect("get")) {
             let id = row["id"].as_u64().expect("id");
             assert_eq!(row["name"], record(u32::try_from(id).expect("small"))["name"]);
             ids.push(id);
@@ -383,7 +375,7 @@ async fn persist_writes_parquet_to_s3_that_reads_back_byte_for_byte() {
     let stored = store.get(&key).await.expect("get");
     let expected = local.get(&key).await.expect("the local copy");
     assert_eq!(stored, expected, "the object is the bytes Persist wrote");
-    let ids: BTreeSet<u64> = rows_of(stored).iter().map(|r| r["id"].as_u64().expect("id")).collect();
+    let ids: BTreeSet<u64> = parquet_rows(stored).iter().map(|r| r["id"].as_u64().expect("id")).collect();
     assert_eq!(ids.len(), 500);
     let quarantine = store.get(receipt.quarantine_key.as_deref().expect("quarantine key")).await.expect("get");
     assert!(String::from_utf8_lossy(&quarantine).contains("record 500 is an integer"));

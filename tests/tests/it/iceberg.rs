@@ -22,9 +22,9 @@ use chrono::{TimeZone, Utc};
 use contracts::TableFormat;
 use contracts::spec::PipelineSpec;
 use serde_json::Value;
+use test_support::vendor::{VendorBehaviour, paged_spec, serve_json, start_vendor};
 use tributary::runtime::{LocalOptions, LocalRuntime};
 use tributary_e2e::readers::{duckdb_iceberg_python, python};
-use tributary_e2e::{VendorBehaviour, paged_spec, start_vendor};
 
 /// Turns a reader's Python values into JSON's, the same way for every
 /// reader: dates and timestamps as ISO 8601, decimals as their digits,
@@ -184,7 +184,7 @@ async fn pyiceberg_and_duckdb_read_three_runs_one_snapshot_each_with_the_schema_
         run_ids.push(summary.run_id.clone());
     }
     // The staged page files are gone: the table holds the rows.
-    assert!(tributary_e2e::read_dataset(lake.path(), "things").is_empty(), "no Parquet left in things/");
+    assert!(test_support::lake::read_dataset(lake.path(), "things").is_empty(), "no Parquet left in things/");
 
     let tables = read_tables(&python(), "TRIBUTARY_PYTHON", READ, lake.path());
     let table = &tables["things"];
@@ -247,19 +247,6 @@ fn evolution_records(n: u32) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
 }
 
-/// A vendor answering `body` (JSON) at `/records`, on a free loopback port.
-async fn vendor_answering(body: String) -> std::net::SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
-    let addr = listener.local_addr().expect("local addr");
-    let answer = move || {
-        let body = body.clone();
-        async move { ([("content-type", "application/json")], body) }
-    };
-    let app = axum::Router::new().route("/records", axum::routing::get(answer));
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    addr
-}
-
 /// The changing vendor of tests/tests/it/table_evolution.rs, into an Iceberg
 /// table: run 2 adds columns and gives the null struct `meta` fields, run 3
 /// adds `meta.geo` (a struct gaining a field after data files were written
@@ -270,7 +257,7 @@ async fn duckdb_reads_a_changing_vendor_s_iceberg_table_as_pyiceberg_does() {
     let lake = tempfile::tempdir().expect("tempdir");
     let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
     for run in 1..=3 {
-        let addr = vendor_answering(evolution_records(run)).await;
+        let addr = serve_json(evolution_records(run)).await;
         let spec = PipelineSpec::from_yaml(&format!(
             "version: 1\npipeline: evolution\nstrategy: {{kind: simple}}\nrequest: {{url: 'http://{addr}/records', allow: {{loopback: true}}}}\ntarget: {{dataset: evolution, table_format: iceberg}}\n"
         ))

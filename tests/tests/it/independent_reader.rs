@@ -6,8 +6,8 @@ use std::process::Command;
 
 use chrono::Utc;
 use serde_json::Value;
+use test_support::vendor::{VendorBehaviour, paged_spec, record, start_vendor};
 use tributary::runtime::{LocalOptions, LocalRuntime};
-use tributary_e2e::{VendorBehaviour, paged_spec, record, start_vendor};
 
 fn python() -> PathBuf {
     std::env::var_os("TRIBUTARY_PYTHON")

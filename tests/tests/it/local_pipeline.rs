@@ -8,9 +8,10 @@ use chrono::{TimeZone, Utc};
 use serde_json::Value;
 
 use contracts::{PageRef, Payload, PersistMessage, PersistTarget, RunId, V1};
+use test_support::lake::read_dataset;
+use test_support::vendor::{VendorBehaviour, paged_spec, record, start_vendor};
 use tributary::runtime::{LocalOptions, LocalRuntime, read_alerts};
 use tributary_core::ports::QueueSender;
-use tributary_e2e::{VendorBehaviour, paged_spec, read_dataset, record, start_vendor};
 
 fn ids(rows: &[Value]) -> Vec<u64> {
     let mut ids: Vec<u64> = rows.iter().map(|r| r["id"].as_u64().expect("id")).collect();

@@ -7,9 +7,9 @@
 
 use chrono::{TimeZone, Utc};
 use serde_json::Value;
+use test_support::vendor::{VendorBehaviour, paged_spec, record, start_vendor};
 use tributary::runtime::{LocalOptions, LocalRuntime};
 use tributary_e2e::readers::read_with_every_reader;
-use tributary_e2e::{VendorBehaviour, paged_spec, record, start_vendor};
 
 #[tokio::test]
 async fn every_reader_reads_a_clean_dataset_back_into_the_served_records() {

@@ -9,10 +9,10 @@ use std::path::Path;
 use adapters::local::DirStore;
 use bytes::Bytes;
 use chrono::{NaiveDate, TimeZone, Utc};
+use test_support::vendor::{VendorBehaviour, paged_spec, start_vendor};
 use tributary::replay::{DateRange, ReplayError, replay, replay_lake};
 use tributary::runtime::{LocalOptions, LocalRuntime};
 use tributary_core::ports::ObjectStore;
-use tributary_e2e::{VendorBehaviour, paged_spec, start_vendor};
 
 fn day(d: u32) -> NaiveDate {
     NaiveDate::from_ymd_opt(2026, 11, d).expect("a valid date")

@@ -7,9 +7,9 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
+use test_support::vendor::{VendorBehaviour, start_vendor};
 use tributary::runtime::{LocalOptions, LocalRuntime, read_alerts};
 use tributary_core::ports::QueueSender;
-use tributary_e2e::{VendorBehaviour, start_vendor};
 
 const SECRET: &str = "s3cr3t-TOKEN-4f9a";
 /// A credential referenced by secret id (`policy.auth`), read from the lake's

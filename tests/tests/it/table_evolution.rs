@@ -10,15 +10,11 @@
 //! column, objects where run 1 had nulls. Run 3: a nested field, a string
 //! in a number column, `id` and `ID`, an integer above 2^53 beside floats.
 
-use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
-use axum::Router;
-use axum::extract::State;
-use axum::routing::get;
 use chrono::{TimeZone, Utc};
 use serde_json::Value;
+use test_support::vendor::{JsonBody, serve_json};
 use tributary::runtime::{LocalOptions, LocalRuntime};
 use tributary_core::ports::{Query, QueryEngine, QueryState};
 use tributary_e2e::readers::read_with_every_reader_lines;
@@ -29,22 +25,6 @@ fn run_records(n: u32) -> Vec<String> {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
     let records: Vec<Value> = serde_json::from_str(&text).expect("a JSON array");
     records.iter().map(Value::to_string).collect()
-}
-
-/// A vendor that serves `body` at `/records`.
-async fn serve(body: Arc<Mutex<String>>) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
-    let addr = listener.local_addr().expect("local addr");
-    let app = Router::new()
-        .route(
-            "/records",
-            get(|State(body): State<Arc<Mutex<String>>>| async move {
-                ([("content-type", "application/json")], body.lock().expect("lock").clone())
-            }),
-        )
-        .with_state(body);
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    addr
 }
 
 /// Rows of `sql` over the lake, through the engine `tributary query` uses.
@@ -65,8 +45,8 @@ async fn query(lake: &Path, sql: &str) -> Vec<serde_json::Map<String, Value>> {
 
 #[tokio::test]
 async fn three_runs_of_a_changing_vendor_read_whole_in_every_reader() {
-    let body = Arc::new(Mutex::new(String::new()));
-    let addr = serve(body.clone()).await;
+    let body = JsonBody::default();
+    let addr = serve_json(body.clone()).await;
     let spec = contracts::spec::PipelineSpec::from_yaml(&format!(
         "version: 1\npipeline: evolution\nstrategy: {{kind: simple}}\nrequest: {{url: 'http://{addr}/records', allow: {{loopback: true}}}}\ntarget: {{dataset: evolution}}\n"
     ))
@@ -76,7 +56,7 @@ async fn three_runs_of_a_changing_vendor_read_whole_in_every_reader() {
     let mut expected = Vec::new();
     for run in 1..=3 {
         let records = run_records(run);
-        *body.lock().expect("lock") = format!("[{}]", records.join(","));
+        body.set(format!("[{}]", records.join(",")));
         let at = Utc.with_ymd_and_hms(2026, 11, run, 6, 0, 0).single().expect("a time");
         let summary = runtime.run(&spec, at).await.expect("run");
         assert!(summary.succeeded(), "run {run}: {summary}");
@@ -188,8 +168,7 @@ async fn pages_that_land_in_either_order_make_the_same_table() {
 
 #[tokio::test]
 async fn a_run_whose_records_are_all_quarantined_is_not_a_success() {
-    let body = Arc::new(Mutex::new("[1, \"two\", [3]]".to_string()));
-    let addr = serve(body).await;
+    let addr = serve_json("[1, \"two\", [3]]").await;
     let spec = contracts::spec::PipelineSpec::from_yaml(&format!(
         "version: 1\npipeline: junk\nstrategy: {{kind: simple}}\nrequest: {{url: 'http://{addr}/records', allow: {{loopback: true}}}}\ntarget: {{dataset: junk}}\n"
     ))

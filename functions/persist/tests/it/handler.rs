@@ -6,7 +6,6 @@ use arrow_array::types::{Float64Type, Int64Type};
 use arrow_array::{Array, RecordBatch};
 use aws_lambda_events::event::sqs::SqsEvent;
 use bytes::Bytes;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{Value, json};
 
 use adapters::local::{Broker, DirStore};
@@ -29,9 +28,7 @@ fn event() -> SqsEvent {
 
 async fn read_parquet(store: &DirStore, key: &str) -> RecordBatch {
     let bytes = store.get(key).await.unwrap_or_else(|err| panic!("{key}: {err}"));
-    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes).expect("a Parquet file").build().expect("reader");
-    let batches: Vec<RecordBatch> = reader.collect::<Result<_, _>>().expect("batches");
-    arrow_select(batches)
+    arrow_select(test_support::lake::parquet_batches(bytes))
 }
 
 fn arrow_select(batches: Vec<RecordBatch>) -> RecordBatch {

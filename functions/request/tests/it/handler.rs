@@ -111,12 +111,7 @@ async fn vendor() -> (SocketAddr, Arc<Hits>) {
         // NDJSON sent as text/plain: recognised by its shape.
         .route("/lines", get(|| async { "{\"id\": 1}\n{\"id\": 2}\n" }))
         .with_state(hits.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("address");
-    tokio::spawn(async move {
-        axum::serve(listener, router).await.expect("vendor server");
-    });
-    (addr, hits)
+    (common::serve(router).await, hits)
 }
 
 struct Env {

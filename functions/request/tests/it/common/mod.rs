@@ -1,7 +1,7 @@
 //! Helpers of Request's integration tests: a real handler over the real
 //! reqwest client, the local broker, a lake in a temp dir, secrets from a
-//! file, and local HTTP servers (axum, or raw TCP for silent and reset
-//! connections).
+//! file, and local HTTP servers (axum on `test_support::vendor::serve`, or
+//! raw TCP for silent and reset connections).
 
 #![allow(dead_code)]
 
@@ -25,13 +25,8 @@ pub const PERSIST_QUEUE: &str = "persist";
 pub const REQUEST_QUEUE: &str = "request";
 pub const ORCHESTRATOR_QUEUE: &str = "orchestrator";
 
-/// Starts `router` on 127.0.0.1:0.
-pub async fn serve(router: Router) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("address");
-    tokio::spawn(async move { axum::serve(listener, router).await.expect("server") });
-    addr
-}
+/// Starts `router` on 127.0.0.1:0 (the shared fake vendor server).
+pub use test_support::vendor::serve;
 
 /// What a raw server does with one connection.
 #[derive(Clone, Debug)]

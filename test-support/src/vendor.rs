@@ -1,0 +1,151 @@
+//! Fake vendor APIs on 127.0.0.1: [`serve`] any router, [`serve_json`] a
+//! JSON body at `/records` (changeable between runs), and the paged `/items`
+//! vendor of [`start_vendor`] with the records it serves ([`record`],
+//! [`detail`]) and a spec for it ([`paged_spec`]).
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+/// Starts `router` on a free port of 127.0.0.1 (`127.0.0.1:0`) and returns
+/// its address; the server runs on a spawned task for the rest of the test.
+///
+/// # Panics
+/// When no loopback port can be bound, or when the server fails.
+pub async fn serve(router: Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    let addr = listener.local_addr().expect("local addr");
+    tokio::spawn(async move { axum::serve(listener, router).await.expect("vendor server") });
+    addr
+}
+
+/// The body a [`serve_json`] vendor answers: shared, so a test can change it
+/// between runs ([`JsonBody::set`]).
+#[derive(Clone, Debug, Default)]
+pub struct JsonBody(Arc<Mutex<String>>);
+
+impl JsonBody {
+    /// A body answering `text`.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self(Arc::new(Mutex::new(text.into())))
+    }
+
+    /// Answers `text` from now on.
+    ///
+    /// # Panics
+    /// When a server task panicked holding the lock.
+    pub fn set(&self, text: impl Into<String>) {
+        *self.0.lock().expect("body lock") = text.into();
+    }
+
+    fn get(&self) -> String {
+        self.0.lock().expect("body lock").clone()
+    }
+}
+
+impl From<String> for JsonBody {
+    fn from(text: String) -> Self {
+        Self::new(text)
+    }
+}
+
+impl From<&str> for JsonBody {
+    fn from(text: &str) -> Self {
+        Self::new(text)
+    }
+}
+
+/// A vendor answering `GET /records` with `body` (as it is at the time of
+/// the call) as `content-type: application/json`, on a free loopback port.
+///
+/// # Panics
+/// As [`serve`].
+pub async fn serve_json(body: impl Into<JsonBody>) -> SocketAddr {
+    let router = Router::new()
+        .route(
+            "/records",
+            get(|State(body): State<JsonBody>| async move { ([("content-type", "application/json")], body.get()) }),
+        )
+        .with_state(body.into());
+    serve(router).await
+}
+
+/// A paged vendor API: `GET /items?offset=&limit=` answers
+/// `{"meta": {"total": N}, "results": [...]}`, record `i` being
+/// [`record`]`(i)`; `GET /items/{id}/details` answers
+/// `{"data": [detail(id, 0), detail(id, 1)]}` ([`detail`]).
+#[derive(Clone, Debug, Default)]
+pub struct VendorBehaviour {
+    /// Records served.
+    pub total: u32,
+    /// Offsets whose page answers a body that is not JSON.
+    pub broken_offsets: BTreeSet<u32>,
+    /// Calls received.
+    pub calls: Arc<AtomicUsize>,
+}
+
+/// Record `i` as the paged vendor serves it:
+/// `{"id": i, "name": "item i", "score": i (even) or i * 1.5 (odd), "nested": {"even": …, "tags": ["t", "i"]}}`.
+pub fn record(i: u32) -> Value {
+    let score = if i.is_multiple_of(2) { json!(i) } else { json!(f64::from(i) * 1.5) };
+    json!({"id": i, "name": format!("item {i}"), "score": score, "nested": {"even": i.is_multiple_of(2), "tags": ["t", i.to_string()]}})
+}
+
+/// Detail `k` of item `id`, as `GET /items/{id}/details` serves it:
+/// `{"item_id": id, "k": k, "note": "detail k of item id"}`.
+pub fn detail(id: u32, k: u32) -> Value {
+    json!({"item_id": id, "k": k, "note": format!("detail {k} of item {id}")})
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Page {
+    offset: u32,
+    limit: u32,
+}
+
+async fn items(State(behaviour): State<VendorBehaviour>, Query(page): Query<Page>) -> Response {
+    behaviour.calls.fetch_add(1, Ordering::SeqCst);
+    if behaviour.broken_offsets.contains(&page.offset) {
+        return (StatusCode::OK, "<html>maintenance</html>").into_response();
+    }
+    let results: Vec<Value> = (page.offset..behaviour.total).take(page.limit as usize).map(record).collect();
+    Json(json!({"meta": {"total": behaviour.total}, "results": results})).into_response()
+}
+
+async fn details(
+    State(behaviour): State<VendorBehaviour>,
+    axum::extract::Path(id): axum::extract::Path<u32>,
+) -> Response {
+    behaviour.calls.fetch_add(1, Ordering::SeqCst);
+    Json(json!({"data": [detail(id, 0), detail(id, 1)]})).into_response()
+}
+
+/// Starts the paged vendor of [`VendorBehaviour`] on a free loopback port.
+///
+/// # Panics
+/// As [`serve`].
+pub async fn start_vendor(behaviour: VendorBehaviour) -> SocketAddr {
+    let router =
+        Router::new().route("/items", get(items)).route("/items/{id}/details", get(details)).with_state(behaviour);
+    serve(router).await
+}
+
+/// A paged spec (`page_size` records a page, the total at `/meta/total`,
+/// loopback allowed) for the vendor at `addr`, writing dataset `pipeline`.
+///
+/// # Panics
+/// When `pipeline` is not a valid pipeline or dataset name.
+pub fn paged_spec(addr: SocketAddr, pipeline: &str, page_size: u32) -> contracts::spec::PipelineSpec {
+    let text = format!(
+        "version: 1\npipeline: {pipeline}\nstrategy: {{kind: paged, page_size: {page_size}, total_pointer: /meta/total}}\nrequest: {{url: 'http://{addr}/items', records_pointer: /results, allow: {{loopback: true}}}}\ntarget: {{dataset: {pipeline}}}\n"
+    );
+    contracts::spec::PipelineSpec::from_yaml(&text).expect("valid spec")
+}
