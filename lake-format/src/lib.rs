@@ -18,3 +18,5 @@ pub mod codec;
 pub mod lineage;
 pub mod meta;
 pub mod partition;
+#[cfg(test)]
+mod partition_props;

@@ -85,7 +85,10 @@ pub fn escape(value: &str) -> String {
     if value.is_empty() {
         return DEFAULT_PARTITION.into();
     }
-    let escaped = |c: char| c.is_ascii_control() || "\"#%'*/:=?\\{[]^".contains(c);
+    // `.` and `..` are path segments of their own: a value of dots alone
+    // has every dot escaped (before the cut, so it is bounded too).
+    let dots_only = value.chars().all(|c| c == '.');
+    let escaped = |c: char| dots_only || c.is_ascii_control() || "\"#%'*/:=?\\{[]^".contains(c);
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
         let before = out.len();
@@ -102,9 +105,6 @@ pub fn escape(value: &str) -> String {
             out.push_str(&contracts::digest::fnv1a_hex(value.as_bytes()));
             break;
         }
-    }
-    if out.chars().all(|c| c == '.') {
-        return out.replace('.', "%2E");
     }
     out
 }
@@ -160,6 +160,7 @@ mod tests {
         assert!(long.len() <= 128 + 17, "{long}");
         assert_ne!(long, escape(&format!("{}y", "x".repeat(499))), "a digest keeps them apart");
         assert!(!escape(&"/".repeat(100)).contains("%~"), "never cut inside an escape");
+        assert!(escape(&".".repeat(43)).len() <= 128 + 17, "dots alone are bounded too");
     }
 
     #[test]

@@ -31,8 +31,6 @@ mod deps;
 mod error;
 mod handler;
 mod infer;
-#[cfg(test)]
-mod partition_props;
 use tributary_core::json::tape as json;
 pub mod page;
 pub mod publish;
