@@ -1,0 +1,415 @@
+//! The per-message functions: a trigger parsed ([`parse_trigger`]) and handled ([`handle`]): a run
+//! started (the strategy's plan recorded and sent), a probe reply or a query row turned into the
+//! planned requests ([`on_probe_reply`], [`on_query_row`]), an SQS batch of them ([`handle_sqs`]).
+
+use crate::strategy::{Plan, RunContext, strategy_for};
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use chrono::{DateTime, NaiveDate, Utc};
+use contracts::spec::PipelineSpec;
+use contracts::{ProbeReply, QueryRow, RequestMode, RunId};
+use serde_json::Value;
+use tributary_core::batch::{self, RecordMeta};
+use tributary_core::json::kind_of;
+use tributary_core::ports::PortError;
+
+use crate::deps::{Deps, OrchestratorConfig};
+use crate::error::OrchestratorError;
+
+/// A parsed trigger.
+#[derive(Debug)]
+pub enum Trigger {
+    /// Start a run of `spec`.
+    Start {
+        /// The pipeline.
+        spec: Box<PipelineSpec>,
+        /// Run id.
+        run_id: RunId,
+        /// Run date.
+        run_date: NaiveDate,
+    },
+    /// Messages from the orchestrator queue.
+    Sqs(SqsEvent),
+}
+
+/// Classifies an event. `now` dates runs whose trigger has no time.
+///
+/// # Errors
+/// [`OrchestratorError::UnknownTrigger`] listing the keys found;
+/// [`OrchestratorError::Spec`] for an invalid spec (naming the field);
+/// [`OrchestratorError::BadField`] for a malformed `time` or `detail`.
+pub fn parse_trigger(event: Value, now: DateTime<Utc>) -> Result<Trigger, OrchestratorError> {
+    let Value::Object(map) = &event else {
+        return Err(OrchestratorError::UnknownTrigger(format!("expected a JSON object, found {}", kind_of(&event))));
+    };
+    if is_scheduler_event(&event) {
+        return scheduled_start(&event, Some(now));
+    }
+    if let Some(Value::Array(records)) = map.get("Records") {
+        let from_sqs = records.iter().all(|r| r.get("eventSource").and_then(Value::as_str) == Some("aws:sqs"));
+        if from_sqs && !records.is_empty() {
+            let event: SqsEvent = serde_json::from_value(event).map_err(|err| OrchestratorError::BadField {
+                field: "Records",
+                value: "(SQS batch)".into(),
+                reason: err.to_string(),
+            })?;
+            return Ok(Trigger::Sqs(event));
+        }
+    }
+    if map.contains_key("pipeline") && map.contains_key("strategy") {
+        return start(event, now);
+    }
+    let keys: Vec<&str> = map.keys().map(String::as_str).collect();
+    Err(OrchestratorError::UnknownTrigger(format!(
+        "expected an EventBridge Scheduler event (source \"aws.scheduler\"), a pipeline spec (version, pipeline, strategy, request, target) or an SQS batch (Records from aws:sqs); found keys {keys:?}"
+    )))
+}
+
+/// Whether `event` is shaped as an EventBridge Scheduler event (`source` =
+/// `aws.scheduler`).
+fn is_scheduler_event(event: &Value) -> bool {
+    event.get("source").and_then(Value::as_str) == Some("aws.scheduler")
+}
+
+/// The run a scheduler event starts: its `detail` spec, its run id from
+/// `time` (the scheduled time). `now` dates an event without `time`; `None`
+/// makes `time` required (a queued trigger: a redelivery must plan the same
+/// run, so the receive time cannot stand in).
+fn scheduled_start(event: &Value, now: Option<DateTime<Utc>>) -> Result<Trigger, OrchestratorError> {
+    let time = match (event.get("time"), now) {
+        (Some(Value::String(text)), _) => DateTime::parse_from_rfc3339(text)
+            .map_err(|err| OrchestratorError::BadField {
+                field: "time",
+                value: format!("{text:?}"),
+                reason: format!("not an RFC 3339 time: {err}"),
+            })?
+            .with_timezone(&Utc),
+        (None, Some(now)) => now,
+        (other, _) => {
+            return Err(OrchestratorError::BadField {
+                field: "time",
+                value: other.map_or("missing".into(), |v| excerpt(&v.to_string())),
+                reason: "a queued run trigger needs the scheduled time (RFC 3339, e.g. 2026-11-29T06:00:00Z): the run id derives from it".into(),
+            });
+        }
+    };
+    let detail = match event.get("detail") {
+        Some(Value::String(text)) => serde_json::from_str(text).map_err(|err| OrchestratorError::BadField {
+            field: "detail",
+            value: excerpt(text),
+            reason: format!("a string detail must hold the pipeline spec as JSON: {err}"),
+        })?,
+        Some(detail @ Value::Object(_)) => detail.clone(),
+        other => {
+            return Err(OrchestratorError::BadField {
+                field: "detail",
+                value: other.map_or("missing".into(), |v| excerpt(&v.to_string())),
+                reason: "must be the pipeline spec, as a JSON object or a JSON string".into(),
+            });
+        }
+    };
+    start(detail, time)
+}
+
+fn start(spec: Value, time: DateTime<Utc>) -> Result<Trigger, OrchestratorError> {
+    let spec = PipelineSpec::from_value(spec)?;
+    Ok(Trigger::Start { spec: Box::new(spec), run_id: RunId::from_time(time), run_date: time.date_naive() })
+}
+
+fn excerpt(text: &str) -> String {
+    let mut end = text.len().min(120);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}", &text[..end])
+}
+
+/// Handles any trigger: the Lambda entry point.
+///
+/// Returns a small JSON summary for a started run, and the SQS partial batch
+/// response (`{"batchItemFailures": [...]}`) for an SQS batch.
+///
+/// # Errors
+/// [`OrchestratorError`] for a trigger that cannot be planned; the Lambda
+/// invocation then fails, and its on-failure destination (the orchestrator
+/// DLQ) gets the event for Notify.
+pub async fn handle(event: Value, now: DateTime<Utc>, deps: Deps<'_>) -> Result<Value, OrchestratorError> {
+    match parse_trigger(event, now)? {
+        Trigger::Start { spec, run_id, run_date } => {
+            let run = run_context(deps.config, run_id, run_date);
+            let sent = start_run(&spec, &run, deps).await?;
+            Ok(serde_json::json!({
+                "pipeline": spec.pipeline,
+                "run_id": run.run_id,
+                "run_date": run.run_date,
+                "strategy": strategy_for(&spec.strategy).kind(),
+                "messages_sent": sent,
+            }))
+        }
+        Trigger::Sqs(event) => {
+            let response = handle_sqs(&event, deps).await;
+            Ok(serde_json::to_value(response).unwrap_or_default())
+        }
+    }
+}
+
+/// The run context for `run_id` with this config's queues.
+pub fn run_context(config: &OrchestratorConfig, run_id: RunId, run_date: NaiveDate) -> RunContext {
+    RunContext {
+        run_id,
+        run_date,
+        persist_queue: config.persist_queue.clone(),
+        request_queue: config.request_queue.clone(),
+        orchestrator_queue: config.orchestrator_queue.clone(),
+        athena_queue: config.athena_queue.clone(),
+        query_results_topic: config.query_results_topic.clone(),
+    }
+}
+
+/// Plans the start of a run and sends it. Returns the messages sent.
+///
+/// # Errors
+/// [`OrchestratorError::Plan`] or [`OrchestratorError::Send`].
+#[tracing::instrument(skip_all, fields(pipeline = %spec.pipeline, run_id = %run.run_id))]
+pub async fn start_run(spec: &PipelineSpec, run: &RunContext, deps: Deps<'_>) -> Result<usize, OrchestratorError> {
+    let spec = &with_incremental_start(spec, deps).await?;
+    let strategy = strategy_for(&spec.strategy);
+    let plan = strategy.start(spec, run)?;
+    tracing::info!(strategy = strategy.kind(), messages = plan.len(), "run started");
+    record_expected(&plan, run, &spec.pipeline, deps).await?;
+    record_probes(&plan, run, &spec.pipeline, deps).await?;
+    send_plan(&plan, deps).await
+}
+
+/// The digest a probe's context is bound by: FNV-1a 64 of its JSON text.
+fn context_digest(context: &serde_json::Value) -> String {
+    contracts::digest::fnv1a_hex(context.to_string().as_bytes())
+}
+
+/// Records, before a count-first run's probe or an Athena-driven run's
+/// query is sent, the digest of the spec it carries: [`on_probe_reply`]
+/// and [`on_query_row`] plan calls only for a reply or row that carries it
+/// (a message that merely looks like one, sent by anyone who may write to
+/// the orchestrator queue, plans nothing).
+async fn record_probes(plan: &Plan, run: &RunContext, pipeline: &str, deps: Deps<'_>) -> Result<(), OrchestratorError> {
+    let Some(ledger) = deps.ledger else { return Ok(()) };
+    let probes = plan.requests.iter().filter_map(|request| match &request.mode {
+        RequestMode::Probe { context, .. } => Some((tributary_core::keys::probe_key(pipeline, &run.run_id), context)),
+        RequestMode::Records { .. } => None,
+    });
+    let queries =
+        plan.queries.iter().map(|query| (tributary_core::keys::query_key(pipeline, &run.run_id), &query.context));
+    for (key, context) in probes.chain(queries) {
+        let body = serde_json::json!({"context_digest": context_digest(context)}).to_string();
+        ledger.store.put(&key, body.into_bytes().into()).await?;
+    }
+    Ok(())
+}
+
+/// What an answer to the Orchestrator is bound by.
+struct Answer<'a> {
+    what: &'static str,
+    key: String,
+    pipeline: &'a str,
+    run_id: &'a RunId,
+    context: &'a serde_json::Value,
+}
+
+/// Checks that `answer` answers a probe or query the Orchestrator sent.
+async fn check_binding(answer: Answer<'_>, deps: Deps<'_>) -> Result<(), OrchestratorError> {
+    let Some(ledger) = deps.ledger else { return Ok(()) };
+    let unbound = |problem| OrchestratorError::Unbound {
+        what: answer.what,
+        pipeline: answer.pipeline.to_string(),
+        run_id: answer.run_id.to_string(),
+        problem,
+    };
+    let recorded = match ledger.store.get(&answer.key).await {
+        Ok(bytes) => serde_json::from_slice::<serde_json::Value>(&bytes).ok(),
+        Err(PortError::NotFound { .. }) => return Err(unbound("nothing was sent for this run")),
+        Err(err) => return Err(err.into()),
+    };
+    let recorded = recorded.as_ref().and_then(|v| v["context_digest"].as_str().map(str::to_string));
+    if recorded.as_deref() != Some(context_digest(answer.context).as_str()) {
+        return Err(unbound("the spec it carries is not the one sent"));
+    }
+    Ok(())
+}
+
+/// The spec with `incremental.start` set to the pipeline's cursor, when a
+/// completed run left one in the lake (`_state/<pipeline>.json`); the
+/// strategies bind it into `incremental.param`.
+///
+/// # Errors
+/// [`OrchestratorError::Send`] when the state cannot be read.
+pub async fn with_incremental_start(spec: &PipelineSpec, deps: Deps<'_>) -> Result<PipelineSpec, OrchestratorError> {
+    let mut spec = spec.clone();
+    if let (Some(incremental), Some(ledger)) = (spec.incremental.as_mut(), deps.ledger)
+        && let Some(state) = tributary_core::state::current(ledger.store, &spec.pipeline).await?
+    {
+        incremental.start = tributary_core::state::text(&state.max);
+        tracing::info!(cursor = %incremental.start, from_run = %state.run_id, "incremental run");
+    }
+    Ok(spec)
+}
+
+/// Handles a batch from the orchestrator queue — count-first probe replies,
+/// query rows (raw from the query-results topic, or in its SNS envelope)
+/// and run triggers (`tributary trigger`) — reporting only the failed
+/// records.
+pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
+    let dead_letters = deps.config.dead_letter.as_ref().map(|target| target.policy(deps.queue, "orchestrator"));
+    batch::for_each_message(event, 4, dead_letters, |message: Inbox, _meta: RecordMeta| async move {
+        match message {
+            Inbox::ProbeReply(reply) => on_probe_reply(reply, deps).await,
+            Inbox::QueryRow(row) => on_query_row(*row, deps).await,
+            Inbox::Start { spec, run_id, run_date } => {
+                let run = run_context(deps.config, run_id, run_date);
+                start_run(&spec, &run, deps).await.map(|_| ())
+            }
+        }
+    })
+    .await
+}
+
+/// What arrives on the orchestrator queue, told apart by shape: a run
+/// trigger has `source` = `aws.scheduler`, a `ProbeReply` has `total`, a
+/// `QueryRow` has `row`.
+#[derive(Debug)]
+pub enum Inbox {
+    /// A count-first probe's answer.
+    ProbeReply(ProbeReply),
+    /// One row of an Athena-driven run's query.
+    QueryRow(Box<QueryRow>),
+    /// A run trigger: the EventBridge Scheduler event shape
+    /// (`{"source":"aws.scheduler","time":"2026-11-29T06:00:00Z","detail":<spec>}`,
+    /// `time` required), as `tributary trigger` sends it. Started as the
+    /// scheduler would start it: the same run id for the same time.
+    Start {
+        /// The pipeline.
+        spec: Box<PipelineSpec>,
+        /// Run id, from `time`.
+        run_id: RunId,
+        /// Run date, from `time`.
+        run_date: NaiveDate,
+    },
+}
+
+impl<'de> serde::Deserialize<'de> for Inbox {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = Value::deserialize(deserializer)?;
+        let problem = |contract: &str, err: contracts::ContractError| D::Error::custom(format!("{contract}: {err}"));
+        if is_scheduler_event(&value) {
+            return match scheduled_start(&value, None) {
+                Ok(Trigger::Start { spec, run_id, run_date }) => Ok(Inbox::Start { spec, run_id, run_date }),
+                Ok(Trigger::Sqs(_)) => Err(D::Error::custom("run trigger: not a run")),
+                Err(err) => Err(D::Error::custom(format!("run trigger: {err}"))),
+            };
+        }
+        if value.get("row").is_some() {
+            contracts::decode(value).map(|row| Inbox::QueryRow(Box::new(row))).map_err(|e| problem("query row", e))
+        } else if value.get("total").is_some() {
+            contracts::decode(value).map(Inbox::ProbeReply).map_err(|e| problem("probe reply", e))
+        } else {
+            Err(D::Error::custom(
+                "expected a run trigger (`source` \"aws.scheduler\"), a probe reply (with `total`) or a query row (with `row`)",
+            ))
+        }
+    }
+}
+
+/// Turns one query row into its request and sends it.
+///
+/// # Errors
+/// [`OrchestratorError::Plan`] naming the template field and placeholder
+/// when the row lacks a value; send failures.
+#[tracing::instrument(skip_all, fields(pipeline = %row.pipeline, run_id = %row.run_id, page = row.row_index))]
+pub async fn on_query_row(row: QueryRow, deps: Deps<'_>) -> Result<(), OrchestratorError> {
+    let spec = PipelineSpec::from_value(row.context.clone())?;
+    if spec.pipeline != row.pipeline {
+        return Err(OrchestratorError::Mismatch { reply: row.pipeline, spec: spec.pipeline });
+    }
+    let key = tributary_core::keys::query_key(&row.pipeline, &row.run_id);
+    let answer = Answer { what: "query row", key, pipeline: &row.pipeline, run_id: &row.run_id, context: &row.context };
+    check_binding(answer, deps).await?;
+    let run = run_context(deps.config, row.run_id.clone(), row.run_date);
+    let plan = strategy_for(&spec.strategy).on_row(&spec, &run, &row)?;
+    send_plan(&plan, deps).await?;
+    Ok(())
+}
+
+/// Plans the pages of a count-first run from its probe reply and sends them.
+/// A total of 0 sends nothing and succeeds.
+///
+/// Sending is at-least-once: if it fails part-way, the reply is redelivered
+/// and the whole plan is sent again; the duplicated page requests write the
+/// same deterministic keys, so the lake holds each page once.
+///
+/// # Errors
+/// [`OrchestratorError`] for a context that is not a valid spec, a plan over
+/// `max_pages`, or a send failure.
+#[tracing::instrument(skip_all, fields(pipeline = %reply.pipeline, run_id = %reply.run_id, total = reply.total))]
+pub async fn on_probe_reply(reply: ProbeReply, deps: Deps<'_>) -> Result<(), OrchestratorError> {
+    let spec = PipelineSpec::from_value(reply.context.clone())?;
+    if spec.pipeline != reply.pipeline {
+        return Err(OrchestratorError::Mismatch { reply: reply.pipeline, spec: spec.pipeline });
+    }
+    let key = tributary_core::keys::probe_key(&reply.pipeline, &reply.run_id);
+    let answer =
+        Answer { what: "probe reply", key, pipeline: &reply.pipeline, run_id: &reply.run_id, context: &reply.context };
+    check_binding(answer, deps).await?;
+    let run = run_context(deps.config, reply.run_id.clone(), reply.run_date);
+    let plan = strategy_for(&spec.strategy).on_probe_reply(&spec, &run, &reply)?;
+    tracing::info!(pages = plan.len(), "pages planned");
+    record_expected(&plan, &run, &spec.pipeline, deps).await?;
+    send_plan(&plan, deps).await?;
+    Ok(())
+}
+
+/// Records the plan's expected page count in the run ledger, when it
+/// settles it (an empty paged run completes here).
+async fn record_expected(
+    plan: &Plan,
+    run: &RunContext,
+    pipeline: &str,
+    deps: Deps<'_>,
+) -> Result<(), OrchestratorError> {
+    let (Some(ledger), Some(pages)) = (deps.ledger, plan.expected_pages) else { return Ok(()) };
+    let expected = tributary_core::ledger::Expected {
+        pipeline: pipeline.to_string(),
+        run_id: run.run_id.clone(),
+        run_date: run.run_date,
+        pages,
+        truncated: None,
+    };
+    ledger.record_expected(&expected).await?;
+    Ok(())
+}
+
+async fn send_plan(plan: &Plan, deps: Deps<'_>) -> Result<usize, OrchestratorError> {
+    fn encode_all<T: serde::Serialize>(messages: &[T]) -> Result<Vec<String>, OrchestratorError> {
+        messages
+            .iter()
+            .map(contracts::encode)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|err| OrchestratorError::BadField { field: "plan", value: String::new(), reason: err.to_string() })
+    }
+    if !plan.queries.is_empty() {
+        deps.queue.send(&deps.config.athena_queue, encode_all(&plan.queries)?).await?;
+    }
+    if !plan.requests.is_empty() {
+        deps.queue.send(&deps.config.request_queue, encode_all(&plan.requests)?).await?;
+    }
+    if let Some(pages) = &plan.pages {
+        // Made, encoded and sent a chunk at a time: memory of one chunk.
+        let mut chunk = Vec::with_capacity(crate::strategy::PageSeries::CHUNK as usize);
+        for (index, request) in pages.iter().enumerate() {
+            chunk.push(request);
+            if chunk.len() == crate::strategy::PageSeries::CHUNK as usize || index + 1 == pages.count as usize {
+                deps.queue.send(&deps.config.request_queue, encode_all(&chunk)?).await?;
+                chunk.clear();
+            }
+        }
+    }
+    Ok(plan.len())
+}
