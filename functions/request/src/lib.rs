@@ -501,7 +501,10 @@ async fn call_and_forward(
     })
 }
 
-/// Reads the response of `message`'s call and forwards what its mode asks.
+/// Reads the response of `message`'s call and forwards what its mode asks:
+/// the body normalised (gzip, NDJSON), a [`Decision`] taken from the
+/// message and the response alone ([`decide`]), then applied
+/// ([`apply`]).
 async fn answer(
     message: &RequestMessage,
     mut fetched: Fetched,
@@ -509,7 +512,43 @@ async fn answer(
     deps: Deps<'_>,
 ) -> Result<Outcome, RequestError> {
     fetched.response.body = normalize_body(&fetched.response);
-    let target = fetched.target.clone();
+    let decision = decide(message, &fetched)?;
+    apply(message, decision, &fetched, credentials, deps).await
+}
+
+/// What a response asks of Request, decided from the message and the
+/// response alone (no I/O).
+enum Decision {
+    /// A probe's total (`mode: probe`), to reply with.
+    Total(u64),
+    /// A page of records (`mode: records`).
+    Records(PageAnswer),
+}
+
+/// A page of records as the response holds it.
+struct PageAnswer {
+    /// The page (index, count); `PageRef::SINGLE` for a one-call run.
+    page: PageRef,
+    /// The parsed body (the next link or cursor is read from it).
+    body: Value,
+    /// The records at `records_pointer`.
+    records: Vec<Value>,
+    /// Their JSON text, as Persist gets it.
+    raw: RawRecords,
+    /// FNV-1a of `raw` (the next page's `previous_page`).
+    digest: String,
+    /// The vendor served the page before again (json-server does past the
+    /// last page): the run ends here and this page is forwarded empty.
+    repeats_previous: bool,
+}
+
+/// The [`Decision`] for `message`'s response.
+///
+/// # Errors
+/// [`RequestError::NotJson`], a missing or non-array `records_pointer`, a
+/// missing or non-numeric total (permanent).
+fn decide(message: &RequestMessage, fetched: &Fetched) -> Result<Decision, RequestError> {
+    let target = &fetched.target;
     let mut body: Value = if fetched.empty {
         Value::Null
     } else {
@@ -520,72 +559,49 @@ async fn answer(
         })?
     };
     match &message.mode {
-        RequestMode::Records { records_pointer, target: dataset, next, planned_total, cursor_field } => {
+        RequestMode::Probe { total_pointer, total_header, .. } => Ok(Decision::Total(match total_header {
+            _ if fetched.empty => 0,
+            Some(name) => header_total(&fetched.response.headers, name, target)?,
+            None => read_total(&body, total_pointer, target)?,
+        })),
+        RequestMode::Records { records_pointer, next, planned_total, .. } => {
             let records =
-                if fetched.empty { Vec::new() } else { take_records(&mut body, records_pointer.as_deref(), &target)? };
+                if fetched.empty { Vec::new() } else { take_records(&mut body, records_pointer.as_deref(), target)? };
             if let Some(planned) = planned_total {
                 check_drift(planned, &body, &fetched.response.headers, message.page);
-            }
-            let page = message.page.unwrap_or(PageRef::SINGLE);
-            let count = records.len();
-            if let Some(pointer) = cursor_field {
-                record_cursor(message, page, pointer, &records, deps).await?;
             }
             let raw = if fetched.empty {
                 RawRecords::from_text("[]".into()).map_err(|err| encode_error(&err))?
             } else {
-                raw_records(&fetched.response.body, records_pointer.as_deref(), &target)?
+                raw_records(&fetched.response.body, records_pointer.as_deref(), target)?
             };
             let digest = contracts::digest::fnv1a_hex(raw.as_str().as_bytes());
-            if let Some(next) = next
-                && count > 0
-                && next.previous_page.as_deref() == Some(digest.as_str())
-            {
-                // The vendor served the page before again (json-server does
-                // past the last page): the run ends here, and this page is
-                // forwarded empty. Its count is recorded first, so Persist's
-                // receipt of this last page completes the run (with its
-                // coalescing or table commit); a count recorded after every
-                // page is in would complete it here, where no commit is made.
-                tracing::warn!(
-                    page = page.index,
-                    "this page repeats the page before: the vendor has no more; stopping"
-                );
-                end_run(message, page.index.saturating_add(1), None, deps).await?;
-                let empty = RawRecords::from_text("[]".into()).map_err(|err| encode_error(&err))?;
-                let claim_check = forward_records(message, page, dataset, empty, deps).await?;
-                return Ok(Outcome::Records { count: 0, claim_check });
-            }
-            let continuation = match next {
-                Some(next) => Some(
-                    continue_with(
-                        message,
-                        next,
-                        &fetched,
-                        &body,
-                        ThisPage { page, records: count, last: records.last(), digest: &digest },
-                        credentials,
-                        deps,
-                    )
-                    .await?,
-                ),
-                None => None,
-            };
-            let claim_check = forward_records(message, page, dataset, raw, deps).await?;
-            if let (Some(next_page), Some(next)) = (continuation.flatten(), next) {
-                let body = encode(&next_page)?;
-                send(&Destination::Queue { queue: next.queue.clone() }, body, deps).await?;
-                tracing::info!(next_page = page.index + 1, "next page sent");
-            }
-            tracing::info!(records = count, claim_check, "page fetched");
-            Ok(Outcome::Records { count, claim_check })
+            let repeats_previous = next.as_ref().is_some_and(|next| {
+                !records.is_empty() && next.previous_page.as_deref() == Some(digest.as_str())
+            });
+            let page = message.page.unwrap_or(PageRef::SINGLE);
+            Ok(Decision::Records(PageAnswer { page, body, records, raw, digest, repeats_previous }))
         }
-        RequestMode::Probe { total_pointer, total_header, context } => {
-            let total = match total_header {
-                _ if fetched.empty => 0,
-                Some(name) => header_total(&fetched.response.headers, name, &target)?,
-                None => read_total(&body, total_pointer, &target)?,
-            };
+    }
+}
+
+/// Carries out `decision`: the probe's reply sent to `reply_to`; or the
+/// page's cursor recorded, its records forwarded (inline or as a claim
+/// check) and the next page sent (cursor runs), or the run ended when the
+/// page repeats the one before.
+///
+/// # Errors
+/// Queue, topic and store failures (transient); an unsafe next link
+/// (permanent).
+async fn apply(
+    message: &RequestMessage,
+    decision: Decision,
+    fetched: &Fetched,
+    credentials: Option<&auth::Credentials>,
+    deps: Deps<'_>,
+) -> Result<Outcome, RequestError> {
+    match (decision, &message.mode) {
+        (Decision::Total(total), RequestMode::Probe { context, .. }) => {
             let reply = ProbeReply {
                 version: V1,
                 pipeline: message.pipeline.clone(),
@@ -597,6 +613,48 @@ async fn answer(
             send(&message.reply_to, encode(&reply)?, deps).await?;
             tracing::info!(total, "probe answered");
             Ok(Outcome::Total(total))
+        }
+        (Decision::Records(answer), RequestMode::Records { target: dataset, next, cursor_field, .. }) => {
+            let PageAnswer { page, body, records, raw, digest, repeats_previous } = answer;
+            let count = records.len();
+            if let Some(pointer) = cursor_field {
+                record_cursor(message, page, pointer, &records, deps).await?;
+            }
+            if repeats_previous {
+                // Its count is recorded first, so Persist's receipt of this
+                // last page completes the run (with its coalescing or table
+                // commit); a count recorded after every page is in would
+                // complete it here, where no commit is made.
+                tracing::warn!(
+                    page = page.index,
+                    "this page repeats the page before: the vendor has no more; stopping"
+                );
+                end_run(message, page.index.saturating_add(1), None, deps).await?;
+                let empty = RawRecords::from_text("[]".into()).map_err(|err| encode_error(&err))?;
+                let claim_check = forward_records(message, page, dataset, empty, deps).await?;
+                return Ok(Outcome::Records { count: 0, claim_check });
+            }
+            let continuation = match next {
+                Some(next) => {
+                    let this = ThisPage { page, records: count, last: records.last(), digest: &digest };
+                    continue_with(message, next, fetched, &body, this, credentials, deps).await?
+                }
+                None => None,
+            };
+            let claim_check = forward_records(message, page, dataset, raw, deps).await?;
+            if let (Some(next_page), Some(next)) = (continuation, next) {
+                send(&Destination::Queue { queue: next.queue.clone() }, encode(&next_page)?, deps).await?;
+                tracing::info!(next_page = page.index + 1, "next page sent");
+            }
+            tracing::info!(records = count, claim_check, "page fetched");
+            Ok(Outcome::Records { count, claim_check })
+        }
+        // `decide` answers a message's own mode.
+        (Decision::Total(_), RequestMode::Records { .. }) | (Decision::Records(_), RequestMode::Probe { .. }) => {
+            Err(RequestError::Refused {
+                target: fetched.target.clone(),
+                reason: "a decision for another mode than the message's (a bug)".into(),
+            })
         }
     }
 }
