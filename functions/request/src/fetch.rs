@@ -16,8 +16,9 @@ use tributary_core::metrics::{self, Metrics};
 use tributary_core::ports::{HttpRequest, HttpResponse};
 
 use crate::auth::{self, Credentials};
+use crate::handler::excerpt;
 use crate::retry::{self, RetryPolicy, Wait};
-use crate::{Deps, MAX_REDIRECTS, RequestError, excerpt};
+use crate::{Deps, MAX_REDIRECTS, RequestError};
 
 /// A successful (or `empty`-by-rule) response.
 #[derive(Clone, Debug)]

@@ -1,0 +1,748 @@
+//! The per-message functions: a `RequestMessage` checked, called ([`crate::fetch`]) and answered —
+//! a [`Decision`] taken from the message and the response alone, then applied (records forwarded,
+//! next page sent, probe replied) — and an SQS batch of them ([`handle_sqs`]).
+
+use crate::ssrf::NetworkAccess;
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use bytes::Bytes;
+use contracts::{
+    self, CallPolicy, Continuation, Destination, HttpCall, PageRef, Payload, PersistMessage, PersistTarget,
+    PlannedTotal, ProbeReply, RawRecords, RequestMessage, RequestMode, V1,
+};
+use serde_json::Value;
+use std::time::Duration;
+use tributary_core::batch::{self, RecordMeta};
+use tributary_core::json::kind_of;
+use tributary_core::keys;
+use tributary_core::metrics::{self, Metrics};
+use tributary_core::ports::{HttpRequest, PortError, TopicMessage};
+
+use crate::deps::{Deps, RequestConfig};
+use crate::error::RequestError;
+use crate::fetch::Fetched;
+use crate::{auth, fetch, paging};
+
+/// What a handled message produced.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// Records forwarded to Persist.
+    Records {
+        /// How many.
+        count: usize,
+        /// Whether they went by claim check.
+        claim_check: bool,
+    },
+    /// A probe's total forwarded to the Orchestrator.
+    Total(u64),
+}
+
+/// Handles an SQS batch of `RequestMessage`s, reporting only failed records.
+pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
+    let dead_letters = deps.config.dead_letter.as_ref().map(|target| target.policy(deps.queue, "request"));
+    batch::for_each_message(
+        event,
+        deps.config.concurrency,
+        dead_letters,
+        |message: RequestMessage, meta: RecordMeta| async move {
+            let result = handle_message(message, deps).await.map(|_| ());
+            if let Err(err) = &result {
+                pause_for_the_vendor(err, &meta, deps).await;
+            }
+            result
+        },
+    )
+    .await
+}
+
+/// A vendor asked for a pause (`Retry-After`) longer than Request waits
+/// inside an invocation: the message becomes visible again on its queue
+/// once the pause is over (`ChangeMessageVisibility`, at most 12 hours),
+/// not after the queue's visibility timeout (720 s for Request), so the
+/// vendor gets its pause and a long one costs one receive, not several.
+/// The record is still reported failed; if the change fails, the
+/// visibility timeout applies, as before.
+async fn pause_for_the_vendor(err: &RequestError, meta: &RecordMeta, deps: Deps<'_>) {
+    let (Some(pause), Some(queue), Some(receipt)) =
+        (err.redeliver_after(), deps.config.own_queue.as_deref(), meta.receipt_handle.as_deref())
+    else {
+        return;
+    };
+    match deps.queue.change_visibility(queue, receipt, pause).await {
+        Ok(true) => {
+            tracing::info!(retry_after_secs = pause.as_secs(), "the vendor asked for a pause: redelivery after it")
+        }
+        Ok(false) => {}
+        Err(err) => {
+            tracing::warn!(error = %err, "could not change the message's visibility; redelivery after the visibility timeout")
+        }
+    }
+}
+
+/// Makes the call of one message and forwards the outcome to `reply_to`.
+///
+/// # Errors
+/// [`RequestError`]; retryable ones have already been retried
+/// `max_attempts - 1` times.
+#[tracing::instrument(skip_all, fields(pipeline = %message.pipeline, run_id = %message.run_id, page = message.page.map(|p| p.index)))]
+pub async fn handle_message(message: RequestMessage, deps: Deps<'_>) -> Result<Outcome, RequestError> {
+    let metrics = std::sync::Mutex::new(Metrics::new("request", &message.pipeline));
+    let outcome = call_and_forward(&message, deps, &metrics).await;
+    let mut metrics = metrics.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    metrics.property("run_id", Value::String(message.run_id.to_string()));
+    if let Some(page) = message.page {
+        metrics.property("page", Value::from(page.index));
+    }
+    if let Ok(Outcome::Records { count, .. }) = &outcome {
+        metrics.count(metrics::RECORDS_FETCHED, *count as u64);
+    }
+    metrics.flush_to(&deps.config.metrics);
+    outcome
+}
+
+async fn call_and_forward(
+    message: &RequestMessage,
+    deps: Deps<'_>,
+    metrics: &std::sync::Mutex<Metrics>,
+) -> Result<Outcome, RequestError> {
+    check_message(message)?;
+    deps.config.trust.check(message)?;
+    contracts::spec::check_policy(&message.policy).map_err(|err| {
+        // The spec's `request.*` fields are the message's `policy.*`.
+        let reason = match err {
+            contracts::spec::SpecError::Invalid { field, value, reason } => {
+                format!("`{}` = {value}: {reason}", field.replacen("request.", "policy.", 1))
+            }
+            other => other.to_string(),
+        };
+        let target = format!("{} {}", message.http.method, contracts::redacted_url(&message.http.url));
+        RequestError::Refused { target, reason }
+    })?;
+    let request = http_request(message, deps.config);
+    let mut fetched = fetch::fetch(message, request, deps, metrics).await?;
+    let credentials = fetched.credentials.take();
+    let answered = answer(message, fetched, credentials.as_ref(), deps).await;
+    // A vendor's body, header or next link may echo the credentials.
+    answered.map_err(|err| match &credentials {
+        Some(credentials) => err.scrubbed(credentials),
+        None => err,
+    })
+}
+
+/// Reads the response of `message`'s call and forwards what its mode asks:
+/// the body normalised (gzip, NDJSON), a [`Decision`] taken from the
+/// message and the response alone ([`decide`]), then applied
+/// ([`apply`]).
+async fn answer(
+    message: &RequestMessage,
+    mut fetched: Fetched,
+    credentials: Option<&auth::Credentials>,
+    deps: Deps<'_>,
+) -> Result<Outcome, RequestError> {
+    fetched.response.body = normalize_body(&fetched.response);
+    let decision = decide(message, &fetched)?;
+    apply(message, decision, &fetched, credentials, deps).await
+}
+
+/// What a response asks of Request, decided from the message and the
+/// response alone (no I/O).
+enum Decision {
+    /// A probe's total (`mode: probe`), to reply with.
+    Total(u64),
+    /// A page of records (`mode: records`).
+    Records(PageAnswer),
+}
+
+/// A page of records as the response holds it.
+struct PageAnswer {
+    /// The page (index, count); `PageRef::SINGLE` for a one-call run.
+    page: PageRef,
+    /// The parsed body (the next link or cursor is read from it).
+    body: Value,
+    /// The records at `records_pointer`.
+    records: Vec<Value>,
+    /// Their JSON text, as Persist gets it.
+    raw: RawRecords,
+    /// FNV-1a of `raw` (the next page's `previous_page`).
+    digest: String,
+    /// The vendor served the page before again (json-server does past the
+    /// last page): the run ends here and this page is forwarded empty.
+    repeats_previous: bool,
+}
+
+/// The [`Decision`] for `message`'s response.
+///
+/// # Errors
+/// [`RequestError::NotJson`], a missing or non-array `records_pointer`, a
+/// missing or non-numeric total (permanent).
+fn decide(message: &RequestMessage, fetched: &Fetched) -> Result<Decision, RequestError> {
+    let target = &fetched.target;
+    let mut body: Value = if fetched.empty {
+        Value::Null
+    } else {
+        parse_body(&fetched.response.body).map_err(|err| RequestError::NotJson {
+            target: target.clone(),
+            error: err.to_string(),
+            excerpt: excerpt(&fetched.response.body),
+        })?
+    };
+    match &message.mode {
+        RequestMode::Probe { total_pointer, total_header, .. } => Ok(Decision::Total(match total_header {
+            _ if fetched.empty => 0,
+            Some(name) => header_total(&fetched.response.headers, name, target)?,
+            None => read_total(&body, total_pointer, target)?,
+        })),
+        RequestMode::Records { records_pointer, next, planned_total, .. } => {
+            let records =
+                if fetched.empty { Vec::new() } else { take_records(&mut body, records_pointer.as_deref(), target)? };
+            if let Some(planned) = planned_total {
+                check_drift(planned, &body, &fetched.response.headers, message.page);
+            }
+            let raw = if fetched.empty {
+                RawRecords::from_text("[]".into()).map_err(|err| encode_error(&err))?
+            } else {
+                raw_records(&fetched.response.body, records_pointer.as_deref(), target)?
+            };
+            let digest = contracts::digest::fnv1a_hex(raw.as_str().as_bytes());
+            let repeats_previous = next
+                .as_ref()
+                .is_some_and(|next| !records.is_empty() && next.previous_page.as_deref() == Some(digest.as_str()));
+            let page = message.page.unwrap_or(PageRef::SINGLE);
+            Ok(Decision::Records(PageAnswer { page, body, records, raw, digest, repeats_previous }))
+        }
+    }
+}
+
+/// Carries out `decision`: the probe's reply sent to `reply_to`; or the
+/// page's cursor recorded, its records forwarded (inline or as a claim
+/// check) and the next page sent (cursor runs), or the run ended when the
+/// page repeats the one before.
+///
+/// # Errors
+/// Queue, topic and store failures (transient); an unsafe next link
+/// (permanent).
+async fn apply(
+    message: &RequestMessage,
+    decision: Decision,
+    fetched: &Fetched,
+    credentials: Option<&auth::Credentials>,
+    deps: Deps<'_>,
+) -> Result<Outcome, RequestError> {
+    match (decision, &message.mode) {
+        (Decision::Total(total), RequestMode::Probe { context, .. }) => {
+            let reply = ProbeReply {
+                version: V1,
+                pipeline: message.pipeline.clone(),
+                run_id: message.run_id.clone(),
+                run_date: message.run_date,
+                total,
+                context: context.clone(),
+            };
+            send(&message.reply_to, encode(&reply)?, deps).await?;
+            tracing::info!(total, "probe answered");
+            Ok(Outcome::Total(total))
+        }
+        (Decision::Records(answer), RequestMode::Records { target: dataset, next, cursor_field, .. }) => {
+            let PageAnswer { page, body, records, raw, digest, repeats_previous } = answer;
+            let count = records.len();
+            if let Some(pointer) = cursor_field {
+                record_cursor(message, page, pointer, &records, deps).await?;
+            }
+            if repeats_previous {
+                // Its count is recorded first, so Persist's receipt of this
+                // last page completes the run (with its coalescing or table
+                // commit); a count recorded after every page is in would
+                // complete it here, where no commit is made.
+                tracing::warn!(
+                    page = page.index,
+                    "this page repeats the page before: the vendor has no more; stopping"
+                );
+                end_run(message, page.index.saturating_add(1), None, deps).await?;
+                let empty = RawRecords::from_text("[]".into()).map_err(|err| encode_error(&err))?;
+                let claim_check = forward_records(message, page, dataset, empty, deps).await?;
+                return Ok(Outcome::Records { count: 0, claim_check });
+            }
+            let continuation = match next {
+                Some(next) => {
+                    let this = ThisPage { page, records: count, last: records.last(), digest: &digest };
+                    continue_with(message, next, fetched, &body, this, credentials, deps).await?
+                }
+                None => None,
+            };
+            let claim_check = forward_records(message, page, dataset, raw, deps).await?;
+            if let (Some(next_page), Some(next)) = (continuation, next) {
+                send(&Destination::Queue { queue: next.queue.clone() }, encode(&next_page)?, deps).await?;
+                tracing::info!(next_page = page.index + 1, "next page sent");
+            }
+            tracing::info!(records = count, claim_check, "page fetched");
+            Ok(Outcome::Records { count, claim_check })
+        }
+        // `decide` answers a message's own mode.
+        (Decision::Total(_), RequestMode::Records { .. }) | (Decision::Records(_), RequestMode::Probe { .. }) => {
+            Err(RequestError::Refused {
+                target: fetched.target.clone(),
+                reason: "a decision for another mode than the message's (a bug)".into(),
+            })
+        }
+    }
+}
+
+/// The checks a spec gets, for a message another team wrote: a valid
+/// `pipeline` name (it names the run's `_state/` and `_runs/` keys), no
+/// credentials in `http.url`'s user info nor in `http.headers` /
+/// `http.query` by name (they would travel in clear through queues and
+/// DLQs), an http(s) URL with a host.
+fn check_message(message: &RequestMessage) -> Result<(), RequestError> {
+    let target = || format!("{} {}", message.http.method, contracts::redacted_url(&message.http.url));
+    let refuse = |field: &str, value: &str, reason: &str| RequestError::Refused {
+        target: target(),
+        reason: format!("`{field}` = {value}: {reason}"),
+    };
+    contracts::spec::check_name("pipeline", &message.pipeline)
+        .and_then(|()| contracts::spec::check_no_userinfo("http.url", &message.http.url))
+        .map_err(|err| RequestError::Refused { target: target(), reason: err.to_string() })?;
+    let url = &message.http.url;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(refuse("http.url", &contracts::redacted_url(url), "must be an http or https URL with a host"));
+    }
+    let credential_query =
+        url.query_pairs().map(|(k, _)| k.into_owned()).find(|k| contracts::spec::is_credential_name(k));
+    for (field, name) in message
+        .http
+        .headers
+        .keys()
+        .map(|name| ("http.headers", name.clone()))
+        .chain(message.http.query.keys().map(|name| ("http.query", name.clone())))
+        .chain(credential_query.map(|name| ("http.url", name)))
+    {
+        if contracts::spec::is_credential_name(&name) {
+            return Err(refuse(
+                field,
+                &format!("{name:?}"),
+                "looks like a credential; reference a secret in `policy.auth` instead (messages travel in clear through queues and DLQs)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Incremental loading: records the page's highest cursor value in the
+/// lake before the page is forwarded, so it is there when the run
+/// completes (see `tributary_core::state`).
+async fn record_cursor(
+    message: &RequestMessage,
+    page: PageRef,
+    pointer: &str,
+    records: &[Value],
+    deps: Deps<'_>,
+) -> Result<(), RequestError> {
+    let Some(max) = tributary_core::state::max_of(records, pointer) else { return Ok(()) };
+    tributary_core::state::record_page(deps.store, &message.pipeline, &message.run_id, page.index, max)
+        .await
+        .map_err(|source| RequestError::Forward { destination: "the incremental state".into(), source })
+}
+
+/// Logs a count-first total that drifted since the probe. The plan stands:
+/// each planned page is fetched once; records past the probe's total are
+/// the next run's, and a short last page is fine.
+fn check_drift(
+    planned: &PlannedTotal,
+    body: &Value,
+    headers: &std::collections::BTreeMap<String, String>,
+    page: Option<PageRef>,
+) {
+    let now = match &planned.total_header {
+        Some(name) => headers.get(&name.to_ascii_lowercase()).and_then(|v| v.trim().parse().ok()),
+        None => {
+            body.pointer(&planned.total_pointer).and_then(|v| v.as_u64().or_else(|| v.as_str()?.trim().parse().ok()))
+        }
+    };
+    if let Some(now) = now.filter(|now| *now != planned.total) {
+        tracing::warn!(
+            planned_total = planned.total,
+            vendor_total = now,
+            page = page.map(|p| p.index),
+            "the vendor's total drifted since the probe; the planned pages stand (no page twice, none skipped within the planned total)"
+        );
+    }
+}
+
+/// For a `cursor` page: the next page's message, or `None` on the last page
+/// (then the run's page count goes to the ledger, before this page is
+/// forwarded, so Persist's receipt of it completes the run).
+async fn continue_with(
+    message: &RequestMessage,
+    next: &Continuation,
+    fetched: &Fetched,
+    body: &Value,
+    this: ThisPage<'_>,
+    credentials: Option<&auth::Credentials>,
+    deps: Deps<'_>,
+) -> Result<Option<RequestMessage>, RequestError> {
+    let ThisPage { page, records, last, digest } = this;
+    let call = if fetched.empty {
+        None
+    } else {
+        paging::next_call(
+            &next.paging,
+            &message.http,
+            &fetched.url,
+            body,
+            &fetched.response.headers,
+            page.index,
+            records,
+            last,
+        )
+        .map_err(|problem| RequestError::Paging { target: fetched.target.clone(), problem })?
+    };
+    let call = match call {
+        Some(call) => Some(safe_next(message, call, credentials, &fetched.target)?),
+        None => None,
+    };
+    let index = page.index.saturating_add(1);
+    match call {
+        Some(http) if index < next.max_pages => {
+            let mut following = message.clone();
+            following.http = http;
+            following.page = Some(PageRef { index, count: 0 });
+            if let RequestMode::Records { next: Some(next), .. } = &mut following.mode {
+                next.previous_page = Some(digest.to_string());
+            }
+            Ok(Some(following))
+        }
+        more => {
+            let truncated = more.is_some().then(|| {
+                format!(
+                    "strategy.max_pages {} reached while the vendor still offered a next page: the run holds only the first {} pages",
+                    next.max_pages, next.max_pages
+                )
+            });
+            if let Some(reason) = &truncated {
+                tracing::warn!(max_pages = next.max_pages, reason, "run truncated");
+            }
+            end_run(message, index, truncated, deps).await?;
+            Ok(None)
+        }
+    }
+}
+
+/// The next page's call, made safe to travel and to send: the credential's
+/// own query parameter and any parameter holding a credential (a vendor
+/// echoing `api_key=` in its next link) are dropped from the URL (Request
+/// adds the credential again when it sends the call), and a next page on
+/// another origin is refused when the run has credentials (they go only to
+/// the run's scheme, host and port), or when its host is neither this one
+/// nor in `policy.allow.hosts`, or it goes from https to http, or its URL
+/// has user info.
+fn safe_next(
+    message: &RequestMessage,
+    mut call: HttpCall,
+    credentials: Option<&auth::Credentials>,
+    target: &str,
+) -> Result<HttpCall, RequestError> {
+    let here = &message.http.url;
+    let next = &call.url;
+    let refuse = |reason: String| RequestError::Refused { target: target.to_string(), reason };
+    let shown = contracts::redacted_url(next);
+    if !next.username().is_empty() || next.password().is_some() {
+        return Err(refuse(format!("the next page's URL {shown} has user info (credentials in a URL are refused)")));
+    }
+    if here.scheme() == "https" && next.scheme() == "http" {
+        return Err(refuse(format!("the next page's URL {shown} goes from https to plain http")));
+    }
+    if next.origin() != here.origin() {
+        if message.policy.auth.is_some() {
+            return Err(refuse(format!(
+                "the next page's URL {shown} is on another origin than {}: the run's credentials go only to its own scheme, host and port",
+                here.origin().ascii_serialization()
+            )));
+        }
+        let host = next.host_str().unwrap_or_default();
+        if !message.policy.allow.allows_host(here.host_str().unwrap_or_default(), host) {
+            return Err(refuse(format!(
+                "the next page's host {host} is neither this page's nor in policy.allow.hosts (SSRF guard)"
+            )));
+        }
+    }
+    let own_param = match &message.policy.auth {
+        Some(contracts::Auth::ApiKey { query_param: Some(param), .. }) => Some(param.as_str()),
+        _ => None,
+    };
+    let drop_pair =
+        |name: &str, value: &str| own_param == Some(name) || credentials.is_some_and(|c| c.is_credential(value));
+    if call.url.query_pairs().any(|(name, value)| drop_pair(&name, &value)) {
+        let kept: Vec<(String, String)> = call
+            .url
+            .query_pairs()
+            .filter(|(name, value)| !drop_pair(name, value))
+            .map(|(name, value)| (name.into_owned(), value.into_owned()))
+            .collect();
+        call.url.set_query(None);
+        if !kept.is_empty() {
+            call.url.query_pairs_mut().extend_pairs(kept);
+        }
+    }
+    call.query.retain(|name, value| !drop_pair(name, value));
+    Ok(call)
+}
+
+/// The page just fetched, as [`continue_with`] needs it.
+struct ThisPage<'a> {
+    page: PageRef,
+    /// Records on it.
+    records: usize,
+    /// Its last record (`last_record` paging starts after it).
+    last: Option<&'a Value>,
+    /// Digest of its records ([`Continuation::previous_page`] of the next).
+    digest: &'a str,
+}
+
+/// Records that the cursor run of `message` has `pages` pages (and why it
+/// stopped short, if it did), completing it when they are all persisted.
+async fn end_run(
+    message: &RequestMessage,
+    pages: u32,
+    truncated: Option<String>,
+    deps: Deps<'_>,
+) -> Result<(), RequestError> {
+    let expected = tributary_core::ledger::Expected {
+        pipeline: message.pipeline.clone(),
+        run_id: message.run_id.clone(),
+        run_date: message.run_date,
+        pages: u64::from(pages),
+        truncated,
+    };
+    let ledger = tributary_core::ledger::RunLedger {
+        store: deps.store,
+        events: deps.config.run_events_topic.as_deref().map(|topic| (deps.topics, topic)),
+    };
+    ledger
+        .record_expected(&expected)
+        .await
+        .map_err(|source| RequestError::Forward { destination: "the run ledger".into(), source })?;
+    tracing::info!(pages, "last page: page count recorded");
+    Ok(())
+}
+
+/// The HTTP request of a message: its URL with the query parameters added,
+/// the time-out and body cap of its policy within Request's own.
+pub fn http_request(message: &RequestMessage, config: &RequestConfig) -> HttpRequest {
+    let mut url = message.http.url.clone();
+    if !message.http.query.is_empty() {
+        url.query_pairs_mut().extend_pairs(&message.http.query);
+    }
+    let mut headers = message.http.headers.clone();
+    headers.entry("accept".into()).or_insert_with(|| "application/json".into());
+    let policy: &CallPolicy = &message.policy;
+    let timeout = policy.timeout_secs.map_or(config.timeout, |secs| config.timeout.min(Duration::from_secs(secs)));
+    let max_body_bytes =
+        policy.response.max_bytes.map_or(config.max_response_bytes, |max| max.min(config.max_response_bytes));
+    HttpRequest {
+        method: message.http.method,
+        url,
+        headers,
+        body: message.http.body.as_ref().map(|b| Bytes::from(b.to_string())),
+        timeout,
+        access: NetworkAccess { loopback: policy.allow.loopback, private: policy.allow.private },
+        max_body_bytes: Some(max_body_bytes),
+    }
+}
+
+/// A [`RequestError::Pointer`] maker for `field` = `pointer` on `target`.
+fn pointer_problem<'a>(target: &'a str, field: &'static str, pointer: &'a str) -> impl Fn(String) -> RequestError + 'a {
+    move |problem| RequestError::Pointer { target: target.to_string(), field, pointer: pointer.to_string(), problem }
+}
+
+fn take_records(body: &mut Value, pointer: Option<&str>, target: &str) -> Result<Vec<Value>, RequestError> {
+    let pointer = pointer.unwrap_or("");
+    let problem = pointer_problem(target, "records_pointer", pointer);
+    match body.pointer_mut(pointer) {
+        Some(Value::Array(records)) => Ok(std::mem::take(records)),
+        Some(other) => Err(problem(format!("leads to {}, not an array of records", kind_of(other)))),
+        None => Err(problem("is not in the response".into())),
+    }
+}
+
+/// The total in response header `name` (headers are lower-cased).
+fn header_total(
+    headers: &std::collections::BTreeMap<String, String>,
+    name: &str,
+    target: &str,
+) -> Result<u64, RequestError> {
+    let problem = pointer_problem(target, "total_header", name);
+    match headers.get(&name.to_ascii_lowercase()) {
+        Some(value) => value.trim().parse().map_err(|_| {
+            problem(format!("holds {:?}, not a non-negative integer", value.chars().take(64).collect::<String>()))
+        }),
+        None => Err(problem("is not in the response".into())),
+    }
+}
+
+fn read_total(body: &Value, pointer: &str, target: &str) -> Result<u64, RequestError> {
+    let problem = pointer_problem(target, "total_pointer", pointer);
+    match body.pointer(pointer) {
+        Some(Value::Number(n)) => {
+            n.as_u64().ok_or_else(|| problem(format!("leads to {n}, not a non-negative integer")))
+        }
+        Some(Value::String(s)) => {
+            s.trim().parse().map_err(|_| problem(format!("leads to {s:?}, not a non-negative integer")))
+        }
+        Some(other) => Err(problem(format!("leads to {}, not a non-negative integer", kind_of(other)))),
+        None => Err(problem("is not in the response".into())),
+    }
+}
+
+/// Media types of newline-delimited JSON (one record per line).
+const NDJSON_TYPES: [&str; 5] = [
+    "application/x-ndjson",
+    "application/ndjson",
+    "application/jsonl",
+    "application/x-jsonlines",
+    "application/jsonlines",
+];
+
+/// The body as JSON text the rest of Request reads: without a UTF-8 byte
+/// order mark (some Windows-hosted vendors send one; JSON parsers refuse
+/// it), and newline-delimited JSON (by its content type, or a body whose
+/// first line is a whole JSON value but the whole is not) turned into one
+/// array of the lines' values, `records_pointer` empty. Anything else is
+/// left as it is.
+pub fn normalize_body(response: &tributary_core::ports::HttpResponse) -> Bytes {
+    let body = match response.body.strip_prefix(b"\xEF\xBB\xBF") {
+        Some(rest) => response.body.slice(response.body.len() - rest.len()..),
+        None => response.body.clone(),
+    };
+    let media = response.headers.get("content-type").and_then(|t| t.split(';').next()).unwrap_or("").trim();
+    let declared = NDJSON_TYPES.iter().any(|t| media.eq_ignore_ascii_case(t));
+    if declared || looks_like_ndjson(&body) {
+        let mut array = Vec::with_capacity(body.len() + 2);
+        array.push(b'[');
+        for line in body.split(|&b| b == b'\n') {
+            let line = line.trim_ascii();
+            if line.is_empty() {
+                continue;
+            }
+            if array.len() > 1 {
+                array.push(b',');
+            }
+            array.extend_from_slice(line);
+        }
+        array.push(b']');
+        return Bytes::from(array);
+    }
+    body
+}
+
+/// A body of several lines whose first line alone is a JSON value while
+/// the whole body is not one.
+fn looks_like_ndjson(body: &[u8]) -> bool {
+    let text = body.trim_ascii_start();
+    let Some(end) = text.iter().position(|&b| b == b'\n') else { return false };
+    let (first, rest) = text.split_at(end);
+    !rest.trim_ascii().is_empty()
+        && serde_json::from_slice::<serde::de::IgnoredAny>(first).is_ok()
+        && serde_json::from_slice::<serde::de::IgnoredAny>(text).is_err()
+}
+
+/// The response as a `Value`, for pointers, totals and cursors. Values a
+/// `Value` cannot hold (`1e400`, a lone surrogate) read as `null` here; the
+/// records themselves are forwarded as their text (see [`raw_records`]), so
+/// Persist quarantines such a record alone instead of the page failing.
+fn parse_body(body: &[u8]) -> Result<Value, serde_json::Error> {
+    match serde_json::from_slice(body) {
+        Ok(value) => Ok(value),
+        Err(err) => {
+            let cleaned = std::str::from_utf8(body)
+                .ok()
+                .and_then(|text| tributary_core::json::tape::without_unrepresentable(text).ok().flatten());
+            match cleaned {
+                Some(text) => serde_json::from_str(&text),
+                None => Err(err),
+            }
+        }
+    }
+}
+
+/// The records array as the vendor wrote it (numbers keep their digits,
+/// repeated keys stay), for Persist to type.
+fn raw_records(body: &[u8], pointer: Option<&str>, target: &str) -> Result<RawRecords, RequestError> {
+    let pointer = pointer.unwrap_or("");
+    let problem = pointer_problem(target, "records_pointer", pointer);
+    let text = std::str::from_utf8(body).map_err(|err| problem(format!("the response is not UTF-8: {err}")))?;
+    match tributary_core::json::tape::raw_at_pointer(text, pointer) {
+        Ok(Some((raw, tributary_core::json::tape::Tok::Arr { .. }, _))) => {
+            RawRecords::from_text(raw.to_string()).map_err(|err| problem(err.to_string()))
+        }
+        Ok(Some((_, tok, _))) => {
+            Err(problem(format!("leads to {}, not an array of records", tributary_core::json::tape::kind_name(&tok))))
+        }
+        Ok(None) => Err(problem("is not in the response".into())),
+        Err(err) => Err(problem(format!("the response is not JSON: {err}"))),
+    }
+}
+
+async fn forward_records(
+    message: &RequestMessage,
+    page: PageRef,
+    target: &PersistTarget,
+    records: RawRecords,
+    deps: Deps<'_>,
+) -> Result<bool, RequestError> {
+    let mut persist = PersistMessage {
+        version: V1,
+        pipeline: message.pipeline.clone(),
+        run_id: message.run_id.clone(),
+        run_date: message.run_date,
+        page,
+        target: target.clone(),
+        payload: Payload::Inline { records },
+        fetched_at: Some(chrono::Utc::now()),
+    };
+    let mut body = encode(&persist)?;
+    let mut claim_check = false;
+    if body.len() > deps.config.max_message_bytes {
+        // Claim check: the records go to the lake, the message carries the key.
+        let key = keys::claim_key(&message.pipeline, &message.run_id, page.index);
+        let payload =
+            std::mem::replace(&mut persist.payload, Payload::Object { key: key.clone(), format: Default::default() });
+        let records = match payload {
+            Payload::Inline { records } => records.as_str().as_bytes().to_vec(),
+            Payload::Object { .. } => b"[]".to_vec(),
+        };
+        deps.store
+            .put(&key, Bytes::from(records))
+            .await
+            .map_err(|source| RequestError::Forward { destination: format!("object {key}"), source })?;
+        body = encode(&persist)?;
+        claim_check = true;
+    }
+    send(&message.reply_to, body, deps).await?;
+    Ok(claim_check)
+}
+
+async fn send(destination: &Destination, body: String, deps: Deps<'_>) -> Result<(), RequestError> {
+    let result = match destination {
+        Destination::Queue { queue } => deps.queue.send(queue, vec![body]).await,
+        Destination::Topic { topic } => {
+            deps.topics.publish(topic, vec![TopicMessage { body, ..TopicMessage::default() }]).await
+        }
+    };
+    result.map_err(|source| RequestError::Forward { destination: destination.to_string(), source })
+}
+
+fn encode<T: serde::Serialize>(message: &T) -> Result<String, RequestError> {
+    contracts::encode(message).map_err(|err| encode_error(&err))
+}
+
+fn encode_error(err: &serde_json::Error) -> RequestError {
+    RequestError::Forward {
+        destination: "(encoding)".into(),
+        source: PortError::Permanent { operation: "encode message", target: "reply".into(), message: err.to_string() },
+    }
+}
+
+/// The first 200 bytes of a body as text, cut on a character boundary.
+pub(crate) fn excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(200)]);
+    let text = text.trim_end_matches('\u{FFFD}');
+    format!("{text:?}")
+}
