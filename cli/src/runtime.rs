@@ -511,7 +511,7 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
             athena::handle_sqs(&event, tributary_core::deadline::after_timeout(Function::Athena), deps).await
         }
         Function::Notify => {
-            let deps = notify::Deps { topics: h.broker.as_ref(), config: &h.notify, archive: Some(h.store.as_ref()) };
+            let deps = notify::Deps { topics: h.broker.as_ref(), config: &h.notify, store: Some(h.store.as_ref()) };
             notify::handle_sqs(&event, deps).await
         }
     }

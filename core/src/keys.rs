@@ -22,6 +22,7 @@
 //! | dead letter, archived by Notify | `_dead_letters/<dlq>/<sent time>-<message id>.json` |
 //! | a run's pages coalesced into one file (per partition) | `<dataset>/<partition>/<pipeline>-<run_id>.parquet` |
 //! | expected page count, probe and query records, `_SUCCESS` | `_runs/<pipeline>/<run_id>/{expected,probe,query}.json`, `…/_SUCCESS` |
+//! | an Iceberg run's commit claim | `_runs/<pipeline>/<run_id>/iceberg-commit.json` |
 //! | a completed run's manifest | `_manifests/<pipeline>/<run_id>.json` |
 //! | a pipeline's cursor, and each page's | `_state/<pipeline>.json`, `_state/<pipeline>/<run_id>/page-<page:05>.json` |
 //! | Iceberg: the local SQL catalog, the warehouse | `_iceberg/catalog.sqlite`, `_iceberg/warehouse/` |

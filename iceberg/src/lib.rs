@@ -8,7 +8,7 @@
 //! tables pyiceberg's `SqlCatalog` and DuckDB's iceberg extension read too;
 //! and, with the `glue` feature, [`glue`]: it over the AWS Glue Data
 //! Catalog with an `s3://` FileIO, for the Persist Lambda.
-//! `tests/spike.rs` shows the iceberg API underneath.
+//! `tests/it/spike.rs` shows the iceberg API underneath.
 //!
 //! Everything lives under [`keys::ICEBERG_DIR`] (`_iceberg/`), which lakequery
 //! does not read as a dataset (names starting with `_` are not tables):

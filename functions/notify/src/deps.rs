@@ -23,7 +23,7 @@ pub struct Deps<'a> {
     /// (`_dead_letters/…`, see [`tributary_core::dead_letters`]). `None`
     /// only where something else keeps the letters (unit tests of the
     /// alert texts); the Lambda and the local runtime always set it.
-    pub archive: Option<&'a dyn tributary_core::ports::ObjectStore>,
+    pub store: Option<&'a dyn tributary_core::ports::ObjectStore>,
 }
 
 /// What the freshness check needs: the lake (to find completed runs) and

@@ -70,7 +70,7 @@ pub async fn check_freshness(
         first_seen: None,
         examples: Vec::new(),
     };
-    publish(&alert, Deps { topics: deps.topics, config: deps.config, archive: None }).await?;
+    publish(&alert, Deps { topics: deps.topics, config: deps.config, store: None }).await?;
     Ok(Some(alert))
 }
 
@@ -122,7 +122,7 @@ pub const EXAMPLES: usize = 3;
 pub const SMS_MAX_CHARS: usize = 140;
 
 /// Handles a batch of dead letters: archives each one whole in the lake
-/// (`deps.archive`), then publishes one alert per (pipeline, run,
+/// (`deps.store`), then publishes one alert per (pipeline, run,
 /// function). `batchItemFailures` lists the records that could not be
 /// archived (they are not alerted yet: SQS redelivers them, so a letter is
 /// never deleted from its DLQ before it is kept) and every record of a
@@ -134,7 +134,7 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
     for record in &event.records {
         let meta = RecordMeta::of(record);
         let alert = alert_for(record, &meta);
-        if let Some(store) = deps.archive {
+        if let Some(store) = deps.store {
             let letter = dead_letter_of(record, &meta, &alert, &now);
             if let Err(err) = tributary_core::dead_letters::archive(store, &letter).await {
                 tracing::error!(message_id = %meta.message_id, error = %err, "could not archive the dead letter; SQS will redeliver it");

@@ -18,7 +18,7 @@ async fn main() -> Result<(), Error> {
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         match notify::parse_event(event.payload, chrono::Utc::now())? {
             notify::NotifyEvent::DeadLetters(event) => {
-                let response = notify::handle_sqs(&event, notify::Deps { topics, config, archive: Some(store) }).await;
+                let response = notify::handle_sqs(&event, notify::Deps { topics, config, store: Some(store) }).await;
                 Ok::<_, Error>(serde_json::to_value(response)?)
             }
             notify::NotifyEvent::Freshness { check, date } => {

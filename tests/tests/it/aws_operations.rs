@@ -126,8 +126,7 @@ async fn a_dead_letter_survives_notify_and_is_redriven_to_success() {
     };
     let topics = SnsPublisher::new(aws_sdk_sns::Client::new(&emulator.config));
     let response =
-        notify::handle_sqs(&dead, notify::Deps { topics: &topics, config: &notify_config, archive: Some(&store) })
-            .await;
+        notify::handle_sqs(&dead, notify::Deps { topics: &topics, config: &notify_config, store: Some(&store) }).await;
     assert!(response.batch_item_failures.is_empty());
     settle(&sqs, dlq_url, &dead, &response).await;
     assert_eq!(tributary_e2e::emulator::depth(&sqs, dlq_url).await, 0, "Notify deleted it from the DLQ");

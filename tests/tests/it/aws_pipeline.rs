@@ -286,7 +286,7 @@ async fn a_poison_message_is_dead_lettered_and_notify_alerts_on_the_alerts_topic
         metrics: Default::default(),
     };
     let response =
-        notify::handle_sqs(&dead, notify::Deps { topics: &publisher, config: &notify_config, archive: Some(&store) })
+        notify::handle_sqs(&dead, notify::Deps { topics: &publisher, config: &notify_config, store: Some(&store) })
             .await;
     assert!(response.batch_item_failures.is_empty(), "Notify never fails on the body");
     let archived = tributary_core::dead_letters::list(&store, None).await.expect("list the archive");
@@ -338,7 +338,7 @@ async fn a_permanent_failure_is_dead_lettered_at_once_and_the_alert_carries_the_
     assert!(alert.summary.contains(&reason), "{}", alert.summary);
     let config = notify::NotifyConfig { alerts_topic, metrics: Default::default() };
     let response =
-        notify::handle_sqs(&dead, notify::Deps { topics: &publisher, config: &config, archive: Some(&store) }).await;
+        notify::handle_sqs(&dead, notify::Deps { topics: &publisher, config: &config, store: Some(&store) }).await;
     assert!(response.batch_item_failures.is_empty());
     let (_, letter) = tributary_core::dead_letters::find(&store, dead.records[0].message_id.as_deref().expect("id"))
         .await

@@ -61,8 +61,7 @@ async fn every_dead_letter_is_archived_whole_and_a_redelivery_rewrites_its_own_e
     let config = config();
     let batch = event(DLQ_BATCH);
     for _ in 0..2 {
-        let response =
-            notify::handle_sqs(&batch, Deps { topics: &topic, config: &config, archive: Some(&store) }).await;
+        let response = notify::handle_sqs(&batch, Deps { topics: &topic, config: &config, store: Some(&store) }).await;
         assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
     }
     let keys = dead_letters::list(&store, None).await.expect("list");
@@ -88,7 +87,7 @@ async fn a_letter_that_cannot_be_archived_is_not_alerted_and_stays_in_its_dlq() 
     let topic = StrictTopic::default();
     let config = config();
     let batch = event(DLQ_BATCH);
-    let response = notify::handle_sqs(&batch, Deps { topics: &topic, config: &config, archive: Some(&store) }).await;
+    let response = notify::handle_sqs(&batch, Deps { topics: &topic, config: &config, store: Some(&store) }).await;
     let failed: Vec<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
     let all: Vec<&str> = batch.records.iter().filter_map(|r| r.message_id.as_deref()).collect();
     assert_eq!(failed, all, "every letter is retried by SQS, none deleted unkept");
@@ -102,7 +101,7 @@ async fn an_orchestrator_async_failure_names_the_pipeline_run_and_error() {
     let topic = StrictTopic::default();
     let config = config();
     let batch = event(ASYNC_FAILURE);
-    let response = notify::handle_sqs(&batch, Deps { topics: &topic, config: &config, archive: Some(&store) }).await;
+    let response = notify::handle_sqs(&batch, Deps { topics: &topic, config: &config, store: Some(&store) }).await;
     assert!(response.batch_item_failures.is_empty());
     let alerts = alerts(&topic);
     assert_eq!(alerts.len(), 1);
@@ -123,7 +122,7 @@ async fn a_scheduler_dead_letter_event_names_the_pipeline_and_the_error_code() {
     let topic = StrictTopic::default();
     let config = config();
     let batch = event(SCHEDULER_DLQ);
-    let response = notify::handle_sqs(&batch, Deps { topics: &topic, config: &config, archive: None }).await;
+    let response = notify::handle_sqs(&batch, Deps { topics: &topic, config: &config, store: None }).await;
     assert!(response.batch_item_failures.is_empty());
     let alerts = alerts(&topic);
     let alert = &alerts[0];
@@ -145,7 +144,7 @@ async fn a_blank_or_huge_pipeline_name_never_blocks_the_alert() {
     second.body = Some(format!(r#"{{"pipeline":"{huge}","run_id":"r"}}"#));
     batch.records[0].body = Some(r#"{"pipeline":"","run_id":"","page":{"index":1}}"#.into());
     batch.records.push(second);
-    let response = notify::handle_sqs(&batch, Deps { topics: &topic, config: &config, archive: None }).await;
+    let response = notify::handle_sqs(&batch, Deps { topics: &topic, config: &config, store: None }).await;
     assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
     let published = topic.published.lock().expect("lock").clone();
     assert_eq!(published.len(), 2);
@@ -165,8 +164,7 @@ async fn the_local_broker_carries_the_archived_alert_too() {
     broker.create_topic("alerts", vec![Subscription::File { path: sink.clone() }]);
     let config = config();
     let response =
-        notify::handle_sqs(&event(ASYNC_FAILURE), Deps { topics: &broker, config: &config, archive: Some(&store) })
-            .await;
+        notify::handle_sqs(&event(ASYNC_FAILURE), Deps { topics: &broker, config: &config, store: Some(&store) }).await;
     assert!(response.batch_item_failures.is_empty());
     assert_eq!(std::fs::read_to_string(sink).expect("alert written").lines().count(), 1);
     assert_eq!(dead_letters::list(&store, Some("tributary-prod-orchestrator-dlq")).await.expect("list").len(), 1);

@@ -38,7 +38,7 @@ impl Env {
     }
 
     fn deps(&self) -> Deps<'_> {
-        Deps { topics: &self.broker, config: &self.config, archive: None }
+        Deps { topics: &self.broker, config: &self.config, store: None }
     }
 
     fn alerts(&self) -> Vec<Alert> {
