@@ -97,117 +97,21 @@ pub fn next_call(
     records: usize,
     last: Option<&Value>,
 ) -> Result<Option<HttpCall>, PagingError> {
-    let has_more_of = |pointer: &Option<String>| -> Result<Option<bool>, PagingError> {
-        let Some(has_more) = pointer else { return Ok(None) };
-        match body.pointer(has_more) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Bool(more)) => Ok(Some(*more)),
-            Some(other) => {
-                Err(PagingError::HasMore { has_more: has_more.clone(), found: tributary_core::json::kind_of(other) })
-            }
-        }
-    };
-    let no_next = |has_more: &Option<String>, what: String| PagingError::NoNext {
-        has_more: has_more.clone().unwrap_or_default(),
-        what,
-    };
     let more = match paging {
-        NextPage::BodyToken { has_more, .. } | NextPage::BodyUrl { has_more, .. } => has_more_of(has_more)?,
-        NextPage::LastRecord { has_more, .. } => has_more_of(&Some(has_more.clone()))?,
+        NextPage::BodyToken { has_more, .. } | NextPage::BodyUrl { has_more, .. } => has_more_of(body, has_more)?,
+        NextPage::LastRecord { has_more, .. } => has_more_of(body, &Some(has_more.clone()))?,
         _ => None,
     };
     if more == Some(false) {
         return Ok(None);
     }
-    let with_url = |next: &str| -> Result<Option<HttpCall>, PagingError> {
-        let next = url.join(next).map_err(|source| PagingError::Url { url: next.to_string(), source })?;
-        if &next == url {
-            tracing::warn!("the next page's URL is this page's: stopping");
-            return Ok(None);
-        }
-        // The URL carries the whole query of the next page.
-        Ok(Some(HttpCall { url: next, query: BTreeMap::new(), ..current.clone() }))
-    };
-    let missing = |pointer: &String| -> Result<Option<HttpCall>, PagingError> {
-        if index == 0 && records > 0 {
-            return Err(PagingError::Missing { pointer: pointer.clone(), records });
-        }
-        Ok(None)
-    };
+    let page = ThisPage { current, url, body, index, records, more };
     match paging {
-        NextPage::BodyToken { pointer, param, has_more } => {
-            let token = match body.pointer(pointer) {
-                None | Some(Value::Null) if more == Some(true) => {
-                    return Err(no_next(has_more, format!("`strategy.next.pointer` {pointer:?} holds no token")));
-                }
-                None => return missing(pointer),
-                Some(Value::Null) => return Ok(None),
-                Some(Value::String(token)) => token.clone(),
-                Some(Value::Number(token)) => token.to_string(),
-                Some(other) => {
-                    return Err(PagingError::Pointer {
-                        pointer: pointer.clone(),
-                        found: tributary_core::json::kind_of(other),
-                        expected: "a string or number token",
-                    });
-                }
-            };
-            if token.is_empty() && more == Some(true) {
-                return Err(no_next(has_more, format!("`strategy.next.pointer` {pointer:?} holds an empty token")));
-            }
-            if token.is_empty() || current.query.get(param) == Some(&token) {
-                return Ok(None);
-            }
-            let mut next = current.clone();
-            next.query.insert(param.clone(), token);
-            Ok(Some(next))
-        }
-        NextPage::LastRecord { pointer, param, has_more } => {
-            if more != Some(true) {
-                return Ok(None);
-            }
-            let has_more = Some(has_more.clone());
-            let Some(last) = last else {
-                return Err(no_next(&has_more, "the page has no records to start the next one after".into()));
-            };
-            let token = match last.pointer(pointer) {
-                Some(Value::String(token)) if !token.is_empty() => token.clone(),
-                Some(Value::Number(token)) => token.to_string(),
-                other => {
-                    let found = other.map_or("nothing", tributary_core::json::kind_of);
-                    return Err(no_next(
-                        &has_more,
-                        format!("the last record has {found} at `strategy.next.pointer` {pointer:?}, not a key"),
-                    ));
-                }
-            };
-            if current.query.get(param) == Some(&token) {
-                tracing::warn!("the next page would start after the same record as this one: stopping");
-                return Ok(None);
-            }
-            let mut next = current.clone();
-            next.query.insert(param.clone(), token);
-            Ok(Some(next))
-        }
-        NextPage::BodyUrl { pointer, has_more } => match body.pointer(pointer) {
-            None | Some(Value::Null) if more == Some(true) => {
-                Err(no_next(has_more, format!("`strategy.next.pointer` {pointer:?} holds no URL")))
-            }
-            Some(Value::String(next)) if next.is_empty() && more == Some(true) => {
-                Err(no_next(has_more, format!("`strategy.next.pointer` {pointer:?} holds an empty URL")))
-            }
-            None => missing(pointer),
-            Some(Value::Null) => Ok(None),
-            Some(Value::String(next)) if next.is_empty() => Ok(None),
-            Some(Value::String(next)) => with_url(next),
-            Some(other) => Err(PagingError::Pointer {
-                pointer: pointer.clone(),
-                found: tributary_core::json::kind_of(other),
-                expected: "a URL string",
-            }),
-        },
+        NextPage::BodyToken { pointer, param, has_more } => page.body_token(pointer, param, has_more),
+        NextPage::LastRecord { pointer, param, has_more } => page.after_last_record(last, pointer, param, has_more),
+        NextPage::BodyUrl { pointer, has_more } => page.body_url(pointer, has_more),
         NextPage::LinkHeader {} => match headers.get("link").and_then(|link| link_next(link)) {
-            Some(next) => with_url(&next),
+            Some(next) => page.with_url(&next),
             None => Ok(None),
         },
         NextPage::Numbered { params, size } => {
@@ -217,6 +121,151 @@ pub fn next_call(
             let mut next = current.clone();
             next.query.extend(params.page_query(*size, index.saturating_add(1)));
             Ok(Some(next))
+        }
+    }
+}
+
+/// The boolean at `has_more` in the body: `None` without a pointer, or
+/// when the body has nothing (or `null`) there.
+fn has_more_of(body: &Value, pointer: &Option<String>) -> Result<Option<bool>, PagingError> {
+    let Some(has_more) = pointer else { return Ok(None) };
+    match body.pointer(has_more) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(more)) => Ok(Some(*more)),
+        Some(other) => {
+            Err(PagingError::HasMore { has_more: has_more.clone(), found: tributary_core::json::kind_of(other) })
+        }
+    }
+}
+
+/// `has_more` said true, but the page gives nothing to go on.
+fn no_next(has_more: &Option<String>, what: String) -> PagingError {
+    PagingError::NoNext { has_more: has_more.clone().unwrap_or_default(), what }
+}
+
+/// What [`next_call`] reads of the page just fetched.
+struct ThisPage<'a> {
+    current: &'a HttpCall,
+    url: &'a url::Url,
+    body: &'a Value,
+    index: u32,
+    records: usize,
+    /// The body's `has_more`, when the paging has one.
+    more: Option<bool>,
+}
+
+impl ThisPage<'_> {
+    /// The call to `next` resolved against this page's URL; `None` when it
+    /// is this page's own URL.
+    fn with_url(&self, next: &str) -> Result<Option<HttpCall>, PagingError> {
+        let next = self.url.join(next).map_err(|source| PagingError::Url { url: next.to_string(), source })?;
+        if &next == self.url {
+            tracing::warn!("the next page's URL is this page's: stopping");
+            return Ok(None);
+        }
+        // The URL carries the whole query of the next page.
+        Ok(Some(HttpCall { url: next, query: BTreeMap::new(), ..self.current.clone() }))
+    }
+
+    /// A pointer that finds nothing: the end, except on a first page with
+    /// records (a mistyped pointer would end every run after one page).
+    fn missing(&self, pointer: &str) -> Result<Option<HttpCall>, PagingError> {
+        if self.index == 0 && self.records > 0 {
+            return Err(PagingError::Missing { pointer: pointer.to_string(), records: self.records });
+        }
+        Ok(None)
+    }
+
+    /// `body_token`: the token at `pointer` becomes query parameter `param`.
+    fn body_token(
+        &self,
+        pointer: &str,
+        param: &str,
+        has_more: &Option<String>,
+    ) -> Result<Option<HttpCall>, PagingError> {
+        let more = self.more;
+        let token = match self.body.pointer(pointer) {
+            None | Some(Value::Null) if more == Some(true) => {
+                return Err(no_next(has_more, format!("`strategy.next.pointer` {pointer:?} holds no token")));
+            }
+            None => return self.missing(pointer),
+            Some(Value::Null) => return Ok(None),
+            Some(Value::String(token)) => token.clone(),
+            Some(Value::Number(token)) => token.to_string(),
+            Some(other) => {
+                return Err(PagingError::Pointer {
+                    pointer: pointer.to_string(),
+                    found: tributary_core::json::kind_of(other),
+                    expected: "a string or number token",
+                });
+            }
+        };
+        if token.is_empty() && more == Some(true) {
+            return Err(no_next(has_more, format!("`strategy.next.pointer` {pointer:?} holds an empty token")));
+        }
+        if token.is_empty() || self.current.query.get(param) == Some(&token) {
+            return Ok(None);
+        }
+        let mut next = self.current.clone();
+        next.query.insert(param.to_string(), token);
+        Ok(Some(next))
+    }
+
+    /// `last_record` (Stripe): the key at `pointer` of the page's last
+    /// record becomes query parameter `param` while `has_more` is true.
+    fn after_last_record(
+        &self,
+        last: Option<&Value>,
+        pointer: &str,
+        param: &str,
+        has_more: &str,
+    ) -> Result<Option<HttpCall>, PagingError> {
+        if self.more != Some(true) {
+            return Ok(None);
+        }
+        let has_more = Some(has_more.to_string());
+        let Some(last) = last else {
+            return Err(no_next(&has_more, "the page has no records to start the next one after".into()));
+        };
+        let token = match last.pointer(pointer) {
+            Some(Value::String(token)) if !token.is_empty() => token.clone(),
+            Some(Value::Number(token)) => token.to_string(),
+            other => {
+                let found = other.map_or("nothing", tributary_core::json::kind_of);
+                return Err(no_next(
+                    &has_more,
+                    format!("the last record has {found} at `strategy.next.pointer` {pointer:?}, not a key"),
+                ));
+            }
+        };
+        if self.current.query.get(param) == Some(&token) {
+            tracing::warn!("the next page would start after the same record as this one: stopping");
+            return Ok(None);
+        }
+        let mut next = self.current.clone();
+        next.query.insert(param.to_string(), token);
+        Ok(Some(next))
+    }
+
+    /// `body_url`: the URL at `pointer`, resolved against this page's.
+    fn body_url(&self, pointer: &str, has_more: &Option<String>) -> Result<Option<HttpCall>, PagingError> {
+        let more = self.more;
+        match self.body.pointer(pointer) {
+            None | Some(Value::Null) if more == Some(true) => {
+                Err(no_next(has_more, format!("`strategy.next.pointer` {pointer:?} holds no URL")))
+            }
+            Some(Value::String(next)) if next.is_empty() && more == Some(true) => {
+                Err(no_next(has_more, format!("`strategy.next.pointer` {pointer:?} holds an empty URL")))
+            }
+            None => self.missing(pointer),
+            Some(Value::Null) => Ok(None),
+            Some(Value::String(next)) if next.is_empty() => Ok(None),
+            Some(Value::String(next)) => self.with_url(next),
+            Some(other) => Err(PagingError::Pointer {
+                pointer: pointer.to_string(),
+                found: tributary_core::json::kind_of(other),
+                expected: "a URL string",
+            }),
         }
     }
 }
