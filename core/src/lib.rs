@@ -2,7 +2,9 @@
 //! the public [`contracts`] and below the adapters.
 //!
 //! - [`ports`]: one narrow trait per outside capability (queue, topic, object
-//!   store, query engine, secrets, HTTP); the `adapters` crate implements them.
+//!   store, query engine, secrets, HTTP); the `adapters` crate implements most of
+//!   them (HTTP is Request's own `http.rs`, the local query engine `lakequery`,
+//!   the table committer `tributary-iceberg`).
 //! - [`batch`]: the SQS batch helper every SQS-triggered function uses.
 //! - [`deadline`]: an invocation's deadline (Lambda's epoch milliseconds)
 //!   as a tokio instant.

@@ -4,8 +4,8 @@
 //! Persist stages an Iceberg dataset's pages exactly as Parquet pages
 //! (same keys); when it completes the run it hands every staged file to a
 //! [`TableCommitter`] instead of coalescing them. The implementations live
-//! outside the functions' dependency tree (`tributary-iceberg`), so Persist
-//! builds without the Iceberg crates.
+//! in `tributary-iceberg`, which Persist's library does not depend on (only
+//! its Lambda binary, feature `lambda`, for the Glue committer).
 //!
 //! Under at-least-once delivery a completion may run twice, or two may
 //! race: committers make `commit_run` idempotent per (pipeline, run), and
