@@ -10,6 +10,9 @@
 //! reappear after their visibility timeout (on the broker's virtual clock),
 //! exactly as an SQS event source mapping would.
 //!
+//! Each spec run gets its own tenant ([`spec_tenant`]): Request and Persist
+//! authenticate every message as on AWS, by its `SenderId`.
+//!
 //! Request reads secrets from `TRIBUTARY_SECRET_<ID>` or
 //! `<lake>/_secrets.json`; its OAuth tokens and rate budgets are shared by
 //! all workers; each invocation's deadline is the function's time-out from
@@ -31,6 +34,7 @@ use contracts::{Alert, RunId};
 use request::http::ReqwestClient;
 use tributary_core::ledger;
 use tributary_core::ports::{HttpClient, HttpRequest, HttpResponse, PortError, QueryEngine};
+use tributary_core::tenant::{self, TenantGrant, Tenants};
 use tributary_core::topology::{self, Function};
 
 use crate::scheduler::{self, EventSource};
@@ -63,12 +67,14 @@ impl LocalOptions {
                 dead_letter: Some(dead_letter_target(topology::REQUEST_QUEUE)),
                 metrics: metrics.clone(),
                 trust: local_trust(),
+                tenants: local_tenants(),
                 own_queue: Some(topology::REQUEST_QUEUE.into()),
                 ..request::RequestConfig::default()
             },
             persist: persist::PersistConfig {
                 dead_letter: Some(dead_letter_target(topology::PERSIST_QUEUE)),
                 metrics,
+                tenants: local_tenants(),
                 ..persist::PersistConfig::default()
             },
         }
@@ -87,6 +93,27 @@ pub fn local_trust() -> request::trust::Trust {
         secrets: Some(BTreeMap::new()),
         networks: tributary_core::ports::NetworkAccess { loopback: true, private: true },
         destinations: Some(destinations.collect()),
+    }
+}
+
+/// Who may send locally, before any spec is run: the runtime's own
+/// functions (the broker sends as [`tenant::LOCAL_STACK_SENDER`]) and no
+/// one else; [`LocalRuntime::run`] gives each spec its own tenant, named
+/// after its pipeline, owning that pipeline and its dataset and sending as
+/// [`tenant::local_sender`] (tests send as one through
+/// `Broker::send_as`).
+pub fn local_tenants() -> Tenants {
+    Tenants::stack_only(&[tenant::LOCAL_STACK_SENDER])
+}
+
+/// The tenant the local runtime gives `spec`.
+pub fn spec_tenant(spec: &PipelineSpec) -> TenantGrant {
+    TenantGrant {
+        senders: vec![tenant::local_sender(&spec.pipeline)],
+        queues: Vec::new(),
+        pipelines: vec![spec.pipeline.clone()],
+        datasets: vec![spec.target.dataset.clone()],
+        opens_runs: false,
     }
 }
 
@@ -207,6 +234,9 @@ pub struct LocalRuntime {
     /// Request's trust settings: `options.request.trust` plus the secrets
     /// of the specs run so far, each to its own hosts and pipeline.
     trust: std::sync::Mutex<request::trust::Trust>,
+    /// Request's and Persist's tenants: `options.request.tenants` plus a
+    /// tenant per spec run so far ([`spec_tenant`]).
+    tenants: std::sync::Mutex<Tenants>,
 }
 
 /// A failure of the runtime itself (not of a pipeline's messages).
@@ -281,6 +311,7 @@ impl LocalRuntime {
             // budget holds across the runtime's concurrent invocations.
             warm: Arc::new(request::Warm::default()),
             trust: std::sync::Mutex::new(options.request.trust.clone()),
+            tenants: std::sync::Mutex::new(options.request.tenants.clone()),
             broker,
             options,
         })
@@ -290,6 +321,7 @@ impl LocalRuntime {
     /// (done by [`LocalRuntime::run`]; for messages injected by hand).
     pub fn grant(&self, spec: &PipelineSpec) {
         self.trust.lock().unwrap_or_else(std::sync::PoisonError::into_inner).grant_spec(spec);
+        self.tenants.lock().unwrap_or_else(std::sync::PoisonError::into_inner).grant(&spec.pipeline, spec_tenant(spec));
     }
 
     /// The in-process broker (tests inject messages through it).
@@ -410,6 +442,7 @@ impl LocalRuntime {
     }
 
     fn handles(&self) -> Handles {
+        let tenants = self.tenants.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
         Handles {
             broker: self.broker.clone(),
             store: self.store.clone(),
@@ -421,9 +454,10 @@ impl LocalRuntime {
             warm: self.warm.clone(),
             request: Arc::new(request::RequestConfig {
                 trust: self.trust.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
+                tenants: tenants.clone(),
                 ..self.options.request.clone()
             }),
-            persist: Arc::new(self.options.persist.clone()),
+            persist: Arc::new(persist::PersistConfig { tenants, ..self.options.persist.clone() }),
             orchestrator: Arc::new(self.orchestrator_config()),
             athena: Arc::new(athena::AthenaConfig {
                 dead_letter: Some(dead_letter_target(topology::ATHENA_QUEUE)),

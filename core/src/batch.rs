@@ -36,6 +36,11 @@ pub struct RecordMeta {
     pub from_sns: bool,
     /// The receipt handle of this delivery (for `ChangeMessageVisibility`).
     pub receipt_handle: Option<String>,
+    /// The `SenderId` system attribute: the IAM unique id of the principal
+    /// that sent the message (see [`crate::tenant`]).
+    pub sender_id: Option<String>,
+    /// The queue's ARN (`eventSourceARN`).
+    pub source_arn: Option<String>,
 }
 
 impl RecordMeta {
@@ -47,7 +52,23 @@ impl RecordMeta {
             source_queue: record.event_source_arn.as_deref().map(queue_name_of_arn).unwrap_or_default().to_string(),
             from_sns: false,
             receipt_handle: record.receipt_handle.clone(),
+            sender_id: record.attributes.get(crate::tenant::SENDER_ID_ATTRIBUTE).cloned(),
+            source_arn: record.event_source_arn.clone(),
         }
+    }
+
+    /// Whom the record acts for: [`crate::tenant::Tenants::check`] with
+    /// this record's `SenderId` and queue.
+    ///
+    /// # Errors
+    /// [`crate::tenant::TenantError`]: an unknown sender, or a pipeline it
+    /// does not own.
+    pub fn acting_for<'t>(
+        &self,
+        tenants: &'t crate::tenant::Tenants,
+        pipeline: &str,
+    ) -> Result<crate::tenant::Acting<'t>, crate::tenant::TenantError> {
+        tenants.check(self.sender_id.as_deref(), self.source_arn.as_deref(), pipeline)
     }
 }
 

@@ -233,6 +233,12 @@ pub fn expected_key(pipeline: &str, run_id: &RunId) -> String {
     format!("{}{EXPECTED_FILE}", receipts_prefix(pipeline, run_id))
 }
 
+/// Key of a run's plan record ([`crate::ledger::Plan`]), written by the
+/// Orchestrator before it sends the run's first message.
+pub fn plan_key(pipeline: &str, run_id: &RunId) -> String {
+    format!("{}plan.json", receipts_prefix(pipeline, run_id))
+}
+
 /// Key of a count-first run's probe record: the digest of the spec the
 /// Orchestrator sent with its probe, which the probe's reply must carry.
 pub fn probe_key(pipeline: &str, run_id: &RunId) -> String {

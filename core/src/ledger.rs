@@ -253,6 +253,50 @@ fn encode<T: Serialize>(key: &str, value: &T) -> Result<bytes::Bytes, PortError>
     })
 }
 
+/// That a run was planned: written by the Orchestrator before it sends the
+/// run's first message (`_runs/<pipeline>/<run_id>/plan.json`). With
+/// tenants ([`crate::tenant::Tenants::Listed`]), Persist takes pages only
+/// of planned runs (unless the page's tenant may open runs itself), so no
+/// sender can start, or complete ahead of time, a run the Orchestrator has
+/// not started.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Pipeline name.
+    pub pipeline: String,
+    /// Run id.
+    pub run_id: RunId,
+    /// Run date.
+    pub run_date: NaiveDate,
+    /// The call strategy's kind (`simple`, `paged`, …).
+    pub strategy: String,
+}
+
+/// Writes the run's [`Plan`] (rewritten as it is on a redelivered start).
+///
+/// # Errors
+/// [`PortError`] from the store.
+pub async fn record_plan(store: &dyn ObjectStore, plan: &Plan) -> Result<(), PortError> {
+    let key = keys::plan_key(&plan.pipeline, &plan.run_id);
+    store.put(&key, encode(&key, plan)?.into()).await
+}
+
+/// Whether the run was planned: its plan record, or for a run planned
+/// before plan records existed, its expected count, probe or query record.
+///
+/// # Errors
+/// [`PortError`] from the store (other than not found).
+pub async fn is_planned(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -> Result<bool, PortError> {
+    let records = [keys::plan_key, keys::expected_key, keys::probe_key, keys::query_key];
+    for key in records.map(|key| key(pipeline, run_id)) {
+        match store.get(&key).await {
+            Ok(_) => return Ok(true),
+            Err(PortError::NotFound { .. }) => {}
+            Err(other) => return Err(other),
+        }
+    }
+    Ok(false)
+}
+
 /// Writes the run's expected page count, then checks completion with
 /// [`complete_if_done`] (an empty run, or one whose pages were all
 /// persisted before the count was known, completes here).

@@ -23,6 +23,8 @@
 //! - [`schedules`]: the pipelines' EventBridge Scheduler schedules and the
 //!   plan that makes a schedule group match the specs.
 //! - [`telemetry`]: tracing set-up for Lambda (JSON) and the CLI (text).
+//! - [`tenant`]: who sent a message (the SQS `SenderId` or the queue) and
+//!   what that tenant owns: Request's and Persist's authentication.
 //! - [`json`]: the tokenizer that keeps numbers' text, shared by Request and
 //!   Persist.
 
@@ -40,4 +42,5 @@ pub mod schedules;
 pub mod state;
 pub mod tables;
 pub mod telemetry;
+pub mod tenant;
 pub mod topology;

@@ -271,7 +271,16 @@ impl Broker {
         self.lock().stats.clone()
     }
 
-    fn enqueue(state: &mut State, queue: &str, message: QueueMessage) -> Result<(), PortError> {
+    /// The broker as seen by sender `sender_id`: what it sends or
+    /// publishes carries that `SenderId` (the IAM unique id SQS stamps on a
+    /// message; see `tributary_core::tenant`). The broker itself sends as
+    /// the local stack ([`tributary_core::tenant::LOCAL_STACK_SENDER`]);
+    /// tests send as another tenant through this.
+    pub fn send_as(&self, sender_id: &str) -> SendAs<'_> {
+        SendAs { broker: self, sender_id: sender_id.to_string() }
+    }
+
+    fn enqueue(state: &mut State, queue: &str, message: QueueMessage, sender_id: &str) -> Result<(), PortError> {
         let QueueMessage { body, attributes } = message;
         let now = state.clock_ms;
         state.next_id += 1;
@@ -295,7 +304,8 @@ impl Broker {
             sent_at_epoch_ms: u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or_default(),
             first_received_ms: None,
             receipt: None,
-            system_attributes: BTreeMap::new(),
+            system_attributes: [(tributary_core::tenant::SENDER_ID_ATTRIBUTE.to_string(), sender_id.to_string())]
+                .into(),
             message_attributes: attributes,
         });
         *state.stats.sent.entry(queue.to_string()).or_default() += 1;
@@ -338,9 +348,33 @@ fn to_sqs_record(queue: &str, message: &Stored, receipt: String) -> SqsMessage {
     record
 }
 
+/// A [`Broker`] sending as one sender ([`Broker::send_as`]).
+#[derive(Debug)]
+pub struct SendAs<'a> {
+    broker: &'a Broker,
+    sender_id: String,
+}
+
 #[async_trait]
-impl QueueSender for Broker {
+impl QueueSender for SendAs<'_> {
     async fn send_messages(&self, queue: &str, messages: Vec<QueueMessage>) -> Result<(), PortError> {
+        self.broker.send_from(&self.sender_id, queue, messages)
+    }
+
+    async fn change_visibility(&self, queue: &str, receipt_handle: &str, timeout: Duration) -> Result<bool, PortError> {
+        self.broker.change_visibility(queue, receipt_handle, timeout).await
+    }
+}
+
+#[async_trait]
+impl TopicPublisher for SendAs<'_> {
+    async fn publish(&self, topic: &str, messages: Vec<TopicMessage>) -> Result<(), PortError> {
+        self.broker.publish_from(&self.sender_id, topic, messages)
+    }
+}
+
+impl Broker {
+    fn send_from(&self, sender_id: &str, queue: &str, messages: Vec<QueueMessage>) -> Result<(), PortError> {
         let mut state = self.lock();
         // Check every message first so a refused batch enqueues nothing.
         let q = state.queues.get(queue).ok_or_else(|| PortError::NotFound { what: "queue", target: queue.into() })?;
@@ -349,33 +383,13 @@ impl QueueSender for Broker {
             return Err(PortError::TooLarge { what: "message", target: queue.into(), bytes: message.size(), limit });
         }
         for message in messages {
-            Self::enqueue(&mut state, queue, message)?;
+            Self::enqueue(&mut state, queue, message, sender_id)?;
         }
         self.changed.notify_waiters();
         Ok(())
     }
 
-    /// Sets the in-flight message's next visibility to `timeout` from now
-    /// on the broker's clock (capped at 12 hours, as SQS). A stale receipt
-    /// (the message was deleted or received again) is refused, as SQS does.
-    async fn change_visibility(&self, queue: &str, receipt_handle: &str, timeout: Duration) -> Result<bool, PortError> {
-        let mut state = self.lock();
-        let now = state.clock_ms;
-        let q =
-            state.queues.get_mut(queue).ok_or_else(|| PortError::NotFound { what: "queue", target: queue.into() })?;
-        let message =
-            q.messages.iter_mut().find(|m| m.receipt.as_deref() == Some(receipt_handle)).ok_or_else(|| {
-                PortError::NotFound { what: "receipt handle", target: format!("{queue} {receipt_handle}") }
-            })?;
-        message.visible_at_ms = now + duration_ms(timeout.min(tributary_core::ports::MAX_VISIBILITY_TIMEOUT));
-        self.changed.notify_waiters();
-        Ok(true)
-    }
-}
-
-#[async_trait]
-impl TopicPublisher for Broker {
-    async fn publish(&self, topic: &str, messages: Vec<TopicMessage>) -> Result<(), PortError> {
+    fn publish_from(&self, sender_id: &str, topic: &str, messages: Vec<TopicMessage>) -> Result<(), PortError> {
         let mut state = self.lock();
         let subscriptions = state
             .topics
@@ -402,7 +416,8 @@ impl TopicPublisher for Broker {
                         // An SQS subscriber of a structured message gets its `sqs` text.
                         let text = message.text_for("sqs");
                         let body = if *raw { text.to_string() } else { envelope(topic, &message_id, &message, text) };
-                        Self::enqueue(&mut state, queue, QueueMessage { body, attributes: BTreeMap::new() })?;
+                        let delivered = QueueMessage { body, attributes: BTreeMap::new() };
+                        Self::enqueue(&mut state, queue, delivered, sender_id)?;
                         self.changed.notify_waiters();
                     }
                     Subscription::File { path } => {
@@ -417,6 +432,39 @@ impl TopicPublisher for Broker {
             }
         }
         Ok(())
+    }
+}
+
+/// The broker itself sends as the local stack.
+#[async_trait]
+impl QueueSender for Broker {
+    async fn send_messages(&self, queue: &str, messages: Vec<QueueMessage>) -> Result<(), PortError> {
+        self.send_from(tributary_core::tenant::LOCAL_STACK_SENDER, queue, messages)
+    }
+
+    /// Sets the in-flight message's next visibility to `timeout` from now
+    /// on the broker's clock (capped at 12 hours, as SQS). A stale receipt
+    /// (the message was deleted or received again) is refused, as SQS does.
+    async fn change_visibility(&self, queue: &str, receipt_handle: &str, timeout: Duration) -> Result<bool, PortError> {
+        let mut state = self.lock();
+        let now = state.clock_ms;
+        let q =
+            state.queues.get_mut(queue).ok_or_else(|| PortError::NotFound { what: "queue", target: queue.into() })?;
+        let message =
+            q.messages.iter_mut().find(|m| m.receipt.as_deref() == Some(receipt_handle)).ok_or_else(|| {
+                PortError::NotFound { what: "receipt handle", target: format!("{queue} {receipt_handle}") }
+            })?;
+        message.visible_at_ms = now + duration_ms(timeout.min(tributary_core::ports::MAX_VISIBILITY_TIMEOUT));
+        self.changed.notify_waiters();
+        Ok(true)
+    }
+}
+
+/// The broker itself publishes as the local stack.
+#[async_trait]
+impl TopicPublisher for Broker {
+    async fn publish(&self, topic: &str, messages: Vec<TopicMessage>) -> Result<(), PortError> {
+        self.publish_from(tributary_core::tenant::LOCAL_STACK_SENDER, topic, messages)
     }
 }
 

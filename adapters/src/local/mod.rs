@@ -14,7 +14,7 @@ mod catalog;
 mod dir_store;
 mod secrets;
 
-pub use broker::{Broker, BrokerStats, QueueConfig, Subscription};
+pub use broker::{Broker, BrokerStats, QueueConfig, SendAs, Subscription};
 pub use catalog::{DirCatalog, LOCAL_BUCKET};
 pub use dir_store::DirStore;
 pub use secrets::FileSecrets;

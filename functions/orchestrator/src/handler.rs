@@ -175,9 +175,30 @@ pub async fn start_run(spec: &PipelineSpec, run: &RunContext, deps: Deps<'_>) ->
     let strategy = strategy_for(&spec.strategy);
     let plan = strategy.start(spec, run)?;
     tracing::info!(strategy = strategy.kind(), messages = plan.len(), "run started");
+    record_plan(strategy.kind(), run, &spec.pipeline, deps).await?;
     record_expected(&plan, run, &spec.pipeline, deps).await?;
     record_probes(&plan, run, &spec.pipeline, deps).await?;
     send_plan(&plan, deps).await
+}
+
+/// Records that the run was planned, before any of its messages is sent:
+/// with tenants, Persist takes pages only of planned runs
+/// ([`tributary_core::ledger::Plan`]).
+async fn record_plan(
+    strategy: &str,
+    run: &RunContext,
+    pipeline: &str,
+    deps: Deps<'_>,
+) -> Result<(), OrchestratorError> {
+    let Some(ledger) = deps.ledger else { return Ok(()) };
+    let plan = tributary_core::ledger::Plan {
+        pipeline: pipeline.to_string(),
+        run_id: run.run_id.clone(),
+        run_date: run.run_date,
+        strategy: strategy.to_string(),
+    };
+    tributary_core::ledger::record_plan(ledger.store, &plan).await?;
+    Ok(())
 }
 
 /// The digest a probe's context is bound by: FNV-1a 64 of its JSON text.

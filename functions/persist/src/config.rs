@@ -8,6 +8,7 @@ use std::ops::RangeInclusive;
 
 use tributary_core::env::{self, Allowed, EnvError, EnvVar, LambdaEnv, dead_letter_target};
 use tributary_core::metrics::MetricsTarget;
+use tributary_core::tenant::{self, Tenants};
 
 use crate::{DEFAULT_MAX_COLUMNS, DEFAULT_MAX_PAGE_BYTES, PageLimits, PersistConfig, WriterConfig};
 
@@ -80,6 +81,8 @@ impl LambdaConfig {
         env::RUN_EVENTS_TOPIC_ARN,
         env::MAX_RECEIVE_COUNT,
         GLUE_DATABASE,
+        tenant::TENANTS,
+        tenant::STACK_SENDERS,
     ];
 }
 
@@ -132,6 +135,7 @@ impl LambdaConfig {
             limits,
             dead_letter: dead_letter_target(env)?,
             metrics: MetricsTarget::Stdout,
+            tenants: Tenants::from_env(env)?,
             ..defaults
         };
         Ok(Self {

@@ -7,6 +7,7 @@ use tributary_core::catalog::Catalog;
 use tributary_core::metrics::MetricsTarget;
 use tributary_core::ports::{ObjectStore, QueueSender, TopicPublisher};
 use tributary_core::tables::TableCommitter;
+use tributary_core::tenant::Tenants;
 
 use crate::convert::{PageLimits, WriterConfig};
 
@@ -33,6 +34,11 @@ pub struct PersistConfig {
     /// delivery: `tributary replay` sets it, then coalesces the run again
     /// ([`coalesce::recoalesce_run`]). Default false.
     pub rewrite_completed_runs: bool,
+    /// Who may send, and which pipelines and datasets each sender owns
+    /// (`TENANTS`, `STACK_SENDERS`); the default, [`Tenants::Single`],
+    /// trusts every sender the queue admits. See
+    /// [`tributary_core::tenant`].
+    pub tenants: Tenants,
 }
 
 impl Default for PersistConfig {
@@ -44,6 +50,7 @@ impl Default for PersistConfig {
             dead_letter: None,
             metrics: MetricsTarget::Off,
             rewrite_completed_runs: false,
+            tenants: Tenants::Single,
         }
     }
 }

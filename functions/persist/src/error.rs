@@ -84,6 +84,23 @@ pub enum PersistError {
         /// Page index.
         page: u32,
     },
+    /// The sender is not authenticated, or names a pipeline or dataset it
+    /// does not own (see `tributary_core::tenant`).
+    #[error("refused: {0}")]
+    Tenant(#[from] tributary_core::tenant::TenantError),
+    /// A page of a run no Orchestrator planned, from a tenant that may not
+    /// open runs itself.
+    #[error(
+        "run {run_id} of pipeline {pipeline} was not planned (no plan record _runs/{pipeline}/{run_id}/plan.json):          a page of tenant {tenant} is taken only for a run the Orchestrator started, unless TENANTS gives the          tenant `opens_runs: true`"
+    )]
+    Unplanned {
+        /// Pipeline.
+        pipeline: String,
+        /// Run id.
+        run_id: String,
+        /// The tenant the page acts for.
+        tenant: String,
+    },
     /// The lake refused a read or write.
     #[error(transparent)]
     Store(#[from] PortError),
@@ -105,6 +122,8 @@ impl RecordError for PersistError {
             | PersistError::Layout { .. }
             | PersistError::TableFormat { .. }
             | PersistError::CompletedRun { .. }
+            | PersistError::Tenant(_)
+            | PersistError::Unplanned { .. }
             | PersistError::Body(_) => true,
         }
     }

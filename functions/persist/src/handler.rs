@@ -37,15 +37,24 @@ use crate::deps::Deps;
 use crate::error::{PersistError, encode_error, local_error};
 use crate::source::PageSource;
 use crate::table::convert_against_table_schema;
+use crate::tenancy::authorize;
 
 /// Handles an SQS batch of `PersistMessage`s, reporting only failed records.
+///
+/// Each record is authorized first ([`crate::tenancy::authorize`]: its
+/// sender authenticated by `SenderId` or queue, the pipeline and dataset
+/// its own, the run planned); a refusal is permanent and nothing is read
+/// or written for it.
 pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
     let dead_letters = deps.config.dead_letter.as_ref().map(|target| target.policy(deps.queue, "persist"));
     batch::for_each_message(
         event,
         deps.config.concurrency,
         dead_letters,
-        |message: PersistMessage, _meta: RecordMeta| async move { persist_page(message, deps).await.map(|_| ()) },
+        |message: PersistMessage, meta: RecordMeta| async move {
+            authorize(&message, &meta, deps).await?;
+            persist_page(message, deps).await.map(|_| ())
+        },
     )
     .await
 }

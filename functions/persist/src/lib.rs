@@ -36,6 +36,7 @@ pub mod page;
 pub mod publish;
 mod source;
 mod table;
+mod tenancy;
 
 pub use config::LambdaConfig;
 pub use convert::{

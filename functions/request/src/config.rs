@@ -12,6 +12,7 @@ use tributary_core::env::{
     self, Allowed, EnvError, EnvVar, LAMBDA_SECS_RANGE, LambdaEnv, SQS_MESSAGE_BYTES_RANGE, dead_letter_target,
 };
 use tributary_core::metrics::MetricsTarget;
+use tributary_core::tenant::{self, Tenants};
 
 use tributary_core::ports::NetworkAccess;
 
@@ -133,6 +134,8 @@ impl LambdaConfig {
         ALLOW_PRIVATE_NETWORKS,
         REQUEST_QUEUE_URL,
         REQUEST_MAX_CONCURRENCY,
+        tenant::TENANTS,
+        tenant::STACK_SENDERS,
     ];
 }
 
@@ -175,6 +178,7 @@ impl LambdaConfig {
             dead_letter: dead_letter_target(env)?,
             metrics: MetricsTarget::Stdout,
             trust: trust_from_env(env)?,
+            tenants: Tenants::from_env(env)?,
             own_queue: env.optional(&REQUEST_QUEUE_URL)?,
             max_instances: max_instances(env)?,
             ..defaults

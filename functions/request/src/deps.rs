@@ -7,6 +7,7 @@ use std::time::Duration;
 use tributary_core::batch::DeadLetterTarget;
 use tributary_core::metrics::MetricsTarget;
 use tributary_core::ports::{HttpClient, ObjectStore, QueueSender, SecretStore, TopicPublisher};
+use tributary_core::tenant::Tenants;
 
 /// Default maximum message size: 256 KiB, SQS's classic `MaximumMessageSize`
 /// (Amazon SQS quotas: a queue's `MaximumMessageSize` is 1 KiB to 256 KiB by
@@ -75,6 +76,10 @@ pub struct RequestConfig {
     /// `ALLOW_PRIVATE_NETWORKS`, `REPLY_DESTINATIONS`); the default grants
     /// nothing. See [`trust`].
     pub trust: trust::Trust,
+    /// Who may send, and which pipelines each sender owns (`TENANTS`,
+    /// `STACK_SENDERS`); the default, [`Tenants::Single`], trusts every
+    /// sender the queue admits. See [`tributary_core::tenant`].
+    pub tenants: Tenants,
 }
 
 impl Default for RequestConfig {
@@ -95,6 +100,7 @@ impl Default for RequestConfig {
             metrics: MetricsTarget::Off,
             own_queue: None,
             trust: trust::Trust::default(),
+            tenants: Tenants::default(),
         }
     }
 }

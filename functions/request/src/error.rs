@@ -127,6 +127,10 @@ pub enum RequestError {
     /// deployment does not grant (permanent; see [`trust`]).
     #[error("refused by the deployment's trust settings: {0}")]
     Untrusted(#[from] trust::Untrusted),
+    /// The sender is not authenticated, or names a pipeline it does not
+    /// own (permanent; see [`tributary_core::tenant`]).
+    #[error("refused: {0}")]
+    Tenant(#[from] tributary_core::tenant::TenantError),
     /// Another error whose text held a credential the vendor echoed, with
     /// it replaced by `<redacted>` ([`RequestError::scrubbed`]); it keeps
     /// the original's retry semantics.
@@ -159,6 +163,7 @@ impl RecordError for RequestError {
             RequestError::Auth { permanent, .. } => *permanent,
             RequestError::Body(_)
             | RequestError::Untrusted(_)
+            | RequestError::Tenant(_)
             | RequestError::Refused { .. }
             | RequestError::Paging { .. }
             | RequestError::Pointer { .. } => true,

@@ -37,6 +37,12 @@ pub enum Outcome {
 }
 
 /// Handles an SQS batch of `RequestMessage`s, reporting only failed records.
+///
+/// Each record's sender is authenticated first (its `SenderId` or queue,
+/// [`tributary_core::tenant`]): a sender that is not the stack nor a
+/// tenant, or a tenant naming a pipeline it does not own, is refused before
+/// any call, permanently (the DLQ, with the reason). Secret grants naming
+/// `pipelines` then hold for authenticated pipelines only.
 pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
     let dead_letters = deps.config.dead_letter.as_ref().map(|target| target.policy(deps.queue, "request"));
     batch::for_each_message(
@@ -44,7 +50,11 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
         deps.config.concurrency,
         dead_letters,
         |message: RequestMessage, meta: RecordMeta| async move {
-            let result = handle_message(message, deps).await.map(|_| ());
+            let result = match meta.acting_for(&deps.config.tenants, &message.pipeline) {
+                // Refused before any call: the sender does not own the pipeline it names.
+                Err(refused) => Err(RequestError::from(refused)),
+                Ok(_) => handle_message(message, deps).await.map(|_| ()),
+            };
             if let Err(err) = &result {
                 pause_for_the_vendor(err, &meta, deps).await;
             }

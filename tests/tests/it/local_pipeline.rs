@@ -259,3 +259,44 @@ async fn a_run_of_small_pages_leaves_one_file_and_a_late_duplicate_page_adds_no_
     assert_eq!(std::fs::read_dir(&folder).expect("partition").count(), 1, "no page file beside the run's");
     assert_eq!(ids(&read_dataset(lake.path(), "small")), (0..95).collect::<Vec<u64>>(), "every record once");
 }
+
+/// Issue 24: locally each spec is its own tenant, as a team is on AWS: a
+/// page another spec's tenant sends for a pipeline it does not own, or an
+/// unknown sender's, is dead-lettered with the reason and writes nothing,
+/// while the spec's own run is untouched.
+#[tokio::test]
+async fn locally_each_spec_is_its_own_tenant() {
+    let addr = start_vendor(VendorBehaviour { total: 12, ..Default::default() }).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let at = |hour| Utc.with_ymd_and_hms(2026, 11, 1, hour, 0, 0).single().expect("a valid time");
+    let (orders, rival) = (paged_spec(addr, "orders", 5), paged_spec(addr, "rival", 5));
+    let first = runtime.run(&orders, at(6)).await.expect("run");
+    assert!(first.succeeded(), "{first}");
+    assert!(runtime.run(&rival, at(7)).await.expect("run").succeeded());
+    let before = read_dataset(lake.path(), "orders").len();
+
+    // The rival's tenant names the orders pipeline (the victim's run and claim checks) into its own dataset.
+    let forged = PersistMessage {
+        version: V1,
+        pipeline: "orders".into(),
+        run_id: RunId::new(&first.run_id).expect("run id"),
+        run_date: chrono::NaiveDate::from_ymd_opt(2026, 11, 1).expect("date"),
+        page: PageRef { index: 9, count: 10 },
+        target: PersistTarget::new("rival"),
+        payload: Payload::Inline { records: contracts::RawRecords::from_values(&[record(99)]).expect("records") },
+        fetched_at: None,
+    };
+    let body = serde_json::to_string(&forged).expect("JSON");
+    let rival_sender = tributary_core::tenant::local_sender("rival");
+    let as_rival = runtime.broker().send_as(&rival_sender);
+    as_rival.send("persist", vec![body.clone()]).await.expect("send");
+    runtime.broker().send_as("local:nobody").send("persist", vec![body]).await.expect("send");
+    runtime.drain().await;
+
+    let reasons: Vec<String> = read_alerts(lake.path()).iter().filter_map(|alert| alert.reason.clone()).collect();
+    assert!(reasons.iter().any(|r| r.contains("`pipeline` = orders: tenant rival does not own it")), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r.contains("sender not authenticated: SenderId local:nobody")), "{reasons:?}");
+    assert_eq!(read_dataset(lake.path(), "orders").len(), before, "the victim's table is untouched");
+    assert!(read_dataset(lake.path(), "rival").iter().all(|row| row["id"] != 99), "nothing forged landed");
+}

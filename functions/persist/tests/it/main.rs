@@ -6,3 +6,4 @@ mod convert;
 mod handler;
 mod lifecycle;
 mod safety;
+mod tenants;

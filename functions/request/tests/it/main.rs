@@ -8,4 +8,5 @@ mod handler;
 mod paging;
 mod retries;
 mod rules;
+mod tenants;
 mod trust;
