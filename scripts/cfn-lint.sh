@@ -11,12 +11,9 @@
 set -euo pipefail
 
 CFN_LINT_VERSION="1.58.0"
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 VENV="$ROOT/.venv"
-# shellcheck source=scripts/pinned-venv.sh
-source "$ROOT/scripts/pinned-venv.sh"
-
-log() { echo "cfn-lint.sh: $*" >&2; }
 
 pinned_install "$VENV" cfn-lint "$CFN_LINT_VERSION" cfn-lint
 

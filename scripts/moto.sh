@@ -12,12 +12,11 @@
 set -euo pipefail
 
 MOTO_VERSION="5.2.5"
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 VENV="$ROOT/.venv"
 STATE="$ROOT/.moto"
 PYTHON="${PYTHON:-python3}"
-
-log() { echo "moto.sh: $*" >&2; }
 
 # Exit 0 when http://127.0.0.1:$1/moto-api/ answers.
 answers() {
@@ -40,19 +39,7 @@ running_port() {
     echo "$port"
 }
 
-install() {
-    if [[ ! -x "$VENV/bin/python" ]]; then
-        log "creating $VENV"
-        "$PYTHON" -m venv "$VENV"
-    fi
-    if "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('moto') != '$MOTO_VERSION')" 2>/dev/null \
-        && [[ -x "$VENV/bin/moto_server" ]]; then
-        log "moto $MOTO_VERSION already installed in $VENV"
-        return 0
-    fi
-    log "installing moto[server]==$MOTO_VERSION (about 80 s)"
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check "moto[server]==$MOTO_VERSION"
-}
+install() { pinned_install "$VENV" "moto[server]" "$MOTO_VERSION" moto_server "(about 80 s)"; }
 
 start() {
     local port

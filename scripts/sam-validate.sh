@@ -16,12 +16,10 @@
 set -euo pipefail
 
 SAM_CLI_VERSION="1.170.0"
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 VENV="$ROOT/.tools/sam"
-# shellcheck source=scripts/pinned-venv.sh
-source "$ROOT/scripts/pinned-venv.sh"
 
-log() { echo "sam-validate.sh: $*" >&2; }
 install() { pinned_install "$VENV" aws-sam-cli "$SAM_CLI_VERSION" sam "(about a minute)"; }
 
 if [[ "${1:-}" == install ]]; then

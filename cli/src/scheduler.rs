@@ -153,6 +153,7 @@ fn settle<C>(
 
 #[cfg(test)]
 mod tests {
+    use std::future::Future;
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
@@ -203,6 +204,28 @@ mod tests {
         }
     }
 
+    /// The slow handler of the two slot tests: done (`slow done` in the
+    /// log) only once the fast chain has reached `fast 3`.
+    async fn slow(log: Log) {
+        slow_until(log.clone(), "fast 3").await;
+        note(&log, "slow done".into());
+    }
+
+    /// A mapping without a batching window.
+    fn source<C>(queue: &'static str, batch_size: usize, consumer: C) -> EventSource<C> {
+        EventSource { queue, batch_size, batching_window_secs: 0, consumer }
+    }
+
+    /// [`drain`] with no progress callback.
+    async fn run<C, F, Fut>(broker: &Broker, sources: &[EventSource<C>], concurrency: usize, invoke: F)
+    where
+        C: Copy,
+        F: FnMut(C, Vec<SqsMessage>) -> Fut,
+        Fut: Future<Output = SqsBatchResponse> + Send + 'static,
+    {
+        drain(broker, sources, concurrency, invoke, || {}).await;
+    }
+
     /// A handler that handles `fast N` by sending `fast N+1` to its own
     /// queue, up to `fast 3`.
     async fn chain(broker: Arc<Broker>, log: Log, queue: &'static str, records: Vec<SqsMessage>) {
@@ -221,29 +244,19 @@ mod tests {
         broker.send("persist", vec!["slow".into()]).await.expect("send");
         broker.send("request", vec!["fast 1".into()]).await.expect("send");
         let log: Log = Arc::default();
-        let sources = [
-            EventSource { queue: "persist", batch_size: 5, batching_window_secs: 0, consumer: "persist" },
-            EventSource { queue: "request", batch_size: 5, batching_window_secs: 0, consumer: "request" },
-        ];
+        let sources = [source("persist", 5, "persist"), source("request", 5, "request")];
 
-        drain(
-            &broker,
-            &sources,
-            1,
-            |consumer, records| {
-                let (broker, log) = (broker.clone(), log.clone());
-                async move {
-                    if consumer == "persist" {
-                        slow_until(log.clone(), "fast 3").await;
-                        note(&log, "slow done".into());
-                    } else {
-                        chain(broker, log, "request", records).await;
-                    }
-                    SqsBatchResponse::default()
+        run(&broker, &sources, 1, |consumer, records| {
+            let (broker, log) = (broker.clone(), log.clone());
+            async move {
+                if consumer == "persist" {
+                    slow(log).await;
+                } else {
+                    chain(broker, log, "request", records).await;
                 }
-            },
-            || {},
-        )
+                SqsBatchResponse::default()
+            }
+        })
         .await;
 
         let log = log.lock().expect("log").clone();
@@ -258,33 +271,26 @@ mod tests {
         let broker = broker(&[("request", None)]);
         broker.send("request", vec!["slow".into(), "fast 1".into()]).await.expect("send");
         let log: Log = Arc::default();
-        let sources = [EventSource { queue: "request", batch_size: 1, batching_window_secs: 0, consumer: () }];
+        let sources = [source("request", 1, ())];
         let in_flight = Arc::new(Mutex::new((0_usize, 0_usize)));
 
-        drain(
-            &broker,
-            &sources,
-            2,
-            |(), records| {
-                let (broker, log, in_flight) = (broker.clone(), log.clone(), in_flight.clone());
-                async move {
-                    {
-                        let mut counts = in_flight.lock().expect("counts");
-                        counts.0 += 1;
-                        counts.1 = counts.1.max(counts.0);
-                    }
-                    if body(&records) == ["slow"] {
-                        slow_until(log.clone(), "fast 3").await;
-                        note(&log, "slow done".into());
-                    } else {
-                        chain(broker, log, "request", records).await;
-                    }
-                    in_flight.lock().expect("counts").0 -= 1;
-                    SqsBatchResponse::default()
+        run(&broker, &sources, 2, |(), records| {
+            let (broker, log, in_flight) = (broker.clone(), log.clone(), in_flight.clone());
+            async move {
+                {
+                    let mut counts = in_flight.lock().expect("counts");
+                    counts.0 += 1;
+                    counts.1 = counts.1.max(counts.0);
                 }
-            },
-            || {},
-        )
+                if body(&records) == ["slow"] {
+                    slow(log).await;
+                } else {
+                    chain(broker, log, "request", records).await;
+                }
+                in_flight.lock().expect("counts").0 -= 1;
+                SqsBatchResponse::default()
+            }
+        })
         .await;
 
         let log = log.lock().expect("log").clone();
@@ -298,33 +304,24 @@ mod tests {
         let broker = broker(&[("work", Some(("work-dlq", 3))), ("work-dlq", None)]);
         broker.send("work", vec!["ok".into(), "poison".into()]).await.expect("send");
         let dead: Arc<Mutex<Vec<SqsMessage>>> = Arc::default();
-        let sources = [
-            EventSource { queue: "work", batch_size: 10, batching_window_secs: 0, consumer: "work" },
-            EventSource { queue: "work-dlq", batch_size: 10, batching_window_secs: 0, consumer: "notify" },
-        ];
+        let sources = [source("work", 10, "work"), source("work-dlq", 10, "notify")];
 
-        drain(
-            &broker,
-            &sources,
-            4,
-            |consumer, records| {
-                let dead = dead.clone();
-                async move {
-                    let mut response = SqsBatchResponse::default();
-                    for record in records {
-                        if consumer == "notify" {
-                            dead.lock().expect("dead").push(record);
-                        } else if record.body.as_deref() == Some("poison") {
-                            let mut failure = BatchItemFailure::default();
-                            failure.item_identifier = record.message_id.clone().unwrap_or_default();
-                            response.batch_item_failures.push(failure);
-                        }
+        run(&broker, &sources, 4, |consumer, records| {
+            let dead = dead.clone();
+            async move {
+                let mut response = SqsBatchResponse::default();
+                for record in records {
+                    if consumer == "notify" {
+                        dead.lock().expect("dead").push(record);
+                    } else if record.body.as_deref() == Some("poison") {
+                        let mut failure = BatchItemFailure::default();
+                        failure.item_identifier = record.message_id.clone().unwrap_or_default();
+                        response.batch_item_failures.push(failure);
                     }
-                    response
                 }
-            },
-            || {},
-        )
+                response
+            }
+        })
         .await;
 
         let stats = broker.stats();
@@ -342,26 +339,20 @@ mod tests {
         let broker = broker(&[("work", Some(("work-dlq", 5))), ("work-dlq", None)]);
         broker.send("work", vec!["a".into(), "b".into()]).await.expect("send");
         let handled: Log = Arc::default();
-        let sources = [EventSource { queue: "work", batch_size: 10, batching_window_secs: 0, consumer: () }];
+        let sources = [source("work", 10, ())];
 
-        drain(
-            &broker,
-            &sources,
-            1,
-            |(), records| {
-                let handled = handled.clone();
-                async move {
-                    if records[0].attributes["ApproximateReceiveCount"] == "1" {
-                        panic!("handler bug on the first delivery");
-                    }
-                    for text in body(&records) {
-                        note(&handled, text);
-                    }
-                    SqsBatchResponse::default()
+        run(&broker, &sources, 1, |(), records| {
+            let handled = handled.clone();
+            async move {
+                if records[0].attributes["ApproximateReceiveCount"] == "1" {
+                    panic!("handler bug on the first delivery");
                 }
-            },
-            || {},
-        )
+                for text in body(&records) {
+                    note(&handled, text);
+                }
+                SqsBatchResponse::default()
+            }
+        })
         .await;
 
         assert_eq!(*handled.lock().expect("handled"), ["a", "b"], "the whole batch, once more");
@@ -376,34 +367,28 @@ mod tests {
         broker.send("request", vec!["a".into(), "b".into(), "c".into()]).await.expect("send");
         let batches: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
         let sources = [
-            EventSource { queue: "request", batch_size: 5, batching_window_secs: 0, consumer: "request" },
-            EventSource { queue: "request-dlq", batch_size: 100, batching_window_secs: 30, consumer: "notify" },
+            source("request", 5, "request"),
+            EventSource { batching_window_secs: 30, ..source("request-dlq", 100, "notify") },
         ];
 
-        drain(
-            &broker,
-            &sources,
-            4,
-            |consumer, records| {
-                let (broker, batches) = (broker.clone(), batches.clone());
-                async move {
-                    if consumer == "notify" {
-                        batches.lock().expect("batches").push(body(&records));
-                        return SqsBatchResponse::default();
-                    }
-                    // Each record fails for good and is dead-lettered on its
-                    // own, the drain free to run between the sends.
-                    for text in body(&records) {
-                        broker.send("request-dlq", vec![text]).await.expect("send");
-                        for _ in 0..100 {
-                            tokio::task::yield_now().await;
-                        }
-                    }
-                    SqsBatchResponse::default()
+        run(&broker, &sources, 4, |consumer, records| {
+            let (broker, batches) = (broker.clone(), batches.clone());
+            async move {
+                if consumer == "notify" {
+                    batches.lock().expect("batches").push(body(&records));
+                    return SqsBatchResponse::default();
                 }
-            },
-            || {},
-        )
+                // Each record fails for good and is dead-lettered on its
+                // own, the drain free to run between the sends.
+                for text in body(&records) {
+                    broker.send("request-dlq", vec![text]).await.expect("send");
+                    for _ in 0..100 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                SqsBatchResponse::default()
+            }
+        })
         .await;
 
         assert_eq!(*batches.lock().expect("batches"), [["a", "b", "c"]], "one Notify batch, so one alert");

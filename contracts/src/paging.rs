@@ -137,62 +137,81 @@ impl PageParams {
     }
 }
 
-/// Where the next page is, for APIs that give no total up front.
-///
-/// Serialised as the version 1 `kind`-tagged object: `body_token`,
-/// `body_url`, `last_record`, `link_header`, and for [`NextPage::Numbered`]
-/// `offset` (`offset_param`, `limit_param`, `limit`) or `page_number`
-/// (`page_param`, `size_param`, `size`, `first_page`). Unknown fields are
-/// refused.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(from = "wire::NextPage", into = "wire::NextPage")]
-#[schemars(description = "Where the next page is, for APIs that give no total up front.")]
-pub enum NextPage {
-    /// A cursor (next token) in the body at `pointer`, sent as query
-    /// parameter `param` of the next call; absent, `null` or `""` ends.
-    BodyToken {
-        /// RFC 6901 pointer to the token, e.g. `/meta/next_cursor`.
-        pointer: String,
-        /// Query parameter of the next call, e.g. `cursor`.
-        param: String,
-        /// RFC 6901 pointer to a boolean saying whether more pages follow
-        /// (e.g. `/has_more`): `false` ends whatever the token; `true` with
-        /// no token is an error naming both pointers.
-        has_more: Option<String>,
-    },
-    /// The next page's URL in the body at `pointer` (absolute, or relative
-    /// to the current URL); absent, `null` or `""` ends.
-    BodyUrl {
-        /// RFC 6901 pointer to the URL, e.g. `/links/next`.
-        pointer: String,
-        /// As for `body_token`: a boolean saying whether more pages follow.
-        has_more: Option<String>,
-    },
-    /// Stripe-style: the next page starts after the page's last record.
-    /// The value at `pointer` in the last record (e.g. `/id`) becomes query
-    /// parameter `param` (e.g. `starting_after`) of the next call, while the
-    /// boolean at `has_more` in the body (e.g. `/has_more`) is `true`.
-    LastRecord {
-        /// RFC 6901 pointer into each record to its key, e.g. `/id`.
-        pointer: String,
-        /// Query parameter of the next call, e.g. `starting_after`.
-        param: String,
-        /// RFC 6901 pointer to the body's boolean saying whether more pages
-        /// follow, e.g. `/has_more`.
-        has_more: String,
-    },
-    /// The `Link` header's `rel="next"` target (RFC 8288); none ends.
-    LinkHeader {},
-    /// Numbered pages of `size` records, addressed by `params` (written
-    /// `kind: offset` with `limit`, or `kind: page_number` with `size`); a
-    /// page with fewer than `size` records ends.
-    Numbered {
-        /// How a page is addressed. Written in a `cursor` strategy or a
-        /// message, page-number paging has no size parameter by default.
-        params: PageParams,
-        /// Records per page, 1..=100000 (the API's, when it is fixed).
-        size: u32,
-    },
+/// Declares a `kind`-tagged next-page enum: first the variants the Rust
+/// type and its version 1 wire form share (`body_token`, `body_url`,
+/// `last_record`, `link_header`), declared here once, then the form's own
+/// numbered variants (one [`NextPage::Numbered`] in Rust; `offset` and
+/// `page_number` on the wire). The serde attributes matter on the wire
+/// form only: the Rust type is read and written through it.
+macro_rules! next_page_enum {
+    ($(#[$attr:meta])* $vis:vis enum $name:ident { $($numbered:tt)* }) => {
+        $(#[$attr])*
+        $vis enum $name {
+            /// A cursor (next token) in the body at `pointer`, sent as query
+            /// parameter `param` of the next call; absent, `null` or `""` ends.
+            BodyToken {
+                /// RFC 6901 pointer to the token, e.g. `/meta/next_cursor`.
+                pointer: String,
+                /// Query parameter of the next call, e.g. `cursor`.
+                param: String,
+                /// RFC 6901 pointer to a boolean saying whether more pages follow
+                /// (e.g. `/has_more`): `false` ends whatever the token; `true` with
+                /// no token is an error naming both pointers.
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                has_more: Option<String>,
+            },
+            /// The next page's URL in the body at `pointer` (absolute, or relative
+            /// to the current URL); absent, `null` or `""` ends.
+            BodyUrl {
+                /// RFC 6901 pointer to the URL, e.g. `/links/next`.
+                pointer: String,
+                /// As for `body_token`: a boolean saying whether more pages follow.
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                has_more: Option<String>,
+            },
+            /// Stripe-style: the next page starts after the page's last record.
+            /// The value at `pointer` in the last record (e.g. `/id`) becomes query
+            /// parameter `param` (e.g. `starting_after`) of the next call, while the
+            /// boolean at `has_more` in the body (e.g. `/has_more`) is `true`.
+            LastRecord {
+                /// RFC 6901 pointer into each record to its key, e.g. `/id`.
+                pointer: String,
+                /// Query parameter of the next call, e.g. `starting_after`.
+                param: String,
+                /// RFC 6901 pointer to the body's boolean saying whether more pages
+                /// follow, e.g. `/has_more`.
+                has_more: String,
+            },
+            /// The `Link` header's `rel="next"` target (RFC 8288); none ends.
+            LinkHeader {},
+            $($numbered)*
+        }
+    };
+}
+
+next_page_enum! {
+    /// Where the next page is, for APIs that give no total up front.
+    ///
+    /// Serialised as the version 1 `kind`-tagged object: `body_token`,
+    /// `body_url`, `last_record`, `link_header`, and for [`NextPage::Numbered`]
+    /// `offset` (`offset_param`, `limit_param`, `limit`) or `page_number`
+    /// (`page_param`, `size_param`, `size`, `first_page`). Unknown fields are
+    /// refused.
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+    #[serde(from = "wire::NextPage", into = "wire::NextPage")]
+    #[schemars(description = "Where the next page is, for APIs that give no total up front.")]
+    pub enum NextPage {
+        /// Numbered pages of `size` records, addressed by `params` (written
+        /// `kind: offset` with `limit`, or `kind: page_number` with `size`); a
+        /// page with fewer than `size` records ends.
+        Numbered {
+            /// How a page is addressed. Written in a `cursor` strategy or a
+            /// message, page-number paging has no size parameter by default.
+            params: PageParams,
+            /// Records per page, 1..=100000 (the API's, when it is fixed).
+            size: u32,
+        },
+    }
 }
 
 /// The version 1 JSON of [`NextPage`], kept apart so that the Rust type can
@@ -200,73 +219,38 @@ pub enum NextPage {
 mod wire {
     use super::*;
 
-    /// Where the next page is, for APIs that give no total up front.
-    #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-    #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-    pub enum NextPage {
-        /// A cursor (next token) in the body at `pointer`, sent as query
-        /// parameter `param` of the next call; absent, `null` or `""` ends.
-        BodyToken {
-            /// RFC 6901 pointer to the token, e.g. `/meta/next_cursor`.
-            pointer: String,
-            /// Query parameter of the next call, e.g. `cursor`.
-            param: String,
-            /// RFC 6901 pointer to a boolean saying whether more pages follow
-            /// (e.g. `/has_more`): `false` ends whatever the token; `true` with
-            /// no token is an error naming both pointers.
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            has_more: Option<String>,
-        },
-        /// The next page's URL in the body at `pointer` (absolute, or relative
-        /// to the current URL); absent, `null` or `""` ends.
-        BodyUrl {
-            /// RFC 6901 pointer to the URL, e.g. `/links/next`.
-            pointer: String,
-            /// As for `body_token`: a boolean saying whether more pages follow.
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            has_more: Option<String>,
-        },
-        /// Stripe-style: the next page starts after the page's last record.
-        /// The value at `pointer` in the last record (e.g. `/id`) becomes query
-        /// parameter `param` (e.g. `starting_after`) of the next call, while the
-        /// boolean at `has_more` in the body (e.g. `/has_more`) is `true`.
-        LastRecord {
-            /// RFC 6901 pointer into each record to its key, e.g. `/id`.
-            pointer: String,
-            /// Query parameter of the next call, e.g. `starting_after`.
-            param: String,
-            /// RFC 6901 pointer to the body's boolean saying whether more pages
-            /// follow, e.g. `/has_more`.
-            has_more: String,
-        },
-        /// The `Link` header's `rel="next"` target (RFC 8288); none ends.
-        LinkHeader {},
-        /// `offset`/`limit` parameters; a page with fewer than `limit` records
-        /// ends.
-        Offset {
-            /// Offset parameter (default `offset`).
-            #[serde(default = "default_offset_param")]
-            offset_param: String,
-            /// Limit parameter (default `limit`).
-            #[serde(default = "default_limit_param")]
-            limit_param: String,
-            /// Records per page, 1..=100000.
-            limit: u32,
-        },
-        /// Page-number parameters; a page with fewer than `size` records ends.
-        PageNumber {
-            /// Page parameter (default `page`).
-            #[serde(default = "default_page_param")]
-            page_param: String,
-            /// Page-size parameter (default none: the API's fixed size).
-            #[serde(default, skip_serializing_if = "Option::is_none")]
-            size_param: Option<String>,
-            /// Records per page, 1..=100000 (the API's, when it is fixed).
-            size: u32,
-            /// Number of the first page (default 1).
-            #[serde(default = "default_first_page")]
-            first_page: u32,
-        },
+    next_page_enum! {
+        /// Where the next page is, for APIs that give no total up front.
+        #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+        #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+        pub enum NextPage {
+            /// `offset`/`limit` parameters; a page with fewer than `limit` records
+            /// ends.
+            Offset {
+                /// Offset parameter (default `offset`).
+                #[serde(default = "default_offset_param")]
+                offset_param: String,
+                /// Limit parameter (default `limit`).
+                #[serde(default = "default_limit_param")]
+                limit_param: String,
+                /// Records per page, 1..=100000.
+                limit: u32,
+            },
+            /// Page-number parameters; a page with fewer than `size` records ends.
+            PageNumber {
+                /// Page parameter (default `page`).
+                #[serde(default = "default_page_param")]
+                page_param: String,
+                /// Page-size parameter (default none: the API's fixed size).
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                size_param: Option<String>,
+                /// Records per page, 1..=100000 (the API's, when it is fixed).
+                size: u32,
+                /// Number of the first page (default 1).
+                #[serde(default = "default_first_page")]
+                first_page: u32,
+            },
+        }
     }
 
     impl From<NextPage> for super::NextPage {

@@ -262,36 +262,46 @@ fn cut(text: &str, max: usize) -> String {
     text[..end].to_string()
 }
 
-/// Runs `handler` over every record of `event`, up to `concurrency` at a
-/// time, and reports the failed ones.
+/// Runs `handler` over every record of `event`, each body decoded into
+/// contract `T` first, up to `concurrency` records at a time, and reports
+/// the failed ones. A body that is not JSON or does not match `T` fails its
+/// record alone.
 ///
 /// With `dead_letters`, a record that fails permanently, or fails on its
 /// last allowed receive, is sent to the DLQ with its reason and counts as
 /// handled (see [`DeadLetters`]); if that send fails, the record is reported
 /// failed as usual.
 ///
-/// `handler` receives the raw record and its metadata. Each call runs in a
-/// span `sqs_record{message_id, receive_count, queue}`. A failure is logged
-/// with its error and listed in `batchItemFailures`; successes are not.
-pub async fn for_each_record<'a, F, Fut, E>(
+/// `handler` receives the decoded message and the record's metadata. Each
+/// call runs in a span `sqs_record{message_id, receive_count, queue}` (with
+/// `pipeline`, `run_id` and `page` once the body is read). A failure is
+/// logged with its error and listed in `batchItemFailures`; successes are
+/// not.
+pub async fn for_each_message<'a, T, F, Fut, E>(
     event: &'a SqsEvent,
     concurrency: usize,
     dead_letters: Option<DeadLetters<'a>>,
     handler: F,
 ) -> SqsBatchResponse
 where
-    F: Fn(&'a SqsMessage, RecordMeta) -> Fut,
+    T: DeserializeOwned,
+    F: Fn(T, RecordMeta) -> Fut,
     Fut: Future<Output = Result<(), E>>,
-    E: RecordError,
+    E: RecordError + From<BodyError>,
 {
     let handler = &handler;
+    let decoded = move |record: &'a SqsMessage, mut meta: RecordMeta| async move {
+        let message: T = read_message(record, &mut meta)?;
+        handler(message, meta).await
+    };
+    let decoded = &decoded;
     // Futures are built eagerly so the stream holds no closure over record
     // references (which would defeat `Send` inference in spawned tasks).
     let attempts: Vec<_> = event
         .records
         .iter()
         .enumerate()
-        .map(|(index, record)| one_record(index, record, dead_letters, handler))
+        .map(|(index, record)| one_record(index, record, dead_letters, decoded))
         .collect();
     let outcomes: Vec<Option<(usize, String)>> =
         futures::stream::iter(attempts).buffer_unordered(concurrency.max(1)).collect().await;
@@ -307,6 +317,57 @@ where
         })
         .collect();
     response
+}
+
+/// A record's body as contract `T`: JSON, or an SNS notification envelope
+/// whose `Message` is (`meta.from_sns` is then set). The body's `pipeline`,
+/// `run_id` and page index are recorded on the current span (the record's)
+/// before the contract is decoded, so even a record that does not match `T`
+/// can be found by run.
+///
+/// # Errors
+/// [`BodyError`]: no body, not JSON, an envelope whose `Message` is not
+/// JSON, or JSON that does not match `T`.
+fn read_message<T: DeserializeOwned>(record: &SqsMessage, meta: &mut RecordMeta) -> Result<T, BodyError> {
+    let raw = record.body.as_deref().ok_or(BodyError::Missing)?;
+    // A first look for the SNS envelope and the log fields; the contract
+    // is then read from the text itself, so records keep their text.
+    let peek = peek_at(raw).map_err(BodyError::NotJson)?;
+    let envelope = peek.kind.as_ref().and_then(Value::as_str) == Some("Notification")
+        && peek.topic_arn.as_ref().is_some_and(Value::is_string);
+    let (peek, text) = match (&peek.message, envelope) {
+        (Some(Value::String(message)), true) => {
+            let inner = peek_at(message).map_err(BodyError::EnvelopeNotJson)?;
+            meta.from_sns = true;
+            (inner, message.as_str())
+        }
+        _ => (peek, raw),
+    };
+    let span = tracing::Span::current();
+    if let Some(pipeline) = peek.pipeline.as_ref().and_then(Value::as_str) {
+        span.record("pipeline", pipeline);
+    }
+    if let Some(run_id) = peek.run_id.as_ref().and_then(Value::as_str) {
+        span.record("run_id", run_id);
+    }
+    let page = peek.page.as_ref().and_then(|p| p.get("index")).or(peek.row_index.as_ref()).and_then(Value::as_u64);
+    if let Some(page) = page {
+        span.record("page", page);
+    }
+    Ok(contracts::decode_str(text)?)
+}
+
+/// The [`Peek`] fields of `text`; JSON that is not an object peeks as
+/// nothing (the contract's own error then says what is wrong).
+///
+/// # Errors
+/// The parser's error when `text` is not JSON.
+fn peek_at(text: &str) -> Result<Peek, serde_json::Error> {
+    match serde_json::from_str(text) {
+        Ok(peek) => Ok(peek),
+        Err(_) if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() => Ok(Peek::default()),
+        Err(err) => Err(err),
+    }
 }
 
 async fn one_record<'a, F, Fut, E>(
@@ -356,60 +417,4 @@ where
             Some((index, message_id))
         }
     }
-}
-
-/// Like [`for_each_record`], with each body decoded into contract `T` first.
-/// A body that is not JSON or does not match `T` fails its record alone.
-pub async fn for_each_message<'a, T, F, Fut, E>(
-    event: &'a SqsEvent,
-    concurrency: usize,
-    dead_letters: Option<DeadLetters<'a>>,
-    handler: F,
-) -> SqsBatchResponse
-where
-    T: DeserializeOwned,
-    F: Fn(T, RecordMeta) -> Fut,
-    Fut: Future<Output = Result<(), E>>,
-    E: RecordError + From<BodyError>,
-{
-    let handler = &handler;
-    for_each_record(event, concurrency, dead_letters, move |record, mut meta| async move {
-        let raw = record.body.as_deref().ok_or(BodyError::Missing)?;
-        // A first look for the SNS envelope and the log fields; the contract
-        // is then read from the text itself, so records keep their text.
-        let peek: Peek = match serde_json::from_str(raw) {
-            Ok(peek) => peek,
-            // JSON but not an object: the contract's own error says what is wrong.
-            Err(_) if serde_json::from_str::<serde::de::IgnoredAny>(raw).is_ok() => Peek::default(),
-            Err(err) => return Err(BodyError::NotJson(err).into()),
-        };
-        let envelope = peek.kind.as_ref().and_then(Value::as_str) == Some("Notification")
-            && peek.topic_arn.as_ref().is_some_and(Value::is_string);
-        let (peek, text) = match (&peek.message, envelope) {
-            (Some(Value::String(message)), true) => {
-                let inner: Peek = match serde_json::from_str(message) {
-                    Ok(peek) => peek,
-                    Err(_) if serde_json::from_str::<serde::de::IgnoredAny>(message).is_ok() => Peek::default(),
-                    Err(err) => return Err(BodyError::EnvelopeNotJson(err).into()),
-                };
-                meta.from_sns = true;
-                (inner, message.as_str())
-            }
-            _ => (peek, raw),
-        };
-        let span = tracing::Span::current();
-        if let Some(pipeline) = peek.pipeline.as_ref().and_then(Value::as_str) {
-            span.record("pipeline", pipeline);
-        }
-        if let Some(run_id) = peek.run_id.as_ref().and_then(Value::as_str) {
-            span.record("run_id", run_id);
-        }
-        let page = peek.page.as_ref().and_then(|p| p.get("index")).or(peek.row_index.as_ref()).and_then(Value::as_u64);
-        if let Some(page) = page {
-            span.record("page", page);
-        }
-        let message: T = contracts::decode_str(text).map_err(BodyError::from)?;
-        handler(message, meta).await
-    })
-    .await
 }

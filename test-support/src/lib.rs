@@ -1,9 +1,16 @@
 //! Dev-only helpers shared by tributary's tests (the end-to-end tests in
 //! `tests/`, the functions' and the CLI's integration tests): fake vendor
-//! APIs on a free loopback port ([`vendor`]) and the lake read back as JSON
-//! rows ([`lake`]).
+//! APIs on a free loopback port ([`vendor`]), the lake read back as JSON
+//! rows ([`lake`]), a run's pages as Persist receives them ([`runs`]), the
+//! local broker's queues read out ([`queues`]), and with feature `iceberg`
+//! a directory lake with the local Iceberg catalog and its tables read back
+//! (`iceberg`).
 //!
 //! Helpers panic instead of returning errors: they run in tests only.
 
+#[cfg(feature = "iceberg")]
+pub mod iceberg;
 pub mod lake;
+pub mod queues;
+pub mod runs;
 pub mod vendor;

@@ -12,8 +12,12 @@
 //! entry says whether the fault is the sender's (`SenderFault`). Entries
 //! failed without sender fault are sent again, by id, after a short backoff;
 //! an entry failed by the sender's fault is a permanent error.
+//!
+//! The two SDKs declare the same shapes twice (`MessageAttributeValue`,
+//! `BatchResultErrorEntry`); [`StringAttribute`] and the `From` impls for
+//! [`FailedEntry`] read both, so each adapter only builds its own entries.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::ops::Range;
 use std::time::Duration;
@@ -21,6 +25,8 @@ use std::time::Duration;
 use backon::{BackoffBuilder, ExponentialBuilder};
 
 use tributary_core::ports::PortError;
+
+use super::error::build_error;
 
 /// Most entries one `SendMessageBatch` or `PublishBatch` call takes.
 pub const MAX_BATCH_ENTRIES: usize = 10;
@@ -43,6 +49,39 @@ impl Default for BatchLimits {
     /// 10 entries, 262,144 bytes.
     fn default() -> Self {
         Self { max_entries: MAX_BATCH_ENTRIES, max_bytes: DEFAULT_MAX_BATCH_BYTES }
+    }
+}
+
+/// An SDK client with the limits its batch calls respect: the one shape of
+/// [`SqsSender`](super::SqsSender) (`aws_sdk_sqs::Client`) and
+/// [`SnsPublisher`](super::SnsPublisher) (`aws_sdk_sns::Client`).
+///
+/// Build once at cold start and share: the SDK client holds the connection
+/// pool.
+#[derive(Clone, Debug)]
+pub struct BatchClient<C> {
+    pub(crate) client: C,
+    limits: BatchLimits,
+}
+
+impl<C> BatchClient<C> {
+    /// `client` with the default limits (10 entries, 262,144 bytes per call).
+    pub fn new(client: C) -> Self {
+        Self { client, limits: BatchLimits::default() }
+    }
+
+    /// Caps the bytes of one call (and of one message) at `max_bytes`: for
+    /// SQS, set it to the target queues' `MaximumMessageSize` when that is
+    /// smaller than 256 KiB, or up to 1,048,576 for queues raised to 1 MiB;
+    /// SNS takes at most 262,144.
+    pub fn with_max_batch_bytes(mut self, max_bytes: usize) -> Self {
+        self.limits.max_bytes = max_bytes;
+        self
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> BatchLimits {
+        self.limits
     }
 }
 
@@ -112,6 +151,70 @@ pub(crate) struct BatchOutcome {
     pub failed: Vec<FailedEntry>,
 }
 
+/// Reads an SDK's `BatchResultErrorEntry` (one type per SDK crate, the
+/// same fields: `Id`, `SenderFault`, `Code`, `Message`).
+macro_rules! failed_entry_from {
+    ($($entry:ty),+ $(,)?) => {$(
+        impl From<&$entry> for FailedEntry {
+            fn from(entry: &$entry) -> Self {
+                FailedEntry {
+                    id: entry.id().to_string(),
+                    sender_fault: entry.sender_fault(),
+                    code: entry.code().to_string(),
+                    message: entry.message().map(str::to_string),
+                }
+            }
+        }
+    )+};
+}
+
+failed_entry_from!(aws_sdk_sqs::types::BatchResultErrorEntry, aws_sdk_sns::types::BatchResultErrorEntry);
+
+/// A message attribute of data type `String` (what SQS and SNS subscription
+/// filter policies match on), one impl per SDK's `MessageAttributeValue`.
+pub(crate) trait StringAttribute: Sized {
+    /// The attribute holding `value`.
+    ///
+    /// # Errors
+    /// The SDK builder's error (a required field missing: a bug here; one
+    /// smithy type, re-exported by each SDK crate).
+    fn string(value: &str) -> Result<Self, aws_sdk_sqs::error::BuildError>;
+}
+
+macro_rules! string_attribute {
+    ($($value:ty),+ $(,)?) => {$(
+        impl StringAttribute for $value {
+            fn string(value: &str) -> Result<Self, aws_sdk_sqs::error::BuildError> {
+                <$value>::builder().data_type("String").string_value(value).build()
+            }
+        }
+    )+};
+}
+
+string_attribute!(aws_sdk_sqs::types::MessageAttributeValue, aws_sdk_sns::types::MessageAttributeValue);
+
+/// `attributes` as an entry's `MessageAttributes`, each a `String`
+/// attribute; `None` when there are none (the field is then left out of
+/// the request, as before).
+///
+/// # Errors
+/// [`PortError::Permanent`] (an invalid request) naming `operation` and
+/// `target` when an attribute cannot be built.
+pub(crate) fn string_attributes<V: StringAttribute>(
+    operation: &'static str,
+    target: &str,
+    attributes: &BTreeMap<String, String>,
+) -> Result<Option<HashMap<String, V>>, PortError> {
+    if attributes.is_empty() {
+        return Ok(None);
+    }
+    attributes
+        .iter()
+        .map(|(name, value)| Ok((name.clone(), V::string(value).map_err(|err| build_error(operation, target, err))?)))
+        .collect::<Result<HashMap<_, _>, PortError>>()
+        .map(Some)
+}
+
 /// Delays between re-sends of failed entries: 100 ms doubling to 2 s, with
 /// jitter, 5 re-sends at most (about 4 s in all, well inside a Lambda's
 /// time).
@@ -121,6 +224,39 @@ pub(crate) fn entry_retry_policy() -> ExponentialBuilder {
         .with_max_delay(Duration::from_secs(2))
         .with_max_times(5)
         .with_jitter()
+}
+
+/// Sends every entry, sizes `sizes` (bytes), in consecutive batch calls
+/// within `limits` ([`split_batches`]), each call's failed entries re-sent
+/// by [`send_all`] with [`entry_retry_policy`]. `call` sends the entries at
+/// the given indices in one batch call.
+///
+/// # Errors
+/// - [`PortError::TooLarge`] (`what: "message"`) when one entry alone is
+///   over `limits.max_bytes`: nothing is sent;
+/// - the errors of [`send_all`]; batches before the failing one are sent.
+pub(crate) async fn send_in_batches<F, Fut>(
+    operation: &'static str,
+    target: &str,
+    sizes: &[usize],
+    limits: BatchLimits,
+    mut call: F,
+) -> Result<(), PortError>
+where
+    F: FnMut(Vec<usize>) -> Fut,
+    Fut: Future<Output = Result<BatchOutcome, PortError>>,
+{
+    let batches = split_batches(sizes, limits).map_err(|over| PortError::TooLarge {
+        what: "message",
+        target: target.to_string(),
+        bytes: over.bytes,
+        limit: limits.max_bytes,
+    })?;
+    let policy = entry_retry_policy();
+    for batch in batches {
+        send_all(operation, target, batch.collect(), &policy, &mut call).await?;
+    }
+    Ok(())
 }
 
 /// Sends the entries `indices` with `call` (one batch call for the given
@@ -260,6 +396,31 @@ mod tests {
 
     fn failed(id: &str, sender_fault: bool, code: &str) -> FailedEntry {
         FailedEntry { id: id.into(), sender_fault, code: code.into(), message: Some("boom".into()) }
+    }
+
+    #[test]
+    fn attributes_are_string_attributes_and_none_are_left_out() {
+        let none: Option<HashMap<String, aws_sdk_sqs::types::MessageAttributeValue>> =
+            string_attributes("SendMessageBatch", "q", &BTreeMap::new()).unwrap();
+        assert!(none.is_none());
+        let attributes = BTreeMap::from([("kind".to_string(), "rows".to_string())]);
+        let sns: HashMap<String, aws_sdk_sns::types::MessageAttributeValue> =
+            string_attributes("PublishBatch", "topic", &attributes).unwrap().expect("one attribute");
+        assert_eq!(sns["kind"].data_type(), "String");
+        assert_eq!(sns["kind"].string_value(), Some("rows"));
+    }
+
+    #[test]
+    fn failed_entries_read_both_sdks() {
+        use aws_sdk_sns::types::BatchResultErrorEntry as SnsEntry;
+        use aws_sdk_sqs::types::BatchResultErrorEntry as SqsEntry;
+        let sqs = SqsEntry::builder().id("m1").sender_fault(true).code("InvalidParameterValue").message("boom").build();
+        assert_eq!(FailedEntry::from(&sqs.unwrap()), failed("m1", true, "InvalidParameterValue"));
+        let sns = SnsEntry::builder().id("m2").sender_fault(false).code("InternalError").build();
+        assert_eq!(
+            FailedEntry::from(&sns.unwrap()),
+            FailedEntry { message: None, ..failed("m2", false, "InternalError") }
+        );
     }
 
     #[tokio::test]

@@ -39,7 +39,7 @@ mod sqs;
 pub mod stack;
 
 pub use athena::{AthenaEngine, DEFAULT_QUERY_TIMEOUT, RESULTS_PAGE_SIZE};
-pub use batching::{BatchLimits, DEFAULT_MAX_BATCH_BYTES, MAX_BATCH_ENTRIES};
+pub use batching::{BatchClient, BatchLimits, DEFAULT_MAX_BATCH_BYTES, MAX_BATCH_ENTRIES};
 pub use glue::GlueCatalog;
 pub use provision::{Provisioned, provision};
 pub use s3::S3Store;

@@ -1,9 +1,9 @@
 //! [`TopicPublisher`] over Amazon SNS `PublishBatch`.
 
 use async_trait::async_trait;
-use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
+use aws_sdk_sns::types::PublishBatchRequestEntry;
 
-use super::batching::{BatchLimits, BatchOutcome, FailedEntry, entry_id, entry_retry_policy, send_all, split_batches};
+use super::batching::{BatchClient, BatchOutcome, FailedEntry, entry_id, send_in_batches, string_attributes};
 use super::error::{build_error, code, port_error};
 use tributary_core::ports::{PortError, TopicMessage, TopicPublisher, sanitize_subject};
 
@@ -21,38 +21,17 @@ fn message_bytes(message: &TopicMessage, subject: Option<&str>) -> usize {
 ///
 /// `topic` in [`TopicPublisher::publish`] is the topic ARN. Messages are
 /// split, in order, into calls of at most 10 entries and at most
-/// [`BatchLimits::max_bytes`] bytes in all (default 262,144, the SNS limit
-/// for one message and for a whole batch), counting body, subject and
-/// attributes. Subjects pass through [`sanitize_subject`] (in
+/// [`BatchLimits::max_bytes`](super::BatchLimits::max_bytes) bytes in all
+/// (default 262,144, the SNS limit for one message and for a whole batch),
+/// counting body, subject and attributes. Subjects pass through [`sanitize_subject`] (in
 /// [`tributary_core::ports`]) and are omitted
 /// when empty; attributes are sent as `String` message attributes (what
 /// subscription filter policies match on). Failed entries without sender
 /// fault are re-sent by id with a short backoff. API reference:
 /// <https://docs.aws.amazon.com/sns/latest/api/API_PublishBatch.html>.
-#[derive(Clone, Debug)]
-pub struct SnsPublisher {
-    client: aws_sdk_sns::Client,
-    limits: BatchLimits,
-}
+pub type SnsPublisher = BatchClient<aws_sdk_sns::Client>;
 
 impl SnsPublisher {
-    /// A publisher with the default limits (10 entries, 262,144 bytes per
-    /// call).
-    pub fn new(client: aws_sdk_sns::Client) -> Self {
-        Self { client, limits: BatchLimits::default() }
-    }
-
-    /// Caps the bytes of one call (and of one message) at `max_bytes`.
-    pub fn with_max_batch_bytes(mut self, max_bytes: usize) -> Self {
-        self.limits.max_bytes = max_bytes;
-        self
-    }
-
-    /// The limits in force.
-    pub fn limits(&self) -> BatchLimits {
-        self.limits
-    }
-
     async fn publish_batch(
         &self,
         topic: &str,
@@ -62,19 +41,12 @@ impl SnsPublisher {
         let mut entries = Vec::with_capacity(indices.len());
         for &i in &indices {
             let (message, subject) = &messages[i];
-            let mut entry = PublishBatchRequestEntry::builder()
+            let entry = PublishBatchRequestEntry::builder()
                 .id(entry_id(i))
                 .message(message.wire_body())
                 .set_message_structure((!message.per_protocol.is_empty()).then(|| "json".to_string()))
-                .set_subject(subject.clone());
-            for (name, value) in &message.attributes {
-                let attribute = MessageAttributeValue::builder()
-                    .data_type("String")
-                    .string_value(value.as_str())
-                    .build()
-                    .map_err(|err| build_error(OPERATION, topic, err))?;
-                entry = entry.message_attributes(name.as_str(), attribute);
-            }
+                .set_subject(subject.clone())
+                .set_message_attributes(string_attributes(OPERATION, topic, &message.attributes)?);
             entries.push(entry.build().map_err(|err| build_error(OPERATION, topic, err))?);
         }
         let output = self
@@ -93,16 +65,7 @@ impl SnsPublisher {
             })?;
         Ok(BatchOutcome {
             successful: output.successful().iter().filter_map(|entry| entry.id().map(str::to_string)).collect(),
-            failed: output
-                .failed()
-                .iter()
-                .map(|entry| FailedEntry {
-                    id: entry.id().to_string(),
-                    sender_fault: entry.sender_fault(),
-                    code: entry.code().to_string(),
-                    message: entry.message().map(str::to_string),
-                })
-                .collect(),
+            failed: output.failed().iter().map(FailedEntry::from).collect(),
         })
     }
 }
@@ -127,20 +90,10 @@ impl TopicPublisher for SnsPublisher {
             .collect();
         let sizes: Vec<usize> =
             messages.iter().map(|(message, subject)| message_bytes(message, subject.as_deref())).collect();
-        let batches = split_batches(&sizes, self.limits).map_err(|over| PortError::TooLarge {
-            what: "message",
-            target: topic.to_string(),
-            bytes: over.bytes,
-            limit: self.limits.max_bytes,
-        })?;
-        let policy = entry_retry_policy();
-        for batch in batches {
-            send_all(OPERATION, topic, batch.collect(), &policy, |indices| {
-                self.publish_batch(topic, &messages, indices)
-            })
-            .await?;
-        }
-        Ok(())
+        send_in_batches(OPERATION, topic, &sizes, self.limits(), |indices| {
+            self.publish_batch(topic, &messages, indices)
+        })
+        .await
     }
 }
 

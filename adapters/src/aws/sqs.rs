@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
+use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 
-use super::batching::{BatchLimits, BatchOutcome, FailedEntry, entry_id, entry_retry_policy, send_all, split_batches};
+use super::batching::{BatchClient, BatchOutcome, FailedEntry, entry_id, send_in_batches, string_attributes};
 use super::error::{build_error, code, port_error};
 use tributary_core::ports::{PortError, QueueMessage, QueueSender};
 
@@ -19,40 +19,15 @@ const QUEUE_MISSING: &[&str] = &["AWS.SimpleQueueService.NonExistentQueue", "Que
 ///
 /// `queue` in [`QueueSender::send`] is the queue URL. Bodies are split, in
 /// order, into calls of at most 10 entries and at most
-/// [`BatchLimits::max_bytes`] bytes in all (default 262,144), counted as SQS
-/// does: the body plus each message attribute's name, type and value
+/// [`BatchLimits::max_bytes`](super::BatchLimits::max_bytes) bytes in all
+/// (default 262,144), counted as SQS does: the body plus each message attribute's name, type and value
 /// ([`QueueMessage::size`]). Entries a call reports as failed without sender fault are
 /// re-sent by id with a short backoff (see the [`batching`](super::batching)
 /// module); SQS quotas:
 /// <https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html>.
-///
-/// Build once at cold start and share: the SDK client holds the connection
-/// pool.
-#[derive(Clone, Debug)]
-pub struct SqsSender {
-    client: aws_sdk_sqs::Client,
-    limits: BatchLimits,
-}
+pub type SqsSender = BatchClient<aws_sdk_sqs::Client>;
 
 impl SqsSender {
-    /// A sender with the default limits (10 entries, 262,144 bytes per call).
-    pub fn new(client: aws_sdk_sqs::Client) -> Self {
-        Self { client, limits: BatchLimits::default() }
-    }
-
-    /// Caps the bytes of one call (and of one body) at `max_bytes`: set it
-    /// to the target queues' `MaximumMessageSize` when that is smaller than
-    /// 256 KiB, or up to 1,048,576 for queues raised to 1 MiB.
-    pub fn with_max_batch_bytes(mut self, max_bytes: usize) -> Self {
-        self.limits.max_bytes = max_bytes;
-        self
-    }
-
-    /// The limits in force.
-    pub fn limits(&self) -> BatchLimits {
-        self.limits
-    }
-
     async fn send_batch(
         &self,
         queue: &str,
@@ -63,17 +38,12 @@ impl SqsSender {
             .iter()
             .map(|&i| {
                 let message = &messages[i];
-                let mut entry =
-                    SendMessageBatchRequestEntry::builder().id(entry_id(i)).message_body(message.body.as_str());
-                for (name, value) in &message.attributes {
-                    let value = MessageAttributeValue::builder()
-                        .data_type("String")
-                        .string_value(value)
-                        .build()
-                        .map_err(|err| build_error(OPERATION, queue, err))?;
-                    entry = entry.message_attributes(name, value);
-                }
-                entry.build().map_err(|err| build_error(OPERATION, queue, err))
+                SendMessageBatchRequestEntry::builder()
+                    .id(entry_id(i))
+                    .message_body(message.body.as_str())
+                    .set_message_attributes(string_attributes(OPERATION, queue, &message.attributes)?)
+                    .build()
+                    .map_err(|err| build_error(OPERATION, queue, err))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let output =
@@ -88,16 +58,7 @@ impl SqsSender {
             )?;
         Ok(BatchOutcome {
             successful: output.successful().iter().map(|entry| entry.id().to_string()).collect(),
-            failed: output
-                .failed()
-                .iter()
-                .map(|entry| FailedEntry {
-                    id: entry.id().to_string(),
-                    sender_fault: entry.sender_fault(),
-                    code: entry.code().to_string(),
-                    message: entry.message().map(str::to_string),
-                })
-                .collect(),
+            failed: output.failed().iter().map(FailedEntry::from).collect(),
         })
     }
 }
@@ -117,18 +78,8 @@ impl QueueSender for SqsSender {
     /// is at-least-once and consumers are idempotent.
     async fn send_messages(&self, queue: &str, messages: Vec<QueueMessage>) -> Result<(), PortError> {
         let sizes: Vec<usize> = messages.iter().map(QueueMessage::size).collect();
-        let batches = split_batches(&sizes, self.limits).map_err(|over| PortError::TooLarge {
-            what: "message",
-            target: queue.to_string(),
-            bytes: over.bytes,
-            limit: self.limits.max_bytes,
-        })?;
-        let policy = entry_retry_policy();
-        for batch in batches {
-            send_all(OPERATION, queue, batch.collect(), &policy, |indices| self.send_batch(queue, &messages, indices))
-                .await?;
-        }
-        Ok(())
+        send_in_batches(OPERATION, queue, &sizes, self.limits(), |indices| self.send_batch(queue, &messages, indices))
+            .await
     }
 
     /// `ChangeMessageVisibility` with `timeout` in whole seconds, capped at

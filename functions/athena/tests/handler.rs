@@ -9,6 +9,7 @@ use adapters::local::{Broker, QueueConfig, Subscription};
 use async_trait::async_trait;
 use contracts::{Destination, QueryMessage, QueryRow, RunId, V1};
 use serde_json::json;
+use test_support::queues::drain;
 use tokio::time::Instant;
 use tributary_core::ports::{PortError, Query, QueryEngine, QueryState, ResultPage};
 
@@ -93,20 +94,6 @@ fn message() -> QueryMessage {
         reply_to: Destination::Topic { topic: "query-results".into() },
         context: json!({"spec": "echoed"}),
         continuation: None,
-    }
-}
-
-fn drain(broker: &Broker, queue: &str) -> Vec<String> {
-    let mut bodies = Vec::new();
-    loop {
-        let batch = broker.receive(queue, 10).expect("receive");
-        if batch.is_empty() {
-            return bodies;
-        }
-        for record in batch {
-            broker.delete(queue, record.receipt_handle.as_deref().expect("receipt"));
-            bodies.push(record.body.expect("body"));
-        }
     }
 }
 

@@ -3,17 +3,17 @@
 //!
 //! 1. [`PageContext::check`]: names and target valid, the table format
 //!    has a committer; the page's keys.
-//! 2. [`settle_completed_run`]: a page of a run already completed is a
+//! 2. [`PageContext::settle_completed_run`]: a page of a run already completed is a
 //!    redelivery (its receipt is returned) or a new fetch (refused).
-//! 3. [`keep_raw_page`]: the payload read (inline or claim check) and the
+//! 3. [`PageContext::keep_raw_page`]: the payload read (inline or claim check) and the
 //!    raw page kept under `raw/` for replay.
 //! 4. [`crate::table::convert_against_table_schema`]: the conversion
 //!    against the dataset's table schema, written back if it widened.
-//! 5. [`write_outputs`]: Parquet parts, stale parts of an earlier delivery
+//! 5. [`PageContext::write_outputs`]: Parquet parts, stale parts of an earlier delivery
 //!    deleted, the quarantine file.
 //! 6. [`alert_schema_conflict`] when the page's types conflict with the
 //!    dataset's.
-//! 7. [`record_receipt`]: the page receipt, which may complete the run.
+//! 7. [`PageContext::record_receipt`]: the page receipt, which may complete the run.
 //! 8. [`emit_metrics`].
 
 use std::path::Path;
@@ -90,24 +90,29 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
 #[tracing::instrument(skip_all, fields(pipeline = %message.pipeline, run_id = %message.run_id, page = message.page.index))]
 pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<PageReceipt, PersistError> {
     let page = PageContext::check(&message, deps)?;
-    if let Some(receipt) = settle_completed_run(&message, &page, deps).await? {
+    if let Some(receipt) = page.settle_completed_run().await? {
         return Ok(receipt);
     }
     let temp_dir = tempfile::tempdir().map_err(|err| local_error("create temporary folder", &err))?;
-    let kept = keep_raw_page(&message, &page, temp_dir.path(), deps).await?;
+    let kept = page.keep_raw_page(temp_dir.path()).await?;
     let output = convert_against_table_schema(&message, &kept, temp_dir.path(), deps).await?;
-    let written = write_outputs(&message, &page, &output, deps).await?;
+    let written = page.write_outputs(&output).await?;
     if !output.conflicts.is_empty() {
         alert_schema_conflict(&kept.raw, &output, written.quarantine_key.as_deref(), deps).await?;
     }
     let parquet_bytes = written.parquet_bytes;
-    let receipt = record_receipt(&message, &page, &output, written, deps).await?;
+    let receipt = page.record_receipt(&output, written).await?;
     emit_metrics(&receipt, &output, parquet_bytes, deps);
     Ok(receipt)
 }
 
-/// The page's identity and the keys derived from it.
-pub(crate) struct PageContext {
+/// The page being persisted: its message, the ports, its identity and the
+/// keys derived from it. Steps 2, 3, 5 and 7 are its methods.
+pub(crate) struct PageContext<'a> {
+    /// The message as received.
+    pub message: &'a PersistMessage,
+    /// The ports and settings.
+    pub deps: Deps<'a>,
     /// `target.dataset`.
     pub dataset: String,
     /// The run.
@@ -124,14 +129,14 @@ pub(crate) struct PageContext {
     pub receipt_key: String,
 }
 
-impl PageContext {
+impl<'a> PageContext<'a> {
     /// Step 1: the names valid as key segments and the target valid; a page
     /// of an Iceberg dataset needs a committer (never written as plain
     /// Parquet instead).
     ///
     /// # Errors
     /// [`PersistError::Name`] naming the field, [`PersistError::TableFormat`].
-    fn check(message: &PersistMessage, deps: Deps<'_>) -> Result<PageContext, PersistError> {
+    fn check(message: &'a PersistMessage, deps: Deps<'a>) -> Result<Self, PersistError> {
         check_name("pipeline", &message.pipeline)?;
         message.target.validate("target")?;
         let dataset = message.target.dataset.clone();
@@ -148,50 +153,174 @@ impl PageContext {
         };
         let (raw_key, raw_payload_key) = (key.raw(), key.raw_payload());
         let receipt_key = keys::receipt_key(&message.pipeline, &run_id, page.index);
-        Ok(PageContext { dataset, run_id, run_date, page, raw_key, raw_payload_key, receipt_key })
+        Ok(PageContext { message, deps, dataset, run_id, run_date, page, raw_key, raw_payload_key, receipt_key })
     }
 
-    fn key<'a>(&'a self, pipeline: &'a str) -> keys::PageKey<'a> {
+    /// The page's lake keys.
+    fn key(&self) -> keys::PageKey<'_> {
         keys::PageKey {
             dataset: &self.dataset,
             run_date: self.run_date,
-            pipeline,
+            pipeline: &self.message.pipeline,
             run_id: &self.run_id,
             page: self.page.index,
         }
     }
-}
 
-/// Step 2: a page of a run already completed. Delivered again (the same
-/// records), its rows are in the run's files (coalesced, or committed to
-/// its table) and its receipt is returned; fetched anew (other records),
-/// it is refused before anything is written, the raw copy included, so the
-/// lake keeps what the table holds. `tributary replay` reopens a run
-/// before replaying it (`rewrite_completed_runs`). `None`: go on.
-///
-/// # Errors
-/// [`PersistError::CompletedRun`] (permanent); store failures.
-async fn settle_completed_run(
-    message: &PersistMessage,
-    page: &PageContext,
-    deps: Deps<'_>,
-) -> Result<Option<PageReceipt>, PersistError> {
-    if deps.config.rewrite_completed_runs
-        || deps.store.get(&keys::success_key(&message.pipeline, &page.run_id)).await.is_err()
-    {
-        return Ok(None);
+    /// Step 2: a page of a run already completed. Delivered again (the same
+    /// records), its rows are in the run's files (coalesced, or committed to
+    /// its table) and its receipt is returned; fetched anew (other records),
+    /// it is refused before anything is written, the raw copy included, so the
+    /// lake keeps what the table holds. `tributary replay` reopens a run
+    /// before replaying it (`rewrite_completed_runs`). `None`: go on.
+    ///
+    /// # Errors
+    /// [`PersistError::CompletedRun`] (permanent); store failures.
+    async fn settle_completed_run(&self) -> Result<Option<PageReceipt>, PersistError> {
+        if self.deps.config.rewrite_completed_runs
+            || self.deps.store.get(&keys::success_key(&self.message.pipeline, &self.run_id)).await.is_err()
+        {
+            return Ok(None);
+        }
+        let Ok(previous) = self.deps.store.get(&self.receipt_key).await else { return Ok(None) };
+        let Ok(previous) = serde_json::from_slice::<PageReceipt>(&previous) else { return Ok(None) };
+        if same_records(self.message, &self.raw_key, &self.raw_payload_key, self.deps.store).await? {
+            tracing::info!("a page of a completed run delivered again; its rows are in the lake already");
+            return Ok(Some(previous));
+        }
+        Err(PersistError::CompletedRun {
+            pipeline: self.message.pipeline.clone(),
+            run_id: self.run_id.to_string(),
+            page: self.page.index,
+        })
     }
-    let Ok(previous) = deps.store.get(&page.receipt_key).await else { return Ok(None) };
-    let Ok(previous) = serde_json::from_slice::<PageReceipt>(&previous) else { return Ok(None) };
-    if same_records(message, &page.raw_key, &page.raw_payload_key, deps.store).await? {
-        tracing::info!("a page of a completed run delivered again; its rows are in the lake already");
-        return Ok(Some(previous));
+
+    /// Step 3: the payload (inline, or the claim check read into
+    /// `temp_dir` after [`check_claim_key`]) and the raw page kept for replay:
+    /// the claim-check payload copied beside it, and the load time (Request's
+    /// `fetched_at`, or now) written into it so a replay writes the same rows.
+    ///
+    /// # Errors
+    /// [`PersistError::ClaimKey`] and [`PersistError::Claim`] (permanent);
+    /// store failures.
+    async fn keep_raw_page(&self, temp_dir: &Path) -> Result<KeptPage, PersistError> {
+        let (source, format, raw) = match &self.message.payload {
+            Payload::Inline { records } => {
+                let bytes = Bytes::copy_from_slice(records.as_str().as_bytes());
+                (PageSource::Bytes(bytes), PayloadFormat::default(), self.message.clone())
+            }
+            Payload::Object { key, format } => {
+                check_claim_key(key, &self.message.pipeline, &self.raw_payload_key)?;
+                let local = temp_dir.join("payload");
+                self.deps.store.get_to_file(key, &local).await.map_err(|err| match err {
+                    PortError::NotFound { .. } => PersistError::Claim {
+                        key: key.clone(),
+                        problem: "does not exist (expired or never written)".into(),
+                    },
+                    other => PersistError::Store(other),
+                })?;
+                if *key != self.raw_payload_key {
+                    self.deps.store.put_file(&self.raw_payload_key, &local).await?;
+                }
+                let payload = Payload::Object { key: self.raw_payload_key.clone(), format: format.clone() };
+                (PageSource::File(local), format.clone(), PersistMessage { payload, ..self.message.clone() })
+            }
+        };
+        let fetched_at = self.message.fetched_at.unwrap_or_else(now_to_the_millisecond);
+        let raw = PersistMessage { fetched_at: Some(fetched_at), ..raw };
+        let lineage = Lineage {
+            run_id: self.run_id.to_string(),
+            page: self.page.index,
+            loaded_at_ms: fetched_at.timestamp_millis(),
+        };
+        let raw_bytes = serde_json::to_vec(&raw).map_err(|err| encode_error("encode raw page", &self.raw_key, &err))?;
+        self.deps.store.put(&self.raw_key, Bytes::from(raw_bytes)).await?;
+        Ok(KeptPage { source, format, raw, lineage, raw_key: self.raw_key.clone() })
     }
-    Err(PersistError::CompletedRun {
-        pipeline: message.pipeline.clone(),
-        run_id: page.run_id.to_string(),
-        page: page.page.index,
-    })
+
+    /// Step 5: every Parquet part at its deterministic key, the parts an
+    /// earlier delivery of this page wrote that this one did not deleted (so
+    /// a redelivery never leaves duplicates), and the quarantine file.
+    ///
+    /// # Errors
+    /// Store failures (transient).
+    async fn write_outputs(&self, output: &PageOutput) -> Result<Written, PersistError> {
+        let key = self.key();
+        let mut data_keys = Vec::with_capacity(output.files.len());
+        let mut parquet_bytes = 0;
+        for file in &output.files {
+            let part = key.data_part(&file.partition, file.part);
+            self.deps.store.put_file(&part, &file.path).await?;
+            parquet_bytes += file.bytes;
+            data_keys.push(part);
+        }
+        self.delete_stale_parts(&data_keys).await?;
+        let quarantine_key = match &output.quarantine {
+            None => None,
+            Some(quarantine) => {
+                let quarantine_key = key.quarantine();
+                self.deps.store.put_file(&quarantine_key, &quarantine.path).await?;
+                tracing::warn!(quarantined = quarantine.records, key = quarantine_key, reasons = ?quarantine.sample_reasons, "records quarantined");
+                Some(quarantine_key)
+            }
+        };
+        Ok(Written { data_keys, parquet_bytes, quarantine_key })
+    }
+
+    /// Deletes the parts the page's previous receipt lists that `data_keys`
+    /// does not: only this page's own parts, in the same dataset folder with
+    /// the same `<pipeline>-<run_id>-<page>` file stem (a receipt of another
+    /// dataset fed by the same pipeline, run and page must not delete that
+    /// dataset's files).
+    async fn delete_stale_parts(&self, data_keys: &[String]) -> Result<(), PersistError> {
+        let Ok(previous) = self.deps.store.get(&self.receipt_key).await else { return Ok(()) };
+        let Ok(previous) = serde_json::from_slice::<PageReceipt>(&previous) else { return Ok(()) };
+        let stem = format!("/{}", keys::page_stem(&self.message.pipeline, &self.run_id, self.page.index));
+        let own = |key: &&String| {
+            key.starts_with(&format!("{}/", self.dataset))
+                && key.rsplit_once('/').is_some_and(|(_, name)| format!("/{name}").starts_with(&stem))
+        };
+        for stale in previous.data_keys.iter().filter(own).filter(|k| !data_keys.contains(k)) {
+            tracing::info!(key = %stale, "deleting a part an earlier delivery of this page wrote");
+            self.deps.store.delete(stale).await?;
+        }
+        Ok(())
+    }
+
+    /// Step 7: the page receipt, recorded in the run's ledger, which completes
+    /// the run when this was its last page (coalescing its files, or
+    /// committing them to its Iceberg table).
+    ///
+    /// # Errors
+    /// Store failures; a completion that fails (permanent or transient, as
+    /// the coalescer or committer says).
+    async fn record_receipt(&self, output: &PageOutput, written: Written) -> Result<PageReceipt, PersistError> {
+        let receipt = PageReceipt {
+            pipeline: self.message.pipeline.clone(),
+            run_id: self.run_id.clone(),
+            run_date: self.run_date,
+            dataset: self.dataset.clone(),
+            page: self.page.index,
+            page_count: self.page.count,
+            records_in: output.records_in,
+            records_persisted: output.rows_written,
+            records_quarantined: output.quarantined(),
+            data_keys: written.data_keys,
+            quarantine_key: written.quarantine_key,
+            raw_key: self.raw_key.clone(),
+            schema: (output.rows_written > 0).then(|| format!("{:?}", output.arrow_schema.fields())),
+            table_commit: self.message.target.table_format == TableFormat::Iceberg,
+        };
+        let coalescer = RunCoalescer {
+            store: self.deps.store,
+            table_format: self.message.target.table_format,
+            tables: self.deps.tables,
+        };
+        ledger::RunLedger { store: self.deps.store, events: self.deps.run_events }
+            .record_page(&receipt, Some(&coalescer))
+            .await?;
+        Ok(receipt)
+    }
 }
 
 /// The page's payload, ready to convert, and its raw copy as kept.
@@ -209,51 +338,6 @@ pub(crate) struct KeptPage {
     pub raw_key: String,
 }
 
-/// Step 3: the payload (inline, or the claim check read into
-/// `temp_dir` after [`check_claim_key`]) and the raw page kept for replay:
-/// the claim-check payload copied beside it, and the load time (Request's
-/// `fetched_at`, or now) written into it so a replay writes the same rows.
-///
-/// # Errors
-/// [`PersistError::ClaimKey`] and [`PersistError::Claim`] (permanent);
-/// store failures.
-async fn keep_raw_page(
-    message: &PersistMessage,
-    page: &PageContext,
-    temp_dir: &Path,
-    deps: Deps<'_>,
-) -> Result<KeptPage, PersistError> {
-    let (source, format, raw) = match &message.payload {
-        Payload::Inline { records } => {
-            let bytes = Bytes::copy_from_slice(records.as_str().as_bytes());
-            (PageSource::Bytes(bytes), PayloadFormat::default(), message.clone())
-        }
-        Payload::Object { key, format } => {
-            check_claim_key(key, &message.pipeline, &page.raw_payload_key)?;
-            let local = temp_dir.join("payload");
-            deps.store.get_to_file(key, &local).await.map_err(|err| match err {
-                PortError::NotFound { .. } => PersistError::Claim {
-                    key: key.clone(),
-                    problem: "does not exist (expired or never written)".into(),
-                },
-                other => PersistError::Store(other),
-            })?;
-            if *key != page.raw_payload_key {
-                deps.store.put_file(&page.raw_payload_key, &local).await?;
-            }
-            let payload = Payload::Object { key: page.raw_payload_key.clone(), format: format.clone() };
-            (PageSource::File(local), format.clone(), PersistMessage { payload, ..message.clone() })
-        }
-    };
-    let fetched_at = message.fetched_at.unwrap_or_else(now_to_the_millisecond);
-    let raw = PersistMessage { fetched_at: Some(fetched_at), ..raw };
-    let lineage =
-        Lineage { run_id: page.run_id.to_string(), page: page.page.index, loaded_at_ms: fetched_at.timestamp_millis() };
-    let raw_bytes = serde_json::to_vec(&raw).map_err(|err| encode_error("encode raw page", &page.raw_key, &err))?;
-    deps.store.put(&page.raw_key, Bytes::from(raw_bytes)).await?;
-    Ok(KeptPage { source, format, raw, lineage, raw_key: page.raw_key.clone() })
-}
-
 /// Now, cut to the millisecond (the lineage column's unit), so the raw
 /// copy and the rows hold the same instant.
 fn now_to_the_millisecond() -> DateTime<Utc> {
@@ -261,105 +345,11 @@ fn now_to_the_millisecond() -> DateTime<Utc> {
     DateTime::from_timestamp_millis(now.timestamp_millis()).unwrap_or(now)
 }
 
-/// What [`write_outputs`] put in the lake.
+/// What [`PageContext::write_outputs`] put in the lake.
 struct Written {
     data_keys: Vec<String>,
     parquet_bytes: u64,
     quarantine_key: Option<String>,
-}
-
-/// Step 5: every Parquet part at its deterministic key, the parts an
-/// earlier delivery of this page wrote that this one did not deleted (so
-/// a redelivery never leaves duplicates), and the quarantine file.
-///
-/// # Errors
-/// Store failures (transient).
-async fn write_outputs(
-    message: &PersistMessage,
-    page: &PageContext,
-    output: &PageOutput,
-    deps: Deps<'_>,
-) -> Result<Written, PersistError> {
-    let key = page.key(&message.pipeline);
-    let mut data_keys = Vec::with_capacity(output.files.len());
-    let mut parquet_bytes = 0;
-    for file in &output.files {
-        let part = key.data_part(&file.partition, file.part);
-        deps.store.put_file(&part, &file.path).await?;
-        parquet_bytes += file.bytes;
-        data_keys.push(part);
-    }
-    delete_stale_parts(message, page, &data_keys, deps).await?;
-    let quarantine_key = match &output.quarantine {
-        None => None,
-        Some(quarantine) => {
-            let quarantine_key = key.quarantine();
-            deps.store.put_file(&quarantine_key, &quarantine.path).await?;
-            tracing::warn!(quarantined = quarantine.records, key = quarantine_key, reasons = ?quarantine.sample_reasons, "records quarantined");
-            Some(quarantine_key)
-        }
-    };
-    Ok(Written { data_keys, parquet_bytes, quarantine_key })
-}
-
-/// Deletes the parts the page's previous receipt lists that `data_keys`
-/// does not: only this page's own parts, in the same dataset folder with
-/// the same `<pipeline>-<run_id>-<page>` file stem (a receipt of another
-/// dataset fed by the same pipeline, run and page must not delete that
-/// dataset's files).
-async fn delete_stale_parts(
-    message: &PersistMessage,
-    page: &PageContext,
-    data_keys: &[String],
-    deps: Deps<'_>,
-) -> Result<(), PersistError> {
-    let Ok(previous) = deps.store.get(&page.receipt_key).await else { return Ok(()) };
-    let Ok(previous) = serde_json::from_slice::<PageReceipt>(&previous) else { return Ok(()) };
-    let stem = format!("/{}", keys::page_stem(&message.pipeline, &page.run_id, page.page.index));
-    let own = |key: &&String| {
-        key.starts_with(&format!("{}/", page.dataset))
-            && key.rsplit_once('/').is_some_and(|(_, name)| format!("/{name}").starts_with(&stem))
-    };
-    for stale in previous.data_keys.iter().filter(own).filter(|k| !data_keys.contains(k)) {
-        tracing::info!(key = %stale, "deleting a part an earlier delivery of this page wrote");
-        deps.store.delete(stale).await?;
-    }
-    Ok(())
-}
-
-/// Step 7: the page receipt, recorded in the run's ledger, which completes
-/// the run when this was its last page (coalescing its files, or
-/// committing them to its Iceberg table).
-///
-/// # Errors
-/// Store failures; a completion that fails (permanent or transient, as
-/// the coalescer or committer says).
-async fn record_receipt(
-    message: &PersistMessage,
-    page: &PageContext,
-    output: &PageOutput,
-    written: Written,
-    deps: Deps<'_>,
-) -> Result<PageReceipt, PersistError> {
-    let receipt = PageReceipt {
-        pipeline: message.pipeline.clone(),
-        run_id: page.run_id.clone(),
-        run_date: page.run_date,
-        dataset: page.dataset.clone(),
-        page: page.page.index,
-        page_count: page.page.count,
-        records_in: output.records_in,
-        records_persisted: output.rows_written,
-        records_quarantined: output.quarantined(),
-        data_keys: written.data_keys,
-        quarantine_key: written.quarantine_key,
-        raw_key: page.raw_key.clone(),
-        schema: (output.rows_written > 0).then(|| format!("{:?}", output.arrow_schema.fields())),
-        table_commit: message.target.table_format == TableFormat::Iceberg,
-    };
-    let coalescer = RunCoalescer { store: deps.store, table_format: message.target.table_format, tables: deps.tables };
-    ledger::RunLedger { store: deps.store, events: deps.run_events }.record_page(&receipt, Some(&coalescer)).await?;
-    Ok(receipt)
 }
 
 /// Step 8: the page's log line and EMF metrics (records persisted and

@@ -5,39 +5,45 @@
 //! pages sees none of the run; a completion racing another's claim waits.
 
 use std::collections::BTreeMap;
+use std::ops::Deref;
 use std::sync::Arc;
 
 use arrow_array::{Array, Date32Array, Int64Array, RecordBatch, StringArray};
 use chrono::NaiveDate;
-use futures::TryStreamExt;
 use iceberg::table::Table;
 
 use adapters::local::{Broker, DirStore};
-use contracts::{PageRef, Payload, PersistMessage, PersistTarget, RawRecords, RunId, TableFormat, V1};
+use contracts::{PersistMessage, PersistTarget, RunId, TableFormat};
 use persist::{Deps, PersistConfig, PersistError};
+use test_support::iceberg::{IcebergLake, scan, snapshot_summaries};
+use test_support::runs;
 use tributary_core::batch::RecordError;
 use tributary_core::ledger::PageReceipt;
 use tributary_core::ports::ObjectStore;
-use tributary_iceberg::{IcebergCommitter, PIPELINE_PROPERTY, RUN_ID_PROPERTY, local_committer, table_ident};
+use tributary_iceberg::{PIPELINE_PROPERTY, RUN_ID_PROPERTY, local_committer, table_ident};
 
 const PIPELINE: &str = "crm-customers";
 const DATASET: &str = "customers";
 
-/// A lake folder, its store and the committer over its local catalog.
+/// A lake with the local catalog ([`IcebergLake`]: its folder, store and
+/// committer, reached through `Deref`), and Persist's settings and queue.
 struct Lake {
-    _dir: tempfile::TempDir,
-    store: Arc<DirStore>,
-    committer: IcebergCommitter,
+    local: IcebergLake,
     config: PersistConfig,
     queue: Broker,
 }
 
+impl Deref for Lake {
+    type Target = IcebergLake;
+
+    fn deref(&self) -> &IcebergLake {
+        &self.local
+    }
+}
+
 impl Lake {
     async fn new() -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Arc::new(DirStore::new(dir.path()));
-        let committer = local_committer(dir.path(), store.clone()).await.expect("local catalog");
-        Self { _dir: dir, store, committer, config: PersistConfig::default(), queue: Broker::new() }
+        Self { local: IcebergLake::new().await, config: PersistConfig::default(), queue: Broker::new() }
     }
 
     fn deps(&self) -> Deps<'_> {
@@ -54,14 +60,7 @@ impl Lake {
     /// Records the run's page count, as the Orchestrator does before its
     /// pages are sent.
     async fn expect(&self, run: &str, pages: u64) {
-        let expected = tributary_core::ledger::Expected {
-            pipeline: PIPELINE.into(),
-            run_id: RunId::new(run).expect("run id"),
-            run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
-            pages,
-            truncated: None,
-        };
-        tributary_core::ledger::record_expected(self.store.as_ref(), &expected).await.expect("expected");
+        runs::expect_pages(self.store.as_ref(), PIPELINE, run, pages).await;
     }
 
     async fn persist(&self, message: PersistMessage) -> Result<PageReceipt, PersistError> {
@@ -79,52 +78,20 @@ impl Lake {
 }
 
 fn page(run: &str, index: u32, count: u32, records: &str) -> PersistMessage {
-    PersistMessage {
-        version: V1,
-        pipeline: PIPELINE.into(),
-        run_id: RunId::new(run).expect("run id"),
-        run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
-        page: PageRef { index, count },
-        target: PersistTarget { table_format: TableFormat::Iceberg, ..PersistTarget::new(DATASET) },
-        payload: Payload::Inline { records: RawRecords::from_text(records.to_string()).expect("JSON array") },
-        fetched_at: None,
-    }
+    let target = PersistTarget { table_format: TableFormat::Iceberg, ..PersistTarget::new(DATASET) };
+    runs::page(PIPELINE, target, run, index, count, records)
 }
 
 /// The table's snapshots as (run id, pipeline), oldest first.
 fn snapshot_runs(table: &Table) -> Vec<(String, String)> {
-    let mut snapshots: Vec<_> = table.metadata().snapshots().cloned().collect();
-    snapshots.sort_by_key(|s| s.sequence_number());
-    snapshots
+    snapshot_summaries(table)
         .iter()
-        .map(|s| {
-            let props = &s.summary().additional_properties;
-            (props[RUN_ID_PROPERTY].clone(), props[PIPELINE_PROPERTY].clone())
-        })
+        .map(|props| (props[RUN_ID_PROPERTY].clone(), props[PIPELINE_PROPERTY].clone()))
         .collect()
 }
 
 async fn rows(table: &Table) -> Vec<RecordBatch> {
-    rows_of(table, &["id", "name", "tier", "dt", lake_format::lineage::LINEAGE_RUN_ID]).await
-}
-
-/// Only top-level columns that are not structs: iceberg-rust 0.10.1's
-/// reader cannot read a file written before a struct gained a field
-/// (pyiceberg can, see tests/tests/it/iceberg.rs).
-async fn rows_of(table: &Table, columns: &[&str]) -> Vec<RecordBatch> {
-    let schema = table.metadata().current_schema();
-    let columns = columns.iter().filter(|c| schema.field_by_name(c).is_some());
-    table
-        .scan()
-        .select(columns.copied())
-        .build()
-        .expect("scan")
-        .to_arrow()
-        .await
-        .expect("arrow")
-        .try_collect()
-        .await
-        .expect("rows")
+    scan(table, &["id", "name", "tier", "dt", lake_format::lineage::LINEAGE_RUN_ID]).await
 }
 
 /// `(id, column)` of every row, sorted, the column read as text (null: None).
@@ -211,9 +178,9 @@ async fn value_partitions_stay_inside_the_table_whatever_the_value() {
     };
     lake.persist(message).await.expect("page");
     let table = lake.table().await.expect("committed");
-    let warehouse = lake._dir.path().join("_iceberg/warehouse/tributary/customers/data");
+    let warehouse = lake.dir.path().join("_iceberg/warehouse/tributary/customers/data");
     let mut files = Vec::new();
-    let mut stack = vec![lake._dir.path().to_path_buf()];
+    let mut stack = vec![lake.dir.path().to_path_buf()];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).expect("read dir").flatten() {
             let path = entry.path();
@@ -231,10 +198,10 @@ async fn value_partitions_stay_inside_the_table_whatever_the_value() {
         assert!(folder.starts_with("country=") && !folder.contains('/'), "{folder}");
     }
     assert!(
-        !lake._dir.path().join("escaped").exists() && !lake._dir.path().parent().expect("tmp").join("escaped").exists()
+        !lake.dir.path().join("escaped").exists() && !lake.dir.path().parent().expect("tmp").join("escaped").exists()
     );
     assert_eq!(
-        ids_with(&rows_of(&table, &["id", "country"]).await, "country"),
+        ids_with(&scan(&table, &["id", "country"]).await, "country"),
         [(1, Some("x/../../../../../../../../escaped".into())), (2, Some("..".into())), (3, Some("a/b".into()))],
         "the values as sent"
     );
@@ -291,7 +258,7 @@ impl ObjectStore for FlakyStore {
 async fn a_failed_commit_releases_its_claim_and_the_retry_commits() {
     let lake = Lake::new().await;
     let flaky = Arc::new(FlakyStore { inner: lake.store.clone(), failed: Default::default() });
-    let committer = local_committer(lake._dir.path(), flaky).await.expect("catalog");
+    let committer = local_committer(lake.dir.path(), flaky).await.expect("catalog");
     let deps = Deps { tables: Some(&committer), ..lake.deps() };
     lake.expect("r1", 1).await;
     let message = page("r1", 0, 1, r#"[{"id": 1, "name": "a"}]"#);

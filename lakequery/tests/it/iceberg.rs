@@ -6,36 +6,30 @@
 //! seen), the current schema (a column or a struct field a run predates is
 //! null), and partition columns shown as the Parquet form shows them.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use adapters::local::{Broker, DirStore};
-use chrono::NaiveDate;
-use contracts::{
-    Granularity, PageRef, Partitioning, Payload, PersistMessage, PersistTarget, RawRecords, RunId, TableFormat, V1,
-};
+use adapters::local::Broker;
+use contracts::{Granularity, Partitioning, PersistTarget, TableFormat};
 use lakequery::LakeEngine;
 use persist::{Deps, PersistConfig};
 use serde_json::{Map, Value, json};
+use test_support::iceberg::IcebergLake;
+use test_support::runs;
 use tokio::time::Instant;
 use tributary_core::ports::{Query, QueryEngine, QueryState};
-use tributary_iceberg::IcebergCommitter;
+use tributary_core::tables::TableCommitter;
 
-/// A lake folder with its store and the committer over its local catalog.
+/// A lake with the local catalog ([`IcebergLake`]), and Persist's settings
+/// and queue.
 struct Lake {
-    dir: tempfile::TempDir,
-    store: Arc<DirStore>,
-    committer: IcebergCommitter,
+    local: IcebergLake,
     config: PersistConfig,
     queue: Broker,
 }
 
 impl Lake {
     async fn new() -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Arc::new(DirStore::new(dir.path()));
-        let committer = tributary_iceberg::local_committer(dir.path(), store.clone()).await.expect("local catalog");
-        Self { dir, store, committer, config: PersistConfig::default(), queue: Broker::new() }
+        Self { local: IcebergLake::new().await, config: PersistConfig::default(), queue: Broker::new() }
     }
 
     /// Persists page `index` of `count` of `run` with `records`, into the
@@ -54,48 +48,27 @@ impl Lake {
             (TableFormat::Iceberg, format!("{dataset}-i"), dataset.to_string()),
             (TableFormat::Parquet, format!("{dataset}-p"), format!("{dataset}_parquet")),
         ] {
-            let run_id = RunId::new(run).expect("run id");
-            let run_date = NaiveDate::from_ymd_opt(2026, 11, 29).expect("date");
+            let store = self.local.store.as_ref();
             if index == 0 {
                 // The page count, as the Orchestrator records it first.
-                let expected = tributary_core::ledger::Expected {
-                    pipeline: pipeline.clone(),
-                    run_id: run_id.clone(),
-                    run_date,
-                    pages: u64::from(count),
-                    truncated: None,
-                };
-                tributary_core::ledger::record_expected(self.store.as_ref(), &expected).await.expect("expected");
+                runs::expect_pages(store, &pipeline, run, u64::from(count)).await;
             }
-            let message = PersistMessage {
-                version: V1,
-                pipeline,
-                run_id,
-                run_date,
-                page: PageRef { index, count },
-                target: PersistTarget {
-                    table_format: format,
-                    partition: partition.clone(),
-                    ..PersistTarget::new(name.as_str())
-                },
-                payload: Payload::Inline { records: RawRecords::from_text(records.to_string()).expect("JSON array") },
-                fetched_at: None,
+            let target = PersistTarget {
+                table_format: format,
+                partition: partition.clone(),
+                ..PersistTarget::new(name.as_str())
             };
-            let deps = Deps {
-                store: self.store.as_ref(),
-                queue: &self.queue,
-                run_events: None,
-                catalog: None,
-                tables: Some(&self.committer),
-                config: &self.config,
-            };
+            let message = runs::page(&pipeline, target, run, index, count, &records.to_string());
+            let tables = Some(&self.local.committer as &dyn TableCommitter);
+            let deps =
+                Deps { store, queue: &self.queue, run_events: None, catalog: None, tables, config: &self.config };
             persist::persist_page(message, deps).await.expect("persisted");
         }
     }
 
     /// The column names and rows of `sql`.
     async fn query(&self, sql: &str) -> (Vec<String>, Vec<Map<String, Value>>) {
-        query(self.dir.path(), sql).await
+        query(self.local.dir.path(), sql).await
     }
 
     async fn rows(&self, sql: &str) -> Value {
@@ -158,7 +131,7 @@ async fn an_iceberg_dataset_reads_as_its_committed_runs_with_the_current_schema(
     )
     .await;
     assert!(
-        std::fs::read_dir(lake.dir.path().join("customers")).is_ok_and(|mut entries| entries.next().is_some()),
+        std::fs::read_dir(lake.local.dir.path().join("customers")).is_ok_and(|mut entries| entries.next().is_some()),
         "r3's page is staged in the dataset folder"
     );
 
@@ -268,7 +241,7 @@ async fn a_first_run_in_flight_is_not_seen_before_its_commit() {
     let by_day = Partitioning::default();
     lake.persist("first", &by_day, "r1", 0, 2, &json!([{"id": 1}, {"id": 2}])).await;
     assert_eq!(lake.rows("SELECT count(*) AS n FROM first_parquet").await, json!([{"n": 2}]));
-    let engine = LakeEngine::new(lake.dir.path());
+    let engine = LakeEngine::new(lake.local.dir.path());
     let id = engine.start(&lake_query("SELECT count(*) AS n FROM first")).await.expect("start");
     let state = engine.wait(&id, Instant::now() + Duration::from_secs(5)).await.expect("wait");
     let QueryState::Failed { reason, .. } = state else { panic!("the staged pages were read: {state:?}") };

@@ -14,14 +14,13 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::sync::Arc;
 
-use arrow_array::{Array, Int64Array, RecordBatch, StringArray};
-use chrono::NaiveDate;
-use futures::TryStreamExt;
+use arrow_array::{Array, Int64Array, StringArray};
 use iceberg::table::Table;
 
 use adapters::aws::{GlueCatalog, S3Store, SqsSender, s3_client_with_path_style};
-use contracts::{PageRef, Payload, PersistMessage, PersistTarget, RawRecords, RunId, TableFormat, V1};
-use tributary_core::ledger::Expected;
+use contracts::{PersistMessage, PersistTarget, TableFormat};
+use test_support::iceberg::{scan, snapshot_summaries};
+use test_support::runs;
 use tributary_core::ports::ObjectStore;
 use tributary_e2e::emulator::reset_emulator;
 use tributary_e2e::readers::python;
@@ -34,44 +33,13 @@ const PIPELINE: &str = "crm-customers";
 const DATASET: &str = "customers";
 
 fn page(run: &str, index: u32, count: u32, records: &str) -> PersistMessage {
-    PersistMessage {
-        version: V1,
-        pipeline: PIPELINE.into(),
-        run_id: RunId::new(run).expect("run id"),
-        run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
-        page: PageRef { index, count },
-        target: PersistTarget { table_format: TableFormat::Iceberg, ..PersistTarget::new(DATASET) },
-        payload: Payload::Inline { records: RawRecords::from_text(records.to_string()).expect("JSON array") },
-        fetched_at: None,
-    }
-}
-
-async fn expect_pages(store: &dyn ObjectStore, run: &str, pages: u64) {
-    let expected = Expected {
-        pipeline: PIPELINE.into(),
-        run_id: RunId::new(run).expect("run id"),
-        run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
-        pages,
-        truncated: None,
-    };
-    tributary_core::ledger::record_expected(store, &expected).await.expect("expected");
+    let target = PersistTarget { table_format: TableFormat::Iceberg, ..PersistTarget::new(DATASET) };
+    runs::page(PIPELINE, target, run, index, count, records)
 }
 
 /// `(id, name, tier)` of every row (tier null: None), sorted by id.
 async fn rows(table: &Table) -> Vec<(i64, String, Option<String>)> {
-    let schema = table.metadata().current_schema();
-    let columns: Vec<&str> = ["id", "name", "tier"].into_iter().filter(|c| schema.field_by_name(c).is_some()).collect();
-    let batches: Vec<RecordBatch> = table
-        .scan()
-        .select(columns)
-        .build()
-        .expect("scan")
-        .to_arrow()
-        .await
-        .expect("arrow")
-        .try_collect()
-        .await
-        .expect("rows");
+    let batches = scan(table, &["id", "name", "tier"]).await;
     let mut out = Vec::new();
     for batch in &batches {
         let ids = batch.column_by_name("id").expect("id");
@@ -119,9 +87,7 @@ fn read_with_pyiceberg(endpoint: &str) -> serde_json::Value {
 
 /// The table's snapshots' run ids, oldest first.
 fn snapshot_runs(table: &Table) -> Vec<String> {
-    let mut snapshots: Vec<_> = table.metadata().snapshots().cloned().collect();
-    snapshots.sort_by_key(|s| s.sequence_number());
-    snapshots.iter().map(|s| s.summary().additional_properties[RUN_ID_PROPERTY].clone()).collect()
+    snapshot_summaries(table).iter().map(|props| props[RUN_ID_PROPERTY].clone()).collect()
 }
 
 #[tokio::test]
@@ -162,7 +128,7 @@ async fn persist_commits_each_run_to_a_glue_iceberg_table_on_s3() {
     };
 
     // Run 1: two pages, committed together when the second lands.
-    expect_pages(store.as_ref(), "r-1", 2).await;
+    runs::expect_pages(store.as_ref(), PIPELINE, "r-1", 2).await;
     persist::persist_page(page("r-1", 0, 2, r#"[{"id":1,"name":"ada"},{"id":2,"name":"bo"}]"#), deps)
         .await
         .expect("page 0");
@@ -211,7 +177,7 @@ async fn persist_commits_each_run_to_a_glue_iceberg_table_on_s3() {
     assert_eq!(rows(&table).await.len(), 3);
 
     // Run 2: a new field; the table gains the column, older rows read null.
-    expect_pages(store.as_ref(), "r-2", 1).await;
+    runs::expect_pages(store.as_ref(), PIPELINE, "r-2", 1).await;
     persist::persist_page(page("r-2", 0, 1, r#"[{"id":4,"name":"di","tier":"gold"}]"#), deps).await.expect("run 2");
     let table = committer.catalog().load_table(&ident).await.expect("the table");
     assert_eq!(snapshot_runs(&table), ["r-1", "r-2"]);

@@ -22,6 +22,7 @@ use contracts::{
     ResponseRules, StatusAction, V1,
 };
 use orchestrator::Deps;
+use test_support::queues::drain_json;
 
 /// A call policy with every field, and every field of its parts, away from
 /// its default.
@@ -89,22 +90,8 @@ fn spec(strategy: Value, url: &str) -> Value {
     serde_json::from_str(&text).expect("JSON")
 }
 
-fn drain(broker: &Broker, queue: &str) -> Vec<Value> {
-    let mut bodies = Vec::new();
-    loop {
-        let batch = broker.receive(queue, 10).expect("receive");
-        if batch.is_empty() {
-            return bodies;
-        }
-        for record in batch {
-            bodies.push(serde_json::from_str(record.body.as_deref().expect("body")).expect("JSON"));
-            broker.delete(queue, record.receipt_handle.as_deref().expect("receipt"));
-        }
-    }
-}
-
 fn requests(broker: &Broker) -> Vec<RequestMessage> {
-    drain(broker, "request").into_iter().map(|b| contracts::decode(b).expect("a RequestMessage")).collect()
+    drain_json(broker, "request").into_iter().map(|b| contracts::decode(b).expect("a RequestMessage")).collect()
 }
 
 fn assert_policy_survives(messages: &[RequestMessage], what: &str) {
@@ -155,7 +142,7 @@ async fn every_call_policy_field_reaches_every_planned_message() {
     // Athena-driven: the query, then one request per row.
     let athena = json!({"kind": "athena", "query": "SELECT id FROM customers", "database": "lake"});
     start(spec(athena, "https://api.vendor.example/customers/{id}/events"), deps).await;
-    let [query] = drain(&broker, "athena").try_into().expect("one query");
+    let [query] = drain_json(&broker, "athena").try_into().expect("one query");
     let query: QueryMessage = contracts::decode(query).expect("a QueryMessage");
     let row = QueryRow {
         version: V1,

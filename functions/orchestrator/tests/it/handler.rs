@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use adapters::local::{Broker, QueueConfig};
 use contracts::{self, Destination, PageRef, RequestMessage, RequestMode};
 use orchestrator::{Deps, OrchestratorConfig};
+use test_support::queues::drain_json;
 
 const SCHEDULER_EVENT: &str = include_str!("../../../../events/scheduler-event.json");
 const SCHEDULER_EVENT_STRING_DETAIL: &str = include_str!("../../../../events/scheduler-event-string-detail.json");
@@ -56,22 +57,12 @@ fn fixture(text: &str) -> Value {
     serde_json::from_str(text).expect("fixture is JSON")
 }
 
-/// Drains `queue` and decodes every body as a `RequestMessage`.
+/// Drains the request queue and decodes every body as a `RequestMessage`.
 fn drain_requests(broker: &Broker) -> Vec<RequestMessage> {
-    let mut messages = Vec::new();
-    loop {
-        let batch = broker.receive(REQUEST_QUEUE, 10).expect("receive");
-        if batch.is_empty() {
-            break;
-        }
-        for record in batch {
-            let body = record.body.as_deref().expect("body");
-            let value: Value = serde_json::from_str(body).expect("body is JSON");
-            messages.push(contracts::decode::<RequestMessage>(value).expect("a RequestMessage"));
-            broker.delete(REQUEST_QUEUE, record.receipt_handle.as_deref().expect("receipt"));
-        }
-    }
-    messages
+    drain_json(broker, REQUEST_QUEUE)
+        .into_iter()
+        .map(|value| contracts::decode::<RequestMessage>(value).expect("a RequestMessage"))
+        .collect()
 }
 
 fn query_of(message: &RequestMessage, name: &str) -> Option<String> {

@@ -148,22 +148,12 @@ impl Harness {
 
     /// Every message body on `queue`, as sent (text); the queue is left empty.
     pub fn drain_text(&self, queue: &str) -> Vec<String> {
-        let mut all = Vec::new();
-        loop {
-            let records = self.broker.receive(queue, 10).expect("receive");
-            if records.is_empty() {
-                return all;
-            }
-            for record in records {
-                all.push(record.body.clone().expect("body"));
-                self.broker.delete(queue, record.receipt_handle.as_deref().expect("receipt"));
-            }
-        }
+        test_support::queues::drain(&self.broker, queue)
     }
 
     /// Every message body on `queue`, as JSON; the queue is left empty.
     pub fn drain(&self, queue: &str) -> Vec<Value> {
-        self.drain_text(queue).iter().map(|body| serde_json::from_str(body).expect("JSON body")).collect()
+        test_support::queues::drain_json(&self.broker, queue)
     }
 }
 
