@@ -277,7 +277,7 @@ pub struct Plan {
 /// [`PortError`] from the store.
 pub async fn record_plan(store: &dyn ObjectStore, plan: &Plan) -> Result<(), PortError> {
     let key = keys::plan_key(&plan.pipeline, &plan.run_id);
-    store.put(&key, encode(&key, plan)?.into()).await
+    store.put(&key, encode(&key, plan)?).await
 }
 
 /// Whether the run was planned: its plan record, or for a run planned
