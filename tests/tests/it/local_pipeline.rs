@@ -294,7 +294,16 @@ async fn locally_each_spec_is_its_own_tenant() {
     runtime.broker().send_as("local:nobody").send("persist", vec![body]).await.expect("send");
     runtime.drain().await;
 
-    let reasons: Vec<String> = read_alerts(lake.path()).iter().filter_map(|alert| alert.reason.clone()).collect();
+    // Both are dead-lettered with their reasons, kept in the dead-letter archive.
+    let archive = lake.path().join("_dead_letters/persist-dlq");
+    let reasons: Vec<String> = std::fs::read_dir(&archive)
+        .expect("dead letters kept")
+        .map(|entry| std::fs::read_to_string(entry.expect("entry").path()).expect("read"))
+        .map(|text| serde_json::from_str::<tributary_core::dead_letters::DeadLetter>(&text).expect("archive entry"))
+        .filter_map(|letter| letter.reason)
+        .collect();
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert!(!read_alerts(lake.path()).is_empty(), "Notify alerted");
     assert!(reasons.iter().any(|r| r.contains("`pipeline` = orders: tenant rival does not own it")), "{reasons:?}");
     assert!(reasons.iter().any(|r| r.contains("sender not authenticated: SenderId local:nobody")), "{reasons:?}");
     assert_eq!(read_dataset(lake.path(), "orders").len(), before, "the victim's table is untouched");
