@@ -2,7 +2,8 @@
 //! `tests/`, the functions' and the CLI's integration tests): fake vendor
 //! APIs on a free loopback port ([`vendor`]), the lake read back as JSON
 //! rows ([`lake`]), a run's pages as Persist receives them ([`runs`]), the
-//! local broker's queues read out ([`queues`]), and with feature `iceberg`
+//! local broker's queues read out ([`queues`]), log lines captured in
+//! memory ([`logs`]), and with feature `iceberg`
 //! a directory lake with the local Iceberg catalog and its tables read back
 //! (`iceberg`).
 //!
@@ -11,6 +12,7 @@
 #[cfg(feature = "iceberg")]
 pub mod iceberg;
 pub mod lake;
+pub mod logs;
 pub mod queues;
 pub mod runs;
 pub mod vendor;

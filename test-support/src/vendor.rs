@@ -1,7 +1,8 @@
 //! Fake vendor APIs on 127.0.0.1: [`serve`] any router, [`serve_json`] a
 //! JSON body at `/records` (changeable between runs), and the paged `/items`
 //! vendor of [`start_vendor`] with the records it serves ([`record`],
-//! [`detail`]) and a spec for it ([`paged_spec`]).
+//! [`detail`]) and a spec for it ([`paged_spec`]), and a vendor that
+//! answers what it received ([`serve_echoes`]).
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -148,4 +149,101 @@ pub fn paged_spec(addr: SocketAddr, pipeline: &str, page_size: u32) -> contracts
         "version: 1\npipeline: {pipeline}\nstrategy: {{kind: paged, page_size: {page_size}, total_pointer: /meta/total}}\nrequest: {{url: 'http://{addr}/items', records_pointer: /results, allow: {{loopback: true}}}}\ntarget: {{dataset: {pipeline}}}\n"
     );
     contracts::spec::PipelineSpec::from_yaml(&text).expect("valid spec")
+}
+
+/// What an echoing vendor ([`serve_echoes`]) received.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Echo {
+    /// `GET`, `POST`.
+    pub method: String,
+    /// The path, as sent (percent-encoded).
+    pub path: String,
+    /// The query string, as sent, without `?`.
+    pub query: Option<String>,
+    /// Headers, names lower-case (values that are not text left out).
+    pub headers: std::collections::BTreeMap<String, String>,
+}
+
+impl Echo {
+    /// The credential the request carried: an `Authorization` header
+    /// without its scheme (`Bearer`, `Basic`), else an `x-api-key` header,
+    /// else the first query parameter named like a key (`api_key`, `key`,
+    /// `token`, `access_token`), decoded.
+    pub fn credential(&self) -> Option<String> {
+        if let Some(value) = self.headers.get("authorization") {
+            return Some(value.split_once(' ').map_or(value.as_str(), |(_, token)| token).to_string());
+        }
+        if let Some(key) = self.headers.get("x-api-key") {
+            return Some(key.clone());
+        }
+        let query = self.query.as_deref()?;
+        url::form_urlencoded::parse(query.as_bytes())
+            .find(|(name, _)| matches!(name.as_ref(), "api_key" | "key" | "token" | "access_token"))
+            .map(|(_, value)| value.into_owned())
+    }
+}
+
+/// An echoing vendor's answer: status, headers, body text.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EchoReply {
+    /// HTTP status.
+    pub status: u16,
+    /// Response headers (a `Location`, a `Link`, a `content-type`).
+    pub headers: Vec<(String, String)>,
+    /// The body, sent as is.
+    pub body: String,
+}
+
+impl EchoReply {
+    /// `status` with `body` as `application/json`.
+    pub fn json(status: u16, body: impl Into<String>) -> Self {
+        Self { status, headers: vec![("content-type".into(), "application/json".into())], body: body.into() }
+    }
+
+    /// This reply with header `name: value` added.
+    pub fn with_header(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.headers.push((name.to_string(), value.into()));
+        self
+    }
+}
+
+/// A vendor that answers every request (any method, any path) with
+/// `answer(echo)`, where `echo` is what it received ([`Echo`]): the way to
+/// play a vendor that echoes the request's credential in an error page, a
+/// body, a `Location` or a next link. Requests it received are kept in the
+/// returned log, in order.
+///
+/// # Panics
+/// As [`serve`]; a header `answer` gives that HTTP cannot carry fails the
+/// request with a 500.
+pub async fn serve_echoes<F>(answer: F) -> (SocketAddr, Arc<Mutex<Vec<Echo>>>)
+where
+    F: Fn(&Echo) -> EchoReply + Send + Sync + 'static,
+{
+    let log: Arc<Mutex<Vec<Echo>>> = Arc::default();
+    let state = (log.clone(), Arc::new(answer));
+    let router = Router::new().fallback(
+        |State((log, answer)): State<(Arc<Mutex<Vec<Echo>>>, Arc<F>)>, request: axum::extract::Request| async move {
+            let echo = Echo {
+                method: request.method().to_string(),
+                path: request.uri().path().to_string(),
+                query: request.uri().query().map(str::to_string),
+                headers: request
+                    .headers()
+                    .iter()
+                    .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+                    .collect(),
+            };
+            log.lock().expect("echo log").push(echo.clone());
+            let reply = answer(&echo);
+            let mut response = Response::builder().status(reply.status);
+            for (name, value) in &reply.headers {
+                response = response.header(name, value);
+            }
+            response
+                .body(axum::body::Body::from(reply.body))
+                .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+        },
+    );
+    (serve(router.with_state(state)).await, log)
 }

@@ -12,7 +12,7 @@
 //! for a fresh one once when the API answers 401.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use base64::Engine;
@@ -23,6 +23,7 @@ use tokio::time::Instant;
 use contracts::{Auth, HttpMethod};
 use tributary_core::ports::{HttpRequest, PortError, Secret};
 
+use crate::scrub::Scrubber;
 use crate::{Deps, RequestError};
 
 /// A cached token is dropped this long before it expires: 60 s, so a call
@@ -64,38 +65,28 @@ pub struct Credentials {
     /// Further texts never to show: the secret as stored (a basic
     /// `user:password`, its password alone, an OAuth client secret).
     pub hidden: Vec<Secret>,
+    /// [`Credentials::scrubber`], once built.
+    scrubber: OnceLock<Arc<Scrubber>>,
 }
 
 impl Credentials {
     /// `text` with every credential value replaced by `<redacted>`: the
     /// header or parameter value, an `Authorization` token without its
-    /// scheme, the stored secret ([`Credentials::hidden`]), each also
-    /// percent-encoded (as in a query string, `%XX` upper and lower case,
-    /// `+` for spaces) and base64-encoded. A vendor that echoes the request
-    /// in a body, an error page or a next link must not put it in our
-    /// errors, logs, dead letters or messages. Values shorter than 4
-    /// characters are left (they would redact ordinary words).
+    /// scheme, the stored secret ([`Credentials::hidden`]), and their
+    /// base64 forms, each in every spelling a vendor or we may give it
+    /// (JSON-escaped, `{:?}`-escaped, percent-encoded, stacked; see
+    /// [`crate::scrub`]). A vendor that echoes the request in a body, an
+    /// error page or a next link must not put it in our errors, logs,
+    /// dead letters or messages. Values shorter than 4 bytes are left
+    /// (they would redact ordinary words).
     pub fn scrub(&self, text: String) -> String {
-        let mut text = text;
-        for secret in self.texts() {
-            if secret.len() < 4 {
-                continue;
-            }
-            let form: String = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect();
-            let percent = form.replace('+', "%20");
-            let b64 = base64::engine::general_purpose::STANDARD.encode(secret.as_bytes());
-            for shown in [secret.to_string(), form.clone(), percent.clone(), b64] {
-                if text.contains(&shown) {
-                    text = text.replace(&shown, "<redacted>");
-                }
-            }
-            // Lower-case hex escapes of a mixed-case secret.
-            let lowered = lower_escapes(&percent);
-            if lowered != percent && text.contains(&lowered) {
-                text = text.replace(&lowered, "<redacted>");
-            }
-        }
-        text
+        self.scrubber().scrub(&text)
+    }
+
+    /// The [`Scrubber`] of these credentials, built on first use and kept
+    /// (it precomputes every spelling of every credential).
+    pub fn scrubber(&self) -> &Scrubber {
+        self.scrubber.get_or_init(|| Arc::new(Scrubber::new(self.texts())))
     }
 
     /// Every credential text, longest first (so a token is replaced before
@@ -157,10 +148,10 @@ pub async fn credentials(
     let secret = deps.secrets.get(auth.secret_id()).await.map_err(|err| secret_error(auth.secret_id(), err))?;
     Ok(match auth {
         Auth::ApiKey { header: Some(header), .. } => {
-            Credentials { header: Some((header.clone(), secret)), query: None, hidden: Vec::new() }
+            Credentials { header: Some((header.clone(), secret)), query: None, hidden: Vec::new(), scrubber: OnceLock::new() }
         }
         Auth::ApiKey { query_param: Some(param), .. } => {
-            Credentials { header: None, query: Some((param.clone(), secret)), hidden: Vec::new() }
+            Credentials { header: None, query: Some((param.clone(), secret)), hidden: Vec::new(), scrubber: OnceLock::new() }
         }
         Auth::ApiKey { .. } => {
             return Err(RequestError::Auth {
@@ -182,6 +173,7 @@ pub async fn credentials(
                 header: Some(("authorization".into(), Secret::new(format!("Basic {encoded}")))),
                 query: None,
                 hidden,
+                scrubber: OnceLock::new(),
             }
         }
         Auth::OAuth2ClientCredentials { token_url, client_id, scope, secret_id } => {
@@ -203,20 +195,8 @@ fn bearer(token: &Secret, hidden: Vec<Secret>) -> Credentials {
         header: Some(("authorization".into(), Secret::new(format!("Bearer {}", token.expose())))),
         query: None,
         hidden,
+        scrubber: OnceLock::new(),
     }
-}
-
-/// `text` with the hex digits of its `%XX` escapes in lower case.
-fn lower_escapes(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        out.push(c);
-        if c == '%' {
-            out.extend(chars.by_ref().take(2).map(|h| h.to_ascii_lowercase()));
-        }
-    }
-    out
 }
 
 /// POSTs the client credentials grant (client authenticated with HTTP Basic,

@@ -18,6 +18,7 @@ use tributary_core::ports::{HttpRequest, HttpResponse};
 use crate::auth::{self, Credentials};
 use crate::handler::excerpt;
 use crate::retry::{self, RetryPolicy, Wait};
+use crate::scrub;
 use crate::{Deps, MAX_REDIRECTS, RequestError};
 
 /// A successful (or `empty`-by-rule) response.
@@ -88,9 +89,9 @@ pub async fn fetch(
                 s.credentials = Some(fresh);
             }
             let (response, url) = follow_redirects(message, &request, &origin, &target, deps, &state).await?;
-            return classify(message, response, url, &target);
+            return classify(message, response, url, &target, &state);
         }
-        classify(message, response, url, &target)
+        classify(message, response, url, &target, &state)
     };
     // Nothing a vendor sent back (an error page, a Location) carries the
     // credentials into logs, retries' notices or the dead letter.
@@ -222,7 +223,12 @@ async fn follow_redirects(
         if url.scheme() == "https" && next.scheme() == "http" {
             return Err(RequestError::Refused { target: here, reason: "redirect from https to plain http".into() });
         }
-        tracing::info!(status = response.status, to = %redacted_url(&next), "following a redirect");
+        // The Location may hold the token in its path: logged scrubbed.
+        let shown = match state.lock().ok().and_then(|s| s.credentials.clone()) {
+            Some(credentials) => credentials.scrubber().url(&next),
+            None => redacted_url(&next),
+        };
+        tracing::info!(status = response.status, to = %shown, "following a redirect");
         // 303, and 301/302 after a POST, become a GET without body (RFC 9110 §15.4).
         if response.status == 303 || (matches!(response.status, 301 | 302) && request.method == HttpMethod::Post) {
             request.method = HttpMethod::Get;
@@ -251,12 +257,14 @@ fn clamp_timeout(timeout: Duration, deps: Deps<'_>, target: &str) -> Result<Dura
 
 /// Success, an `empty` page by rule, or a status error told retryable or
 /// not (5xx, 408, 429 and `retry` rules are retryable; `fail` rules and
-/// other codes are not).
+/// other codes are not), with an excerpt of the body scrubbed of the
+/// credentials of `state` before it is cut ([`excerpt`]).
 fn classify(
     message: &RequestMessage,
     response: HttpResponse,
     url: url::Url,
     target: &str,
+    state: &Mutex<Attempts>,
 ) -> Result<Fetched, RequestError> {
     let rules = &message.policy.response;
     let status = response.status;
@@ -287,10 +295,12 @@ fn classify(
     };
     let retry_after =
         response.headers.get("retry-after").and_then(|value| retry::parse_retry_after(value, SystemTime::now()));
+    let credentials = state.lock().ok().and_then(|s| s.credentials.clone());
+    let scrubber = credentials.as_ref().map_or(&scrub::NONE, Credentials::scrubber);
     Err(RequestError::Status {
         target: target.to_string(),
         status,
-        excerpt: excerpt(&response.body),
+        excerpt: excerpt(&response.body, scrubber),
         retryable,
         retry_after,
     })

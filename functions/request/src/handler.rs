@@ -20,6 +20,7 @@ use tributary_core::ports::{HttpRequest, PortError, TopicMessage};
 use crate::deps::{Deps, RequestConfig};
 use crate::error::RequestError;
 use crate::fetch::Fetched;
+use crate::scrub::{self, Scrubber};
 use crate::{auth, fetch, paging};
 
 /// What a handled message produced.
@@ -149,7 +150,8 @@ async fn answer(
     deps: Deps<'_>,
 ) -> Result<Outcome, RequestError> {
     fetched.response.body = normalize_body(&fetched.response);
-    let decision = decide(message, &fetched)?;
+    let scrubber = credentials.map_or(&scrub::NONE, auth::Credentials::scrubber);
+    let decision = decide(message, &fetched, scrubber)?;
     apply(message, decision, &fetched, credentials, deps).await
 }
 
@@ -181,10 +183,13 @@ struct PageAnswer {
 
 /// The [`Decision`] for `message`'s response.
 ///
+/// Any of the response's text an error quotes is scrubbed of the
+/// credentials (`scrubber`) before it is cut.
+///
 /// # Errors
 /// [`RequestError::NotJson`], a missing or non-array `records_pointer`, a
 /// missing or non-numeric total (permanent).
-fn decide(message: &RequestMessage, fetched: &Fetched) -> Result<Decision, RequestError> {
+fn decide(message: &RequestMessage, fetched: &Fetched, scrubber: &Scrubber) -> Result<Decision, RequestError> {
     let target = &fetched.target;
     let mut body: Value = if fetched.empty {
         Value::Null
@@ -192,13 +197,13 @@ fn decide(message: &RequestMessage, fetched: &Fetched) -> Result<Decision, Reque
         parse_body(&fetched.response.body).map_err(|err| RequestError::NotJson {
             target: target.clone(),
             error: err.to_string(),
-            excerpt: excerpt(&fetched.response.body),
+            excerpt: excerpt(&fetched.response.body, scrubber),
         })?
     };
     match &message.mode {
         RequestMode::Probe { total_pointer, total_header, .. } => Ok(Decision::Total(match total_header {
             _ if fetched.empty => 0,
-            Some(name) => header_total(&fetched.response.headers, name, target)?,
+            Some(name) => header_total(&fetched.response.headers, name, target, scrubber)?,
             None => read_total(&body, total_pointer, target)?,
         })),
         RequestMode::Records { records_pointer, next, planned_total, .. } => {
@@ -443,6 +448,14 @@ async fn continue_with(
 /// the run's scheme, host and port), or when its host is neither this one
 /// nor in `policy.allow.hosts`, or it goes from https to http, or its URL
 /// has user info.
+///
+/// A next link that still holds a credential after that, in any spelling
+/// ([`crate::scrub`]): in its path, inside another parameter, in a
+/// token, anywhere in the call, is refused (permanent), naming the field
+/// `next link`, where the credential is and the URL scrubbed: forwarded,
+/// it would travel in clear in the next page's SQS message, and from
+/// there to the dead-letter archive and the alert. Request cannot tell
+/// which part of it the vendor needs, so it does not guess a rewrite.
 fn safe_next(
     message: &RequestMessage,
     mut call: HttpCall,
@@ -492,7 +505,34 @@ fn safe_next(
         }
     }
     call.query.retain(|name, value| !drop_pair(name, value));
+    if let Some(credentials) = credentials {
+        refuse_credentials_in(&call, credentials.scrubber()).map_err(refuse)?;
+    }
     Ok(call)
+}
+
+/// `Err` with the reason when a next page's `call` holds a credential of
+/// `scrubber` anywhere (URL, query, headers, body), naming where.
+fn refuse_credentials_in(call: &HttpCall, scrubber: &Scrubber) -> Result<(), String> {
+    let place = scrubber.found_in_url(&call.url).or_else(|| {
+        call.query
+            .iter()
+            .find(|(name, value)| scrubber.contains(name) || scrubber.contains(value))
+            .map(|(name, _)| format!("query parameter `{}`", scrubber.scrub(name)))
+    });
+    let place = match place {
+        Some(place) => place,
+        // Headers and body come from the message; checked all the same,
+        // since the whole call travels in the next message.
+        None => match serde_json::to_string(call) {
+            Ok(text) if !scrubber.contains(&text) => return Ok(()),
+            _ => "the call".into(),
+        },
+    };
+    Err(format!(
+        "`next link` {} holds a credential in {place}: refused, since the next page's call would carry it in clear through the request queue, the dead-letter archive and alerts (Request adds the credential itself to each call)",
+        scrubber.url(&call.url)
+    ))
 }
 
 /// The page just fetched, as [`continue_with`] needs it.
@@ -572,16 +612,18 @@ fn take_records(body: &mut Value, pointer: Option<&str>, target: &str) -> Result
     }
 }
 
-/// The total in response header `name` (headers are lower-cased).
+/// The total in response header `name` (headers are lower-cased); a value
+/// that is not one is quoted scrubbed, then cut to 64 bytes.
 fn header_total(
     headers: &std::collections::BTreeMap<String, String>,
     name: &str,
     target: &str,
+    scrubber: &Scrubber,
 ) -> Result<u64, RequestError> {
     let problem = pointer_problem(target, "total_header", name);
     match headers.get(&name.to_ascii_lowercase()) {
         Some(value) => value.trim().parse().map_err(|_| {
-            problem(format!("holds {:?}, not a non-negative integer", value.chars().take(64).collect::<String>()))
+            problem(format!("holds {:?}, not a non-negative integer", scrubber.cut(value, 64)))
         }),
         None => Err(problem("is not in the response".into())),
     }
@@ -750,9 +792,13 @@ fn encode_error(err: &serde_json::Error) -> RequestError {
     }
 }
 
-/// The first 200 bytes of a body as text, cut on a character boundary.
-pub(crate) fn excerpt(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&body[..body.len().min(200)]);
-    let text = text.trim_end_matches('\u{FFFD}');
-    format!("{text:?}")
+/// Bytes of a body an error quotes: 200.
+pub(crate) const EXCERPT_BYTES: usize = 200;
+
+/// The first [`EXCERPT_BYTES`] of a body as quoted text (`{:?}`), safe to
+/// show: scrubbed of `scrubber`'s credentials first, then cut on a
+/// character boundary, then any credential fragment longer than 8
+/// characters left at its edges redacted ([`Scrubber::excerpt`]).
+pub(crate) fn excerpt(body: &[u8], scrubber: &Scrubber) -> String {
+    format!("{:?}", scrubber.excerpt(body, EXCERPT_BYTES))
 }

@@ -35,6 +35,7 @@ pub mod http;
 pub mod paging;
 pub mod rate;
 pub mod retry;
+pub mod scrub;
 pub mod ssrf;
 pub mod trust;
 

@@ -3,11 +3,9 @@
 //! alert that goes out by e-mail/SMS; the run's log lines carry pipeline,
 //! run_id, page and message_id.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use serde_json::{Value, json};
-use test_support::vendor::{VendorBehaviour, start_vendor};
+use test_support::logs::LogBuffer;
+use test_support::vendor::{EchoReply, VendorBehaviour, serve_echoes, start_vendor};
 use tributary::runtime::{LocalOptions, LocalRuntime, read_alerts};
 use tributary_core::ports::QueueSender;
 
@@ -16,33 +14,12 @@ const SECRET: &str = "s3cr3t-TOKEN-4f9a";
 /// secrets file: it must not reach a log line either.
 const AUTH_SECRET: &str = "Bearer-VALUE-77c1";
 
-/// Collects the log output in memory.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("log buffer").extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'w> tracing_subscriber::fmt::MakeWriter<'w> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'w self) -> Self::Writer {
-        self.clone()
-    }
-}
-
 #[tokio::test]
 async fn a_secret_never_reaches_a_log_line_or_an_alert() {
-    let logs = Captured::default();
+    let logs = LogBuffer::new();
     // The Lambda functions' JSON subscriber; a current-thread runtime keeps
     // every task on this thread, under this default.
-    let _guard = tracing::subscriber::set_default(tributary_core::telemetry::lambda_subscriber(logs.clone()));
+    let _guard = logs.capture();
 
     // Offset 0 answers a maintenance page that is not JSON: the request fails
     // on every receive and ends in the DLQ with an alert.
@@ -83,7 +60,7 @@ async fn a_secret_never_reaches_a_log_line_or_an_alert() {
         .expect("send");
     runtime.drain().await;
 
-    let text = String::from_utf8(logs.0.lock().expect("log buffer").clone()).expect("utf-8 logs");
+    let text = logs.text();
     let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).expect("JSON log line")).collect();
     assert!(lines.len() >= 5, "the failures were logged: {text}");
     assert!(!text.contains(SECRET), "a log line holds the secret:\n{text}");
@@ -110,4 +87,98 @@ async fn a_secret_never_reaches_a_log_line_or_an_alert() {
         assert!(!notify::sms_text(alert).contains(SECRET));
     }
     assert!(alerts.iter().any(|a| notify::email_text(a).contains("<redacted>")), "redacted, not dropped");
+}
+
+/// A token with characters escapings change (`/`, `+`).
+const ECHOED: &str = "atk/SECRET+slash/0c9d8e7f6a5b";
+
+/// `text` JSON-escaped as PHP's `json_encode` writes it (`/` as `\/`).
+fn php_json(text: &str) -> String {
+    let quoted = serde_json::to_string(text).expect("json");
+    quoted[1..quoted.len() - 1].replace('/', r"\/")
+}
+
+/// Every form of [`ECHOED`] a leak could take, and every fragment of one
+/// longer than 8 characters.
+fn leaks() -> Vec<String> {
+    use base64::Engine;
+    let percent: String = url::form_urlencoded::byte_serialize(ECHOED.as_bytes()).collect();
+    let forms = [
+        ECHOED.to_string(),
+        php_json(ECHOED),
+        format!("{:?}", php_json(ECHOED)).trim_matches('"').to_string(),
+        percent.clone(),
+        percent.to_lowercase().replace("secret", "SECRET"),
+        base64::engine::general_purpose::STANDARD.encode(ECHOED),
+    ];
+    forms
+        .iter()
+        .flat_map(|form| {
+            let chars: Vec<char> = form.chars().collect();
+            chars.windows(9).map(|w| w.iter().collect::<String>()).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// `tributary run` (the local runtime) against a vendor that echoes the
+/// bearer token: an error page with it across byte 200 and JSON-escaped,
+/// and a cursor run whose next link carries it in its path. The run's
+/// summary (what `tributary run` prints), the log lines, the alerts and
+/// the lake's `_dead_letters` archive hold no form of it, nor a fragment
+/// of one longer than 8 characters.
+#[tokio::test]
+async fn a_token_a_vendor_echoes_reaches_no_output_of_a_run() {
+    let logs = LogBuffer::new();
+    let _guard = logs.capture();
+    let (addr, _log) = serve_echoes(|echo| {
+        let token = echo.credential().unwrap_or_default();
+        match echo.path.as_str() {
+            "/error" => EchoReply::json(
+                403,
+                format!("{{\"error\": \"token {} refused\", \"pad\": \"{}\", \"raw\": \"{token}\"}}", php_json(&token), "x".repeat(120)),
+            ),
+            _ => EchoReply::json(200, json!({"data": [{"id": 1}]}).to_string())
+                .with_header("link", format!("</v1/{token}/events?page=2>; rel=\"next\"")),
+        }
+    })
+    .await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    std::fs::write(lake.path().join("_secrets.json"), json!({"vendor/token": ECHOED}).to_string()).expect("secrets");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let auth = "auth: {kind: bearer, secret_id: vendor/token}";
+    let specs = [
+        format!("version: 1\npipeline: echoed\nstrategy: {{kind: simple}}\nrequest: {{url: 'http://{addr}/error', records_pointer: /data, allow: {{loopback: true}}, {auth}}}\ntarget: {{dataset: echoed}}\n"),
+        format!("version: 1\npipeline: linked\nstrategy: {{kind: cursor, next: {{kind: link_header}}, max_pages: 5}}\nrequest: {{url: 'http://{addr}/events', records_pointer: /data, allow: {{loopback: true}}, {auth}}}\ntarget: {{dataset: linked}}\n"),
+    ];
+    let mut outputs = Vec::new();
+    for text in &specs {
+        let spec = contracts::spec::PipelineSpec::from_yaml(text).expect("valid spec");
+        let summary = runtime.run(&spec, chrono::Utc::now()).await.expect("run");
+        assert_eq!(summary.dead_letters(), 1, "refused at once: {summary}");
+        outputs.push(("the printed summary", summary.to_string()));
+    }
+    let alerts = read_alerts(lake.path());
+    assert_eq!(alerts.len(), 2, "{alerts:?}");
+    assert!(alerts.iter().any(|a| a.reason.as_deref().is_some_and(|r| r.contains("`next link`"))), "{alerts:?}");
+    for alert in &alerts {
+        outputs.push(("an alert", serde_json::to_string(alert).expect("alert JSON")));
+        outputs.push(("an alert e-mail", notify::email_text(alert)));
+    }
+    let archive = lake.path().join("_dead_letters/request-dlq");
+    let entries: Vec<_> = std::fs::read_dir(&archive).expect("dead letters archived").collect();
+    assert_eq!(entries.len(), 2);
+    for entry in entries {
+        let text = std::fs::read_to_string(entry.expect("entry").path()).expect("read");
+        assert!(text.contains("<redacted>"), "the reason is kept, redacted: {text}");
+        outputs.push(("the dead-letter archive", text));
+    }
+    let text = logs.text();
+    assert!(text.contains("dead-lettered"), "{text}");
+    outputs.push(("the logs", text));
+    let leaks = leaks();
+    for (what, text) in &outputs {
+        if let Some(leak) = leaks.iter().find(|leak| text.contains(leak.as_str())) {
+            panic!("{what} holds {leak:?}:\n{text}");
+        }
+    }
 }

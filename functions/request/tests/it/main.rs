@@ -8,5 +8,6 @@ mod handler;
 mod paging;
 mod retries;
 mod rules;
+mod scrub;
 mod tenants;
 mod trust;
