@@ -183,6 +183,9 @@ impl Echo {
     }
 }
 
+/// The requests a [`serve_echoes`] vendor received, in order.
+pub type EchoLog = Arc<Mutex<Vec<Echo>>>;
+
 /// An echoing vendor's answer: status, headers, body text.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EchoReply {
@@ -216,14 +219,14 @@ impl EchoReply {
 /// # Panics
 /// As [`serve`]; a header `answer` gives that HTTP cannot carry fails the
 /// request with a 500.
-pub async fn serve_echoes<F>(answer: F) -> (SocketAddr, Arc<Mutex<Vec<Echo>>>)
+pub async fn serve_echoes<F>(answer: F) -> (SocketAddr, EchoLog)
 where
     F: Fn(&Echo) -> EchoReply + Send + Sync + 'static,
 {
-    let log: Arc<Mutex<Vec<Echo>>> = Arc::default();
+    let log: EchoLog = Arc::default();
     let state = (log.clone(), Arc::new(answer));
     let router = Router::new().fallback(
-        |State((log, answer)): State<(Arc<Mutex<Vec<Echo>>>, Arc<F>)>, request: axum::extract::Request| async move {
+        |State((log, answer)): State<(EchoLog, Arc<F>)>, request: axum::extract::Request| async move {
             let echo = Echo {
                 method: request.method().to_string(),
                 path: request.uri().path().to_string(),
