@@ -793,10 +793,62 @@ fn check_query_names(query: &BTreeMap<String, String>, url: &url::Url) -> Result
     Ok(())
 }
 
+// Headers Request sets itself and never takes from a spec, a message or a
+// grant ([`refused_header`]), each with the reason:
+// - `host`: the URL's host is the only target (a `Host` of the sender's
+//   choosing would reach another site behind a shared ingress: domain
+//   fronting);
+// - hop-by-hop and framing headers (`connection`, `keep-alive`,
+//   `proxy-connection`, `te`, `trailer`, `transfer-encoding`, `upgrade`,
+//   `content-length`, `expect`; RFC 9110 §7.6.1, RFC 9112 §6): the HTTP
+//   client frames the message;
+// - headers that re-route or re-method a call behind a proxy or framework
+//   (`forwarded`, `x-forwarded-*`, `x-original-url`, `x-rewrite-url`,
+//   `x-http-method-override`, `x-http-method`, `x-method-override`):
+//   they would take a granted call to another path, host or method than
+//   the grant admits.
+const FRAMING_HEADERS: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+    "expect",
+];
+
+const REROUTING_HEADERS: &[&str] =
+    &["forwarded", "x-original-url", "x-rewrite-url", "x-http-method-override", "x-http-method", "x-method-override"];
+
+/// Why Request never takes header `name` from a spec, message or grant
+/// (`host`; hop-by-hop and framing headers; headers that re-route or
+/// re-method a call behind a proxy, `x-forwarded-*` among them), compared
+/// case-insensitively; `None`: it may be sent.
+pub fn refused_header(name: &str) -> Option<&'static str> {
+    let name = name.to_ascii_lowercase();
+    if name == "host" {
+        return Some(
+            "is set by Request from the URL's host (another Host would reach another site behind the same address)",
+        );
+    }
+    if name.starts_with("x-forwarded-") || REROUTING_HEADERS.contains(&name.as_str()) {
+        return Some("would re-route or re-method the call behind a proxy; the URL and method are the whole call");
+    }
+    if FRAMING_HEADERS.contains(&name.as_str()) {
+        return Some("is a hop-by-hop or framing header the HTTP client sets itself (RFC 9110 §7.6.1)");
+    }
+    None
+}
+
 fn check_header(name: &str, value: &str) -> Result<(), SpecError> {
     let field = format!("request.headers.{name}");
     if http::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
         return Err(invalid(&field, &format!("{name:?}"), "is not a valid HTTP header name"));
+    }
+    if let Some(why) = refused_header(name) {
+        return Err(invalid(&field, &format!("{name:?}"), why));
     }
     if is_credential_name(name) {
         return Err(invalid(
@@ -831,6 +883,9 @@ pub fn check_policy(policy: &CallPolicy) -> Result<(), SpecError> {
                             &format!("{header:?}"),
                             "is not a valid HTTP header name",
                         ));
+                    }
+                    if let Some(why) = refused_header(header) {
+                        return Err(invalid("request.auth.header", &format!("{header:?}"), why));
                     }
                 }
                 (None, Some(param)) if !param.trim().is_empty() => {}
@@ -1149,6 +1204,26 @@ target:
             "  total_pointer: /total\n  params: { style: offset_limit, offset_param: x, limit_param: x }",
         ));
         assert!(err.contains("strategy.params.limit_param") && err.contains("must differ"), "{err}");
+    }
+
+    #[test]
+    fn host_hop_by_hop_and_rerouting_headers_are_refused() {
+        let with =
+            |extra: &str| PAGED.replace("  records_pointer: /items", &format!("  records_pointer: /items\n{extra}"));
+        for (header, why) in [
+            ("Host", "URL's host"),
+            ("content-length", "hop-by-hop or framing"),
+            ("Transfer-Encoding", "hop-by-hop or framing"),
+            ("connection", "hop-by-hop or framing"),
+            ("X-Forwarded-Host", "re-route"),
+            ("X-HTTP-Method-Override", "re-method"),
+        ] {
+            let err = parse_err(&with(&format!("  headers: {{ {header}: x }}")));
+            assert!(err.contains(&format!("request.headers.{header}")) && err.contains(why), "{header}: {err}");
+        }
+        let err = parse_err(&with("  auth: { kind: api_key, secret_id: k, header: Host }"));
+        assert!(err.contains("request.auth.header") && err.contains("URL's host"), "{err}");
+        assert_eq!(refused_header("x-request-id"), None);
     }
 
     #[test]

@@ -147,12 +147,18 @@ pub async fn credentials(
 ) -> Result<Credentials, RequestError> {
     let secret = deps.secrets.get(auth.secret_id()).await.map_err(|err| secret_error(auth.secret_id(), err))?;
     Ok(match auth {
-        Auth::ApiKey { header: Some(header), .. } => {
-            Credentials { header: Some((header.clone(), secret)), query: None, hidden: Vec::new(), scrubber: OnceLock::new() }
-        }
-        Auth::ApiKey { query_param: Some(param), .. } => {
-            Credentials { header: None, query: Some((param.clone(), secret)), hidden: Vec::new(), scrubber: OnceLock::new() }
-        }
+        Auth::ApiKey { header: Some(header), .. } => Credentials {
+            header: Some((header.clone(), secret)),
+            query: None,
+            hidden: Vec::new(),
+            scrubber: OnceLock::new(),
+        },
+        Auth::ApiKey { query_param: Some(param), .. } => Credentials {
+            header: None,
+            query: Some((param.clone(), secret)),
+            hidden: Vec::new(),
+            scrubber: OnceLock::new(),
+        },
         Auth::ApiKey { .. } => {
             return Err(RequestError::Auth {
                 field: "policy.auth",

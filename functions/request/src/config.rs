@@ -91,7 +91,7 @@ const REPLY_DESTINATIONS: EnvVar = EnvVar::required(
 const SECRET_GRANTS: EnvVar = EnvVar::optional(
     "SECRET_GRANTS",
     "no secrets",
-    "JSON: the secrets messages may name, and the hosts and pipelines each may go to",
+    "JSON: the secrets messages may name, and for each the whole call it may ride on (hosts, schemes, ports, methods, path prefixes, API key placement, OAuth token URL, pipelines)",
 );
 const ALLOW_LOOPBACK: EnvVar =
     EnvVar::flag("ALLOW_LOOPBACK", false, "whether a message's `allow` may open loopback addresses");
@@ -207,7 +207,7 @@ fn trust_from_env(env: &LambdaEnv) -> Result<Trust, EnvError> {
         Some(text) => trust::parse_grants(&text).map_err(|_| EnvError::Malformed {
             name: SECRET_GRANTS.name.into(),
             value: text.clone(),
-            expected: "a JSON object of secret id to {\"hosts\": [..], \"pipelines\": [..]} (docs/request.md, Trust model)",
+            expected: "a JSON object of secret id to a grant {\"hosts\": [..], \"pipelines\": [..], \"schemes\", \"ports\", \"methods\", \"path_prefixes\", \"api_key\", \"token_url\"} or an array of grants (docs/request.md, Trust model)",
         })?,
     };
     Ok(Trust {
@@ -274,7 +274,10 @@ mod tests {
         ]))
         .expect("trust");
         let trust = &config.handler.trust;
-        assert_eq!(trust.secrets.as_ref().map(|s| s["tributary/a"].hosts.clone()), Some(vec!["api.a.com".to_string()]));
+        assert_eq!(
+            trust.secrets.as_ref().map(|s| s["tributary/a"][0].hosts.clone()),
+            Some(vec!["api.a.com".to_string()])
+        );
         assert_eq!(trust.networks, NetworkAccess { loopback: false, private: true });
         assert_eq!(config.handler.own_queue.as_deref(), Some("https://sqs/request"));
         let err =

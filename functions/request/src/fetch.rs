@@ -165,7 +165,8 @@ fn base_for_token(request: &HttpRequest) -> HttpRequest {
 /// adapter then checks its addresses). Credentials go only to the
 /// message's own origin: the same scheme, host and port (RFC 6454), so a
 /// redirect to another host, or to another port of the same host, gets
-/// none. A redirect from https to http, to another scheme, or to a
+/// none; nor does a hop the secret's grant does not admit (a path outside
+/// its `path_prefixes`). A redirect from https to http, to another scheme, or to a
 /// Location with user info is refused.
 async fn follow_redirects(
     message: &RequestMessage,
@@ -191,6 +192,7 @@ async fn follow_redirects(
         let mut call = request.clone();
         call.timeout = clamp_timeout(call.timeout, deps, target)?;
         if url.origin() == first.url.origin()
+            && granted(message, &call, deps)
             && let Ok(s) = state.lock()
             && let Some(credentials) = &s.credentials
         {
@@ -237,6 +239,15 @@ async fn follow_redirects(
         request.url = next;
     }
     Err(RequestError::Refused { target: target.to_string(), reason: format!("more than {MAX_REDIRECTS} redirects") })
+}
+
+/// Whether the deployment's grant of the message's secret admits this hop
+/// (its method and path: a redirect to a path outside the grant's
+/// prefixes goes without the credentials).
+fn granted(message: &RequestMessage, call: &HttpRequest, deps: Deps<'_>) -> bool {
+    let Some(auth) = &message.policy.auth else { return true };
+    let hop = crate::trust::Call { pipeline: &message.pipeline, method: call.method, url: &call.url, auth };
+    deps.config.trust.admits(&hop)
 }
 
 /// The call's time-out within the invocation: at most the time left before

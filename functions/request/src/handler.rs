@@ -319,6 +319,11 @@ fn check_message(message: &RequestMessage) -> Result<(), RequestError> {
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
         return Err(refuse("http.url", &contracts::redacted_url(url), "must be an http or https URL with a host"));
     }
+    if let Some((name, why)) =
+        message.http.headers.keys().find_map(|name| contracts::spec::refused_header(name).map(|why| (name, why)))
+    {
+        return Err(refuse("http.headers", &format!("{name:?}"), why));
+    }
     let credential_query =
         url.query_pairs().map(|(k, _)| k.into_owned()).find(|k| contracts::spec::is_credential_name(k));
     for (field, name) in message
@@ -622,9 +627,10 @@ fn header_total(
 ) -> Result<u64, RequestError> {
     let problem = pointer_problem(target, "total_header", name);
     match headers.get(&name.to_ascii_lowercase()) {
-        Some(value) => value.trim().parse().map_err(|_| {
-            problem(format!("holds {:?}, not a non-negative integer", scrubber.cut(value, 64)))
-        }),
+        Some(value) => value
+            .trim()
+            .parse()
+            .map_err(|_| problem(format!("holds {:?}, not a non-negative integer", scrubber.cut(value, 64)))),
         None => Err(problem("is not in the response".into())),
     }
 }

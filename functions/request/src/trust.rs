@@ -5,9 +5,11 @@
 //! Anyone allowed to send to its queue could otherwise name any secret, any
 //! URL, open loopback and private ranges, and pick where the answer goes.
 //! So the deployment says ([`Trust`]):
-//! - which secrets messages may name, which hosts each may be sent to
-//!   (the call's host and the OAuth `token_url`'s host), and optionally
-//!   which pipelines may use it ([`SecretGrant`]);
+//! - which secrets messages may name, and for each the whole call it may
+//!   ride on ([`SecretGrant`]): scheme (https unless granted), host, port,
+//!   method, path prefix, where the secret goes (the header or query
+//!   parameter of an API key, the exact OAuth `token_url`), and optionally
+//!   which pipelines may use it;
 //! - the most `policy.allow.loopback` / `policy.allow.private` may open
 //!   (on AWS both are off unless the stack says so);
 //! - the queues and topics `reply_to` and a cursor run's `next.queue` may
@@ -15,29 +17,162 @@
 //!
 //! A message asking for more is refused before any call, naming the field
 //! and the deployment setting to change (a permanent failure: it goes to
-//! the DLQ with its reason). See docs/request.md, "Trust model".
+//! the DLQ with its reason). A redirect that leaves the grant (another
+//! origin, or a path outside its prefixes) is followed without the
+//! credentials. See docs/request.md, "Trust model".
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
-use contracts::{Auth, Destination, RequestMessage, RequestMode};
+use contracts::{Auth, Destination, HttpMethod, RequestMessage, RequestMode};
 use tributary_core::ports::NetworkAccess;
 
-/// Where one secret may be used.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+/// Where a grant lets an API key go: fixed by the deployment, never by the
+/// message (`{"header": "x-api-key"}` or `{"query_param": "api_key"}`).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum KeyPlacement {
+    /// The request header carrying the key (compared case-insensitively).
+    Header(String),
+    /// The query parameter carrying the key (compared exactly).
+    QueryParam(String),
+}
+
+impl KeyPlacement {
+    /// The placement an `api_key` auth asks for, if it is an API key.
+    fn of(auth: &Auth) -> Option<KeyPlacement> {
+        match auth {
+            Auth::ApiKey { header: Some(header), .. } => Some(KeyPlacement::Header(header.clone())),
+            Auth::ApiKey { query_param: Some(param), .. } => Some(KeyPlacement::QueryParam(param.clone())),
+            _ => None,
+        }
+    }
+
+    fn matches(&self, asked: &KeyPlacement) -> bool {
+        match (self, asked) {
+            (KeyPlacement::Header(granted), KeyPlacement::Header(asked)) => granted.eq_ignore_ascii_case(asked),
+            (KeyPlacement::QueryParam(granted), KeyPlacement::QueryParam(asked)) => granted == asked,
+            _ => false,
+        }
+    }
+
+    fn field(&self) -> &'static str {
+        match self {
+            KeyPlacement::Header(_) => "policy.auth.header",
+            KeyPlacement::QueryParam(_) => "policy.auth.query_param",
+        }
+    }
+}
+
+impl std::fmt::Display for KeyPlacement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KeyPlacement::Header(name) => write!(f, "header {name:?}"),
+            KeyPlacement::QueryParam(name) => write!(f, "query parameter {name:?}"),
+        }
+    }
+}
+
+/// The whole call one secret may ride on (`SECRET_GRANTS.<secret id>`).
+///
+/// A call uses the secret only when every part matches: its pipeline, its
+/// URL's scheme, host, port and path, its method, and where the secret
+/// goes. Defaults are the narrow ones: `https` on port 443, `GET`, any
+/// path, any pipeline.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SecretGrant {
     /// Hosts the secret may be sent to: exact names, or `*.example.com` for
     /// any subdomain (not the domain itself); names compare
-    /// case-insensitively. Holds the OAuth `token_url`'s host too.
+    /// case-insensitively.
     pub hosts: Vec<String>,
     /// Pipelines whose messages may name it; empty: any pipeline.
     #[serde(default)]
     pub pipelines: Vec<String>,
+    /// URL schemes the secret may travel over; default `["https"]`. Plain
+    /// `http` only where the grant lists it (a vendor on loopback or
+    /// inside a VPC), since anyone on the path reads it there.
+    #[serde(default = "SecretGrant::https_only")]
+    pub schemes: Vec<String>,
+    /// Ports; empty (the default): each scheme's own (443, 80).
+    #[serde(default)]
+    pub ports: Vec<u16>,
+    /// Methods; default `["GET"]`.
+    #[serde(default = "SecretGrant::get_only")]
+    pub methods: Vec<HttpMethod>,
+    /// Path prefixes the call's path must start with, on a `/` boundary
+    /// (`/v2/reports` admits `/v2/reports` and `/v2/reports/daily`, not
+    /// `/v2/reports-admin`); default `["/"]`: any path. A path with an
+    /// encoded `/`, `\` or `.` (`%2F`, `%5C`, `%2E`) is refused under a
+    /// narrower prefix, since a server may decode it into another path.
+    #[serde(default = "SecretGrant::any_path")]
+    pub path_prefixes: Vec<String>,
+    /// For an `api_key` secret: the header or query parameter the key goes
+    /// in. Required for such a secret: a message may not choose it (a
+    /// `referer` header or a `q` parameter would hand the key to logs and
+    /// analytics of the vendor and of everything in between).
+    #[serde(default)]
+    pub api_key: Option<KeyPlacement>,
+    /// For an `oauth2_client_credentials` secret: the exact token endpoint
+    /// the client secret may be sent to. Required for such a secret.
+    #[serde(default)]
+    pub token_url: Option<url::Url>,
+}
+
+impl Default for SecretGrant {
+    /// No host; `https` on its default port, `GET`, any path, any pipeline.
+    fn default() -> Self {
+        Self {
+            hosts: Vec::new(),
+            pipelines: Vec::new(),
+            schemes: Self::https_only(),
+            ports: Vec::new(),
+            methods: Self::get_only(),
+            path_prefixes: Self::any_path(),
+            api_key: None,
+            token_url: None,
+        }
+    }
+}
+
+/// One call as a grant sees it: a message's, or a redirect hop of it.
+#[derive(Clone, Copy, Debug)]
+pub struct Call<'a> {
+    /// The message's pipeline.
+    pub pipeline: &'a str,
+    /// The method of this hop.
+    pub method: HttpMethod,
+    /// The URL of this hop (query included).
+    pub url: &'a url::Url,
+    /// The message's auth.
+    pub auth: &'a Auth,
 }
 
 impl SecretGrant {
+    fn https_only() -> Vec<String> {
+        vec!["https".into()]
+    }
+
+    fn get_only() -> Vec<HttpMethod> {
+        vec![HttpMethod::Get]
+    }
+
+    fn any_path() -> Vec<String> {
+        vec!["/".into()]
+    }
+
+    /// A grant of `url`'s origin (its scheme, host and port), any path,
+    /// `GET`: the shape of a local or test grant for a vendor on loopback.
+    pub fn origin_of(url: &url::Url) -> Self {
+        Self {
+            hosts: url.host_str().map(String::from).into_iter().collect(),
+            schemes: vec![url.scheme().to_string()],
+            ports: url.port_or_known_default().into_iter().collect(),
+            ..Self::default()
+        }
+    }
+
     fn allows_host(&self, host: &str) -> bool {
         let host = host.trim_end_matches('.').to_ascii_lowercase();
         self.hosts.iter().any(|allowed| {
@@ -48,16 +183,137 @@ impl SecretGrant {
             }
         })
     }
+
+    fn allows_port(&self, url: &url::Url) -> bool {
+        let port = url.port_or_known_default();
+        if self.ports.is_empty() {
+            let default = match url.scheme() {
+                "https" => 443,
+                "http" => 80,
+                _ => return false,
+            };
+            return port == Some(default);
+        }
+        port.is_some_and(|port| self.ports.contains(&port))
+    }
+
+    fn allows_path(&self, path: &str) -> bool {
+        self.path_prefixes.iter().any(|prefix| {
+            if prefix == "/" {
+                return true;
+            }
+            let lowered = path.to_ascii_lowercase();
+            if ["%2f", "%5c", "%2e"].iter().any(|encoded| lowered.contains(encoded)) || path.contains('\\') {
+                return false;
+            }
+            let prefix = prefix.trim_end_matches('/');
+            path == prefix || path.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('/'))
+        })
+    }
+
+    /// Why `call` may not use this grant of `secret_id`, naming the first
+    /// field that asks for more, with how far the call matched (0: not its
+    /// pipeline .. 6: all but where the secret goes); `None`: it may.
+    fn refusal(&self, secret_id: &str, call: &Call<'_>) -> Option<(u8, Untrusted)> {
+        let refuse = |stage: u8, field: &'static str, value: String, what: String| {
+            Some((stage, Untrusted { field, value, reason: format!("secret {secret_id:?} {what} (SECRET_GRANTS)") }))
+        };
+        let url = call.url;
+        if !self.pipelines.is_empty() && !self.pipelines.iter().any(|p| p == call.pipeline) {
+            let only = self.pipelines.join(", ");
+            return Some((
+                0,
+                Untrusted {
+                    field: "pipeline",
+                    value: format!("{:?}", call.pipeline),
+                    reason: format!("may not use secret {secret_id:?}: SECRET_GRANTS gives it to {only} only"),
+                },
+            ));
+        }
+        if !self.schemes.iter().any(|s| s.eq_ignore_ascii_case(url.scheme())) {
+            let what = format!(
+                "may travel over {} only (`schemes`; plain http only where the grant lists it)",
+                self.schemes.join(", ")
+            );
+            return refuse(1, "http.url", format!("{}:", url.scheme()), what);
+        }
+        let host = url.host_str().unwrap_or_default();
+        if !self.allows_host(host) {
+            return refuse(2, "http.url", host.to_string(), format!("may be sent only to {}", hosts_list(&self.hosts)));
+        }
+        if !self.allows_port(url) {
+            let port = url.port_or_known_default().map_or_else(|| "none".into(), |p| p.to_string());
+            let ports = if self.ports.is_empty() {
+                "the scheme's default port".to_string()
+            } else {
+                self.ports.iter().map(u16::to_string).collect::<Vec<_>>().join(", ")
+            };
+            return refuse(
+                3,
+                "http.url",
+                format!("port {port}"),
+                format!("may be sent to port {ports} only (`ports`)"),
+            );
+        }
+        if !self.methods.contains(&call.method) {
+            let methods = self.methods.iter().map(HttpMethod::to_string).collect::<Vec<_>>().join(", ");
+            return refuse(
+                4,
+                "http.method",
+                call.method.to_string(),
+                format!("may ride on {methods} only (`methods`)"),
+            );
+        }
+        if !self.allows_path(url.path()) {
+            let what = format!("may be sent under {} only (`path_prefixes`)", self.path_prefixes.join(", "));
+            return refuse(5, "http.url", format!("path {:?}", url.path()), what);
+        }
+        self.placement_refusal(secret_id, call.auth).map(|untrusted| (6, untrusted))
+    }
+
+    /// An API key's header or parameter, an OAuth token endpoint: the
+    /// grant's, never the message's choice.
+    fn placement_refusal(&self, secret_id: &str, auth: &Auth) -> Option<Untrusted> {
+        if let Some(asked) = KeyPlacement::of(auth) {
+            let granted = match &self.api_key {
+                Some(granted) if granted.matches(&asked) => return None,
+                Some(granted) => granted.to_string(),
+                None => {
+                    "nowhere: the grant names no `api_key` placement ({\"header\": …} or {\"query_param\": …})".into()
+                }
+            };
+            return Some(Untrusted {
+                field: asked.field(),
+                value: asked.to_string(),
+                reason: format!("secret {secret_id:?} may go in {granted} only (SECRET_GRANTS)"),
+            });
+        }
+        if let Auth::OAuth2ClientCredentials { token_url, .. } = auth {
+            let granted = match &self.token_url {
+                Some(granted) if granted == token_url => return None,
+                Some(granted) => contracts::redacted_url(granted),
+                None => "no token endpoint: the grant names no `token_url`".into(),
+            };
+            return Some(Untrusted {
+                field: "policy.auth.token_url",
+                value: contracts::redacted_url(token_url),
+                reason: format!("secret {secret_id:?} may be sent to {granted} only (SECRET_GRANTS)"),
+            });
+        }
+        None
+    }
 }
 
 /// What messages may use, from the deployment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Trust {
-    /// Secrets messages may name, by secret id (`SECRET_GRANTS`, a JSON
-    /// object `{"<secret id>": {"hosts": [..], "pipelines": [..]}}`).
-    /// `None`: any secret to any host, for a deployment with a single
-    /// sender (the local runtime grants each spec's own secrets instead).
-    pub secrets: Option<BTreeMap<String, SecretGrant>>,
+    /// Secrets messages may name, by secret id, each with the calls it may
+    /// ride on (`SECRET_GRANTS`, a JSON object `{"<secret id>": grant}` or
+    /// `{"<secret id>": [grant, ..]}`: a call may use the secret when one
+    /// of its grants admits it). `None`: any secret on any call, for a
+    /// deployment with a single sender (the local runtime grants each
+    /// spec's own secrets instead).
+    pub secrets: Option<BTreeMap<String, Vec<SecretGrant>>>,
     /// The most a message's `policy.allow` may open (`ALLOW_LOOPBACK`,
     /// `ALLOW_PRIVATE_NETWORKS`, both default false).
     pub networks: NetworkAccess,
@@ -95,35 +351,35 @@ impl Trust {
         Self { secrets: None, networks: NetworkAccess { loopback: true, private: true }, destinations: None }
     }
 
-    /// Grants `secret_id` to `grant`'s hosts (merging with an earlier grant
-    /// of the same secret).
+    /// Adds `grant` to the calls `secret_id` may ride on (an earlier grant
+    /// of the same secret stays: either admits a call).
     pub fn grant(&mut self, secret_id: &str, grant: SecretGrant) {
         if let Some(secrets) = &mut self.secrets {
-            let entry = secrets.entry(secret_id.to_string()).or_default();
-            for host in grant.hosts {
-                if !entry.hosts.contains(&host) {
-                    entry.hosts.push(host);
-                }
-            }
-            for pipeline in grant.pipelines {
-                if !entry.pipelines.contains(&pipeline) {
-                    entry.pipelines.push(pipeline);
-                }
+            let grants = secrets.entry(secret_id.to_string()).or_default();
+            if !grants.contains(&grant) {
+                grants.push(grant);
             }
         }
     }
 
-    /// Grants `spec`'s own secret to `spec`'s own hosts (its URL's host and
-    /// an OAuth `token_url`'s host) for `spec`'s pipeline only: how the
-    /// local runtime, where whoever runs the specs is the deployment, builds
-    /// its grants.
+    /// Grants `spec`'s own secret to `spec`'s own calls, for `spec`'s
+    /// pipeline only: its URL's origin (scheme, host, port), any path on
+    /// it (a next link may change the path), its method, its API key's
+    /// placement or its exact OAuth `token_url`. How the local runtime,
+    /// where whoever runs the specs is the deployment, builds its grants.
     pub fn grant_spec(&mut self, spec: &contracts::spec::PipelineSpec) {
         let Some(auth) = &spec.request.policy.auth else { return };
-        let mut hosts: Vec<String> = spec.request.url.host_str().map(String::from).into_iter().collect();
-        if let Auth::OAuth2ClientCredentials { token_url, .. } = auth {
-            hosts.extend(token_url.host_str().map(String::from));
-        }
-        self.grant(auth.secret_id(), SecretGrant { hosts, pipelines: vec![spec.pipeline.clone()] });
+        let grant = SecretGrant {
+            pipelines: vec![spec.pipeline.clone()],
+            methods: vec![spec.request.method],
+            api_key: KeyPlacement::of(auth),
+            token_url: match auth {
+                Auth::OAuth2ClientCredentials { token_url, .. } => Some(token_url.clone()),
+                _ => None,
+            },
+            ..SecretGrant::origin_of(&spec.request.url)
+        };
+        self.grant(auth.secret_id(), grant);
     }
 
     /// Checks what `message` asks for against the grants.
@@ -131,8 +387,9 @@ impl Trust {
     /// # Errors
     /// [`Untrusted`] naming the first field that asks for more: a
     /// `reply_to` or `next.queue` not among the destinations, an allowance
-    /// past `networks`, a secret not granted, granted to other pipelines,
-    /// or not to the call's (or `token_url`'s) host.
+    /// past `networks`, a secret not granted, or granted to other
+    /// pipelines, schemes, hosts, ports, methods, paths, key placements or
+    /// token endpoints than the message's.
     pub fn check(&self, message: &RequestMessage) -> Result<(), Untrusted> {
         self.check_destination("reply_to", &message.reply_to)?;
         if let RequestMode::Records { next: Some(next), .. } = &message.mode {
@@ -154,40 +411,38 @@ impl Trust {
                 });
             }
         }
-        let (Some(auth), Some(secrets)) = (&message.policy.auth, &self.secrets) else { return Ok(()) };
-        let secret_id = auth.secret_id();
-        let Some(grant) = secrets.get(secret_id) else {
-            return Err(Untrusted {
-                field: "policy.auth.secret_id",
-                value: format!("{secret_id:?}"),
-                reason: "is not granted to messages by this deployment (SECRET_GRANTS lists the secrets messages may use and the hosts each may go to)".into(),
-            });
-        };
-        if !grant.pipelines.is_empty() && !grant.pipelines.iter().any(|p| p == &message.pipeline) {
-            return Err(Untrusted {
-                field: "pipeline",
-                value: format!("{:?}", message.pipeline),
-                reason: format!(
-                    "may not use secret {secret_id:?}: SECRET_GRANTS gives it to {} only",
-                    grant.pipelines.join(", ")
-                ),
-            });
+        let Some(auth) = &message.policy.auth else { return Ok(()) };
+        let call = Call { pipeline: &message.pipeline, method: message.http.method, url: &message.http.url, auth };
+        self.check_call(&call)
+    }
+
+    /// Whether the credentials may go on `call`: a redirect hop of a
+    /// message already [`check`](Self::check)ed. A hop outside every grant
+    /// of the secret (another path prefix, method or origin) is made
+    /// without them.
+    pub fn admits(&self, call: &Call<'_>) -> bool {
+        self.check_call(call).is_ok()
+    }
+
+    fn check_call(&self, call: &Call<'_>) -> Result<(), Untrusted> {
+        let Some(secrets) = &self.secrets else { return Ok(()) };
+        let secret_id = call.auth.secret_id();
+        let grants = secrets.get(secret_id).map(Vec::as_slice).unwrap_or_default();
+        let mut refusals = Vec::with_capacity(grants.len());
+        for grant in grants {
+            match grant.refusal(secret_id, call) {
+                None => return Ok(()),
+                Some(refusal) => refusals.push(refusal),
+            }
         }
-        let mut hosts = vec![("http.url", message.http.url.host_str().unwrap_or_default())];
-        if let Auth::OAuth2ClientCredentials { token_url, .. } = auth {
-            hosts.push(("policy.auth.token_url", token_url.host_str().unwrap_or_default()));
-        }
-        if let Some((field, host)) = hosts.into_iter().find(|(_, host)| !grant.allows_host(host)) {
-            return Err(Untrusted {
-                field,
-                value: host.to_string(),
-                reason: format!(
-                    "secret {secret_id:?} may be sent only to {} (SECRET_GRANTS)",
-                    hosts_list(&grant.hosts)
-                ),
-            });
-        }
-        Ok(())
+        // No grant admits it: explain by the grant the call came closest to
+        // (the first of those).
+        let explained = refusals.into_iter().rev().max_by_key(|(stage, _)| *stage).map(|(_, untrusted)| untrusted);
+        Err(explained.unwrap_or_else(|| Untrusted {
+            field: "policy.auth.secret_id",
+            value: format!("{secret_id:?}"),
+            reason: "is not granted to messages by this deployment (SECRET_GRANTS lists the secrets messages may use and the calls each may ride on)".into(),
+        }))
     }
 
     fn check_destination(&self, field: &'static str, destination: &Destination) -> Result<(), Untrusted> {
@@ -211,14 +466,43 @@ fn hosts_list(hosts: &[String]) -> String {
     if hosts.is_empty() { "no host".into() } else { hosts.join(", ") }
 }
 
-/// Parses `SECRET_GRANTS`: a JSON object from secret id to
-/// `{"hosts": [..], "pipelines": [..]}`.
+/// Parses `SECRET_GRANTS`: a JSON object from secret id to a grant
+/// ([`SecretGrant`]) or an array of grants.
 ///
 /// # Errors
-/// The parser's message (line, column, the unknown field) when it is not
-/// such an object.
-pub fn parse_grants(text: &str) -> Result<BTreeMap<String, SecretGrant>, String> {
-    serde_json::from_str(text).map_err(|err| err.to_string())
+/// The parser's message naming the secret id (line, column, the unknown
+/// field) when it is not such an object; a grant whose `schemes` are not
+/// `http`/`https`, whose `path_prefixes` do not start with `/`, or whose
+/// `api_key` header is one Request never takes from a grant
+/// ([`contracts::spec::refused_header`]).
+pub fn parse_grants(text: &str) -> Result<BTreeMap<String, Vec<SecretGrant>>, String> {
+    let raw: BTreeMap<String, serde_json::Value> = serde_json::from_str(text).map_err(|err| err.to_string())?;
+    raw.into_iter()
+        .map(|(id, value)| {
+            let grants = match value {
+                serde_json::Value::Array(items) => items.into_iter().map(serde_json::from_value).collect(),
+                single => serde_json::from_value(single).map(|grant| vec![grant]),
+            };
+            let grants: Vec<SecretGrant> = grants.map_err(|err| format!("{id:?}: {err}"))?;
+            grants.iter().try_for_each(check_grant).map_err(|problem| format!("{id:?}: {problem}"))?;
+            Ok((id, grants))
+        })
+        .collect()
+}
+
+fn check_grant(grant: &SecretGrant) -> Result<(), String> {
+    if let Some(scheme) = grant.schemes.iter().find(|s| !matches!(s.as_str(), "http" | "https")) {
+        return Err(format!("`schemes` holds {scheme:?}: only \"https\" and \"http\""));
+    }
+    if let Some(prefix) = grant.path_prefixes.iter().find(|p| !p.starts_with('/')) {
+        return Err(format!("`path_prefixes` holds {prefix:?}: a prefix starts with /"));
+    }
+    if let Some(KeyPlacement::Header(name)) = &grant.api_key
+        && let Some(why) = contracts::spec::refused_header(name)
+    {
+        return Err(format!("`api_key.header` is {name:?}: {why}"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -246,11 +530,15 @@ mod tests {
         let mut trust = Trust { destinations: Some(["persist".to_string()].into()), ..Trust::default() };
         trust.grant(
             "tributary/team-a",
-            SecretGrant { hosts: vec!["api.vendor-a.com".into(), "*.auth.vendor-a.com".into()], pipelines: vec![] },
+            SecretGrant { hosts: vec!["api.vendor-a.com".into()], ..SecretGrant::default() },
         );
         trust.grant(
             "tributary/team-b",
-            SecretGrant { hosts: vec!["api.vendor-b.com".into()], pipelines: vec!["team-b".into()] },
+            SecretGrant {
+                hosts: vec!["api.vendor-b.com".into()],
+                pipelines: vec!["team-b".into()],
+                ..SecretGrant::default()
+            },
         );
         trust
     }
@@ -259,34 +547,153 @@ mod tests {
         trust.check(&self::message(message)).expect_err("refused")
     }
 
+    fn bearer(id: &str) -> serde_json::Value {
+        json!({"policy": {"auth": {"kind": "bearer", "secret_id": id}}})
+    }
+
+    fn at(mut message: serde_json::Value, method: &str, url: &str) -> serde_json::Value {
+        message["http"] = json!({"method": method, "url": url});
+        message
+    }
+
     #[test]
     fn granted_secrets_go_to_their_hosts_only() {
         let trust = trust();
-        let bearer = |id: &str| json!({"policy": {"auth": {"kind": "bearer", "secret_id": id}}});
         trust.check(&message(bearer("tributary/team-a"))).expect("granted");
-        let mut elsewhere = bearer("tributary/team-a");
-        elsewhere["http"] = json!({"url": "https://attacker.example/collect"});
-        let err = refused(&trust, elsewhere);
+        let err = refused(&trust, at(bearer("tributary/team-a"), "GET", "https://attacker.example/collect"));
         assert_eq!((err.field, err.value.as_str()), ("http.url", "attacker.example"));
         assert!(err.reason.contains("api.vendor-a.com") && err.reason.contains("SECRET_GRANTS"), "{err}");
         let err = refused(&trust, bearer("tributary/other"));
         assert_eq!(err.field, "policy.auth.secret_id");
         assert!(err.to_string().contains(r#""tributary/other""#), "{err}");
         // Granted to team-b only.
-        let mut foreign = bearer("tributary/team-b");
-        foreign["http"] = json!({"url": "https://api.vendor-b.com/x"});
+        let mut foreign = at(bearer("tributary/team-b"), "GET", "https://api.vendor-b.com/x");
         assert_eq!(refused(&trust, foreign.clone()).field, "pipeline");
         foreign["pipeline"] = json!("team-b");
         trust.check(&message(foreign)).expect("team-b's own");
     }
 
     #[test]
-    fn an_oauth_token_url_must_be_a_granted_host() {
-        let trust = trust();
-        let oauth = |token_url: &str| json!({"policy": {"auth": {"kind": "oauth2_client_credentials", "token_url": token_url, "client_id": "c", "secret_id": "tributary/team-a"}}});
-        trust.check(&message(oauth("https://login.auth.vendor-a.com/token"))).expect("granted subdomain");
-        let err = refused(&trust, oauth("http://127.0.0.1:9001/2018-06-01/runtime/invocation/next"));
-        assert_eq!((err.field, err.value.as_str()), ("policy.auth.token_url", "127.0.0.1"));
+    fn a_grant_binds_scheme_port_method_and_path() {
+        let mut trust = trust();
+        let narrow = SecretGrant {
+            hosts: vec!["api.vendor-c.com".into()],
+            methods: vec![HttpMethod::Get, HttpMethod::Post],
+            path_prefixes: vec!["/v1/items/".into(), "/v1/reports".into()],
+            ..SecretGrant::default()
+        };
+        trust.grant("tributary/team-c", narrow);
+        let call = |method: &str, url: &str| at(bearer("tributary/team-c"), method, url);
+        for admitted in [
+            call("GET", "https://api.vendor-c.com/v1/items"),
+            call("GET", "https://api.vendor-c.com/v1/items/7?page=2"),
+            call("POST", "https://api.vendor-c.com/v1/reports/daily"),
+            call("GET", "https://API.vendor-c.com:443/v1/reports"),
+        ] {
+            trust.check(&message(admitted.clone())).unwrap_or_else(|err| panic!("{admitted}: {err}"));
+        }
+        for (refused_call, field, value) in [
+            // Plain http, or another port, would hand the token to anyone on the path.
+            (call("GET", "http://api.vendor-c.com/v1/items"), "http.url", "http:"),
+            (call("GET", "https://api.vendor-c.com:8443/v1/items"), "http.url", "port 8443"),
+            // Outside the prefixes, on a / boundary, whatever the spelling.
+            (call("GET", "https://api.vendor-c.com/v1/items-admin"), "http.url", "path \"/v1/items-admin\""),
+            (
+                call("POST", "https://api.vendor-c.com/admin/delete-everything"),
+                "http.url",
+                "path \"/admin/delete-everything\"",
+            ),
+            (call("GET", "https://api.vendor-c.com/v1/items/../admin"), "http.url", "path \"/v1/admin\""),
+            (call("GET", "https://api.vendor-c.com/v1/items/%2e%2e/admin"), "http.url", "path \"/v1/admin\""),
+            (call("GET", "https://api.vendor-c.com/v1/items/..%2Fadmin"), "http.url", "path \"/v1/items/..%2Fadmin\""),
+        ] {
+            let err = refused(&trust, refused_call.clone());
+            assert_eq!((err.field, err.value.as_str()), (field, value), "{refused_call}: {err}");
+            assert!(err.reason.contains("SECRET_GRANTS"), "{err}");
+        }
+        // The default grant is GET only.
+        let err = refused(&trust, at(bearer("tributary/team-a"), "POST", "https://api.vendor-a.com/v1/items"));
+        assert_eq!((err.field, err.value.as_str()), ("http.method", "POST"));
+        assert!(err.reason.contains("`methods`"), "{err}");
+    }
+
+    #[test]
+    fn the_grant_says_where_an_api_key_goes() {
+        let mut trust = trust();
+        let grant = SecretGrant {
+            hosts: vec!["api.vendor-a.com".into()],
+            api_key: Some(KeyPlacement::Header("x-api-key".into())),
+            ..SecretGrant::default()
+        };
+        trust.grant("tributary/key", grant);
+        trust.grant(
+            "tributary/ungranted-key",
+            SecretGrant { hosts: vec!["api.vendor-a.com".into()], ..SecretGrant::default() },
+        );
+        let key = |id: &str, (name, value): (&str, &str)| {
+            json!({"policy": {"auth": {"kind": "api_key", "secret_id": id, name: value}}})
+        };
+        trust.check(&message(key("tributary/key", ("header", "X-API-Key")))).expect("the granted header");
+        let err = refused(&trust, key("tributary/key", ("header", "referer")));
+        assert_eq!((err.field, err.value.as_str()), ("policy.auth.header", "header \"referer\""));
+        assert!(err.reason.contains("header \"x-api-key\""), "{err}");
+        let err = refused(&trust, key("tributary/key", ("query_param", "q")));
+        assert_eq!(err.field, "policy.auth.query_param");
+        let err = refused(&trust, key("tributary/ungranted-key", ("header", "x-api-key")));
+        assert!(err.reason.contains("names no `api_key` placement"), "{err}");
+    }
+
+    #[test]
+    fn an_oauth_token_url_must_be_the_granted_one() {
+        let mut trust = trust();
+        let token_url = url::Url::parse("https://login.vendor-a.com/oauth/token").expect("url");
+        trust.grant(
+            "tributary/oauth",
+            SecretGrant {
+                hosts: vec!["api.vendor-a.com".into()],
+                token_url: Some(token_url),
+                ..SecretGrant::default()
+            },
+        );
+        let oauth = |token_url: &str| json!({"policy": {"auth": {"kind": "oauth2_client_credentials", "token_url": token_url, "client_id": "c", "secret_id": "tributary/oauth"}}});
+        trust.check(&message(oauth("https://login.vendor-a.com/oauth/token"))).expect("the granted endpoint");
+        for elsewhere in [
+            "http://127.0.0.1:9001/2018-06-01/runtime/invocation/next",
+            "https://login.vendor-a.com/oauth/echo",
+            "http://login.vendor-a.com/oauth/token",
+        ] {
+            let err = refused(&trust, oauth(elsewhere));
+            assert_eq!(err.field, "policy.auth.token_url", "{elsewhere}: {err}");
+            assert!(err.reason.contains("https://login.vendor-a.com/oauth/token"), "{err}");
+        }
+    }
+
+    #[test]
+    fn any_grant_of_a_secret_may_admit_a_call_and_redirect_hops_are_checked_alike() {
+        let mut trust = trust();
+        let reports = SecretGrant {
+            hosts: vec!["reports.vendor-a.com".into()],
+            path_prefixes: vec!["/export".into()],
+            ..SecretGrant::default()
+        };
+        trust.grant("tributary/team-a", reports);
+        trust
+            .check(&message(at(bearer("tributary/team-a"), "GET", "https://reports.vendor-a.com/export/1")))
+            .expect("second grant");
+        let err = refused(&trust, at(bearer("tributary/team-a"), "GET", "https://reports.vendor-a.com/admin"));
+        assert_eq!(err.value, "path \"/admin\"", "{err}");
+        let auth = Auth::Bearer { secret_id: "tributary/team-a".into() };
+        let hop = |url: &str| url::Url::parse(url).expect("url");
+        let admitted =
+            |url: &url::Url| trust.admits(&Call { pipeline: "team-a", method: HttpMethod::Get, url, auth: &auth });
+        assert!(admitted(&hop("https://reports.vendor-a.com/export/2?part=1")));
+        assert!(!admitted(&hop("https://reports.vendor-a.com/login?next=/export")));
+        assert!(Trust::unrestricted().admits(&Call {
+            pipeline: "x",
+            method: HttpMethod::Post,
+            url: &hop("http://a/b"),
+            auth: &auth
+        }));
     }
 
     #[test]
@@ -310,9 +717,32 @@ mod tests {
 
     #[test]
     fn grants_parse_from_json_naming_mistakes() {
-        let grants = parse_grants(r#"{"tributary/a": {"hosts": ["api.a.com"], "pipelines": ["a"]}}"#).expect("grants");
-        assert_eq!(grants["tributary/a"].hosts, ["api.a.com"]);
-        let err = parse_grants(r#"{"tributary/a": {"host": ["api.a.com"]}}"#).expect_err("typo");
-        assert!(err.contains("host"), "{err}");
+        let grants = parse_grants(
+            r#"{"tributary/a": {"hosts": ["api.a.com"], "pipelines": ["a"]},
+                "tributary/b": [{"hosts": ["api.b.com"], "schemes": ["http"], "ports": [8080], "methods": ["GET", "POST"],
+                                 "path_prefixes": ["/v2"], "api_key": {"query_param": "key"}},
+                                {"hosts": ["files.b.com"]}]}"#,
+        )
+        .expect("grants");
+        assert_eq!(grants["tributary/a"][0].hosts, ["api.a.com"]);
+        assert_eq!(
+            (grants["tributary/a"][0].schemes.clone(), grants["tributary/a"][0].methods.clone()),
+            (vec!["https".to_string()], vec![HttpMethod::Get])
+        );
+        let b = &grants["tributary/b"];
+        assert_eq!(
+            (b.len(), b[0].ports.clone(), b[0].api_key.clone()),
+            (2, vec![8080], Some(KeyPlacement::QueryParam("key".into())))
+        );
+        for (text, named) in [
+            (r#"{"tributary/a": {"host": ["api.a.com"]}}"#, "host"),
+            (r#"{"tributary/a": {"hosts": [], "schemes": ["ftp"]}}"#, "ftp"),
+            (r#"{"tributary/a": {"hosts": [], "path_prefixes": ["v1"]}}"#, "path_prefixes"),
+            (r#"{"tributary/a": {"hosts": [], "api_key": {"header": "Host"}}}"#, "api_key.header"),
+            (r#"{"tributary/a": {"hosts": [], "methods": ["DELETE"]}}"#, "DELETE"),
+        ] {
+            let err = parse_grants(text).expect_err(text);
+            assert!(err.contains(named) && err.contains("tributary/a"), "{text}: {err}");
+        }
     }
 }

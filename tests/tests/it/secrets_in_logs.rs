@@ -25,11 +25,16 @@ async fn a_secret_never_reaches_a_log_line_or_an_alert() {
     // on every receive and ends in the DLQ with an alert.
     let addr = start_vendor(VendorBehaviour { total: 10, broken_offsets: [0].into(), ..Default::default() }).await;
     let lake = tempfile::tempdir().expect("tempdir");
-    // The deployment grants both secrets to the vendor's host; the message
+    // The deployment grants both secrets to the vendor's origin; the message
     // with credentials in its headers is refused before any call.
     let mut options = LocalOptions::new(lake.path());
     for id in ["vendor/token", "vendor/key"] {
-        let grant = request::trust::SecretGrant { hosts: vec!["127.0.0.1".into()], pipelines: vec!["leaky".into()] };
+        let origin = url::Url::parse(&format!("http://{addr}/")).expect("url");
+        let grant = request::trust::SecretGrant {
+            pipelines: vec!["leaky".into()],
+            api_key: Some(request::trust::KeyPlacement::QueryParam("key".into())),
+            ..request::trust::SecretGrant::origin_of(&origin)
+        };
         options.request.trust.grant(id, grant);
     }
     let runtime = LocalRuntime::new(options).expect("runtime");

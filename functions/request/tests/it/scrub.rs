@@ -232,8 +232,8 @@ async fn a_basic_password_with_quotes_and_backslashes_is_redacted_in_every_escap
     })
     .await;
     let harness = harness(json!({"vendor/login": LOGIN}));
-    let err = failure(&harness, serde_json::to_value(message(&format!("http://{addr}/data"), basic())).expect("json"))
-        .await;
+    let err =
+        failure(&harness, serde_json::to_value(message(&format!("http://{addr}/data"), basic())).expect("json")).await;
     let text = format!("{err} {err:?}");
     assert!(err.is_permanent() && text.contains("401") && text.contains("<redacted>"), "{text}");
     assert_clean("the error", &text, PASSWORD);

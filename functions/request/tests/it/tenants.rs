@@ -17,7 +17,7 @@ const TEAM_A_TOKEN: &str = "team-a-bearer-0123456789";
 const TEAM_B_QUEUE: &str = "arn:aws:sqs:us-east-1:123456789012:team-b-requests";
 
 /// Two teams and the stack; team A's token granted to pipeline `team-a`.
-fn shared() -> Harness {
+fn shared(vendor: std::net::SocketAddr) -> Harness {
     let mut harness = Harness::new();
     harness.broker.create_queue(adapters::local::QueueConfig {
         name: DLQ.into(),
@@ -30,7 +30,11 @@ fn shared() -> Harness {
     trust.secrets = Some(Default::default());
     trust.grant(
         "tributary/team-a-token",
-        SecretGrant { hosts: vec!["127.0.0.1".into()], pipelines: vec!["team-a".into()] },
+        SecretGrant {
+            pipelines: vec!["team-a".into()],
+            methods: vec![contracts::HttpMethod::Get, contracts::HttpMethod::Post],
+            ..SecretGrant::origin_of(&url::Url::parse(&format!("http://{vendor}/")).expect("url"))
+        },
     );
     harness.config.trust = trust;
     harness.config.tenants = Tenants::parse(
@@ -92,7 +96,7 @@ fn dead_letters(harness: &Harness) -> Vec<(String, Value)> {
 #[tokio::test]
 async fn another_team_naming_a_pipeline_is_refused_before_any_call() {
     let (addr, log) = recorder(|_, _| reply(200, &[], items(0..1))).await;
-    let harness = shared();
+    let harness = shared(addr);
     let forged = team_a_call(&format!("http://{addr}/admin/delete-everything"));
     let response = request::handle_sqs(&delivered(&forged, "AROATEAMB:mallory", SHARED_QUEUE), harness.deps()).await;
     assert!(response.batch_item_failures.is_empty(), "dead-lettered with its reason, not redelivered");
@@ -118,7 +122,7 @@ async fn another_team_naming_a_pipeline_is_refused_before_any_call() {
 #[tokio::test]
 async fn an_unknown_sender_is_refused_and_the_owner_and_the_stack_are_served() {
     let (addr, log) = recorder(|_, _| reply(200, &[], items(0..2))).await;
-    let harness = shared();
+    let harness = shared(addr);
     let call = team_a_call(&format!("http://{addr}/contacts"));
     request::handle_sqs(&delivered(&call, "AIDAOUTSIDER", SHARED_QUEUE), harness.deps()).await;
     let letters = dead_letters(&harness);

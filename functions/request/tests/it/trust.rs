@@ -9,21 +9,29 @@ use crate::common;
 
 use common::{Harness, REQUEST_QUEUE, items, message, recorder, reply};
 use request::RequestError;
-use request::trust::SecretGrant;
+use request::trust::{KeyPlacement, SecretGrant};
 use serde_json::{Value, json};
 use tributary_core::batch::RecordError;
 use tributary_core::ports::NetworkAccess;
 
 const KEY: &str = "K3Y/s3cr+t=77 81";
 
-/// A harness whose deployment grants `vendor/key` to 127.0.0.1 only.
-fn granted() -> Harness {
+/// A harness whose deployment grants `vendor/key` (an API key in the
+/// `api_key` parameter, or a bearer token) and `vendor/basic` to the
+/// vendor's origin only: `http://<vendor>`, any path, `GET`.
+fn granted(vendor: std::net::SocketAddr) -> Harness {
     let mut harness = Harness::new();
     harness.secrets(json!({"vendor/key": KEY, "vendor/basic": "ana:pa55-w0rd"}));
     let mut trust = harness.config.trust.clone();
     trust.secrets = Some(Default::default());
     for id in ["vendor/key", "vendor/basic"] {
-        trust.grant(id, SecretGrant { hosts: vec!["127.0.0.1".into()], pipelines: vec!["vendor".into()] });
+        let origin = url::Url::parse(&format!("http://{vendor}/")).expect("url");
+        let grant = SecretGrant {
+            pipelines: vec!["vendor".into()],
+            api_key: Some(KeyPlacement::QueryParam("api_key".into())),
+            ..SecretGrant::origin_of(&origin)
+        };
+        trust.grant(id, grant);
     }
     harness.config.trust = trust;
     harness
@@ -42,7 +50,7 @@ async fn refused(harness: &Harness, message: contracts::RequestMessage) -> Reque
 #[tokio::test]
 async fn a_message_cannot_send_a_granted_secret_elsewhere_nor_name_another() {
     let (addr, log) = recorder(|_, _| reply(200, &[], items(0..1))).await;
-    let harness = granted();
+    let harness = granted(addr);
     request::handle_message(message(&format!("http://{addr}/data"), bearer()), harness.deps()).await.expect("granted");
     // Same server, other name: not a host the secret is granted to.
     let err = refused(&harness, message(&format!("http://localhost:{}/collect", addr.port()), bearer())).await;
@@ -111,7 +119,7 @@ async fn credentials_go_only_to_the_runs_origin_through_redirects() {
         reply(302, &[("location", to.as_str())], json!({}))
     })
     .await;
-    let harness = granted();
+    let harness = granted(addr);
     // Another port of the same host is another origin: no credentials.
     request::handle_message(message(&format!("http://{addr}/data"), bearer()), harness.deps()).await.expect("moved");
     assert!(log.lock().expect("log")[0].headers.contains_key("authorization"), "the origin gets them");
@@ -147,7 +155,7 @@ async fn a_next_page_on_another_origin_gets_no_credentials() {
         reply(200, &[], json!({"items": [{"id": 1}], "next": next}))
     })
     .await;
-    let harness = granted();
+    let harness = granted(addr);
     for to in ["port", "host"] {
         let err = refused(&harness, cursor(&format!("http://{addr}/data?to={to}"), bearer())).await;
         assert!(err.to_string().contains("another origin"), "{err}");
@@ -188,7 +196,7 @@ async fn an_echoed_credential_never_leaves_in_any_encoding() {
         }
     })
     .await;
-    let harness = granted();
+    let harness = granted(addr);
     let api_key = json!({"auth": {"kind": "api_key", "secret_id": "vendor/key", "query_param": "api_key"}, "allow": {"loopback": true}});
     let shows_key =
         |text: &str| text.contains(KEY) || text.contains(&encoded) || text.contains(&encoded.replace('+', "%20"));
@@ -213,4 +221,63 @@ async fn an_echoed_credential_never_leaves_in_any_encoding() {
     let next: contracts::RequestMessage =
         contracts::decode(serde_json::from_str(&sent[0]).expect("json")).expect("next");
     assert_eq!(next.http.url.query(), Some("after=1"), "the vendor's own parameters stay");
+}
+
+/// Issue 24, item 2: a grant is the whole call. Every refusal comes before
+/// any call; a redirect leaving the grant's paths goes without the token.
+#[tokio::test]
+async fn a_grant_binds_the_whole_call_not_the_host() {
+    let (other, other_log) = recorder(|_, _| reply(200, &[], items(0..1))).await;
+    let (addr, log) = recorder(|_, seen| match seen.uri.as_str() {
+        "/data/export" => reply(302, &[("location", "/admin/export")], json!({})),
+        _ => reply(200, &[], items(0..1)),
+    })
+    .await;
+    let mut harness = Harness::new();
+    harness.secrets(json!({"vendor/key": KEY}));
+    let mut trust = harness.config.trust.clone();
+    trust.secrets = Some(Default::default());
+    let origin = url::Url::parse(&format!("http://{addr}/")).expect("url");
+    let grant = SecretGrant {
+        pipelines: vec!["vendor".into()],
+        path_prefixes: vec!["/data".into()],
+        api_key: Some(KeyPlacement::Header("x-api-key".into())),
+        ..SecretGrant::origin_of(&origin)
+    };
+    trust.grant("vendor/key", grant);
+    harness.config.trust = trust;
+    let key = |header: &str| json!({"auth": {"kind": "api_key", "secret_id": "vendor/key", "header": header}, "allow": {"loopback": true}});
+
+    // The redirect stays on the origin but leaves `/data`: no key there.
+    request::handle_message(message(&format!("http://{addr}/data/export"), key("x-api-key")), harness.deps())
+        .await
+        .expect("granted");
+    let seen = log.lock().expect("log").clone();
+    assert_eq!(seen.iter().map(|s| s.uri.as_str()).collect::<Vec<_>>(), ["/data/export", "/admin/export"]);
+    assert_eq!(seen[0].headers.get("x-api-key").map(String::as_str), Some(KEY), "the granted path gets the key");
+    assert!(!seen[1].headers.contains_key("x-api-key"), "{:?}", seen[1].headers);
+
+    let mut post = message(&format!("http://{addr}/data"), key("x-api-key"));
+    post.http.method = contracts::HttpMethod::Post;
+    let mut fronted = message(&format!("http://{addr}/data"), key("x-api-key"));
+    fronted.http.headers.insert("Host".into(), "admin.internal".into());
+    let mut overridden = message(&format!("http://{addr}/data"), key("x-api-key"));
+    overridden.http.headers.insert("X-HTTP-Method-Override".into(), "DELETE".into());
+    for (attack, field) in [
+        (
+            message(&format!("http://{addr}/admin/delete-everything"), key("x-api-key")),
+            "`http.url` = path \"/admin/delete-everything\"",
+        ),
+        (message(&format!("http://{other}/data"), key("x-api-key")), &*format!("`http.url` = port {}", other.port())),
+        (message(&format!("http://{addr}/data"), key("referer")), "`policy.auth.header` = header \"referer\""),
+        (post, "`http.method` = POST"),
+        (fronted, "`http.headers` = \"Host\""),
+        (overridden, "`http.headers` = \"X-HTTP-Method-Override\""),
+    ] {
+        let err = refused(&harness, attack).await;
+        assert!(err.to_string().contains(field), "{field}: {err}");
+        assert!(!err.to_string().contains(KEY), "{err}");
+    }
+    assert_eq!(log.lock().expect("log").len(), 2, "no call for a refused message");
+    assert!(other_log.lock().expect("log").is_empty(), "the other port was never called");
 }
