@@ -221,16 +221,7 @@ impl<C: HttpClient> HttpClient for CountingHttp<C> {
 /// Runs pipelines on one machine.
 pub struct LocalRuntime {
     options: LocalOptions,
-    broker: Arc<Broker>,
-    store: Arc<DirStore>,
-    catalog: Arc<DirCatalog>,
-    /// Commits Iceberg datasets' runs to the lake's local catalog
-    /// (`_iceberg/`, opened on the first commit).
-    tables: Arc<tributary_iceberg::LocalCommitter>,
-    http: Arc<CountingHttp<ReqwestClient>>,
-    engine: Arc<dyn QueryEngine>,
-    secrets: Arc<FileSecrets>,
-    warm: Arc<request::Warm>,
+    ports: Ports,
     /// Request's trust settings: `options.request.trust` plus the secrets
     /// of the specs run so far, each to its own hosts and pipeline.
     trust: std::sync::Mutex<request::trust::Trust>,
@@ -300,7 +291,7 @@ impl LocalRuntime {
         let store = Arc::new(DirStore::new(&options.lake));
         // The catalog wants an absolute warehouse path.
         let lake_root = std::path::absolute(&options.lake).map_err(|err| lake_error(err.to_string()))?;
-        Ok(Self {
+        let ports = Ports {
             tables: Arc::new(tributary_iceberg::LocalCommitter::new(lake_root, store.clone())),
             store,
             catalog: Arc::new(DirCatalog::new(&options.lake)),
@@ -310,9 +301,12 @@ impl LocalRuntime {
             // One budget and token cache for every worker: a pipeline's rate
             // budget holds across the runtime's concurrent invocations.
             warm: Arc::new(request::Warm::default()),
+            broker,
+        };
+        Ok(Self {
+            ports,
             trust: std::sync::Mutex::new(options.request.trust.clone()),
             tenants: std::sync::Mutex::new(options.request.tenants.clone()),
-            broker,
             options,
         })
     }
@@ -326,12 +320,12 @@ impl LocalRuntime {
 
     /// The in-process broker (tests inject messages through it).
     pub fn broker(&self) -> &Arc<Broker> {
-        &self.broker
+        &self.ports.broker
     }
 
     /// The lake store.
     pub fn store(&self) -> &Arc<DirStore> {
-        &self.store
+        &self.ports.store
     }
 
     /// Runs `spec` to completion: fires the Orchestrator with an EventBridge
@@ -343,24 +337,21 @@ impl LocalRuntime {
     /// invalid spec); message failures are not errors but end in the summary.
     pub async fn run(&self, spec: &PipelineSpec, now: DateTime<Utc>) -> Result<RunSummary, RuntimeError> {
         let started = Instant::now();
-        let calls_before = self.http.calls();
-        let dead_before = dead_letters(&self.broker.stats());
+        let calls_before = self.ports.http.calls();
+        let dead_before = dead_letters(&self.ports.broker.stats());
         let alerts_before = read_alerts(&self.options.lake).len();
         let run_id = RunId::from_time(now);
         self.grant(spec);
 
         let event = scheduler_event(spec, now);
         let config = self.orchestrator_config();
-        let ledger = tributary_core::ledger::RunLedger {
-            store: self.store.as_ref(),
-            events: Some((self.broker.as_ref(), topology::RUN_EVENTS_TOPIC)),
-        };
-        let deps = orchestrator::Deps { queue: self.broker.as_ref(), config: &config, ledger: Some(ledger) };
+        let deps =
+            orchestrator::Deps { queue: self.ports.broker.as_ref(), config: &config, ledger: Some(self.ports.ledger()) };
         orchestrator::handle(event, now, deps).await?;
         self.drain().await;
 
-        let totals = ledger::run_totals(self.store.as_ref(), &spec.pipeline, &run_id).await?;
-        let mut dead_lettered = dead_letters(&self.broker.stats());
+        let totals = ledger::run_totals(self.ports.store.as_ref(), &spec.pipeline, &run_id).await?;
+        let mut dead_lettered = dead_letters(&self.ports.broker.stats());
         for (queue, before) in dead_before {
             if let Some(n) = dead_lettered.get_mut(&queue) {
                 *n -= before;
@@ -371,7 +362,7 @@ impl LocalRuntime {
         Ok(RunSummary {
             pipeline: spec.pipeline.clone(),
             run_id: run_id.to_string(),
-            requests: self.http.calls() - calls_before,
+            requests: self.ports.http.calls() - calls_before,
             pages: totals.pages,
             records_persisted: totals.records_persisted,
             records_quarantined: totals.records_quarantined,
@@ -420,7 +411,7 @@ impl LocalRuntime {
             })
             .collect();
         scheduler::drain(
-            &self.broker,
+            &self.ports.broker,
             &sources,
             self.options.concurrency,
             |function, records| invoke(self.handles(), function, records),
@@ -432,9 +423,9 @@ impl LocalRuntime {
 
     /// Requests done of requests planned so far, pages persisted, dead letters.
     fn show_progress(&self, progress: &indicatif::ProgressBar) {
-        let stats = self.broker.stats();
+        let stats = self.ports.broker.stats();
         let sent = |queue: &str| stats.sent.get(queue).copied().unwrap_or(0);
-        let done = |queue: &str| sent(queue).saturating_sub(self.broker.depth(queue) as u64);
+        let done = |queue: &str| sent(queue).saturating_sub(self.ports.broker.depth(queue) as u64);
         progress.set_length(sent(topology::REQUEST_QUEUE));
         progress.set_position(done(topology::REQUEST_QUEUE));
         let dead: u64 = dead_letters(&stats).values().sum();
@@ -444,14 +435,7 @@ impl LocalRuntime {
     fn handles(&self) -> Handles {
         let tenants = self.tenants.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
         Handles {
-            broker: self.broker.clone(),
-            store: self.store.clone(),
-            catalog: self.catalog.clone(),
-            tables: self.tables.clone(),
-            http: self.http.clone(),
-            engine: self.engine.clone(),
-            secrets: self.secrets.clone(),
-            warm: self.warm.clone(),
+            ports: self.ports.clone(),
             request: Arc::new(request::RequestConfig {
                 trust: self.trust.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone(),
                 tenants: tenants.clone(),
@@ -474,14 +458,7 @@ impl LocalRuntime {
 /// Owned handles a spawned invocation borrows its ports from.
 #[derive(Clone)]
 struct Handles {
-    broker: Arc<Broker>,
-    store: Arc<DirStore>,
-    catalog: Arc<DirCatalog>,
-    tables: Arc<tributary_iceberg::LocalCommitter>,
-    http: Arc<CountingHttp<ReqwestClient>>,
-    engine: Arc<dyn QueryEngine>,
-    secrets: Arc<FileSecrets>,
-    warm: Arc<request::Warm>,
+    ports: Ports,
     request: Arc<request::RequestConfig>,
     persist: Arc<persist::PersistConfig>,
     orchestrator: Arc<orchestrator::OrchestratorConfig>,
@@ -489,7 +466,22 @@ struct Handles {
     notify: Arc<notify::NotifyConfig>,
 }
 
-impl Handles {
+/// The local implementations of the ports, shared by every invocation.
+#[derive(Clone)]
+struct Ports {
+    broker: Arc<Broker>,
+    store: Arc<DirStore>,
+    catalog: Arc<DirCatalog>,
+    /// Commits Iceberg datasets' runs to the lake's local catalog
+    /// (`_iceberg/`, opened on the first commit).
+    tables: Arc<tributary_iceberg::LocalCommitter>,
+    http: Arc<CountingHttp<ReqwestClient>>,
+    engine: Arc<dyn QueryEngine>,
+    secrets: Arc<FileSecrets>,
+    warm: Arc<request::Warm>,
+}
+
+impl Ports {
     fn ledger(&self) -> tributary_core::ledger::RunLedger<'_> {
         tributary_core::ledger::RunLedger {
             store: self.store.as_ref(),
@@ -505,17 +497,17 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
     match function {
         Function::Orchestrator => {
             let deps =
-                orchestrator::Deps { queue: h.broker.as_ref(), config: &h.orchestrator, ledger: Some(h.ledger()) };
+                orchestrator::Deps { queue: h.ports.broker.as_ref(), config: &h.orchestrator, ledger: Some(h.ports.ledger()) };
             orchestrator::handle_sqs(&event, deps).await
         }
         Function::Request => {
             let deps = request::Deps {
-                http: h.http.as_ref(),
-                queue: h.broker.as_ref(),
-                topics: h.broker.as_ref(),
-                store: h.store.as_ref(),
-                secrets: h.secrets.as_ref(),
-                warm: &h.warm,
+                http: h.ports.http.as_ref(),
+                queue: h.ports.broker.as_ref(),
+                topics: h.ports.broker.as_ref(),
+                store: h.ports.store.as_ref(),
+                secrets: h.ports.secrets.as_ref(),
+                warm: &h.ports.warm,
                 // As in Lambda: the invocation ends at the function's time-out.
                 deadline: tributary_core::deadline::after_timeout(Function::Request),
                 config: &h.request,
@@ -524,28 +516,28 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
         }
         Function::Persist => {
             let deps = persist::Deps {
-                store: h.store.as_ref(),
-                queue: h.broker.as_ref(),
-                run_events: Some((h.broker.as_ref(), topology::RUN_EVENTS_TOPIC)),
-                catalog: Some(h.catalog.as_ref()),
-                tables: Some(h.tables.as_ref()),
+                store: h.ports.store.as_ref(),
+                queue: h.ports.broker.as_ref(),
+                run_events: Some((h.ports.broker.as_ref(), topology::RUN_EVENTS_TOPIC)),
+                catalog: Some(h.ports.catalog.as_ref()),
+                tables: Some(h.ports.tables.as_ref()),
                 config: &h.persist,
             };
             persist::handle_sqs(&event, deps).await
         }
         Function::Athena => {
             let deps = athena::Deps {
-                engine: h.engine.as_ref(),
-                topics: h.broker.as_ref(),
-                queue: h.broker.as_ref(),
+                engine: h.ports.engine.as_ref(),
+                topics: h.ports.broker.as_ref(),
+                queue: h.ports.broker.as_ref(),
                 config: &h.athena,
-                ledger: Some(h.ledger()),
+                ledger: Some(h.ports.ledger()),
             };
             // As in Lambda: the invocation ends at the function's time-out.
             athena::handle_sqs(&event, tributary_core::deadline::after_timeout(Function::Athena), deps).await
         }
         Function::Notify => {
-            let deps = notify::Deps { topics: h.broker.as_ref(), config: &h.notify, store: Some(h.store.as_ref()) };
+            let deps = notify::Deps { topics: h.ports.broker.as_ref(), config: &h.notify, store: Some(h.ports.store.as_ref()) };
             notify::handle_sqs(&event, deps).await
         }
     }
