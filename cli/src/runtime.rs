@@ -345,8 +345,11 @@ impl LocalRuntime {
 
         let event = scheduler_event(spec, now);
         let config = self.orchestrator_config();
-        let deps =
-            orchestrator::Deps { queue: self.ports.broker.as_ref(), config: &config, ledger: Some(self.ports.ledger()) };
+        let deps = orchestrator::Deps {
+            queue: self.ports.broker.as_ref(),
+            config: &config,
+            ledger: Some(self.ports.ledger()),
+        };
         orchestrator::handle(event, now, deps).await?;
         self.drain().await;
 
@@ -496,8 +499,11 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
     event.records = records;
     match function {
         Function::Orchestrator => {
-            let deps =
-                orchestrator::Deps { queue: h.ports.broker.as_ref(), config: &h.orchestrator, ledger: Some(h.ports.ledger()) };
+            let deps = orchestrator::Deps {
+                queue: h.ports.broker.as_ref(),
+                config: &h.orchestrator,
+                ledger: Some(h.ports.ledger()),
+            };
             orchestrator::handle_sqs(&event, deps).await
         }
         Function::Request => {
@@ -537,7 +543,11 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
             athena::handle_sqs(&event, tributary_core::deadline::after_timeout(Function::Athena), deps).await
         }
         Function::Notify => {
-            let deps = notify::Deps { topics: h.ports.broker.as_ref(), config: &h.notify, store: Some(h.ports.store.as_ref()) };
+            let deps = notify::Deps {
+                topics: h.ports.broker.as_ref(),
+                config: &h.notify,
+                store: Some(h.ports.store.as_ref()),
+            };
             notify::handle_sqs(&event, deps).await
         }
     }

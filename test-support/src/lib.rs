@@ -3,12 +3,14 @@
 //! APIs on a free loopback port ([`vendor`]), the lake read back as JSON
 //! rows ([`lake`]), a run's pages as Persist receives them ([`runs`]), the
 //! local broker's queues read out ([`queues`]), log lines captured in
-//! memory ([`logs`]), and with feature `iceberg`
+//! memory ([`logs`]), the functions' configuration checks ([`env`]), and
+//! with feature `iceberg`
 //! a directory lake with the local Iceberg catalog and its tables read back
 //! (`iceberg`).
 //!
 //! Helpers panic instead of returning errors: they run in tests only.
 
+pub mod env;
 #[cfg(feature = "iceberg")]
 pub mod iceberg;
 pub mod lake;

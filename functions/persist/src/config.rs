@@ -198,36 +198,37 @@ mod tests {
 
     #[test]
     fn from_env_reads_exactly_its_table() {
-        let env = env(&[("DLQ_URL", "https://sqs/dlq")]);
-        LambdaConfig::from_env(&env).expect("defaults");
         // The S3 client and main.rs (the Glue committer's FileIO) read
         // TRIBUTARY_S3_FORCE_PATH_STYLE themselves.
-        let read_elsewhere = [env::S3_FORCE_PATH_STYLE.name];
-        let table = LambdaConfig::ENV.iter().map(|var| var.name).filter(|name| !read_elsewhere.contains(name));
-        assert_eq!(env.names_read(), table.collect());
+        let env = env(&[("DLQ_URL", "https://sqs/dlq")]);
+        test_support::env::assert_reads_exactly(
+            LambdaConfig::from_env,
+            &env,
+            LambdaConfig::ENV,
+            &[env::S3_FORCE_PATH_STYLE.name],
+        );
     }
 
     #[test]
     fn bad_values_are_refused_naming_the_variable() {
-        for (name, value) in [
-            ("ZSTD_LEVEL", "0"),
-            ("ZSTD_LEVEL", "23"),
-            ("ZSTD_LEVEL", "99"),
-            ("ZSTD_LEVEL", "-1"),
-            ("ROW_GROUP_ROWS", "0"),
-            ("ROW_GROUP_ROWS", "1048577"),
-            ("MAX_RECEIVE_COUNT", "1001"),
-            ("MAX_PAGE_BYTES", "1048575"),
-            ("MAX_PAGE_BYTES", "10737418241"),
-            ("MAX_PAGE_BYTES", "256MiB"),
-            ("MAX_COLUMNS", "0"),
-            ("MAX_COLUMNS", "10001"),
-        ] {
-            let err = LambdaConfig::from_env(&env(&[("DLQ_URL", "https://sqs/dlq"), (name, value)]))
-                .expect_err(&format!("{name}={value}"));
-            assert_eq!(err.name(), name, "{err}");
-            assert!(err.to_string().contains(&format!("{name}={value:?}")), "{err}");
-        }
+        test_support::env::assert_refused(
+            LambdaConfig::from_env,
+            |case| env(&[("DLQ_URL", "https://sqs/dlq"), case]),
+            &[
+                ("ZSTD_LEVEL", "0"),
+                ("ZSTD_LEVEL", "23"),
+                ("ZSTD_LEVEL", "99"),
+                ("ZSTD_LEVEL", "-1"),
+                ("ROW_GROUP_ROWS", "0"),
+                ("ROW_GROUP_ROWS", "1048577"),
+                ("MAX_RECEIVE_COUNT", "1001"),
+                ("MAX_PAGE_BYTES", "1048575"),
+                ("MAX_PAGE_BYTES", "10737418241"),
+                ("MAX_PAGE_BYTES", "256MiB"),
+                ("MAX_COLUMNS", "0"),
+                ("MAX_COLUMNS", "10001"),
+            ],
+        );
     }
 
     #[test]

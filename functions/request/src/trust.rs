@@ -630,9 +630,7 @@ mod tests {
             "tributary/ungranted-key",
             SecretGrant { hosts: vec!["api.vendor-a.com".into()], ..SecretGrant::default() },
         );
-        let key = |id: &str, (name, value): (&str, &str)| {
-            json!({"policy": {"auth": {"kind": "api_key", "secret_id": id, name: value}}})
-        };
+        let key = |id: &str, (name, value): (&str, &str)| json!({"policy": {"auth": {"kind": "api_key", "secret_id": id, name: value}}});
         trust.check(&message(key("tributary/key", ("header", "X-API-Key")))).expect("the granted header");
         let err = refused(&trust, key("tributary/key", ("header", "referer")));
         assert_eq!((err.field, err.value.as_str()), ("policy.auth.header", "header \"referer\""));

@@ -140,7 +140,11 @@ async fn a_token_a_vendor_echoes_reaches_no_output_of_a_run() {
         match echo.path.as_str() {
             "/error" => EchoReply::json(
                 403,
-                format!("{{\"error\": \"token {} refused\", \"pad\": \"{}\", \"raw\": \"{token}\"}}", php_json(&token), "x".repeat(120)),
+                format!(
+                    "{{\"error\": \"token {} refused\", \"pad\": \"{}\", \"raw\": \"{token}\"}}",
+                    php_json(&token),
+                    "x".repeat(120)
+                ),
             ),
             _ => EchoReply::json(200, json!({"data": [{"id": 1}]}).to_string())
                 .with_header("link", format!("</v1/{token}/events?page=2>; rel=\"next\"")),
@@ -152,8 +156,12 @@ async fn a_token_a_vendor_echoes_reaches_no_output_of_a_run() {
     let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
     let auth = "auth: {kind: bearer, secret_id: vendor/token}";
     let specs = [
-        format!("version: 1\npipeline: echoed\nstrategy: {{kind: simple}}\nrequest: {{url: 'http://{addr}/error', records_pointer: /data, allow: {{loopback: true}}, {auth}}}\ntarget: {{dataset: echoed}}\n"),
-        format!("version: 1\npipeline: linked\nstrategy: {{kind: cursor, next: {{kind: link_header}}, max_pages: 5}}\nrequest: {{url: 'http://{addr}/events', records_pointer: /data, allow: {{loopback: true}}, {auth}}}\ntarget: {{dataset: linked}}\n"),
+        format!(
+            "version: 1\npipeline: echoed\nstrategy: {{kind: simple}}\nrequest: {{url: 'http://{addr}/error', records_pointer: /data, allow: {{loopback: true}}, {auth}}}\ntarget: {{dataset: echoed}}\n"
+        ),
+        format!(
+            "version: 1\npipeline: linked\nstrategy: {{kind: cursor, next: {{kind: link_header}}, max_pages: 5}}\nrequest: {{url: 'http://{addr}/events', records_pointer: /data, allow: {{loopback: true}}, {auth}}}\ntarget: {{dataset: linked}}\n"
+        ),
     ];
     let mut outputs = Vec::new();
     for text in &specs {
