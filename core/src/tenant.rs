@@ -345,7 +345,8 @@ impl Tenants {
     ///
     /// # Errors
     /// [`TenantError::NotOwned`] when a tenant names a pipeline it does not
-    /// own.
+    /// own: none of its patterns matches, or another tenant's pattern is
+    /// more specific ([`Tenants::owner_of`]).
     pub fn acting_for(&self, sender: &Sender, pipeline: &str) -> Result<Acting<'_>, TenantError> {
         let Tenants::Listed { tenants, .. } = self else { return Ok(Acting::STACK) };
         let name = match sender {
@@ -363,12 +364,16 @@ impl Tenants {
                 setting: "TENANTS",
             });
         };
-        if !grant.pipelines.iter().any(|pattern| matches(pattern, pipeline)) {
+        // Matching one of its patterns is not enough: a wider pattern
+        // (`crm-*`) must not reach a pipeline another tenant owns by a more
+        // specific one (`crm-eu-contacts`), nor the secrets granted to it.
+        let (_, owners) = self.most_specific_all(pipeline, |grant| &grant.pipelines);
+        if !grant.pipelines.iter().any(|pattern| matches(pattern, pipeline)) || !owners.contains(&name.as_str()) {
             return Err(TenantError::NotOwned {
                 tenant: name.clone(),
                 field: "pipeline",
                 value: pipeline.to_string(),
-                setting: "TENANTS.<tenant>.pipelines",
+                setting: "TENANTS.<tenant>.pipelines: a pipeline belongs to the tenant whose pattern is the most specific",
             });
         }
         Ok(Acting { tenant: Some(name), grant: Some(grant) })
@@ -497,6 +502,12 @@ mod tests {
         assert_eq!(tenants.owner_of("crm-eu-deals"), Some("narrow"));
         assert_eq!(tenants.owner_of("crm-eu-contacts"), Some("exact"));
         assert_eq!(tenants.owner_of("erp"), None);
+        // A wider pattern does not reach what a more specific one owns.
+        let err = tenants.check(Some("a"), None, "crm-eu-contacts").expect_err("exact's pipeline");
+        assert!(err.to_string().contains("most specific"), "{err}");
+        assert!(tenants.check(Some("b"), None, "crm-eu-contacts").is_err());
+        assert_eq!(tenants.check(Some("c"), None, "crm-eu-contacts").expect("its own").tenant, Some("exact"));
+        assert_eq!(tenants.check(Some("a"), None, "crm-us").expect("its own").tenant, Some("wide"));
     }
 
     #[test]
