@@ -790,6 +790,17 @@ fn check_query_names(query: &BTreeMap<String, String>, url: &url::Url) -> Result
     if let Some((name, _)) = url.query_pairs().find(|(name, _)| is_credential_name(name)) {
         return Err(invalid("request.url", &format!("{name:?} in {}", crate::redacted_url(url)), reason));
     }
+    let re_method = "would re-method the call in frameworks that read it; the spec's `method` is the call's method";
+    if query.contains_key(METHOD_OVERRIDE_PARAM) {
+        return Err(invalid(&format!("request.query.{METHOD_OVERRIDE_PARAM}"), "…", re_method));
+    }
+    if url.query_pairs().any(|(name, _)| name == METHOD_OVERRIDE_PARAM) {
+        return Err(invalid(
+            "request.url",
+            &format!("{METHOD_OVERRIDE_PARAM:?} in {}", crate::redacted_url(url)),
+            re_method,
+        ));
+    }
     Ok(())
 }
 
@@ -802,9 +813,11 @@ fn check_query_names(query: &BTreeMap<String, String>, url: &url::Url) -> Result
 //   `proxy-connection`, `te`, `trailer`, `transfer-encoding`, `upgrade`,
 //   `content-length`, `expect`; RFC 9110 §7.6.1, RFC 9112 §6): the HTTP
 //   client frames the message;
-// - headers that re-route or re-method a call behind a proxy or framework
-//   (`forwarded`, `x-forwarded-*`, `x-original-url`, `x-rewrite-url`,
-//   `x-http-method-override`, `x-http-method`, `x-method-override`):
+// - headers that re-route, re-host or re-method a call behind a proxy or
+//   framework (`forwarded`, `x-forwarded`, `x-forwarded-*`, the
+//   `x-original-*` family, `x-rewrite-url`, `x-override-url`,
+//   `x-envoy-original-path`, `x-host`, `x-http-host-override`, the method
+//   overrides) or claim a client address (`x-real-ip`, `client-ip`, …):
 //   they would take a granted call to another path, host or method than
 //   the grant admits.
 const FRAMING_HEADERS: &[&str] = &[
@@ -819,8 +832,31 @@ const FRAMING_HEADERS: &[&str] = &[
     "expect",
 ];
 
-const REROUTING_HEADERS: &[&str] =
-    &["forwarded", "x-original-url", "x-rewrite-url", "x-http-method-override", "x-http-method", "x-method-override"];
+const REROUTING_HEADERS: &[&str] = &[
+    "forwarded",
+    "x-forwarded",
+    "x-original-url",
+    "x-original-uri",
+    "x-original-method",
+    "x-original-host",
+    "x-rewrite-url",
+    "x-override-url",
+    "x-envoy-original-path",
+    "x-host",
+    "x-http-host-override",
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+    "x-real-ip",
+    "client-ip",
+    "true-client-ip",
+    "x-client-ip",
+];
+
+/// The query parameter Rails, Laravel and other frameworks read as the
+/// method of a call (`_method=DELETE` on a `GET`): refused in a spec's and
+/// a message's query, since it would re-method a granted call.
+pub const METHOD_OVERRIDE_PARAM: &str = "_method";
 
 /// Why Request never takes header `name` from a spec, message or grant
 /// (`host`; hop-by-hop and framing headers; headers that re-route or
@@ -833,7 +869,7 @@ pub fn refused_header(name: &str) -> Option<&'static str> {
             "is set by Request from the URL's host (another Host would reach another site behind the same address)",
         );
     }
-    if name.starts_with("x-forwarded-") || REROUTING_HEADERS.contains(&name.as_str()) {
+    if name.starts_with("x-forwarded-") || name.starts_with("x-envoy-") || REROUTING_HEADERS.contains(&name.as_str()) {
         return Some("would re-route or re-method the call behind a proxy; the URL and method are the whole call");
     }
     if FRAMING_HEADERS.contains(&name.as_str()) {
@@ -1216,6 +1252,10 @@ target:
             ("Transfer-Encoding", "hop-by-hop or framing"),
             ("connection", "hop-by-hop or framing"),
             ("X-Forwarded-Host", "re-route"),
+            ("X-Forwarded", "re-route"),
+            ("X-Original-URI", "re-route"),
+            ("X-Envoy-Original-Path", "re-route"),
+            ("X-Host", "re-route"),
             ("X-HTTP-Method-Override", "re-method"),
         ] {
             let err = parse_err(&with(&format!("  headers: {{ {header}: x }}")));
@@ -1224,6 +1264,10 @@ target:
         let err = parse_err(&with("  auth: { kind: api_key, secret_id: k, header: Host }"));
         assert!(err.contains("request.auth.header") && err.contains("URL's host"), "{err}");
         assert_eq!(refused_header("x-request-id"), None);
+        let err = parse_err(&with("  query: { _method: DELETE }"));
+        assert!(err.contains("request.query._method") && err.contains("re-method"), "{err}");
+        let err = parse_err(&PAGED.replace("/customers", "/customers?_method=DELETE"));
+        assert!(err.contains("request.url") && err.contains("re-method"), "{err}");
     }
 
     #[test]

@@ -111,11 +111,25 @@ impl Credentials {
     }
 
     /// Adds the credential to `request`.
+    ///
+    /// The credential replaces whatever the message put under the same
+    /// header name (in any case) or query parameter, so the vendor reads the
+    /// granted value and not one of the sender's choosing beside it.
     pub fn apply(&self, request: &mut HttpRequest) {
         if let Some((name, value)) = &self.header {
+            request.headers.retain(|other, _| !other.eq_ignore_ascii_case(name));
             request.headers.insert(name.clone(), value.expose().to_string());
         }
         if let Some((name, value)) = &self.query {
+            if request.url.query_pairs().any(|(other, _)| other == name.as_str()) {
+                let kept: Vec<(String, String)> = request
+                    .url
+                    .query_pairs()
+                    .filter(|(other, _)| other != name.as_str())
+                    .map(|(k, v)| (k.into(), v.into()))
+                    .collect();
+                request.url.query_pairs_mut().clear().extend_pairs(kept);
+            }
             request.url.query_pairs_mut().append_pair(name, value.expose());
         }
     }

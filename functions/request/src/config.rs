@@ -183,7 +183,22 @@ impl LambdaConfig {
             max_instances: max_instances(env)?,
             ..defaults
         };
+        grants_name_pipelines(&handler)?;
         Ok(Self { handler, lake_bucket, connect_timeout: env.secs(&HTTP_CONNECT_TIMEOUT_SECS)? })
+    }
+}
+
+/// With tenants listed, a grant must name its `pipelines`: one without them
+/// would let every tenant use the secret.
+fn grants_name_pipelines(handler: &RequestConfig) -> Result<(), EnvError> {
+    let (Tenants::Listed { .. }, Some(secrets)) = (&handler.tenants, &handler.trust.secrets) else { return Ok(()) };
+    match secrets.iter().find(|(_, grants)| grants.iter().any(|grant| grant.pipelines.is_empty())) {
+        Some((id, _)) => Err(EnvError::Malformed {
+            name: SECRET_GRANTS.name.into(),
+            value: format!("{id}: a grant without \"pipelines\""),
+            expected: "a grant naming its `pipelines` while TENANTS or STACK_SENDERS is set (without them every tenant could use the secret)",
+        }),
+        None => Ok(()),
     }
 }
 
@@ -287,6 +302,13 @@ mod tests {
         assert_eq!(err.name(), "SECRET_GRANTS");
         let err = LambdaConfig::from_env(&env(&[("ALLOW_LOOPBACK", "yes please")])).expect_err("not a bool");
         assert_eq!(err.name(), "ALLOW_LOOPBACK");
+        // With tenants, a grant open to every pipeline would be open to every tenant.
+        let open = r#"{"tributary/a": {"hosts": ["api.a.com"]}}"#;
+        LambdaConfig::from_env(&env(&[("SECRET_GRANTS", open)])).expect("one team: any pipeline");
+        let err = LambdaConfig::from_env(&env(&[("SECRET_GRANTS", open), ("STACK_SENDERS", "AROASTACK:*")]))
+            .expect_err("tenants");
+        assert_eq!(err.name(), "SECRET_GRANTS");
+        assert!(err.to_string().contains("tributary/a") && err.to_string().contains("pipelines"), "{err}");
     }
 
     #[test]

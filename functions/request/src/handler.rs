@@ -217,6 +217,7 @@ fn decide(message: &RequestMessage, fetched: &Fetched, scrubber: &Scrubber) -> R
             } else {
                 raw_records(&fetched.response.body, records_pointer.as_deref(), target)?
             };
+            let raw = without_credentials(raw, scrubber, target)?;
             let digest = contracts::digest::fnv1a_hex(raw.as_str().as_bytes());
             let repeats_previous = next
                 .as_ref()
@@ -323,6 +324,17 @@ fn check_message(message: &RequestMessage) -> Result<(), RequestError> {
         message.http.headers.keys().find_map(|name| contracts::spec::refused_header(name).map(|why| (name, why)))
     {
         return Err(refuse("http.headers", &format!("{name:?}"), why));
+    }
+    let re_method = contracts::spec::METHOD_OVERRIDE_PARAM;
+    if message.http.query.contains_key(re_method) || url.query_pairs().any(|(name, _)| name == re_method) {
+        return Err(refuse(
+            "http.query",
+            &format!("{re_method:?}"),
+            "would re-method the call; `http.method` is its method",
+        ));
+    }
+    if message.http.method == contracts::HttpMethod::Get && message.http.body.is_some() {
+        return Err(refuse("http.body", "(a JSON body)", "a GET sends no body (RFC 9110 §9.3.1); use `POST`"));
     }
     let credential_query =
         url.query_pairs().map(|(k, _)| k.into_owned()).find(|k| contracts::spec::is_credential_name(k));
@@ -736,6 +748,27 @@ fn raw_records(body: &[u8], pointer: Option<&str>, target: &str) -> Result<RawRe
         Ok(None) => Err(problem("is not in the response".into())),
         Err(err) => Err(problem(format!("the response is not JSON: {err}"))),
     }
+}
+
+/// The records as forwarded: a credential of the call that the vendor
+/// echoed into them (a `self` link carrying the API key, the
+/// `Authorization` header reflected) is replaced by `<redacted>` in every
+/// spelling ([`Scrubber::scrub`]), so neither the sender's dataset or inbox
+/// nor the lake's raw copy ever holds it.
+///
+/// # Errors
+/// [`RequestError::Refused`] (permanent) when the credential stands where
+/// no text can replace it (outside a JSON string: a numeric token written
+/// as a number); nothing is forwarded then.
+fn without_credentials(raw: RawRecords, scrubber: &Scrubber, target: &str) -> Result<RawRecords, RequestError> {
+    if !scrubber.contains(raw.as_str()) {
+        return Ok(raw);
+    }
+    tracing::warn!("the vendor echoed a credential of the call into its records; forwarded redacted");
+    RawRecords::from_text(scrubber.scrub(raw.as_str())).map_err(|_| RequestError::Refused {
+        target: target.to_string(),
+        reason: "the records hold a credential of the call outside a JSON string, where it cannot be redacted; nothing is forwarded".into(),
+    })
 }
 
 async fn forward_records(

@@ -115,9 +115,20 @@ pub struct SecretGrant {
     #[serde(default)]
     pub api_key: Option<KeyPlacement>,
     /// For an `oauth2_client_credentials` secret: the exact token endpoint
-    /// the client secret may be sent to. Required for such a secret.
+    /// the client secret may be sent to. Required for such a secret. A
+    /// secret granted with `api_key` or `token_url` is used only as that
+    /// kind: never sent raw as a bearer token or basic password.
     #[serde(default)]
     pub token_url: Option<url::Url>,
+    /// For an OAuth secret: the client id the message must name (unset:
+    /// any).
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// For an OAuth secret: the scopes a message may ask for (each of its
+    /// space-separated `scope` tokens must be listed); empty (the
+    /// default): it may ask for none, so the provider's default applies.
+    #[serde(default)]
+    pub scopes: Vec<String>,
 }
 
 impl Default for SecretGrant {
@@ -132,6 +143,8 @@ impl Default for SecretGrant {
             path_prefixes: Self::any_path(),
             api_key: None,
             token_url: None,
+            client_id: None,
+            scopes: Vec::new(),
         }
     }
 }
@@ -202,8 +215,10 @@ impl SecretGrant {
             if prefix == "/" {
                 return true;
             }
-            let lowered = path.to_ascii_lowercase();
-            if ["%2f", "%5c", "%2e"].iter().any(|encoded| lowered.contains(encoded)) || path.contains('\\') {
+            // Under a narrower prefix the path must be plain: a server may
+            // decode an escape (`%2e%2e`, `%252e`, `%u002e`, `%c0%ae`), a
+            // `;` parameter (`..;/`) or a `\` into another path.
+            if path.contains(['%', ';', '\\']) {
                 return false;
             }
             let prefix = prefix.trim_end_matches('/');
@@ -271,36 +286,70 @@ impl SecretGrant {
         self.placement_refusal(secret_id, call.auth).map(|untrusted| (6, untrusted))
     }
 
-    /// An API key's header or parameter, an OAuth token endpoint: the
-    /// grant's, never the message's choice.
+    /// An API key's header or parameter, an OAuth token endpoint, client
+    /// id and scopes, and the kind of auth itself: the grant's, never the
+    /// message's choice.
     fn placement_refusal(&self, secret_id: &str, auth: &Auth) -> Option<Untrusted> {
-        if let Some(asked) = KeyPlacement::of(auth) {
-            let granted = match &self.api_key {
-                Some(granted) if granted.matches(&asked) => return None,
-                Some(granted) => granted.to_string(),
-                None => {
-                    "nowhere: the grant names no `api_key` placement ({\"header\": …} or {\"query_param\": …})".into()
+        let refuse = |field: &'static str, value: String, what: String| {
+            Some(Untrusted { field, value, reason: format!("secret {secret_id:?} {what} (SECRET_GRANTS)") })
+        };
+        match auth {
+            Auth::ApiKey { .. } => {
+                let asked = KeyPlacement::of(auth)?;
+                match &self.api_key {
+                    Some(granted) if granted.matches(&asked) => None,
+                    Some(granted) => refuse(asked.field(), asked.to_string(), format!("may go in {granted} only")),
+                    None => refuse(
+                        asked.field(),
+                        asked.to_string(),
+                        "may go nowhere as an API key: the grant names no `api_key` placement ({\"header\": …} or {\"query_param\": …})".into(),
+                    ),
                 }
-            };
-            return Some(Untrusted {
-                field: asked.field(),
-                value: asked.to_string(),
-                reason: format!("secret {secret_id:?} may go in {granted} only (SECRET_GRANTS)"),
-            });
+            }
+            Auth::OAuth2ClientCredentials { token_url, client_id, scope, .. } => {
+                let Some(granted) = &self.token_url else {
+                    return refuse(
+                        "policy.auth.token_url",
+                        contracts::redacted_url(token_url),
+                        "is no OAuth client secret: the grant names no `token_url`".into(),
+                    );
+                };
+                if granted != token_url {
+                    let what = format!("may be sent to {} only", contracts::redacted_url(granted));
+                    return refuse("policy.auth.token_url", contracts::redacted_url(token_url), what);
+                }
+                if let Some(granted) = self.client_id.as_ref().filter(|granted| *granted != client_id) {
+                    return refuse(
+                        "policy.auth.client_id",
+                        format!("{client_id:?}"),
+                        format!("is for client {granted:?} only"),
+                    );
+                }
+                let asked = scope.as_deref().unwrap_or_default().split_whitespace();
+                if let Some(extra) = asked.into_iter().find(|s| !self.scopes.iter().any(|granted| granted == s)) {
+                    let listed = if self.scopes.is_empty() { "none".to_string() } else { self.scopes.join(" ") };
+                    return refuse(
+                        "policy.auth.scope",
+                        format!("{extra:?}"),
+                        format!("may be asked for scopes {listed} only (`scopes`)"),
+                    );
+                }
+                None
+            }
+            Auth::Bearer { .. } | Auth::Basic { .. } => {
+                let granted_as = match (&self.api_key, &self.token_url) {
+                    (Some(_), _) => "an API key",
+                    (None, Some(_)) => "an OAuth client secret",
+                    (None, None) => return None,
+                };
+                let kind = if matches!(auth, Auth::Bearer { .. }) { "bearer" } else { "basic" };
+                refuse(
+                    "policy.auth.kind",
+                    kind.into(),
+                    format!("is granted as {granted_as}: it is never sent as a {kind} credential"),
+                )
+            }
         }
-        if let Auth::OAuth2ClientCredentials { token_url, .. } = auth {
-            let granted = match &self.token_url {
-                Some(granted) if granted == token_url => return None,
-                Some(granted) => contracts::redacted_url(granted),
-                None => "no token endpoint: the grant names no `token_url`".into(),
-            };
-            return Some(Untrusted {
-                field: "policy.auth.token_url",
-                value: contracts::redacted_url(token_url),
-                reason: format!("secret {secret_id:?} may be sent to {granted} only (SECRET_GRANTS)"),
-            });
-        }
-        None
     }
 }
 
@@ -376,6 +425,16 @@ impl Trust {
             token_url: match auth {
                 Auth::OAuth2ClientCredentials { token_url, .. } => Some(token_url.clone()),
                 _ => None,
+            },
+            client_id: match auth {
+                Auth::OAuth2ClientCredentials { client_id, .. } => Some(client_id.clone()),
+                _ => None,
+            },
+            scopes: match auth {
+                Auth::OAuth2ClientCredentials { scope: Some(scope), .. } => {
+                    scope.split_whitespace().map(String::from).collect()
+                }
+                _ => Vec::new(),
             },
             ..SecretGrant::origin_of(&spec.request.url)
         };
@@ -606,6 +665,28 @@ mod tests {
             (call("GET", "https://api.vendor-c.com/v1/items/../admin"), "http.url", "path \"/v1/admin\""),
             (call("GET", "https://api.vendor-c.com/v1/items/%2e%2e/admin"), "http.url", "path \"/v1/admin\""),
             (call("GET", "https://api.vendor-c.com/v1/items/..%2Fadmin"), "http.url", "path \"/v1/items/..%2Fadmin\""),
+            // Forms a server may decode past the prefix: the path must be plain.
+            (call("GET", "https://api.vendor-c.com/v1/items/..;/admin"), "http.url", "path \"/v1/items/..;/admin\""),
+            (
+                call("GET", "https://api.vendor-c.com/v1/items/%252e%252e/admin"),
+                "http.url",
+                "path \"/v1/items/%252e%252e/admin\"",
+            ),
+            (
+                call("GET", "https://api.vendor-c.com/v1/items/%u002e%u002e/admin"),
+                "http.url",
+                "path \"/v1/items/%u002e%u002e/admin\"",
+            ),
+            (
+                call("GET", "https://api.vendor-c.com/v1/items/%c0%ae%c0%ae/admin"),
+                "http.url",
+                "path \"/v1/items/%c0%ae%c0%ae/admin\"",
+            ),
+            (
+                call("GET", "https://api.vendor-c.com/v1/items/..%00/admin"),
+                "http.url",
+                "path \"/v1/items/..%00/admin\"",
+            ),
         ] {
             let err = refused(&trust, refused_call.clone());
             assert_eq!((err.field, err.value.as_str()), (field, value), "{refused_call}: {err}");
@@ -664,6 +745,62 @@ mod tests {
             assert_eq!(err.field, "policy.auth.token_url", "{elsewhere}: {err}");
             assert!(err.reason.contains("https://login.vendor-a.com/oauth/token"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_secret_granted_as_a_key_or_a_client_secret_is_never_sent_raw() {
+        let mut trust = trust();
+        let key = SecretGrant {
+            hosts: vec!["api.vendor-a.com".into()],
+            api_key: Some(KeyPlacement::QueryParam("key".into())),
+            ..SecretGrant::default()
+        };
+        trust.grant("tributary/key", key);
+        let token_url = url::Url::parse("https://api.vendor-a.com/oauth/token").expect("url");
+        let client = SecretGrant {
+            hosts: vec!["api.vendor-a.com".into()],
+            token_url: Some(token_url),
+            ..SecretGrant::default()
+        };
+        trust.grant("tributary/client", client);
+        for (id, kind, granted_as) in [
+            ("tributary/key", "bearer", "an API key"),
+            ("tributary/key", "basic", "an API key"),
+            ("tributary/client", "bearer", "an OAuth client secret"),
+            ("tributary/client", "basic", "an OAuth client secret"),
+        ] {
+            let err = refused(&trust, json!({"policy": {"auth": {"kind": kind, "secret_id": id}}}));
+            assert_eq!((err.field, err.value.as_str()), ("policy.auth.kind", kind), "{err}");
+            assert!(err.reason.contains(granted_as), "{err}");
+        }
+    }
+
+    #[test]
+    fn an_oauth_grant_binds_the_client_and_the_scopes() {
+        let mut trust = trust();
+        let token_url = url::Url::parse("https://login.vendor-a.com/token").expect("url");
+        let grant = SecretGrant {
+            hosts: vec!["api.vendor-a.com".into()],
+            token_url: Some(token_url),
+            client_id: Some("team-a-client".into()),
+            scopes: vec!["read:contacts".into(), "read:deals".into()],
+            ..SecretGrant::default()
+        };
+        trust.grant("tributary/oauth", grant);
+        let oauth = |client: &str, scope: Option<&str>| {
+            let mut auth = json!({"kind": "oauth2_client_credentials", "token_url": "https://login.vendor-a.com/token",
+                "client_id": client, "secret_id": "tributary/oauth"});
+            if let Some(scope) = scope {
+                auth["scope"] = json!(scope);
+            }
+            json!({"policy": {"auth": auth}})
+        };
+        trust.check(&message(oauth("team-a-client", None))).expect("the provider's default scope");
+        trust.check(&message(oauth("team-a-client", Some("read:deals read:contacts")))).expect("granted scopes");
+        let err = refused(&trust, oauth("team-a-client", Some("read:deals admin billing:write")));
+        assert_eq!((err.field, err.value.as_str()), ("policy.auth.scope", "\"admin\""), "{err}");
+        let err = refused(&trust, oauth("other-client", None));
+        assert_eq!(err.field, "policy.auth.client_id", "{err}");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use crate::common;
 
-use common::{Harness, REQUEST_QUEUE, items, message, recorder, reply};
+use common::{Harness, PERSIST_QUEUE, REQUEST_QUEUE, items, message, recorder, reply};
 use request::RequestError;
 use request::trust::{KeyPlacement, SecretGrant};
 use serde_json::{Value, json};
@@ -16,21 +16,22 @@ use tributary_core::ports::NetworkAccess;
 
 const KEY: &str = "K3Y/s3cr+t=77 81";
 
-/// A harness whose deployment grants `vendor/key` (an API key in the
-/// `api_key` parameter, or a bearer token) and `vendor/basic` to the
-/// vendor's origin only: `http://<vendor>`, any path, `GET`.
+/// A harness whose deployment grants the bearer token `vendor/key`, the
+/// same text as the API key `vendor/apikey` (in the `api_key` parameter)
+/// and the password `vendor/basic` to the vendor's origin only:
+/// `http://<vendor>`, any path, `GET`.
 fn granted(vendor: std::net::SocketAddr) -> Harness {
     let mut harness = Harness::new();
-    harness.secrets(json!({"vendor/key": KEY, "vendor/basic": "ana:pa55-w0rd"}));
+    harness.secrets(json!({"vendor/key": KEY, "vendor/apikey": KEY, "vendor/basic": "ana:pa55-w0rd"}));
     let mut trust = harness.config.trust.clone();
     trust.secrets = Some(Default::default());
-    for id in ["vendor/key", "vendor/basic"] {
+    for (id, api_key) in [
+        ("vendor/key", None),
+        ("vendor/apikey", Some(KeyPlacement::QueryParam("api_key".into()))),
+        ("vendor/basic", None),
+    ] {
         let origin = url::Url::parse(&format!("http://{vendor}/")).expect("url");
-        let grant = SecretGrant {
-            pipelines: vec!["vendor".into()],
-            api_key: Some(KeyPlacement::QueryParam("api_key".into())),
-            ..SecretGrant::origin_of(&origin)
-        };
+        let grant = SecretGrant { pipelines: vec!["vendor".into()], api_key, ..SecretGrant::origin_of(&origin) };
         trust.grant(id, grant);
     }
     harness.config.trust = trust;
@@ -197,7 +198,7 @@ async fn an_echoed_credential_never_leaves_in_any_encoding() {
     })
     .await;
     let harness = granted(addr);
-    let api_key = json!({"auth": {"kind": "api_key", "secret_id": "vendor/key", "query_param": "api_key"}, "allow": {"loopback": true}});
+    let api_key = json!({"auth": {"kind": "api_key", "secret_id": "vendor/apikey", "query_param": "api_key"}, "allow": {"loopback": true}});
     let shows_key =
         |text: &str| text.contains(KEY) || text.contains(&encoded) || text.contains(&encoded.replace('+', "%20"));
     for path in ["/html", "/fail"] {
@@ -280,4 +281,83 @@ async fn a_grant_binds_the_whole_call_not_the_host() {
     }
     assert_eq!(log.lock().expect("log").len(), 2, "no call for a refused message");
     assert!(other_log.lock().expect("log").is_empty(), "the other port was never called");
+}
+
+/// The granted key is the only value under its name, and a message cannot
+/// re-method a call through a parameter or carry a body on a GET.
+#[tokio::test]
+async fn the_key_replaces_the_senders_value_and_re_methods_are_refused() {
+    let (addr, log) = recorder(|_, _| reply(200, &[], items(0..1))).await;
+    let mut harness = Harness::new();
+    harness.secrets(json!({"vendor/key": KEY}));
+    let mut trust = harness.config.trust.clone();
+    trust.secrets = Some(Default::default());
+    let origin = url::Url::parse(&format!("http://{addr}/")).expect("url");
+    let api_key = Some(KeyPlacement::QueryParam("key".into()));
+    trust.grant(
+        "vendor/key",
+        SecretGrant { pipelines: vec!["vendor".into()], api_key, ..SecretGrant::origin_of(&origin) },
+    );
+    harness.config.trust = trust;
+    let policy = json!({"auth": {"kind": "api_key", "secret_id": "vendor/key", "query_param": "key"}, "allow": {"loopback": true}});
+    let mut duplicated = message(&format!("http://{addr}/data?key=ATTACKER&page=2"), policy.clone());
+    duplicated.http.query.insert("key".into(), "ATTACKER2".into());
+    request::handle_message(duplicated, harness.deps()).await.expect("granted");
+    let seen = log.lock().expect("log")[0].uri.clone();
+    let url = url::Url::parse(&format!("http://{addr}{seen}")).expect("url");
+    let keys: Vec<String> = url.query_pairs().filter(|(k, _)| k == "key").map(|(_, v)| v.into_owned()).collect();
+    assert_eq!(keys, [KEY], "{seen}");
+    assert!(url.query_pairs().any(|(k, v)| k == "page" && v == "2"), "the vendor's own parameters stay: {seen}");
+
+    let mut re_method = message(&format!("http://{addr}/data"), policy.clone());
+    re_method.http.query.insert("_method".into(), "DELETE".into());
+    let err = refused(&harness, re_method).await;
+    assert!(err.to_string().contains("`http.query` = \"_method\""), "{err}");
+    let mut get_body = message(&format!("http://{addr}/data"), policy);
+    get_body.http.body = Some(json!({"query": "mutation { deleteAll }"}));
+    let err = refused(&harness, get_body).await;
+    assert!(err.to_string().contains("`http.body`"), "{err}");
+    assert_eq!(log.lock().expect("log").len(), 1, "no call for a refused message");
+}
+
+/// A vendor echoing the call's credentials into its records (a HATEOAS
+/// `self` link with the API key, the `Authorization` header reflected):
+/// the forwarded page holds `<redacted>` instead, in every spelling; a
+/// credential outside a JSON string refuses the page.
+#[tokio::test]
+async fn credentials_a_vendor_echoes_into_its_records_are_not_forwarded() {
+    let (addr, _log) = recorder(|_, seen| {
+        let auth = seen.headers.get("authorization").cloned().unwrap_or_default();
+        let token = auth.trim_start_matches("Bearer ").to_string();
+        match seen.uri.split('?').next().unwrap_or_default() {
+            "/numeric" => reply(200, &[], json!({"items": [{"id": 1, "n": token.parse::<u64>().unwrap_or(0)}]})),
+            _ => reply(
+                200,
+                &[],
+                json!({"items": [{"id": 1, "self": seen.uri, "auth": auth, "escaped": token.replace('/', "\\/")}]}),
+            ),
+        }
+    })
+    .await;
+    let harness = granted(addr);
+    let apikey = json!({"auth": {"kind": "api_key", "secret_id": "vendor/apikey", "query_param": "api_key"}, "allow": {"loopback": true}});
+    request::handle_message(message(&format!("http://{addr}/items"), apikey), harness.deps()).await.expect("page");
+    request::handle_message(message(&format!("http://{addr}/items"), bearer()), harness.deps()).await.expect("page");
+    let encoded: String = url::form_urlencoded::byte_serialize(KEY.as_bytes()).collect();
+    for page in harness.drain_text(PERSIST_QUEUE) {
+        assert!(page.contains("<redacted>"), "{page}");
+        for form in [KEY.to_string(), encoded.clone(), KEY.replace('/', "\\/"), KEY.replace('/', "\\\\/")] {
+            assert!(!page.contains(&form), "{form} in {page}");
+        }
+        let message: contracts::PersistMessage =
+            contracts::decode(serde_json::from_str(&page).expect("json")).expect("a page");
+        let contracts::Payload::Inline { records } = &message.payload else { panic!("inline records: {page}") };
+        let records: Vec<Value> = serde_json::from_str(records.as_str()).expect("records stay JSON");
+        assert_eq!((records.len(), records[0]["id"].clone()), (1, json!(1)), "the record itself is kept");
+    }
+
+    harness.secrets(json!({"vendor/key": "738295610447"}));
+    let err = refused(&harness, message(&format!("http://{addr}/numeric"), bearer())).await;
+    assert!(err.to_string().contains("outside a JSON string"), "{err}");
+    assert!(harness.drain_text(PERSIST_QUEUE).is_empty(), "nothing forwarded");
 }
