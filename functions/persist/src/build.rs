@@ -335,132 +335,154 @@ impl Col {
                 }
                 None => Err(violation(found(rec, idx))),
             },
-            Col::List { item, item_ty, .. } => {
-                if let Tok::Arr { end, .. } = tok {
-                    let mut i = idx + 1;
-                    let mut n = 0;
-                    while i < end as usize {
-                        let kind = kind_of(rec.text, rec.tape, i);
-                        if kind != 0 && item_ty.as_ref().is_some_and(|ty| !ty.takes(kind)) {
-                            return Err(Violation {
-                                path: format!("/{n}"),
-                                expected: item.expected(),
-                                found: found(rec, i),
-                                type_stands: false,
-                            });
-                        }
-                        i = item.check(rec, i, scratch).map_err(|mut v| {
-                            v.path = format!("/{n}{}", v.path);
-                            v
-                        })?;
-                        n += 1;
-                    }
-                    Ok(next)
-                } else if item_ty.is_some() {
-                    Err(violation(found(rec, idx)))
-                } else {
-                    item.check(rec, idx, scratch)
-                }
+            Col::List { item, item_ty, .. } => match tok {
+                Tok::Arr { end, .. } => Self::check_items(item, item_ty.as_deref(), rec, idx, end as usize, scratch),
+                _ if item_ty.is_some() => Err(violation(found(rec, idx))),
+                _ => item.check(rec, idx, scratch),
+            },
+            Col::Struct { .. } => match tok {
+                Tok::Obj { end, .. } => self.check_fields(rec, idx, end as usize, scratch),
+                _ => Err(violation(found(rec, idx))),
+            },
+        }
+    }
+
+    /// [`Col::check`] of a list's items, `idx` its `[`, `end` past its `]`.
+    fn check_items(
+        item: &Col,
+        item_ty: Option<&Ty>,
+        rec: Rec<'_>,
+        idx: usize,
+        end: usize,
+        scratch: &mut String,
+    ) -> Result<usize, Violation> {
+        let mut i = idx + 1;
+        let mut n = 0;
+        while i < end {
+            let kind = kind_of(rec.text, rec.tape, i);
+            if kind != 0 && item_ty.is_some_and(|ty| !ty.takes(kind)) {
+                return Err(Violation {
+                    path: format!("/{n}"),
+                    expected: item.expected(),
+                    found: found(rec, i),
+                    type_stands: false,
+                });
             }
-            Col::Struct { names, children, variants, required, declared, .. } => {
-                let Tok::Obj { end, .. } = tok else { return Err(violation(found(rec, idx))) };
-                let mut i = idx + 1;
-                let mut hint = 0;
-                // Columns seen in this object: a repeated key is refused.
-                // A bitmask for the first 64, a vector only beyond.
-                let mut seen_low = 0u64;
-                let mut seen_high: Vec<bool> = Vec::new();
-                while i < end as usize {
-                    let Tok::Str { start, end: key_end, escaped } = rec.tape.toks[i] else { break };
-                    let value = i + 1;
-                    let at = if escaped {
-                        let key = unescape(rec.text, start, key_end, escaped, scratch).unwrap_or("\u{FFFD}");
-                        names.position(key, hint)
-                    } else {
-                        names.position(&rec.text[start as usize..key_end as usize], hint)
-                    };
-                    let key_of = |scratch: &mut String| {
-                        let key = unescape(rec.text, start, key_end, escaped, scratch).unwrap_or("\u{FFFD}");
-                        key.replace('~', "~0").replace('/', "~1")
-                    };
-                    let Some(at) = at else {
-                        return Err(Violation {
-                            path: format!("/{}", key_of(scratch)),
-                            expected: "a field of the dataset".into(),
-                            found: "an undeclared field".into(),
-                            type_stands: false,
-                        });
-                    };
-                    hint = at + 1;
-                    let repeated = if at < 64 {
-                        let bit = 1u64 << at;
-                        let repeated = seen_low & bit != 0;
-                        seen_low |= bit;
-                        repeated
-                    } else {
-                        if seen_high.is_empty() {
-                            seen_high = vec![false; names.list.len()];
-                        }
-                        std::mem::replace(&mut seen_high[at], true)
-                    };
-                    if repeated {
-                        // JSON leaves a repeated key's meaning open (RFC 8259
-                        // §4): readers keep the first or the last. One column
-                        // cannot hold both, so the record is set aside whole.
-                        return Err(Violation {
-                            path: format!("/{}", key_of(scratch)),
-                            expected: "one value per key".into(),
-                            found: "the key repeated in the same object".into(),
-                            type_stands: true,
-                        });
-                    }
-                    let checked = match route(&names.list[at].ty, declared[at], &variants[at], rec, value) {
-                        Route::Base => children[at].check(rec, value, scratch),
-                        Route::Variant(to) => children[to].check(rec, value, scratch),
-                        Route::Missing(kind) => Err(Violation {
-                            path: String::new(),
-                            expected: format!(
-                                "{} (or a `__{}` variant column)",
-                                children[at].expected(),
-                                kind.suffix()
-                            ),
-                            found: found(rec, value),
-                            type_stands: false,
-                        }),
-                    };
-                    // A value that does not fit the base column goes to
-                    // its kind's variant column.
-                    let checked = match checked {
-                        Err(v) if !v.type_stands && !declared[at] => {
-                            match variants[at][Variant::for_kind(kind_of(rec.text, rec.tape, value)).slot()] {
-                                Some(to) => children[to].check(rec, value, scratch),
-                                None => Err(v),
-                            }
-                        }
-                        other => other,
-                    };
-                    if let Err(mut v) = checked {
-                        v.path = format!("/{}{}", key_of(scratch), v.path);
-                        v.type_stands |= declared[at];
-                        return Err(v);
-                    }
-                    i = rec.tape.skip(value);
+            i = item.check(rec, i, scratch).map_err(|mut v| {
+                v.path = format!("/{n}{}", v.path);
+                v
+            })?;
+            n += 1;
+        }
+        Ok(rec.tape.skip(idx))
+    }
+
+    /// [`Col::check`] of an object against this struct, `idx` its `{`,
+    /// `end` past its `}`: every key a field of it, none repeated, each
+    /// value fitting its field (or its kind's variant column), every
+    /// required field present.
+    fn check_fields(&self, rec: Rec<'_>, idx: usize, end: usize, scratch: &mut String) -> Result<usize, Violation> {
+        let Col::Struct { names, children, required, .. } = self else { return Ok(rec.tape.skip(idx)) };
+        let mut i = idx + 1;
+        let mut hint = 0;
+        // Columns seen in this object: a repeated key is refused.
+        // A bitmask for the first 64, a vector only beyond.
+        let mut seen_low = 0u64;
+        let mut seen_high: Vec<bool> = Vec::new();
+        while i < end {
+            let Tok::Str { start, end: key_end, escaped } = rec.tape.toks[i] else { break };
+            let value = i + 1;
+            let at = if escaped {
+                let key = unescape(rec.text, start, key_end, escaped, scratch).unwrap_or("\u{FFFD}");
+                names.position(key, hint)
+            } else {
+                names.position(&rec.text[start as usize..key_end as usize], hint)
+            };
+            let key_of = |scratch: &mut String| {
+                let key = unescape(rec.text, start, key_end, escaped, scratch).unwrap_or("\u{FFFD}");
+                key.replace('~', "~0").replace('/', "~1")
+            };
+            let Some(at) = at else {
+                return Err(Violation {
+                    path: format!("/{}", key_of(scratch)),
+                    expected: "a field of the dataset".into(),
+                    found: "an undeclared field".into(),
+                    type_stands: false,
+                });
+            };
+            hint = at + 1;
+            let repeated = if at < 64 {
+                let bit = 1u64 << at;
+                let repeated = seen_low & bit != 0;
+                seen_low |= bit;
+                repeated
+            } else {
+                if seen_high.is_empty() {
+                    seen_high = vec![false; names.list.len()];
                 }
-                if required.iter().any(|r| *r) {
-                    for (at, _) in required.iter().enumerate().filter(|(_, r)| **r) {
-                        if !has_value(rec, idx, &names.list[at].source, scratch) {
-                            return Err(Violation {
-                                path: format!("/{}", names.list[at].source),
-                                expected: format!("{} (required)", children[at].expected()),
-                                found: "no value".into(),
-                                type_stands: true,
-                            });
-                        }
-                    }
-                }
-                Ok(next)
+                std::mem::replace(&mut seen_high[at], true)
+            };
+            if repeated {
+                // JSON leaves a repeated key's meaning open (RFC 8259
+                // §4): readers keep the first or the last. One column
+                // cannot hold both, so the record is set aside whole.
+                return Err(Violation {
+                    path: format!("/{}", key_of(scratch)),
+                    expected: "one value per key".into(),
+                    found: "the key repeated in the same object".into(),
+                    type_stands: true,
+                });
+            }
+            if let Err(mut v) = self.check_field(at, rec, value, scratch) {
+                v.path = format!("/{}{}", key_of(scratch), v.path);
+                return Err(v);
+            }
+            i = rec.tape.skip(value);
+        }
+        for (at, _) in required.iter().enumerate().filter(|(_, r)| **r) {
+            if !has_value(rec, idx, &names.list[at].source, scratch) {
+                return Err(Violation {
+                    path: format!("/{}", names.list[at].source),
+                    expected: format!("{} (required)", children[at].expected()),
+                    found: "no value".into(),
+                    type_stands: true,
+                });
             }
         }
+        Ok(rec.tape.skip(idx))
+    }
+
+    /// [`Col::check`] of the value at `value` against this struct's field
+    /// `at`: its own column, or the variant column of its kind (routed
+    /// there, or when it does not fit the base column); a declared field's
+    /// violation stands.
+    fn check_field(&self, at: usize, rec: Rec<'_>, value: usize, scratch: &mut String) -> Result<usize, Violation> {
+        let Col::Struct { names, children, variants, declared, .. } = self else { return Ok(rec.tape.skip(value)) };
+        let checked = match route(&names.list[at].ty, declared[at], &variants[at], rec, value) {
+            Route::Base => children[at].check(rec, value, scratch),
+            Route::Variant(to) => children[to].check(rec, value, scratch),
+            Route::Missing(kind) => Err(Violation {
+                path: String::new(),
+                expected: format!("{} (or a `__{}` variant column)", children[at].expected(), kind.suffix()),
+                found: found(rec, value),
+                type_stands: false,
+            }),
+        };
+        // A value that does not fit the base column goes to its kind's
+        // variant column.
+        let checked = match checked {
+            Err(v) if !v.type_stands && !declared[at] => {
+                match variants[at][Variant::for_kind(kind_of(rec.text, rec.tape, value)).slot()] {
+                    Some(to) => children[to].check(rec, value, scratch),
+                    None => Err(v),
+                }
+            }
+            other => other,
+        };
+        checked.map_err(|mut v| {
+            v.type_stands |= declared[at];
+            v
+        })
     }
 
     /// Appends the value at `idx`, which [`Col::check`] accepted; returns

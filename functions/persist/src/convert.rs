@@ -44,7 +44,7 @@ use tempfile::TempPath;
 use lake_format::lineage::{LINEAGE_COLUMNS, Lineage, lineage_fields};
 use lake_format::partition::{self, DEFAULT_PARTITION, partition_columns};
 
-use crate::build::{Col, Rec};
+use crate::build::{Col, Rec, Violation};
 use crate::infer::{Naming, Seen, Ty, empty_table};
 use crate::json::{Tape, Tok, unescape};
 use crate::source::{DecodeError, Framer, PageSource};
@@ -870,34 +870,11 @@ fn build_chunks(
                 continue;
             }
             let rec = Rec { text, tape: &tape };
-            if let Err(mut violation) = checker.check(rec, 0, &mut scratch) {
+            if let Err(violation) = checker.check(rec, 0, &mut scratch) {
                 if strict && !violation.type_stands {
                     return Err((index, Stop::Widen));
                 }
-                // Left out by the column cap: its own reason, and one alert
-                // for the page (the dataset refuses to widen).
-                if let Some(reason) = over_cap.get(&index) {
-                    built.quarantined.push((index, reason.clone(), text.into()));
-                    let prefix = "MAX_COLUMNS: ".to_string();
-                    let conflict = format!(
-                        "{prefix}the dataset would have more than {} columns; records that needed more are quarantined",
-                        settings.limits.max_columns
-                    );
-                    built.conflicts.push((prefix, conflict));
-                    continue;
-                }
-                if violation.path.is_empty() {
-                    violation.path = "/".into();
-                }
-                built.quarantined.push((index, format!("record {index}: {violation}"), text.into()));
-                // Inferred columns take every value of the page, so a
-                // violation there is the dataset's schema refusing a change.
-                if !violation.type_stands {
-                    let prefix = format!("{}: ", violation.path);
-                    let conflict =
-                        format!("{prefix}the dataset has {}, this page has {}", violation.expected, violation.found);
-                    built.conflicts.push((prefix, conflict));
-                }
+                built.set_aside(index, text, violation, over_cap, settings.limits.max_columns);
                 continue;
             }
             let partition = match &run_date_partition {
@@ -936,25 +913,75 @@ fn build_chunks(
             };
             cols[at].1.append(rec, 0, &mut scratch);
         }
-        let mut parts = Vec::with_capacity(cols.len());
-        for (name, mut col) in cols {
-            let data = col.finish_struct();
-            let rows = arrow_array::Array::len(&data);
-            let mut columns = data.into_parts().1;
-            if let Some(lineage) = settings.lineage {
-                columns.extend(lineage.columns(rows));
-            }
-            let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(rows));
-            let batch = RecordBatch::try_new_with_options(arrow_schema.clone(), columns, &options)
-                .map_err(|err| (0, Stop::Failed(ConvertError::Parquet(ParquetError::from(err)))))?;
-            parts.push((name, batch));
-        }
-        built.parts = parts;
+        built.parts = finish_parts(cols, settings.lineage, arrow_schema)?;
         if output.send(built).is_err() {
             break;
         }
     }
     Ok(())
+}
+
+impl Built {
+    /// Quarantines the record at `index` that did not fit, with its
+    /// reason; a record the column cap left out (in `over_cap`) gets its
+    /// own reason and one `MAX_COLUMNS` alert for the page. A violation of
+    /// an inferred column is also a conflict to alert: the dataset's schema
+    /// refusing a change.
+    fn set_aside(
+        &mut self,
+        index: u64,
+        text: &str,
+        mut violation: Violation,
+        over_cap: &HashMap<u64, String>,
+        max_columns: usize,
+    ) {
+        if let Some(reason) = over_cap.get(&index) {
+            self.quarantined.push((index, reason.clone(), text.into()));
+            let prefix = "MAX_COLUMNS: ".to_string();
+            let conflict = format!(
+                "{prefix}the dataset would have more than {max_columns} columns; records that needed more are quarantined"
+            );
+            self.conflicts.push((prefix, conflict));
+            return;
+        }
+        if violation.path.is_empty() {
+            violation.path = "/".into();
+        }
+        self.quarantined.push((index, format!("record {index}: {violation}"), text.into()));
+        // Inferred columns take every value of the page, so a violation
+        // there is the dataset's schema refusing a change.
+        if !violation.type_stands {
+            let prefix = format!("{}: ", violation.path);
+            let conflict = format!("{prefix}the dataset has {}, this page has {}", violation.expected, violation.found);
+            self.conflicts.push((prefix, conflict));
+        }
+    }
+}
+
+/// The chunk's batches, one per partition: each built column finished,
+/// with the lineage columns.
+///
+/// # Errors
+/// Arrow's refusal of the batch (record index 0: the chunk's).
+fn finish_parts(
+    cols: Vec<(String, Col)>,
+    lineage: Option<&Lineage>,
+    arrow_schema: &SchemaRef,
+) -> Result<Vec<(String, RecordBatch)>, (u64, Stop)> {
+    let mut parts = Vec::with_capacity(cols.len());
+    for (name, mut col) in cols {
+        let data = col.finish_struct();
+        let rows = arrow_array::Array::len(&data);
+        let mut columns = data.into_parts().1;
+        if let Some(lineage) = lineage {
+            columns.extend(lineage.columns(rows));
+        }
+        let options = arrow_array::RecordBatchOptions::new().with_row_count(Some(rows));
+        let batch = RecordBatch::try_new_with_options(arrow_schema.clone(), columns, &options)
+            .map_err(|err| (0, Stop::Failed(ConvertError::Parquet(ParquetError::from(err)))))?;
+        parts.push((name, batch));
+    }
+    Ok(parts)
 }
 
 /// What the writer thread produced.
