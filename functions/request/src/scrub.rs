@@ -247,52 +247,37 @@ impl Pattern {
     /// Whether `tail` is the beginning of a spelling of this credential
     /// (possibly ending inside one character's escape).
     fn starts(&self, tail: &[u8]) -> bool {
-        let mut frontier = vec![0];
-        for step in &self.steps {
-            let mut next = Vec::new();
-            for &pos in &frontier {
-                let rest = &tail[pos..];
-                match rest.first() {
-                    None => return true,
-                    Some(&b) if !step.first.contains(b) => continue,
-                    Some(_) => {}
-                }
-                for spelling in &step.all {
-                    let spelling = spelling.as_bytes();
-                    if rest.starts_with(spelling) {
-                        next.push(pos + spelling.len());
-                    } else if spelling.starts_with(rest) {
-                        return true;
-                    }
-                }
-            }
-            if next.is_empty() {
-                return false;
-            }
-            next.sort_unstable();
-            next.dedup();
-            frontier = next;
-        }
-        frontier.contains(&tail.len())
+        self.partial(tail, Edge::Start)
     }
 
     /// Whether `head` is the end of a spelling of this credential.
     fn ends(&self, head: &[u8]) -> bool {
-        let mut frontier = vec![head.len()];
-        for step in self.steps.iter().rev() {
+        self.partial(head, Edge::End)
+    }
+
+    /// Whether `text`, read from `edge`, is a spelling of this credential
+    /// cut short (or whole): its characters matched one spelling after
+    /// another from that edge, the last one possibly in part.
+    fn partial(&self, text: &[u8], edge: Edge) -> bool {
+        let mut frontier = vec![edge.origin(text)];
+        let steps: Box<dyn Iterator<Item = &Arc<Spellings>>> = match edge {
+            Edge::Start => Box::new(self.steps.iter()),
+            Edge::End => Box::new(self.steps.iter().rev()),
+        };
+        for step in steps {
             let mut next = Vec::new();
             for &pos in &frontier {
-                let rest = &head[..pos];
-                match rest.last() {
+                let rest = edge.rest(text, pos);
+                match edge.byte(rest) {
                     None => return true,
-                    Some(&b) if !step.last.contains(b) => continue,
+                    Some(b) if !edge.bytes(step).contains(b) => continue,
                     Some(_) => {}
                 }
                 for spelling in &step.all {
                     let spelling = spelling.as_bytes();
-                    if rest.ends_with(spelling) {
-                        next.push(pos - spelling.len());
-                    } else if spelling.ends_with(rest) {
+                    if edge.takes(rest, spelling) {
+                        next.push(edge.advance(pos, spelling.len()));
+                    } else if edge.takes(spelling, rest) {
                         return true;
                     }
                 }
@@ -304,7 +289,70 @@ impl Pattern {
             next.dedup();
             frontier = next;
         }
-        frontier.contains(&0)
+        frontier.contains(&edge.far_end(text))
+    }
+}
+
+/// Which edge of a text a partial match is read from: a text's start (the
+/// excerpt's tail, read forward) or its end (its head, read backward).
+#[derive(Clone, Copy)]
+enum Edge {
+    Start,
+    End,
+}
+
+impl Edge {
+    /// Where reading begins.
+    fn origin(self, text: &[u8]) -> usize {
+        match self {
+            Edge::Start => 0,
+            Edge::End => text.len(),
+        }
+    }
+
+    /// Where a whole match ends.
+    fn far_end(self, text: &[u8]) -> usize {
+        self.origin(text).abs_diff(text.len())
+    }
+
+    /// What is left to read from `pos`.
+    fn rest(self, text: &[u8], pos: usize) -> &[u8] {
+        match self {
+            Edge::Start => &text[pos..],
+            Edge::End => &text[..pos],
+        }
+    }
+
+    /// The next byte to read in `rest`.
+    fn byte(self, rest: &[u8]) -> Option<u8> {
+        match self {
+            Edge::Start => rest.first().copied(),
+            Edge::End => rest.last().copied(),
+        }
+    }
+
+    /// The bytes a spelling of `step` may begin with, read from this edge.
+    fn bytes(self, step: &Spellings) -> &ByteSet {
+        match self {
+            Edge::Start => &step.first,
+            Edge::End => &step.last,
+        }
+    }
+
+    /// Whether `text` begins (read from this edge) with `part`.
+    fn takes(self, text: &[u8], part: &[u8]) -> bool {
+        match self {
+            Edge::Start => text.starts_with(part),
+            Edge::End => text.ends_with(part),
+        }
+    }
+
+    /// `pos` moved past `len` bytes.
+    fn advance(self, pos: usize, len: usize) -> usize {
+        match self {
+            Edge::Start => pos + len,
+            Edge::End => pos - len,
+        }
     }
 }
 
