@@ -1214,7 +1214,7 @@ pub fn partition_of(
 }
 
 fn lookup(rec: Rec<'_>, pointer: &str) -> Option<Tok> {
-    match rec.tape.find(rec.text, pointer).ok()?.map(|idx| rec.tape.toks[idx]) {
+    match rec.tape.find(rec.text, pointer).map(|idx| rec.tape.toks[idx]) {
         Some(Tok::Null) | None => None,
         tok => tok,
     }
