@@ -106,9 +106,8 @@ pub enum Col {
     },
     /// A struct (the record itself is one).
     Struct {
-        /// Names and indexes (boxed: the indexes would make every `Col`
-        /// as large as a struct's).
-        names: Box<Fields>,
+        /// Names and index.
+        names: Fields,
         /// Children, in `names` order ([`Col::Absent`] for fields with no
         /// type yet).
         children: Vec<Col>,
@@ -150,7 +149,7 @@ impl Col {
                 item_ty: Some(item.clone()),
             },
             Ty::Struct { fields } => Col::Struct {
-                names: Box::new(fields.clone()),
+                names: fields.clone(),
                 children: fields.list.iter().map(|f| Col::new(&f.ty)).collect(),
                 variants: fields
                     .list

@@ -332,6 +332,15 @@ pub struct Fields {
     pub list: Vec<Field>,
     /// Source key -> position of its base field.
     index: HashMap<String, usize>,
+    /// The indexes read only when a field is added or a writer built
+    /// (boxed, so that `Fields`, held by every struct's builder, stays
+    /// small; key lookups do not go through the box).
+    more: Box<MoreIndexes>,
+}
+
+/// [`Fields`]' indexes beyond the key's.
+#[derive(Clone, Debug, Default)]
+struct MoreIndexes {
     /// (source key, variant) -> position of that variant column.
     variants: HashMap<(String, Variant), usize>,
     /// Every field's name in ASCII lowercase (names are unique that way).
@@ -398,10 +407,10 @@ impl Fields {
                 self.index.insert(field.source.clone(), at);
             }
             Some(variant) => {
-                self.variants.entry((field.source.clone(), variant)).or_insert(at);
+                self.more.variants.entry((field.source.clone(), variant)).or_insert(at);
             }
         }
-        self.taken.insert(field.name.to_ascii_lowercase());
+        self.more.taken.insert(field.name.to_ascii_lowercase());
         self.list.push(field);
         at
     }
@@ -420,25 +429,25 @@ impl Fields {
     pub fn variant_position(&self, source: &str, variant: Variant) -> Option<usize> {
         // A borrowed tuple key cannot be looked up without an owned one;
         // variant lookups are per column (building a writer), not per value.
-        self.variants.get(&(source.to_string(), variant)).copied()
+        self.more.variants.get(&(source.to_string(), variant)).copied()
     }
 
     /// A name for a new column, `wanted` unless taken (here or in
     /// `reserved`, case-insensitively: Athena and Spark fold case), else
     /// `wanted_2`, `wanted_3`, … (the first free one).
     fn unique(&mut self, wanted: String, reserved: &[String]) -> String {
-        let taken = &self.taken;
+        let taken = &self.more.taken;
         let free = |name: &str| {
             !taken.contains(&name.to_ascii_lowercase()) && !reserved.iter().any(|r| r.eq_ignore_ascii_case(name))
         };
         if free(&wanted) {
             return wanted;
         }
-        let first = self.next_suffix.get(&wanted).copied().unwrap_or(2);
+        let first = self.more.next_suffix.get(&wanted).copied().unwrap_or(2);
         let Some((n, name)) = (first..).map(|n| (n, format!("{wanted}_{n}"))).find(|(_, name)| free(name)) else {
             return wanted;
         };
-        self.next_suffix.insert(wanted, n + 1);
+        self.more.next_suffix.insert(wanted, n + 1);
         name
     }
 
