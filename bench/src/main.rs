@@ -11,6 +11,7 @@
 mod cases;
 mod pages;
 mod report;
+mod wide;
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -37,6 +38,9 @@ struct Cli {
 enum Command {
     /// Generate the pages, run every case, print and write the tables.
     Run(cases::RunOptions),
+    /// One record of 20k to 200k keys per page: Persist's time per key at
+    /// each width (linear in the keys: flat).
+    Wide(wide::WideOptions),
     /// Convert one page with Persist's converter and print one JSON line
     /// (rows, seconds, peak RSS); used by `run`, one process per case.
     RunOne {
@@ -56,13 +60,8 @@ enum Command {
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Run(options) => match cases::run(&options) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(err) => {
-                eprintln!("persist-bench: {err:#}");
-                ExitCode::FAILURE
-            }
-        },
+        Command::Run(options) => finish(cases::run(&options)),
+        Command::Wide(options) => finish(wide::run(&options)),
         Command::RunOne { input, output, known_schema } => {
             let report = match convert(&input, &output, known_schema) {
                 Ok((rows, seconds)) => ChildReport::success(rows, seconds),
@@ -70,6 +69,17 @@ fn main() -> ExitCode {
             };
             println!("{}", serde_json::to_string(&report).unwrap_or_else(|_| "{}".into()));
             if report.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+        }
+    }
+}
+
+/// The exit code of a `run` or `wide` command, its error printed.
+fn finish(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("persist-bench: {err:#}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -79,6 +79,26 @@ pub async fn serve_json(body: impl Into<JsonBody>) -> SocketAddr {
     serve(router).await
 }
 
+/// A vendor answering `GET /records` with the bytes `body` as they are
+/// (they need not be UTF-8) as `content-type: content_type`, on a free
+/// loopback port; returns its address and a count of the calls received.
+///
+/// # Panics
+/// As [`serve`].
+pub async fn serve_bytes(body: Vec<u8>, content_type: &'static str) -> (SocketAddr, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let router = Router::new()
+        .route(
+            "/records",
+            get(move |State((body, calls)): State<(Arc<Vec<u8>>, Arc<AtomicUsize>)>| async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                ([("content-type", content_type)], body.as_ref().clone())
+            }),
+        )
+        .with_state((Arc::new(body), calls.clone()));
+    (serve(router).await, calls)
+}
+
 /// A paged vendor API: `GET /items?offset=&limit=` answers
 /// `{"meta": {"total": N}, "results": [...]}`, record `i` being
 /// [`record`]`(i)`; `GET /items/{id}/details` answers

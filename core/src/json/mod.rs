@@ -1,10 +1,12 @@
-//! JSON helpers: describing values in error messages ([`kind_of`]) and a
+//! JSON helpers: describing values in error messages ([`kind_of`]), a
 //! tokenizer that keeps numbers' text ([`tape`]), shared by Request (which
-//! forwards a response's records as the vendor wrote them) and Persist.
+//! forwards a response's records as the vendor wrote them) and Persist, and
+//! the escaping of bytes that are not UTF-8 inside strings ([`utf8`]).
 
 pub mod tape;
 #[cfg(test)]
 mod tape_props;
+pub mod utf8;
 
 use serde_json::Value;
 

@@ -114,15 +114,15 @@ impl Tape {
 
     /// Index of the value at RFC 6901 `pointer` (object keys and array
     /// indexes) in this tape of `text`; `Ok(None)` when nothing is there.
-    ///
-    /// # Errors
-    /// [`SyntaxError`] for a key with an invalid `\u` escape.
-    pub fn find(&self, text: &str, pointer: &str) -> Result<Option<usize>, SyntaxError> {
+    /// Keys with a lone UTF-16 surrogate are passed over (no pointer
+    /// segment can name one), so a record holding one does not hide the
+    /// rest of the document.
+    pub fn find(&self, text: &str, pointer: &str) -> Option<usize> {
         let mut idx = 0;
         if pointer.is_empty() {
-            return Ok(Some(idx));
+            return Some(idx);
         }
-        let Some(rest) = pointer.strip_prefix('/') else { return Ok(None) };
+        let rest = pointer.strip_prefix('/')?;
         let mut scratch = String::new();
         for segment in rest.split('/') {
             let segment = segment.replace("~1", "/").replace("~0", "~");
@@ -130,17 +130,20 @@ impl Tape {
             match self.toks[idx] {
                 Tok::Obj { end, .. } => loop {
                     if i >= end as usize {
-                        return Ok(None);
+                        return None;
                     }
-                    let Tok::Str { start, end: key_end, escaped } = self.toks[i] else { return Ok(None) };
-                    if unescape(text, start, key_end, escaped, &mut scratch)? == segment {
+                    let Tok::Str { start, end: key_end, escaped } = self.toks[i] else { return None };
+                    // A key with a lone surrogate matches no segment (a
+                    // pointer is Rust text): passed over, as a record of
+                    // the array may hold one.
+                    if unescape(text, start, key_end, escaped, &mut scratch).is_ok_and(|key| key == segment) {
                         idx = i + 1;
                         break;
                     }
                     i = self.skip(i + 1);
                 },
                 Tok::Arr { end, .. } => {
-                    let Ok(wanted) = segment.parse::<usize>() else { return Ok(None) };
+                    let wanted = segment.parse::<usize>().ok()?;
                     for _ in 0..wanted {
                         if i >= end as usize {
                             break;
@@ -148,14 +151,14 @@ impl Tape {
                         i = self.skip(i);
                     }
                     if i >= end as usize {
-                        return Ok(None);
+                        return None;
                     }
                     idx = i;
                 }
-                _ => return Ok(None),
+                _ => return None,
             }
         }
-        Ok(Some(idx))
+        Some(idx)
     }
 
     /// Index of the token after the value at `idx`.
@@ -474,10 +477,7 @@ fn resolve_escapes<'a>(raw: &str, start: u32, scratch: &'a mut String) -> Result
                 match c {
                     Some(c) => scratch.push(c),
                     None => {
-                        return Err(SyntaxError {
-                            offset: start as usize + i,
-                            message: "invalid UTF-16 surrogate in a \\u escape".into(),
-                        });
+                        return Err(SyntaxError { offset: start as usize + i, message: lone_surrogate(high) });
                     }
                 }
             }
@@ -486,6 +486,22 @@ fn resolve_escapes<'a>(raw: &str, start: u32, scratch: &'a mut String) -> Result
     }
     scratch.push_str(&raw[run..]);
     Ok(scratch.as_str())
+}
+
+/// Why the `\\u` escape of code unit `unit` is refused: a lone UTF-16
+/// surrogate; for U+DC80..=U+DCFF also the byte it stands for when a reader
+/// wrote a byte that is not UTF-8 so ([`super::utf8::escape_invalid_utf8`]).
+fn lone_surrogate(unit: u32) -> String {
+    let base = super::utf8::ESCAPED_BYTE_BASE;
+    if (base + 0x80..=base + 0xFF).contains(&unit) {
+        format!(
+            "lone UTF-16 surrogate \\u{unit:04x} in a \\u escape (the vendor's byte 0x{:02x}, not UTF-8, escaped by \
+             Request)",
+            unit - base
+        )
+    } else {
+        format!("lone UTF-16 surrogate \\u{unit:04x} in a \\u escape")
+    }
 }
 
 /// The text of the value at RFC 6901 `pointer` in the document `text`
@@ -497,7 +513,7 @@ fn resolve_escapes<'a>(raw: &str, start: u32, scratch: &'a mut String) -> Result
 pub fn raw_at_pointer<'a>(text: &'a str, pointer: &str) -> Result<Option<(&'a str, Tok, usize)>, SyntaxError> {
     let mut tape = Tape::default();
     tape.parse(text)?;
-    let Some(idx) = tape.find(text, pointer)? else { return Ok(None) };
+    let Some(idx) = tape.find(text, pointer) else { return Ok(None) };
     let tok = tape.toks[idx];
     let (from, to) = match tok {
         Tok::Obj { from, to, .. } | Tok::Arr { from, to, .. } => (from as usize, to as usize),
@@ -522,53 +538,130 @@ pub fn raw_at_pointer<'a>(text: &'a str, pointer: &str) -> Result<Option<(&'a st
     Ok(Some((&text[from..to], tok, items)))
 }
 
-/// The document `text` with every value a `serde_json::Value` cannot hold
-/// — a number beyond `f64`'s range (`1e400`), a string with a lone UTF-16
-/// surrogate — replaced by `null`; `None` when there is none. For reading
-/// the rest of a document (pointers, totals, cursors) whose records are
-/// forwarded as they are.
+/// Deepest nesting a `serde_json::Value` is read to: serde_json's default
+/// recursion limit of 128 refuses the 128th level.
+pub const SERDE_JSON_DEPTH: usize = 127;
+
+/// What [`without_unrepresentable`] writes in place of a byte range.
+enum Replacement {
+    /// `null`, for a value.
+    Null,
+    /// A key's content (between its quotes) with each lone surrogate
+    /// escape turned into `\ufffd`.
+    Key(String),
+}
+
+/// The document `text` with everything a `serde_json::Value` cannot hold
+/// replaced, `None` when there is none: a number beyond `f64`'s range
+/// (`1e400`) and a string with a lone UTF-16 surrogate become `null`; an
+/// object or array nested deeper than [`SERDE_JSON_DEPTH`] levels becomes
+/// `null`; a key with a lone surrogate keeps its other characters and gets
+/// U+FFFD for each lone surrogate (`"a\ud800"` -> `"a\ufffd"`; a key
+/// cannot be `null`). For reading the rest of a document (pointers,
+/// totals, cursors) whose records are forwarded as they are. One pass over
+/// the tokens: linear in `text`.
 ///
 /// # Errors
-/// [`SyntaxError`] when `text` is not one JSON document.
+/// [`SyntaxError`] when `text` is not one JSON document (or nests deeper
+/// than [`MAX_PARSE_DEPTH`]).
 pub fn without_unrepresentable(text: &str) -> Result<Option<String>, SyntaxError> {
     let mut tape = Tape::default();
     tape.parse(text)?;
     let mut scratch = String::new();
-    let mut spans = Vec::new();
-    for tok in &tape.toks {
-        match *tok {
-            Tok::Num { start, end, int: false }
-                if !text[start as usize..end as usize].parse::<f64>().is_ok_and(f64::is_finite) =>
-            {
-                spans.push((start as usize, end as usize));
-            }
-            Tok::Num { start, end, int: true } => {
-                let digits = &text[start as usize..end as usize];
-                if digits.parse::<i64>().is_err()
-                    && digits.parse::<u64>().is_err()
-                    && !digits.parse::<f64>().is_ok_and(f64::is_finite)
-                {
-                    spans.push((start as usize, end as usize));
+    let mut spans: Vec<(usize, usize, Replacement)> = Vec::new();
+    // The open containers: the index after their last child, and for an
+    // object whether its next child is a key.
+    let mut open: Vec<(usize, Option<bool>)> = Vec::new();
+    let mut i = 0;
+    while i < tape.toks.len() {
+        while open.last().is_some_and(|&(end, _)| end == i) {
+            open.pop();
+        }
+        let is_key = match open.last_mut() {
+            Some((_, Some(next_is_key))) => std::mem::replace(next_is_key, !*next_is_key),
+            _ => false,
+        };
+        match tape.toks[i] {
+            Tok::Obj { end, from, to } | Tok::Arr { end, from, to } => {
+                if open.len() >= SERDE_JSON_DEPTH {
+                    spans.push((from as usize, to as usize, Replacement::Null));
+                    i = end as usize;
+                } else {
+                    open.push((end as usize, matches!(tape.toks[i], Tok::Obj { .. }).then_some(true)));
+                    i += 1;
                 }
+                continue;
+            }
+            Tok::Num { start, end, int } if !representable_number(&text[start as usize..end as usize], int) => {
+                spans.push((start as usize, end as usize, Replacement::Null));
             }
             Tok::Str { start, end, escaped: true } if unescape(text, start, end, true, &mut scratch).is_err() => {
-                spans.push((start as usize - 1, end as usize + 1));
+                let (start, end) = (start as usize, end as usize);
+                spans.push(if is_key {
+                    (start, end, Replacement::Key(lone_surrogates_replaced(&text[start..end])))
+                } else {
+                    (start - 1, end + 1, Replacement::Null)
+                });
             }
             _ => {}
         }
+        i += 1;
     }
     if spans.is_empty() {
         return Ok(None);
     }
     let mut out = String::with_capacity(text.len());
     let mut at = 0;
-    for (from, to) in spans {
+    for (from, to, replacement) in spans {
         out.push_str(&text[at..from]);
-        out.push_str("null");
+        match replacement {
+            Replacement::Null => out.push_str("null"),
+            Replacement::Key(key) => out.push_str(&key),
+        }
         at = to;
     }
     out.push_str(&text[at..]);
     Ok(Some(out))
+}
+
+/// Whether serde_json reads the number `digits` (an integer literal when
+/// `int`) into a `Value`: within `i64`, `u64` or a finite `f64`.
+fn representable_number(digits: &str, int: bool) -> bool {
+    (int && (digits.parse::<i64>().is_ok() || digits.parse::<u64>().is_ok()))
+        || digits.parse::<f64>().is_ok_and(f64::is_finite)
+}
+
+/// A string's raw content (escapes as written) with each `\u` escape of a
+/// lone UTF-16 surrogate replaced by `\ufffd`; pairs and every other
+/// escape kept as written.
+fn lone_surrogates_replaced(raw: &str) -> String {
+    let unit = |at: usize| raw.get(at..at + 4).and_then(|hex| u32::from_str_radix(hex, 16).ok());
+    let is_escape = |at: usize| raw.as_bytes().get(at..at + 2) == Some(b"\\u".as_slice());
+    let mut out = String::with_capacity(raw.len());
+    let (mut i, mut run) = (0, 0);
+    while let Some(found) = raw.get(i..).and_then(|rest| rest.find('\\')) {
+        let at = i + found;
+        if !is_escape(at) {
+            // `\"`, `\\`, `\n`…: two bytes, kept.
+            i = at + 2;
+            continue;
+        }
+        let high = unit(at + 2);
+        let paired =
+            matches!(high, Some(0xD800..=0xDBFF)) && is_escape(at + 6) && matches!(unit(at + 8), Some(0xDC00..=0xDFFF));
+        if paired {
+            i = at + 12;
+        } else if matches!(high, Some(0xD800..=0xDFFF)) {
+            out.push_str(&raw[run..at]);
+            out.push_str("\\ufffd");
+            i = at + 6;
+            run = i;
+        } else {
+            i = at + 6;
+        }
+    }
+    out.push_str(raw.get(run..).unwrap_or_default());
+    out
 }
 
 /// Describes the kind of the token for error messages: `a string`, `an
@@ -672,6 +765,50 @@ mod tests {
         assert_eq!(value["items"][0]["s"], serde_json::Value::Null);
         assert_eq!(value["items"][0]["ok"], 1.5);
         assert_eq!(without_unrepresentable(r#"{"a": 1}"#).expect("valid"), None);
+    }
+
+    #[test]
+    fn containers_deeper_than_serde_json_reads_become_null_and_the_rest_reads() {
+        // A record nested 300 levels (within the tape's 512), beside a
+        // shallow one and a cursor after the array.
+        let deep = "[".repeat(300) + &"]".repeat(300);
+        let text = format!(r#"{{"data": [{{"id": 1, "deep": {deep}}}, {{"id": 2}}], "next": "c2"}}"#);
+        assert!(serde_json::from_str::<serde_json::Value>(&text).is_err(), "beyond serde_json's recursion limit");
+        let cleaned = without_unrepresentable(&text).expect("valid").expect("something replaced");
+        let value: serde_json::Value = serde_json::from_str(&cleaned).expect("serde_json reads it now");
+        assert_eq!(value["next"], "c2");
+        assert_eq!(value["data"].as_array().map(Vec::len), Some(2), "both records are still there");
+        assert_eq!(value["data"][1]["id"], 2);
+        // The document is level 1, `data` 2, the record 3 and `deep` 4:
+        // levels 4..=127 stay arrays, the 128th is null.
+        let mut inner = &value["data"][0]["deep"];
+        for _ in 4..=SERDE_JSON_DEPTH {
+            assert!(inner.is_array());
+            inner = &inner[0];
+        }
+        assert_eq!(*inner, serde_json::Value::Null);
+        // Exactly at serde_json's limit nothing is replaced.
+        let at_limit = "[".repeat(SERDE_JSON_DEPTH) + &"]".repeat(SERDE_JSON_DEPTH);
+        assert_eq!(without_unrepresentable(&at_limit).expect("valid"), None);
+        assert!(serde_json::from_str::<serde_json::Value>(&at_limit).is_ok());
+    }
+
+    #[test]
+    fn keys_with_lone_surrogates_keep_their_other_characters() {
+        let text = r#"{"items": [{"a\ud800b": 1, "\udcff": {"x": 2}, "pair\ud83d\ude00": 3, "q\"\\u": 4}], "n": 5}"#;
+        let cleaned = without_unrepresentable(text).expect("valid").expect("something replaced");
+        let value: serde_json::Value = serde_json::from_str(&cleaned).expect("serde_json reads it now");
+        let record = &value["items"][0];
+        assert_eq!(record["a\u{fffd}b"], 1);
+        assert_eq!(record["\u{fffd}"]["x"], 2, "the value under a replaced key is kept");
+        assert_eq!(record["pair\u{1f600}"], 3, "a surrogate pair is not lone");
+        assert_eq!(record["q\"\\u"], 4, "an escaped backslash before `u` is no escape");
+        assert_eq!(value["n"], 5);
+        // A pointer passes over such a key.
+        let found = raw_at_pointer(text, "/n").expect("valid").map(|(raw, ..)| raw);
+        assert_eq!(found, Some("5"));
+        let found = raw_at_pointer(r#"{"\ud800": 1, "a": [2]}"#, "/a").expect("valid").map(|(raw, ..)| raw);
+        assert_eq!(found, Some("[2]"));
     }
 
     #[test]

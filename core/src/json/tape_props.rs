@@ -11,11 +11,7 @@
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 
-use super::tape::{MAX_PARSE_DEPTH, Tape, Tok, raw_at_pointer, unescape, without_unrepresentable};
-
-/// Deepest nesting serde_json reads: its default recursion limit of 128
-/// refuses the 128th level (`Deserializer::disable_recursion_limit` is not used).
-const SERDE_JSON_DEPTH: usize = 127;
+use super::tape::{MAX_PARSE_DEPTH, SERDE_JSON_DEPTH, Tape, Tok, raw_at_pointer, unescape, without_unrepresentable};
 
 /// Why the tape's value is not one a `serde_json::Value` can hold.
 #[derive(Debug)]
@@ -92,8 +88,8 @@ fn value_at(
                 let Tok::Str { start, end: key_end, escaped } = tape.toks[i] else {
                     panic!("a key that is not a string")
                 };
-                // `without_unrepresentable` leaves keys as they are: a key
-                // with a lone surrogate is refused either way.
+                // Generated keys hold no lone surrogate (for such a key
+                // `without_unrepresentable` writes U+FFFD: its unit tests).
                 let key = unescape(text, start, key_end, escaped, scratch)
                     .map_err(|_| Unrepresentable::Surrogate)?
                     .to_string();

@@ -25,7 +25,7 @@
 //! progress. It does not grow with the payload: files go to a temporary
 //! directory, not to memory.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -688,7 +688,8 @@ fn cap_columns(
 fn new_keys(ty: &Ty, rec: Rec<'_>, idx: usize, scratch: &mut String) -> usize {
     match (ty, rec.tape.toks[idx]) {
         (Ty::Struct { fields }, Tok::Obj { end, .. }) => {
-            let mut new: Vec<String> = Vec::new();
+            // Hashed: a record may hold 200,000 keys.
+            let mut new: HashSet<String> = HashSet::new();
             let mut nested = 0;
             let mut i = idx + 1;
             while i < end as usize {
@@ -697,7 +698,9 @@ fn new_keys(ty: &Ty, rec: Rec<'_>, idx: usize, scratch: &mut String) -> usize {
                 let key = unescape(rec.text, start, key_end, escaped, scratch).unwrap_or_default();
                 match fields.position(key, usize::MAX) {
                     Some(at) => nested += new_keys(&fields.list[at].ty, rec, i + 1, scratch),
-                    None if !new.iter().any(|k| k == key) => new.push(key.to_string()),
+                    None if !new.contains(key) => {
+                        new.insert(key.to_string());
+                    }
                     None => {}
                 }
                 i = rec.tape.skip(i + 1);
@@ -1241,7 +1244,7 @@ pub fn partition_of(
 }
 
 fn lookup(rec: Rec<'_>, pointer: &str) -> Option<Tok> {
-    match rec.tape.find(rec.text, pointer).ok()?.map(|idx| rec.tape.toks[idx]) {
+    match rec.tape.find(rec.text, pointer).map(|idx| rec.tape.toks[idx]) {
         Some(Tok::Null) | None => None,
         tok => tok,
     }

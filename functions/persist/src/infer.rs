@@ -29,7 +29,7 @@
 //! Column names are the fields' keys in lowercase snake_case by default
 //! ([`column_name`]); the key is kept as the field's `source`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use contracts::{FieldType, NamePolicy};
 use serde::{Deserialize, Serialize};
@@ -319,15 +319,36 @@ pub struct Field {
     pub variant: Option<Variant>,
 }
 
-/// A struct's fields in the order they were added, with an index of the
-/// records' keys.
+/// A struct's fields in the order they were added, with hashed indexes of
+/// the records' keys and of the names taken, so that every lookup and every
+/// added field costs O(1) expected, whatever the number of fields (a record
+/// of 200,000 keys is typed in time linear in its keys).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(from = "Vec<FieldRepr>", into = "Vec<Field>")]
 pub struct Fields {
-    /// The fields: base columns and variant columns.
+    /// The fields: base columns and variant columns. Add only through
+    /// `Fields`' own methods (the indexes follow them); a field's `ty` may
+    /// be changed in place.
     pub list: Vec<Field>,
     /// Source key -> position of its base field.
     index: HashMap<String, usize>,
+    /// The indexes read only when a field is added or a writer built
+    /// (boxed, so that `Fields`, held by every struct's builder, stays
+    /// small; key lookups do not go through the box).
+    more: Box<MoreIndexes>,
+}
+
+/// [`Fields`]' indexes beyond the key's.
+#[derive(Clone, Debug, Default)]
+struct MoreIndexes {
+    /// (source key, variant) -> position of that variant column.
+    variants: HashMap<(String, Variant), usize>,
+    /// Every field's name in ASCII lowercase (names are unique that way).
+    taken: HashSet<String>,
+    /// Name wanted -> the first `_<n>` suffix not yet tried for it: the
+    /// suffixes below were taken when it was last asked for, and names are
+    /// never removed.
+    next_suffix: HashMap<String, usize>,
 }
 
 /// A field as stored: this version's, or `[name, type]` as schemas were
@@ -367,11 +388,31 @@ impl From<Fields> for Vec<Field> {
 }
 
 impl Fields {
-    /// Fields from a list (the index is rebuilt).
+    /// Fields from a list (the indexes are rebuilt). Where a list holds a
+    /// key's base field twice, lookups find the last; a variant twice, the
+    /// first (as the scans before the indexes did).
     pub fn from_list(list: Vec<Field>) -> Fields {
-        let index =
-            list.iter().enumerate().filter(|(_, f)| f.variant.is_none()).map(|(i, f)| (f.source.clone(), i)).collect();
-        Fields { list, index }
+        let mut fields = Fields { list: Vec::with_capacity(list.len()), ..Fields::default() };
+        for field in list {
+            fields.push(field);
+        }
+        fields
+    }
+
+    /// Appends `field` and indexes it; returns its position.
+    fn push(&mut self, field: Field) -> usize {
+        let at = self.list.len();
+        match field.variant {
+            None => {
+                self.index.insert(field.source.clone(), at);
+            }
+            Some(variant) => {
+                self.more.variants.entry((field.source.clone(), variant)).or_insert(at);
+            }
+        }
+        self.more.taken.insert(field.name.to_ascii_lowercase());
+        self.list.push(field);
+        at
     }
 
     /// Position of the base field of key `source`, checking `hint` first
@@ -386,30 +427,34 @@ impl Fields {
 
     /// Position of the variant column of `source` for `variant`.
     pub fn variant_position(&self, source: &str, variant: Variant) -> Option<usize> {
-        self.list.iter().position(|f| f.variant == Some(variant) && f.source == source)
-    }
-
-    fn taken(&self, name: &str) -> bool {
-        self.list.iter().any(|f| f.name.eq_ignore_ascii_case(name))
+        // A borrowed tuple key cannot be looked up without an owned one;
+        // variant lookups are per column (building a writer), not per value.
+        self.more.variants.get(&(source.to_string(), variant)).copied()
     }
 
     /// A name for a new column, `wanted` unless taken (here or in
     /// `reserved`, case-insensitively: Athena and Spark fold case), else
-    /// `wanted_2`, `wanted_3`, …
-    fn unique(&self, wanted: String, reserved: &[String]) -> String {
-        let free = |name: &str| !self.taken(name) && !reserved.iter().any(|r| r.eq_ignore_ascii_case(name));
+    /// `wanted_2`, `wanted_3`, … (the first free one).
+    fn unique(&mut self, wanted: String, reserved: &[String]) -> String {
+        let taken = &self.more.taken;
+        let free = |name: &str| {
+            !taken.contains(&name.to_ascii_lowercase()) && !reserved.iter().any(|r| r.eq_ignore_ascii_case(name))
+        };
         if free(&wanted) {
             return wanted;
         }
-        (2..).map(|n| format!("{wanted}_{n}")).find(|name| free(name)).unwrap_or(wanted)
+        let first = self.more.next_suffix.get(&wanted).copied().unwrap_or(2);
+        let Some((n, name)) = (first..).map(|n| (n, format!("{wanted}_{n}"))).find(|(_, name)| free(name)) else {
+            return wanted;
+        };
+        self.more.next_suffix.insert(wanted, n + 1);
+        name
     }
 
     /// Adds a base field for key `source`; returns its position.
     fn add(&mut self, source: &str, ty: Ty, names: Naming<'_>) -> usize {
         let name = self.unique(column_name(source, names.policy), names.reserved);
-        self.index.insert(source.to_string(), self.list.len());
-        self.list.push(Field { name, source: source.to_string(), ty, variant: None });
-        self.list.len() - 1
+        self.push(Field { name, source: source.to_string(), ty, variant: None })
     }
 
     /// Adds the variant column of the field at `base` unless it exists.
@@ -419,7 +464,7 @@ impl Fields {
             return;
         }
         let name = self.unique(format!("{}__{}", self.list[base].name, variant.suffix()), names.reserved);
-        self.list.push(Field { name, source, ty: variant.ty(), variant: Some(variant) });
+        self.push(Field { name, source, ty: variant.ty(), variant: Some(variant) });
     }
 }
 

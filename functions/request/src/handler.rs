@@ -10,9 +10,12 @@ use contracts::{
     PlannedTotal, ProbeReply, RawRecords, RequestMessage, RequestMode, V1,
 };
 use serde_json::Value;
+use std::borrow::Cow;
 use std::time::Duration;
 use tributary_core::batch::{self, RecordMeta};
 use tributary_core::json::kind_of;
+use tributary_core::json::tape;
+use tributary_core::json::utf8::escape_invalid_utf8;
 use tributary_core::keys;
 use tributary_core::metrics::{self, Metrics};
 use tributary_core::ports::{HttpRequest, PortError, TopicMessage};
@@ -672,14 +675,29 @@ const NDJSON_TYPES: [&str; 5] = [
 
 /// The body as JSON text the rest of Request reads: without a UTF-8 byte
 /// order mark (some Windows-hosted vendors send one; JSON parsers refuse
-/// it), and newline-delimited JSON (by its content type, or a body whose
-/// first line is a whole JSON value but the whole is not) turned into one
-/// array of the lines' values, `records_pointer` empty. Anything else is
-/// left as it is.
+/// it); each byte that is not UTF-8 inside a string written as the escape
+/// `\udcNN` (a lone surrogate: Persist quarantines the record holding it,
+/// alone, instead of the page failing; see [`escape_invalid_utf8`]); and
+/// newline-delimited JSON (by its content type, or a body whose first line
+/// is a whole JSON value but the whole is not) turned into one array of the
+/// lines' values, `records_pointer` empty. Anything else is left as it is
+/// (a byte that is not UTF-8 outside a string then fails the page as not
+/// JSON).
 pub fn normalize_body(response: &tributary_core::ports::HttpResponse) -> Bytes {
     let body = match response.body.strip_prefix(b"\xEF\xBB\xBF") {
         Some(rest) => response.body.slice(response.body.len() - rest.len()..),
         None => response.body.clone(),
+    };
+    let body = match escape_invalid_utf8(&body) {
+        Ok((Cow::Owned(text), escaped)) => {
+            tracing::warn!(
+                escaped_bytes = escaped,
+                "the response holds bytes that are not UTF-8 inside strings: each is forwarded as \\udcNN, and \
+                 Persist quarantines the records holding one"
+            );
+            Bytes::from(text)
+        }
+        Ok((Cow::Borrowed(_), _)) | Err(_) => body,
     };
     let media = response.headers.get("content-type").and_then(|t| t.split(';').next()).unwrap_or("").trim();
     let declared = NDJSON_TYPES.iter().any(|t| media.eq_ignore_ascii_case(t));
@@ -703,27 +721,31 @@ pub fn normalize_body(response: &tributary_core::ports::HttpResponse) -> Bytes {
 }
 
 /// A body of several lines whose first line alone is a JSON value while
-/// the whole body is not one.
+/// the whole body is not one. Read with the tokenizer, which follows
+/// nesting to [`MAX_PARSE_DEPTH`](tape::MAX_PARSE_DEPTH) levels and takes
+/// lone surrogates (what Persist quarantines a record for), so such a first
+/// line is still seen as a record.
 fn looks_like_ndjson(body: &[u8]) -> bool {
-    let text = body.trim_ascii_start();
-    let Some(end) = text.iter().position(|&b| b == b'\n') else { return false };
+    let Ok(text) = std::str::from_utf8(body.trim_ascii_start()) else { return false };
+    let Some(end) = text.find('\n') else { return false };
     let (first, rest) = text.split_at(end);
-    !rest.trim_ascii().is_empty()
-        && serde_json::from_slice::<serde::de::IgnoredAny>(first).is_ok()
-        && serde_json::from_slice::<serde::de::IgnoredAny>(text).is_err()
+    let mut tape = tape::Tape::default();
+    !rest.trim_ascii().is_empty() && tape.parse(first).is_ok() && tape.parse(text).is_err()
 }
 
-/// The response as a `Value`, for pointers, totals and cursors. Values a
-/// `Value` cannot hold (`1e400`, a lone surrogate) read as `null` here; the
-/// records themselves are forwarded as their text (see [`raw_records`]), so
-/// Persist quarantines such a record alone instead of the page failing.
+/// The response as a `Value`, for pointers, totals and cursors. What a
+/// `Value` cannot hold reads as [`tape::without_unrepresentable`] makes it
+/// here: `1e400`, a string with a lone surrogate and a container nested
+/// deeper than serde_json's 127 levels as `null`, a key with a lone
+/// surrogate with U+FFFD in its place. The records themselves are
+/// forwarded as their text (see [`raw_records`]), so Persist quarantines
+/// such a record alone, naming it, instead of the page failing.
 fn parse_body(body: &[u8]) -> Result<Value, serde_json::Error> {
     match serde_json::from_slice(body) {
         Ok(value) => Ok(value),
         Err(err) => {
-            let cleaned = std::str::from_utf8(body)
-                .ok()
-                .and_then(|text| tributary_core::json::tape::without_unrepresentable(text).ok().flatten());
+            let cleaned =
+                std::str::from_utf8(body).ok().and_then(|text| tape::without_unrepresentable(text).ok().flatten());
             match cleaned {
                 Some(text) => serde_json::from_str(&text),
                 None => Err(err),

@@ -309,3 +309,88 @@ async fn locally_each_spec_is_its_own_tenant() {
     assert_eq!(read_dataset(lake.path(), "orders").len(), before, "the victim's table is untouched");
     assert!(read_dataset(lake.path(), "rival").iter().all(|row| row["id"] != 99), "nothing forged landed");
 }
+
+/// Every quarantined record of `dataset` in the lake: (record index, reason).
+fn quarantined(lake: &std::path::Path, dataset: &str) -> Vec<(u64, String)> {
+    let mut found = Vec::new();
+    let mut folders = vec![lake.join("quarantine").join(dataset)];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).expect("quarantine folder").map(|e| e.expect("entry").path()) {
+            if entry.is_dir() {
+                folders.push(entry);
+                continue;
+            }
+            for line in std::fs::read_to_string(&entry).expect("quarantine file").lines() {
+                // The records are kept as sent: deeper than serde_json reads,
+                // with lone surrogates; read the line as Request reads them.
+                let cleaned = tributary_core::json::tape::without_unrepresentable(line).expect("a JSON line");
+                let line: Value = serde_json::from_str(cleaned.as_deref().unwrap_or(line)).expect("a JSON line");
+                found.push((line["index"].as_u64().expect("index"), line["reason"].as_str().expect("reason").into()));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// A record nested 300 levels (beyond serde_json's 127, within the
+/// tokenizer's 512), one whose key is a lone surrogate and one with a byte
+/// that is not UTF-8 in a string each fail alone: through `tributary run`'s
+/// runtime against a local vendor, as a JSON page and as NDJSON lines (the
+/// deep record first, so the body is recognised as NDJSON by that line),
+/// the vendor is called once, the other records land, and each bad one is
+/// quarantined with a reason naming it and its problem.
+#[tokio::test]
+async fn a_deep_record_a_lone_surrogate_key_or_a_byte_not_utf8_is_quarantined_alone() {
+    let deep = format!(r#"{{"id": 1, "deep": {}{}}}"#, "[".repeat(300), "]".repeat(300));
+    let records: [&[u8]; 5] = [
+        br#"{"id": 0, "name": "plain"}"#,
+        deep.as_bytes(),
+        br#"{"id": 2, "\ud800": 1}"#,
+        b"{\"id\": 3, \"name\": \"Jos\xe9\"}",
+        br#"{"id": 4, "name": "Jos\u00e9"}"#,
+    ];
+    let json_page = [b"{\"data\": [".as_slice(), &records.join(b", ".as_slice()), b"]}"].concat();
+    let lines = [records[1], records[0], records[2], records[3], records[4]].join(b"\n".as_slice());
+    for (label, body, content_type, pointer, deep_index) in
+        [("json", json_page, "application/json", "records_pointer: /data, ", 1), ("ndjson", lines, "text/plain", "", 0)]
+    {
+        let (addr, calls) = test_support::vendor::serve_bytes(body, content_type).await;
+        let lake = tempfile::tempdir().expect("tempdir");
+        let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+        let spec = contracts::spec::PipelineSpec::from_yaml(&format!(
+            "version: 1\npipeline: odd\nstrategy: {{kind: simple}}\nrequest: {{url: 'http://{addr}/records', \
+             {pointer}allow: {{loopback: true}}}}\ntarget: {{dataset: odd}}\n"
+        ))
+        .expect("valid spec");
+
+        let summary = runtime
+            .run(&spec, Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("a time"))
+            .await
+            .expect("run");
+
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "{label}: one vendor call, no retry: {summary}");
+        assert_eq!(summary.dead_letters(), 0, "{label}: {summary}");
+        assert_eq!((summary.records_persisted, summary.records_quarantined), (2, 3), "{label}: {summary}");
+        let rows = read_dataset(lake.path(), "odd");
+        assert_eq!(ids(&rows), [0, 4], "{label}");
+        assert!(rows.iter().any(|row| row["name"] == "José"), "{label}: the escaped é of a good record is kept");
+        let reasons = quarantined(lake.path(), "odd");
+        let indexes: Vec<u64> = reasons.iter().map(|(index, _)| *index).collect();
+        assert_eq!(indexes, [deep_index, 2, 3], "{label}: the three bad records, each alone: {reasons:?}");
+        let reason = |index: u64| reasons.iter().find(|(i, _)| *i == index).map(|(_, r)| r.as_str()).unwrap_or("");
+        assert!(
+            reason(deep_index).starts_with(&format!("record {deep_index} is nested 301 levels deep, more than 32")),
+            "{label}: {reasons:?}"
+        );
+        assert!(
+            reason(2).starts_with(r#"record 2: the key "\ud800" at / is not valid Unicode"#),
+            "{label}: {reasons:?}"
+        );
+        assert!(
+            reason(3).starts_with("record 3: field /name: expected string")
+                && reason(3).contains("the vendor's byte 0xe9, not UTF-8"),
+            "{label}: {reasons:?}"
+        );
+    }
+}

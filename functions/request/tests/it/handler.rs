@@ -31,6 +31,46 @@ struct Hits {
     customers: AtomicUsize,
     flaky: AtomicUsize,
     missing: AtomicUsize,
+    odd: AtomicUsize,
+}
+
+/// Levels of the deep record's `deep` value: beyond serde_json's 127, within
+/// the tokenizer's 512.
+const DEEP: usize = 300;
+
+/// Five records as the odd vendor writes them, one per entry: plain, nested
+/// [`DEEP`] levels, a key that is a lone surrogate, a name with a Latin-1
+/// byte (0xe9, not UTF-8), plain.
+fn odd_records() -> Vec<Vec<u8>> {
+    let deep = format!(r#"{{"id": 1, "deep": {}{}}}"#, "[".repeat(DEEP), "]".repeat(DEEP));
+    vec![
+        br#"{"id": 0}"#.to_vec(),
+        deep.into_bytes(),
+        br#"{"id": 2, "\ud800": 1}"#.to_vec(),
+        b"{\"id\": 3, \"name\": \"Jos\xe9\"}".to_vec(),
+        br#"{"id": 4}"#.to_vec(),
+    ]
+}
+
+/// `{"\udc00": 0, "items": [the odd records], "total": 5}` (a lone
+/// surrogate key before the records too).
+async fn odd(State(hits): State<Arc<Hits>>) -> Vec<u8> {
+    hits.odd.fetch_add(1, Ordering::SeqCst);
+    let mut body = b"{\"\\udc00\": 0, \"items\": [".to_vec();
+    body.extend(odd_records().join(b", ".as_slice()));
+    body.extend(b"], \"total\": 5}");
+    body
+}
+
+/// The odd records as lines, the deep one first, served as `text/plain`
+/// (NDJSON recognised by its shape).
+async fn odd_lines(State(hits): State<Arc<Hits>>) -> Vec<u8> {
+    hits.odd.fetch_add(1, Ordering::SeqCst);
+    let mut lines = odd_records();
+    lines.swap(0, 1);
+    let mut body = lines.join(b"\n".as_slice());
+    body.push(b'\n');
+    body
 }
 
 fn customer(id: u64) -> Value {
@@ -110,6 +150,10 @@ async fn vendor() -> (SocketAddr, Arc<Hits>) {
         .route("/counted", get(|| async { ([("x-total-count", "137")], Json(json!([{"id": 1}]))) }))
         // NDJSON sent as text/plain: recognised by its shape.
         .route("/lines", get(|| async { "{\"id\": 1}\n{\"id\": 2}\n" }))
+        .route("/odd", get(odd))
+        .route("/odd-lines", get(odd_lines))
+        // A byte that is not UTF-8 between values: no string can hold it.
+        .route("/bad-byte", get(|| async { b"{\"items\": [1, \xff]}".to_vec() }))
         .with_state(hits.clone());
     (common::serve(router).await, hits)
 }
@@ -400,6 +444,34 @@ async fn values_serde_json_cannot_hold_are_forwarded_for_persist_to_quarantine()
     assert_eq!(outcome, Outcome::Records { count: 3, claim_check: false });
     let sent = env.drain_text(PERSIST_QUEUE);
     assert!(sent[0].contains(r#"{"id": 1, "f": 1e400}"#) && sent[0].contains(r#""s": "\ud800""#), "{}", sent[0]);
+}
+
+#[tokio::test]
+async fn a_deep_record_a_lone_surrogate_key_and_a_byte_not_utf8_are_forwarded_with_the_page_in_one_call() {
+    let env = Env::new().await;
+    for (path, pointer) in [("/odd", "/items"), ("/odd-lines", "")] {
+        let mut value = records_message(&env.url(path), None, json!({}));
+        value["mode"]["records_pointer"] = json!(pointer);
+        let outcome = request::handle_message(decode(value), env.deps()).await.expect("the page is not failed");
+        assert_eq!(outcome, Outcome::Records { count: 5, claim_check: false }, "{path}");
+        let sent = env.drain_text(PERSIST_QUEUE);
+        assert_eq!(sent.len(), 1, "{path}");
+        let deep = format!(r#"{{"id": 1, "deep": {}{}}}"#, "[".repeat(DEEP), "]".repeat(DEEP));
+        for record in [deep.as_str(), r#"{"id": 0}"#, r#"{"id": 2, "\ud800": 1}"#, r#"{"id": 4}"#] {
+            assert!(sent[0].contains(record), "{path}: {record:.40} forwarded as written");
+        }
+        // The byte 0xe9 travels as the escape of a lone surrogate, which
+        // Persist quarantines naming the byte.
+        assert!(sent[0].contains(r#"{"id": 3, "name": "Jos\udce9"}"#), "{path}: {:.200}", sent[0]);
+    }
+    assert_eq!(env.hits.odd.load(Ordering::SeqCst), 2, "one call per page: nothing retried");
+
+    let message = decode(records_message(&env.url("/bad-byte"), None, json!({})));
+    let err = request::handle_message(message, env.deps()).await.expect_err("no string holds the byte");
+    // As any body that is not JSON (a vendor's passing error page): no
+    // retry in this invocation, SQS redelivers it.
+    assert!(matches!(err, RequestError::NotJson { .. }), "{err}");
+    assert!(!err.is_retryable(), "{err}");
 }
 
 #[tokio::test]
