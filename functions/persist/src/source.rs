@@ -25,6 +25,7 @@ use bytes::Bytes;
 use contracts::{Layout, PayloadFormat};
 
 use crate::json::{Tape, Tok, unescape};
+use tributary_core::json::utf8::escape_invalid_utf8;
 
 /// Bytes read from the payload at a time.
 pub const CHUNK_BYTES: usize = 256 * 1024;
@@ -122,6 +123,9 @@ pub struct Framer<R> {
     index: u64,
     scratch_tape: Tape,
     trailer: Trailer,
+    /// The last record's text with its bytes that are not UTF-8 escaped
+    /// (see [`Framer::next_record`]).
+    escaped: String,
 }
 
 impl Framer<Box<dyn BufRead + Send>> {
@@ -159,6 +163,7 @@ impl<R: Read> Framer<R> {
             consumed: 0,
             index: 0,
             scratch_tape: Tape::default(),
+            escaped: String::new(),
             trailer: Trailer { enclosing: 0 },
         };
         framer.fill()?;
@@ -381,9 +386,16 @@ impl<R: Read> Framer<R> {
 
     /// The next record's text, or `None` after the last.
     ///
+    /// A record holding bytes that are not UTF-8 inside its strings (a
+    /// claim-check object another team wrote) comes with each such byte
+    /// `0xNN` as the escape `\udcNN` ([`escape_invalid_utf8`]): a lone
+    /// surrogate, for which the record is quarantined alone, naming the
+    /// byte, instead of the page failing.
+    ///
     /// # Errors
-    /// [`DecodeError`] for unreadable bytes, text that is not UTF-8, a
-    /// record cut short, or an array that is not closed properly.
+    /// [`DecodeError`] for unreadable bytes, a byte that is not UTF-8
+    /// outside a string, a record cut short, or an array that is not closed
+    /// properly.
     pub fn next_record(&mut self) -> Result<Option<&str>, DecodeError> {
         let (from, len) = match self.mode {
             Mode::Ndjson => {
@@ -437,11 +449,19 @@ impl<R: Read> Framer<R> {
         let index = self.index;
         self.index += 1;
         let offset = self.consumed - len as u64;
-        let text = std::str::from_utf8(&self.buf[from..from + len]).map_err(|err| DecodeError::Record {
-            index,
-            offset,
-            message: format!("not UTF-8 text ({err})"),
-        })?;
+        let bytes = &self.buf[from..from + len];
+        let text = match std::str::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(err) => {
+                let escaped = escape_invalid_utf8(bytes).map_err(|_| DecodeError::Record {
+                    index,
+                    offset,
+                    message: format!("not UTF-8 text ({err}), outside any string"),
+                })?;
+                self.escaped = escaped.0.into_owned();
+                &self.escaped
+            }
+        };
         Ok(Some(text.trim_end_matches(['\r', ' ', '\t'])))
     }
 }
@@ -684,8 +704,12 @@ mod tests {
         }
         let err = records(b"<html>", &auto()).expect_err("html");
         assert!(err.to_string().contains("starts with `<`"), "{err}");
-        let err = records(b"{\"a\":\"\xff\"}\n", &auto()).expect_err("latin-1");
-        assert!(err.to_string().contains("not UTF-8"), "{err}");
+        // A byte that is not UTF-8 in a string reads as its `\udcNN`
+        // escape (the record is then quarantined alone); outside any string
+        // it is refused.
+        assert_eq!(records(b"{\"a\":\"\xff\"}\n", &auto()).expect("latin-1 in a string"), [r#"{"a":"\udcff"}"#]);
+        let err = records(b"{\"a\":1\xff}\n", &auto()).expect_err("latin-1 outside a string");
+        assert!(err.to_string().contains("not UTF-8") && err.to_string().contains("outside any string"), "{err}");
         let format = PayloadFormat { layout: Layout::Ndjson, records_pointer: Some("/x".into()) };
         assert!(records(b"{}", &format).is_err());
         for trailing in [&br#"[{"a":1}][{"a":2}]"#[..], br#"[{"a":1}] garbage"#] {

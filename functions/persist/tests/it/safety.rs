@@ -234,6 +234,35 @@ async fn a_lone_surrogate_key_or_deep_nesting_quarantines_that_record_alone() {
     assert!(!schema.contains('\u{FFFD}') && !schema.contains("\"x\"") && !schema.contains("\"o\""), "{schema}");
 }
 
+/// A claim-check object another team wrote, whose records hold bytes
+/// that are not UTF-8: the record with one in a string is quarantined
+/// alone, naming the byte; one outside any string fails the page naming
+/// the record.
+#[tokio::test]
+async fn a_claim_check_with_a_byte_not_utf8_in_a_string_quarantines_that_record_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let claim = "_claims/orders/20261129T060000Z/page-00000.json";
+    let mut text = b"{\"id\": 1, \"name\": \"Ana\"}\n{\"id\": 2, \"name\": \"Jos".to_vec();
+    text.extend_from_slice(b"\xe9\"}\n{\"id\": 3, \"name\": \"Bo\"}\n");
+    store.put(claim, Bytes::from(text)).await.expect("put");
+    let receipt = persist(&store, &PersistConfig::default(), message("orders", "orders", object(claim)))
+        .await
+        .expect("the page is persisted, not failed");
+    assert_eq!((receipt.records_in, receipt.records_persisted, receipt.records_quarantined), (3, 2, 1));
+    let reasons = quarantined(&store, &receipt).await;
+    assert_eq!(reasons.len(), 1);
+    assert_eq!(reasons[0].0, 1);
+    assert!(reasons[0].1.contains("/name") && reasons[0].1.contains("0xe9"), "{reasons:?}");
+
+    let outside = b"{\"id\": 1}\n{\"id\": 2\xe9}\n".to_vec();
+    store.put(claim, Bytes::from(outside)).await.expect("put");
+    let err = persist(&store, &PersistConfig::default(), message("orders", "orders", object(claim)))
+        .await
+        .expect_err("not JSON");
+    assert!(err.to_string().contains("outside any string"), "{err}");
+}
+
 #[tokio::test]
 async fn an_sqs_body_with_a_record_nested_1000_deep_fails_nothing_but_that_record() {
     let dir = tempfile::tempdir().expect("tempdir");
