@@ -12,7 +12,11 @@
 //! strings -> `string`, floats -> `float64` (integers up to 2^53 fit it
 //! exactly), integers beyond `i64` -> `decimal(38, 0)`, integers ->
 //! `int64`, booleans -> `bool`. A field seen only as `null`, `{}` or `[]`
-//! gets no column until a value decides it.
+//! gets no column until a value decides it; the schema keeps the empty
+//! containers' shape meanwhile, so the deciding value's page adds the
+//! `__json` variant they need (whatever the pages' order, and a replayed
+//! page adds nothing). A field seen as both `{}` and `[]` and nothing else
+//! is a JSON-text column.
 //!
 //! A value of another kind than its column's never changes the column:
 //! it goes to a **variant column** beside it, named `<column>__<kind>`
@@ -579,9 +583,20 @@ fn same_key(a: &str, b: &str) -> bool {
 
 impl Ty {
     /// The type a place with no column yet gets from what it held (see the
-    /// module docs for the order); `Ty::Null` while it held no value.
+    /// module docs for the order); `Ty::Null` while it held nothing but
+    /// `null`. A place that held only empty containers keeps their shape
+    /// without a column (an empty struct for `{}`, a list of no typed item
+    /// for `[]`), so that the value that later decides it knows a container
+    /// was there (a `__json` variant takes it). Both `{}` and `[]` and no
+    /// other value: a JSON-text column, which keeps each as sent.
     pub fn from_seen(seen: &Seen, names: Naming<'_>) -> Ty {
-        let kinds = seen.kinds;
+        Ty::decide(seen, 0, names)
+    }
+
+    /// [`Ty::from_seen`] for a place that also held values of the kinds
+    /// `held` before (a place with no column yet held empty containers).
+    fn decide(seen: &Seen, held: u16, names: Naming<'_>) -> Ty {
+        let kinds = Kinds(seen.kinds.0 | held);
         if kinds.has(Kinds::OBJECT) && seen.fields.iter().any(|(_, s)| s.has_values()) {
             let mut ty = Ty::Struct { fields: Fields::default() };
             ty.evolve(seen, names);
@@ -602,8 +617,15 @@ impl Ty {
             Ty::Int
         } else if kinds.has(Kinds::BOOL) {
             Ty::Bool
-        } else if kinds.has(Kinds::HUGE) {
+        } else if kinds.has(Kinds::HUGE) || (kinds.has(Kinds::OBJECT) && kinds.has(Kinds::ARRAY)) {
             Ty::Json
+        } else if kinds.has(Kinds::OBJECT) {
+            let mut ty = Ty::Struct { fields: Fields::default() };
+            ty.evolve(seen, names);
+            ty
+        } else if kinds.has(Kinds::ARRAY) {
+            let item = seen.item.as_deref().map_or(Ty::Null, |item| Ty::from_seen(item, names.nested()));
+            Ty::List { item: Box::new(item) }
         } else {
             Ty::Null
         }
@@ -677,16 +699,26 @@ impl Ty {
             }
             _ => {}
         }
-        if !self.is_physical() && matches!(self, Ty::Struct { .. } | Ty::List { .. }) && seen.has_values() {
-            // A struct or list with no typed content yet, and values of
-            // other kinds: the values decide the place.
-            let decided = Ty::from_seen(seen, names);
-            if decided.is_physical() && !matches!(decided, Ty::Struct { .. } | Ty::List { .. }) {
-                *self = decided;
+        let mut kinds = seen.kinds.0;
+        if !self.is_physical() {
+            // A place with no column yet that held an empty container, and
+            // values of other kinds now: the values decide it, and the
+            // container held before goes to the variant of its kind.
+            let held = match self {
+                Ty::Struct { .. } => Kinds::OBJECT,
+                Ty::List { .. } => Kinds::ARRAY,
+                _ => 0,
+            };
+            if held != 0 && (seen.kinds.0 & !held != 0 || seen.has_values()) {
+                let decided = Ty::decide(seen, held, names);
+                if decided.is_physical() {
+                    *self = decided;
+                    kinds |= held;
+                }
             }
         }
         for kind in Kinds::ALL {
-            if seen.kinds.has(kind) && !self.takes(kind) && self.is_physical() {
+            if kinds & kind != 0 && !self.takes(kind) && self.is_physical() {
                 let variant = Variant::for_kind(kind);
                 if !needed.contains(&variant) {
                     needed.push(variant);
@@ -699,11 +731,15 @@ impl Ty {
     /// Columns this type holds, as `MAX_COLUMNS` counts them: every field
     /// of a struct at any depth, variant columns and fields with no type
     /// yet included (the table schema keeps each one), plus the fields of a
-    /// list's struct items. Scalars hold none themselves; the record (the
-    /// root struct) holds the dataset's columns.
+    /// list's struct items. A field with no column yet counts one, whatever
+    /// empty containers it held (the value that decides it may replace
+    /// them). Scalars hold none themselves; the record (the root struct)
+    /// holds the dataset's columns.
     pub fn columns(&self) -> usize {
         match self {
-            Ty::Struct { fields } => fields.list.iter().map(|f| 1 + f.ty.columns()).sum(),
+            Ty::Struct { fields } => {
+                fields.list.iter().map(|f| 1 + if f.ty.is_physical() { f.ty.columns() } else { 0 }).sum()
+            }
             Ty::List { item } => item.columns(),
             _ => 0,
         }
@@ -851,8 +887,8 @@ mod tests {
                 ("mix__bool", "bool"),
                 ("mix__int64", "int64"),
                 ("nul", "null"),
-                ("e", "null"),
-                ("l", "null"),
+                ("e", "struct"),
+                ("l", "list<null>"),
                 ("o", "struct"),
                 ("o__string", "string"),
                 ("s", "list<int64>"),
@@ -867,6 +903,30 @@ mod tests {
         for at in [6, 7, 8] {
             assert!(!fields.list[at].ty.is_physical(), "{}: null, {{}} or [] only: no column", fields.list[at].name);
         }
+    }
+
+    #[test]
+    fn an_empty_container_seen_before_a_value_decides_the_place_gets_its_variant() {
+        // Page order must not matter: `[]` then a scalar, and a scalar then `[]`.
+        for (first, second) in [
+            (r#"{"at": []}"#, r#"{"at": 5}"#),
+            (r#"{"at": 5}"#, r#"{"at": []}"#),
+            (r#"{"at": {}}"#, r#"{"at": [1]}"#),
+            (r#"{"at": {"x": []}}"#, r#"{"at": {"x": "s"}}"#),
+        ] {
+            let mut ty = table(&[first]);
+            ty.evolve(&seen(&[second]), SNAKE);
+            let settled = ty.clone();
+            // Replayed, either page changes nothing.
+            for page in [first, second] {
+                assert!(ty.evolve(&seen(&[page]), SNAKE).is_empty());
+                assert_eq!(ty, settled, "{first} then {second}, then {page} again");
+            }
+            let text = serde_json::to_string(&ty).expect("serialises");
+            assert!(text.contains("__json"), "{first} then {second}: the container goes to a `__json` variant: {text}");
+        }
+        // Only `{}` and `[]` at one place: a JSON-text column keeps each as sent.
+        assert_eq!(columns(&table(&[r#"{"at": {}}"#, r#"{"at": []}"#])), pairs(&[("at", "json")]));
     }
 
     #[test]
