@@ -182,6 +182,12 @@ impl RawRecords {
         self.0.get()
     }
 
+    /// The array's text, owned (no copy: a claim check uploads it as it is).
+    pub fn into_string(self) -> String {
+        let text: Box<str> = self.0.into();
+        text.into_string()
+    }
+
     /// The records as JSON values (numbers beyond `f64` lose digits here).
     ///
     /// # Errors

@@ -447,6 +447,24 @@ pub struct HttpResponse {
     pub headers: BTreeMap<String, String>,
     /// Whole body.
     pub body: Bytes,
+    /// Held while this response (or a clone) lives when its body is a
+    /// large one: a client may let one large body at a time into memory
+    /// ([`LargeBodyTurn`]); `None` for a small body.
+    pub turn: Option<LargeBodyTurn>,
+}
+
+/// One process's turn to hold a large response body: while a response
+/// holding it lives (read, parsed, forwarded), the client reads no other
+/// large body, so a batch of large pages costs one page of memory at a
+/// time instead of one per message. Dropping the last clone ends the turn.
+#[derive(Clone, Debug)]
+pub struct LargeBodyTurn(pub std::sync::Arc<tokio::sync::OwnedMutexGuard<()>>);
+
+impl PartialEq for LargeBodyTurn {
+    /// Turns carry no data: any two compare equal.
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// Makes HTTP calls.

@@ -53,7 +53,7 @@ pub struct FunctionDecl {
 /// while a throttled or retried invocation still holds it).
 pub const FUNCTIONS: &[FunctionDecl] = &[
     FunctionDecl { function: Function::Orchestrator, timeout_secs: 60, memory_mb: 256 },
-    FunctionDecl { function: Function::Request, timeout_secs: 120, memory_mb: 256 },
+    FunctionDecl { function: Function::Request, timeout_secs: 120, memory_mb: 384 },
     FunctionDecl { function: Function::Persist, timeout_secs: 300, memory_mb: 1024 },
     FunctionDecl { function: Function::Athena, timeout_secs: 900, memory_mb: 256 },
     FunctionDecl { function: Function::Notify, timeout_secs: 30, memory_mb: 128 },

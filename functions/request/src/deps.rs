@@ -14,8 +14,34 @@ use tributary_core::tenant::Tenants;
 /// default and may be raised to 1 MiB; SNS publishes up to 256 KiB). Set
 /// `MAX_MESSAGE_BYTES` to the persist queue's own `MaximumMessageSize`.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 262_144;
-/// Default largest response body read: 64 MiB (Request runs with 256 MB).
+/// Default largest response body read: 64 MiB. Request's memory is sized
+/// for it: see [`peak_memory_bytes`].
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Memory one page costs at its peak, per byte of its body: the body, the
+/// tokenizer's tape (about 1.6 bytes a byte), then the records' text copied
+/// once for forwarding. `request-bench` (bench/) measured 3.0 (a 60 MiB page:
+/// 200 MB peak RSS, 16 MiB: 61 MB); 3.5 keeps a margin for bodies with more
+/// tokens per byte.
+pub const PAGE_MEMORY_PER_BODY_BYTE: f64 = 3.5;
+
+/// Memory of the process before any page: runtime, TLS, allocator, AWS
+/// SDK clients (about 10 MB measured; Lambda's own runtime and extensions
+/// take more): 32 MB.
+pub const BASE_MEMORY_BYTES: u64 = 32_000_000;
+
+/// Request's peak memory, in bytes, for a batch of `batch_size` messages
+/// handled at once whose bodies reach `max_response_bytes`: one large body
+/// at a time (the client's large-body turn,
+/// [`crate::http::HttpOptions::large_body_bytes`], `large_body_bytes`), so
+/// one page at the cap plus `batch_size - 1` bodies just under the turn's
+/// threshold. The template's `MemorySize` must hold it (a template test
+/// checks `MAX_RESPONSE_BYTES`, the mapping's `BatchSize` and `MemorySize`
+/// against it).
+pub fn peak_memory_bytes(max_response_bytes: u64, batch_size: u64, large_body_bytes: u64) -> u64 {
+    let page = |bytes: u64| (bytes as f64 * PAGE_MEMORY_PER_BODY_BYTE) as u64;
+    BASE_MEMORY_BYTES + page(max_response_bytes) + batch_size.saturating_sub(1) * page(large_body_bytes)
+}
 /// Most redirects followed for one call (each target re-checked).
 pub const MAX_REDIRECTS: usize = 5;
 

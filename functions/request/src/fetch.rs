@@ -84,6 +84,8 @@ pub async fn fetch(
             && state.lock().is_ok_and(|mut s| !std::mem::replace(&mut s.refreshed, true));
         if let (true, Some(auth)) = (refresh, auth) {
             tracing::info!("401 with a cached OAuth token: fetching a fresh one");
+            // Its large-body turn (if any) ends before the next call.
+            drop(response);
             let fresh = auth::credentials(auth, deps, base_for_token(&request), true).await?;
             if let Ok(mut s) = state.lock() {
                 s.credentials = Some(fresh);

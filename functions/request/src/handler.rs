@@ -23,6 +23,7 @@ use tributary_core::ports::{HttpRequest, PortError, TopicMessage};
 use crate::deps::{Deps, RequestConfig};
 use crate::error::RequestError;
 use crate::fetch::Fetched;
+use crate::page;
 use crate::scrub::{self, Scrubber};
 use crate::{auth, fetch, paging};
 
@@ -171,10 +172,15 @@ enum Decision {
 struct PageAnswer {
     /// The page (index, count); `PageRef::SINGLE` for a one-call run.
     page: PageRef,
-    /// The parsed body (the next link or cursor is read from it).
-    body: Value,
-    /// The records at `records_pointer`.
-    records: Vec<Value>,
+    /// The body without its records (the array at `records_pointer` read
+    /// as `[]`): the next link, cursor or total is read from it.
+    envelope: Value,
+    /// How many records.
+    count: usize,
+    /// The last record (`last_record` paging reads the next key there).
+    last: Option<Value>,
+    /// The highest value at `cursor_field` (incremental runs).
+    cursor_max: Option<Value>,
     /// Their JSON text, as Persist gets it.
     raw: RawRecords,
     /// FNV-1a of `raw` (the next page's `previous_page`).
@@ -186,47 +192,63 @@ struct PageAnswer {
 
 /// The [`Decision`] for `message`'s response.
 ///
-/// Any of the response's text an error quotes is scrubbed of the
-/// credentials (`scrubber`) before it is cut.
+/// The body is read once by the tokenizer ([`page::Doc`]), never held
+/// whole as a `serde_json::Value`: its records stay text (copied once, for
+/// forwarding, after the tokens are dropped), and only the envelope and the
+/// last record become values. Any of the response's text an error quotes
+/// is scrubbed of the credentials (`scrubber`) before it is cut.
 ///
 /// # Errors
 /// [`RequestError::NotJson`], a missing or non-array `records_pointer`, a
 /// missing or non-numeric total (permanent).
 fn decide(message: &RequestMessage, fetched: &Fetched, scrubber: &Scrubber) -> Result<Decision, RequestError> {
     let target = &fetched.target;
-    let mut body: Value = if fetched.empty {
-        Value::Null
-    } else {
-        parse_body(&fetched.response.body).map_err(|err| RequestError::NotJson {
+    let body = &fetched.response.body;
+    let doc = match fetched.empty {
+        true => None,
+        false => Some(page::Doc::parse(body).map_err(|err| RequestError::NotJson {
             target: target.clone(),
-            error: err.to_string(),
-            excerpt: excerpt(&fetched.response.body, scrubber),
-        })?
+            error: err.0,
+            excerpt: excerpt(body, scrubber),
+        })?),
     };
     match &message.mode {
-        RequestMode::Probe { total_pointer, total_header, .. } => Ok(Decision::Total(match total_header {
-            _ if fetched.empty => 0,
-            Some(name) => header_total(&fetched.response.headers, name, target, scrubber)?,
-            None => read_total(&body, total_pointer, target)?,
+        RequestMode::Probe { total_pointer, total_header, .. } => Ok(Decision::Total(match (&doc, total_header) {
+            (None, _) => 0,
+            (Some(_), Some(name)) => header_total(&fetched.response.headers, name, target, scrubber)?,
+            (Some(doc), None) => read_total(doc.value_at(total_pointer).as_ref(), total_pointer, target)?,
         })),
-        RequestMode::Records { records_pointer, next, planned_total, .. } => {
-            let records =
-                if fetched.empty { Vec::new() } else { take_records(&mut body, records_pointer.as_deref(), target)? };
-            if let Some(planned) = planned_total {
-                check_drift(planned, &body, &fetched.response.headers, message.page);
-            }
-            let raw = if fetched.empty {
-                RawRecords::from_text("[]".into()).map_err(|err| encode_error(&err))?
-            } else {
-                raw_records(&fetched.response.body, records_pointer.as_deref(), target)?
+        RequestMode::Records { records_pointer, next, planned_total, cursor_field, .. } => {
+            let pointer = records_pointer.as_deref().unwrap_or("");
+            let (envelope, records) = match doc {
+                None => (Value::Null, page::Records::NONE),
+                Some(doc) => {
+                    let problem = pointer_problem(target, "records_pointer", pointer);
+                    let refused = |err: page::NotRecords| match err {
+                        page::NotRecords::Missing => problem("is not in the response".into()),
+                        page::NotRecords::Other(kind) => problem(format!("leads to {kind}, not an array of records")),
+                    };
+                    let records = doc.records(pointer, cursor_field.as_deref()).map_err(refused)?;
+                    (doc.envelope(pointer).map_err(refused)?, records)
+                    // The tokens are dropped here, before the records' text is copied.
+                }
             };
+            if let Some(planned) = planned_total {
+                check_drift(planned, &envelope, &fetched.response.headers, message.page);
+            }
+            let text = match records.range.clone() {
+                Some(range) => String::from_utf8_lossy(&body[range]).into_owned(),
+                None => "[]".into(),
+            };
+            let raw = RawRecords::from_text(text).map_err(|err| encode_error(&err))?;
             let raw = without_credentials(raw, scrubber, target)?;
             let digest = contracts::digest::fnv1a_hex(raw.as_str().as_bytes());
             let repeats_previous = next
                 .as_ref()
-                .is_some_and(|next| !records.is_empty() && next.previous_page.as_deref() == Some(digest.as_str()));
+                .is_some_and(|next| records.count > 0 && next.previous_page.as_deref() == Some(digest.as_str()));
             let page = message.page.unwrap_or(PageRef::SINGLE);
-            Ok(Decision::Records(PageAnswer { page, body, records, raw, digest, repeats_previous }))
+            let page::Records { count, last, cursor_max, .. } = records;
+            Ok(Decision::Records(PageAnswer { page, envelope, count, last, cursor_max, raw, digest, repeats_previous }))
         }
     }
 }
@@ -261,10 +283,9 @@ async fn apply(
             Ok(Outcome::Total(total))
         }
         (Decision::Records(answer), RequestMode::Records { target: dataset, next, cursor_field, .. }) => {
-            let PageAnswer { page, body, records, raw, digest, repeats_previous } = answer;
-            let count = records.len();
-            if let Some(pointer) = cursor_field {
-                record_cursor(message, page, pointer, &records, deps).await?;
+            let PageAnswer { page, envelope, count, last, cursor_max, raw, digest, repeats_previous } = answer;
+            if cursor_field.is_some() {
+                record_cursor(message, page, cursor_max, deps).await?;
             }
             if repeats_previous {
                 // Its count is recorded first, so Persist's receipt of this
@@ -282,8 +303,8 @@ async fn apply(
             }
             let continuation = match next {
                 Some(next) => {
-                    let this = ThisPage { page, records: count, last: records.last(), digest: &digest };
-                    continue_with(message, next, fetched, &body, this, credentials, deps).await?
+                    let this = ThisPage { page, records: count, last: last.as_ref(), digest: &digest };
+                    continue_with(message, next, fetched, &envelope, this, credentials, deps).await?
                 }
                 None => None,
             };
@@ -366,11 +387,10 @@ fn check_message(message: &RequestMessage) -> Result<(), RequestError> {
 async fn record_cursor(
     message: &RequestMessage,
     page: PageRef,
-    pointer: &str,
-    records: &[Value],
+    max: Option<Value>,
     deps: Deps<'_>,
 ) -> Result<(), RequestError> {
-    let Some(max) = tributary_core::state::max_of(records, pointer) else { return Ok(()) };
+    let Some(max) = max else { return Ok(()) };
     tributary_core::state::record_page(deps.store, &message.pipeline, &message.run_id, page.index, max)
         .await
         .map_err(|source| RequestError::Forward { destination: "the incremental state".into(), source })
@@ -622,16 +642,6 @@ fn pointer_problem<'a>(target: &'a str, field: &'static str, pointer: &'a str) -
     move |problem| RequestError::Pointer { target: target.to_string(), field, pointer: pointer.to_string(), problem }
 }
 
-fn take_records(body: &mut Value, pointer: Option<&str>, target: &str) -> Result<Vec<Value>, RequestError> {
-    let pointer = pointer.unwrap_or("");
-    let problem = pointer_problem(target, "records_pointer", pointer);
-    match body.pointer_mut(pointer) {
-        Some(Value::Array(records)) => Ok(std::mem::take(records)),
-        Some(other) => Err(problem(format!("leads to {}, not an array of records", kind_of(other)))),
-        None => Err(problem("is not in the response".into())),
-    }
-}
-
 /// The total in response header `name` (headers are lower-cased); a value
 /// that is not one is quoted scrubbed, then cut to 64 bytes.
 fn header_total(
@@ -650,9 +660,9 @@ fn header_total(
     }
 }
 
-fn read_total(body: &Value, pointer: &str, target: &str) -> Result<u64, RequestError> {
+fn read_total(found: Option<&Value>, pointer: &str, target: &str) -> Result<u64, RequestError> {
     let problem = pointer_problem(target, "total_pointer", pointer);
-    match body.pointer(pointer) {
+    match found {
         Some(Value::Number(n)) => {
             n.as_u64().ok_or_else(|| problem(format!("leads to {n}, not a non-negative integer")))
         }
@@ -733,45 +743,6 @@ fn looks_like_ndjson(body: &[u8]) -> bool {
     !rest.trim_ascii().is_empty() && tape.parse(first).is_ok() && tape.parse(text).is_err()
 }
 
-/// The response as a `Value`, for pointers, totals and cursors. What a
-/// `Value` cannot hold reads as [`tape::without_unrepresentable`] makes it
-/// here: `1e400`, a string with a lone surrogate and a container nested
-/// deeper than serde_json's 127 levels as `null`, a key with a lone
-/// surrogate with U+FFFD in its place. The records themselves are
-/// forwarded as their text (see [`raw_records`]), so Persist quarantines
-/// such a record alone, naming it, instead of the page failing.
-fn parse_body(body: &[u8]) -> Result<Value, serde_json::Error> {
-    match serde_json::from_slice(body) {
-        Ok(value) => Ok(value),
-        Err(err) => {
-            let cleaned =
-                std::str::from_utf8(body).ok().and_then(|text| tape::without_unrepresentable(text).ok().flatten());
-            match cleaned {
-                Some(text) => serde_json::from_str(&text),
-                None => Err(err),
-            }
-        }
-    }
-}
-
-/// The records array as the vendor wrote it (numbers keep their digits,
-/// repeated keys stay), for Persist to type.
-fn raw_records(body: &[u8], pointer: Option<&str>, target: &str) -> Result<RawRecords, RequestError> {
-    let pointer = pointer.unwrap_or("");
-    let problem = pointer_problem(target, "records_pointer", pointer);
-    let text = std::str::from_utf8(body).map_err(|err| problem(format!("the response is not UTF-8: {err}")))?;
-    match tributary_core::json::tape::raw_at_pointer(text, pointer) {
-        Ok(Some((raw, tributary_core::json::tape::Tok::Arr { .. }, _))) => {
-            RawRecords::from_text(raw.to_string()).map_err(|err| problem(err.to_string()))
-        }
-        Ok(Some((_, tok, _))) => {
-            Err(problem(format!("leads to {}, not an array of records", tributary_core::json::tape::kind_name(&tok))))
-        }
-        Ok(None) => Err(problem("is not in the response".into())),
-        Err(err) => Err(problem(format!("the response is not JSON: {err}"))),
-    }
-}
-
 /// The records as forwarded: a credential of the call that the vendor
 /// echoed into them (a `self` link carrying the API key, the
 /// `Authorization` header reflected) is replaced by `<redacted>` in every
@@ -810,24 +781,35 @@ async fn forward_records(
         payload: Payload::Inline { records },
         fetched_at: Some(chrono::Utc::now()),
     };
-    let mut body = encode(&persist)?;
-    let mut claim_check = false;
-    if body.len() > deps.config.max_message_bytes {
-        // Claim check: the records go to the lake, the message carries the key.
-        let key = keys::claim_key(&message.pipeline, &message.run_id, page.index);
-        let payload =
-            std::mem::replace(&mut persist.payload, Payload::Object { key: key.clone(), format: Default::default() });
-        let records = match payload {
-            Payload::Inline { records } => records.as_str().as_bytes().to_vec(),
-            Payload::Object { .. } => b"[]".to_vec(),
-        };
-        deps.store
-            .put(&key, Bytes::from(records))
-            .await
-            .map_err(|source| RequestError::Forward { destination: format!("object {key}"), source })?;
-        body = encode(&persist)?;
-        claim_check = true;
-    }
+    // Records larger than a message go by claim check without being
+    // encoded inline first (a copy of the page for nothing).
+    let inline = match &persist.payload {
+        Payload::Inline { records } if records.as_str().len() < deps.config.max_message_bytes => {
+            Some(encode(&persist)?).filter(|body| body.len() <= deps.config.max_message_bytes)
+        }
+        _ => None,
+    };
+    let claim_check = inline.is_none();
+    let body = match inline {
+        Some(body) => body,
+        None => {
+            // Claim check: the records go to the lake, the message carries the key.
+            let key = keys::claim_key(&message.pipeline, &message.run_id, page.index);
+            let payload = std::mem::replace(
+                &mut persist.payload,
+                Payload::Object { key: key.clone(), format: Default::default() },
+            );
+            let records = match payload {
+                Payload::Inline { records } => records.into_string().into_bytes(),
+                Payload::Object { .. } => b"[]".to_vec(),
+            };
+            deps.store
+                .put(&key, Bytes::from(records))
+                .await
+                .map_err(|source| RequestError::Forward { destination: format!("object {key}"), source })?;
+            encode(&persist)?
+        }
+    };
     send(&message.reply_to, body, deps).await?;
     Ok(claim_check)
 }

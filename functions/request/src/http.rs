@@ -9,10 +9,14 @@ use async_trait::async_trait;
 
 use crate::ssrf::{self, GuardedResolver, Lookup, NetworkAccess, SystemLookup};
 use contracts::{HttpMethod, redacted_url};
-use tributary_core::ports::{HttpClient, HttpRequest, HttpResponse, PortError};
+use tributary_core::ports::{HttpClient, HttpRequest, HttpResponse, LargeBodyTurn, PortError};
 
 /// Default time to establish a TCP (and TLS) connection: 10 s.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Default size past which a response body is large: 1 MiB. A large body
+/// is read only with the process's [`LargeBodyTurn`], one at a time.
+pub const DEFAULT_LARGE_BODY_BYTES: u64 = 1 << 20;
 
 /// Settings of a [`ReqwestClient`].
 #[derive(Clone)]
@@ -22,11 +26,22 @@ pub struct HttpOptions {
     pub connect_timeout: Duration,
     /// Name resolution (the system resolver; tests give a table).
     pub lookup: Arc<dyn Lookup>,
+    /// Bytes past which a body is large ([`DEFAULT_LARGE_BODY_BYTES`]):
+    /// a call whose body grows past it (or whose `Content-Length` says so)
+    /// waits for the client's one large-body turn before reading on, and
+    /// its response holds the turn until dropped. With a batch handled 5
+    /// at once, Request's peak memory is then one large page plus four
+    /// small ones (infra/README.md, Request memory).
+    pub large_body_bytes: u64,
 }
 
 impl Default for HttpOptions {
     fn default() -> Self {
-        Self { connect_timeout: DEFAULT_CONNECT_TIMEOUT, lookup: Arc::new(SystemLookup) }
+        Self {
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            lookup: Arc::new(SystemLookup),
+            large_body_bytes: DEFAULT_LARGE_BODY_BYTES,
+        }
     }
 }
 
@@ -36,6 +51,10 @@ pub struct ReqwestClient {
     /// One client per allowance (none, loopback, private, both), each with
     /// a resolver that enforces it.
     clients: [reqwest::Client; 4],
+    /// The one large-body turn of this client (and its clones).
+    turn: Arc<tokio::sync::Mutex<()>>,
+    /// See [`HttpOptions::large_body_bytes`].
+    large_body_bytes: u64,
 }
 
 impl ReqwestClient {
@@ -70,7 +89,27 @@ impl ReqwestClient {
                     message: err.to_string(),
                 })
         };
-        Ok(Self { clients: [build(0)?, build(1)?, build(2)?, build(3)?] })
+        Ok(Self {
+            clients: [build(0)?, build(1)?, build(2)?, build(3)?],
+            turn: Arc::new(tokio::sync::Mutex::new(())),
+            large_body_bytes: options.large_body_bytes,
+        })
+    }
+
+    /// Waits for the large-body turn, at most `wait` (the call's time-out:
+    /// a response kept alive while its own message calls again cannot
+    /// block that call forever).
+    async fn large_body_turn(&self, wait: Duration, target: &str) -> Result<LargeBodyTurn, PortError> {
+        match tokio::time::timeout(wait, self.turn.clone().lock_owned()).await {
+            Ok(guard) => Ok(LargeBodyTurn(Arc::new(guard))),
+            Err(_) => Err(PortError::Transient {
+                operation: "HTTP read body",
+                target: target.to_string(),
+                message: format!(
+                    "waited {wait:?} for the turn to read a large body (another large page was being handled)"
+                ),
+            }),
+        }
     }
 
     fn client(&self, access: NetworkAccess) -> &reqwest::Client {
@@ -148,6 +187,11 @@ impl HttpClient for ReqwestClient {
         if let Some(length) = response.content_length().filter(|length| *length > limit) {
             return Err(too_large(length));
         }
+        // A large body is read only with the turn (one at a time).
+        let mut turn = None;
+        if response.content_length().is_some_and(|length| length > self.large_body_bytes) {
+            turn = Some(self.large_body_turn(request.timeout, &target).await?);
+        }
         // Stream the body and stop reading past the cap, so a huge (or
         // endless) body never fills the function's memory.
         let mut body = Vec::new();
@@ -162,8 +206,11 @@ impl HttpClient for ReqwestClient {
             if body.len() as u64 > limit {
                 return Err(too_large(body.len() as u64));
             }
+            if turn.is_none() && body.len() as u64 > self.large_body_bytes {
+                turn = Some(self.large_body_turn(request.timeout, &target).await?);
+            }
         }
-        Ok(HttpResponse { status, headers, body: bytes::Bytes::from(body) })
+        Ok(HttpResponse { status, headers, body: bytes::Bytes::from(body), turn })
     }
 }
 

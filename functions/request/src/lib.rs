@@ -32,6 +32,7 @@ mod error;
 mod fetch;
 mod handler;
 pub mod http;
+mod page;
 pub mod paging;
 pub mod rate;
 pub mod retry;
@@ -42,6 +43,9 @@ pub mod trust;
 pub use config::{LambdaConfig, MAX_ATTEMPTS_RANGE, MAX_RESPONSE_BYTES_RANGE, MAX_RETRY_AFTER_SECS_RANGE};
 pub use fetch::Fetched;
 
-pub use deps::{DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_RESPONSE_BYTES, Deps, MAX_REDIRECTS, RequestConfig, Warm};
+pub use deps::{
+    BASE_MEMORY_BYTES, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_RESPONSE_BYTES, Deps, MAX_REDIRECTS,
+    PAGE_MEMORY_PER_BODY_BYTE, RequestConfig, Warm, peak_memory_bytes,
+};
 pub use error::RequestError;
 pub use handler::{Outcome, handle_message, handle_sqs, http_request, normalize_body};

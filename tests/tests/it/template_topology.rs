@@ -1184,3 +1184,36 @@ fn stacks_are_scoped_and_lake_rights_follow_the_keys() {
     }
     assert_no_failures("stack scoping", failures);
 }
+
+/// Request's `MemorySize` holds its peak (issue 25): one page at
+/// `MAX_RESPONSE_BYTES` (the client reads one large body at a time) plus
+/// the rest of a batch of the request queue's `BatchSize`, at the bytes per
+/// body byte `request-bench` measured (`request::peak_memory_bytes`).
+#[test]
+fn request_memory_holds_a_page_at_the_response_cap_and_the_rest_of_its_batch() {
+    let template = Template::load();
+    let id = template.function_id(Function::Request).expect("the Request function");
+    let memory_mb = template.number(prop(template.resource(id).expect("exists"), "MemorySize")).expect("MemorySize");
+    let env = template_env(&template, id);
+    let cap: u64 = env
+        .get("MAX_RESPONSE_BYTES")
+        .and_then(|v| v.as_str())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(request::DEFAULT_MAX_RESPONSE_BYTES);
+    let queue = topology::QUEUES.iter().find(|q| q.consumer == Some(Function::Request)).expect("the request queue");
+    let concurrency = request::RequestConfig::default().concurrency as u64;
+    let at_once = (queue.batch_size as u64).min(concurrency);
+    let needed = request::peak_memory_bytes(cap, at_once, request::http::DEFAULT_LARGE_BODY_BYTES);
+    assert!(
+        needed <= memory_mb * 1_000_000,
+        "Request needs {} MB for a {cap}-byte page and {} more at once; MemorySize is {memory_mb}",
+        needed / 1_000_000,
+        at_once - 1
+    );
+    // And not far more than it needs: memory is billed by the MB-second.
+    assert!(
+        memory_mb * 1_000_000 < needed * 2,
+        "MemorySize {memory_mb} is over twice the {} MB needed",
+        needed / 1_000_000
+    );
+}

@@ -5,6 +5,7 @@ mod auth;
 mod common;
 mod guard;
 mod handler;
+mod memory;
 mod paging;
 mod retries;
 mod rules;
