@@ -112,7 +112,10 @@ enum Command {
         customers: u32,
     },
     /// List recent runs in a lake with their state (complete, failed,
-    /// incomplete, running), pages, records and dead letters.
+    /// incomplete, running), pages, records and dead letters; with
+    /// `--stack`, also the subscriptions of the stack's operations and alerts
+    /// topics, warning of one pending confirmation (SNS delivers nothing to
+    /// it) and of a topic with no confirmed subscription.
     Status {
         /// The lake: a directory, or `s3://bucket[/prefix]` (feature `aws`).
         /// Default: the stack's lake bucket with `--stack`, else `lake`.
@@ -363,9 +366,12 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Status { lake, stack, limit } => {
-            let (store, _) = open_lake(lake, stack.as_deref()).await?;
+            let (store, handle) = open_lake(lake, stack.as_deref()).await?;
             let runs = tributary::status::recent_runs(store.as_ref(), limit).await?;
             print!("{}", tributary::status::table(&runs));
+            if let Some(handle) = &handle {
+                print!("{}", subscriptions(handle).await?);
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Dlq { action } => dlq(action).await,
@@ -600,6 +606,19 @@ async fn connect(name: &str) -> anyhow::Result<StackHandle> {
     anyhow::bail!(
         "--stack {name}: this tributary was built without the `aws` feature; build it with `cargo build --release -p tributary --features aws`"
     )
+}
+
+/// The stack's topic subscriptions as `status` prints them, warnings
+/// included (a subscription pending confirmation, a topic nobody receives).
+#[cfg(feature = "aws")]
+async fn subscriptions(stack: &StackHandle) -> anyhow::Result<String> {
+    let topics = stack.topic_subscriptions().await.context("the stack's topic subscriptions")?;
+    Ok(tributary::status::subscriptions_report(&topics).0)
+}
+
+#[cfg(not(feature = "aws"))]
+async fn subscriptions(stack: &StackHandle) -> anyhow::Result<String> {
+    match *stack {}
 }
 
 #[cfg(feature = "aws")]
