@@ -61,6 +61,30 @@ impl Stack {
         self.outputs.get(output::PERSIST_QUEUE).map(str::to_string)
     }
 
+    /// The subscriptions of the stack's operations and alerts topics
+    /// (outputs `OperationsTopicArn`, `AlertsTopicArn`), for `status`.
+    ///
+    /// # Errors
+    /// [`PortError::NotFound`] naming a missing output or topic; others
+    /// from SNS.
+    pub async fn topic_subscriptions(&self) -> Result<Vec<(String, Vec<crate::status::Subscription>)>, PortError> {
+        let mut topics = Vec::new();
+        for (topic, key) in [("operations", output::OPERATIONS_TOPIC), ("alerts", output::ALERTS_TOPIC)] {
+            let arn = self.outputs.get(key)?;
+            let subscriptions = adapters::aws::list_topic_subscriptions(&self.sdk, arn)
+                .await?
+                .into_iter()
+                .map(|s| crate::status::Subscription {
+                    protocol: s.protocol,
+                    endpoint: s.endpoint,
+                    subscription_arn: s.subscription_arn,
+                })
+                .collect();
+            topics.push((topic.to_string(), subscriptions));
+        }
+        Ok(topics)
+    }
+
     /// Athena in the stack's workgroup (`AthenaWorkGroupName`), which sets
     /// the result location and the bytes-scanned cut-off.
     ///

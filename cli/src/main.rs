@@ -36,7 +36,10 @@ enum Command {
         concurrency: u16,
         /// The scheduled time the run stands for (RFC 3339, e.g.
         /// 2026-11-29T06:00:00Z); default: now. The run id derives from it,
-        /// so the same time re-runs (and overwrites) the same run.
+        /// so the same time is the same run: one that did not complete is
+        /// completed, a completed one is not rewritten (a page with other
+        /// records than it persisted fails, to the DLQ with an alert; use
+        /// `replay` to re-derive it from its raw pages).
         #[arg(long, value_parser = parse_time, conflicts_with_all = ["from", "to"])]
         scheduled_at: Option<chrono::DateTime<chrono::Utc>>,
         #[command(flatten)]
@@ -64,8 +67,13 @@ enum Command {
     /// Start runs of a pipeline on a deployed stack, now or for past times:
     /// sends run triggers to its orchestrator queue (`OrchestratorQueueUrl`
     /// output), which starts each like a scheduled run of that time (same run
-    /// id, so it overwrites that run's outputs rather than duplicating them).
-    /// Prints each run id. Needs a build with `--features aws`.
+    /// id, never a second run of it). A run that did not complete is
+    /// completed; a completed run is never rewritten: a page holding the same
+    /// records is a redelivery, a page whose records changed is dead-lettered
+    /// with an alert (a backfill over completed days whose data changed is
+    /// one alert per run; `tributary replay` re-derives runs from their raw
+    /// pages, and issue 26 will add replacing them). Prints each run id.
+    /// Needs a build with `--features aws`.
     Trigger {
         /// Pipeline spec (YAML or JSON).
         spec: PathBuf,
@@ -104,7 +112,10 @@ enum Command {
         customers: u32,
     },
     /// List recent runs in a lake with their state (complete, failed,
-    /// incomplete, running), pages, records and dead letters.
+    /// incomplete, running), pages, records and dead letters; with
+    /// `--stack`, also the subscriptions of the stack's operations and alerts
+    /// topics, warning of one pending confirmation (SNS delivers nothing to
+    /// it) and of a topic with no confirmed subscription.
     Status {
         /// The lake: a directory, or `s3://bucket[/prefix]` (feature `aws`).
         /// Default: the stack's lake bucket with `--stack`, else `lake`.
@@ -355,9 +366,12 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Status { lake, stack, limit } => {
-            let (store, _) = open_lake(lake, stack.as_deref()).await?;
+            let (store, handle) = open_lake(lake, stack.as_deref()).await?;
             let runs = tributary::status::recent_runs(store.as_ref(), limit).await?;
             print!("{}", tributary::status::table(&runs));
+            if let Some(handle) = &handle {
+                print!("{}", subscriptions(handle).await?);
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Dlq { action } => dlq(action).await,
@@ -592,6 +606,19 @@ async fn connect(name: &str) -> anyhow::Result<StackHandle> {
     anyhow::bail!(
         "--stack {name}: this tributary was built without the `aws` feature; build it with `cargo build --release -p tributary --features aws`"
     )
+}
+
+/// The stack's topic subscriptions as `status` prints them, warnings
+/// included (a subscription pending confirmation, a topic nobody receives).
+#[cfg(feature = "aws")]
+async fn subscriptions(stack: &StackHandle) -> anyhow::Result<String> {
+    let topics = stack.topic_subscriptions().await.context("the stack's topic subscriptions")?;
+    Ok(tributary::status::subscriptions_report(&topics).0)
+}
+
+#[cfg(not(feature = "aws"))]
+async fn subscriptions(stack: &StackHandle) -> anyhow::Result<String> {
+    match *stack {}
 }
 
 #[cfg(feature = "aws")]

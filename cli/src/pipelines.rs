@@ -236,7 +236,9 @@ pub const DEFAULT_MAX_RUNS: usize = 1_000;
 /// at 00:00 UTC.
 ///
 /// Each run's id derives from its time exactly as a scheduled run's does,
-/// so a backfill rewrites the scheduled run of the same time.
+/// so a backfill is the scheduled run of the same time: it completes one
+/// that did not complete and never rewrites a completed one (Persist
+/// dead-letters a page whose records changed, with an alert).
 ///
 /// # Errors
 /// [`PipelinesError::EmptyRange`] when `from > to`;

@@ -1,7 +1,9 @@
 //! `tributary status`: recent runs and their state, from the lake's run
 //! ledger (`_runs/`: receipts, expected page counts, completion markers)
 //! and the dead-letter archive (`_dead_letters/`), on a local lake or an S3
-//! one alike.
+//! one alike; with `--stack`, the subscriptions of the stack's operations
+//! and alerts topics too ([`subscriptions_report`]), so an e-mail
+//! subscription nobody confirmed is seen.
 
 use std::collections::BTreeMap;
 
@@ -116,6 +118,61 @@ pub async fn recent_runs(store: &dyn ObjectStore, limit: usize) -> Result<Vec<Ru
     Ok(runs.into_values().rev().take(limit).collect())
 }
 
+/// SNS's `SubscriptionArn` of a subscription whose endpoint has not
+/// confirmed it yet (`ListSubscriptionsByTopic`): SNS delivers nothing to it.
+pub const PENDING_CONFIRMATION: &str = "PendingConfirmation";
+
+/// A subscription of one of the stack's topics: `(protocol, endpoint,
+/// subscription ARN)` as `ListSubscriptionsByTopic` lists them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subscription {
+    /// `email`, `sms`, `sqs`, …
+    pub protocol: String,
+    /// The address, number, ARN or URL.
+    pub endpoint: String,
+    /// Its ARN once confirmed, else [`PENDING_CONFIRMATION`].
+    pub subscription_arn: String,
+}
+
+impl Subscription {
+    /// Whether SNS delivers to it: it has an ARN (not
+    /// [`PENDING_CONFIRMATION`], nor `Deleted`).
+    pub fn confirmed(&self) -> bool {
+        self.subscription_arn.starts_with("arn:")
+    }
+}
+
+/// The subscriptions of the stack's topics (`topic`, its subscriptions) as
+/// text, and whether each topic has at least one confirmed subscription
+/// with none pending: a line per subscription, then a line per problem —
+/// a subscription pending confirmation (confirm it from the e-mail AWS
+/// sent; until then SNS drops what it would deliver there), a topic nobody
+/// receives.
+pub fn subscriptions_report(topics: &[(String, Vec<Subscription>)]) -> (String, bool) {
+    let mut text = format!("\n{:<12} {:<8} {:<40} {}\n", "topic", "protocol", "endpoint", "subscription");
+    let mut problems = Vec::new();
+    for (topic, subscriptions) in topics {
+        for s in subscriptions {
+            let state = if s.confirmed() { "confirmed" } else { s.subscription_arn.as_str() };
+            text.push_str(&format!("{topic:<12} {:<8} {:<40} {state}\n", s.protocol, s.endpoint));
+            if s.subscription_arn == PENDING_CONFIRMATION {
+                problems.push(format!(
+                    "{topic}: {} {} is pending confirmation: follow the link in the e-mail AWS sent (SNS drops what it would deliver there until then)",
+                    s.protocol, s.endpoint
+                ));
+            }
+        }
+        if !subscriptions.iter().any(Subscription::confirmed) {
+            problems.push(format!("{topic}: no confirmed subscription: what it carries reaches nobody"));
+        }
+    }
+    let ok = problems.is_empty();
+    for problem in problems {
+        text.push_str(&format!("WARNING {problem}\n"));
+    }
+    (text, ok)
+}
+
 /// The runs as a text table.
 pub fn table(runs: &[RunStatus]) -> String {
     let mut text = format!(
@@ -139,4 +196,40 @@ pub fn table(runs: &[RunStatus]) -> String {
         ));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subscription(endpoint: &str, arn: &str) -> Subscription {
+        Subscription { protocol: "email".into(), endpoint: endpoint.into(), subscription_arn: arn.into() }
+    }
+
+    #[test]
+    fn pending_subscriptions_and_topics_nobody_receives_are_reported() {
+        let confirmed = "arn:aws:sns:us-east-1:123456789012:tributary-operations:6f1c2d3e-0000-4000-8000-000000000001";
+        let topics = vec![
+            ("operations".to_string(), vec![subscription("ops@example.com", confirmed)]),
+            ("alerts".to_string(), vec![subscription("data@example.com", PENDING_CONFIRMATION)]),
+        ];
+        let (text, ok) = subscriptions_report(&topics);
+        assert!(!ok);
+        assert!(text.contains("operations   email    ops@example.com"), "{text}");
+        assert!(text.contains("WARNING alerts: email data@example.com is pending confirmation"), "{text}");
+        assert!(text.contains("WARNING alerts: no confirmed subscription"), "{text}");
+        assert!(!text.contains("WARNING operations"), "{text}");
+    }
+
+    #[test]
+    fn every_topic_confirmed_is_no_warning() {
+        let arn = "arn:aws:sns:us-east-1:123456789012:t:1";
+        let topics =
+            vec![("operations".to_string(), vec![subscription("a@x.io", arn), subscription("b@x.io", "Deleted")])];
+        let (text, ok) = subscriptions_report(&topics);
+        assert!(ok, "{text}");
+        assert!(!text.contains("WARNING"), "{text}");
+        let (text, ok) = subscriptions_report(&[("alerts".to_string(), Vec::new())]);
+        assert!(!ok && text.contains("alerts: no confirmed subscription"), "{text}");
+    }
 }

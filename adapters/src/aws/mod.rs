@@ -46,7 +46,7 @@ pub use s3::S3Store;
 #[cfg(feature = "scheduler")]
 pub use scheduler::ScheduleGroup;
 pub use secrets::{DEFAULT_SECRET_TTL, SecretsManagerStore};
-pub use sns::SnsPublisher;
+pub use sns::{SnsPublisher, TopicSubscription, list_topic_subscriptions};
 pub use sqs::SqsSender;
 pub use stack::StackOutputs;
 

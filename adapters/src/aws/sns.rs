@@ -1,10 +1,11 @@
 //! [`TopicPublisher`] over Amazon SNS `PublishBatch`.
 
 use async_trait::async_trait;
+use aws_sdk_sns::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sns::types::PublishBatchRequestEntry;
 
 use super::batching::{BatchClient, BatchOutcome, FailedEntry, entry_id, send_in_batches, string_attributes};
-use super::error::{build_error, code, port_error};
+use super::error::{RawResponse, build_error, code, port_error};
 use tributary_core::ports::{PortError, TopicMessage, TopicPublisher, sanitize_subject};
 
 const OPERATION: &str = "PublishBatch";
@@ -15,6 +16,19 @@ fn message_bytes(message: &TopicMessage, subject: Option<&str>) -> usize {
     let attributes: usize =
         message.attributes.iter().map(|(name, value)| name.len() + "String".len() + value.len()).sum();
     message.wire_body().len() + subject.map_or(0, str::len) + attributes
+}
+
+/// An SNS error on `topic`: [`PortError::NotFound`] for SNS's `NotFound`
+/// (no such topic), else as [`port_error`] classifies it.
+fn topic_error<E>(operation: &'static str, topic: &str, err: SdkError<E, RawResponse>) -> PortError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    if code(&err) == Some("NotFound") {
+        PortError::NotFound { what: "topic", target: topic.to_string() }
+    } else {
+        port_error(operation, topic, err)
+    }
 }
 
 /// Publishes to SNS topics with `PublishBatch`.
@@ -56,13 +70,7 @@ impl SnsPublisher {
             .set_publish_batch_request_entries(Some(entries))
             .send()
             .await
-            .map_err(|err| {
-                if code(&err) == Some("NotFound") {
-                    PortError::NotFound { what: "topic", target: topic.to_string() }
-                } else {
-                    port_error(OPERATION, topic, err)
-                }
-            })?;
+            .map_err(|err| topic_error(OPERATION, topic, err))?;
         Ok(BatchOutcome {
             successful: output.successful().iter().filter_map(|entry| entry.id().map(str::to_string)).collect(),
             failed: output.failed().iter().map(FailedEntry::from).collect(),
@@ -94,6 +102,53 @@ impl TopicPublisher for SnsPublisher {
             self.publish_batch(topic, &messages, indices)
         })
         .await
+    }
+}
+
+/// One subscription of a topic, as `ListSubscriptionsByTopic` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicSubscription {
+    /// `email`, `sms`, `sqs`, `lambda`, `https`, …
+    pub protocol: String,
+    /// The address, phone number, queue or function ARN, or URL.
+    pub endpoint: String,
+    /// The subscription's ARN once its endpoint confirmed it; SNS lists
+    /// `PendingConfirmation` until then (an e-mail subscription waits for
+    /// its link to be followed, and SNS delivers nothing to it meanwhile).
+    pub subscription_arn: String,
+}
+
+/// Every subscription of topic `topic_arn`, through all of
+/// `ListSubscriptionsByTopic`'s pages (100 each). API reference:
+/// <https://docs.aws.amazon.com/sns/latest/api/API_ListSubscriptionsByTopic.html>.
+///
+/// # Errors
+/// [`PortError::NotFound`] for an unknown topic; others by the SDK error.
+pub async fn list_topic_subscriptions(
+    config: &aws_config::SdkConfig,
+    topic_arn: &str,
+) -> Result<Vec<TopicSubscription>, PortError> {
+    const LIST: &str = "ListSubscriptionsByTopic";
+    let client = aws_sdk_sns::Client::new(config);
+    let mut subscriptions = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let output = client
+            .list_subscriptions_by_topic()
+            .topic_arn(topic_arn)
+            .set_next_token(token.take())
+            .send()
+            .await
+            .map_err(|err| topic_error(LIST, topic_arn, err))?;
+        subscriptions.extend(output.subscriptions().iter().map(|s| TopicSubscription {
+            protocol: s.protocol().unwrap_or_default().to_string(),
+            endpoint: s.endpoint().unwrap_or_default().to_string(),
+            subscription_arn: s.subscription_arn().unwrap_or_default().to_string(),
+        }));
+        match output.next_token() {
+            Some(next) if !next.is_empty() => token = Some(next.to_string()),
+            _ => return Ok(subscriptions),
+        }
     }
 }
 

@@ -31,6 +31,8 @@ pub mod output {
     pub const ATHENA_QUEUE: &str = "AthenaQueueUrl";
     /// The alerts topic ARN.
     pub const ALERTS_TOPIC: &str = "AlertsTopicArn";
+    /// The operations topic ARN (every CloudWatch alarm of the stack).
+    pub const OPERATIONS_TOPIC: &str = "OperationsTopicArn";
 
     /// The output holding the URL of work queue `queue` (a logical name of
     /// `tributary_core::topology`: `orchestrator`, `request`, `persist`,

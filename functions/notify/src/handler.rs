@@ -357,8 +357,13 @@ pub struct FailedInvocation {
     /// Pipeline named by the trigger (`detail.pipeline`, or `pipeline` of a
     /// bare spec, or `freshness_check.pipeline`).
     pub pipeline: Option<String>,
-    /// The run the trigger stood for (`time` as a run id), when it has one.
+    /// The run the trigger stood for (`time` as a run id), when it has one
+    /// (a freshness check has none).
     pub run_id: Option<String>,
+    /// Whether the trigger was a freshness check (Notify's own scheduled
+    /// invocation, sent to scheduler-dlq by its on-failure destination or
+    /// by Scheduler) rather than a run.
+    pub freshness_check: bool,
     /// The error (`errorType: errorMessage`, or the scheduler's
     /// `ERROR_CODE: ERROR_MESSAGE`).
     pub reason: Option<String>,
@@ -390,12 +395,15 @@ pub fn failed_invocation(body: &Value, attribute: &dyn Fn(&str) -> Option<String
             .or_else(|| named(payload.get("pipeline")))
             .or_else(|| named(payload.pointer("/freshness_check/pipeline")))
             .or_else(|| named(detail.as_ref().and_then(|d| d.pointer("/freshness_check/pipeline"))));
+        let freshness_check = payload.get("freshness_check").is_some()
+            || detail.as_ref().is_some_and(|d| d.get("freshness_check").is_some());
         let run_id = payload
             .get("time")
             .and_then(Value::as_str)
             .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .filter(|_| !freshness_check)
             .map(|t| contracts::RunId::from_time(t.to_utc()).to_string());
-        (pipeline, run_id)
+        (pipeline, run_id, freshness_check)
     };
     if let (Some(context), Some(payload)) = (body.get("requestContext"), body.get("requestPayload")) {
         let function_arn = context.get("functionArn").and_then(Value::as_str).unwrap_or("");
@@ -413,12 +421,13 @@ pub fn failed_invocation(body: &Value, attribute: &dyn Fn(&str) -> Option<String
             (Some(kind), None) => kind,
             (None, None) => format!("{condition} (no error message in the invocation record)"),
         };
-        let (pipeline, run_id) = trigger_fields(payload);
+        let (pipeline, run_id, freshness_check) = trigger_fields(payload);
         let attempts = context.get("approximateInvokeCount").and_then(Value::as_u64).unwrap_or(1);
         return Some(FailedInvocation {
             function,
             pipeline,
             run_id,
+            freshness_check,
             reason: Some(truncate(&reason, REASON_BYTES)),
             attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
         });
@@ -428,12 +437,13 @@ pub fn failed_invocation(body: &Value, attribute: &dyn Fn(&str) -> Option<String
         return None;
     }
     let reason = [code, message].into_iter().flatten().collect::<Vec<_>>().join(": ");
-    let (pipeline, run_id) = trigger_fields(body);
+    let (pipeline, run_id, freshness_check) = trigger_fields(body);
     let attempts = attribute("RETRY_ATTEMPTS").and_then(|n| n.parse::<u32>().ok()).map_or(1, |n| n + 1);
     Some(FailedInvocation {
         function: "scheduler".into(),
         pipeline,
         run_id,
+        freshness_check,
         reason: Some(truncate(&reason, REASON_BYTES)),
         attempts,
     })
@@ -448,6 +458,7 @@ fn invocation_alert(
     parsed: Option<&Value>,
 ) -> Alert {
     let what = match (&failed.pipeline, &failed.run_id) {
+        (Some(p), _) if failed.freshness_check => format!("the freshness check of pipeline {p}"),
         (Some(p), Some(r)) => format!("the trigger of run {r} of pipeline {p}"),
         (Some(p), None) => format!("a trigger of pipeline {p}"),
         _ => "a trigger that names no pipeline".to_string(),

@@ -234,3 +234,42 @@ async fn a_missing_stack_or_output_is_named() {
     let err = stack.get("SchedulerRoleArn").expect_err("not an output of this stack").to_string();
     assert!(err.contains("SchedulerRoleArn") && err.contains(STACK) && err.contains(output::PERSIST_QUEUE), "{err}");
 }
+
+#[tokio::test]
+async fn status_lists_the_subscriptions_of_the_operations_and_alerts_topics() {
+    let (emulator, provisioned, _store) = deployed().await;
+    let sns = aws_sdk_sns::Client::new(&emulator.config);
+    let operations = sns.create_topic().name("tributary-ops-operations").send().await.expect("CreateTopic");
+    let operations = operations.topic_arn().expect("arn").to_string();
+    let alerts = provisioned.topic_arn(topology::ALERTS_TOPIC).expect("alerts topic").to_string();
+    for (topic, address) in [(&operations, "ops@example.com"), (&alerts, "data@example.com")] {
+        sns.subscribe().topic_arn(topic).protocol("email").endpoint(address).send().await.expect("Subscribe");
+    }
+    stack_with_outputs(
+        &emulator.config,
+        "tributary-ops-subs",
+        &[(output::OPERATIONS_TOPIC, &operations), (output::ALERTS_TOPIC, &alerts), (output::LAKE_BUCKET, BUCKET)],
+    )
+    .await;
+    let stack = tributary::aws::Stack::connect("tributary-ops-subs").await.expect("stack");
+    let topics = stack.topic_subscriptions().await.expect("ListSubscriptionsByTopic");
+    let listed: Vec<(&str, Vec<(&str, &str)>)> = topics
+        .iter()
+        .map(|(topic, subs)| {
+            (topic.as_str(), subs.iter().map(|s| (s.protocol.as_str(), s.endpoint.as_str())).collect())
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [("operations", vec![("email", "ops@example.com")]), ("alerts", vec![("email", "data@example.com")])]
+    );
+    // moto confirms e-mail subscriptions at once (AWS lists them as
+    // PendingConfirmation until the link is followed: the status unit
+    // tests cover that), so nothing is pending here.
+    let (text, ok) = tributary::status::subscriptions_report(&topics);
+    assert!(ok, "{text}");
+    // A stack without the topic outputs (an older template) is named.
+    let err =
+        tributary::aws::Stack::connect(STACK).await.expect("stack").topic_subscriptions().await.expect_err("no output");
+    assert!(err.to_string().contains(output::OPERATIONS_TOPIC), "{err}");
+}

@@ -873,7 +873,20 @@ fn exactly_the_functions_that_send_to_their_own_queue_allow_recursive_loops() {
     let mut self_sending = BTreeSet::new();
     for decl in topology::FUNCTIONS {
         let Some(id) = template.function_id(decl.function) else { continue };
-        let own: BTreeSet<&str> = events.iter().filter(|(f, ..)| *f == id).filter_map(|(_, _, q, _)| *q).collect();
+        // Its asynchronous invocations' on-failure destination is no link of
+        // a chain even when it consumes that queue (Notify and scheduler-dlq):
+        // Lambda sends there only after an asynchronous invocation failed, and
+        // an invocation by the queue's mapping is synchronous.
+        let on_failure = prop(template.resource(id).expect("exists"), "EventInvokeConfig")
+            .and_then(|c| c.get("DestinationConfig")?.get("OnFailure")?.get("Destination"))
+            .and_then(getatt)
+            .map(|(q, _)| q);
+        let own: BTreeSet<&str> = events
+            .iter()
+            .filter(|(f, ..)| *f == id)
+            .filter_map(|(_, _, q, _)| *q)
+            .filter(|q| Some(*q) != on_failure)
+            .collect();
         let sends_to_own = role_statements(&template, id).into_iter().any(|statement| {
             let allow = statement.get("Effect").and_then(Value::as_str) == Some("Allow");
             let send = strings(statement.get("Action")).iter().any(|a| *a == "sqs:SendMessage" || *a == "sqs:*");
@@ -1040,15 +1053,7 @@ fn alarms_watch_every_function_work_queue_and_dlq_for_operations() {
             expect(what, "ApproximateAgeOfOldestMessage", id, None, &[operations]);
         }
     }
-    let email = template.of_type("AWS::SNS::Subscription").any(|(_, s)| {
-        prop(s, "TopicArn").and_then(ref_target) == Some(operations)
-            && parameter_ref(&template, prop(s, "Endpoint")).is_some()
-            && s.get("Condition").is_some()
-    });
-    if !email {
-        failures
-            .push(format!("no optional e-mail subscription (Condition, Endpoint !Ref <parameter>) on {operations}"));
-    }
+    // The subscription itself: the_operations_address_is_required_and_alerts_always_reach_someone.
     assert_no_failures("alarms", failures);
 }
 
@@ -1216,4 +1221,408 @@ fn request_memory_holds_a_page_at_the_response_cap_and_the_rest_of_its_batch() {
         "MemorySize {memory_mb} is over twice the {} MB needed",
         needed / 1_000_000
     );
+}
+
+/// The branches of `!If [condition, a, b]`; any other value alone.
+fn if_branches(value: &Value) -> Vec<&Value> {
+    match intrinsic(value) {
+        Some((name, Value::Sequence(args))) if name == "If" && args.len() == 3 => vec![&args[1], &args[2]],
+        _ => vec![value],
+    }
+}
+
+/// `(X, Attr)` of every `!GetAtt X.Attr` among a statement's resources.
+fn resource_getatts(statement: &Value) -> Vec<(&str, &str)> {
+    match statement.get("Resource") {
+        Some(Value::Sequence(seq)) => seq.iter().filter_map(getatt).collect(),
+        Some(single) => getatt(single).into_iter().collect(),
+        None => Vec::new(),
+    }
+}
+
+/// Logical ids of the topics any alarm notifies (`AlarmActions: [!Ref T]`).
+fn alarm_topics(template: &Template) -> BTreeSet<&str> {
+    template
+        .of_type("AWS::CloudWatch::Alarm")
+        .flat_map(|(_, alarm)| prop(alarm, "AlarmActions").and_then(Value::as_sequence).into_iter().flatten())
+        .filter_map(ref_target)
+        .collect()
+}
+
+/// The lake's prefixes that expire after a parameter's days (core/src/keys.rs),
+/// and the least default each may have: raw pages are the replay source.
+fn expiring_prefixes() -> [(String, u64, &'static str); 3] {
+    let run_id = contracts::RunId::from_time(chrono::DateTime::from_timestamp(1_795_932_000, 0).expect("time"));
+    let page = tributary_core::keys::PageKey {
+        dataset: "customers",
+        run_date: chrono::NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
+        pipeline: "crm",
+        run_id: &run_id,
+        page: 3,
+    };
+    let folder = |key: String| format!("{}/", key.split('/').next().unwrap_or_default());
+    [
+        (folder(page.raw()), 30, "raw pages, the only replay source: at least a month of replay"),
+        (folder(page.quarantine()), 14, "quarantined records: at least two weeks to look at them"),
+        (
+            tributary_core::keys::DEAD_LETTERS_PREFIX.to_string(),
+            14,
+            "the dead-letter archive: at least the DLQs' own 14 days",
+        ),
+    ]
+}
+
+/// Issue 25, item 4: what holds data or its catalog outlives the stack; the
+/// bucket is versioned with noncurrent versions expiring; raw/, quarantine/
+/// and _dead_letters/ expire after a parameter's days, whose defaults
+/// infra/README.md states; nothing else the lake needs expires.
+#[test]
+fn the_lake_and_its_catalog_are_retained_versioned_and_expire_by_parameter() {
+    let template = Template::load();
+    let mut failures = Vec::new();
+    let mut kept = 0;
+    for ty in ["AWS::S3::Bucket", "AWS::Glue::Database"] {
+        for (id, resource) in template.of_type(ty) {
+            kept += 1;
+            for policy in ["DeletionPolicy", "UpdateReplacePolicy"] {
+                let value = resource.get(policy).and_then(Value::as_str);
+                if value != Some("Retain") {
+                    failures.push(format!(
+                        "{id} ({ty}): {policy} is {value:?}, expected Retain (it holds data or its catalog)"
+                    ));
+                }
+            }
+        }
+    }
+    assert_eq!(kept, 2, "the lake bucket and the Glue database");
+    let bucket = template.resource("LakeBucket").expect("LakeBucket");
+    let versioning = prop(bucket, "VersioningConfiguration").and_then(|v| v.get("Status")).and_then(Value::as_str);
+    if versioning != Some("Enabled") {
+        failures.push(format!("LakeBucket: VersioningConfiguration.Status is {versioning:?}, expected Enabled"));
+    }
+    let rules: Vec<&Value> = prop(bucket, "LifecycleConfiguration")
+        .and_then(|l| l.get("Rules"))
+        .and_then(Value::as_sequence)
+        .map(|seq| seq.iter().filter(|r| r.get("Status").and_then(Value::as_str) == Some("Enabled")).collect())
+        .unwrap_or_default();
+    fn prefix_of(rule: &Value) -> Option<&str> {
+        rule.get("Prefix").or_else(|| rule.get("Filter").and_then(|f| f.get("Prefix"))).and_then(Value::as_str)
+    }
+    let readme = std::fs::read_to_string(repo_root().join(ENV_DOC)).expect("infra/README.md");
+    // A parameter's days: at least 1, its default at least `least`, stated in the README.
+    let check_days = |what: &str, value: Option<&Value>, least: u64, why: &str| -> Vec<String> {
+        let mut failures = Vec::new();
+        let Some(param) = parameter_ref(&template, value) else {
+            return vec![format!("{what}: days are {value:?}, expected !Ref <parameter>")];
+        };
+        let default = template.parameter_number(param, "Default");
+        if default.is_none_or(|d| d < least) || template.parameter_number(param, "MinValue").is_none_or(|m| m < 1) {
+            failures
+                .push(format!("{what}: {param} Default {default:?} (at least {least}: {why}), MinValue at least 1"));
+        }
+        if let Some(default) = default
+            && !readme.contains(&format!("| `{param}` | `{default}` |"))
+        {
+            failures
+                .push(format!("{ENV_DOC} does not state {param}'s default: no row \"| `{param}` | `{default}` |\""));
+        }
+        failures
+    };
+    let noncurrent = rules.iter().find(|r| r.get("NoncurrentVersionExpiration").is_some() && prefix_of(r).is_none());
+    match noncurrent {
+        None => failures.push("LakeBucket: no enabled bucket-wide rule with NoncurrentVersionExpiration".into()),
+        Some(rule) => failures.extend(check_days(
+            "noncurrent versions",
+            rule.get("NoncurrentVersionExpiration").and_then(|n| n.get("NoncurrentDays")),
+            7,
+            "an overwrite or delete stays recoverable for a week at least",
+        )),
+    }
+    let expiring = expiring_prefixes();
+    for (prefix, least, why) in &expiring {
+        match rules.iter().find(|r| prefix_of(r) == Some(prefix)) {
+            None => failures.push(format!("LakeBucket: no enabled lifecycle rule with Prefix {prefix}")),
+            Some(rule) => failures.extend(check_days(prefix, rule.get("ExpirationInDays"), *least, why)),
+        }
+    }
+    // Nothing else expires: the ledger, schemas, state and datasets are the lake.
+    let scratch = ["athena-results/", "_claims/"];
+    for rule in &rules {
+        if rule.get("ExpirationInDays").is_none() && rule.get("ExpirationDate").is_none() {
+            continue;
+        }
+        match prefix_of(rule) {
+            Some(p) if scratch.contains(&p) || expiring.iter().any(|(e, ..)| e == p) => {}
+            other => failures
+                .push(format!("LakeBucket: a rule expires current objects under {other:?}, which the lake needs")),
+        }
+    }
+    assert_no_failures("lake retention", failures);
+}
+
+/// Issue 25, item 5: every alarm pages someone from the first deploy. The
+/// operations address has no default and refuses an empty value (so `sam
+/// deploy --guided` asks for it); the alerts topic gets AlertEmail or, when
+/// it is empty, the operations address; both READMEs' deploy commands pass
+/// every required parameter.
+#[test]
+fn the_operations_address_is_required_and_alerts_always_reach_someone() {
+    let template = Template::load();
+    let mut failures = Vec::new();
+    let operations_email = template.parameter("OperationsEmail").expect("parameter OperationsEmail");
+    if operations_email.get("Default").is_some() {
+        failures.push("OperationsEmail has a Default: it must be asked for".into());
+    }
+    if template.number(operations_email.get("MinLength")).is_none_or(|n| n < 3) {
+        failures.push("OperationsEmail: MinLength below 3 lets an empty address through".into());
+    }
+    let pattern = operations_email.get("AllowedPattern").and_then(Value::as_str).unwrap_or_default();
+    if !pattern.contains('@') || pattern.contains("^$") {
+        failures.push(format!("OperationsEmail: AllowedPattern {pattern:?} is not an e-mail address's"));
+    }
+    let operations = template.topic_id("operations").expect("operations topic");
+    let alerts = template.topic_id(topology::ALERTS_TOPIC).expect("alerts topic");
+    let email_subscription = |topic: &str| {
+        template.of_type("AWS::SNS::Subscription").find(|(_, s)| {
+            prop(s, "TopicArn").and_then(ref_target) == Some(topic)
+                && prop(s, "Protocol").and_then(Value::as_str) == Some("email")
+        })
+    };
+    for (topic, accepted) in [(operations, &["OperationsEmail"][..]), (alerts, &["AlertEmail", "OperationsEmail"][..])]
+    {
+        let Some((id, subscription)) = email_subscription(topic) else {
+            failures.push(format!("{topic}: no e-mail AWS::SNS::Subscription"));
+            continue;
+        };
+        if let Some(condition) = subscription.get("Condition") {
+            failures.push(format!("{id}: Condition {condition:?}: the subscription must always exist"));
+        }
+        let endpoint = prop(subscription, "Endpoint").expect("Endpoint");
+        let targets: Vec<Option<&str>> = if_branches(endpoint).into_iter().map(ref_target).collect();
+        if !targets.iter().all(|t| t.is_some_and(|t| accepted.contains(&t)))
+            || !targets.contains(&Some("OperationsEmail"))
+        {
+            failures.push(format!(
+                "{id}: Endpoint {targets:?}, expected among {accepted:?} with OperationsEmail as the fallback"
+            ));
+        }
+    }
+    // The deploy commands pass every parameter that has no default.
+    let required: Vec<&str> = template
+        .root
+        .get("Parameters")
+        .and_then(Value::as_mapping)
+        .into_iter()
+        .flatten()
+        .filter(|(_, p)| p.get("Default").is_none())
+        .filter_map(|(name, _)| name.as_str())
+        .collect();
+    assert!(required.contains(&"OperationsEmail"), "{required:?}");
+    for doc in ["README.md", ENV_DOC] {
+        let text = std::fs::read_to_string(repo_root().join(doc)).unwrap_or_else(|err| panic!("{doc}: {err}"));
+        let commands: Vec<&str> = text.lines().filter(|l| l.trim_start().starts_with("sam deploy --guided")).collect();
+        if commands.is_empty() {
+            failures.push(format!("{doc}: no `sam deploy --guided` command"));
+        }
+        for command in commands {
+            for param in &required {
+                if !command.contains(&format!("{param}=")) {
+                    failures.push(format!("{doc}: `{command}` does not pass the required {param}"));
+                }
+            }
+        }
+    }
+    assert_no_failures("operations address", failures);
+}
+
+/// Issue 25, item 6: a freshness check (an asynchronous invocation of
+/// Notify by its schedule) that fails goes to a queue Notify drains and
+/// alerts on, which also has its own depth alarm; Notify's role may send
+/// there.
+#[test]
+fn failed_freshness_checks_go_to_a_queue_notify_alerts_on() {
+    let template = Template::load();
+    let mut failures = Vec::new();
+    let notify = template.function_id(Function::Notify).expect("notify function");
+    let config = prop(template.resource(notify).expect("exists"), "EventInvokeConfig");
+    let on_failure = config.and_then(|c| c.get("DestinationConfig")).and_then(|d| d.get("OnFailure"));
+    let kind = on_failure.and_then(|o| o.get("Type")).and_then(Value::as_str);
+    let Some((queue, "Arn")) = on_failure.and_then(|o| o.get("Destination")).and_then(getatt) else {
+        panic!(
+            "{notify}: EventInvokeConfig.DestinationConfig.OnFailure.Destination is not !GetAtt <queue>.Arn: {on_failure:?}"
+        );
+    };
+    if kind != Some("SQS")
+        || template.resource(queue).and_then(|q| q.get("Type")).and_then(Value::as_str) != Some("AWS::SQS::Queue")
+    {
+        failures.push(format!("{notify}: on-failure destination {queue} ({kind:?}) is not an SQS queue"));
+    }
+    if !template.sqs_events().iter().any(|(function, _, q, _)| *function == notify && *q == Some(queue)) {
+        failures.push(format!(
+            "{notify}: does not consume its on-failure destination {queue}, so no alert tells of a failed check"
+        ));
+    }
+    let operations = template.topic_id("operations").expect("operations topic");
+    let alarmed = alarms(&template).iter().any(|(metric, target, _, alarm)| {
+        *metric == "ApproximateNumberOfMessagesVisible"
+            && *target == queue
+            && mentions(prop(alarm, "AlarmActions").unwrap_or(&Value::Null), operations)
+    });
+    if !alarmed {
+        failures.push(format!("{queue}: no depth alarm to {operations}, for when Notify itself cannot alert"));
+    }
+    let may_send = role_statements(&template, notify).into_iter().any(|s| {
+        strings(s.get("Action")).contains(&"sqs:SendMessage") && resource_getatts(s).contains(&(queue, "Arn"))
+    });
+    if !may_send {
+        failures.push(format!(
+            "{notify}: its role may not sqs:SendMessage to {queue} (Lambda sends the record as the function)"
+        ));
+    }
+    let retries = template.number(config.and_then(|c| c.get("MaximumRetryAttempts")));
+    if retries.is_none_or(|r| r > 2) {
+        failures.push(format!("{notify}: MaximumRetryAttempts {retries:?}, expected 0-2"));
+    }
+    assert_no_failures("freshness on-failure destination", failures);
+}
+
+/// Issue 25, item 8: every topic is encrypted at rest. Topics an alarm
+/// publishes to use a customer managed key whose policy lets CloudWatch use
+/// it (CloudWatch cannot use the AWS-managed alias/aws/sns, and its
+/// notifications would be dropped); the others alias/aws/sns; a function
+/// publishing to a topic under the stack's key may use the key.
+#[test]
+fn topics_are_encrypted_and_alarms_can_publish_to_theirs() {
+    let template = Template::load();
+    let mut failures = Vec::new();
+    let alarmed = alarm_topics(&template);
+    let mut topics = 0;
+    for (id, topic) in template.of_type("AWS::SNS::Topic") {
+        topics += 1;
+        let key = prop(topic, "KmsMasterKeyId");
+        let managed = key.and_then(Value::as_str) == Some("alias/aws/sns");
+        let own_key = key.and_then(ref_target).filter(|k| {
+            template.resource(k).and_then(|r| r.get("Type")).and_then(Value::as_str) == Some("AWS::KMS::Key")
+        });
+        match (alarmed.contains(id), managed, own_key) {
+            (_, false, None) => failures
+                .push(format!("{id}: KmsMasterKeyId is {key:?}, expected alias/aws/sns or !Ref <AWS::KMS::Key>")),
+            (true, true, _) => {
+                failures.push(format!("{id}: alarms publish to it, and CloudWatch cannot use alias/aws/sns"))
+            }
+            _ => {}
+        }
+        let Some(key_id) = own_key else { continue };
+        let key_resource = template.resource(key_id).expect("key");
+        let cloudwatch = prop(key_resource, "KeyPolicy")
+            .and_then(|p| p.get("Statement"))
+            .and_then(Value::as_sequence)
+            .is_some_and(|statements| {
+                statements.iter().any(|s| {
+                    let actions = strings(s.get("Action"));
+                    s.get("Effect").and_then(Value::as_str) == Some("Allow")
+                        && strings(s.get("Principal").and_then(|p| p.get("Service")))
+                            .contains(&"cloudwatch.amazonaws.com")
+                        && actions.contains(&"kms:Decrypt")
+                        && actions.iter().any(|a| a.starts_with("kms:GenerateDataKey"))
+                })
+            });
+        if alarmed.contains(id) && !cloudwatch {
+            failures.push(format!(
+                "{id}: key {key_id}'s policy does not let cloudwatch.amazonaws.com kms:Decrypt and kms:GenerateDataKey*"
+            ));
+        }
+        if !truthy(prop(key_resource, "EnableKeyRotation")) {
+            failures.push(format!("{key_id}: EnableKeyRotation is not true"));
+        }
+        for decl in topology::FUNCTIONS {
+            let Some(function) = template.function_id(decl.function) else { continue };
+            let statements = role_statements(&template, function);
+            let publishes = statements.iter().any(|s| {
+                strings(s.get("Action")).contains(&"sns:Publish")
+                    && s.get("Resource").is_some_and(|r| if_branches(r).iter().any(|r| ref_target(r) == Some(id)))
+            });
+            let uses_key = statements.iter().any(|s| {
+                strings(s.get("Action")).iter().any(|a| a.starts_with("kms:GenerateDataKey"))
+                    && resource_getatts(s).contains(&(key_id, "Arn"))
+            });
+            if publishes && !uses_key {
+                failures.push(format!("{function}: publishes to {id} but may not kms:GenerateDataKey* with {key_id}"));
+            }
+        }
+    }
+    assert!(topics >= 4, "the four topics");
+    assert_no_failures("topic encryption", failures);
+}
+
+/// Issue 25, item 8: work queues keep a message 14 days (SQS's maximum), so
+/// a stuck consumer or a long vendor outage does not lose it.
+#[test]
+fn queues_keep_messages_fourteen_days() {
+    let template = Template::load();
+    let mut failures = Vec::new();
+    for decl in topology::QUEUES {
+        let Some(id) = template.queue_id(decl.name) else { continue };
+        let retention = template.number(prop(template.resource(id).expect("exists"), "MessageRetentionPeriod"));
+        if retention != Some(1_209_600) {
+            failures
+                .push(format!("queue `{}` ({id}): MessageRetentionPeriod {retention:?}, expected 1209600", decl.name));
+        }
+    }
+    assert_no_failures("queue retention", failures);
+}
+
+/// Issue 25, item 8: alarms on tributary's own EMF metrics (records
+/// quarantined; dead letters, i.e. failed runs), summed over every pipeline
+/// of the namespace and dimensions `core/src/metrics.rs` writes, to the
+/// operations topic.
+#[test]
+fn custom_metrics_have_alarms_for_operations() {
+    use tributary_core::metrics;
+    let template = Template::load();
+    let mut failures = Vec::new();
+    let operations = template.topic_id("operations").expect("operations topic");
+    for metric in [metrics::RECORDS_QUARANTINED, metrics::DEAD_LETTERS] {
+        let found = template.of_type("AWS::CloudWatch::Alarm").find(|(_, alarm)| {
+            prop(alarm, "Metrics").and_then(Value::as_sequence).is_some_and(|queries| {
+                queries.iter().any(|q| {
+                    q.get("Expression").and_then(Value::as_str).is_some_and(|e| e.contains(&format!("SUM({metric})")))
+                })
+            })
+        });
+        let Some((id, alarm)) = found else {
+            failures.push(format!("no AWS::CloudWatch::Alarm with a Metrics expression SUM({metric})"));
+            continue;
+        };
+        let queries = prop(alarm, "Metrics").and_then(Value::as_sequence).expect("found by it");
+        let returned: Vec<&Value> = queries.iter().filter(|q| truthy(q.get("ReturnData"))).collect();
+        let [query] = returned.as_slice() else {
+            failures.push(format!("{id}: exactly one query must have ReturnData: true"));
+            continue;
+        };
+        let expression = query.get("Expression").and_then(Value::as_str).unwrap_or_default();
+        let schema = format!(
+            "SCHEMA(\"{}\", \"{}\", \"{}\")",
+            metrics::NAMESPACE,
+            metrics::DIMENSION_FUNCTION,
+            metrics::DIMENSION_PIPELINE
+        );
+        if !expression.contains(&format!("SUM({metric})")) || !expression.contains(&schema) {
+            failures.push(format!("{id}: the returned query {expression:?} is not SUM({metric}) FROM {schema}"));
+        }
+        if template.number(query.get("Period")).is_none() {
+            failures.push(format!("{id}: the query has no Period (a Metrics Insights alarm needs one)"));
+        }
+        let actions: Vec<&str> = prop(alarm, "AlarmActions")
+            .and_then(Value::as_sequence)
+            .map(|seq| seq.iter().filter_map(ref_target).collect())
+            .unwrap_or_default();
+        if !actions.contains(&operations) {
+            failures.push(format!("{id}: AlarmActions {actions:?} lack !Ref {operations}"));
+        }
+        if prop(alarm, "TreatMissingData").and_then(Value::as_str) != Some("notBreaching") {
+            failures.push(format!("{id}: TreatMissingData is not notBreaching (no data is healthy)"));
+        }
+    }
+    assert_no_failures("custom metric alarms", failures);
 }

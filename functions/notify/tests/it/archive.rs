@@ -15,6 +15,7 @@ use tributary_core::ports::{PortError, TopicMessage, TopicPublisher};
 const DLQ_BATCH: &str = include_str!("../../../../events/dlq-batch.sqs.json");
 const ASYNC_FAILURE: &str = include_str!("../../../../events/orchestrator-async-failure.sqs.json");
 const SCHEDULER_DLQ: &str = include_str!("../../../../events/scheduler-dlq.sqs.json");
+const FRESHNESS_FAILURE: &str = include_str!("../../../../events/notify-freshness-async-failure.sqs.json");
 
 fn event(text: &str) -> SqsEvent {
     serde_json::from_str(text).expect("fixture is an SQS event")
@@ -130,6 +131,30 @@ async fn a_scheduler_dead_letter_event_names_the_pipeline_and_the_error_code() {
     assert_eq!(alert.receive_count, 4, "RETRY_ATTEMPTS 3, plus the first attempt");
     let reason = alert.reason.as_deref().expect("reason");
     assert!(reason.starts_with("AWS.Lambda.AccessDeniedException: User: "), "{reason}");
+}
+
+/// A freshness check Notify could not run, sent to scheduler-dlq by its
+/// on-failure destination (infra/template.yaml), is alerted on as the check
+/// of its pipeline, not as a run.
+#[tokio::test]
+async fn a_failed_freshness_check_names_the_pipeline_and_the_error() {
+    let topic = StrictTopic::default();
+    let config = config();
+    let batch = event(FRESHNESS_FAILURE);
+    let response = notify::handle_sqs(&batch, Deps { topics: &topic, config: &config, store: None }).await;
+    assert!(response.batch_item_failures.is_empty());
+    let alerts = alerts(&topic);
+    let [alert] = alerts.as_slice() else { panic!("one alert: {alerts:?}") };
+    assert_eq!((alert.function.as_str(), alert.pipeline.as_deref()), ("notify", Some("customers")));
+    assert_eq!(alert.run_id, None, "a freshness check is no run");
+    assert_eq!(alert.source_queue, "tributary-prod-scheduler-dlq");
+    assert_eq!(alert.receive_count, 3, "approximateInvokeCount");
+    assert!(
+        alert.summary.starts_with("notify gave up on the freshness check of pipeline customers after 3 attempts: "),
+        "{}",
+        alert.summary
+    );
+    assert!(alert.reason.as_deref().is_some_and(|r| r.contains("AccessDenied")), "{:?}", alert.reason);
 }
 
 #[tokio::test]

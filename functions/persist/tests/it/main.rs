@@ -5,5 +5,6 @@ mod cold_start;
 mod convert;
 mod handler;
 mod lifecycle;
+mod s3_calls;
 mod safety;
 mod tenants;
