@@ -510,6 +510,27 @@ impl PipelineSpec {
         if let Some(schedule) = &self.schedule {
             schedule.parse()?;
         }
+        self.check_request()?;
+        check_policy(&self.request.policy)?;
+        if !matches!(self.strategy, StrategySpec::Athena(_)) {
+            self.check_no_placeholders()?;
+        }
+        if let Some(incremental) = &self.incremental {
+            check_incremental(incremental, &self.request)?;
+        }
+        match &self.strategy {
+            StrategySpec::Cursor(cursor) => check_cursor(cursor, &self.request)?,
+            StrategySpec::Athena(athena) => check_athena(athena)?,
+            StrategySpec::Paged(paged) => check_paged(paged, &self.request)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `request.*` beside its policy: the URL (no user info, http(s), a
+    /// host, a well-formed template), headers, fixed query names, no GET
+    /// body, the records pointer.
+    fn check_request(&self) -> Result<(), SpecError> {
         check_no_userinfo("request.url", &self.request.url)?;
         for (name, value) in &self.request.headers {
             check_header(name, value)?;
@@ -532,120 +553,118 @@ impl PipelineSpec {
         if let Some(pointer) = &self.request.records_pointer {
             check_pointer("request.records_pointer", pointer)?;
         }
-        check_policy(&self.request.policy)?;
-        if !matches!(self.strategy, StrategySpec::Athena(_)) {
-            self.check_no_placeholders()?;
-        }
-        if let Some(incremental) = &self.incremental {
-            check_pointer("incremental.cursor_field", &incremental.cursor_field)?;
-            if incremental.cursor_field.is_empty() {
-                return Err(invalid(
-                    "incremental.cursor_field",
-                    "\"\"",
-                    "must point inside each record, e.g. /updated_at",
-                ));
-            }
-            if incremental.param.trim().is_empty() {
-                return Err(invalid("incremental.param", "\"\"", "must name a query parameter"));
-            }
-            if let Some(place) = fixed_in(&self.request, &incremental.param) {
-                return Err(invalid(
-                    "incremental.param",
-                    &format!("{:?}", incremental.param),
-                    &format!("is also a fixed parameter in {place}; the run binds it"),
-                ));
-            }
-        }
-        if let StrategySpec::Cursor(cursor) = &self.strategy {
-            check_cursor(cursor, &self.request)?;
-        }
-        if let StrategySpec::Athena(athena) = &self.strategy {
-            if athena.query.trim().is_empty() {
-                return Err(invalid("strategy.query", "\"\"", "must be a SQL query"));
-            }
-            let placeholders = crate::template::count_placeholders(&athena.query);
-            if placeholders != athena.parameters.len() {
-                return Err(invalid(
-                    "strategy.parameters",
-                    &format!("{:?}", athena.parameters),
-                    &format!(
-                        "the query has {placeholders} `?` placeholders but {} parameters are given",
-                        athena.parameters.len()
-                    ),
-                ));
-            }
-            if athena.database.trim().is_empty() {
-                return Err(invalid("strategy.database", "\"\"", "must name the Glue database"));
-            }
-            // Only the run's values are replaced in parameters; any other
-            // `{name}` would be bound as literal text and match nothing.
-            for (i, parameter) in athena.parameters.iter().enumerate() {
-                let rest = parameter.replace("{run_date}", "").replace("{run_id}", "");
-                if let Some(name) = crate::template::first_placeholder(&rest) {
-                    return Err(invalid(
-                        &format!("strategy.parameters[{i}]"),
-                        &format!("{parameter:?}"),
-                        &format!("{{{name}}} is not replaced: parameters take {{run_date}} and {{run_id}} only"),
-                    ));
-                }
-            }
-        }
-        if let StrategySpec::Paged(paged) = &self.strategy {
-            if paged.page_size == 0 || paged.page_size > MAX_PAGE_SIZE {
-                return Err(invalid(
-                    "strategy.page_size",
-                    &paged.page_size.to_string(),
-                    &format!("must be between 1 and {MAX_PAGE_SIZE}"),
-                ));
-            }
-            check_max_pages(paged.max_pages)?;
-            check_pointer("strategy.total_pointer", &paged.total_pointer)?;
-            match (&paged.total_header, paged.total_pointer.is_empty()) {
-                (None, true) => {
-                    return Err(invalid(
-                        "strategy.total_pointer",
-                        "\"\"",
-                        "must point inside the response, e.g. /total (or set strategy.total_header, e.g. X-Total-Count)",
-                    ));
-                }
-                (Some(header), false) => {
-                    return Err(invalid(
-                        "strategy.total_header",
-                        &format!("{header:?}"),
-                        "is set beside strategy.total_pointer; the total comes from one of them",
-                    ));
-                }
-                (Some(header), true) if !is_header_name(header) => {
-                    return Err(invalid("strategy.total_header", &format!("{header:?}"), "is not an HTTP header name"));
-                }
-                _ => {}
-            }
-            let names: Vec<(String, &str)> = paged
-                .params
-                .names()
-                .into_iter()
-                .map(|(field, name)| (format!("strategy.params.{field}"), name))
-                .collect();
-            if let [(_, first), (field, second), ..] = names.as_slice()
-                && first == second
-            {
-                return Err(invalid(field, &format!("{second:?}"), "must differ from the other page parameter"));
-            }
-            for (field, name) in names {
-                if name.trim().is_empty() {
-                    return Err(invalid(&field, &format!("{name:?}"), "must not be empty"));
-                }
-                if let Some(place) = fixed_in(&self.request, name) {
-                    return Err(invalid(
-                        &field,
-                        &format!("{name:?}"),
-                        &format!("is also a fixed parameter in {place}; the strategy sets it per page"),
-                    ));
-                }
-            }
-        }
         Ok(())
     }
+}
+
+/// `incremental.*`: a cursor field inside each record, a query parameter
+/// that is not also fixed in the request.
+fn check_incremental(incremental: &IncrementalSpec, request: &RequestTemplate) -> Result<(), SpecError> {
+    check_pointer("incremental.cursor_field", &incremental.cursor_field)?;
+    if incremental.cursor_field.is_empty() {
+        return Err(invalid("incremental.cursor_field", "\"\"", "must point inside each record, e.g. /updated_at"));
+    }
+    if incremental.param.trim().is_empty() {
+        return Err(invalid("incremental.param", "\"\"", "must name a query parameter"));
+    }
+    if let Some(place) = fixed_in(request, &incremental.param) {
+        return Err(invalid(
+            "incremental.param",
+            &format!("{:?}", incremental.param),
+            &format!("is also a fixed parameter in {place}; the run binds it"),
+        ));
+    }
+    Ok(())
+}
+
+/// `strategy` (athena): a query, as many parameters as `?` placeholders,
+/// a database, and only `{run_date}`/`{run_id}` in parameters.
+fn check_athena(athena: &AthenaSpec) -> Result<(), SpecError> {
+    if athena.query.trim().is_empty() {
+        return Err(invalid("strategy.query", "\"\"", "must be a SQL query"));
+    }
+    let placeholders = crate::template::count_placeholders(&athena.query);
+    if placeholders != athena.parameters.len() {
+        return Err(invalid(
+            "strategy.parameters",
+            &format!("{:?}", athena.parameters),
+            &format!(
+                "the query has {placeholders} `?` placeholders but {} parameters are given",
+                athena.parameters.len()
+            ),
+        ));
+    }
+    if athena.database.trim().is_empty() {
+        return Err(invalid("strategy.database", "\"\"", "must name the Glue database"));
+    }
+    // Only the run's values are replaced in parameters; any other
+    // `{name}` would be bound as literal text and match nothing.
+    for (i, parameter) in athena.parameters.iter().enumerate() {
+        let rest = parameter.replace("{run_date}", "").replace("{run_id}", "");
+        if let Some(name) = crate::template::first_placeholder(&rest) {
+            return Err(invalid(
+                &format!("strategy.parameters[{i}]"),
+                &format!("{parameter:?}"),
+                &format!("{{{name}}} is not replaced: parameters take {{run_date}} and {{run_id}} only"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `strategy` (paged): page size and max pages in range, exactly one of
+/// total pointer and total header, two distinct page parameters that are
+/// not fixed in the request.
+fn check_paged(paged: &PagedSpec, request: &RequestTemplate) -> Result<(), SpecError> {
+    if paged.page_size == 0 || paged.page_size > MAX_PAGE_SIZE {
+        return Err(invalid(
+            "strategy.page_size",
+            &paged.page_size.to_string(),
+            &format!("must be between 1 and {MAX_PAGE_SIZE}"),
+        ));
+    }
+    check_max_pages(paged.max_pages)?;
+    check_pointer("strategy.total_pointer", &paged.total_pointer)?;
+    match (&paged.total_header, paged.total_pointer.is_empty()) {
+        (None, true) => {
+            return Err(invalid(
+                "strategy.total_pointer",
+                "\"\"",
+                "must point inside the response, e.g. /total (or set strategy.total_header, e.g. X-Total-Count)",
+            ));
+        }
+        (Some(header), false) => {
+            return Err(invalid(
+                "strategy.total_header",
+                &format!("{header:?}"),
+                "is set beside strategy.total_pointer; the total comes from one of them",
+            ));
+        }
+        (Some(header), true) if !is_header_name(header) => {
+            return Err(invalid("strategy.total_header", &format!("{header:?}"), "is not an HTTP header name"));
+        }
+        _ => {}
+    }
+    let names: Vec<(String, &str)> =
+        paged.params.names().into_iter().map(|(field, name)| (format!("strategy.params.{field}"), name)).collect();
+    if let [(_, first), (field, second), ..] = names.as_slice()
+        && first == second
+    {
+        return Err(invalid(field, &format!("{second:?}"), "must differ from the other page parameter"));
+    }
+    for (field, name) in names {
+        if name.trim().is_empty() {
+            return Err(invalid(&field, &format!("{name:?}"), "must not be empty"));
+        }
+        if let Some(place) = fixed_in(request, name) {
+            return Err(invalid(
+                &field,
+                &format!("{name:?}"),
+                &format!("is also a fixed parameter in {place}; the strategy sets it per page"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl PipelineSpec {
