@@ -7,6 +7,7 @@
 //! | expected pages ([`Expected`]) | whoever learns the count: Orchestrator (simple: 1; paged: at the probe reply), Request (cursor: at the last page), Athena (at the end of the query) | `_runs/<pipeline>/<run_id>/expected.json` |
 //! | shard summary: the receipts of pages `1000·s .. 1000·s+999` | the first to see the shard whole | `_runs/<pipeline>/<run_id>/shard-<s:05>.json` |
 //! | manifest ([`Manifest`]) and `_SUCCESS` marker | the first to see every shard summarised | `_manifests/<pipeline>/<run_id>.json`, `_runs/<pipeline>/<run_id>/_SUCCESS` |
+//! | replacement record and staged coalesced files (Persist's [`Compactor`], before the manifest) | the completion that coalesces the run (`persist::coalesce`); every retry finishes the record | `_runs/<pipeline>/<run_id>/replacement.json`, `_runs/<pipeline>/<run_id>/coalesced/<n>.parquet` |
 //!
 //! Every key is deterministic, so redelivered messages rewrite instead of
 //! counting twice. Completion is checked both after each receipt
@@ -14,6 +15,10 @@
 //! ([`record_expected`]), so whichever comes last completes the run; two
 //! writers finishing at once write the same manifest, and the completion
 //! event may then be published twice (at-least-once, like everything else).
+//! A completion killed at any step is resumed by the retry of its message:
+//! the compactor finishes its own record, the manifest and cursor are
+//! rewritten the same, the event is published before `_SUCCESS` (so a
+//! retry announces again rather than never), and `_SUCCESS` comes last.
 //!
 //! # Cost: a constant number of store calls per page
 //!
