@@ -399,6 +399,35 @@ pub async fn recoalesce_run(
     tributary_core::ledger::replace_manifest_files(store, pipeline, run_id, files).await
 }
 
+/// Deletes the data files a page of a completed run wrote that the run's
+/// manifest does not list: a delivery of the page that checked the run
+/// before its `_SUCCESS` marker existed (`persist_page` step 2), then wrote
+/// its files after the completion had replaced them, would otherwise leave
+/// its rows twice in the folder (once in the coalesced file) under a run
+/// that says complete. A file the manifest lists (a page file kept as it
+/// was) is the page's own and stays. Returns the keys deleted.
+///
+/// # Errors
+/// [`PortError`] from the store; a manifest that cannot be read is
+/// [`PortError::Permanent`] naming its key.
+pub async fn drop_files_outside_manifest(
+    store: &dyn ObjectStore,
+    receipt: &PageReceipt,
+) -> Result<Vec<String>, PortError> {
+    let key = keys::manifest_key(&receipt.pipeline, &receipt.run_id);
+    let manifest: tributary_core::ledger::Manifest =
+        serde_json::from_slice(&store.get(&key).await?).map_err(|err| permanent("read the manifest", &key, err))?;
+    let mut dropped = Vec::new();
+    for data_key in receipt.data_keys.iter().filter(|k| !manifest.files.contains(k)) {
+        store.delete(data_key).await?;
+        dropped.push(data_key.clone());
+    }
+    if !dropped.is_empty() {
+        tracing::warn!(files = ?dropped, "the run completed while this page was written: its files were replaced already");
+    }
+    Ok(dropped)
+}
+
 fn permanent(operation: &'static str, key: &str, err: impl std::fmt::Display) -> PortError {
     PortError::Permanent { operation, target: key.to_string(), message: err.to_string() }
 }

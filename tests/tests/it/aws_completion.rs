@@ -243,3 +243,40 @@ async fn two_hundred_pages_killed_mid_delete_then_redelivered_leave_exactly_the_
         assert_eq!(state(&lake, &name).await, "complete");
     }
 }
+
+/// A duplicate delivery of a page racing the completion: it checks the run
+/// before `_SUCCESS` exists (so it goes on), the completion then finishes,
+/// and only after that does the page write its file again and record its
+/// receipt. Played on the directory lake by hiding the marker from the
+/// page's first look at it (`CrashingStore::counting` sees each call
+/// before it is made, and kills nothing here).
+#[tokio::test]
+async fn a_duplicate_page_racing_the_completion_leaves_no_row_twice() {
+    const PAGES: u32 = 3;
+    const RECORDS: u32 = 10;
+    const NAME: &str = "racing";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lake = DirStore::new(dir.path());
+    let events = Events::default();
+    all_but_the_last(&lake, &events, NAME, PAGES, RECORDS).await;
+    persist(&lake, &events, message(NAME, PAGES - 1, PAGES, RECORDS)).await.expect("completion");
+    assert_completed(&lake, &events, NAME, PAGES, RECORDS, "completed").await;
+    let success = keys::success_key(NAME, &run_id(RUN));
+    let (marker, hidden) = (dir.path().join(&success), dir.path().join("hidden-success"));
+    let receipt = keys::receipt_key(NAME, &run_id(RUN), 0);
+    let looked = std::sync::atomic::AtomicBool::new(false);
+    let racing = CrashingStore::new(&lake, usize::MAX).counting(move |call| {
+        if call.method == "get" && call.key == success && !looked.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            std::fs::rename(&marker, &hidden).expect("hide the marker"); // not complete yet, as the page sees it
+        } else if call.method == "put" && call.key == receipt && hidden.exists() {
+            std::fs::rename(&hidden, &marker).expect("the marker back"); // the completion finished meanwhile
+        }
+        false
+    });
+    persist(&racing, &events, message(NAME, 0, PAGES, RECORDS)).await.expect("the duplicate");
+    assert!(
+        racing.calls().iter().any(|c| c.method == "put_file" && c.key.starts_with(&format!("{NAME}/"))),
+        "the duplicate wrote its page file again"
+    );
+    assert_completed(&lake, &events, NAME, PAGES, RECORDS, "after the racing duplicate").await;
+}
