@@ -68,6 +68,14 @@ fn coalesced_name(pipeline: &str, run_id: &str) -> String {
     format!("{pipeline}-{run_id}.parquet")
 }
 
+/// Prefix of the page files of `pipeline`'s run `run_id` in a partition
+/// folder (`<dataset>/<partition>`): `<folder>/<pipeline>-<run_id>-`, so one
+/// LIST finds which of them are left (the coalesced file,
+/// `<pipeline>-<run_id>.parquet`, does not match it).
+pub fn run_page_files_prefix(folder: &str, pipeline: &str, run_id: &str) -> String {
+    format!("{folder}/{pipeline}-{run_id}-")
+}
+
 /// Whether `key` is a coalesced run file ([`coalesced_key`]) of
 /// `pipeline`'s run `run_id`: its file name is `<pipeline>-<run_id>.parquet`.
 pub fn is_coalesced(key: &str, pipeline: &str, run_id: &str) -> bool {
@@ -364,6 +372,13 @@ mod tests {
             "customers/dt=2026-11-29/crm-20261129T060000Z.parquet"
         );
         assert!(is_coalesced(&coalesced_key("c/dt=x", "crm", "r"), "crm", "r"));
+        let folder = "customers/dt=2026-11-29";
+        assert!(key.data().starts_with(&run_page_files_prefix(folder, "crm", run.as_str())));
+        assert!(!coalesced_key(folder, "crm", run.as_str()).starts_with(&run_page_files_prefix(
+            folder,
+            "crm",
+            run.as_str()
+        )));
         assert!(!is_coalesced(&key.data(), "crm", run.as_str()), "a page file is not a coalesced one");
         assert_eq!(manifest_key("crm", &run), "_manifests/crm/20261129T060000Z.json");
         assert_eq!(replacement_key("crm", &run), "_runs/crm/20261129T060000Z/replacement.json");
