@@ -280,3 +280,25 @@ async fn a_duplicate_page_racing_the_completion_leaves_no_row_twice() {
     );
     assert_completed(&lake, &events, NAME, PAGES, RECORDS, "after the racing duplicate").await;
 }
+
+/// The last page delivered twice at once (two invocations): both complete
+/// the run together, one replacement record wins, both finish it, and the
+/// folder holds each record once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_deliveries_completing_a_run_at_once_leave_each_row_once() {
+    const PAGES: u32 = 4;
+    const RECORDS: u32 = 10;
+    const NAME: &str = "rivals";
+    for attempt in 0..5 {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let lake = DirStore::new(dir.path());
+        let events = Events::default();
+        all_but_the_last(&lake, &events, NAME, PAGES, RECORDS).await;
+        let last = message(NAME, PAGES - 1, PAGES, RECORDS);
+        let (a, b) = tokio::join!(persist(&lake, &events, last.clone()), persist(&lake, &events, last));
+        let when = format!("attempt {attempt}");
+        a.unwrap_or_else(|err| panic!("{when}: one delivery: {err}"));
+        b.unwrap_or_else(|err| panic!("{when}: the other: {err}"));
+        assert_completed(&lake, &events, NAME, PAGES, RECORDS, &when).await;
+    }
+}
