@@ -141,6 +141,12 @@ async fn assert_completed(lake: &dyn ObjectStore, events: &Events, name: &str, p
     assert!(staged.is_empty(), "{when}: no staged file left: {staged:?}");
     assert_eq!(state(lake, name).await, "complete", "{when}");
     assert!(events.count() >= 1, "{when}: the run is announced");
+    // The replacement record the completion finished says the same.
+    let record: persist::coalesce::Replacement =
+        serde_json::from_slice(&lake.get(&keys::replacement_key(name, &run)).await.expect("record")).expect("record");
+    assert_eq!(record.files, manifest.files, "{when}: the record's files are the manifest's");
+    let replaced: u64 = record.coalesced.iter().map(|file| file.rows).sum();
+    assert_eq!(replaced, total, "{when}: the record's rows (one partition, every page coalesced)");
 }
 
 /// A lake of its own for each kill point (a folder, or a key prefix in
