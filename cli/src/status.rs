@@ -32,6 +32,12 @@ pub struct RunStatus {
     /// Whether the ledger marks the run complete (`_SUCCESS`, manifest
     /// written).
     pub completed: bool,
+    /// Whether a completion has begun replacing the run's page files with
+    /// coalesced ones (its replacement record, `replacement.json`, is
+    /// written). Without `completed` the replacement is unfinished: the
+    /// dataset folder may hold a coalesced file beside page files it
+    /// replaces until a retry of that completion deletes them.
+    pub completing: bool,
     /// The ledger says the run stopped before the source ended
     /// ([`Expected::truncated`]).
     pub truncated: bool,
@@ -41,7 +47,10 @@ impl RunStatus {
     /// `complete` (the ledger's marker: every page persisted, even when
     /// an earlier attempt dead-lettered some and a re-run fixed them; the
     /// dead letters are still counted), `failed` (dead letters),
-    /// `incomplete` (pages missing) or `running` (total not known yet);
+    /// `completing` (every page in, the page files being replaced by the
+    /// coalesced ones: never `complete` while the folder may hold a row
+    /// twice), `incomplete` (pages missing) or `running` (total not known
+    /// yet);
     /// `quarantined` for a complete run whose records were all quarantined
     /// (nothing reached the table); `truncated` for a complete run that
     /// stopped at `strategy.max_pages` with more pages offered.
@@ -51,6 +60,7 @@ impl RunStatus {
             _ if self.completed && self.truncated => "truncated",
             _ if self.completed => "complete",
             _ if self.dead_letters > 0 => "failed",
+            _ if self.completing => "completing",
             Some(_) => "incomplete",
             None => "running",
         }
@@ -75,6 +85,10 @@ pub async fn recent_runs(store: &dyn ObjectStore, limit: usize) -> Result<Vec<Ru
         });
         if *object == keys::SUCCESS_MARKER {
             run.completed = true;
+            continue;
+        }
+        if *object == keys::REPLACEMENT_FILE {
+            run.completing = true;
             continue;
         }
         if *object == keys::EXPECTED_FILE {

@@ -21,6 +21,8 @@
 //! | claim-check payload | `_claims/<pipeline>/<run_id>/page-<page:05>.json` |
 //! | dead letter, archived by Notify | `_dead_letters/<dlq>/<sent time>-<message id>.json` |
 //! | a run's pages coalesced into one file (per partition) | `<dataset>/<partition>/<pipeline>-<run_id>.parquet` |
+//! | that file staged before it replaces the pages (outside every dataset folder) | `_runs/<pipeline>/<run_id>/coalesced/<group:05>.parquet` |
+//! | the replacement record: what each coalesced file replaces (written before the first delete) | `_runs/<pipeline>/<run_id>/replacement.json` |
 //! | expected page count, probe and query records, `_SUCCESS` | `_runs/<pipeline>/<run_id>/{expected,probe,query}.json`, `…/_SUCCESS` |
 //! | an Iceberg run's commit claim | `_runs/<pipeline>/<run_id>/iceberg-commit.json` |
 //! | a completed run's manifest | `_manifests/<pipeline>/<run_id>.json` |
@@ -64,6 +66,14 @@ pub fn coalesced_key(folder: &str, pipeline: &str, run_id: &str) -> String {
 
 fn coalesced_name(pipeline: &str, run_id: &str) -> String {
     format!("{pipeline}-{run_id}.parquet")
+}
+
+/// Prefix of the page files of `pipeline`'s run `run_id` in a partition
+/// folder (`<dataset>/<partition>`): `<folder>/<pipeline>-<run_id>-`, so one
+/// LIST finds which of them are left (the coalesced file,
+/// `<pipeline>-<run_id>.parquet`, does not match it).
+pub fn run_page_files_prefix(folder: &str, pipeline: &str, run_id: &str) -> String {
+    format!("{folder}/{pipeline}-{run_id}-")
 }
 
 /// Whether `key` is a coalesced run file ([`coalesced_key`]) of
@@ -251,6 +261,32 @@ pub fn query_key(pipeline: &str, run_id: &RunId) -> String {
     format!("{}query.json", receipts_prefix(pipeline, run_id))
 }
 
+/// Name of a run's replacement record in its ledger folder
+/// ([`replacement_key`]).
+pub const REPLACEMENT_FILE: &str = "replacement.json";
+
+/// Key of a run's replacement record (Persist's `coalesce::Replacement`):
+/// which page files each coalesced file of the run replaces, written
+/// before the first of them is deleted, so a completion that dies
+/// part-way is finished from it: `_runs/<pipeline>/<run_id>/replacement.json`.
+pub fn replacement_key(pipeline: &str, run_id: &RunId) -> String {
+    format!("{}{REPLACEMENT_FILE}", receipts_prefix(pipeline, run_id))
+}
+
+/// Folder of a run's staged coalesced files: `_runs/<pipeline>/<run_id>/coalesced/`.
+/// It is outside every dataset folder (a table's location), so no reader
+/// (Glue/Athena, DuckDB, DataFusion) reads a staged file as data.
+pub fn staged_coalesced_prefix(pipeline: &str, run_id: &RunId) -> String {
+    format!("{}coalesced/", receipts_prefix(pipeline, run_id))
+}
+
+/// Key of the staged copy of the run's coalesced file number `group` (its
+/// partition folders in sorted order):
+/// `_runs/<pipeline>/<run_id>/coalesced/<group:05>.parquet`.
+pub fn staged_coalesced_key(pipeline: &str, run_id: &RunId, group: usize) -> String {
+    format!("{}{group:05}.parquet", staged_coalesced_prefix(pipeline, run_id))
+}
+
 /// Key of a completed run's marker.
 pub fn success_key(pipeline: &str, run_id: &RunId) -> String {
     format!("{}{SUCCESS_MARKER}", receipts_prefix(pipeline, run_id))
@@ -336,8 +372,20 @@ mod tests {
             "customers/dt=2026-11-29/crm-20261129T060000Z.parquet"
         );
         assert!(is_coalesced(&coalesced_key("c/dt=x", "crm", "r"), "crm", "r"));
+        let folder = "customers/dt=2026-11-29";
+        assert!(key.data().starts_with(&run_page_files_prefix(folder, "crm", run.as_str())));
+        assert!(!coalesced_key(folder, "crm", run.as_str()).starts_with(&run_page_files_prefix(
+            folder,
+            "crm",
+            run.as_str()
+        )));
         assert!(!is_coalesced(&key.data(), "crm", run.as_str()), "a page file is not a coalesced one");
         assert_eq!(manifest_key("crm", &run), "_manifests/crm/20261129T060000Z.json");
+        assert_eq!(replacement_key("crm", &run), "_runs/crm/20261129T060000Z/replacement.json");
+        assert_eq!(staged_coalesced_key("crm", &run, 2), "_runs/crm/20261129T060000Z/coalesced/00002.parquet");
+        assert!(staged_coalesced_key("crm", &run, 2).starts_with(&staged_coalesced_prefix("crm", &run)));
+        assert_eq!(receipt_page(&replacement_key("crm", &run)), None, "not a receipt");
+        assert_eq!(receipt_page(&staged_coalesced_key("crm", &run, 0)), None, "not a receipt");
         assert_eq!(state_page_key("crm", &run, 2), "_state/crm/20261129T060000Z/page-00002.json");
         assert_eq!(iceberg_catalog_key(), "_iceberg/catalog.sqlite");
     }

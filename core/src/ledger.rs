@@ -7,6 +7,7 @@
 //! | expected pages ([`Expected`]) | whoever learns the count: Orchestrator (simple: 1; paged: at the probe reply), Request (cursor: at the last page), Athena (at the end of the query) | `_runs/<pipeline>/<run_id>/expected.json` |
 //! | shard summary: the receipts of pages `1000·s .. 1000·s+999` | the first to see the shard whole | `_runs/<pipeline>/<run_id>/shard-<s:05>.json` |
 //! | manifest ([`Manifest`]) and `_SUCCESS` marker | the first to see every shard summarised | `_manifests/<pipeline>/<run_id>.json`, `_runs/<pipeline>/<run_id>/_SUCCESS` |
+//! | replacement record and staged coalesced files (Persist's [`Compactor`], before the manifest) | the completion that coalesces the run (`persist::coalesce`); every retry finishes the record | `_runs/<pipeline>/<run_id>/replacement.json`, `_runs/<pipeline>/<run_id>/coalesced/<n>.parquet` |
 //!
 //! Every key is deterministic, so redelivered messages rewrite instead of
 //! counting twice. Completion is checked both after each receipt
@@ -14,6 +15,10 @@
 //! ([`record_expected`]), so whichever comes last completes the run; two
 //! writers finishing at once write the same manifest, and the completion
 //! event may then be published twice (at-least-once, like everything else).
+//! A completion killed at any step is resumed by the retry of its message:
+//! the compactor finishes its own record, the manifest and cursor are
+//! rewritten the same, the event is published before `_SUCCESS` (so a
+//! retry announces again rather than never), and `_SUCCESS` comes last.
 //!
 //! # Cost: a constant number of store calls per page
 //!
@@ -172,15 +177,19 @@ pub struct RunLedger<'a> {
     pub events: Option<(&'a dyn crate::ports::TopicPublisher, &'a str)>,
 }
 
+/// Where a completion is announced: the run-events topic's publisher and
+/// name, or `None` (the free functions, the tests).
+type Events<'a> = Option<(&'a dyn crate::ports::TopicPublisher, &'a str)>;
+
 impl RunLedger<'_> {
     /// [`record_expected`], announcing the run if this completed it.
     ///
     /// # Errors
     /// [`PortError`] from the store or the topic.
     pub async fn record_expected(&self, expected: &Expected) -> Result<Completion, PortError> {
-        let completion = record_expected(self.store, expected).await?;
-        self.announce(&completion).await?;
-        Ok(completion)
+        let key = keys::expected_key(&expected.pipeline, &expected.run_id);
+        self.store.put(&key, encode(&key, expected)?).await?;
+        check_completion(self.store, &expected.pipeline, &expected.run_id, self.events).await
     }
 
     /// [`complete_if_done`], announcing the run if this completed it.
@@ -188,16 +197,16 @@ impl RunLedger<'_> {
     /// # Errors
     /// [`PortError`] from the store or the topic.
     pub async fn complete_if_done(&self, pipeline: &str, run_id: &RunId) -> Result<Completion, PortError> {
-        let completion = complete_if_done(self.store, pipeline, run_id).await?;
-        self.announce(&completion).await?;
-        Ok(completion)
+        check_completion(self.store, pipeline, run_id, self.events).await
     }
 
     /// [`record_page`]: writes the page's receipt and completes the run if
     /// this was its last page, with `compactor` rewriting the run's files
     /// (see [`Compactor`]) before the manifest and the `_SUCCESS` marker
     /// are written, so a completed run's manifest lists its final files;
-    /// announces the run if this completed it.
+    /// announces the run if this completed it (before its `_SUCCESS`
+    /// marker, so a completion that dies between them announces again
+    /// when it is retried).
     ///
     /// # Errors
     /// [`PortError`] from the store, the compactor or the topic.
@@ -206,32 +215,31 @@ impl RunLedger<'_> {
         receipt: &PageReceipt,
         compactor: Option<&dyn Compactor>,
     ) -> Result<Completion, PortError> {
-        let completion = record_page(self.store, receipt, compactor).await?;
-        self.announce(&completion).await?;
-        Ok(completion)
+        record_receipt(self.store, receipt, compactor, self.events).await
     }
+}
 
-    async fn announce(&self, completion: &Completion) -> Result<(), PortError> {
-        let (Completion::Completed(manifest), Some((topics, topic))) = (completion, self.events) else { return Ok(()) };
-        tracing::info!(pipeline = %manifest.pipeline, run_id = %manifest.run_id, pages = manifest.pages, "run completed");
-        let event = RunCompleted {
-            version: contracts::V1,
-            pipeline: manifest.pipeline.clone(),
-            run_id: manifest.run_id.clone(),
-            run_date: manifest.run_date,
-            pages: manifest.pages,
-            records_persisted: manifest.records_persisted,
-            records_quarantined: manifest.records_quarantined,
-            manifest_key: keys::manifest_key(&manifest.pipeline, &manifest.run_id),
-            schema_hash: manifest.schema_hash.clone(),
-            truncated: manifest.truncated.clone(),
-        };
-        let body = String::from_utf8_lossy(&encode(topic, &event)?).into_owned();
-        let attributes =
-            [("pipeline".to_string(), manifest.pipeline.clone()), ("event".to_string(), "run_completed".to_string())]
-                .into();
-        topics.publish(topic, vec![crate::ports::TopicMessage { body, attributes, ..Default::default() }]).await
-    }
+/// Publishes [`RunCompleted`] for `manifest` on the run-events topic, if any.
+async fn announce(events: Events<'_>, manifest: &Manifest) -> Result<(), PortError> {
+    let Some((topics, topic)) = events else { return Ok(()) };
+    tracing::info!(pipeline = %manifest.pipeline, run_id = %manifest.run_id, pages = manifest.pages, "run completed");
+    let event = RunCompleted {
+        version: contracts::V1,
+        pipeline: manifest.pipeline.clone(),
+        run_id: manifest.run_id.clone(),
+        run_date: manifest.run_date,
+        pages: manifest.pages,
+        records_persisted: manifest.records_persisted,
+        records_quarantined: manifest.records_quarantined,
+        manifest_key: keys::manifest_key(&manifest.pipeline, &manifest.run_id),
+        schema_hash: manifest.schema_hash.clone(),
+        truncated: manifest.truncated.clone(),
+    };
+    let body = String::from_utf8_lossy(&encode(topic, &event)?).into_owned();
+    let attributes =
+        [("pipeline".to_string(), manifest.pipeline.clone()), ("event".to_string(), "run_completed".to_string())]
+            .into();
+    topics.publish(topic, vec![crate::ports::TopicMessage { body, attributes, ..Default::default() }]).await
 }
 
 /// What [`complete_if_done`] found.
@@ -304,9 +312,7 @@ pub async fn is_planned(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId)
 /// # Errors
 /// [`PortError`] from the store.
 pub async fn record_expected(store: &dyn ObjectStore, expected: &Expected) -> Result<Completion, PortError> {
-    let key = keys::expected_key(&expected.pipeline, &expected.run_id);
-    store.put(&key, encode(&key, expected)?).await?;
-    complete_if_done(store, &expected.pipeline, &expected.run_id).await
+    RunLedger { store, events: None }.record_expected(expected).await
 }
 
 /// Rewrites a completed run's data files before its manifest is written:
@@ -340,6 +346,16 @@ pub async fn record_page(
     receipt: &PageReceipt,
     compactor: Option<&dyn Compactor>,
 ) -> Result<Completion, PortError> {
+    record_receipt(store, receipt, compactor, None).await
+}
+
+/// [`record_page`], announcing a completion on `events`.
+async fn record_receipt(
+    store: &dyn ObjectStore,
+    receipt: &PageReceipt,
+    compactor: Option<&dyn Compactor>,
+    events: Events<'_>,
+) -> Result<Completion, PortError> {
     let (pipeline, run_id) = (receipt.pipeline.as_str(), &receipt.run_id);
     let key = keys::receipt_key(pipeline, run_id, receipt.page);
     store.put(&key, encode(&key, receipt)?).await?;
@@ -352,7 +368,7 @@ pub async fn record_page(
     let Some(receipt_keys) = shard.whole(store, pipeline, run_id).await? else { return Ok(Completion::NotYet) };
     shard.summarise(store, pipeline, run_id, &receipt_keys, Some(receipt)).await?;
     match expected {
-        Some(expected) => complete(store, &expected, compactor).await,
+        Some(expected) => complete(store, &expected, compactor, events).await,
         None => Ok(Completion::NotYet),
     }
 }
@@ -371,13 +387,23 @@ pub async fn complete_if_done(
     pipeline: &str,
     run_id: &RunId,
 ) -> Result<Completion, PortError> {
+    check_completion(store, pipeline, run_id, None).await
+}
+
+/// [`complete_if_done`], announcing a completion on `events`.
+async fn check_completion(
+    store: &dyn ObjectStore,
+    pipeline: &str,
+    run_id: &RunId,
+    events: Events<'_>,
+) -> Result<Completion, PortError> {
     let Some(expected) = read_expected(store, pipeline, run_id).await? else { return Ok(Completion::NotYet) };
     let summarised = summarised_shards(store, pipeline, run_id).await?;
     for shard in Shard::all(&expected).filter(|shard| !summarised.contains(&shard.number)) {
         let Some(receipt_keys) = shard.whole(store, pipeline, run_id).await? else { return Ok(Completion::NotYet) };
         shard.summarise(store, pipeline, run_id, &receipt_keys, None).await?;
     }
-    complete(store, &expected, None).await
+    complete(store, &expected, None, events).await
 }
 
 async fn read_expected(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -> Result<Option<Expected>, PortError> {
@@ -553,10 +579,17 @@ impl ShardSummary {
 
 /// Completes the run when every shard has its summary: one LIST of the
 /// summaries, then (once per run) a GET of each.
+///
+/// Every step can be killed and retried: the compactor resumes its own
+/// work (Persist's writes a replacement record before it deletes
+/// anything), the manifest and the state are rewritten the same, the
+/// event goes out again (at least once), and `_SUCCESS`, written last,
+/// is what makes the run complete for readers and retries.
 async fn complete(
     store: &dyn ObjectStore,
     expected: &Expected,
     compactor: Option<&dyn Compactor>,
+    events: Events<'_>,
 ) -> Result<Completion, PortError> {
     let (pipeline, run_id) = (expected.pipeline.as_str(), &expected.run_id);
     let shards: Vec<Shard> = Shard::all(expected).collect();
@@ -614,6 +647,10 @@ async fn complete(
     // Incremental loading: the run's highest cursor becomes the pipeline's
     // (a no-op for pipelines without `incremental`), before the marker.
     crate::state::fold_run(store, pipeline, run_id).await?;
+    // Announced before the marker: a completion killed in between is
+    // retried (no marker yet) and announces again; after the marker a
+    // retry finds the run complete and would never announce it.
+    announce(events, &manifest).await?;
     store.put(&keys::success_key(pipeline, run_id), bytes::Bytes::new()).await?;
     Ok(Completion::Completed(manifest))
 }
@@ -639,9 +676,12 @@ async fn receipts(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -> Re
 }
 
 /// Reopens a completed run so that its pages, sent again (`tributary
-/// replay --stack`), complete it again: deletes its `_SUCCESS` marker, its
-/// manifest, its page receipts and shard summaries (the run's count,
-/// `expected.json`, stays). Without the receipts, the first replayed page
+/// replay --stack`), complete it again: deletes its replacement record
+/// and staged coalesced files ([`forget_replacement`], first: the run is
+/// still complete without them, and the reopened run's completion must
+/// coalesce the replayed pages anew, not finish the old record by deleting
+/// them), its `_SUCCESS` marker, its manifest, its page receipts and shard
+/// summaries (the run's count, `expected.json`, stays). Without the receipts, the first replayed page
 /// would find the run whole with the old receipts and complete it at once,
 /// and the later pages would then be skipped as deliveries of a completed
 /// run. Returns whether the run was complete; an incomplete run is left as
@@ -653,6 +693,7 @@ pub async fn reopen_run(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId)
     if store.get(&keys::success_key(pipeline, run_id)).await.is_err() {
         return Ok(false);
     }
+    forget_replacement(store, pipeline, run_id).await?;
     store.delete(&keys::success_key(pipeline, run_id)).await?;
     store.delete(&keys::manifest_key(pipeline, run_id)).await?;
     let summaries = keys::shard_summaries_prefix(pipeline, run_id);
@@ -662,6 +703,21 @@ pub async fn reopen_run(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId)
         }
     }
     Ok(true)
+}
+
+/// Deletes a run's replacement record and its staged coalesced files
+/// (`keys::replacement_key`, `keys::staged_coalesced_prefix`), so that the
+/// run's next coalescing is planned anew: for a completed run being
+/// reopened or coalesced again after a replay, never during a completion.
+///
+/// # Errors
+/// [`PortError`] from the store.
+pub async fn forget_replacement(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -> Result<(), PortError> {
+    store.delete(&keys::replacement_key(pipeline, run_id)).await?;
+    for key in store.list(&keys::staged_coalesced_prefix(pipeline, run_id)).await? {
+        store.delete(&key).await?;
+    }
+    Ok(())
 }
 
 /// Runs of `pipeline` completed for `run_date` (their manifests).

@@ -12,27 +12,68 @@
 //! page files are then deleted. Larger outputs keep their page files (each
 //! is large already).
 //!
-//! Under at-least-once delivery: the coalesced key is deterministic, so a
-//! completion that runs twice writes the same file, and two pages that
-//! complete the run together both succeed (the later one finds the page
-//! files gone and the coalesced file in place); a page of a completed
-//! run delivered again is not written again (its rows are in the coalesced
-//! file, see `persist_page`); `tributary replay` writes a completed run's
-//! pages again (`PersistConfig::rewrite_completed_runs`) and then
-//! coalesces the run again ([`recoalesce_run`]), overwriting its coalesced
-//! files; for a run with a page that failed to replay, it deletes the pages
-//! it wrote instead (their rows are still in the coalesced file).
+//! # A completion that dies part-way
+//!
+//! A Lambda can be killed at any instant (its time-out; a run of some
+//! 10,000 small pages spends minutes deleting page files), and its message
+//! is then delivered again. So the replacement is a protocol that a retry
+//! resumes, whatever instant the previous attempt died at
+//! ([`RunCoalescer::compact`]):
+//!
+//! 1. Plan (only when the run has no replacement record yet): per
+//!    partition, read the page files, merge them and PUT the merged file
+//!    *staged*, at `_runs/<pipeline>/<run_id>/coalesced/<group>.parquet`
+//!    ([`keys::staged_coalesced_key`]), outside every dataset folder, so no
+//!    reader (Glue/Athena, DuckDB, DataFusion, all of which read a
+//!    dataset's whole folder) sees it. Nothing in a dataset folder changes.
+//!    A page file missing here is never taken for a finished rival: only a
+//!    replacement record says that (a rival that got there first is
+//!    followed); without one it is a transient error.
+//! 2. Write the replacement record ([`Replacement`],
+//!    [`keys::replacement_key`]) with a create-only
+//!    [`ObjectStore::put_if`]: each coalesced file's key, its staged copy,
+//!    exactly the page files it replaces and its rows, and the run's final
+//!    file list. Of two concurrent completers one record wins; the other
+//!    follows it.
+//! 3. Replace, from the record alone ([`RunCoalescer::replace`]): per
+//!    coalesced file, copy the staged file to its key in the dataset folder
+//!    (when the staged copy is gone, the copy was made: the key must exist),
+//!    then delete the page files it replaces that a LIST still finds
+//!    ([`DELETES_AT_ONCE`] at a time; a retry deletes only what is left, so
+//!    each attempt makes progress); then delete the staged copies.
+//! 4. Return the record's file list: the ledger writes the manifest, the
+//!    cursor, the run-completed event and `_SUCCESS` (each rewritten the
+//!    same by a retry).
+//!
+//! A retry that finds the record skips step 1 and 2 and finishes step 3,
+//! so every retry ends in the same state: the coalesced files and kept
+//! page files the record lists, no replaced page file, no staged file.
+//! While a record has no `_SUCCESS` beside it the run is *completing*
+//! (`tributary status`), and the dataset folder may briefly hold a
+//! coalesced file beside page files it replaces (between the copy and the
+//! deletes: S3 has no rename); `_SUCCESS` is written only once they are gone.
+//!
+//! Under at-least-once delivery: a page of a completed run delivered again
+//! is not written again (its rows are in the coalesced file, see
+//! `persist_page`); `tributary replay` writes a completed run's pages again
+//! (`PersistConfig::rewrite_completed_runs`) and then coalesces the run
+//! again ([`recoalesce_run`]: the old record forgotten, a new one planned),
+//! overwriting its coalesced files; for a run with a page that failed to
+//! replay, it deletes the pages it wrote instead (their rows are still in
+//! the coalesced file).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use arrow_schema::{Schema, SchemaRef};
 use bytes::Bytes;
-use contracts::TableFormat;
+use contracts::{RunId, TableFormat};
+use futures::{StreamExt, TryStreamExt};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use serde::{Deserialize, Serialize};
 use tributary_core::keys;
 use tributary_core::ledger::{Compactor, PageReceipt};
 use tributary_core::ports::{ObjectStore, PortError};
@@ -45,6 +86,49 @@ use lake_format::meta::META_PARTITION;
 /// A run's page files of one partition are coalesced when together they
 /// are smaller than this (64 MiB); bigger outputs keep their files.
 pub const COALESCE_BELOW_BYTES: u64 = 64 << 20;
+
+/// Page files deleted at once when they are replaced: 10,000 page files at
+/// about 20 ms a `DeleteObject` take 200 s one by one, about 6 s 32 at a
+/// time (computed; S3 takes 3,500 writes a second per prefix).
+pub const DELETES_AT_ONCE: usize = 32;
+
+/// A run's replacement record, `_runs/<pipeline>/<run_id>/replacement.json`
+/// ([`keys::replacement_key`]): what the run's coalesced files replace,
+/// written once (create-only) before the first page file is deleted, and
+/// finished by every completion of the run that finds it (see the module
+/// documentation). Kept after the run completes, as the record of what was
+/// replaced; `tributary replay` forgets it
+/// ([`tributary_core::ledger::forget_replacement`]) before the run is
+/// coalesced again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replacement {
+    /// Pipeline name.
+    pub pipeline: String,
+    /// Run id.
+    pub run_id: RunId,
+    /// Each coalesced file and the page files it replaces, by partition
+    /// folder (sorted by dataset and folder).
+    pub coalesced: Vec<CoalescedFile>,
+    /// The run's data files once every replacement is done: the coalesced
+    /// files, and the page files kept (a partition with one file, or with
+    /// [`COALESCE_BELOW_BYTES`] or more), sorted: the manifest's `files`.
+    pub files: Vec<String>,
+}
+
+/// One coalesced file of a [`Replacement`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoalescedFile {
+    /// Its key in the dataset folder, where readers read it:
+    /// `<dataset>/<partition>/<pipeline>-<run_id>.parquet`.
+    pub key: String,
+    /// Where it was staged before: `_runs/<pipeline>/<run_id>/coalesced/<group:05>.parquet`
+    /// (deleted once `key` is written and `pages` are deleted).
+    pub staged: String,
+    /// Exactly the page files it replaces, in page order.
+    pub pages: Vec<String>,
+    /// Its rows: the sum of the pages' rows.
+    pub rows: u64,
+}
 
 /// The [`Compactor`] Persist completes runs with.
 pub struct RunCoalescer<'a> {
@@ -61,6 +145,15 @@ pub struct RunCoalescer<'a> {
 
 #[async_trait::async_trait]
 impl Compactor for RunCoalescer<'_> {
+    /// The run's final data files: an Iceberg run's committed files, or a
+    /// Parquet run's files after its [`Replacement`] is done: the record
+    /// found (an earlier or concurrent completion wrote it) or planned and
+    /// written now, then finished ([`RunCoalescer::replace`]).
+    ///
+    /// # Errors
+    /// [`PortError`] from the store; a page file missing while the run has
+    /// no replacement record is [`PortError::Transient`] naming it (retried,
+    /// then dead-lettered with an alert).
     async fn compact(&self, receipts: &[PageReceipt]) -> Result<Vec<String>, PortError> {
         let Some(first) = receipts.first() else { return Ok(Vec::new()) };
         let mut receipts: Vec<&PageReceipt> = receipts.iter().collect();
@@ -68,93 +161,215 @@ impl Compactor for RunCoalescer<'_> {
         if self.table_format == TableFormat::Iceberg {
             return self.commit_to_table(&receipts).await;
         }
+        let replacement = match read_replacement(self.store, &first.pipeline, &first.run_id).await? {
+            Some(found) => {
+                tracing::info!(coalesced = found.coalesced.len(), "finishing the run's replacement record");
+                found
+            }
+            None => self.plan(&receipts, &first.pipeline, &first.run_id).await?,
+        };
+        self.replace(&replacement).await?;
+        Ok(replacement.files)
+    }
+}
+
+impl RunCoalescer<'_> {
+    /// Steps 1 and 2: stages each partition's coalesced file and writes the
+    /// run's replacement record (create-only); a rival's record, written
+    /// first, is returned instead.
+    async fn plan(&self, receipts: &[&PageReceipt], pipeline: &str, run_id: &RunId) -> Result<Replacement, PortError> {
         // (dataset, partition folder) -> the pages' files, in page order.
         let mut groups: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
-        for receipt in &receipts {
+        for receipt in receipts {
             for key in &receipt.data_keys {
                 let (folder, _) = key.rsplit_once('/').unwrap_or(("", key));
                 groups.entry((receipt.dataset.clone(), folder.to_string())).or_default().push(key.clone());
             }
         }
-        let mut files = Vec::new();
-        for ((dataset, folder), keys) in groups {
-            if keys.len() < 2 {
-                files.extend(keys);
+        let (mut coalesced, mut files) = (Vec::new(), Vec::new());
+        for (group, ((dataset, folder), pages)) in groups.into_iter().enumerate() {
+            if pages.len() < 2 {
+                files.extend(pages);
                 continue;
             }
-            match self.coalesce(&dataset, &folder, &keys, &first.pipeline, first.run_id.as_str()).await? {
-                Some(key) => files.push(key),
-                None => files.extend(keys),
+            let staged = keys::staged_coalesced_key(pipeline, run_id, group);
+            match self.stage(&dataset, &pages, &staged).await? {
+                Staging::Kept => files.extend(pages),
+                Staging::Staged { rows } => {
+                    let key = keys::coalesced_key(&folder, pipeline, run_id.as_str());
+                    files.push(key.clone());
+                    coalesced.push(CoalescedFile { key, staged, pages, rows });
+                }
+                Staging::PageGone(page) => return self.rivals_record(pipeline, run_id, &page).await,
             }
         }
-        Ok(files)
+        files.sort();
+        let replacement = Replacement { pipeline: pipeline.to_string(), run_id: run_id.clone(), coalesced, files };
+        let key = keys::replacement_key(pipeline, run_id);
+        let body =
+            serde_json::to_vec(&replacement).map_err(|err| permanent("encode the replacement record", &key, err))?;
+        if self.store.put_if(&key, Bytes::from(body), None).await? {
+            tracing::info!(key, coalesced = replacement.coalesced.len(), "the run's replacement record written");
+            return Ok(replacement);
+        }
+        self.rivals_record(pipeline, run_id, &key).await
     }
-}
 
-impl RunCoalescer<'_> {
-    /// Coalesces `keys` into one file in `folder`; `None` when they are too
-    /// big together, or the dataset has no published schema.
-    async fn coalesce(
-        &self,
-        dataset: &str,
-        folder: &str,
-        keys: &[String],
-        pipeline: &str,
-        run_id: &str,
-    ) -> Result<Option<String>, PortError> {
+    /// The replacement record a concurrent completion wrote (it deletes
+    /// page files only after writing it); without one, `missing` (a page
+    /// file gone, or the record that was there a moment ago) is a
+    /// transient error: never taken for a finished rival.
+    async fn rivals_record(&self, pipeline: &str, run_id: &RunId, missing: &str) -> Result<Replacement, PortError> {
+        match read_replacement(self.store, pipeline, run_id).await? {
+            Some(found) => {
+                tracing::info!(missing, "a concurrent completion wrote the run's replacement record; following it");
+                Ok(found)
+            }
+            None => Err(PortError::Transient {
+                operation: "read a page file to coalesce",
+                target: missing.to_string(),
+                message: format!(
+                    "it is gone and the run has no replacement record {} (no completion replaced it)",
+                    keys::replacement_key(pipeline, run_id)
+                ),
+            }),
+        }
+    }
+
+    /// Step 1 for one partition: `pages` merged and PUT at `staged`;
+    /// [`Staging::Kept`] when they are too big together or the dataset has
+    /// no published schema.
+    async fn stage(&self, dataset: &str, pages: &[String], staged: &str) -> Result<Staging, PortError> {
         let schema_key = keys::arrow_schema_key(dataset);
         let schema = match self.store.get(&schema_key).await {
             Ok(bytes) => {
                 decode_arrow_schema(&bytes).map_err(|err| permanent("read the published schema", &schema_key, err))?
             }
-            Err(PortError::NotFound { .. }) => return Ok(None),
+            Err(PortError::NotFound { .. }) => return Ok(Staging::Kept),
             Err(err) => return Err(err),
         };
         let target: SchemaRef = Arc::new(Schema::new(
             schema.fields().iter().filter(|f| !f.metadata().contains_key(META_PARTITION)).cloned().collect::<Vec<_>>(),
         ));
-        let key = keys::coalesced_key(folder, pipeline, run_id);
-        let mut pages = Vec::with_capacity(keys.len());
+        let mut read = Vec::with_capacity(pages.len());
         let mut total = 0;
-        for page_key in keys {
+        for page_key in pages {
             let bytes = match self.store.get(page_key).await {
                 Ok(bytes) => bytes,
-                // Two pages that finish together both see every receipt and
-                // both complete the run. The first writes the coalesced file
-                // and then deletes the page files, so a missing page file
-                // beside the coalesced file is that rival's work, done.
-                Err(PortError::NotFound { .. }) if self.exists(&key).await? => {
-                    tracing::info!(key, "the run's files were coalesced by a concurrent completion");
-                    return Ok(Some(key));
-                }
-                // A page file gone with no coalesced file: retried (the
-                // rival may be between its writes), then dead-lettered.
-                Err(PortError::NotFound { target, .. }) => {
-                    return Err(PortError::Transient {
-                        operation: "read a page file to coalesce",
-                        target,
-                        message: format!("the page file is gone and {key} does not exist"),
-                    });
-                }
+                Err(PortError::NotFound { .. }) => return Ok(Staging::PageGone(page_key.clone())),
                 Err(err) => return Err(err),
             };
             total += bytes.len() as u64;
             if total >= COALESCE_BELOW_BYTES {
-                return Ok(None);
+                return Ok(Staging::Kept);
             }
-            pages.push((page_key, bytes));
+            read.push((page_key, bytes));
         }
-        let merged = merge(&pages, &target).map_err(|message| PortError::Permanent {
+        let (merged, rows) = merge(&read, &target).map_err(|message| PortError::Permanent {
             operation: "coalesce the run's files",
-            target: key.clone(),
+            target: staged.to_string(),
             message,
         })?;
-        self.store.put(&key, Bytes::from(merged)).await?;
-        for (page_key, _) in &pages {
-            self.store.delete(page_key).await?;
+        self.store.put(staged, Bytes::from(merged)).await?;
+        tracing::info!(staged, files = read.len(), bytes = total, rows, "the run's page files coalesced (staged)");
+        Ok(Staging::Staged { rows })
+    }
+
+    /// Step 3: the record's coalesced files put in place and the page files
+    /// they replace deleted, then the staged copies deleted. Idempotent:
+    /// a retry after any of these calls ends in the same state.
+    ///
+    /// # Errors
+    /// [`PortError`] from the store; a coalesced file with neither its
+    /// staged copy nor itself is [`PortError::Transient`] naming its pages.
+    pub async fn replace(&self, replacement: &Replacement) -> Result<(), PortError> {
+        let prefix = keys::staged_coalesced_prefix(&replacement.pipeline, &replacement.run_id);
+        let staged: BTreeSet<String> = self.store.list(&prefix).await?.into_iter().collect();
+        for file in &replacement.coalesced {
+            self.put_in_place(file, staged.contains(&file.staged)).await?;
+            let left = self.pages_left(replacement, file).await?;
+            let deletes: Vec<_> = left.iter().map(|page| self.store.delete(page)).collect();
+            futures::stream::iter(deletes).buffer_unordered(DELETES_AT_ONCE).try_collect::<()>().await?;
+            tracing::info!(
+                key = file.key,
+                pages = file.pages.len(),
+                deleted = left.len(),
+                rows = file.rows,
+                "page files replaced"
+            );
         }
-        tracing::info!(key, files = pages.len(), bytes = total, "the run's page files coalesced");
-        Ok(Some(key))
+        for file in replacement.coalesced.iter().filter(|file| staged.contains(&file.staged)) {
+            self.store.delete(&file.staged).await?;
+        }
+        Ok(())
+    }
+
+    /// The page files `file` replaces that are still there (one LIST per
+    /// 1,000 of the run's files in the folder), so that a retry deletes only
+    /// what the killed attempt left: each retry makes progress, however
+    /// many page files the run has.
+    async fn pages_left<'r>(
+        &self,
+        replacement: &Replacement,
+        file: &'r CoalescedFile,
+    ) -> Result<Vec<&'r String>, PortError> {
+        let (folder, _) = file.key.rsplit_once('/').unwrap_or(("", &file.key));
+        let prefix = keys::run_page_files_prefix(folder, &replacement.pipeline, replacement.run_id.as_str());
+        let listed: BTreeSet<String> = self.store.list(&prefix).await?.into_iter().collect();
+        Ok(file.pages.iter().filter(|page| listed.contains(*page)).collect())
+    }
+
+    /// Copies `file`'s staged copy to its key; without a staged copy (a
+    /// completion before this one made the copy and then deleted it), the
+    /// key must exist.
+    async fn put_in_place(&self, file: &CoalescedFile, staged: bool) -> Result<(), PortError> {
+        if staged {
+            match self.store.copy(&file.staged, &file.key).await {
+                Ok(()) => return Ok(()),
+                // A concurrent completion made the copy and deleted it.
+                Err(PortError::NotFound { .. }) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        if self.exists(&file.key).await? {
+            return Ok(());
+        }
+        Err(PortError::Transient {
+            operation: "finish the run's replacement record",
+            target: file.key.clone(),
+            message: format!(
+                "neither it nor its staged copy {} exists, so the rows of the page files it replaces ({}) may be \
+                 gone: replay the run from raw/",
+                file.staged,
+                file.pages.join(", ")
+            ),
+        })
+    }
+}
+
+/// What [`RunCoalescer::stage`] did with one partition's page files.
+enum Staging {
+    /// Merged and staged, with this many rows.
+    Staged { rows: u64 },
+    /// Kept as they are (too big together, or no published schema).
+    Kept,
+    /// This page file does not exist.
+    PageGone(String),
+}
+
+/// The run's replacement record, `None` when it has none.
+async fn read_replacement(
+    store: &dyn ObjectStore,
+    pipeline: &str,
+    run_id: &RunId,
+) -> Result<Option<Replacement>, PortError> {
+    let key = keys::replacement_key(pipeline, run_id);
+    match store.get(&key).await {
+        Ok(bytes) => {
+            serde_json::from_slice(&bytes).map(Some).map_err(|err| permanent("read the replacement record", &key, err))
+        }
+        Err(PortError::NotFound { .. }) => Ok(None),
+        Err(err) => Err(err),
     }
 }
 
@@ -186,12 +401,10 @@ impl RunCoalescer<'_> {
         Ok(files)
     }
 
+    /// Whether the object at `key` exists (one LIST, not a GET of a file
+    /// of up to 64 MiB).
     async fn exists(&self, key: &str) -> Result<bool, PortError> {
-        match self.store.get(key).await {
-            Ok(_) => Ok(true),
-            Err(PortError::NotFound { .. }) => Ok(false),
-            Err(err) => Err(err),
-        }
+        Ok(self.store.list(key).await?.iter().any(|listed| listed == key))
     }
 }
 
@@ -207,31 +420,66 @@ pub async fn recoalesce_run(
     run_id: &contracts::RunId,
 ) -> Result<(), PortError> {
     let receipts = tributary_core::ledger::run_receipts(store, pipeline, run_id).await?;
+    // The first completion's record lists the page files it replaced; the
+    // replayed pages are new files with those keys, to coalesce anew.
+    tributary_core::ledger::forget_replacement(store, pipeline, run_id).await?;
     let files = RunCoalescer { store, table_format: TableFormat::Parquet, tables: None }.compact(&receipts).await?;
     tributary_core::ledger::replace_manifest_files(store, pipeline, run_id, files).await
+}
+
+/// Deletes the data files a page of a completed run wrote that the run's
+/// manifest does not list: a delivery of the page that checked the run
+/// before its `_SUCCESS` marker existed (`persist_page` step 2), then wrote
+/// its files after the completion had replaced them, would otherwise leave
+/// its rows twice in the folder (once in the coalesced file) under a run
+/// that says complete. A file the manifest lists (a page file kept as it
+/// was) is the page's own and stays. Returns the keys deleted.
+///
+/// # Errors
+/// [`PortError`] from the store; a manifest that cannot be read is
+/// [`PortError::Permanent`] naming its key.
+pub async fn drop_files_outside_manifest(
+    store: &dyn ObjectStore,
+    receipt: &PageReceipt,
+) -> Result<Vec<String>, PortError> {
+    let key = keys::manifest_key(&receipt.pipeline, &receipt.run_id);
+    let manifest: tributary_core::ledger::Manifest =
+        serde_json::from_slice(&store.get(&key).await?).map_err(|err| permanent("read the manifest", &key, err))?;
+    let mut dropped = Vec::new();
+    for data_key in receipt.data_keys.iter().filter(|k| !manifest.files.contains(k)) {
+        store.delete(data_key).await?;
+        dropped.push(data_key.clone());
+    }
+    if !dropped.is_empty() {
+        tracing::warn!(files = ?dropped, "the run completed while this page was written: its files were replaced already");
+    }
+    Ok(dropped)
 }
 
 fn permanent(operation: &'static str, key: &str, err: impl std::fmt::Display) -> PortError {
     PortError::Permanent { operation, target: key.to_string(), message: err.to_string() }
 }
 
-/// The files' rows, in order, aligned to `target`, as one Parquet file.
-fn merge(pages: &[(&String, Bytes)], target: &SchemaRef) -> Result<Vec<u8>, String> {
+/// The files' rows, in order, aligned to `target`, as one Parquet file,
+/// and how many rows it holds.
+fn merge(pages: &[(&String, Bytes)], target: &SchemaRef) -> Result<(Vec<u8>, u64), String> {
     let properties = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).map_err(|e| e.to_string())?))
         .set_dictionary_page_size_limit(crate::convert::DICTIONARY_PAGE_BYTES)
         .build();
     let mut writer = ArrowWriter::try_new(Vec::new(), target.clone(), Some(properties)).map_err(|e| e.to_string())?;
+    let mut rows = 0;
     for (key, bytes) in pages {
         let reader = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
             .and_then(|builder| builder.build())
             .map_err(|err| format!("{key}: {err}"))?;
         for batch in reader {
             let batch = batch.map_err(|err| format!("{key}: {err}"))?;
+            rows += batch.num_rows() as u64;
             writer
                 .write(&align_batch(&batch, target, Cast::Exact).map_err(|err| format!("{key}: {err}"))?)
                 .map_err(|e| e.to_string())?;
         }
     }
-    writer.into_inner().map_err(|e| e.to_string())
+    Ok((writer.into_inner().map_err(|e| e.to_string())?, rows))
 }

@@ -31,7 +31,7 @@ use tributary_core::ledger::{self, PageReceipt};
 use tributary_core::metrics::{self, Metrics};
 use tributary_core::ports::{ObjectStore, PortError, QueueMessage};
 
-use crate::coalesce::RunCoalescer;
+use crate::coalesce::{RunCoalescer, drop_files_outside_manifest};
 use crate::convert::PageOutput;
 use crate::deps::Deps;
 use crate::error::{PersistError, encode_error, local_error};
@@ -289,7 +289,10 @@ impl<'a> PageContext<'a> {
 
     /// Step 7: the page receipt, recorded in the run's ledger, which completes
     /// the run when this was its last page (coalescing its files, or
-    /// committing them to its Iceberg table).
+    /// committing them to its Iceberg table). When the run turns out
+    /// complete already (it completed after step 2), the files this page
+    /// wrote that the manifest does not list are deleted
+    /// ([`drop_files_outside_manifest`]).
     ///
     /// # Errors
     /// Store failures; a completion that fails (permanent or transient, as
@@ -316,9 +319,17 @@ impl<'a> PageContext<'a> {
             table_format: self.message.target.table_format,
             tables: self.deps.tables,
         };
-        ledger::RunLedger { store: self.deps.store, events: self.deps.run_events }
+        let completion = ledger::RunLedger { store: self.deps.store, events: self.deps.run_events }
             .record_page(&receipt, Some(&coalescer))
             .await?;
+        // The run completed between step 2 and this page's writes (a
+        // duplicate delivery racing the completion): the completion
+        // replaced this page's files before they were written again.
+        // (A replay rewrites completed runs on purpose, and coalesces them
+        // again after.)
+        if completion == ledger::Completion::AlreadyComplete && !self.deps.config.rewrite_completed_runs {
+            drop_files_outside_manifest(self.deps.store, &receipt).await?;
+        }
         Ok(receipt)
     }
 }

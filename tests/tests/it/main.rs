@@ -2,6 +2,7 @@
 //! module is one former test file, its tests named `<module>::<test>`.
 
 mod athena_local;
+mod aws_completion;
 mod aws_iceberg;
 mod aws_operations;
 mod aws_pipeline;
