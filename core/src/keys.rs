@@ -22,6 +22,7 @@
 //! | dead letter, archived by Notify | `_dead_letters/<dlq>/<sent time>-<message id>.json` |
 //! | a run's pages coalesced into one file (per partition) | `<dataset>/<partition>/<pipeline>-<run_id>.parquet` |
 //! | expected page count, probe and query records, `_SUCCESS` | `_runs/<pipeline>/<run_id>/{expected,probe,query}.json`, `…/_SUCCESS` |
+//! | a count-first run's pages sent so far (the Orchestrator's checkpoint) | `_runs/<pipeline>/<run_id>/pages-sent.json` |
 //! | an Iceberg run's commit claim | `_runs/<pipeline>/<run_id>/iceberg-commit.json` |
 //! | a completed run's manifest | `_manifests/<pipeline>/<run_id>.json` |
 //! | a pipeline's cursor, and each page's | `_state/<pipeline>.json`, `_state/<pipeline>/<run_id>/page-<page:05>.json` |
@@ -249,6 +250,13 @@ pub fn probe_key(pipeline: &str, run_id: &RunId) -> String {
 /// Orchestrator sent with its query, which each row must carry.
 pub fn query_key(pipeline: &str, run_id: &RunId) -> String {
     format!("{}query.json", receipts_prefix(pipeline, run_id))
+}
+
+/// Key of a count-first run's sending checkpoint: how many of its pages the
+/// Orchestrator has sent to the request queue, so a redelivered or continued
+/// probe reply starts after them (`orchestrator::fanout`).
+pub fn pages_sent_key(pipeline: &str, run_id: &RunId) -> String {
+    format!("{}pages-sent.json", receipts_prefix(pipeline, run_id))
 }
 
 /// Key of a completed run's marker.
