@@ -9,7 +9,8 @@
 //! - the bare spec as the whole event (EventBridge constant input); the run
 //!   id derives from the invocation time;
 //! - an SQS batch from the orchestrator queue ([`Inbox`]): count-first probe
-//!   replies, Athena query rows, and scheduler-shaped run triggers (the
+//!   replies (and their continuations: the same reply, sent again by this
+//!   function when its time ran out, [`fanout`]), Athena query rows, and scheduler-shaped run triggers (the
 //!   scheduler event above as a message body, with `time` required), each
 //!   record handled alone with `batchItemFailures`.
 //!
