@@ -350,7 +350,7 @@ impl LocalRuntime {
             config: &config,
             ledger: Some(self.ports.ledger()),
         };
-        orchestrator::handle(event, now, deps).await?;
+        orchestrator::handle(event, now, tributary_core::deadline::after_timeout(Function::Orchestrator), deps).await?;
         self.drain().await;
 
         let totals = ledger::run_totals(self.ports.store.as_ref(), &spec.pipeline, &run_id).await?;
@@ -385,6 +385,7 @@ impl LocalRuntime {
             athena_queue: topology::ATHENA_QUEUE.into(),
             query_results_topic: topology::QUERY_RESULTS_TOPIC.into(),
             dead_letter: Some(dead_letter_target(topology::ORCHESTRATOR_QUEUE)),
+            fanout: orchestrator::Fanout::default(),
         }
     }
 
@@ -504,7 +505,8 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
                 config: &h.orchestrator,
                 ledger: Some(h.ports.ledger()),
             };
-            orchestrator::handle_sqs(&event, deps).await
+            orchestrator::handle_sqs(&event, tributary_core::deadline::after_timeout(Function::Orchestrator), deps)
+                .await
         }
         Function::Request => {
             let deps = request::Deps {

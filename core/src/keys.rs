@@ -24,6 +24,7 @@
 //! | that file staged before it replaces the pages (outside every dataset folder) | `_runs/<pipeline>/<run_id>/coalesced/<group:05>.parquet` |
 //! | the replacement record: what each coalesced file replaces (written before the first delete) | `_runs/<pipeline>/<run_id>/replacement.json` |
 //! | expected page count, probe and query records, `_SUCCESS` | `_runs/<pipeline>/<run_id>/{expected,probe,query}.json`, `…/_SUCCESS` |
+//! | a count-first run's pages sent so far (the Orchestrator's checkpoint) | `_runs/<pipeline>/<run_id>/pages-sent.json` |
 //! | an Iceberg run's commit claim | `_runs/<pipeline>/<run_id>/iceberg-commit.json` |
 //! | a completed run's manifest | `_manifests/<pipeline>/<run_id>.json` |
 //! | a pipeline's cursor, and each page's | `_state/<pipeline>.json`, `_state/<pipeline>/<run_id>/page-<page:05>.json` |
@@ -285,6 +286,13 @@ pub fn staged_coalesced_prefix(pipeline: &str, run_id: &RunId) -> String {
 /// `_runs/<pipeline>/<run_id>/coalesced/<group:05>.parquet`.
 pub fn staged_coalesced_key(pipeline: &str, run_id: &RunId, group: usize) -> String {
     format!("{}{group:05}.parquet", staged_coalesced_prefix(pipeline, run_id))
+}
+
+/// Key of a count-first run's sending checkpoint: how many of its pages the
+/// Orchestrator has sent to the request queue, so a redelivered or continued
+/// probe reply starts after them (`orchestrator::fanout`).
+pub fn pages_sent_key(pipeline: &str, run_id: &RunId) -> String {
+    format!("{}pages-sent.json", receipts_prefix(pipeline, run_id))
 }
 
 /// Key of a completed run's marker.

@@ -13,6 +13,13 @@
 //! failed without sender fault are sent again, by id, after a short backoff;
 //! an entry failed by the sender's fault is a permanent error.
 //!
+//! The calls of one `send`/`publish` go one after another by default; with
+//! [`BatchClient::with_max_in_flight`] up to that many are in flight at once
+//! (the Orchestrator sends a 1,000-page chunk as 100 calls, 16 at a time).
+//! Neither API has a request-rate quota for standard queues and topics that
+//! a few calls in flight approach; the entries' order across calls is then
+//! not kept (a standard queue does not keep it either).
+//!
 //! The two SDKs declare the same shapes twice (`MessageAttributeValue`,
 //! `BatchResultErrorEntry`); [`StringAttribute`] and the `From` impls for
 //! [`FailedEntry`] read both, so each adapter only builds its own entries.
@@ -62,12 +69,28 @@ impl Default for BatchLimits {
 pub struct BatchClient<C> {
     pub(crate) client: C,
     limits: BatchLimits,
+    in_flight: usize,
 }
 
 impl<C> BatchClient<C> {
-    /// `client` with the default limits (10 entries, 262,144 bytes per call).
+    /// `client` with the default limits (10 entries, 262,144 bytes per call),
+    /// one call in flight at a time.
     pub fn new(client: C) -> Self {
-        Self { client, limits: BatchLimits::default() }
+        Self { client, limits: BatchLimits::default(), in_flight: 1 }
+    }
+
+    /// Lets up to `calls` batch calls of one `send`/`publish` be in flight at
+    /// once (at least 1; the default is 1: one after another, in order).
+    /// Which calls succeeded before an error is then not a prefix: every
+    /// consumer of these messages is idempotent (at-least-once delivery).
+    pub fn with_max_in_flight(mut self, calls: usize) -> Self {
+        self.in_flight = calls.max(1);
+        self
+    }
+
+    /// Batch calls in flight at once at most.
+    pub fn max_in_flight(&self) -> usize {
+        self.in_flight
     }
 
     /// Caps the bytes of one call (and of one message) at `max_bytes`: for
@@ -226,35 +249,44 @@ pub(crate) fn entry_retry_policy() -> ExponentialBuilder {
         .with_jitter()
 }
 
-/// Sends every entry, sizes `sizes` (bytes), in consecutive batch calls
-/// within `limits` ([`split_batches`]), each call's failed entries re-sent
-/// by [`send_all`] with [`entry_retry_policy`]. `call` sends the entries at
-/// the given indices in one batch call.
+/// Sends every entry, sizes `sizes` (bytes), in batch calls within `limits`
+/// ([`split_batches`]), up to `in_flight` calls at once (1: one after
+/// another, in order), each call's failed entries re-sent by [`send_all`]
+/// with [`entry_retry_policy`]. `call` sends the entries at the given
+/// indices in one batch call.
 ///
 /// # Errors
 /// - [`PortError::TooLarge`] (`what: "message"`) when one entry alone is
 ///   over `limits.max_bytes`: nothing is sent;
-/// - the errors of [`send_all`]; batches before the failing one are sent.
+/// - the first error of [`send_all`]; the calls still in flight are then
+///   dropped (each may or may not have reached the service), and with
+///   `in_flight` 1 the batches before the failing one are sent.
 pub(crate) async fn send_in_batches<F, Fut>(
     operation: &'static str,
     target: &str,
     sizes: &[usize],
     limits: BatchLimits,
-    mut call: F,
+    in_flight: usize,
+    call: F,
 ) -> Result<(), PortError>
 where
-    F: FnMut(Vec<usize>) -> Fut,
+    F: Fn(Vec<usize>) -> Fut,
     Fut: Future<Output = Result<BatchOutcome, PortError>>,
 {
+    use futures::StreamExt;
+
     let batches = split_batches(sizes, limits).map_err(|over| PortError::TooLarge {
         what: "message",
         target: target.to_string(),
         bytes: over.bytes,
         limit: limits.max_bytes,
     })?;
-    let policy = entry_retry_policy();
-    for batch in batches {
-        send_all(operation, target, batch.collect(), &policy, &mut call).await?;
+    let (policy, call) = (entry_retry_policy(), &call);
+    let mut calls = futures::stream::iter(batches)
+        .map(|batch| send_all(operation, target, batch.collect(), &policy, call))
+        .buffer_unordered(in_flight.max(1));
+    while let Some(sent) = calls.next().await {
+        sent?;
     }
     Ok(())
 }
@@ -446,6 +478,37 @@ mod tests {
         .await;
         assert!(result.is_ok(), "{result:?}");
         assert_eq!(*calls.lock().unwrap(), vec![vec![0, 1, 2], vec![1, 2]]);
+    }
+
+    #[tokio::test]
+    async fn batches_go_up_to_in_flight_at_once_and_every_entry_once() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let (now, peak) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let sent = Mutex::new(Vec::new());
+        for (in_flight, expected_peak) in [(1, 1), (4, 4)] {
+            peak.store(0, Ordering::SeqCst);
+            sent.lock().unwrap().clear();
+            let sizes = vec![1; 95];
+            send_in_batches("SendMessageBatch", "q", &sizes, BatchLimits::default(), in_flight, |batch| {
+                let (now, peak, sent) = (&now, &peak, &sent);
+                async move {
+                    peak.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    now.fetch_sub(1, Ordering::SeqCst);
+                    sent.lock().unwrap().extend(batch.iter().copied());
+                    Ok(BatchOutcome { successful: batch.iter().map(|&i| entry_id(i)).collect(), failed: vec![] })
+                }
+            })
+            .await
+            .expect("sent");
+            assert_eq!(peak.load(Ordering::SeqCst), expected_peak, "{in_flight} in flight");
+            let mut sent = sent.lock().unwrap().clone();
+            if in_flight == 1 {
+                assert!(sent.is_sorted(), "one at a time keeps the order");
+            }
+            sent.sort_unstable();
+            assert_eq!(sent, (0..95).collect::<Vec<_>>(), "every entry once");
+        }
     }
 
     #[tokio::test]

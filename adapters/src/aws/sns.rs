@@ -98,7 +98,7 @@ impl TopicPublisher for SnsPublisher {
             .collect();
         let sizes: Vec<usize> =
             messages.iter().map(|(message, subject)| message_bytes(message, subject.as_deref())).collect();
-        send_in_batches(OPERATION, topic, &sizes, self.limits(), |indices| {
+        send_in_batches(OPERATION, topic, &sizes, self.limits(), self.max_in_flight(), |indices| {
             self.publish_batch(topic, &messages, indices)
         })
         .await

@@ -23,7 +23,9 @@ const QUEUE_MISSING: &[&str] = &["AWS.SimpleQueueService.NonExistentQueue", "Que
 /// (default 262,144), counted as SQS does: the body plus each message attribute's name, type and value
 /// ([`QueueMessage::size`]). Entries a call reports as failed without sender fault are
 /// re-sent by id with a short backoff (see the [`batching`](super::batching)
-/// module); SQS quotas:
+/// module); the calls go one at a time unless
+/// [`with_max_in_flight`](BatchClient::with_max_in_flight) lets more be in
+/// flight. SQS quotas:
 /// <https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/quotas-messages.html>.
 pub type SqsSender = BatchClient<aws_sdk_sqs::Client>;
 
@@ -74,12 +76,15 @@ impl QueueSender for SqsSender {
     /// - [`PortError::Transient`] for throttling, 5xx, time-outs, or entries
     ///   still failing after the retries.
     ///
-    /// On an error, earlier batches may already have been sent: SQS delivery
-    /// is at-least-once and consumers are idempotent.
+    /// On an error, other batches may already have been sent (the earlier
+    /// ones, or with calls in flight at once any of them): SQS delivery is
+    /// at-least-once and consumers are idempotent.
     async fn send_messages(&self, queue: &str, messages: Vec<QueueMessage>) -> Result<(), PortError> {
         let sizes: Vec<usize> = messages.iter().map(QueueMessage::size).collect();
-        send_in_batches(OPERATION, queue, &sizes, self.limits(), |indices| self.send_batch(queue, &messages, indices))
-            .await
+        send_in_batches(OPERATION, queue, &sizes, self.limits(), self.max_in_flight(), |indices| {
+            self.send_batch(queue, &messages, indices)
+        })
+        .await
     }
 
     /// `ChangeMessageVisibility` with `timeout` in whole seconds, capped at

@@ -76,6 +76,7 @@ impl LambdaConfig {
             athena_queue: env.text(&ATHENA_QUEUE_URL)?,
             query_results_topic: env.text(&QUERY_RESULTS_TOPIC_ARN)?,
             dead_letter: dead_letter_target(env)?,
+            fanout: crate::Fanout::default(),
         };
         // Within a usize range.
         let max_batch_bytes = env.optional_u64(&MAX_BATCH_BYTES)?.map(|n| usize::try_from(n).unwrap_or(usize::MAX));

@@ -2,6 +2,8 @@
 //! The Lambda's `main.rs` and the CLI's local runtime build them.
 
 use tributary_core::batch::DeadLetterTarget;
+
+use crate::fanout::Fanout;
 use tributary_core::ports::QueueSender;
 
 /// Where the Orchestrator sends things (queue URLs on AWS, names locally).
@@ -25,6 +27,10 @@ pub struct OrchestratorConfig {
     /// (`DLQ_URL`, `MAX_RECEIVE_COUNT`); `None` leaves them to the redrive
     /// policy.
     pub dead_letter: Option<DeadLetterTarget>,
+    /// How a count-first run's pages are sent: calls in flight, the page
+    /// budget of one invocation, the time kept before the deadline
+    /// ([`crate::fanout`]; `Fanout::default()` in the Lambda).
+    pub fanout: Fanout,
 }
 
 /// The ports and settings the handler uses.

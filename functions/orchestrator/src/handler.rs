@@ -1,13 +1,17 @@
 //! The per-message functions: a trigger parsed ([`parse_trigger`]) and handled ([`handle`]): a run
 //! started (the strategy's plan recorded and sent), a probe reply or a query row turned into the
 //! planned requests ([`on_probe_reply`], [`on_query_row`]), an SQS batch of them ([`handle_sqs`]).
+//! A count-first run's pages are sent in checkpointed chunks within the invocation's deadline
+//! ([`crate::fanout`]).
 
-use crate::strategy::{Plan, RunContext, strategy_for};
+use crate::fanout::{self, PagesSent, Step};
+use crate::strategy::{PageSeries, Plan, RunContext, strategy_for};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use chrono::{DateTime, NaiveDate, Utc};
 use contracts::spec::PipelineSpec;
 use contracts::{ProbeReply, QueryRow, RequestMode, RunId};
 use serde_json::Value;
+use tokio::time::Instant;
 use tributary_core::batch::{self, RecordMeta};
 use tributary_core::json::kind_of;
 use tributary_core::ports::PortError;
@@ -123,7 +127,9 @@ fn excerpt(text: &str) -> String {
     format!("{:?}", &text[..end])
 }
 
-/// Handles any trigger: the Lambda entry point.
+/// Handles any trigger: the Lambda entry point. `deadline` is the
+/// invocation's (Lambda's `Context::deadline`): a count-first run's pages
+/// not sent by then are left to a continuation ([`crate::fanout`]).
 ///
 /// Returns a small JSON summary for a started run, and the SQS partial batch
 /// response (`{"batchItemFailures": [...]}`) for an SQS batch.
@@ -132,7 +138,12 @@ fn excerpt(text: &str) -> String {
 /// [`OrchestratorError`] for a trigger that cannot be planned; the Lambda
 /// invocation then fails, and its on-failure destination (the orchestrator
 /// DLQ) gets the event for Notify.
-pub async fn handle(event: Value, now: DateTime<Utc>, deps: Deps<'_>) -> Result<Value, OrchestratorError> {
+pub async fn handle(
+    event: Value,
+    now: DateTime<Utc>,
+    deadline: Instant,
+    deps: Deps<'_>,
+) -> Result<Value, OrchestratorError> {
     match parse_trigger(event, now)? {
         Trigger::Start { spec, run_id, run_date } => {
             let run = run_context(deps.config, run_id, run_date);
@@ -146,7 +157,7 @@ pub async fn handle(event: Value, now: DateTime<Utc>, deps: Deps<'_>) -> Result<
             }))
         }
         Trigger::Sqs(event) => {
-            let response = handle_sqs(&event, deps).await;
+            let response = handle_sqs(&event, deadline, deps).await;
             Ok(serde_json::to_value(response).unwrap_or_default())
         }
     }
@@ -273,15 +284,15 @@ pub async fn with_incremental_start(spec: &PipelineSpec, deps: Deps<'_>) -> Resu
     Ok(spec)
 }
 
-/// Handles a batch from the orchestrator queue — count-first probe replies,
-/// query rows (raw from the query-results topic, or in its SNS envelope)
-/// and run triggers (`tributary trigger`) — reporting only the failed
-/// records.
-pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
+/// Handles a batch from the orchestrator queue — count-first probe replies
+/// (and their continuations), query rows (raw from the query-results topic,
+/// or in its SNS envelope) and run triggers (`tributary trigger`) —
+/// reporting only the failed records. `deadline` is the invocation's.
+pub async fn handle_sqs(event: &SqsEvent, deadline: Instant, deps: Deps<'_>) -> SqsBatchResponse {
     let dead_letters = deps.config.dead_letter.as_ref().map(|target| target.policy(deps.queue, "orchestrator"));
     batch::for_each_message(event, 4, dead_letters, |message: Inbox, _meta: RecordMeta| async move {
         match message {
-            Inbox::ProbeReply(reply) => on_probe_reply(reply, deps).await,
+            Inbox::ProbeReply(reply) => on_probe_reply(reply, deadline, deps).await,
             Inbox::QueryRow(row) => on_query_row(*row, deps).await,
             Inbox::Start { spec, run_id, run_date } => {
                 let run = run_context(deps.config, run_id, run_date);
@@ -359,18 +370,22 @@ pub async fn on_query_row(row: QueryRow, deps: Deps<'_>) -> Result<(), Orchestra
     Ok(())
 }
 
-/// Plans the pages of a count-first run from its probe reply and sends them.
-/// A total of 0 sends nothing and succeeds.
+/// Plans the pages of a count-first run from its probe reply and sends them,
+/// after those already sent for the run ([`crate::fanout`]: checkpointed
+/// chunks; near `deadline` the reply is sent again to the orchestrator queue
+/// as the continuation). A total of 0 sends nothing and succeeds.
 ///
 /// Sending is at-least-once: if it fails part-way, the reply is redelivered
-/// and the whole plan is sent again; the duplicated page requests write the
-/// same deterministic keys, so the lake holds each page once.
+/// and sending goes on after the last checkpointed chunk; a page sent twice
+/// (at most the chunk in flight) writes the same deterministic keys, so the
+/// lake holds each page once. Without a ledger (`deps.ledger` `None`) there is
+/// no checkpoint: every page is sent in this invocation.
 ///
 /// # Errors
 /// [`OrchestratorError`] for a context that is not a valid spec, a plan over
 /// `max_pages`, or a send failure.
 #[tracing::instrument(skip_all, fields(pipeline = %reply.pipeline, run_id = %reply.run_id, total = reply.total))]
-pub async fn on_probe_reply(reply: ProbeReply, deps: Deps<'_>) -> Result<(), OrchestratorError> {
+pub async fn on_probe_reply(reply: ProbeReply, deadline: Instant, deps: Deps<'_>) -> Result<(), OrchestratorError> {
     let spec = PipelineSpec::from_value(reply.context.clone())?;
     if spec.pipeline != reply.pipeline {
         return Err(OrchestratorError::Mismatch { reply: reply.pipeline, spec: spec.pipeline });
@@ -381,10 +396,124 @@ pub async fn on_probe_reply(reply: ProbeReply, deps: Deps<'_>) -> Result<(), Orc
     check_binding(answer, deps).await?;
     let run = run_context(deps.config, reply.run_id.clone(), reply.run_date);
     let plan = strategy_for(&spec.strategy).on_probe_reply(&spec, &run, &reply)?;
-    tracing::info!(pages = plan.len(), "pages planned");
-    record_expected(&plan, &run, &spec.pipeline, deps).await?;
+    let Some(pages) = &plan.pages else {
+        record_expected(&plan, &run, &spec.pipeline, deps).await?;
+        send_plan(&plan, deps).await?;
+        return Ok(());
+    };
+    let checkpoint = Checkpoint::read(&spec.pipeline, &run.run_id, pages.count, deps).await?;
+    if checkpoint.sent.pages != pages.count {
+        // Another reply (a probe Request ran twice) settled the run first: its plan stands.
+        tracing::warn!(pages = pages.count, planned = checkpoint.sent.pages, "another total is being sent; ignored");
+        return Ok(());
+    }
+    tracing::info!(pages = pages.count, already_sent = checkpoint.sent.sent, "pages planned");
+    if checkpoint.sent.sent == 0 {
+        // A checkpoint is written after the count: only the first delivery records it.
+        record_expected(&plan, &run, &spec.pipeline, deps).await?;
+    }
     send_plan(&plan, deps).await?;
-    Ok(())
+    send_pages(pages, checkpoint, &reply, deadline, deps).await
+}
+
+/// Where a count-first run's page sending stands: the checkpoint read
+/// ([`PagesSent`]) and its version, for the compare-and-swap after the next
+/// chunk (`None`: no checkpoint yet, or no ledger).
+struct Checkpoint {
+    key: String,
+    sent: PagesSent,
+    version: Option<String>,
+}
+
+impl Checkpoint {
+    /// The run's checkpoint in the ledger (its `pages` those of the plan
+    /// being sent), or none sent of `pages`.
+    async fn read(pipeline: &str, run_id: &RunId, pages: u32, deps: Deps<'_>) -> Result<Self, OrchestratorError> {
+        let key = tributary_core::keys::pages_sent_key(pipeline, run_id);
+        let mut checkpoint = Self {
+            sent: PagesSent { pipeline: pipeline.to_string(), run_id: run_id.clone(), pages, sent: 0 },
+            key,
+            version: None,
+        };
+        let Some(ledger) = deps.ledger else { return Ok(checkpoint) };
+        if let Some((bytes, version)) = ledger.store.get_versioned(&checkpoint.key).await? {
+            let read: PagesSent = serde_json::from_slice(&bytes).map_err(|err| OrchestratorError::BadField {
+                field: "pages-sent.json",
+                value: checkpoint.key.clone(),
+                reason: format!("the run's sending checkpoint cannot be read: {err}"),
+            })?;
+            checkpoint.sent.sent = read.sent;
+            checkpoint.sent.pages = read.pages;
+            checkpoint.version = Some(version);
+        }
+        Ok(checkpoint)
+    }
+
+    /// Records pages `0..sent` as sent, if nobody else moved the checkpoint
+    /// since it was read. `Ok(false)`: another invocation did.
+    async fn advance(&mut self, sent: u32, deps: Deps<'_>) -> Result<bool, OrchestratorError> {
+        self.sent.sent = sent;
+        let Some(ledger) = deps.ledger else { return Ok(true) };
+        let body = serde_json::to_vec(&self.sent).unwrap_or_default();
+        if !ledger.store.put_if(&self.key, body.into(), self.version.as_deref()).await? {
+            return Ok(false);
+        }
+        // The new version, for the next chunk's compare-and-swap.
+        self.version = ledger.store.get_versioned(&self.key).await?.map(|(_, version)| version);
+        Ok(true)
+    }
+}
+
+/// Sends a count-first run's pages from the checkpoint on, a chunk at a time
+/// (made, encoded and sent together: the memory of one chunk), as
+/// [`fanout::next_step`] decides; near the deadline or past the
+/// invocation's page budget, sends `reply` to the orchestrator queue again
+/// as the continuation and returns.
+async fn send_pages(
+    pages: &PageSeries,
+    mut checkpoint: Checkpoint,
+    reply: &ProbeReply,
+    deadline: Instant,
+    deps: Deps<'_>,
+) -> Result<(), OrchestratorError> {
+    // Without a ledger there is no checkpoint to continue from: everything goes now.
+    let fanout = match deps.ledger {
+        Some(_) => deps.config.fanout,
+        None => fanout::Fanout { max_pages_per_invocation: u32::MAX, ..deps.config.fanout },
+    };
+    let soft_deadline = deadline.checked_sub(fanout.safety_margin).unwrap_or_else(Instant::now);
+    let (from, mut sent_here) = (checkpoint.sent.sent, 0);
+    loop {
+        let out_of_time = deps.ledger.is_some() && Instant::now() >= soft_deadline;
+        match fanout::next_step(pages.count, checkpoint.sent.sent, sent_here, out_of_time, &fanout) {
+            Step::Done => {
+                tracing::info!(from, sent_here, "every page sent");
+                return Ok(());
+            }
+            Step::Continue { from: next } => {
+                deps.queue.send(&deps.config.orchestrator_queue, vec![encode(reply)?]).await?;
+                tracing::info!(from, sent_here, next, "pages left to a continuation");
+                return Ok(());
+            }
+            Step::Send(chunk) => {
+                let bodies = chunk.clone().map(|index| encode(&pages.get(index))).collect::<Result<Vec<_>, _>>()?;
+                deps.queue.send(&deps.config.request_queue, bodies).await?;
+                sent_here += chunk.end - chunk.start;
+                if !checkpoint.advance(chunk.end, deps).await? {
+                    tracing::warn!(from, sent_here, "another invocation is sending this run's pages; stopping");
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+fn encode<T: serde::Serialize>(message: &T) -> Result<String, OrchestratorError> {
+    contracts::encode(message).map_err(|err| OrchestratorError::BadField {
+        field: "plan",
+        value: String::new(),
+        reason: err.to_string(),
+    })
 }
 
 /// Records the plan's expected page count in the run ledger, when it
@@ -407,30 +536,17 @@ async fn record_expected(
     Ok(())
 }
 
+/// Sends the plan's queries and requests. Its `pages` (only a probe reply
+/// plans them) are sent by [`send_pages`].
 async fn send_plan(plan: &Plan, deps: Deps<'_>) -> Result<usize, OrchestratorError> {
     fn encode_all<T: serde::Serialize>(messages: &[T]) -> Result<Vec<String>, OrchestratorError> {
-        messages
-            .iter()
-            .map(contracts::encode)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|err| OrchestratorError::BadField { field: "plan", value: String::new(), reason: err.to_string() })
+        messages.iter().map(encode).collect()
     }
     if !plan.queries.is_empty() {
         deps.queue.send(&deps.config.athena_queue, encode_all(&plan.queries)?).await?;
     }
     if !plan.requests.is_empty() {
         deps.queue.send(&deps.config.request_queue, encode_all(&plan.requests)?).await?;
-    }
-    if let Some(pages) = &plan.pages {
-        // Made, encoded and sent a chunk at a time: memory of one chunk.
-        let mut chunk = Vec::with_capacity(crate::strategy::PageSeries::CHUNK as usize);
-        for (index, request) in pages.iter().enumerate() {
-            chunk.push(request);
-            if chunk.len() == crate::strategy::PageSeries::CHUNK as usize || index + 1 == pages.count as usize {
-                deps.queue.send(&deps.config.request_queue, encode_all(&chunk)?).await?;
-                chunk.clear();
-            }
-        }
     }
     Ok(plan.len())
 }

@@ -9,7 +9,8 @@
 //! - the bare spec as the whole event (EventBridge constant input); the run
 //!   id derives from the invocation time;
 //! - an SQS batch from the orchestrator queue ([`Inbox`]): count-first probe
-//!   replies, Athena query rows, and scheduler-shaped run triggers (the
+//!   replies (and their continuations: the same reply, sent again by this
+//!   function when its time ran out, [`fanout`]), Athena query rows, and scheduler-shaped run triggers (the
 //!   scheduler event above as a message body, with `time` required), each
 //!   record handled alone with `batchItemFailures`.
 //!
@@ -26,12 +27,14 @@
 //! function itself sent (their digest in the run ledger).
 //!
 //! The planning itself is pure and lives in [`strategy`], one module per
-//! `CallStrategy` variant. The Lambda binary's settings come from its
+//! `CallStrategy` variant; how a count-first run's pages are sent within an
+//! invocation's time, checkpointed and continued, is [`fanout`]. The Lambda binary's settings come from its
 //! environment through [`LambdaConfig::from_env`].
 
 mod config;
 mod deps;
 mod error;
+pub mod fanout;
 mod handler;
 pub mod strategy;
 
@@ -39,6 +42,7 @@ pub use config::LambdaConfig;
 
 pub use deps::{Deps, OrchestratorConfig};
 pub use error::OrchestratorError;
+pub use fanout::Fanout;
 pub use handler::{
     Inbox, Trigger, handle, handle_sqs, on_probe_reply, on_query_row, parse_trigger, run_context, start_run,
     with_incremental_start,

@@ -49,6 +49,11 @@ async fn raw_inbox(emulator: &Emulator, topic: &str, name: &str) -> (String, Str
 }
 
 /// The Orchestrator's queue and topic addresses on the provisioned topology.
+/// The deadline of an Orchestrator invocation starting now (its time-out).
+fn orchestrator_deadline() -> tokio::time::Instant {
+    tributary_core::deadline::after_timeout(topology::Function::Orchestrator)
+}
+
 fn orchestrator_config(provisioned: &Provisioned) -> orchestrator::OrchestratorConfig {
     orchestrator::OrchestratorConfig {
         request_queue: provisioned.queue_url(topology::REQUEST_QUEUE).expect("url").into(),
@@ -57,6 +62,7 @@ fn orchestrator_config(provisioned: &Provisioned) -> orchestrator::OrchestratorC
         athena_queue: provisioned.queue_url(topology::ATHENA_QUEUE).expect("url").into(),
         query_results_topic: provisioned.topic_arn(topology::QUERY_RESULTS_TOPIC).expect("arn").into(),
         dead_letter: None,
+        fanout: orchestrator::Fanout::default(),
     }
 }
 
@@ -89,7 +95,7 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
     let scheduled = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
     let event = tributary::runtime::scheduler_event(&spec, scheduled);
     let orchestrator_deps = orchestrator::Deps { queue: &sender, config: &orchestrator_config, ledger: Some(ledger) };
-    orchestrator::handle(event, scheduled, orchestrator_deps).await.expect("run starts");
+    orchestrator::handle(event, scheduled, orchestrator_deadline(), orchestrator_deps).await.expect("run starts");
 
     let http = request::http::ReqwestClient::new().expect("http");
     // As the template configures Request: answers only to the stack's own
@@ -124,7 +130,9 @@ async fn a_paged_pipeline_runs_through_real_sqs_and_s3() {
                 continue;
             }
             let response = match queue {
-                topology::ORCHESTRATOR_QUEUE => orchestrator::handle_sqs(&event, orchestrator_deps).await,
+                topology::ORCHESTRATOR_QUEUE => {
+                    orchestrator::handle_sqs(&event, orchestrator_deadline(), orchestrator_deps).await
+                }
                 topology::REQUEST_QUEUE => {
                     let deps = request::Deps {
                         http: &http,
@@ -410,7 +418,7 @@ async fn athena_rows_fan_out_through_sns_to_the_orchestrator_and_become_requests
     .expect("spec");
     let scheduled = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
     let event = json!({"source": "aws.scheduler", "time": "2026-11-29T06:00:00Z", "detail": spec});
-    orchestrator::handle(event, scheduled, orchestrator_deps).await.expect("run starts");
+    orchestrator::handle(event, scheduled, orchestrator_deadline(), orchestrator_deps).await.expect("run starts");
 
     // The Athena function's turn: its queue holds the query.
     let athena_url = provisioned.queue_url(topology::ATHENA_QUEUE).expect("url");
@@ -430,7 +438,7 @@ async fn athena_rows_fan_out_through_sns_to_the_orchestrator_and_become_requests
     let orchestrator_url = provisioned.queue_url(topology::ORCHESTRATOR_QUEUE).expect("url");
     let rows = receive_event(&sqs, orchestrator_url, &provisioned.queue_arns["orchestrator"], 10, 60).await;
     assert_eq!(rows.records.len(), 3, "one message per row, header skipped");
-    let response = orchestrator::handle_sqs(&rows, orchestrator_deps).await;
+    let response = orchestrator::handle_sqs(&rows, orchestrator_deadline(), orchestrator_deps).await;
     assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
     let requests = receive_event(
         &sqs,

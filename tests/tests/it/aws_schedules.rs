@@ -207,6 +207,7 @@ async fn trigger_backfills_queue_one_run_per_fire_time_and_the_orchestrator_star
         athena_queue: provisioned.queue_url(topology::ATHENA_QUEUE).expect("url").into(),
         query_results_topic: provisioned.topic_arn(topology::QUERY_RESULTS_TOPIC).expect("arn").into(),
         dead_letter: None,
+        fanout: orchestrator::Fanout::default(),
     };
     let sender = adapters::aws::SqsSender::new(sqs.clone());
     let lake = tempfile::tempdir().expect("lake");
@@ -225,7 +226,12 @@ async fn trigger_backfills_queue_one_run_per_fire_time_and_the_orchestrator_star
             assert_eq!(body["detail"]["pipeline"], "customers");
             queued_times.push(body["time"].as_str().expect("time").to_string());
         }
-        let response = orchestrator::handle_sqs(&event, deps).await;
+        let response = orchestrator::handle_sqs(
+            &event,
+            tributary_core::deadline::after_timeout(tributary_core::topology::Function::Orchestrator),
+            deps,
+        )
+        .await;
         assert!(response.batch_item_failures.is_empty(), "{response:?}");
         settle(&sqs, &queue_url, &event, &response).await;
     }

@@ -49,7 +49,7 @@ async fn rows_become_requests_and_a_row_without_a_value_fails_alone() {
     let deps = orchestrator::Deps { queue: &broker, config: &config, ledger: None };
     let scheduled = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
     let event = json!({"source": "aws.scheduler", "time": "2026-11-29T06:00:00Z", "detail": serde_json::from_str::<Value>(SPEC).expect("spec")});
-    let started = orchestrator::handle(event, scheduled, deps).await.expect("start");
+    let started = orchestrator::handle(event, scheduled, common::deadline(), deps).await.expect("start");
     assert_eq!(started["strategy"], "athena");
     let queries = bodies(&broker, "athena");
     assert_eq!(queries.len(), 1);
@@ -72,7 +72,7 @@ async fn rows_become_requests_and_a_row_without_a_value_fails_alone() {
         record("enveloped", envelope),
         record("no-id", row(2, json!({"name": "x"}))),
     ];
-    let response = orchestrator::handle_sqs(&sqs, deps).await;
+    let response = orchestrator::handle_sqs(&sqs, common::deadline(), deps).await;
     let failed: Vec<_> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
     assert_eq!(failed, ["no-id"]);
     let mut requests: Vec<RequestMessage> =
@@ -93,7 +93,7 @@ async fn only_rows_of_the_orchestrators_own_query_plan_requests() {
     let deps = orchestrator::Deps { queue: &broker, config: &config, ledger: Some(ledger) };
     let scheduled = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
     let event = json!({"source": "aws.scheduler", "time": "2026-11-29T06:00:00Z", "detail": serde_json::from_str::<Value>(SPEC).expect("spec")});
-    orchestrator::handle(event, scheduled, deps).await.expect("start");
+    orchestrator::handle(event, scheduled, common::deadline(), deps).await.expect("start");
     let query: QueryMessage = serde_json::from_value(bodies(&broker, "athena").remove(0)).expect("query message");
     let row = |context: &Value, run_id: &str| -> contracts::QueryRow {
         contracts::decode(json!({"version": 1, "pipeline": "tx", "run_id": run_id, "run_date": "2026-11-29",

@@ -104,7 +104,7 @@ fn assert_policy_survives(messages: &[RequestMessage], what: &str) {
 async fn start(detail: Value, deps: Deps<'_>) {
     let event = json!({"source": "aws.scheduler", "time": "2026-11-29T06:00:00Z", "detail": detail});
     let now = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 3).single().expect("time");
-    orchestrator::handle(event, now, deps).await.expect("the run starts");
+    orchestrator::handle(event, now, common::deadline(), deps).await.expect("the run starts");
 }
 
 #[tokio::test]
@@ -134,7 +134,7 @@ async fn every_call_policy_field_reaches_every_planned_message() {
         total: 120,
         context: context.clone(),
     };
-    orchestrator::on_probe_reply(reply, deps).await.expect("pages planned");
+    orchestrator::on_probe_reply(reply, common::deadline(), deps).await.expect("pages planned");
     let pages = requests(&broker);
     assert_eq!(pages.len(), 3);
     assert_policy_survives(&pages, "paged pages");

@@ -21,7 +21,7 @@ async fn start(store: &DirStore) -> RequestMessage {
     let deps = Deps { queue: &broker, config: &config, ledger: Some(ledger) };
     let spec = PipelineSpec::from_yaml(SPEC).expect("spec");
     let now = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
-    orchestrator::handle(scheduler_event(&spec, now), now, deps).await.expect("started");
+    orchestrator::handle(scheduler_event(&spec, now), now, common::deadline(), deps).await.expect("started");
     let records = broker.receive("request", 10).expect("receive");
     assert_eq!(records.len(), 1, "page 0 only");
     let body: serde_json::Value = serde_json::from_str(records[0].body.as_deref().expect("body")).expect("json");

@@ -13,6 +13,8 @@ use contracts::{self, Destination, PageRef, RequestMessage, RequestMode};
 use orchestrator::{Deps, OrchestratorConfig};
 use test_support::queues::drain_json;
 
+use crate::common;
+
 const SCHEDULER_EVENT: &str = include_str!("../../../../events/scheduler-event.json");
 const SCHEDULER_EVENT_STRING_DETAIL: &str = include_str!("../../../../events/scheduler-event-string-detail.json");
 const SPEC_CONSTANT_INPUT: &str = include_str!("../../../../events/spec-constant-input.json");
@@ -28,6 +30,7 @@ fn config() -> OrchestratorConfig {
         athena_queue: "athena".into(),
         query_results_topic: "query-results".into(),
         dead_letter: None,
+        fanout: orchestrator::Fanout::default(),
     }
 }
 
@@ -92,7 +95,8 @@ fn fixtures_have_the_shapes_aws_delivers() {
 async fn scheduler_event_sends_one_probe_dated_by_the_scheduled_time() {
     let (broker, config) = (broker(), config());
     let deps = Deps { queue: &broker, config: &config, ledger: None };
-    let summary = orchestrator::handle(fixture(SCHEDULER_EVENT), now(), deps).await.expect("run starts");
+    let summary =
+        orchestrator::handle(fixture(SCHEDULER_EVENT), now(), common::deadline(), deps).await.expect("run starts");
     assert_eq!(summary["run_id"], "20261129T060000Z", "{summary}");
     assert_eq!(summary["strategy"], "paged", "{summary}");
     assert_eq!(summary["messages_sent"], 1, "{summary}");
@@ -123,8 +127,8 @@ async fn redelivered_scheduler_event_plans_the_same_run() {
     let (broker, config) = (broker(), config());
     let deps = Deps { queue: &broker, config: &config, ledger: None };
     let later = now() + chrono::Duration::minutes(3);
-    orchestrator::handle(fixture(SCHEDULER_EVENT), now(), deps).await.expect("first delivery");
-    orchestrator::handle(fixture(SCHEDULER_EVENT), later, deps).await.expect("redelivery");
+    orchestrator::handle(fixture(SCHEDULER_EVENT), now(), common::deadline(), deps).await.expect("first delivery");
+    orchestrator::handle(fixture(SCHEDULER_EVENT), later, common::deadline(), deps).await.expect("redelivery");
     let sent = drain_requests(&broker);
     assert_eq!(sent.len(), 2);
     assert_eq!(sent[0], sent[1], "same scheduled time, same message");
@@ -134,7 +138,9 @@ async fn redelivered_scheduler_event_plans_the_same_run() {
 async fn string_detail_starts_a_simple_run() {
     let (broker, config) = (broker(), config());
     let deps = Deps { queue: &broker, config: &config, ledger: None };
-    let summary = orchestrator::handle(fixture(SCHEDULER_EVENT_STRING_DETAIL), now(), deps).await.expect("run starts");
+    let summary = orchestrator::handle(fixture(SCHEDULER_EVENT_STRING_DETAIL), now(), common::deadline(), deps)
+        .await
+        .expect("run starts");
     assert_eq!(summary["strategy"], "simple", "{summary}");
     let sent = drain_requests(&broker);
     assert_eq!(sent.len(), 1, "{sent:#?}");
@@ -154,7 +160,8 @@ async fn string_detail_starts_a_simple_run() {
 async fn constant_input_spec_starts_a_run_dated_by_the_invocation() {
     let (broker, config) = (broker(), config());
     let deps = Deps { queue: &broker, config: &config, ledger: None };
-    let summary = orchestrator::handle(fixture(SPEC_CONSTANT_INPUT), now(), deps).await.expect("run starts");
+    let summary =
+        orchestrator::handle(fixture(SPEC_CONSTANT_INPUT), now(), common::deadline(), deps).await.expect("run starts");
     assert_eq!(summary["run_id"], "20261129T060007Z", "{summary}");
     let sent = drain_requests(&broker);
     assert_eq!(sent.len(), 1);
@@ -167,7 +174,8 @@ async fn constant_input_spec_starts_a_run_dated_by_the_invocation() {
 async fn probe_replies_plan_pages_and_report_only_the_unreadable_record() {
     let (broker, config) = (broker(), config());
     let deps = Deps { queue: &broker, config: &config, ledger: None };
-    let response = orchestrator::handle(fixture(PROBE_REPLIES), now(), deps).await.expect("SQS batch");
+    let response =
+        orchestrator::handle(fixture(PROBE_REPLIES), now(), common::deadline(), deps).await.expect("SQS batch");
     assert_eq!(
         response,
         json!({"batchItemFailures": [{"itemIdentifier": "4d1e2f3a-0004-4b5c-8d9e-not-json"}]}),
@@ -200,7 +208,8 @@ async fn probe_replies_plan_pages_and_report_only_the_unreadable_record() {
 async fn unrecognised_event_is_refused_naming_what_was_found() {
     let (broker, config) = (broker(), config());
     let deps = Deps { queue: &broker, config: &config, ledger: None };
-    let err = orchestrator::handle(json!({"hello": 1}), now(), deps).await.expect_err("not a trigger");
+    let err =
+        orchestrator::handle(json!({"hello": 1}), now(), common::deadline(), deps).await.expect_err("not a trigger");
     let text = err.to_string();
     assert!(text.contains("unrecognised orchestrator event"), "{text}");
     assert!(text.contains("hello"), "names the keys found: {text}");
@@ -214,7 +223,7 @@ async fn unknown_strategy_kind_names_the_strategy_field() {
     let deps = Deps { queue: &broker, config: &config, ledger: None };
     let mut event = fixture(SCHEDULER_EVENT);
     event["detail"]["strategy"]["kind"] = json!("scatter_gather");
-    let err = orchestrator::handle(event, now(), deps).await.expect_err("unknown kind");
+    let err = orchestrator::handle(event, now(), common::deadline(), deps).await.expect_err("unknown kind");
     let text = err.to_string();
     assert!(text.contains("`strategy`") && text.contains("scatter_gather"), "{text}");
     assert!(broker.is_drained(), "nothing sent for an invalid spec");
@@ -226,7 +235,7 @@ async fn malformed_time_names_the_time_field() {
     let deps = Deps { queue: &broker, config: &config, ledger: None };
     let mut event = fixture(SCHEDULER_EVENT);
     event["time"] = json!("29/11/2026 06:00");
-    let err = orchestrator::handle(event, now(), deps).await.expect_err("bad time");
+    let err = orchestrator::handle(event, now(), common::deadline(), deps).await.expect_err("bad time");
     let text = err.to_string();
     assert!(text.contains("`time`") && text.contains("29/11/2026 06:00"), "{text}");
     assert!(broker.is_drained());
@@ -238,7 +247,7 @@ async fn string_detail_that_is_not_json_names_the_detail_field() {
     let deps = Deps { queue: &broker, config: &config, ledger: None };
     let mut event = fixture(SCHEDULER_EVENT_STRING_DETAIL);
     event["detail"] = json!("pipeline: customers");
-    let err = orchestrator::handle(event, now(), deps).await.expect_err("bad detail");
+    let err = orchestrator::handle(event, now(), common::deadline(), deps).await.expect_err("bad detail");
     assert!(err.to_string().contains("`detail`"), "{err}");
 }
 
@@ -249,7 +258,7 @@ async fn only_a_reply_to_the_orchestrators_own_probe_plans_pages() {
     let store = adapters::local::DirStore::new(dir.path());
     let ledger = tributary_core::ledger::RunLedger { store: &store, events: None };
     let deps = Deps { queue: &broker, config: &config, ledger: Some(ledger) };
-    orchestrator::handle(fixture(SCHEDULER_EVENT), now(), deps).await.expect("run starts");
+    orchestrator::handle(fixture(SCHEDULER_EVENT), now(), common::deadline(), deps).await.expect("run starts");
     let probe = drain_requests(&broker).remove(0);
     let RequestMode::Probe { context, .. } = &probe.mode else { panic!("a probe: {:?}", probe.mode) };
     let reply = |context: Value, run_id: &str| contracts::ProbeReply {
@@ -264,15 +273,21 @@ async fn only_a_reply_to_the_orchestrators_own_probe_plans_pages() {
     // A forged reply: the spec of the run, pointed at another server.
     let mut forged = context.clone();
     forged["request"]["url"] = json!("https://attacker.example/exfiltrate");
-    let err = orchestrator::on_probe_reply(reply(forged, probe.run_id.as_str()), deps).await.expect_err("forged spec");
+    let err = orchestrator::on_probe_reply(reply(forged, probe.run_id.as_str()), common::deadline(), deps)
+        .await
+        .expect_err("forged spec");
     assert!(err.to_string().contains("not the one sent"), "{err}");
     // A reply for a run no probe was sent for.
-    let err = orchestrator::on_probe_reply(reply(context.clone(), "20260101T000000Z"), deps).await.expect_err("no run");
+    let err = orchestrator::on_probe_reply(reply(context.clone(), "20260101T000000Z"), common::deadline(), deps)
+        .await
+        .expect_err("no run");
     assert!(err.to_string().contains("nothing was sent for this run"), "{err}");
     assert!(tributary_core::batch::RecordError::is_permanent(&err));
     assert_eq!(broker.depth(REQUEST_QUEUE), 0, "nothing planned for either");
 
-    orchestrator::on_probe_reply(reply(context.clone(), probe.run_id.as_str()), deps).await.expect("the genuine reply");
+    orchestrator::on_probe_reply(reply(context.clone(), probe.run_id.as_str()), common::deadline(), deps)
+        .await
+        .expect("the genuine reply");
     assert_eq!(drain_requests(&broker).len(), 3, "120 records in pages of 50");
 }
 
@@ -321,7 +336,8 @@ async fn queued_run_triggers_start_runs_and_report_only_their_own_failures() {
         // The detail as a JSON string, as the scheduler may deliver it.
         trigger(Some("2026-11-30T06:00:00Z"), &json!(scheduled["detail"].to_string())),
     ];
-    let response = orchestrator::handle(sqs_event(&bodies), now(), deps).await.expect("an SQS batch");
+    let response =
+        orchestrator::handle(sqs_event(&bodies), now(), common::deadline(), deps).await.expect("an SQS batch");
     assert_eq!(
         response,
         json!({"batchItemFailures": [{"itemIdentifier": "trigger-1"}, {"itemIdentifier": "trigger-2"}]}),

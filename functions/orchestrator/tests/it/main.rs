@@ -5,4 +5,7 @@ mod athena_rows;
 mod call_policy;
 mod common;
 mod cursor;
+mod fanout;
+#[cfg(feature = "lambda")]
+mod fanout_moto;
 mod handler;
