@@ -149,9 +149,11 @@ async fn one_page_costs_the_s3_calls_infra_readme_states() {
     // its Arrow form.
     assert_eq!(seen[0], expect(&[("GET", 4), ("LIST", 1), ("PUT", 5)]), "the first page of a dataset; {update}");
     // The page completing a 3-page run adds the run's completion: the shard
-    // summary (each receipt read), coalescing (each page file read, written
-    // as one, deleted), the manifest, the state and _SUCCESS.
+    // summary (each receipt read), coalescing (each page file read, the
+    // coalesced file staged, the replacement record written, the staged
+    // file copied into place, the page files listed and deleted, the
+    // staged copy deleted), the manifest, the state and _SUCCESS.
     let n = 3;
-    let completion = expect(&[("DELETE", n), ("GET", 5 + 2 * n + 5), ("LIST", 3), ("PUT", 3 + 4)]);
+    let completion = expect(&[("COPY", 1), ("DELETE", n + 1), ("GET", 5 + 2 * n + 6), ("LIST", 1 + 4), ("PUT", 3 + 5)]);
     assert_eq!(seen[2], completion, "the page completing a {n}-page run; {update}");
 }
