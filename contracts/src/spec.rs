@@ -652,19 +652,7 @@ fn check_paged(paged: &PagedSpec, request: &RequestTemplate) -> Result<(), SpecE
     {
         return Err(invalid(field, &format!("{second:?}"), "must differ from the other page parameter"));
     }
-    for (field, name) in names {
-        if name.trim().is_empty() {
-            return Err(invalid(&field, &format!("{name:?}"), "must not be empty"));
-        }
-        if let Some(place) = fixed_in(request, name) {
-            return Err(invalid(
-                &field,
-                &format!("{name:?}"),
-                &format!("is also a fixed parameter in {place}; the strategy sets it per page"),
-            ));
-        }
-    }
-    Ok(())
+    check_page_params(names, request)
 }
 
 impl PipelineSpec {
@@ -1077,6 +1065,12 @@ fn check_cursor(cursor: &CursorSpec, request: &RequestTemplate) -> Result<(), Sp
             params.names().into_iter().map(|(field, name)| (format!("strategy.next.{field}"), name)).collect()
         }
     };
+    check_page_params(params, request)
+}
+
+/// The strategy's page parameters (`(field, name)`): each named, none also a
+/// fixed parameter of the request (the strategy sets it per page).
+fn check_page_params(params: Vec<(String, &str)>, request: &RequestTemplate) -> Result<(), SpecError> {
     for (field, name) in params {
         if name.trim().is_empty() {
             return Err(invalid(&field, &format!("{name:?}"), "must not be empty"));
