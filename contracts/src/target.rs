@@ -55,6 +55,53 @@ pub struct PersistTarget {
     /// at all (docs/persist.md, "Iceberg tables").
     #[serde(default, skip_serializing_if = "TableFormat::is_default")]
     pub table_format: TableFormat,
+    /// How a completed run changes the table (default `append`): `merge`
+    /// keeps one row per [`PersistTarget::primary_key`], the latest;
+    /// `replace` makes each completed run the whole table. `merge` and
+    /// `replace` need `table_format: iceberg` (docs/persist.md, "Write
+    /// dispositions").
+    #[serde(default, skip_serializing_if = "WriteDisposition::is_default")]
+    pub write: WriteDisposition,
+    /// `write: merge`: the record's key, one or more RFC 6901 pointers
+    /// (`[/id]`, `[/account/id, /line]`). A record without a value at one
+    /// of them is quarantined.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub primary_key: Vec<String>,
+    /// `write: merge`: the pointer whose greatest value wins among the
+    /// versions of a key, in the table and in the run (e.g. `/updated_at`;
+    /// ties and records without it: the one fetched last wins). Absent:
+    /// the run's version always wins, the last fetched within a run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_by: Option<String>,
+    /// `write: merge`: a record whose value at this pointer is `true` or a
+    /// non-null string (a deletion timestamp) removes its key from the
+    /// table (e.g. `/deleted` or `/archived_at`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hard_delete: Option<String>,
+}
+
+/// How a completed run changes its dataset's table (`target.write`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteDisposition {
+    /// The run's rows are added to the table (one `append` snapshot on
+    /// Iceberg; new files in the partition folders on Parquet).
+    #[default]
+    Append,
+    /// The table keeps one row per primary key: the run's rows replace the
+    /// table's rows of the same key when newer (`order_by`), keys marked by
+    /// `hard_delete` are removed; one `overwrite` snapshot, copy-on-write.
+    Merge,
+    /// The run's rows become the whole table (a full-refresh endpoint):
+    /// one `overwrite` snapshot that removes every file the table had.
+    Replace,
+}
+
+impl WriteDisposition {
+    /// Whether this is the default (`append`).
+    pub fn is_default(&self) -> bool {
+        *self == WriteDisposition::Append
+    }
 }
 
 /// The table format of a dataset (`target.table_format`).
@@ -156,6 +203,7 @@ impl PersistTarget {
                 &format!("must be between 1 and {MAX_ROW_GROUP_ROWS}"),
             ));
         }
+        self.check_write(path)?;
         for (name, value) in [("max_rows", self.files.max_rows), ("max_bytes", self.files.max_bytes)] {
             if value == Some(0) {
                 return Err(invalid(
@@ -163,6 +211,76 @@ impl PersistTarget {
                     "0".into(),
                     "must be at least 1 (or absent: no limit)",
                 ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `write` and its keys: `merge`/`replace` on Iceberg only; `merge`
+    /// with a primary key of pointers; the merge keys only with `merge`.
+    fn check_write(&self, path: &str) -> Result<(), SpecError> {
+        let invalid = |field: &str, value: String, reason: &str| SpecError::Invalid {
+            field: format!("{path}.{field}"),
+            value,
+            reason: reason.to_string(),
+        };
+        let write = match self.write {
+            WriteDisposition::Append => "append",
+            WriteDisposition::Merge => "merge",
+            WriteDisposition::Replace => "replace",
+        };
+        if self.write != WriteDisposition::Append && self.table_format != TableFormat::Iceberg {
+            return Err(invalid(
+                "write",
+                write.into(),
+                "needs table_format: iceberg: a merge or replace must swap files in one atomic commit, which a \
+                 folder of Parquet files (table_format: parquet) cannot do; readers would see rows twice or none \
+                 while the files change",
+            ));
+        }
+        if self.write != WriteDisposition::Merge {
+            for (field, set) in [
+                ("primary_key", !self.primary_key.is_empty()),
+                ("order_by", self.order_by.is_some()),
+                ("hard_delete", self.hard_delete.is_some()),
+            ] {
+                if set {
+                    return Err(invalid(field, write.into(), "is only read with write: merge"));
+                }
+            }
+            return Ok(());
+        }
+        if self.primary_key.is_empty() {
+            return Err(invalid(
+                "primary_key",
+                "[]".into(),
+                "write: merge needs the record's key: one or more JSON pointers, e.g. [/id]",
+            ));
+        }
+        let pointer = |field: String, value: &str| -> Result<(), SpecError> {
+            if value.len() < 2 || !value.starts_with('/') {
+                return Err(SpecError::Invalid {
+                    field: format!("{path}.{field}"),
+                    value: format!("{value:?}"),
+                    reason: "must be an RFC 6901 JSON pointer to a field of the record, e.g. /id".into(),
+                });
+            }
+            Ok(())
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, key) in self.primary_key.iter().enumerate() {
+            pointer(format!("primary_key[{i}]"), key)?;
+            if !seen.insert(key) {
+                return Err(invalid(&format!("primary_key[{i}]"), format!("{key:?}"), "is named twice"));
+            }
+        }
+        if let Some(order_by) = &self.order_by {
+            pointer("order_by".into(), order_by)?;
+        }
+        if let Some(hard_delete) = &self.hard_delete {
+            pointer("hard_delete".into(), hard_delete)?;
+            if self.primary_key.contains(hard_delete) {
+                return Err(invalid("hard_delete", format!("{hard_delete:?}"), "is part of the primary key"));
             }
         }
         Ok(())
@@ -177,6 +295,10 @@ impl PersistTarget {
             files: FileSettings::default(),
             names: NamePolicy::default(),
             table_format: TableFormat::default(),
+            write: WriteDisposition::default(),
+            primary_key: Vec::new(),
+            order_by: None,
+            hard_delete: None,
         }
     }
 }
@@ -563,5 +685,63 @@ mod tests {
             let err = text.parse::<FieldType>().expect_err(text);
             assert!(err.to_string().contains(reason) && err.to_string().contains(text), "{text}: {err}");
         }
+    }
+
+    fn target(yaml: &str) -> PersistTarget {
+        serde_norway::from_str(yaml).expect(yaml)
+    }
+
+    #[test]
+    fn merge_and_replace_need_iceberg_and_merge_needs_a_key_of_pointers() {
+        let ok = target(
+            "{dataset: c, table_format: iceberg, write: merge, primary_key: [/id, /account/id], order_by: /updatedAt, hard_delete: /deleted}",
+        );
+        ok.validate("target").expect("a valid merge");
+        assert_eq!(ok.write, WriteDisposition::Merge);
+        target("{dataset: c, table_format: iceberg, write: replace}").validate("target").expect("a valid replace");
+        for (yaml, field, says) in [
+            ("{dataset: c, write: merge, primary_key: [/id]}", "target.write", "table_format: iceberg"),
+            ("{dataset: c, write: replace}", "target.write", "atomic"),
+            ("{dataset: c, table_format: iceberg, write: merge}", "target.primary_key", "one or more JSON pointers"),
+            (
+                "{dataset: c, table_format: iceberg, write: merge, primary_key: [id]}",
+                "target.primary_key[0]",
+                "RFC 6901",
+            ),
+            (
+                "{dataset: c, table_format: iceberg, write: merge, primary_key: [/id, /id]}",
+                "target.primary_key[1]",
+                "twice",
+            ),
+            (
+                "{dataset: c, table_format: iceberg, write: merge, primary_key: [/id], order_by: updated}",
+                "target.order_by",
+                "RFC 6901",
+            ),
+            (
+                "{dataset: c, table_format: iceberg, write: merge, primary_key: [/id], hard_delete: /id}",
+                "target.hard_delete",
+                "primary key",
+            ),
+            (
+                "{dataset: c, table_format: iceberg, primary_key: [/id]}",
+                "target.primary_key",
+                "only read with write: merge",
+            ),
+            (
+                "{dataset: c, table_format: iceberg, write: replace, order_by: /at}",
+                "target.order_by",
+                "only read with write: merge",
+            ),
+        ] {
+            let err = target(yaml).validate("target").expect_err(yaml).to_string();
+            assert!(err.contains(field) && err.contains(says), "{yaml}: {err}");
+        }
+    }
+
+    #[test]
+    fn an_append_target_serialises_without_the_write_keys() {
+        let text = serde_json::to_string(&PersistTarget::new("c")).expect("json");
+        assert!(!text.contains("write") && !text.contains("primary_key"), "{text}");
     }
 }

@@ -46,6 +46,44 @@ pub struct RunFiles {
     pub files: Vec<StagedFile>,
     /// Key of the dataset's published Arrow schema (`_schema/<dataset>.arrow`).
     pub schema_key: String,
+    /// How the run changes the table (`target.write`).
+    pub write: RunWrite,
+}
+
+/// How a run's commit changes its table: the spec's `target.write` with
+/// its merge keys ([`contracts::WriteDisposition`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum RunWrite {
+    /// Add the run's rows (a `fast_append` snapshot).
+    #[default]
+    Append,
+    /// The run's rows become the whole table (an `overwrite` snapshot that
+    /// removes every file the table had).
+    Replace,
+    /// One row per key, the latest (an `overwrite` snapshot, copy-on-write).
+    Merge {
+        /// RFC 6901 pointers into the record (`target.primary_key`).
+        primary_key: Vec<String>,
+        /// Pointer whose greatest value wins (`target.order_by`).
+        order_by: Option<String>,
+        /// Pointer whose `true` or non-null text removes the key (`target.hard_delete`).
+        hard_delete: Option<String>,
+    },
+}
+
+impl RunWrite {
+    /// The write of a dataset's `target`.
+    pub fn of(target: &contracts::PersistTarget) -> Self {
+        match target.write {
+            contracts::WriteDisposition::Append => Self::Append,
+            contracts::WriteDisposition::Replace => Self::Replace,
+            contracts::WriteDisposition::Merge => Self::Merge {
+                primary_key: target.primary_key.clone(),
+                order_by: target.order_by.clone(),
+                hard_delete: target.hard_delete.clone(),
+            },
+        }
+    }
 }
 
 impl RunFiles {
@@ -67,7 +105,15 @@ impl RunFiles {
             run_id: run_id.clone(),
             files,
             schema_key: keys::arrow_schema_key(dataset),
+            write: RunWrite::Append,
         }
+    }
+
+    /// The same run, committed as `write` says.
+    #[must_use]
+    pub fn with_write(mut self, write: RunWrite) -> Self {
+        self.write = write;
+        self
     }
 }
 

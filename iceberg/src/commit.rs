@@ -24,7 +24,10 @@ use arrow_schema::{DataType, Field, FieldRef, Fields, Schema as ArrowSchema, Sch
 use async_trait::async_trait;
 use iceberg::arrow::{RecordBatchPartitionSplitter, arrow_schema_to_schema_auto_assign_ids, schema_to_arrow_schema};
 use iceberg::spec::PartitionKey;
-use iceberg::spec::{DataFile, DataFileFormat, ManifestStatus, SnapshotRef, Transform, Type, UnboundPartitionSpec};
+use iceberg::spec::{
+    DataFile, DataFileFormat, ManifestContentType, ManifestStatus, Operation, SnapshotRef, Transform, Type,
+    UnboundPartitionSpec,
+};
 use iceberg::table::Table;
 use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
 use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
@@ -41,8 +44,10 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use tributary_core::ports::{ObjectStore, PortError};
 use tributary_core::tables::{
-    Claimed, CommittedRun, RunFiles, StagedFile, TableCommitter, claim_commit, release_claim,
+    Claimed, CommittedRun, RunFiles, RunWrite, StagedFile, TableCommitter, claim_commit, release_claim,
 };
+
+use crate::merge::{KeyEncoder, KeyRange, MergeColumns, Plan};
 
 /// The namespace every dataset's table lives in, in the local catalog (on
 /// AWS: the stack's Glue database, [`IcebergCommitter::with_namespace`]).
@@ -59,7 +64,6 @@ pub const PIPELINE_PROPERTY: &str = "tributary.pipeline";
 pub struct IcebergCommitter {
     catalog: Arc<dyn Catalog>,
     store: Arc<dyn ObjectStore>,
-    writer: WriterProperties,
     namespace: NamespaceIdent,
     /// Where new tables go (`<root>/<namespace>/<table>`); `None`: where
     /// the catalog puts them.
@@ -69,11 +73,7 @@ pub struct IcebergCommitter {
 impl IcebergCommitter {
     /// A committer over `catalog` and the lake `store`.
     pub fn new(catalog: Arc<dyn Catalog>, store: Arc<dyn ObjectStore>) -> Self {
-        // zstd level 1, as Persist's own files (WriterProperties' default
-        // is uncompressed).
-        let zstd = ZstdLevel::try_new(1).unwrap_or_default();
-        let writer = WriterProperties::builder().set_compression(Compression::ZSTD(zstd)).build();
-        Self { catalog, store, writer, namespace: NamespaceIdent::new(NAMESPACE.to_string()), location_root: None }
+        Self { catalog, store, namespace: NamespaceIdent::new(NAMESPACE.to_string()), location_root: None }
     }
 
     /// The same committer, with the tables in `namespace` (a Glue database
@@ -157,31 +157,326 @@ impl TableCommitter for IcebergCommitter {
 }
 
 impl IcebergCommitter {
-    /// The commit once the claim is this writer's.
+    /// The commit once the claim is this writer's: an `append` snapshot,
+    /// or for `replace` and `merge` an `overwrite` planned on the table as
+    /// read, planned again (up to [`PLAN_ATTEMPTS`] times) when another
+    /// writer committed in between.
     async fn commit_claimed(&self, ident: &TableIdent, run: &RunFiles) -> Result<CommittedRun, PortError> {
         let target = ident.to_string();
         let published = self.published_schema(&run.schema_key).await?;
-        let table = self.table_for(ident, &published).await?;
-        let files = self.write(&table, run).await?;
-        let paths: Vec<String> = files.iter().map(|f| f.file_path().to_string()).collect();
+        let mut table = self.table_for(ident, &published).await?;
         let properties = HashMap::from([
             (RUN_ID_PROPERTY.to_string(), run.run_id.to_string()),
             (PIPELINE_PROPERTY.to_string(), run.pipeline.clone()),
         ]);
-        let tx = Transaction::new(&table);
-        let append = tx.fast_append().set_snapshot_properties(properties).add_data_files(files);
-        let table = append.apply(tx).map_err(|err| port_error("commit the run", &target, err))?;
-        let table =
-            table.commit(self.catalog.as_ref()).await.map_err(|err| port_error("commit the run", &target, err))?;
-        let snapshot_id = find_snapshot(&table, run).map(|s| s.snapshot_id()).ok_or_else(|| PortError::Transient {
+        let mut attempt = 1;
+        let (table, added) = loop {
+            let change = match &run.write {
+                RunWrite::Append => Change::append(self.write(&table, run).await?),
+                RunWrite::Replace => Change::replace(&table, self.write(&table, run).await?)
+                    .await
+                    .map_err(|err| port_error("list the table's files", &target, err))?,
+                RunWrite::Merge { primary_key, order_by, hard_delete } => {
+                    let columns =
+                        MergeColumns::resolve(&published, primary_key, order_by.as_deref(), hard_delete.as_deref())
+                            .map_err(|message| PortError::Permanent {
+                                operation: "resolve target.primary_key, order_by and hard_delete",
+                                target: target.clone(),
+                                message,
+                            })?;
+                    self.merge(&table, run, columns).await?
+                }
+            };
+            let added: Vec<String> = change.added.iter().map(|f| f.file_path().to_string()).collect();
+            match change.commit(&table, self.catalog.as_ref(), properties.clone()).await {
+                Ok(committed) => break (committed, added),
+                Err(err) if err.kind() == ErrorKind::CatalogCommitConflicts && attempt < PLAN_ATTEMPTS => {
+                    tracing::warn!(attempt, error = %err, "the table changed while the run was planned; planning again");
+                    self.delete_written(&table, &added).await;
+                    table =
+                        self.catalog.load_table(ident).await.map_err(|e| port_error("load the table", &target, e))?;
+                    attempt += 1;
+                }
+                Err(err) => {
+                    self.delete_written(&table, &added).await;
+                    return Err(port_error("commit the run", &target, err));
+                }
+            }
+        };
+        let snapshot = find_snapshot(&table, run).ok_or_else(|| PortError::Transient {
             operation: "commit the run",
             target: target.clone(),
             message: "the committed snapshot is not in the table".into(),
         })?;
         self.delete_staged(run).await?;
-        tracing::info!(snapshot_id, files = paths.len(), "the run committed in one snapshot");
-        Ok(CommittedRun { snapshot_id, files: paths, already_committed: false })
+        tracing::info!(
+            snapshot_id = snapshot.snapshot_id(),
+            operation = snapshot.summary().operation.as_str(),
+            files = added.len(),
+            "the run committed in one snapshot"
+        );
+        Ok(CommittedRun { snapshot_id: snapshot.snapshot_id(), files: added, already_committed: false })
     }
+
+    /// Deletes data files written for a commit that did not happen (best
+    /// effort: a file left is an orphan no snapshot names, which
+    /// `tributary compact --expire-older-than` or Glue's orphan-file
+    /// deletion removes).
+    async fn delete_written(&self, table: &Table, paths: &[String]) {
+        for path in paths {
+            if let Err(err) = table.file_io().delete(path).await {
+                tracing::warn!(path, error = %err, "could not delete a data file of a commit that did not happen");
+            }
+        }
+    }
+}
+
+/// Plans of a `replace` or `merge` commit made before another writer's
+/// commit are made again this many times before the completion fails
+/// (transient: retried by the queue).
+pub const PLAN_ATTEMPTS: u32 = 4;
+
+/// What one commit does to the table: files added and removed, and the
+/// snapshot it was planned on.
+struct Change {
+    added: Vec<DataFile>,
+    removed: Vec<String>,
+    /// `None`: a plain append, valid on any snapshot.
+    base: Option<Option<i64>>,
+}
+
+impl Change {
+    fn append(added: Vec<DataFile>) -> Self {
+        Self { added, removed: Vec::new(), base: None }
+    }
+
+    /// Every live data file of `table` removed, `added` added.
+    async fn replace(table: &Table, added: Vec<DataFile>) -> iceberg::Result<Self> {
+        let removed = live_files(table).await?.into_iter().map(|f| f.file_path().to_string()).collect();
+        Ok(Self { added, removed, base: Some(table.metadata().current_snapshot_id()) })
+    }
+
+    /// Commits the change in one snapshot carrying `properties`.
+    async fn commit(
+        self,
+        table: &Table,
+        catalog: &dyn Catalog,
+        properties: HashMap<String, String>,
+    ) -> iceberg::Result<Table> {
+        let tx = Transaction::new(table);
+        let tx = match self.base {
+            None => tx.fast_append().set_snapshot_properties(properties).add_data_files(self.added).apply(tx)?,
+            Some(base) => {
+                let operation = if self.removed.is_empty() { Operation::Append } else { Operation::Overwrite };
+                tx.overwrite_files()
+                    .set_operation(operation)
+                    .validate_from_snapshot(base)
+                    .set_snapshot_properties(properties)
+                    .delete_files(self.removed)
+                    .add_data_files(self.added)
+                    .apply(tx)?
+            }
+        };
+        tx.commit(catalog).await
+    }
+}
+
+/// The live data files of `table`'s current snapshot.
+async fn live_files(table: &Table) -> iceberg::Result<Vec<DataFile>> {
+    let Some(snapshot) = table.metadata().current_snapshot() else { return Ok(Vec::new()) };
+    let list = table.manifest_list_reader(snapshot).load().await?;
+    let mut files = Vec::new();
+    for manifest in list.entries().iter().filter(|m| m.content == ManifestContentType::Data) {
+        let manifest = manifest.load_manifest(table.file_io()).await?;
+        files.extend(manifest.entries().iter().filter(|e| e.is_alive()).map(|e| e.data_file().clone()));
+    }
+    Ok(files)
+}
+
+impl IcebergCommitter {
+    /// A merge's change: the run's rows deduplicated by key against the
+    /// table's (see [`crate::merge`]), the table files that hold replaced
+    /// or deleted keys rewritten without them.
+    async fn merge(&self, table: &Table, run: &RunFiles, columns: MergeColumns) -> Result<Change, PortError> {
+        let target = table.identifier().to_string();
+        let target = target.as_str();
+        let err = |operation: &'static str| move |err: iceberg::Error| port_error(operation, target, err);
+        let problem = |operation: &'static str| {
+            move |message: String| PortError::Permanent { operation, target: target.to_string(), message }
+        };
+        let base = table.metadata().current_snapshot_id();
+        let arrow = Arc::new(
+            schema_to_arrow_schema(table.metadata().current_schema()).map_err(err("convert the table schema"))?,
+        );
+        let encoder = KeyEncoder::new(columns.clone(), &arrow).map_err(problem("compare the merge keys"))?;
+        // 1. The run's rows, in fetch order, and the winner per key.
+        let partitions = partition_columns(table, &arrow);
+        let mut batches = Vec::new();
+        for staged in &run.files {
+            batches.extend(self.staged_batches(staged, &arrow, &partitions).await?);
+        }
+        let keyed = batches
+            .iter()
+            .map(|(batch, _)| encoder.encode(batch))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(problem("key the run's rows"))?;
+        let mut plan = Plan::of_run(&keyed);
+        drop(keyed);
+        let range = KeyRange::of(&batches.iter().map(|(b, _)| b.clone()).collect::<Vec<_>>(), &columns);
+        let first_key_id = columns
+            .key
+            .first()
+            .and_then(|path| table.metadata().current_schema().field_by_name(&path.join(".")))
+            .map(|field| field.id);
+        // 2. The table files that may hold a run key, weighed when order_by decides.
+        let candidates: Vec<DataFile> = live_files(table)
+            .await
+            .map_err(err("list the table's files"))?
+            .into_iter()
+            .filter(|file| range.may_hold(file, first_key_id))
+            .collect();
+        let mut touched = Vec::new();
+        for file in &candidates {
+            let rows = self.table_file(table, file, &arrow).await?;
+            let keys = encoder.encode(&rows).map_err(problem("key a table file's rows"))?;
+            if plan.touches(&keys) {
+                plan.weigh_table_rows(file.file_path(), &keys);
+                touched.push((file, if plan.ordered() { None } else { Some((rows, keys)) }));
+            }
+        }
+        // 3. The rewrites and the run's rows, written per partition.
+        let prefix = format!("{}-{}-{}", run.pipeline, run.run_id, uuid::Uuid::new_v4().simple());
+        let mut writer = TableWriter::new(table, &prefix).map_err(err("open the table's writers"))?;
+        let mut removed = Vec::new();
+        for (file, read) in touched {
+            let (rows, keys) = match read {
+                Some(read) => read,
+                None => {
+                    let rows = self.table_file(table, file, &arrow).await?;
+                    let keys = encoder.encode(&rows).map_err(problem("key a table file's rows"))?;
+                    (rows, keys)
+                }
+            };
+            let Some(keep) = plan.kept_rows(file.file_path(), &keys) else { continue };
+            let kept = arrow_select::filter::filter_record_batch(&rows, &keep)
+                .map_err(|e| problem("rewrite a table file")(e.to_string()))?;
+            if kept.num_rows() > 0 {
+                writer.write(&kept, &data_folder(table, file.file_path())).await?;
+            }
+            removed.push(file.file_path().to_string());
+        }
+        let masks = plan.run_rows(&batches.iter().map(|(b, _)| b.num_rows()).collect::<Vec<_>>());
+        for ((batch, folder), mask) in batches.iter().zip(&masks) {
+            let rows = arrow_select::filter::filter_record_batch(batch, mask)
+                .map_err(|e| problem("select the run's rows")(e.to_string()))?;
+            if rows.num_rows() > 0 {
+                writer.write(&rows, folder).await?;
+            }
+        }
+        let added = writer.close().await?;
+        let (keys, unkeyed) = plan.counts();
+        let (deleted, stale) = plan.outcome();
+        tracing::info!(
+            keys,
+            unkeyed,
+            deleted,
+            stale,
+            table_files = candidates.len(),
+            rewritten = removed.len(),
+            "the run merged by primary key"
+        );
+        if unkeyed > 0 {
+            tracing::warn!(
+                unkeyed,
+                "rows without a value in a primary-key column were added as they are (no key to merge on)"
+            );
+        }
+        Ok(Change { added, removed, base: Some(base) })
+    }
+
+    /// A staged file's rows as batches of the table's schema, with its folder.
+    async fn staged_batches(
+        &self,
+        staged: &StagedFile,
+        arrow: &SchemaRef,
+        partition_columns: &[(String, DataType)],
+    ) -> Result<Vec<(RecordBatch, String)>, PortError> {
+        let bytes = self.store.get(&staged.key).await?;
+        let values = check_folder(&staged.partition)
+            .and_then(|()| partition_values(staged, partition_columns))
+            .map_err(|message| PortError::Permanent {
+                operation: "read a staged file's partition",
+                target: staged.key.clone(),
+                message,
+            })?;
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes).and_then(|b| b.build()).map_err(|e| {
+            PortError::Permanent { operation: "read a staged file", target: staged.key.clone(), message: e.to_string() }
+        })?;
+        let mut batches = Vec::new();
+        for batch in reader {
+            let batch = batch
+                .map_err(|e| e.to_string())
+                .and_then(|batch| table_batch(&batch, arrow, &values))
+                .map_err(|message| PortError::Permanent {
+                    operation: "align a staged file to the table",
+                    target: staged.key.clone(),
+                    message,
+                })?;
+            batches.push((batch, staged.partition.clone()));
+        }
+        Ok(batches)
+    }
+
+    /// A table data file's rows as one batch of the table's current schema
+    /// (columns added since it was written are null).
+    async fn table_file(&self, table: &Table, file: &DataFile, arrow: &SchemaRef) -> Result<RecordBatch, PortError> {
+        let path = file.file_path();
+        let failed = |message: String| PortError::Transient {
+            operation: "read a table data file",
+            target: path.to_string(),
+            message,
+        };
+        let bytes = table
+            .file_io()
+            .new_input(path)
+            .map_err(|e| failed(e.to_string()))?
+            .read()
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .and_then(|b| b.build())
+            .map_err(|e| failed(e.to_string()))?;
+        let mut batches = Vec::new();
+        for batch in reader {
+            let batch = batch.map_err(|e| failed(e.to_string()))?;
+            batches.push(table_batch(&batch, arrow, &[]).map_err(failed)?);
+        }
+        arrow_select::concat::concat_batches(arrow, &batches).map_err(|e| failed(e.to_string()))
+    }
+}
+
+/// The Hive folder of a table data file (`<table>/data/<folder>/<file>`).
+fn data_folder(table: &Table, path: &str) -> String {
+    let data = format!("{}/data/", table.metadata().location().trim_end_matches('/'));
+    path.strip_prefix(&data)
+        .and_then(|inside| inside.rsplit_once('/'))
+        .map(|(folder, _)| folder.to_string())
+        .unwrap_or_default()
+}
+
+/// The partition columns of `table` (name and Arrow type), as
+/// [`partition_values`] takes them.
+fn partition_columns(table: &Table, arrow: &ArrowSchema) -> Vec<(String, DataType)> {
+    let metadata = table.metadata();
+    let schema = metadata.current_schema();
+    metadata
+        .default_partition_spec()
+        .fields()
+        .iter()
+        .filter_map(|f| schema.field_by_id(f.source_id))
+        .filter_map(|field| arrow.field_with_name(&field.name).ok())
+        .map(|field| (field.name().clone(), field.data_type().clone()))
+        .collect()
 }
 
 impl IcebergCommitter {
@@ -288,87 +583,103 @@ impl IcebergCommitter {
     }
 
     /// Writes every staged file of `run` as data files of `table` (nothing
-    /// committed).
+    /// committed), one staged file at a time.
     async fn write(&self, table: &Table, run: &RunFiles) -> Result<Vec<DataFile>, PortError> {
         let target = table.identifier().to_string();
-        let target = target.as_str();
-        let err = |operation: &'static str| move |err: iceberg::Error| port_error(operation, target, err);
-        let metadata = table.metadata();
-        let schema = metadata.current_schema().clone();
-        let arrow = Arc::new(schema_to_arrow_schema(&schema).map_err(err("convert the table schema"))?);
-        let splitter = RecordBatchPartitionSplitter::try_new_with_computed_values(
-            schema.clone(),
-            metadata.default_partition_spec().clone(),
-        )
-        .map_err(err("split partitions"))?;
-        let partition_columns: Vec<(String, DataType)> = metadata
-            .default_partition_spec()
-            .fields()
-            .iter()
-            .filter_map(|f| schema.field_by_id(f.source_id))
-            .filter_map(|field| arrow.field_with_name(&field.name).ok())
-            .map(|field| (field.name().clone(), field.data_type().clone()))
-            .collect();
+        let arrow = Arc::new(
+            schema_to_arrow_schema(table.metadata().current_schema())
+                .map_err(|err| port_error("convert the table schema", &target, err))?,
+        );
+        let partitions = partition_columns(table, &arrow);
         // The file names' prefix: unique per write (the default generator
         // only numbers files), so a commit taken over never collides.
         let prefix = format!("{}-{}-{}", run.pipeline, run.run_id, uuid::Uuid::new_v4().simple());
-        let parquet = ParquetWriterBuilder::new(self.writer.clone(), schema.clone());
+        let mut writer =
+            TableWriter::new(table, &prefix).map_err(|err| port_error("open the table's writers", &target, err))?;
+        for staged in &run.files {
+            for (batch, folder) in self.staged_batches(staged, &arrow, &partitions).await? {
+                writer.write(&batch, &folder).await?;
+            }
+        }
+        writer.close().await
+    }
+}
+
+/// The data file writers of one commit: one open writer per partition, so
+/// a partition's rows (a run's pages, a rewritten file's rows) become one
+/// data file (rolled at iceberg's default target size), zstd level 1.
+struct TableWriter {
+    target: String,
+    splitter: RecordBatchPartitionSplitter,
+    locations: FolderLocations,
+    builder: DataFileWriterBuilder<ParquetWriterBuilder, FolderLocations, DefaultFileNameGenerator>,
+    open: Vec<
+        iceberg::writer::base_writer::data_file_writer::DataFileWriter<
+            ParquetWriterBuilder,
+            FolderLocations,
+            DefaultFileNameGenerator,
+        >,
+    >,
+    by_partition: HashMap<String, usize>,
+}
+
+impl TableWriter {
+    /// Writers for `table`, files named `<prefix>-<n>.parquet`.
+    fn new(table: &Table, prefix: &str) -> iceberg::Result<Self> {
+        let metadata = table.metadata();
+        let schema = metadata.current_schema().clone();
+        let splitter = RecordBatchPartitionSplitter::try_new_with_computed_values(
+            schema.clone(),
+            metadata.default_partition_spec().clone(),
+        )?;
+        // zstd level 1, as Persist's own files (WriterProperties' default
+        // is uncompressed).
+        let zstd = ZstdLevel::try_new(1).unwrap_or_default();
+        let properties = WriterProperties::builder().set_compression(Compression::ZSTD(zstd)).build();
+        let parquet = ParquetWriterBuilder::new(properties, schema);
         let locations = FolderLocations::new(metadata.location());
         let rolling = RollingFileWriterBuilder::new_with_default_file_size(
             parquet,
             table.file_io().clone(),
             locations.clone(),
-            DefaultFileNameGenerator::new(prefix, None, DataFileFormat::Parquet),
+            DefaultFileNameGenerator::new(prefix.to_string(), None, DataFileFormat::Parquet),
         );
-        let writers = DataFileWriterBuilder::new(rolling);
-        // One open writer per partition: a partition's staged files (one
-        // per page) become one data file (rolled at iceberg's default
-        // target size), so a run of many small pages adds few files.
-        let mut open = Vec::new();
-        let mut by_partition: HashMap<String, usize> = HashMap::new();
-        for staged in &run.files {
-            let bytes = self.store.get(&staged.key).await?;
-            let values = check_folder(&staged.partition)
-                .and_then(|()| partition_values(staged, &partition_columns))
-                .map_err(|message| PortError::Permanent {
-                    operation: "read a staged file's partition",
-                    target: staged.key.clone(),
-                    message,
-                })?;
-            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes).and_then(|b| b.build()).map_err(|e| {
-                PortError::Permanent {
-                    operation: "read a staged file",
-                    target: staged.key.clone(),
-                    message: e.to_string(),
+        Ok(Self {
+            target: table.identifier().to_string(),
+            splitter,
+            locations,
+            builder: DataFileWriterBuilder::new(rolling),
+            open: Vec::new(),
+            by_partition: HashMap::new(),
+        })
+    }
+
+    /// Writes `batch` (of the table's schema, partition columns filled),
+    /// whose rows belong in the Hive folder `folder`.
+    async fn write(&mut self, batch: &RecordBatch, folder: &str) -> Result<(), PortError> {
+        let target = self.target.as_str();
+        let err = |operation: &'static str| move |err: iceberg::Error| port_error(operation, target, err);
+        for (partition, rows) in self.splitter.split(batch).map_err(err("split partitions"))? {
+            let path = partition.to_path();
+            let index = match self.by_partition.get(&path) {
+                Some(index) => *index,
+                None => {
+                    self.locations.place(&path, folder);
+                    self.open.push(self.builder.build(Some(partition)).await.map_err(err("open a data file"))?);
+                    self.by_partition.insert(path, self.open.len() - 1);
+                    self.open.len() - 1
                 }
-            })?;
-            for batch in reader {
-                let batch = batch
-                    .map_err(|e| e.to_string())
-                    .and_then(|batch| table_batch(&batch, &arrow, &values))
-                    .map_err(|message| PortError::Permanent {
-                        operation: "align a staged file to the table",
-                        target: staged.key.clone(),
-                        message,
-                    })?;
-                for (partition, rows) in splitter.split(&batch).map_err(err("split partitions"))? {
-                    let path = partition.to_path();
-                    let index = match by_partition.get(&path) {
-                        Some(index) => *index,
-                        None => {
-                            locations.place(&path, &staged.partition);
-                            open.push(writers.build(Some(partition)).await.map_err(err("open a data file"))?);
-                            by_partition.insert(path, open.len() - 1);
-                            open.len() - 1
-                        }
-                    };
-                    open[index].write(rows).await.map_err(err("write a data file"))?;
-                }
-            }
+            };
+            self.open[index].write(rows).await.map_err(err("write a data file"))?;
         }
+        Ok(())
+    }
+
+    /// Closes every file: the data files written.
+    async fn close(self) -> Result<Vec<DataFile>, PortError> {
         let mut files = Vec::new();
-        for mut writer in open {
-            files.extend(writer.close().await.map_err(err("close a data file"))?);
+        for mut writer in self.open {
+            files.extend(writer.close().await.map_err(|err| port_error("close a data file", &self.target, err))?);
         }
         Ok(files)
     }

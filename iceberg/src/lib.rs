@@ -22,6 +22,7 @@ use std::sync::Arc;
 pub mod commit;
 #[cfg(feature = "glue")]
 pub mod glue;
+pub mod merge;
 
 pub use commit::{IcebergCommitter, NAMESPACE, PIPELINE_PROPERTY, RUN_ID_PROPERTY, table_ident};
 

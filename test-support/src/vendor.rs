@@ -64,6 +64,37 @@ impl From<&str> for JsonBody {
     }
 }
 
+/// The records a [`serve_pages`] vendor pages through: shared, so a test
+/// can change them between runs ([`PagedRecords::set`]).
+#[derive(Clone, Debug, Default)]
+pub struct PagedRecords(Arc<Mutex<Vec<Value>>>);
+
+impl PagedRecords {
+    /// Serves `records` from now on (in this order, repeats and all).
+    ///
+    /// # Panics
+    /// When a server task panicked holding the lock.
+    pub fn set(&self, records: Vec<Value>) {
+        *self.0.lock().expect("records lock") = records;
+    }
+}
+
+/// A vendor answering `GET /records?offset=O&limit=L` with
+/// `{"meta": {"total": N}, "results": [records O .. O+L]}` of `records`
+/// (as they are at the time of the call), on a free loopback port: the
+/// offset paging of [`paged_spec`], over records a test chooses.
+///
+/// # Panics
+/// As [`serve`].
+pub async fn serve_pages(records: PagedRecords) -> SocketAddr {
+    async fn page(State(records): State<PagedRecords>, Query(page): Query<Page>) -> Response {
+        let all = records.0.lock().expect("records lock").clone();
+        let results: Vec<&Value> = all.iter().skip(page.offset as usize).take(page.limit as usize).collect();
+        Json(json!({"meta": {"total": all.len()}, "results": results})).into_response()
+    }
+    serve(Router::new().route("/records", get(page)).with_state(records)).await
+}
+
 /// A vendor answering `GET /records` with `body` (as it is at the time of
 /// the call) as `content-type: application/json`, on a free loopback port.
 ///

@@ -77,7 +77,7 @@ use serde::{Deserialize, Serialize};
 use tributary_core::keys;
 use tributary_core::ledger::{Compactor, PageReceipt};
 use tributary_core::ports::{ObjectStore, PortError};
-use tributary_core::tables::{RunFiles, TableCommitter};
+use tributary_core::tables::{RunFiles, RunWrite, TableCommitter};
 
 use lake_format::align::{Cast, align_batch};
 use lake_format::codec::decode_arrow_schema;
@@ -141,6 +141,9 @@ pub struct RunCoalescer<'a> {
     /// Commits an Iceberg dataset's runs (`None`: no Iceberg; such a
     /// run's completion fails permanently).
     pub tables: Option<&'a dyn TableCommitter>,
+    /// How an Iceberg run changes its table (the completing page's
+    /// `target.write`); Parquet datasets only append.
+    pub write: RunWrite,
 }
 
 #[async_trait::async_trait]
@@ -395,7 +398,7 @@ impl RunCoalescer<'_> {
                     message: "target.table_format is iceberg but this Persist has no table committer".into(),
                 });
             };
-            let run = RunFiles::new(dataset, &first.pipeline, &first.run_id, &keys);
+            let run = RunFiles::new(dataset, &first.pipeline, &first.run_id, &keys).with_write(self.write.clone());
             files.extend(tables.commit_run(&run).await?.files);
         }
         Ok(files)
@@ -423,7 +426,9 @@ pub async fn recoalesce_run(
     // The first completion's record lists the page files it replaced; the
     // replayed pages are new files with those keys, to coalesce anew.
     tributary_core::ledger::forget_replacement(store, pipeline, run_id).await?;
-    let files = RunCoalescer { store, table_format: TableFormat::Parquet, tables: None }.compact(&receipts).await?;
+    let files = RunCoalescer { store, table_format: TableFormat::Parquet, tables: None, write: RunWrite::Append }
+        .compact(&receipts)
+        .await?;
     tributary_core::ledger::replace_manifest_files(store, pipeline, run_id, files).await
 }
 

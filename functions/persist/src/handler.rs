@@ -318,6 +318,7 @@ impl<'a> PageContext<'a> {
             store: self.deps.store,
             table_format: self.message.target.table_format,
             tables: self.deps.tables,
+            write: tributary_core::tables::RunWrite::of(&self.message.target),
         };
         let completion = ledger::RunLedger { store: self.deps.store, events: self.deps.run_events }
             .record_page(&receipt, Some(&coalescer))

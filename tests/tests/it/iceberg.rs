@@ -29,7 +29,7 @@ use tributary_e2e::readers::{duckdb_iceberg_python, python};
 /// Turns a reader's Python values into JSON's, the same way for every
 /// reader: dates and timestamps as ISO 8601, decimals as their digits,
 /// binary as hex, at any depth.
-const PLAIN: &str = r#"
+pub(crate) const PLAIN: &str = r#"
 import decimal, json, sys
 def plain(v):
     if isinstance(v, dict):
@@ -46,7 +46,7 @@ def plain(v):
 /// Reads every table of the lake's catalog with pyiceberg: per table its
 /// snapshots (run id, pipeline, added records, oldest first), its schema's
 /// column names and its rows (as JSON objects, through `plain`).
-const READ: &str = r#"
+pub(crate) const READ: &str = r#"
 from pyiceberg.catalog.sql import SqlCatalog
 lake = sys.argv[1]
 catalog = SqlCatalog("tributary", uri=f"sqlite:///{lake}/_iceberg/catalog.sqlite",
@@ -57,7 +57,9 @@ for ident in catalog.list_tables("tributary"):
     snapshots = sorted(table.snapshots(), key=lambda s: s.sequence_number)
     rows = table.scan().to_arrow().to_pylist()
     out[ident[1]] = {
-        "snapshots": [{k: s.summary.get(k) for k in ("tributary.run-id", "tributary.pipeline", "added-records")}
+        "snapshots": [dict({k: s.summary.get(k) for k in ("tributary.run-id", "tributary.pipeline", "added-records",
+                                                          "deleted-records", "total-records")},
+                           operation=s.summary.operation.value)
                       for s in snapshots],
         "snapshot_ids": [s.snapshot_id for s in snapshots],
         "columns": [f.name for f in table.schema().fields],
@@ -73,7 +75,7 @@ print(json.dumps(out))
 /// version-hint file), then `iceberg_scan` of it: per table its snapshot ids
 /// (oldest first), its columns, its rows (through `plain`) and, per
 /// snapshot, the rows `iceberg_scan` reads as of it.
-const READ_DUCKDB: &str = r#"
+pub(crate) const READ_DUCKDB: &str = r#"
 import os, sqlite3
 import duckdb, duckdb_ext
 lake = sys.argv[1]
@@ -112,7 +114,7 @@ print(json.dumps(out))
 /// Runs `script` (after [`PLAIN`]) with `interpreter` on the lake and parses
 /// the JSON it prints; fails, saying how to install the tools, when the
 /// interpreter is missing or the script fails.
-fn read_tables(interpreter: &Path, variable: &str, script: &str, lake: &Path) -> Value {
+pub(crate) fn read_tables(interpreter: &Path, variable: &str, script: &str, lake: &Path) -> Value {
     let install = format!("run `scripts/python-tools.sh install` or set {variable}");
     let output = Command::new(interpreter)
         .arg("-c")

@@ -346,8 +346,12 @@ async fn two_pages_completing_a_run_together_both_succeed_and_keep_every_row() {
         let m = message(page, PersistTarget::new("orders"), inline(json!([{"i": page}, {"i": page + 10}])));
         receipts.push(persist(&store, &Broker::new(), &config, m).await.expect("page"));
     }
-    let coalescer =
-        persist::coalesce::RunCoalescer { store: &store, table_format: contracts::TableFormat::Parquet, tables: None };
+    let coalescer = persist::coalesce::RunCoalescer {
+        store: &store,
+        table_format: contracts::TableFormat::Parquet,
+        tables: None,
+        write: tributary_core::tables::RunWrite::Append,
+    };
     let coalesced = "orders/dt=2026-11-29/orders-20261129T060000Z.parquet";
     assert_eq!(coalescer.compact(&receipts).await.expect("first completion"), [coalesced]);
     assert_eq!(coalescer.compact(&receipts).await.expect("the rival completion"), [coalesced]);

@@ -1,0 +1,154 @@
+//! Current-state tables (`target.write: merge | replace`, issue 26) end to
+//! end: runs of the local runtime against a paged vendor, the table read
+//! back by pyiceberg, DuckDB's iceberg extension and `tributary query`'s
+//! engine, each of which must read exactly the latest row per key.
+
+use chrono::{TimeZone, Utc};
+use contracts::spec::PipelineSpec;
+use serde_json::{Value, json};
+use test_support::vendor::{PagedRecords, serve_pages};
+use tributary::runtime::{LocalOptions, LocalRuntime};
+use tributary_e2e::readers::{duckdb_iceberg_python, python};
+
+use super::iceberg::{READ, READ_DUCKDB, read_tables};
+
+fn contact(id: u32, version: &str, updated_at: &str) -> Value {
+    json!({"id": id, "name": format!("{version} {id}"), "updatedAt": updated_at, "deleted": false})
+}
+
+fn spec(addr: std::net::SocketAddr, write: &str) -> PipelineSpec {
+    let text = format!(
+        "version: 1\npipeline: contacts\nstrategy: {{kind: paged, page_size: 40, total_pointer: /meta/total}}\n\
+         request: {{url: 'http://{addr}/records', records_pointer: /results, allow: {{loopback: true}}}}\n\
+         target: {{dataset: contacts, table_format: iceberg, {write}}}\n"
+    );
+    PipelineSpec::from_yaml(&text).expect("valid spec")
+}
+
+/// Rows of `sql` over the lake, through the engine `tributary query` uses.
+async fn query(lake: &std::path::Path, sql: &str) -> Vec<serde_json::Map<String, Value>> {
+    use tributary_core::ports::{Query, QueryEngine, QueryState};
+    let engine = lakequery::LakeEngine::new(lake.canonicalize().expect("lake path"));
+    let query = Query {
+        sql: sql.into(),
+        parameters: Vec::new(),
+        database: "lake".into(),
+        workgroup: None,
+        output_location: None,
+    };
+    let id = engine.start(&query).await.expect("start");
+    let state = engine.wait(&id, tokio::time::Instant::now()).await.expect("wait");
+    assert_eq!(state, QueryState::Succeeded, "{sql}");
+    engine.page(&id, None).await.expect("page").rows
+}
+
+/// The (id, name) pairs of a reader's rows, sorted.
+fn id_names(rows: &[Value]) -> Vec<(i64, String)> {
+    let mut pairs: Vec<(i64, String)> =
+        rows.iter().map(|r| (r["id"].as_i64().expect("id"), r["name"].as_str().expect("name").to_string())).collect();
+    pairs.sort();
+    pairs
+}
+
+#[tokio::test]
+async fn a_merge_keeps_the_latest_row_per_key_across_runs_in_every_reader() {
+    let records = PagedRecords::default();
+    let addr = serve_pages(records.clone()).await;
+    let spec = spec(addr, "write: merge, primary_key: [/id], order_by: /updatedAt, hard_delete: /deleted");
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let at = |day| Utc.with_ymd_and_hms(2026, 11, day, 6, 0, 0).single().expect("a valid time");
+
+    // Run 1: 1,000 keys.
+    records.set((0..1000).map(|id| contact(id, "v1", "2026-11-01T00:00:00Z")).collect());
+    assert!(runtime.run(&spec, at(1)).await.expect("run 1").succeeded());
+    // Run 2: 100 updates, 50 inserts, 10 deletes, and 5 of the updates sent
+    // again on a later page (pages of 40).
+    let mut second: Vec<Value> = (0..100).map(|id| contact(id, "v2", "2026-11-02T00:00:00Z")).collect();
+    second.extend((1000..1050).map(|id| contact(id, "v2", "2026-11-02T00:00:00Z")));
+    second.extend((100..110).map(
+        |id| json!({"id": id, "name": format!("gone {id}"), "updatedAt": "2026-11-02T00:00:00Z", "deleted": true}),
+    ));
+    second.extend((0..5).map(|id| contact(id, "v2", "2026-11-02T00:00:00Z")));
+    assert_eq!(second.len(), 165);
+    records.set(second);
+    assert!(runtime.run(&spec, at(2)).await.expect("run 2").succeeded());
+    // Run 3: 20 records older than the table's: they must not win.
+    records.set((200..220).map(|id| contact(id, "stale", "2026-10-01T00:00:00Z")).collect());
+    assert!(runtime.run(&spec, at(3)).await.expect("run 3").succeeded());
+
+    let mut expected: Vec<(i64, String)> = (0..1000)
+        .filter(|id| !(100..110).contains(id))
+        .map(|id| (i64::from(id), format!("{} {id}", if id < 100 { "v2" } else { "v1" })))
+        .chain((1000..1050).map(|id| (i64::from(id), format!("v2 {id}"))))
+        .collect();
+    expected.sort();
+    assert_eq!(expected.len(), 1040);
+
+    let tables = read_tables(&python(), "TRIBUTARY_PYTHON", READ, lake.path());
+    let table = &tables["contacts"];
+    let pyiceberg_rows = table["rows"].as_array().expect("rows");
+    assert_eq!(id_names(pyiceberg_rows), expected, "pyiceberg's rows");
+    let operations: Vec<&str> = table["snapshots"]
+        .as_array()
+        .expect("snapshots")
+        .iter()
+        .map(|s| s["operation"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(operations, ["append", "overwrite", "overwrite"], "one snapshot per run");
+    let totals: Vec<&str> = table["snapshots"]
+        .as_array()
+        .expect("snapshots")
+        .iter()
+        .map(|s| s["total-records"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(totals, ["1000", "1040", "1040"], "the snapshots' summaries count the rows");
+
+    // DuckDB reads the same rows, and each snapshot whole: before or after
+    // a run, never half of one.
+    let duckdb = read_tables(&duckdb_iceberg_python(), "TRIBUTARY_DUCKDB_ICEBERG_PYTHON", READ_DUCKDB, lake.path());
+    let duck = &duckdb["contacts"];
+    assert_eq!(duck["rows_as_of"], json!([1000, 1040, 1040]), "rows DuckDB reads as of each snapshot");
+    assert_eq!(id_names(duck["rows"].as_array().expect("rows")), expected, "DuckDB's rows");
+
+    // `tributary query`'s engine.
+    let rows = query(lake.path(), "SELECT id, name FROM contacts").await;
+    let rows: Vec<Value> = rows.into_iter().map(Value::Object).collect();
+    assert_eq!(id_names(&rows), expected, "tributary query's rows");
+}
+
+#[tokio::test]
+async fn a_replace_makes_each_run_the_whole_table() {
+    let records = PagedRecords::default();
+    let addr = serve_pages(records.clone()).await;
+    let spec = spec(addr, "write: replace");
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let at = |day| Utc.with_ymd_and_hms(2026, 11, day, 6, 0, 0).single().expect("a valid time");
+    records.set((0..90).map(|id| contact(id, "v1", "2026-11-01T00:00:00Z")).collect());
+    assert!(runtime.run(&spec, at(1)).await.expect("run 1").succeeded());
+    records.set((50..120).map(|id| contact(id, "v2", "2026-11-02T00:00:00Z")).collect());
+    assert!(runtime.run(&spec, at(2)).await.expect("run 2").succeeded());
+
+    let expected: Vec<(i64, String)> = (50..120).map(|id| (id, format!("v2 {id}"))).collect();
+    let tables = read_tables(&python(), "TRIBUTARY_PYTHON", READ, lake.path());
+    let table = &tables["contacts"];
+    assert_eq!(id_names(table["rows"].as_array().expect("rows")), expected, "pyiceberg's rows");
+    let operations: Vec<&str> = table["snapshots"]
+        .as_array()
+        .expect("snapshots")
+        .iter()
+        .map(|s| s["operation"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(operations, ["append", "overwrite"]);
+    let deleted: Vec<&str> = table["snapshots"]
+        .as_array()
+        .expect("snapshots")
+        .iter()
+        .map(|s| s["deleted-records"].as_str().unwrap_or("0"))
+        .collect();
+    assert_eq!(deleted, ["0", "90"], "the replace removed the first run's rows");
+    let duckdb = read_tables(&duckdb_iceberg_python(), "TRIBUTARY_DUCKDB_ICEBERG_PYTHON", READ_DUCKDB, lake.path());
+    assert_eq!(duckdb["contacts"]["rows_as_of"], json!([90, 70]));
+    assert_eq!(id_names(duckdb["contacts"]["rows"].as_array().expect("rows")), expected, "DuckDB's rows");
+}
