@@ -6,7 +6,8 @@
 //! at the database's location; the Hive catalog leaves the table alone; a
 //! second run with a new field evolves the schema in a second snapshot;
 //! a completion delivered again commits nothing; pyiceberg's Glue catalog
-//! (boto3 against moto, pyarrow's S3 filesystem) reads the table whole.
+//! (boto3 against moto, pyarrow's S3 filesystem) reads the table whole;
+//! a third run with `write: merge` replaces a key in one overwrite snapshot.
 //!
 //! Needs moto at `AWS_ENDPOINT_URL` (`bash .ci/run` starts it).
 
@@ -205,5 +206,28 @@ async fn persist_commits_each_run_to_a_glue_iceberg_table_on_s3() {
         read["rows"],
         serde_json::json!([[1, "ada", null], [2, "bo", null], [3, "cy", null], [4, "di", "gold"]]),
         "pyiceberg reads every row through Glue and S3"
+    );
+
+    // Run 3, `write: merge` by `/id` (issue 26): one `overwrite` snapshot
+    // through Glue's UpdateTable; id 2 replaced, id 5 added, the file that
+    // held id 2 rewritten under the warehouse.
+    runs::expect_pages(store.as_ref(), PIPELINE, "r-3", 1).await;
+    let merge = PersistTarget {
+        table_format: TableFormat::Iceberg,
+        write: contracts::WriteDisposition::Merge,
+        primary_key: vec!["/id".into()],
+        ..PersistTarget::new(DATASET)
+    };
+    let records = r#"[{"id":2,"name":"bo","tier":"silver"},{"id":5,"name":"ed"}]"#;
+    persist::persist_page(runs::page(PIPELINE, merge, "r-3", 0, 1, records), deps).await.expect("run 3");
+    let table = committer.catalog().load_table(&ident).await.expect("the table");
+    assert_eq!(snapshot_runs(&table), ["r-1", "r-2", "r-3"]);
+    let operation = table.metadata().current_snapshot().map(|s| s.summary().operation.as_str().to_string());
+    assert_eq!(operation.as_deref(), Some("overwrite"));
+    let read = read_with_pyiceberg(&emulator.endpoint);
+    assert_eq!(
+        read["rows"],
+        serde_json::json!([[1, "ada", null], [2, "bo", "silver"], [3, "cy", null], [4, "di", "gold"], [5, "ed", null]]),
+        "pyiceberg reads the merged table through Glue and S3: one row per id"
     );
 }

@@ -74,7 +74,9 @@ impl OverwriteFilesAction {
 
     /// The snapshot's operation: [`Operation::Overwrite`] (the default: rows
     /// changed), [`Operation::Replace`] (the same rows in other files:
-    /// compaction) or [`Operation::Delete`] (files removed, none added).
+    /// compaction), [`Operation::Delete`] (files removed, none added) or
+    /// [`Operation::Append`] (files added, none removed, validated against
+    /// the snapshot read like the others).
     pub fn set_operation(mut self, operation: Operation) -> Self {
         self.operation = operation;
         self
@@ -128,10 +130,10 @@ impl TransactionAction for OverwriteFilesAction {
                 .with_retryable(false));
             }
         }
-        if self.operation == Operation::Append {
+        if self.operation == Operation::Append && !self.removed_paths.is_empty() {
             return Err(Error::new(
                 ErrorKind::DataInvalid,
-                "an overwrite's operation is overwrite, replace or delete (append: fast_append)",
+                "an append removes no files: use overwrite, replace or delete",
             ));
         }
         if self.operation == Operation::Delete && !self.added_data_files.is_empty() {
