@@ -258,13 +258,9 @@ fn check_arguments(dataset: &str, range: DateRange) -> Result<(), ReplayError> {
 /// cannot be read.
 async fn refuse_iceberg(store: &dyn ObjectStore, dataset: &str) -> Result<(), ReplayError> {
     let key = tributary_core::keys::schema_key(dataset);
-    let schema = persist::read_schema(store, &key).await.map_err(|err| {
-        ReplayError::Store(PortError::Permanent {
-            operation: "read the dataset's schema",
-            target: key.clone(),
-            message: err.to_string(),
-        })
-    })?;
+    let schema = persist::read_schema(store, &key)
+        .await
+        .map_err(|err| ReplayError::Store(PortError::permanent("read the dataset's schema", key.clone(), err)))?;
     if schema.is_some_and(|(schema, _)| schema.table_format == Some(contracts::TableFormat::Iceberg)) {
         return Err(ReplayError::Iceberg(dataset.to_string()));
     }

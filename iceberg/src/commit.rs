@@ -131,15 +131,15 @@ impl TableCommitter for IcebergCommitter {
                 if let Some(done) = self.committed(&ident, run).await? {
                     return Ok(done);
                 }
-                return Err(PortError::Transient {
-                    operation: "commit the run to its table",
+                return Err(PortError::transient_msg(
+                    "commit the run to its table",
                     target,
-                    message: format!(
+                    format!(
                         "another completion of the run has held its commit claim since {since} (a failed attempt \
                          releases it; one whose writer died is taken over after {} minutes)",
                         tributary_core::tables::CLAIM_EXPIRY.as_secs() / 60
                     ),
-                });
+                ));
             }
         }
         match self.commit_claimed(&ident, run).await {
@@ -173,10 +173,8 @@ impl IcebergCommitter {
         let table = append.apply(tx).map_err(|err| port_error("commit the run", &target, err))?;
         let table =
             table.commit(self.catalog.as_ref()).await.map_err(|err| port_error("commit the run", &target, err))?;
-        let snapshot_id = find_snapshot(&table, run).map(|s| s.snapshot_id()).ok_or_else(|| PortError::Transient {
-            operation: "commit the run",
-            target: target.clone(),
-            message: "the committed snapshot is not in the table".into(),
+        let snapshot_id = find_snapshot(&table, run).map(|s| s.snapshot_id()).ok_or_else(|| {
+            PortError::transient_msg("commit the run", target.clone(), "the committed snapshot is not in the table")
         })?;
         self.delete_staged(run).await?;
         tracing::info!(snapshot_id, files = paths.len(), "the run committed in one snapshot");
@@ -211,11 +209,8 @@ impl IcebergCommitter {
     /// The published Arrow schema at `key`.
     async fn published_schema(&self, key: &str) -> Result<SchemaRef, PortError> {
         let bytes = self.store.get(key).await?;
-        lake_format::codec::decode_arrow_schema(&bytes).map_err(|err| PortError::Permanent {
-            operation: "read the published schema",
-            target: key.to_string(),
-            message: err.to_string(),
-        })
+        lake_format::codec::decode_arrow_schema(&bytes)
+            .map_err(|err| PortError::permanent("read the published schema", key.to_string(), err))
     }
 
     /// The dataset's table: created from `published` on first use, else
@@ -237,10 +232,12 @@ impl IcebergCommitter {
             let schema = arrow_schema_to_schema_auto_assign_ids(&wanted).map_err(err("convert the schema"))?;
             let mut spec = UnboundPartitionSpec::builder();
             for field in published.fields().iter().filter(|f| f.metadata().contains_key(META_PARTITION)) {
-                let source = schema.field_by_name(field.name()).ok_or_else(|| PortError::Permanent {
-                    operation: "create the table",
-                    target: ident.to_string(),
-                    message: format!("no partition column {}", field.name()),
+                let source = schema.field_by_name(field.name()).ok_or_else(|| {
+                    PortError::permanent_msg(
+                        "create the table",
+                        ident.to_string(),
+                        format!("no partition column {}", field.name()),
+                    )
                 })?;
                 spec = spec
                     .add_partition_field(source.id, field.name(), Transform::Identity)
@@ -328,28 +325,19 @@ impl IcebergCommitter {
         let mut by_partition: HashMap<String, usize> = HashMap::new();
         for staged in &run.files {
             let bytes = self.store.get(&staged.key).await?;
-            let values = check_folder(&staged.partition)
-                .and_then(|()| partition_values(staged, &partition_columns))
-                .map_err(|message| PortError::Permanent {
-                    operation: "read a staged file's partition",
-                    target: staged.key.clone(),
-                    message,
-                })?;
-            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes).and_then(|b| b.build()).map_err(|e| {
-                PortError::Permanent {
-                    operation: "read a staged file",
-                    target: staged.key.clone(),
-                    message: e.to_string(),
-                }
-            })?;
+            let values =
+                check_folder(&staged.partition).and_then(|()| partition_values(staged, &partition_columns)).map_err(
+                    |message| PortError::permanent_msg("read a staged file's partition", staged.key.clone(), message),
+                )?;
+            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+                .and_then(|b| b.build())
+                .map_err(|e| PortError::permanent("read a staged file", staged.key.clone(), e))?;
             for batch in reader {
                 let batch = batch
                     .map_err(|e| e.to_string())
                     .and_then(|batch| table_batch(&batch, &arrow, &values))
-                    .map_err(|message| PortError::Permanent {
-                        operation: "align a staged file to the table",
-                        target: staged.key.clone(),
-                        message,
+                    .map_err(|message| {
+                        PortError::permanent_msg("align a staged file to the table", staged.key.clone(), message)
                     })?;
                 for (partition, rows) in splitter.split(&batch).map_err(err("split partitions"))? {
                     let path = partition.to_path();
@@ -624,12 +612,13 @@ fn table_batch(
 /// recur (permanent); catalog conflicts and I/O may pass (transient).
 fn port_error(operation: &'static str, target: &str, err: iceberg::Error) -> PortError {
     let message = format!("{err:#}");
-    match err.kind() {
+    let port_error = match err.kind() {
         ErrorKind::DataInvalid | ErrorKind::FeatureUnsupported | ErrorKind::PreconditionFailed => {
-            PortError::Permanent { operation, target: target.to_string(), message }
+            PortError::permanent(operation, target, err)
         }
-        _ => PortError::Transient { operation, target: target.to_string(), message },
-    }
+        _ => PortError::transient(operation, target, err),
+    };
+    port_error.with_message(message)
 }
 
 #[cfg(test)]

@@ -131,16 +131,12 @@ impl RecordError for PersistError {
 
 /// A failure of the function's temporary folder (transient: the next try
 /// may have the disk space).
-pub(crate) fn local_error(operation: &'static str, err: &std::io::Error) -> PersistError {
-    PersistError::Store(PortError::Transient {
-        operation,
-        target: std::env::temp_dir().display().to_string(),
-        message: err.to_string(),
-    })
+pub(crate) fn local_error(operation: &'static str, err: std::io::Error) -> PersistError {
+    PersistError::Store(PortError::transient(operation, std::env::temp_dir().display().to_string(), err))
 }
 
 /// A value that could not be encoded or decoded as JSON at `key`
 /// (permanent).
-pub(crate) fn encode_error(operation: &'static str, key: &str, err: &serde_json::Error) -> PersistError {
-    PersistError::Store(PortError::Permanent { operation, target: key.to_string(), message: err.to_string() })
+pub(crate) fn encode_error(operation: &'static str, key: &str, err: serde_json::Error) -> PersistError {
+    PersistError::Store(PortError::permanent(operation, key.to_string(), err))
 }

@@ -240,7 +240,7 @@ fn decide(message: &RequestMessage, fetched: &Fetched, scrubber: &Scrubber) -> R
                 Some(range) => String::from_utf8_lossy(&body[range]).into_owned(),
                 None => "[]".into(),
             };
-            let raw = RawRecords::from_text(text).map_err(|err| encode_error(&err))?;
+            let raw = RawRecords::from_text(text).map_err(encode_error)?;
             let raw = without_credentials(raw, scrubber, target)?;
             let digest = contracts::digest::fnv1a_hex(raw.as_str().as_bytes());
             let repeats_previous = next
@@ -297,7 +297,7 @@ async fn apply(
                     "this page repeats the page before: the vendor has no more; stopping"
                 );
                 end_run(message, page.index.saturating_add(1), None, deps).await?;
-                let empty = RawRecords::from_text("[]".into()).map_err(|err| encode_error(&err))?;
+                let empty = RawRecords::from_text("[]".into()).map_err(encode_error)?;
                 let claim_check = forward_records(message, page, dataset, empty, deps).await?;
                 return Ok(Outcome::Records { count: 0, claim_check });
             }
@@ -825,13 +825,13 @@ async fn send(destination: &Destination, body: String, deps: Deps<'_>) -> Result
 }
 
 fn encode<T: serde::Serialize>(message: &T) -> Result<String, RequestError> {
-    contracts::encode(message).map_err(|err| encode_error(&err))
+    contracts::encode(message).map_err(encode_error)
 }
 
-fn encode_error(err: &serde_json::Error) -> RequestError {
+fn encode_error(err: serde_json::Error) -> RequestError {
     RequestError::Forward {
         destination: "(encoding)".into(),
-        source: PortError::Permanent { operation: "encode message", target: "reply".into(), message: err.to_string() },
+        source: PortError::permanent("encode message", "reply", err),
     }
 }
 
