@@ -37,8 +37,12 @@ pub enum PersistError {
     Claim {
         /// Object key.
         key: String,
-        /// What is wrong.
+        /// What is wrong (the source's text, if there is one).
         problem: String,
+        /// The conversion task's failure (a panic), when that is what
+        /// went wrong.
+        #[source]
+        source: Option<tokio::task::JoinError>,
     },
     /// The records could not be converted to Parquet.
     #[error("dataset {dataset} page {page}: {source}")]

@@ -216,6 +216,7 @@ impl<'a> PageContext<'a> {
                     PortError::NotFound { .. } => PersistError::Claim {
                         key: key.clone(),
                         problem: "does not exist (expired or never written)".into(),
+                        source: None,
                     },
                     other => PersistError::Store(other),
                 })?;

@@ -159,7 +159,11 @@ async fn convert_once(
         convert_page(&source, &format, settings)
     })
     .await
-    .map_err(|err| PersistError::Claim { key: kept.raw_key.clone(), problem: format!("conversion panicked: {err}") })?;
+    .map_err(|err| PersistError::Claim {
+        key: kept.raw_key.clone(),
+        problem: format!("conversion panicked: {err}"),
+        source: Some(err),
+    })?;
     converted.map_err(|source| PersistError::Convert {
         dataset: message.target.dataset.clone(),
         page: message.page.index,
