@@ -104,11 +104,8 @@ impl Stack {
 /// boolean.
 pub async fn s3_store(bucket: &str, prefix: &str) -> Result<S3Store, PortError> {
     let sdk = adapters::aws::sdk_config().await;
-    let client = adapters::aws::s3_client(&sdk).map_err(|err| PortError::Permanent {
-        operation: "configure S3",
-        target: bucket.to_string(),
-        message: err.to_string(),
-    })?;
+    let client =
+        adapters::aws::s3_client(&sdk).map_err(|err| PortError::permanent("configure S3", bucket.to_string(), err))?;
     let store = S3Store::new(client, bucket);
     Ok(if prefix.is_empty() { store } else { store.with_prefix(prefix) })
 }

@@ -4,15 +4,16 @@ use std::path::Path;
 
 use arrow_array::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use tributary_core::ports::BoxError;
 
 /// A Parquet file that could not be read.
 #[derive(Debug, thiserror::Error)]
-#[error("{path}: {message}")]
+#[error("{path}: {source}")]
 pub struct ReadError {
     /// File.
     pub path: String,
-    /// Problem.
-    pub message: String,
+    /// The I/O, Parquet or Arrow error.
+    pub source: BoxError,
 }
 
 /// All record batches of one Parquet file.
@@ -20,13 +21,13 @@ pub struct ReadError {
 /// # Errors
 /// [`ReadError`] when the file cannot be opened or decoded.
 pub fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>, ReadError> {
-    let error = |message: String| ReadError { path: path.display().to_string(), message };
-    let file = std::fs::File::open(path).map_err(|e| error(e.to_string()))?;
+    let error = |source: BoxError| ReadError { path: path.display().to_string(), source };
+    let file = std::fs::File::open(path).map_err(|e| error(e.into()))?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| error(e.to_string()))?
+        .map_err(|e| error(e.into()))?
         .build()
-        .map_err(|e| error(e.to_string()))?;
-    reader.collect::<Result<Vec<_>, _>>().map_err(|e| error(e.to_string()))
+        .map_err(|e| error(e.into()))?;
+    reader.collect::<Result<Vec<_>, _>>().map_err(|e| error(e.into()))
 }
 
 /// The first `rows` rows of the Parquet files `keys` (under `lake`, or
@@ -52,6 +53,6 @@ pub fn preview(lake: &Path, keys: &[String], rows: usize) -> Result<(String, usi
         }
     }
     let table = arrow_cast::pretty::pretty_format_batches(&batches)
-        .map_err(|e| ReadError { path: lake.display().to_string(), message: e.to_string() })?;
+        .map_err(|e| ReadError { path: lake.display().to_string(), source: e.into() })?;
     Ok((table.to_string(), total))
 }

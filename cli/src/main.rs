@@ -327,10 +327,29 @@ fn main() -> ExitCode {
     match runtime.block_on(execute(cli.command)) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", report(&err));
             ExitCode::FAILURE
         }
     }
+}
+
+/// `err` and its causes joined by `: `, as anyhow's `{:#}` does, but each
+/// text once: our errors show their source's text in their own (and keep
+/// the source), so a cause already said is not said again; anyhow's
+/// context layers do not, so a cause below one of them still is.
+fn report(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let said = cause.to_string();
+        if text.contains(&said) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&said);
+    }
+    text
 }
 
 async fn execute(command: Command) -> anyhow::Result<ExitCode> {

@@ -32,6 +32,7 @@ pub enum PipelinesError {
         /// The folder or file.
         path: PathBuf,
         /// The I/O error.
+        #[source]
         error: std::io::Error,
     },
     /// A spec is invalid (the error names the field).
@@ -40,6 +41,7 @@ pub enum PipelinesError {
         /// The file.
         path: PathBuf,
         /// What is wrong.
+        #[source]
         error: contracts::spec::SpecError,
     },
     /// Two files declare the same pipeline: their schedules would clash.

@@ -53,7 +53,7 @@ impl fmt::Display for DateRange {
 pub enum ReplayError {
     /// The dataset name is not one Persist writes.
     #[error("--dataset: {0}")]
-    Dataset(SpecError),
+    Dataset(#[source] SpecError),
     /// `--from` is after `--to`.
     #[error("--from {from} is after --to {to}")]
     Range {
@@ -67,10 +67,10 @@ pub enum ReplayError {
     NoLake(std::path::PathBuf),
     /// The raw archive could not be listed.
     #[error("listing the raw pages: {0}")]
-    List(PortError),
+    List(#[source] PortError),
     /// A completed run could not be reopened for the replay.
     #[error("reopening a completed run: {0}")]
-    Store(PortError),
+    Store(#[source] PortError),
     /// The dataset is kept as an Iceberg table.
     #[error(
         "--dataset {0} is kept as an Iceberg table (target.table_format: iceberg): replaying it would replace \
@@ -258,13 +258,9 @@ fn check_arguments(dataset: &str, range: DateRange) -> Result<(), ReplayError> {
 /// cannot be read.
 async fn refuse_iceberg(store: &dyn ObjectStore, dataset: &str) -> Result<(), ReplayError> {
     let key = tributary_core::keys::schema_key(dataset);
-    let schema = persist::read_schema(store, &key).await.map_err(|err| {
-        ReplayError::Store(PortError::Permanent {
-            operation: "read the dataset's schema",
-            target: key.clone(),
-            message: err.to_string(),
-        })
-    })?;
+    let schema = persist::read_schema(store, &key)
+        .await
+        .map_err(|err| ReplayError::Store(PortError::permanent("read the dataset's schema", key.clone(), err)))?;
     if schema.is_some_and(|(schema, _)| schema.table_format == Some(contracts::TableFormat::Iceberg)) {
         return Err(ReplayError::Iceberg(dataset.to_string()));
     }

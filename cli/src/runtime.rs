@@ -244,8 +244,11 @@ pub enum RuntimeError {
     Lake {
         /// Path.
         path: PathBuf,
-        /// Problem.
+        /// Problem (the source's text, if there is one).
         message: String,
+        /// The I/O error, if one is the cause.
+        #[source]
+        source: Option<std::io::Error>,
     },
 }
 
@@ -256,14 +259,18 @@ impl LocalRuntime {
     /// [`RuntimeError`] when the lake directory cannot be created or the HTTP
     /// client cannot start.
     pub fn new(options: LocalOptions) -> Result<Self, RuntimeError> {
-        let lake_error = |message: String| RuntimeError::Lake { path: options.lake.clone(), message };
+        let lake_error = |message: String, source: Option<std::io::Error>| RuntimeError::Lake {
+            path: options.lake.clone(),
+            message,
+            source,
+        };
         if options.lake.exists() && !options.lake.is_dir() {
-            return Err(lake_error("it is a file, not a directory".into()));
+            return Err(lake_error("it is a file, not a directory".into(), None));
         }
-        std::fs::create_dir_all(&options.lake).map_err(|err| lake_error(err.to_string()))?;
+        std::fs::create_dir_all(&options.lake).map_err(|err| lake_error(err.to_string(), Some(err)))?;
         // Fail before the run rather than in every handler: the lake must take writes.
         let probe = options.lake.join(format!(".tributary-write-check-{}", std::process::id()));
-        std::fs::write(&probe, b"").map_err(|err| lake_error(format!("cannot write there: {err}")))?;
+        std::fs::write(&probe, b"").map_err(|err| lake_error(format!("cannot write there: {err}"), Some(err)))?;
         let _ = std::fs::remove_file(&probe);
         let broker = Arc::new(Broker::new());
         for decl in topology::QUEUES {
@@ -290,7 +297,7 @@ impl LocalRuntime {
         }
         let store = Arc::new(DirStore::new(&options.lake));
         // The catalog wants an absolute warehouse path.
-        let lake_root = std::path::absolute(&options.lake).map_err(|err| lake_error(err.to_string()))?;
+        let lake_root = std::path::absolute(&options.lake).map_err(|err| lake_error(err.to_string(), Some(err)))?;
         let ports = Ports {
             tables: Arc::new(tributary_iceberg::LocalCommitter::new(lake_root, store.clone())),
             store,

@@ -29,15 +29,16 @@ pub enum AwsCommandError {
         /// The file.
         path: PathBuf,
         /// The limit it breaks.
+        #[source]
         error: schedules::ScheduleDefError,
     },
     /// The stack or one of its outputs.
-    #[error("stack {stack}: {message}")]
+    #[error("stack {stack}: {source}")]
     Stack {
         /// The stack name.
         stack: String,
         /// What is missing or failed.
-        message: String,
+        source: tributary_core::ports::PortError,
     },
     /// An AWS call failed.
     #[error(transparent)]
@@ -97,11 +98,11 @@ impl std::fmt::Display for DeployReport {
 async fn outputs(sdk: &aws_config::SdkConfig, stack: &str) -> Result<adapters::aws::StackOutputs, AwsCommandError> {
     adapters::aws::StackOutputs::describe(sdk, stack)
         .await
-        .map_err(|err| AwsCommandError::Stack { stack: stack.into(), message: err.to_string() })
+        .map_err(|source| AwsCommandError::Stack { stack: stack.into(), source })
 }
 
 fn output<'a>(outputs: &'a adapters::aws::StackOutputs, stack: &str, name: &str) -> Result<&'a str, AwsCommandError> {
-    outputs.get(name).map_err(|err| AwsCommandError::Stack { stack: stack.into(), message: err.to_string() })
+    outputs.get(name).map_err(|source| AwsCommandError::Stack { stack: stack.into(), source })
 }
 
 /// Every schedule the specs of `files` declare, with the file of each.

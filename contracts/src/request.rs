@@ -63,6 +63,10 @@ pub struct HttpCall {
 }
 
 /// What Request does with a successful response.
+// One per message, read once per call: the `Records` variant carries the
+// whole `PersistTarget` by value; boxing it would change every
+// constructor in the contract's Rust API for bytes that do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RequestMode {

@@ -85,10 +85,10 @@ pub enum BodyError {
     Missing,
     /// The body is not JSON.
     #[error("body is not JSON: {0}")]
-    NotJson(serde_json::Error),
+    NotJson(#[source] serde_json::Error),
     /// The body is an SNS envelope whose `Message` is not JSON.
     #[error("SNS envelope's Message is not JSON: {0}")]
-    EnvelopeNotJson(serde_json::Error),
+    EnvelopeNotJson(#[source] serde_json::Error),
     /// The JSON does not match the expected contract.
     #[error(transparent)]
     Contract(#[from] contracts::ContractError),

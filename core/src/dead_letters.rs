@@ -115,11 +115,8 @@ impl DeadLetter {
 /// [`PortError`] from the store.
 pub async fn archive(store: &dyn ObjectStore, letter: &DeadLetter) -> Result<String, PortError> {
     let key = crate::keys::dead_letter_key(&letter.dlq, letter.sent_at.as_deref(), &letter.message_id);
-    let body = serde_json::to_vec_pretty(letter).map_err(|err| PortError::Permanent {
-        operation: "encode dead letter",
-        target: key.clone(),
-        message: err.to_string(),
-    })?;
+    let body = serde_json::to_vec_pretty(letter)
+        .map_err(|err| PortError::permanent("encode dead letter", key.clone(), err))?;
     store.put(&key, body.into()).await?;
     Ok(key)
 }
@@ -131,11 +128,7 @@ pub async fn archive(store: &dyn ObjectStore, letter: &DeadLetter) -> Result<Str
 /// entry that is not a [`DeadLetter`].
 pub async fn read(store: &dyn ObjectStore, key: &str) -> Result<DeadLetter, PortError> {
     let bytes = store.get(key).await?;
-    serde_json::from_slice(&bytes).map_err(|err| PortError::Permanent {
-        operation: "read dead letter",
-        target: key.to_string(),
-        message: err.to_string(),
-    })
+    serde_json::from_slice(&bytes).map_err(|err| PortError::permanent("read dead letter", key.to_string(), err))
 }
 
 /// Keys of the archived dead letters, oldest first within each DLQ (the
@@ -172,11 +165,11 @@ pub async fn find(store: &dyn ObjectStore, id: &str) -> Result<(String, DeadLett
     match matches.as_slice() {
         [key] => Ok((key.clone(), read(store, key).await?)),
         [] => Err(PortError::NotFound { what: "dead letter", target: id.to_string() }),
-        many => Err(PortError::Permanent {
-            operation: "find dead letter",
-            target: id.to_string(),
-            message: format!("matches {} entries: {}", many.len(), many.join(", ")),
-        }),
+        many => Err(PortError::permanent_msg(
+            "find dead letter",
+            id.to_string(),
+            format!("matches {} entries: {}", many.len(), many.join(", ")),
+        )),
     }
 }
 

@@ -254,11 +254,9 @@ pub enum Completion {
 }
 
 fn encode<T: Serialize>(key: &str, value: &T) -> Result<bytes::Bytes, PortError> {
-    serde_json::to_vec(value).map(bytes::Bytes::from).map_err(|err| PortError::Permanent {
-        operation: "encode ledger object",
-        target: key.to_string(),
-        message: err.to_string(),
-    })
+    serde_json::to_vec(value)
+        .map(bytes::Bytes::from)
+        .map_err(|err| PortError::permanent("encode ledger object", key.to_string(), err))
 }
 
 /// That a run was planned: written by the Orchestrator before it sends the
@@ -502,11 +500,11 @@ impl Shard {
                 return Ok(());
             }
         }
-        Err(PortError::Transient {
-            operation: "write a shard summary",
-            target: key,
-            message: format!("other pages changed it during each of {SUMMARY_WRITE_ATTEMPTS} attempts"),
-        })
+        Err(PortError::transient_msg(
+            "write a shard summary",
+            key,
+            format!("other pages changed it during each of {SUMMARY_WRITE_ATTEMPTS} attempts"),
+        ))
     }
 }
 
@@ -656,11 +654,7 @@ async fn complete(
 }
 
 fn decode<T: serde::de::DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T, PortError> {
-    serde_json::from_slice(bytes).map_err(|err| PortError::Permanent {
-        operation: "read ledger object",
-        target: key.to_string(),
-        message: err.to_string(),
-    })
+    serde_json::from_slice(bytes).map_err(|err| PortError::permanent("read ledger object", key.to_string(), err))
 }
 
 /// Every receipt of a run, listed and read one by one (status, replay and

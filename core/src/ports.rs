@@ -14,7 +14,17 @@ use bytes::Bytes;
 
 use contracts::HttpMethod;
 
+/// The error a port keeps as the source of a [`PortError`]: any error that
+/// may cross threads.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// A failed port call, split into retryable and permanent failures.
+///
+/// `message` is the text the error shows: the source error's own text when
+/// there is one (kept as `source` for callers that walk the chain), or our
+/// own words when there is none. Build them with [`PortError::transient`],
+/// [`PortError::permanent`] (from an error) or [`PortError::transient_msg`],
+/// [`PortError::permanent_msg`] (from words).
 #[derive(Debug, thiserror::Error)]
 pub enum PortError {
     /// A transient failure (throttling, timeout, connection reset, 5xx from a
@@ -25,8 +35,11 @@ pub enum PortError {
         operation: &'static str,
         /// Queue, topic, key or URL concerned (never a secret value).
         target: String,
-        /// What went wrong.
+        /// What went wrong: the source's text, or our words without one.
         message: String,
+        /// The error that caused it, if any (its text is in `message`).
+        #[source]
+        source: Option<BoxError>,
     },
     /// A failure that will recur on retry (not found, access denied, invalid
     /// request).
@@ -36,8 +49,11 @@ pub enum PortError {
         operation: &'static str,
         /// Target.
         target: String,
-        /// What went wrong.
+        /// What went wrong: the source's text, or our words without one.
         message: String,
+        /// The error that caused it, if any (its text is in `message`).
+        #[source]
+        source: Option<BoxError>,
     },
     /// An object or secret that does not exist.
     #[error("{what} not found: {target}")]
@@ -62,6 +78,43 @@ pub enum PortError {
 }
 
 impl PortError {
+    /// A transient failure of `operation` on `target` caused by `source`,
+    /// showing the source's text.
+    pub fn transient(operation: &'static str, target: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        let source = source.into();
+        PortError::Transient { operation, target: target.into(), message: source.to_string(), source: Some(source) }
+    }
+
+    /// A permanent failure of `operation` on `target` caused by `source`,
+    /// showing the source's text.
+    pub fn permanent(operation: &'static str, target: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        let source = source.into();
+        PortError::Permanent { operation, target: target.into(), message: source.to_string(), source: Some(source) }
+    }
+
+    /// A transient failure of `operation` on `target` that no error caused,
+    /// told in `message`.
+    pub fn transient_msg(operation: &'static str, target: impl Into<String>, message: impl Into<String>) -> Self {
+        PortError::Transient { operation, target: target.into(), message: message.into(), source: None }
+    }
+
+    /// A permanent failure of `operation` on `target` that no error caused,
+    /// told in `message`.
+    pub fn permanent_msg(operation: &'static str, target: impl Into<String>, message: impl Into<String>) -> Self {
+        PortError::Permanent { operation, target: target.into(), message: message.into(), source: None }
+    }
+
+    /// The same error showing `message` instead (its source kept): for a
+    /// source whose text needs our words around it, or another rendering
+    /// (the AWS SDK's `DisplayErrorContext`). `NotFound` and `TooLarge`
+    /// have no message and come back as they are.
+    pub fn with_message(mut self, text: impl Into<String>) -> Self {
+        if let PortError::Transient { message, .. } | PortError::Permanent { message, .. } = &mut self {
+            *message = text.into();
+        }
+        self
+    }
+
     /// Whether retrying the same call later may succeed.
     pub fn is_retryable(&self) -> bool {
         matches!(self, PortError::Transient { .. })
@@ -238,11 +291,9 @@ pub trait ObjectStore: Send + Sync {
     /// cannot be written.
     async fn get_to_file(&self, key: &str, path: &std::path::Path) -> Result<u64, PortError> {
         let body = self.get(key).await?;
-        tokio::fs::write(path, &body).await.map_err(|err| PortError::Transient {
-            operation: "write local file",
-            target: path.display().to_string(),
-            message: err.to_string(),
-        })?;
+        tokio::fs::write(path, &body)
+            .await
+            .map_err(|err| PortError::transient("write local file", path.display().to_string(), err))?;
         Ok(body.len() as u64)
     }
 
@@ -252,11 +303,9 @@ pub trait ObjectStore: Send + Sync {
     /// As [`ObjectStore::put`]; [`PortError::Transient`] when the file
     /// cannot be read.
     async fn put_file(&self, key: &str, path: &std::path::Path) -> Result<(), PortError> {
-        let body = tokio::fs::read(path).await.map_err(|err| PortError::Transient {
-            operation: "read local file",
-            target: path.display().to_string(),
-            message: err.to_string(),
-        })?;
+        let body = tokio::fs::read(path)
+            .await
+            .map_err(|err| PortError::transient("read local file", path.display().to_string(), err))?;
         self.put(key, Bytes::from(body)).await
     }
 

@@ -125,15 +125,15 @@ pub enum ScheduleDefError {
     Encode {
         /// The pipeline.
         pipeline: String,
-        /// serde's reason.
-        reason: String,
+        /// serde's error.
+        #[source]
+        reason: serde_json::Error,
     },
 }
 
 /// The spec as JSON text.
 fn spec_json(spec: &PipelineSpec) -> Result<String, ScheduleDefError> {
-    serde_json::to_string(spec)
-        .map_err(|err| ScheduleDefError::Encode { pipeline: spec.pipeline.clone(), reason: err.to_string() })
+    serde_json::to_string(spec).map_err(|err| ScheduleDefError::Encode { pipeline: spec.pipeline.clone(), reason: err })
 }
 
 /// The scheduler-event wrapper with `time` as given: what a run schedule

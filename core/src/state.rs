@@ -64,20 +64,16 @@ pub fn max_of<'a>(records: impl IntoIterator<Item = &'a Value>, pointer: &str) -
 }
 
 fn encode(key: &str, state: &CursorState) -> Result<bytes::Bytes, PortError> {
-    serde_json::to_vec(state).map(bytes::Bytes::from).map_err(|err| PortError::Permanent {
-        operation: "encode cursor state",
-        target: key.to_string(),
-        message: err.to_string(),
-    })
+    serde_json::to_vec(state)
+        .map(bytes::Bytes::from)
+        .map_err(|err| PortError::permanent("encode cursor state", key.to_string(), err))
 }
 
 async fn read(store: &dyn ObjectStore, key: &str) -> Result<Option<CursorState>, PortError> {
     match store.get(key).await {
-        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|err| PortError::Permanent {
-            operation: "read cursor state",
-            target: key.to_string(),
-            message: err.to_string(),
-        }),
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|err| PortError::permanent("read cursor state", key.to_string(), err)),
         Err(PortError::NotFound { .. }) => Ok(None),
         Err(err) => Err(err),
     }

@@ -188,11 +188,9 @@ pub async fn claim_commit(
 ) -> Result<Claimed, PortError> {
     let key = keys::table_commit_claim_key(pipeline, run_id);
     let claim = CommitClaim { pipeline: pipeline.to_string(), run_id: run_id.clone(), claimed_at: now };
-    let body = Bytes::from(serde_json::to_vec(&claim).map_err(|err| PortError::Permanent {
-        operation: "encode the commit claim",
-        target: key.clone(),
-        message: err.to_string(),
-    })?);
+    let body = Bytes::from(
+        serde_json::to_vec(&claim).map_err(|err| PortError::permanent("encode the commit claim", key.clone(), err))?,
+    );
     if store.put_if(&key, body.clone(), None).await? {
         return Ok(Claimed::Mine);
     }

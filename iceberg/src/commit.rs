@@ -131,15 +131,15 @@ impl TableCommitter for IcebergCommitter {
                 if let Some(done) = self.committed(&ident, run).await? {
                     return Ok(done);
                 }
-                return Err(PortError::Transient {
-                    operation: "commit the run to its table",
+                return Err(PortError::transient_msg(
+                    "commit the run to its table",
                     target,
-                    message: format!(
+                    format!(
                         "another completion of the run has held its commit claim since {since} (a failed attempt \
                          releases it; one whose writer died is taken over after {} minutes)",
                         tributary_core::tables::CLAIM_EXPIRY.as_secs() / 60
                     ),
-                });
+                ));
             }
         }
         match self.commit_claimed(&ident, run).await {
@@ -179,10 +179,12 @@ impl IcebergCommitter {
                 RunWrite::Merge { primary_key, order_by, hard_delete } => {
                     let columns =
                         MergeColumns::resolve(&published, primary_key, order_by.as_deref(), hard_delete.as_deref())
-                            .map_err(|message| PortError::Permanent {
-                                operation: "resolve target.primary_key, order_by and hard_delete",
-                                target: target.clone(),
-                                message,
+                            .map_err(|message| {
+                                PortError::permanent_msg(
+                                    "resolve target.primary_key, order_by and hard_delete",
+                                    target.clone(),
+                                    message,
+                                )
                             })?;
                     self.merge(&table, run, columns).await?
                 }
@@ -203,10 +205,8 @@ impl IcebergCommitter {
                 }
             }
         };
-        let snapshot = find_snapshot(&table, run).ok_or_else(|| PortError::Transient {
-            operation: "commit the run",
-            target: target.clone(),
-            message: "the committed snapshot is not in the table".into(),
+        let snapshot = find_snapshot(&table, run).ok_or_else(|| {
+            PortError::transient_msg("commit the run", target.clone(), "the committed snapshot is not in the table")
         })?;
         self.delete_staged(run).await?;
         tracing::info!(
@@ -301,9 +301,8 @@ impl IcebergCommitter {
         let target = table.identifier().to_string();
         let target = target.as_str();
         let err = |operation: &'static str| move |err: iceberg::Error| port_error(operation, target, err);
-        let problem = |operation: &'static str| {
-            move |message: String| PortError::Permanent { operation, target: target.to_string(), message }
-        };
+        let problem =
+            |operation: &'static str| move |message: String| PortError::permanent_msg(operation, target, message);
         let base = table.metadata().current_snapshot_id();
         let arrow = Arc::new(
             schema_to_arrow_schema(table.metadata().current_schema()).map_err(err("convert the table schema"))?,
@@ -402,26 +401,19 @@ impl IcebergCommitter {
         partition_columns: &[(String, DataType)],
     ) -> Result<Vec<(RecordBatch, String)>, PortError> {
         let bytes = self.store.get(&staged.key).await?;
-        let values = check_folder(&staged.partition)
-            .and_then(|()| partition_values(staged, partition_columns))
-            .map_err(|message| PortError::Permanent {
-                operation: "read a staged file's partition",
-                target: staged.key.clone(),
-                message,
-            })?;
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes).and_then(|b| b.build()).map_err(|e| {
-            PortError::Permanent { operation: "read a staged file", target: staged.key.clone(), message: e.to_string() }
-        })?;
+        let values =
+            check_folder(&staged.partition).and_then(|()| partition_values(staged, partition_columns)).map_err(
+                |message| PortError::permanent_msg("read a staged file's partition", staged.key.clone(), message),
+            )?;
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .and_then(|b| b.build())
+            .map_err(|e| PortError::permanent("read a staged file", staged.key.clone(), e))?;
         let mut batches = Vec::new();
         for batch in reader {
-            let batch = batch
-                .map_err(|e| e.to_string())
-                .and_then(|batch| table_batch(&batch, arrow, &values))
-                .map_err(|message| PortError::Permanent {
-                    operation: "align a staged file to the table",
-                    target: staged.key.clone(),
-                    message,
-                })?;
+            let batch =
+                batch.map_err(|e| e.to_string()).and_then(|batch| table_batch(&batch, arrow, &values)).map_err(
+                    |message| PortError::permanent_msg("align a staged file to the table", staged.key.clone(), message),
+                )?;
             batches.push((batch, staged.partition.clone()));
         }
         Ok(batches)
@@ -431,21 +423,12 @@ impl IcebergCommitter {
     /// (columns added since it was written are null).
     async fn table_file(&self, table: &Table, file: &DataFile, arrow: &SchemaRef) -> Result<RecordBatch, PortError> {
         let path = file.file_path();
-        let failed = |message: String| PortError::Transient {
-            operation: "read a table data file",
-            target: path.to_string(),
-            message,
-        };
-        let bytes = table
-            .file_io()
-            .new_input(path)
-            .map_err(|e| failed(e.to_string()))?
-            .read()
-            .await
-            .map_err(|e| failed(e.to_string()))?;
+        let io = |e: iceberg::Error| port_error("read a table data file", path, e);
+        let bytes = table.file_io().new_input(path).map_err(io)?.read().await.map_err(io)?;
+        let failed = |message: String| PortError::transient_msg("read a table data file", path, message);
         let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
             .and_then(|b| b.build())
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| PortError::transient("read a table data file", path, e))?;
         let mut batches = Vec::new();
         for batch in reader {
             let batch = batch.map_err(|e| failed(e.to_string()))?;
@@ -506,11 +489,8 @@ impl IcebergCommitter {
     /// The published Arrow schema at `key`.
     async fn published_schema(&self, key: &str) -> Result<SchemaRef, PortError> {
         let bytes = self.store.get(key).await?;
-        lake_format::codec::decode_arrow_schema(&bytes).map_err(|err| PortError::Permanent {
-            operation: "read the published schema",
-            target: key.to_string(),
-            message: err.to_string(),
-        })
+        lake_format::codec::decode_arrow_schema(&bytes)
+            .map_err(|err| PortError::permanent("read the published schema", key.to_string(), err))
     }
 
     /// The dataset's table: created from `published` on first use, else
@@ -532,10 +512,12 @@ impl IcebergCommitter {
             let schema = arrow_schema_to_schema_auto_assign_ids(&wanted).map_err(err("convert the schema"))?;
             let mut spec = UnboundPartitionSpec::builder();
             for field in published.fields().iter().filter(|f| f.metadata().contains_key(META_PARTITION)) {
-                let source = schema.field_by_name(field.name()).ok_or_else(|| PortError::Permanent {
-                    operation: "create the table",
-                    target: ident.to_string(),
-                    message: format!("no partition column {}", field.name()),
+                let source = schema.field_by_name(field.name()).ok_or_else(|| {
+                    PortError::permanent_msg(
+                        "create the table",
+                        ident.to_string(),
+                        format!("no partition column {}", field.name()),
+                    )
                 })?;
                 spec = spec
                     .add_partition_field(source.id, field.name(), Transform::Identity)
@@ -935,12 +917,13 @@ fn table_batch(
 /// recur (permanent); catalog conflicts and I/O may pass (transient).
 fn port_error(operation: &'static str, target: &str, err: iceberg::Error) -> PortError {
     let message = format!("{err:#}");
-    match err.kind() {
+    let port_error = match err.kind() {
         ErrorKind::DataInvalid | ErrorKind::FeatureUnsupported | ErrorKind::PreconditionFailed => {
-            PortError::Permanent { operation, target: target.to_string(), message }
+            PortError::permanent(operation, target, err)
         }
-        _ => PortError::Transient { operation, target: target.to_string(), message },
-    }
+        _ => PortError::transient(operation, target, err),
+    };
+    port_error.with_message(message)
 }
 
 #[cfg(test)]

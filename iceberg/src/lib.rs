@@ -96,11 +96,10 @@ impl LocalCommitter {
     /// As [`local_catalog`], as a transient [`tributary_core::ports::PortError`].
     pub async fn committer(&self) -> Result<&IcebergCommitter, tributary_core::ports::PortError> {
         self.committer.get_or_try_init(|| local_committer(&self.lake_root, self.store.clone())).await.map_err(|err| {
-            tributary_core::ports::PortError::Transient {
-                operation: "open the local Iceberg catalog",
-                target: self.lake_root.join(keys::iceberg_catalog_key()).display().to_string(),
-                message: format!("{err:#}"),
-            }
+            let message = format!("{err:#}");
+            let target = self.lake_root.join(keys::iceberg_catalog_key()).display().to_string();
+            tributary_core::ports::PortError::transient("open the local Iceberg catalog", target, err)
+                .with_message(message)
         })
     }
 }

@@ -236,13 +236,22 @@ struct Winner {
     superseded: bool,
 }
 
+/// A table row that stays: its data file, its row in the file, its
+/// `order_by` value (row format).
+#[derive(Clone, Debug)]
+struct TableRow {
+    file: String,
+    row: usize,
+    order: Box<[u8]>,
+}
+
 /// The merge plan of a run: its winners per key, and what the table's
 /// versions decided.
 pub struct Plan {
     winners: HashMap<Box<[u8]>, Winner>,
     unkeyed: Vec<RowAt>,
-    /// Per key the run lost, the table's file and row that stays.
-    table_keeps: HashMap<Box<[u8]>, (String, usize, Box<[u8]>)>,
+    /// Per key the run lost, the table's row that stays.
+    table_keeps: HashMap<Box<[u8]>, TableRow>,
     /// Whether `order_by` decides (else the run always wins).
     ordered: bool,
 }
@@ -302,10 +311,10 @@ impl Plan {
             let Some(winner) = self.winners.get_mut(key) else { continue };
             let order: Box<[u8]> = Box::from(orders.row(row).as_ref());
             let beats_run = winner.order.as_ref().is_none_or(|run| order.as_ref() > run.as_ref());
-            let beats_table = self.table_keeps.get(key).is_none_or(|(_, _, best)| order.as_ref() > best.as_ref());
+            let beats_table = self.table_keeps.get(key).is_none_or(|best| order.as_ref() > best.order.as_ref());
             if beats_run && beats_table {
                 winner.superseded = true;
-                self.table_keeps.insert(key.clone(), (path.to_string(), row, order));
+                self.table_keeps.insert(key.clone(), TableRow { file: path.to_string(), row, order });
             }
         }
     }
@@ -320,7 +329,7 @@ impl Plan {
             .map(|(row, key)| match key {
                 None => true,
                 Some(key) if !self.winners.contains_key(key) => true,
-                Some(key) => self.table_keeps.get(key).is_some_and(|(file, kept, _)| file == path && *kept == row),
+                Some(key) => self.table_keeps.get(key).is_some_and(|kept| kept.file == path && kept.row == row),
             })
             .collect();
         (!keep.iter().all(|k| *k)).then(|| BooleanArray::from(keep))

@@ -158,10 +158,9 @@ impl QueryEngine for LakeEngine {
     /// [`PortError::Permanent`] when the lake root cannot be read (missing,
     /// not a folder, no permission).
     async fn start(&self, query: &Query) -> Result<String, PortError> {
-        let unusable = |err: std::io::Error| PortError::Permanent {
-            operation: "StartQueryExecution",
-            target: self.lake_root.display().to_string(),
-            message: format!("cannot read the lake folder: {err}"),
+        let unusable = |err: std::io::Error| {
+            let message = format!("cannot read the lake folder: {err}");
+            PortError::permanent("StartQueryExecution", self.lake_root.display().to_string(), err).with_message(message)
         };
         let root = tokio::fs::canonicalize(&self.lake_root).await.map_err(unusable)?;
         let mut datasets = find_datasets(&root).await.map_err(unusable)?;
@@ -225,22 +224,22 @@ impl QueryEngine for LakeEngine {
         let (columns, rows) = match self.executions().get(execution_id) {
             Some(Execution::Succeeded { columns, rows }) => (columns.clone(), rows.clone()),
             Some(Execution::Failed { reason }) => {
-                return Err(PortError::Permanent {
-                    operation: "GetQueryResults",
-                    target: execution_id.to_string(),
-                    message: format!("the query failed, it has no results: {reason}"),
-                });
+                return Err(PortError::permanent_msg(
+                    "GetQueryResults",
+                    execution_id.to_string(),
+                    format!("the query failed, it has no results: {reason}"),
+                ));
             }
             None => return Err(PortError::NotFound { what: "query", target: execution_id.to_string() }),
         };
         let start = match token {
             None => 0,
             Some(token) => token.parse::<usize>().ok().filter(|&offset| offset < rows.len()).ok_or_else(|| {
-                PortError::Permanent {
-                    operation: "GetQueryResults",
-                    target: execution_id.to_string(),
-                    message: format!("page token {token:?} is not a row offset below {}", rows.len()),
-                }
+                PortError::permanent_msg(
+                    "GetQueryResults",
+                    execution_id.to_string(),
+                    format!("page token {token:?} is not a row offset below {}", rows.len()),
+                )
             })?,
         };
         let end = rows.len().min(start + PAGE_ROWS);

@@ -90,11 +90,11 @@ impl<'a> CrashingStore<'a> {
             self.dead.store(true, Ordering::SeqCst);
         }
         if self.dead.load(Ordering::SeqCst) {
-            return Err(PortError::Transient {
-                operation: "killed",
-                target: key.to_string(),
-                message: format!("the store is dead (call {n}: {method})"),
-            });
+            return Err(PortError::transient_msg(
+                "killed",
+                key.to_string(),
+                format!("the store is dead (call {n}: {method})"),
+            ));
         }
         Ok(())
     }

@@ -112,10 +112,8 @@ impl QueryEngine for AthenaEngine {
             .send()
             .await
             .map_err(|err| port_error("StartQueryExecution", &target, err))?;
-        let id = output.query_execution_id().map(str::to_string).ok_or_else(|| PortError::Permanent {
-            operation: "StartQueryExecution",
-            target,
-            message: "response has no QueryExecutionId".into(),
+        let id = output.query_execution_id().map(str::to_string).ok_or_else(|| {
+            PortError::permanent_msg("StartQueryExecution", target, "response has no QueryExecutionId")
         })?;
         tracing::info!(query_execution_id = %id, database = %query.database, "query started");
         Ok(id)

@@ -331,20 +331,20 @@ where
                 )
             };
             let Some(&index) = by_id.get(&failed.id) else {
-                return Err(PortError::Permanent {
+                return Err(PortError::permanent_msg(
                     operation,
-                    target: target.to_string(),
-                    message: format!("response names an entry we did not send: {}", describe()),
-                });
+                    target.to_string(),
+                    format!("response names an entry we did not send: {}", describe()),
+                ));
             };
             // `SenderFault` is the service's verdict on the entry: the
             // request is wrong and will fail again.
             if failed.sender_fault {
-                return Err(PortError::Permanent {
+                return Err(PortError::permanent_msg(
                     operation,
-                    target: target.to_string(),
-                    message: format!("{} (entry {} of the call)", describe(), index + 1),
-                });
+                    target.to_string(),
+                    format!("{} (entry {} of the call)", describe(), index + 1),
+                ));
             }
             reasons.insert(index, describe());
         }
@@ -360,11 +360,11 @@ where
             .collect::<Vec<_>>()
             .join("; ");
         let Some(delay) = delays.next() else {
-            return Err(PortError::Transient {
+            return Err(PortError::transient_msg(
                 operation,
-                target: target.to_string(),
-                message: format!("{} entries still failing after retries: {summary}", remaining.len()),
-            });
+                target.to_string(),
+                format!("{} entries still failing after retries: {summary}", remaining.len()),
+            ));
         };
         tracing::warn!(
             operation,

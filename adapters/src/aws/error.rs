@@ -9,7 +9,7 @@
 use aws_runtime::retries::classifiers::{THROTTLING_ERRORS, TRANSIENT_ERRORS};
 use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 
-use tributary_core::ports::PortError;
+use tributary_core::ports::{BoxError, PortError};
 
 /// The raw HTTP response type every aws-sdk-* crate uses (one smithy type,
 /// re-exported by each service crate).
@@ -72,24 +72,27 @@ where
 }
 
 /// Maps `err` from `operation` on `target` to [`PortError::Transient`] or
-/// [`PortError::Permanent`], with the full error chain as the message.
+/// [`PortError::Permanent`], with the full error chain as the message and
+/// `err` as the source.
 pub(crate) fn port_error<E>(operation: &'static str, target: &str, err: SdkError<E, RawResponse>) -> PortError
 where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
-    let transient = is_transient(&err);
     let message = DisplayErrorContext(&err).to_string();
-    if transient {
-        PortError::Transient { operation, target: target.to_string(), message }
+    let port_error = if is_transient(&err) {
+        PortError::transient(operation, target, err)
     } else {
-        PortError::Permanent { operation, target: target.to_string(), message }
-    }
+        PortError::permanent(operation, target, err)
+    };
+    port_error.with_message(message)
 }
 
 /// A request that could not be built (a required field missing): always a
 /// bug on our side, so permanent.
-pub(crate) fn build_error(operation: &'static str, target: &str, err: impl std::fmt::Display) -> PortError {
-    PortError::Permanent { operation, target: target.to_string(), message: format!("invalid request: {err}") }
+pub(crate) fn build_error(operation: &'static str, target: &str, err: impl Into<BoxError>) -> PortError {
+    let err = err.into();
+    let message = format!("invalid request: {err}");
+    PortError::permanent(operation, target, err).with_message(message)
 }
 
 #[cfg(test)]

@@ -127,10 +127,12 @@ impl Catalog for GlueCatalog {
                     return Ok(());
                 }
                 // Another writer created it between our GetTable and CreateTable.
-                self.get(&table.name).await?.ok_or_else(|| PortError::Transient {
-                    operation: "GetTable",
-                    target: target.clone(),
-                    message: "CreateTable said the table exists, GetTable that it does not".into(),
+                self.get(&table.name).await?.ok_or_else(|| {
+                    PortError::transient_msg(
+                        "GetTable",
+                        target.clone(),
+                        "CreateTable said the table exists, GetTable that it does not",
+                    )
                 })?
             }
         };

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use aws_config::SdkConfig;
 use aws_sdk_sqs::types::QueueAttributeName;
 
-use super::error::{build_error, port_error};
+use super::error::port_error;
 use tributary_core::ports::PortError;
 use tributary_core::topology;
 
@@ -76,7 +76,9 @@ pub async fn provision(config: &SdkConfig, prefix: &str, max_message_bytes: usiz
             .await
             .map_err(|err| port_error("CreateQueue", &name, err))?
             .queue_url()
-            .ok_or_else(|| build_error("CreateQueue", &name, "no QueueUrl in the response"))?
+            .ok_or_else(|| {
+                PortError::permanent_msg("CreateQueue", &name, "invalid request: no QueueUrl in the response")
+            })?
             .to_string();
         let arn = sqs
             .get_queue_attributes()
@@ -88,7 +90,9 @@ pub async fn provision(config: &SdkConfig, prefix: &str, max_message_bytes: usiz
             .attributes()
             .and_then(|a| a.get(&QueueAttributeName::QueueArn))
             .cloned()
-            .ok_or_else(|| build_error("GetQueueAttributes", &name, "no QueueArn in the response"))?;
+            .ok_or_else(|| {
+                PortError::permanent_msg("GetQueueAttributes", &name, "invalid request: no QueueArn in the response")
+            })?;
         out.queue_urls.insert(decl.name.to_string(), url);
         out.queue_arns.insert(decl.name.to_string(), arn);
     }
@@ -112,7 +116,9 @@ pub async fn provision(config: &SdkConfig, prefix: &str, max_message_bytes: usiz
             .await
             .map_err(|err| port_error("CreateTopic", &name, err))?
             .topic_arn()
-            .ok_or_else(|| build_error("CreateTopic", &name, "no TopicArn in the response"))?
+            .ok_or_else(|| {
+                PortError::permanent_msg("CreateTopic", &name, "invalid request: no TopicArn in the response")
+            })?
             .to_string();
         out.topic_arns.insert(topic.to_string(), arn);
     }

@@ -111,11 +111,11 @@ impl ObjectStore for S3Store {
             Err(err) => return Err(err),
         };
         let etag = output.e_tag().unwrap_or_default().to_string();
-        let body = output.body.collect().await.map_err(|err| PortError::Transient {
-            operation: "GetObject (read body)",
-            target: self.target(key),
-            message: err.to_string(),
-        })?;
+        let body = output
+            .body
+            .collect()
+            .await
+            .map_err(|err| PortError::transient("GetObject (read body)", self.target(key), err))?;
         Ok(Some((body.into_bytes(), etag)))
     }
 
@@ -144,11 +144,11 @@ impl ObjectStore for S3Store {
     /// the body stream breaks; others by the SDK error.
     async fn get(&self, key: &str) -> Result<Bytes, PortError> {
         let output = self.get_object(key).await?;
-        let body = output.body.collect().await.map_err(|err| PortError::Transient {
-            operation: "GetObject (read body)",
-            target: self.target(key),
-            message: err.to_string(),
-        })?;
+        let body = output
+            .body
+            .collect()
+            .await
+            .map_err(|err| PortError::transient("GetObject (read body)", self.target(key), err))?;
         Ok(body.into_bytes())
     }
 
@@ -159,18 +159,15 @@ impl ObjectStore for S3Store {
     async fn get_to_file(&self, key: &str, path: &std::path::Path) -> Result<u64, PortError> {
         use tokio::io::AsyncWriteExt;
         let mut output = self.get_object(key).await?;
-        let local = |err: std::io::Error| PortError::Transient {
-            operation: "write local file",
-            target: path.display().to_string(),
-            message: err.to_string(),
-        };
+        let local = |err: std::io::Error| PortError::transient("write local file", path.display().to_string(), err);
         let mut file = tokio::fs::File::create(path).await.map_err(local)?;
         let mut written = 0u64;
-        while let Some(chunk) = output.body.try_next().await.map_err(|err| PortError::Transient {
-            operation: "GetObject (read body)",
-            target: self.target(key),
-            message: err.to_string(),
-        })? {
+        while let Some(chunk) = output
+            .body
+            .try_next()
+            .await
+            .map_err(|err| PortError::transient("GetObject (read body)", self.target(key), err))?
+        {
             file.write_all(&chunk).await.map_err(local)?;
             written += chunk.len() as u64;
         }
@@ -184,11 +181,9 @@ impl ObjectStore for S3Store {
     /// # Errors
     /// As [`ObjectStore::put`].
     async fn put_file(&self, key: &str, path: &std::path::Path) -> Result<(), PortError> {
-        let body = ByteStream::from_path(path).await.map_err(|err| PortError::Transient {
-            operation: "read local file",
-            target: path.display().to_string(),
-            message: err.to_string(),
-        })?;
+        let body = ByteStream::from_path(path)
+            .await
+            .map_err(|err| PortError::transient("read local file", path.display().to_string(), err))?;
         self.client
             .put_object()
             .bucket(&self.bucket)
@@ -270,11 +265,11 @@ impl ObjectStore for S3Store {
                 _ if truncated => {
                     // Stopping here would return part of the listing as
                     // if it were all of it.
-                    return Err(PortError::Permanent {
-                        operation: "ListObjectsV2",
+                    return Err(PortError::permanent_msg(
+                        "ListObjectsV2",
                         target,
-                        message: "listing truncated without a NextContinuationToken".into(),
-                    });
+                        "listing truncated without a NextContinuationToken",
+                    ));
                 }
                 _ => break,
             }

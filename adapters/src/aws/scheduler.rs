@@ -192,7 +192,7 @@ impl ScheduleGroup {
         err: aws_sdk_scheduler::error::SdkError<E, super::error::RawResponse>,
     ) -> PortError
     where
-        E: aws_sdk_scheduler::error::ProvideErrorMetadata + std::error::Error + 'static,
+        E: aws_sdk_scheduler::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     {
         if code(&err) == Some("ResourceNotFoundException") {
             return PortError::NotFound { what: "schedule or schedule group", target: self.group.clone() };

@@ -67,17 +67,16 @@ impl SecretStore for SecretsManagerStore {
         })?;
         let value = match (output.secret_string(), output.secret_binary()) {
             (Some(text), _) => text.to_string(),
-            (None, Some(blob)) => String::from_utf8(blob.as_ref().to_vec()).map_err(|_| PortError::Permanent {
-                operation: "GetSecretValue",
-                target: id.to_string(),
-                message: "SecretBinary is not UTF-8 text".into(),
+            // The UTF-8 error holds the secret's bytes: it is not kept as a source.
+            (None, Some(blob)) => String::from_utf8(blob.as_ref().to_vec()).map_err(|_| {
+                PortError::permanent_msg("GetSecretValue", id.to_string(), "SecretBinary is not UTF-8 text")
             })?,
             (None, None) => {
-                return Err(PortError::Permanent {
-                    operation: "GetSecretValue",
-                    target: id.to_string(),
-                    message: "the secret has neither SecretString nor SecretBinary".into(),
-                });
+                return Err(PortError::permanent_msg(
+                    "GetSecretValue",
+                    id.to_string(),
+                    "the secret has neither SecretString nor SecretBinary",
+                ));
             }
         };
         let secret = Secret::new(value);

@@ -22,7 +22,7 @@ fn message_bytes(message: &TopicMessage, subject: Option<&str>) -> usize {
 /// (no such topic), else as [`port_error`] classifies it.
 fn topic_error<E>(operation: &'static str, topic: &str, err: SdkError<E, RawResponse>) -> PortError
 where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
     if code(&err) == Some("NotFound") {
         PortError::NotFound { what: "topic", target: topic.to_string() }

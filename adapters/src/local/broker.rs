@@ -422,10 +422,8 @@ impl Broker {
                     }
                     Subscription::File { path } => {
                         // The file stands for machine subscribers: the `sqs` text too.
-                        append_line(path, message.text_for("sqs")).map_err(|err| PortError::Permanent {
-                            operation: "append to subscription file",
-                            target: path.display().to_string(),
-                            message: err.to_string(),
+                        append_line(path, message.text_for("sqs")).map_err(|err| {
+                            PortError::permanent("append to subscription file", path.display().to_string(), err)
                         })?
                     }
                 }

@@ -40,23 +40,21 @@ impl DirStore {
             || key.chars().any(char::is_control)
             || Path::new(key).components().any(|c| !matches!(c, Component::Normal(_)));
         if bad {
-            return Err(PortError::Permanent {
-                operation: "map key to path",
-                target: format!("{key:?}"),
-                message:
-                    "object keys must be relative, without '.', '..', empty segments, backslashes or control characters"
-                        .into(),
-            });
+            return Err(PortError::permanent_msg(
+                "map key to path",
+                format!("{key:?}"),
+                "object keys must be relative, without '.', '..', empty segments, backslashes or control characters",
+            ));
         }
         Ok(self.root.join(key))
     }
 }
 
-fn io_error(operation: &'static str, key: &str, err: &std::io::Error) -> PortError {
+fn io_error(operation: &'static str, key: &str, err: std::io::Error) -> PortError {
     if err.kind() == std::io::ErrorKind::NotFound {
         PortError::NotFound { what: "object", target: key.into() }
     } else {
-        PortError::Transient { operation, target: key.into(), message: err.to_string() }
+        PortError::transient(operation, key, err)
     }
 }
 
@@ -65,35 +63,35 @@ impl ObjectStore for DirStore {
     async fn put(&self, key: &str, body: Bytes) -> Result<(), PortError> {
         let path = self.path_of(key)?;
         if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent).await.map_err(|e| io_error("create folder", key, &e))?;
+            tokio::fs::create_dir_all(parent).await.map_err(|e| io_error("create folder", key, e))?;
         }
         // Write beside the target, then rename: readers never see half a file,
         // and a redelivered message replaces the object whole.
         let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
         let temp = path.with_extension(format!("tmp-{}-{n}", std::process::id()));
-        tokio::fs::write(&temp, &body).await.map_err(|e| io_error("write object", key, &e))?;
-        tokio::fs::rename(&temp, &path).await.map_err(|e| io_error("rename object", key, &e))
+        tokio::fs::write(&temp, &body).await.map_err(|e| io_error("write object", key, e))?;
+        tokio::fs::rename(&temp, &path).await.map_err(|e| io_error("rename object", key, e))
     }
 
     async fn get(&self, key: &str) -> Result<Bytes, PortError> {
         let path = self.path_of(key)?;
-        tokio::fs::read(&path).await.map(Bytes::from).map_err(|e| io_error("read object", key, &e))
+        tokio::fs::read(&path).await.map(Bytes::from).map_err(|e| io_error("read object", key, e))
     }
 
     async fn get_to_file(&self, key: &str, path: &Path) -> Result<u64, PortError> {
         let source = self.path_of(key)?;
-        tokio::fs::copy(&source, path).await.map_err(|e| io_error("read object", key, &e))
+        tokio::fs::copy(&source, path).await.map_err(|e| io_error("read object", key, e))
     }
 
     async fn put_file(&self, key: &str, path: &Path) -> Result<(), PortError> {
         let target = self.path_of(key)?;
         if let Some(parent) = target.parent() {
-            tokio::fs::create_dir_all(parent).await.map_err(|e| io_error("create folder", key, &e))?;
+            tokio::fs::create_dir_all(parent).await.map_err(|e| io_error("create folder", key, e))?;
         }
         let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
         let temp = target.with_extension(format!("tmp-{}-{n}", std::process::id()));
-        tokio::fs::copy(path, &temp).await.map_err(|e| io_error("write object", key, &e))?;
-        tokio::fs::rename(&temp, &target).await.map_err(|e| io_error("rename object", key, &e))
+        tokio::fs::copy(path, &temp).await.map_err(|e| io_error("write object", key, e))?;
+        tokio::fs::rename(&temp, &target).await.map_err(|e| io_error("rename object", key, e))
     }
 
     async fn copy(&self, from: &str, to: &str) -> Result<(), PortError> {
@@ -106,7 +104,7 @@ impl ObjectStore for DirStore {
 
     async fn delete(&self, key: &str) -> Result<(), PortError> {
         match tokio::fs::remove_file(self.path_of(key)?).await {
-            Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(io_error("delete object", key, &err)),
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(io_error("delete object", key, err)),
             _ => Ok(()),
         }
     }
@@ -137,7 +135,7 @@ impl ObjectStore for DirStore {
     async fn put_if(&self, key: &str, body: Bytes, version: Option<&str>) -> Result<bool, PortError> {
         let path = self.path_of(key)?;
         if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent).await.map_err(|e| io_error("create folder", key, &e))?;
+            tokio::fs::create_dir_all(parent).await.map_err(|e| io_error("create folder", key, e))?;
         }
         let mut lock = path.clone().into_os_string();
         lock.push(LOCK_SUFFIX);
@@ -166,12 +164,8 @@ impl ObjectStore for DirStore {
             Ok::<_, std::io::Error>(keys)
         })
         .await
-        .map_err(|err| PortError::Transient {
-            operation: "list objects",
-            target: self.root.display().to_string(),
-            message: err.to_string(),
-        })?;
-        listed.map_err(|e| io_error("list objects", &self.root.display().to_string(), &e))
+        .map_err(|err| PortError::transient("list objects", self.root.display().to_string(), err))?;
+        listed.map_err(|e| io_error("list objects", &self.root.display().to_string(), e))
     }
 }
 
@@ -207,15 +201,15 @@ impl LockFile {
                         continue;
                     }
                     if started.elapsed() > LOCK_WAIT {
-                        return Err(PortError::Transient {
-                            operation: "lock object",
-                            target: key.into(),
-                            message: format!("{} held for more than {LOCK_WAIT:?}", path.display()),
-                        });
+                        return Err(PortError::transient_msg(
+                            "lock object",
+                            key,
+                            format!("{} held for more than {LOCK_WAIT:?}", path.display()),
+                        ));
                     }
                     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
                 }
-                Err(err) => return Err(io_error("lock object", key, &err)),
+                Err(err) => return Err(io_error("lock object", key, err)),
             }
         }
     }

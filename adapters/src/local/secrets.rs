@@ -43,27 +43,21 @@ impl SecretStore for FileSecrets {
             Ok(text) => text,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Err(not_found()),
             Err(err) => {
-                return Err(PortError::Permanent {
-                    operation: "read secrets file",
-                    target: self.file.display().to_string(),
-                    message: err.to_string(),
-                });
+                return Err(PortError::permanent("read secrets file", self.file.display().to_string(), err));
             }
         };
-        let map: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(&text).map_err(|err| PortError::Permanent {
-                operation: "parse secrets file",
-                target: self.file.display().to_string(),
-                // serde_json's message gives line and column, not the content.
-                message: format!("not a JSON object of strings: {err}"),
-            })?;
+        let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&text).map_err(|err| {
+            // serde_json's message gives line and column, not the content.
+            let message = format!("not a JSON object of strings: {err}");
+            PortError::permanent("parse secrets file", self.file.display().to_string(), err).with_message(message)
+        })?;
         match map.get(id) {
             Some(serde_json::Value::String(value)) => Ok(Secret::new(value.clone())),
-            Some(_) => Err(PortError::Permanent {
-                operation: "read secret",
-                target: id.into(),
-                message: "the secrets file holds a non-string value for this id".into(),
-            }),
+            Some(_) => Err(PortError::permanent_msg(
+                "read secret",
+                id,
+                "the secrets file holds a non-string value for this id",
+            )),
             None => Err(not_found()),
         }
     }

@@ -154,11 +154,7 @@ async fn publish_rows(
             })
         })
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|err| PortError::Permanent {
-            operation: "encode row",
-            target: message.pipeline.clone(),
-            message: err.to_string(),
-        })?;
+        .map_err(|err| PortError::permanent("encode row", message.pipeline.clone(), err))?;
     let attributes: BTreeMap<String, String> =
         [("pipeline".into(), message.pipeline.clone()), ("run_id".into(), message.run_id.to_string())].into();
     let attribute_bytes: usize = attributes.iter().map(|(k, v)| k.len() + "String".len() + v.len()).sum();
@@ -245,10 +241,7 @@ async fn continue_later(
     deps: Deps<'_>,
 ) -> Result<(), PortError> {
     let next = QueryMessage { continuation: Some(continuation.clone()), ..message.clone() };
-    let body = contracts::encode(&next).map_err(|err| PortError::Permanent {
-        operation: "encode continuation",
-        target: deps.config.own_queue.clone(),
-        message: err.to_string(),
-    })?;
+    let body = contracts::encode(&next)
+        .map_err(|err| PortError::permanent("encode continuation", deps.config.own_queue.clone(), err))?;
     deps.queue.send(&deps.config.own_queue, vec![body]).await
 }

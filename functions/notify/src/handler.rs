@@ -552,11 +552,8 @@ pub async fn publish(alert: &Alert, deps: Deps<'_>) -> Result<(), PortError> {
     let times = if alert.count == 1 { String::new() } else { format!(" {}x", alert.count) };
     let subject =
         sanitize_subject(&format!("tributary alert: {}{times} failed for pipeline {pipeline}", alert.function));
-    let json = serde_json::to_string(alert).map_err(|err| PortError::Permanent {
-        operation: "encode alert",
-        target: deps.config.alerts_topic.clone(),
-        message: err.to_string(),
-    })?;
+    let json = serde_json::to_string(alert)
+        .map_err(|err| PortError::permanent("encode alert", deps.config.alerts_topic.clone(), err))?;
     let email = email_text(alert);
     let per_protocol = [
         ("sms", sms_text(alert)),

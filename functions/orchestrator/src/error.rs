@@ -4,7 +4,7 @@
 use crate::strategy::PlanError;
 use contracts::spec::SpecError;
 use tributary_core::batch::{BodyError, RecordError};
-use tributary_core::ports::PortError;
+use tributary_core::ports::{BoxError, PortError};
 
 /// Why an orchestration failed.
 #[derive(Debug, thiserror::Error)]
@@ -22,8 +22,11 @@ pub enum OrchestratorError {
         field: &'static str,
         /// Value found.
         value: String,
-        /// What is wrong.
+        /// What is wrong (the source's text, if there is one).
         reason: String,
+        /// The parser's error, when one refused the value.
+        #[source]
+        source: Option<BoxError>,
     },
     /// The strategy could not plan.
     #[error(transparent)]

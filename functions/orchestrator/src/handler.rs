@@ -55,6 +55,7 @@ pub fn parse_trigger(event: Value, now: DateTime<Utc>) -> Result<Trigger, Orches
                 field: "Records",
                 value: "(SQS batch)".into(),
                 reason: err.to_string(),
+                source: Some(err.into()),
             })?;
             return Ok(Trigger::Sqs(event));
         }
@@ -85,6 +86,7 @@ fn scheduled_start(event: &Value, now: Option<DateTime<Utc>>) -> Result<Trigger,
                 field: "time",
                 value: format!("{text:?}"),
                 reason: format!("not an RFC 3339 time: {err}"),
+                source: Some(err.into()),
             })?
             .with_timezone(&Utc),
         (None, Some(now)) => now,
@@ -93,6 +95,7 @@ fn scheduled_start(event: &Value, now: Option<DateTime<Utc>>) -> Result<Trigger,
                 field: "time",
                 value: other.map_or("missing".into(), |v| excerpt(&v.to_string())),
                 reason: "a queued run trigger needs the scheduled time (RFC 3339, e.g. 2026-11-29T06:00:00Z): the run id derives from it".into(),
+                source: None,
             });
         }
     };
@@ -101,6 +104,7 @@ fn scheduled_start(event: &Value, now: Option<DateTime<Utc>>) -> Result<Trigger,
             field: "detail",
             value: excerpt(text),
             reason: format!("a string detail must hold the pipeline spec as JSON: {err}"),
+            source: Some(err.into()),
         })?,
         Some(detail @ Value::Object(_)) => detail.clone(),
         other => {
@@ -108,6 +112,7 @@ fn scheduled_start(event: &Value, now: Option<DateTime<Utc>>) -> Result<Trigger,
                 field: "detail",
                 value: other.map_or("missing".into(), |v| excerpt(&v.to_string())),
                 reason: "must be the pipeline spec, as a JSON object or a JSON string".into(),
+                source: None,
             });
         }
     };
@@ -441,6 +446,7 @@ impl Checkpoint {
                 field: "pages-sent.json",
                 value: checkpoint.key.clone(),
                 reason: format!("the run's sending checkpoint cannot be read: {err}"),
+                source: Some(err.into()),
             })?;
             checkpoint.sent.sent = read.sent;
             checkpoint.sent.pages = read.pages;
@@ -513,6 +519,7 @@ fn encode<T: serde::Serialize>(message: &T) -> Result<String, OrchestratorError>
         field: "plan",
         value: String::new(),
         reason: err.to_string(),
+        source: Some(err.into()),
     })
 }
 

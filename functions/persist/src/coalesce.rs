@@ -209,8 +209,8 @@ impl RunCoalescer<'_> {
         files.sort();
         let replacement = Replacement { pipeline: pipeline.to_string(), run_id: run_id.clone(), coalesced, files };
         let key = keys::replacement_key(pipeline, run_id);
-        let body =
-            serde_json::to_vec(&replacement).map_err(|err| permanent("encode the replacement record", &key, err))?;
+        let body = serde_json::to_vec(&replacement)
+            .map_err(|err| PortError::permanent("encode the replacement record", &key, err))?;
         if self.store.put_if(&key, Bytes::from(body), None).await? {
             tracing::info!(key, coalesced = replacement.coalesced.len(), "the run's replacement record written");
             return Ok(replacement);
@@ -228,14 +228,14 @@ impl RunCoalescer<'_> {
                 tracing::info!(missing, "a concurrent completion wrote the run's replacement record; following it");
                 Ok(found)
             }
-            None => Err(PortError::Transient {
-                operation: "read a page file to coalesce",
-                target: missing.to_string(),
-                message: format!(
+            None => Err(PortError::transient_msg(
+                "read a page file to coalesce",
+                missing.to_string(),
+                format!(
                     "it is gone and the run has no replacement record {} (no completion replaced it)",
                     keys::replacement_key(pipeline, run_id)
                 ),
-            }),
+            )),
         }
     }
 
@@ -245,9 +245,8 @@ impl RunCoalescer<'_> {
     async fn stage(&self, dataset: &str, pages: &[String], staged: &str) -> Result<Staging, PortError> {
         let schema_key = keys::arrow_schema_key(dataset);
         let schema = match self.store.get(&schema_key).await {
-            Ok(bytes) => {
-                decode_arrow_schema(&bytes).map_err(|err| permanent("read the published schema", &schema_key, err))?
-            }
+            Ok(bytes) => decode_arrow_schema(&bytes)
+                .map_err(|err| PortError::permanent("read the published schema", &schema_key, err))?,
             Err(PortError::NotFound { .. }) => return Ok(Staging::Kept),
             Err(err) => return Err(err),
         };
@@ -268,11 +267,8 @@ impl RunCoalescer<'_> {
             }
             read.push((page_key, bytes));
         }
-        let (merged, rows) = merge(&read, &target).map_err(|message| PortError::Permanent {
-            operation: "coalesce the run's files",
-            target: staged.to_string(),
-            message,
-        })?;
+        let (merged, rows) = merge(&read, &target)
+            .map_err(|message| PortError::permanent_msg("coalesce the run's files", staged.to_string(), message))?;
         self.store.put(staged, Bytes::from(merged)).await?;
         tracing::info!(staged, files = read.len(), bytes = total, rows, "the run's page files coalesced (staged)");
         Ok(Staging::Staged { rows })
@@ -337,16 +333,16 @@ impl RunCoalescer<'_> {
         if self.exists(&file.key).await? {
             return Ok(());
         }
-        Err(PortError::Transient {
-            operation: "finish the run's replacement record",
-            target: file.key.clone(),
-            message: format!(
+        Err(PortError::transient_msg(
+            "finish the run's replacement record",
+            file.key.clone(),
+            format!(
                 "neither it nor its staged copy {} exists, so the rows of the page files it replaces ({}) may be \
                  gone: replay the run from raw/",
                 file.staged,
                 file.pages.join(", ")
             ),
-        })
+        ))
     }
 }
 
@@ -368,9 +364,9 @@ async fn read_replacement(
 ) -> Result<Option<Replacement>, PortError> {
     let key = keys::replacement_key(pipeline, run_id);
     match store.get(&key).await {
-        Ok(bytes) => {
-            serde_json::from_slice(&bytes).map(Some).map_err(|err| permanent("read the replacement record", &key, err))
-        }
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|err| PortError::permanent("read the replacement record", &key, err)),
         Err(PortError::NotFound { .. }) => Ok(None),
         Err(err) => Err(err),
     }
@@ -392,11 +388,11 @@ impl RunCoalescer<'_> {
                 continue;
             }
             let Some(tables) = self.tables else {
-                return Err(PortError::Permanent {
-                    operation: "commit the run to its Iceberg table",
-                    target: dataset.to_string(),
-                    message: "target.table_format is iceberg but this Persist has no table committer".into(),
-                });
+                return Err(PortError::permanent_msg(
+                    "commit the run to its Iceberg table",
+                    dataset.to_string(),
+                    "target.table_format is iceberg but this Persist has no table committer",
+                ));
             };
             let run = RunFiles::new(dataset, &first.pipeline, &first.run_id, &keys).with_write(self.write.clone());
             files.extend(tables.commit_run(&run).await?.files);
@@ -448,8 +444,8 @@ pub async fn drop_files_outside_manifest(
     receipt: &PageReceipt,
 ) -> Result<Vec<String>, PortError> {
     let key = keys::manifest_key(&receipt.pipeline, &receipt.run_id);
-    let manifest: tributary_core::ledger::Manifest =
-        serde_json::from_slice(&store.get(&key).await?).map_err(|err| permanent("read the manifest", &key, err))?;
+    let manifest: tributary_core::ledger::Manifest = serde_json::from_slice(&store.get(&key).await?)
+        .map_err(|err| PortError::permanent("read the manifest", &key, err))?;
     let mut dropped = Vec::new();
     for data_key in receipt.data_keys.iter().filter(|k| !manifest.files.contains(k)) {
         store.delete(data_key).await?;
@@ -459,10 +455,6 @@ pub async fn drop_files_outside_manifest(
         tracing::warn!(files = ?dropped, "the run completed while this page was written: its files were replaced already");
     }
     Ok(dropped)
-}
-
-fn permanent(operation: &'static str, key: &str, err: impl std::fmt::Display) -> PortError {
-    PortError::Permanent { operation, target: key.to_string(), message: err.to_string() }
 }
 
 /// The files' rows, in order, aligned to `target`, as one Parquet file,

@@ -37,8 +37,12 @@ pub enum PersistError {
     Claim {
         /// Object key.
         key: String,
-        /// What is wrong.
+        /// What is wrong (the source's text, if there is one).
         problem: String,
+        /// The conversion task's failure (a panic), when that is what
+        /// went wrong.
+        #[source]
+        source: Option<tokio::task::JoinError>,
     },
     /// The records could not be converted to Parquet.
     #[error("dataset {dataset} page {page}: {source}")]
@@ -131,16 +135,12 @@ impl RecordError for PersistError {
 
 /// A failure of the function's temporary folder (transient: the next try
 /// may have the disk space).
-pub(crate) fn local_error(operation: &'static str, err: &std::io::Error) -> PersistError {
-    PersistError::Store(PortError::Transient {
-        operation,
-        target: std::env::temp_dir().display().to_string(),
-        message: err.to_string(),
-    })
+pub(crate) fn local_error(operation: &'static str, err: std::io::Error) -> PersistError {
+    PersistError::Store(PortError::transient(operation, std::env::temp_dir().display().to_string(), err))
 }
 
 /// A value that could not be encoded or decoded as JSON at `key`
 /// (permanent).
-pub(crate) fn encode_error(operation: &'static str, key: &str, err: &serde_json::Error) -> PersistError {
-    PersistError::Store(PortError::Permanent { operation, target: key.to_string(), message: err.to_string() })
+pub(crate) fn encode_error(operation: &'static str, key: &str, err: serde_json::Error) -> PersistError {
+    PersistError::Store(PortError::permanent(operation, key.to_string(), err))
 }

@@ -93,7 +93,7 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
     if let Some(receipt) = page.settle_completed_run().await? {
         return Ok(receipt);
     }
-    let temp_dir = tempfile::tempdir().map_err(|err| local_error("create temporary folder", &err))?;
+    let temp_dir = tempfile::tempdir().map_err(|err| local_error("create temporary folder", err))?;
     let kept = page.keep_raw_page(temp_dir.path()).await?;
     let output = convert_against_table_schema(&message, &kept, temp_dir.path(), deps).await?;
     let written = page.write_outputs(&output).await?;
@@ -216,6 +216,7 @@ impl<'a> PageContext<'a> {
                     PortError::NotFound { .. } => PersistError::Claim {
                         key: key.clone(),
                         problem: "does not exist (expired or never written)".into(),
+                        source: None,
                     },
                     other => PersistError::Store(other),
                 })?;
@@ -233,7 +234,7 @@ impl<'a> PageContext<'a> {
             page: self.page.index,
             loaded_at_ms: fetched_at.timestamp_millis(),
         };
-        let raw_bytes = serde_json::to_vec(&raw).map_err(|err| encode_error("encode raw page", &self.raw_key, &err))?;
+        let raw_bytes = serde_json::to_vec(&raw).map_err(|err| encode_error("encode raw page", &self.raw_key, err))?;
         self.deps.store.put(&self.raw_key, Bytes::from(raw_bytes)).await?;
         Ok(KeptPage { source, format, raw, lineage, raw_key: self.raw_key.clone() })
     }
@@ -489,7 +490,7 @@ async fn alert_schema_conflict(
             format: PayloadFormat::default(),
         };
     }
-    let body = serde_json::to_string(&envelope).map_err(|err| encode_error("encode alert", &target.dlq, &err))?;
+    let body = serde_json::to_string(&envelope).map_err(|err| encode_error("encode alert", &target.dlq, err))?;
     let attributes = [
         (batch::ATTR_ERROR, reason),
         (batch::ATTR_FUNCTION, "persist".to_string()),

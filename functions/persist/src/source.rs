@@ -43,8 +43,14 @@ pub enum PageSource {
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
     /// Reading or decompressing failed (a gzip stream cut short, say).
-    #[error("{0}")]
-    Io(String),
+    #[error("{message}")]
+    Io {
+        /// What failed, with the I/O error's text.
+        message: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The payload holds more than `limit` bytes after decompression.
     #[error(
         "the payload holds more than {limit} bytes (after decompression), the most MAX_PAGE_BYTES allows; split it \
@@ -69,13 +75,14 @@ pub enum DecodeError {
     },
 }
 
-fn io_error(err: &std::io::Error) -> DecodeError {
-    let text = err.to_string();
-    if err.kind() == std::io::ErrorKind::UnexpectedEof || text.contains("corrupt deflate") {
-        DecodeError::Io(format!("gzip stream is cut short or corrupt: {text}"))
+fn io_error(source: std::io::Error) -> DecodeError {
+    let text = source.to_string();
+    let message = if source.kind() == std::io::ErrorKind::UnexpectedEof || text.contains("corrupt deflate") {
+        format!("gzip stream is cut short or corrupt: {text}")
     } else {
-        DecodeError::Io(format!("cannot read the payload: {text}"))
-    }
+        format!("cannot read the payload: {text}")
+    };
+    DecodeError::Io { message, source }
 }
 
 /// Opens a payload, decompressing gzip when its first bytes say so.
@@ -87,10 +94,13 @@ pub fn open(source: &PageSource) -> Result<Box<dyn BufRead + Send>, DecodeError>
         PageSource::Bytes(bytes) => Box::new(std::io::Cursor::new(bytes.clone())),
         PageSource::File(path) => Box::new(BufReader::with_capacity(
             CHUNK_BYTES,
-            File::open(path).map_err(|e| DecodeError::Io(format!("cannot open {}: {e}", path.display())))?,
+            File::open(path).map_err(|source| DecodeError::Io {
+                message: format!("cannot open {}: {source}", path.display()),
+                source,
+            })?,
         )),
     };
-    let head = reader.fill_buf().map_err(|e| io_error(&e))?;
+    let head = reader.fill_buf().map_err(io_error)?;
     if head.starts_with(&[0x1f, 0x8b]) {
         Ok(Box::new(BufReader::with_capacity(CHUNK_BYTES, flate2::bufread::MultiGzDecoder::new(reader))))
     } else {
@@ -226,7 +236,7 @@ impl<R: Read> Framer<R> {
             match self.reader.read(&mut self.buf[self.end..]) {
                 Ok(n) => break n,
                 Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(err) => return Err(io_error(&err)),
+                Err(err) => return Err(io_error(err)),
             }
         };
         if n == 0 {

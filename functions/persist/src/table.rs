@@ -32,7 +32,7 @@ pub async fn read_schema(store: &dyn ObjectStore, key: &str) -> Result<Option<(T
     match store.get_versioned(key).await? {
         Some((bytes, version)) => serde_json::from_slice(&bytes)
             .map(|schema| Some((schema, version)))
-            .map_err(|err| encode_error("read dataset schema", key, &err)),
+            .map_err(|err| encode_error("read dataset schema", key, err)),
         None => Ok(None),
     }
 }
@@ -47,13 +47,8 @@ async fn publish(dataset: &str, table: &TableSchema, format: TableFormat, deps: 
         catalog.upsert_table(&table.table_def(dataset)).await?;
     }
     let key = keys::arrow_schema_key(dataset);
-    let bytes = lake_format::codec::encode_arrow_schema(&table.arrow_schema()).map_err(|err| {
-        PersistError::Store(PortError::Permanent {
-            operation: "encode the Arrow schema",
-            target: key.clone(),
-            message: err.to_string(),
-        })
-    })?;
+    let bytes = lake_format::codec::encode_arrow_schema(&table.arrow_schema())
+        .map_err(|err| PersistError::Store(PortError::permanent("encode the Arrow schema", key.clone(), err)))?;
     deps.store.put(&key, Bytes::from(bytes)).await?;
     Ok(())
 }
@@ -120,8 +115,8 @@ pub(crate) async fn convert_against_table_schema(
             return Ok(output);
         }
         table.version = lake.version + 1;
-        let bytes = serde_json::to_vec_pretty(&table)
-            .map_err(|err| encode_error("encode dataset schema", &schema_key, &err))?;
+        let bytes =
+            serde_json::to_vec_pretty(&table).map_err(|err| encode_error("encode dataset schema", &schema_key, err))?;
         if deps.store.put_if(&schema_key, Bytes::from(bytes), version.as_deref()).await? {
             publish(dataset, &table, message.target.table_format, deps).await?;
             return Ok(output);
@@ -130,11 +125,11 @@ pub(crate) async fn convert_against_table_schema(
             tracing::info!(key = %schema_key, attempt, "the dataset's schema changed during the conversion; converting again");
         }
     }
-    Err(PersistError::Store(PortError::Transient {
-        operation: "update dataset schema",
-        target: schema_key,
-        message: format!("other pages changed it during each of {SCHEMA_WRITE_ATTEMPTS} conversions"),
-    }))
+    Err(PersistError::Store(PortError::transient_msg(
+        "update dataset schema",
+        schema_key,
+        format!("other pages changed it during each of {SCHEMA_WRITE_ATTEMPTS} conversions"),
+    )))
 }
 
 /// One conversion of the kept page against `lake_schema` (the dataset's
@@ -147,7 +142,7 @@ async fn convert_once(
     dir: &Path,
     deps: Deps<'_>,
 ) -> Result<PageOutput, PersistError> {
-    std::fs::create_dir_all(dir).map_err(|err| local_error("create temporary folder", &err))?;
+    std::fs::create_dir_all(dir).map_err(|err| local_error("create temporary folder", err))?;
     let (source, format, target) = (kept.source.clone(), kept.format.clone(), message.target.clone());
     let (writer, limits, lineage) = (deps.config.writer.clone(), deps.config.limits, kept.lineage.clone());
     let (dir, run_date) = (dir.to_path_buf(), message.run_date);
@@ -164,7 +159,11 @@ async fn convert_once(
         convert_page(&source, &format, settings)
     })
     .await
-    .map_err(|err| PersistError::Claim { key: kept.raw_key.clone(), problem: format!("conversion panicked: {err}") })?;
+    .map_err(|err| PersistError::Claim {
+        key: kept.raw_key.clone(),
+        problem: format!("conversion panicked: {err}"),
+        source: Some(err),
+    })?;
     converted.map_err(|source| PersistError::Convert {
         dataset: message.target.dataset.clone(),
         page: message.page.index,

@@ -21,7 +21,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use contracts::{Auth, HttpMethod};
-use tributary_core::ports::{HttpRequest, PortError, Secret};
+use tributary_core::ports::{BoxError, HttpRequest, PortError, Secret};
 
 use crate::scrub::Scrubber;
 use crate::{Deps, RequestError};
@@ -137,14 +137,14 @@ impl Credentials {
 
 fn secret_error(secret_id: &str, err: PortError) -> RequestError {
     let permanent = !err.is_retryable();
-    let problem = match err {
+    let (problem, source) = match err {
         // The local store names where it looked; Secrets Manager's target
         // is the id itself.
-        PortError::NotFound { target, .. } if target != secret_id => format!("no such secret: {target}"),
-        PortError::NotFound { .. } => "no such secret".to_string(),
-        other => other.to_string(),
+        PortError::NotFound { target, .. } if target != secret_id => (format!("no such secret: {target}"), None),
+        PortError::NotFound { .. } => ("no such secret".to_string(), None),
+        other => (other.to_string(), Some(other.into())),
     };
-    RequestError::Auth { field: "policy.auth.secret_id", value: secret_id.to_string(), problem, permanent }
+    RequestError::Auth { field: "policy.auth.secret_id", value: secret_id.to_string(), problem, permanent, source }
 }
 
 /// The credentials of `auth`; with `refresh`, an OAuth token is fetched
@@ -179,6 +179,7 @@ pub async fn credentials(
                 value: "api_key".into(),
                 problem: "needs exactly one of `header` and `query_param`".into(),
                 permanent: true,
+                source: None,
             });
         }
         Auth::Bearer { .. } => bearer(&secret, Vec::new()),
@@ -229,11 +230,12 @@ async fn fetch_token(
     deps: Deps<'_>,
     template: HttpRequest,
 ) -> Result<(Secret, Duration), RequestError> {
-    let failed = |problem: String, permanent: bool| RequestError::Auth {
+    let failed = |problem: String, permanent: bool, source: Option<BoxError>| RequestError::Auth {
         field: "policy.auth.token_url",
         value: contracts::redacted_url(token_url),
         problem,
         permanent,
+        source,
     };
     // The serializer is not `Send`: finish it before any await.
     let form = {
@@ -260,20 +262,20 @@ async fn fetch_token(
     };
     let response = deps.http.send(request).await.map_err(|err| {
         let permanent = !err.is_retryable();
-        failed(err.to_string(), permanent)
+        failed(err.to_string(), permanent, Some(err.into()))
     })?;
     if !(200..300).contains(&response.status) {
         // 4xx: the provider refuses these credentials; retrying cannot help.
         let permanent = (400..500).contains(&response.status) && !matches!(response.status, 408 | 429);
-        return Err(failed(format!("the token endpoint answered HTTP {}", response.status), permanent));
+        return Err(failed(format!("the token endpoint answered HTTP {}", response.status), permanent, None));
     }
     let body: Value = serde_json::from_slice(&response.body)
-        .map_err(|err| failed(format!("the token response is not JSON: {err}"), false))?;
+        .map_err(|err| failed(format!("the token response is not JSON: {err}"), false, Some(err.into())))?;
     let token = body
         .get("access_token")
         .and_then(Value::as_str)
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| failed("the token response has no `access_token`".into(), false))?;
+        .ok_or_else(|| failed("the token response has no `access_token`".into(), false, None))?;
     let lifetime = body.get("expires_in").and_then(Value::as_u64).map_or(DEFAULT_TOKEN_LIFETIME, Duration::from_secs);
     Ok((Secret::new(token), lifetime))
 }

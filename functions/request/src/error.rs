@@ -5,7 +5,7 @@
 use crate::{auth, paging, trust};
 use std::time::Duration;
 use tributary_core::batch::{BodyError, RecordError};
-use tributary_core::ports::PortError;
+use tributary_core::ports::{BoxError, PortError};
 
 /// Why a request failed.
 #[derive(Debug, thiserror::Error)]
@@ -36,8 +36,12 @@ pub enum RequestError {
     Refused {
         /// `METHOD url` of the refused call.
         target: String,
-        /// Why.
+        /// Why (the source's text, if there is one).
         reason: String,
+        /// The error behind the refusal: an unusable redirect's URL
+        /// error, a name check's.
+        #[source]
+        source: Option<BoxError>,
     },
     /// No time is left in the invocation for the call (retryable: SQS
     /// redelivers the record).
@@ -45,8 +49,11 @@ pub enum RequestError {
     Deadline {
         /// `METHOD url`.
         target: String,
-        /// What did not fit.
+        /// What did not fit (the source's text, if there is one).
         reason: String,
+        /// The rate budget's refusal, when that is what did not fit.
+        #[source]
+        source: Option<BoxError>,
     },
     /// Retrying inside this invocation was stopped (a `Retry-After` past
     /// the cap, or a wait past the deadline); SQS redelivers the record.
@@ -64,10 +71,14 @@ pub enum RequestError {
         field: &'static str,
         /// Its value (a secret id or URL, never a secret).
         value: String,
-        /// What went wrong.
+        /// What went wrong (the source's text, if there is one).
         problem: String,
         /// Whether retrying cannot help.
         permanent: bool,
+        /// The error that caused it: the secret store's, the token call's, or
+        /// the token response's parser's.
+        #[source]
+        source: Option<BoxError>,
     },
     /// The response's content type is not the expected one.
     #[error(
@@ -86,8 +97,9 @@ pub enum RequestError {
     NotJson {
         /// `METHOD url`.
         target: String,
-        /// Parser message with line and column.
-        error: String,
+        /// The parser's error, with line and column.
+        #[source]
+        error: crate::page::NotJson,
         /// First bytes of the body.
         excerpt: String,
     },

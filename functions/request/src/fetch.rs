@@ -65,11 +65,13 @@ pub async fn fetch(
     let attempt = || async {
         if let Some(rate) = message.policy.rate {
             let deadline = deps.deadline.checked_sub(deps.config.deadline_reserve).unwrap_or(deps.deadline);
-            deps.warm
-                .rates
-                .acquire(&message.pipeline, rate, deps.config.max_instances, deadline)
-                .await
-                .map_err(|err| RequestError::Deadline { target: target.clone(), reason: err.to_string() })?;
+            deps.warm.rates.acquire(&message.pipeline, rate, deps.config.max_instances, deadline).await.map_err(
+                |err| RequestError::Deadline {
+                    target: target.clone(),
+                    reason: err.to_string(),
+                    source: Some(err.into()),
+                },
+            )?;
         }
         let started = std::time::Instant::now();
         let result = follow_redirects(message, &request, &origin, &target, deps, &state).await;
@@ -188,6 +190,7 @@ async fn follow_redirects(
                 reason: format!(
                     "host {host} is neither the message's host {origin} nor in policy.allow.hosts (SSRF guard)"
                 ),
+                source: None,
             });
         }
         let url = request.url.clone();
@@ -209,23 +212,34 @@ async fn follow_redirects(
             return Err(RequestError::Refused {
                 target: target.to_string(),
                 reason: format!("more than {MAX_REDIRECTS} redirects"),
+                source: None,
             });
         }
         let next = url.join(location).map_err(|err| RequestError::Refused {
             target: here.clone(),
             reason: format!("redirect to an unusable Location ({err})"),
+            source: Some(err.into()),
         })?;
         if !matches!(next.scheme(), "http" | "https") {
-            return Err(RequestError::Refused { target: here, reason: format!("redirect to a {} URL", next.scheme()) });
+            return Err(RequestError::Refused {
+                target: here,
+                reason: format!("redirect to a {} URL", next.scheme()),
+                source: None,
+            });
         }
         if !next.username().is_empty() || next.password().is_some() {
             return Err(RequestError::Refused {
                 target: here,
                 reason: "redirect to a Location with user info (credentials in a URL are refused)".into(),
+                source: None,
             });
         }
         if url.scheme() == "https" && next.scheme() == "http" {
-            return Err(RequestError::Refused { target: here, reason: "redirect from https to plain http".into() });
+            return Err(RequestError::Refused {
+                target: here,
+                reason: "redirect from https to plain http".into(),
+                source: None,
+            });
         }
         // The Location may hold the token in its path: logged scrubbed.
         let shown = match state.lock().ok().and_then(|s| s.credentials.clone()) {
@@ -240,7 +254,11 @@ async fn follow_redirects(
         }
         request.url = next;
     }
-    Err(RequestError::Refused { target: target.to_string(), reason: format!("more than {MAX_REDIRECTS} redirects") })
+    Err(RequestError::Refused {
+        target: target.to_string(),
+        reason: format!("more than {MAX_REDIRECTS} redirects"),
+        source: None,
+    })
 }
 
 /// Whether the deployment's grant of the message's secret admits this hop
@@ -263,6 +281,7 @@ fn clamp_timeout(timeout: Duration, deps: Deps<'_>, target: &str) -> Result<Dura
                 "no time left in the invocation for the call (the last {} ms are kept for forwarding); SQS will redeliver",
                 deps.config.deadline_reserve.as_millis()
             ),
+            source: None,
         });
     }
     Ok(timeout.min(left))

@@ -123,14 +123,14 @@ async fn call_and_forward(
     deps.config.trust.check(message)?;
     contracts::spec::check_policy(&message.policy).map_err(|err| {
         // The spec's `request.*` fields are the message's `policy.*`.
-        let reason = match err {
+        let (reason, source) = match err {
             contracts::spec::SpecError::Invalid { field, value, reason } => {
-                format!("`{}` = {value}: {reason}", field.replacen("request.", "policy.", 1))
+                (format!("`{}` = {value}: {reason}", field.replacen("request.", "policy.", 1)), None)
             }
-            other => other.to_string(),
+            other => (other.to_string(), Some(other.into())),
         };
         let target = format!("{} {}", message.http.method, contracts::redacted_url(&message.http.url));
-        RequestError::Refused { target, reason }
+        RequestError::Refused { target, reason, source }
     })?;
     let request = http_request(message, deps.config);
     let mut fetched = fetch::fetch(message, request, deps, metrics).await?;
@@ -208,7 +208,7 @@ fn decide(message: &RequestMessage, fetched: &Fetched, scrubber: &Scrubber) -> R
         true => None,
         false => Some(page::Doc::parse(body).map_err(|err| RequestError::NotJson {
             target: target.clone(),
-            error: err.0,
+            error: err,
             excerpt: excerpt(body, scrubber),
         })?),
     };
@@ -240,7 +240,7 @@ fn decide(message: &RequestMessage, fetched: &Fetched, scrubber: &Scrubber) -> R
                 Some(range) => String::from_utf8_lossy(&body[range]).into_owned(),
                 None => "[]".into(),
             };
-            let raw = RawRecords::from_text(text).map_err(|err| encode_error(&err))?;
+            let raw = RawRecords::from_text(text).map_err(encode_error)?;
             let raw = without_credentials(raw, scrubber, target)?;
             let digest = contracts::digest::fnv1a_hex(raw.as_str().as_bytes());
             let repeats_previous = next
@@ -297,7 +297,7 @@ async fn apply(
                     "this page repeats the page before: the vendor has no more; stopping"
                 );
                 end_run(message, page.index.saturating_add(1), None, deps).await?;
-                let empty = RawRecords::from_text("[]".into()).map_err(|err| encode_error(&err))?;
+                let empty = RawRecords::from_text("[]".into()).map_err(encode_error)?;
                 let claim_check = forward_records(message, page, dataset, empty, deps).await?;
                 return Ok(Outcome::Records { count: 0, claim_check });
             }
@@ -321,6 +321,7 @@ async fn apply(
             Err(RequestError::Refused {
                 target: fetched.target.clone(),
                 reason: "a decision for another mode than the message's (a bug)".into(),
+                source: None,
             })
         }
     }
@@ -336,10 +337,11 @@ fn check_message(message: &RequestMessage) -> Result<(), RequestError> {
     let refuse = |field: &str, value: &str, reason: &str| RequestError::Refused {
         target: target(),
         reason: format!("`{field}` = {value}: {reason}"),
+        source: None,
     };
     contracts::spec::check_name("pipeline", &message.pipeline)
         .and_then(|()| contracts::spec::check_no_userinfo("http.url", &message.http.url))
-        .map_err(|err| RequestError::Refused { target: target(), reason: err.to_string() })?;
+        .map_err(|err| RequestError::Refused { target: target(), reason: err.to_string(), source: Some(err.into()) })?;
     let url = &message.http.url;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
         return Err(refuse("http.url", &contracts::redacted_url(url), "must be an http or https URL with a host"));
@@ -504,7 +506,7 @@ fn safe_next(
 ) -> Result<HttpCall, RequestError> {
     let here = &message.http.url;
     let next = &call.url;
-    let refuse = |reason: String| RequestError::Refused { target: target.to_string(), reason };
+    let refuse = |reason: String| RequestError::Refused { target: target.to_string(), reason, source: None };
     let shown = contracts::redacted_url(next);
     if !next.username().is_empty() || next.password().is_some() {
         return Err(refuse(format!("the next page's URL {shown} has user info (credentials in a URL are refused)")));
@@ -761,6 +763,7 @@ fn without_credentials(raw: RawRecords, scrubber: &Scrubber, target: &str) -> Re
     RawRecords::from_text(scrubber.scrub(raw.as_str())).map_err(|_| RequestError::Refused {
         target: target.to_string(),
         reason: "the records hold a credential of the call outside a JSON string, where it cannot be redacted; nothing is forwarded".into(),
+        source: None,
     })
 }
 
@@ -825,13 +828,13 @@ async fn send(destination: &Destination, body: String, deps: Deps<'_>) -> Result
 }
 
 fn encode<T: serde::Serialize>(message: &T) -> Result<String, RequestError> {
-    contracts::encode(message).map_err(|err| encode_error(&err))
+    contracts::encode(message).map_err(encode_error)
 }
 
-fn encode_error(err: &serde_json::Error) -> RequestError {
+fn encode_error(err: serde_json::Error) -> RequestError {
     RequestError::Forward {
         destination: "(encoding)".into(),
-        source: PortError::Permanent { operation: "encode message", target: "reply".into(), message: err.to_string() },
+        source: PortError::permanent("encode message", "reply", err),
     }
 }
 

@@ -83,11 +83,7 @@ impl ReqwestClient {
                 .dns_resolver(GuardedResolver { lookup: options.lookup.clone(), access })
                 .user_agent(concat!("tributary/", env!("CARGO_PKG_VERSION")))
                 .build()
-                .map_err(|err| PortError::Permanent {
-                    operation: "build HTTP client",
-                    target: "reqwest".into(),
-                    message: err.to_string(),
-                })
+                .map_err(|err| PortError::permanent("build HTTP client", "reqwest", err))
         };
         Ok(Self {
             clients: [build(0)?, build(1)?, build(2)?, build(3)?],
@@ -102,13 +98,11 @@ impl ReqwestClient {
     async fn large_body_turn(&self, wait: Duration, target: &str) -> Result<LargeBodyTurn, PortError> {
         match tokio::time::timeout(wait, self.turn.clone().lock_owned()).await {
             Ok(guard) => Ok(LargeBodyTurn(Arc::new(guard))),
-            Err(_) => Err(PortError::Transient {
-                operation: "HTTP read body",
-                target: target.to_string(),
-                message: format!(
-                    "waited {wait:?} for the turn to read a large body (another large page was being handled)"
-                ),
-            }),
+            Err(_) => Err(PortError::transient_msg(
+                "HTTP read body",
+                target.to_string(),
+                format!("waited {wait:?} for the turn to read a large body (another large page was being handled)"),
+            )),
         }
     }
 
@@ -122,7 +116,7 @@ fn access_of(index: usize) -> NetworkAccess {
 }
 
 fn refused(err: &ssrf::Refused) -> PortError {
-    PortError::Permanent { operation: "SSRF guard", target: err.host.clone(), message: err.to_string() }
+    PortError::permanent("SSRF guard", err.host.clone(), err.clone())
 }
 
 #[async_trait]
@@ -165,11 +159,14 @@ impl HttpClient for ReqwestClient {
             // say) fails the same way on every retry.
             let message = describe(&err);
             let target = target.clone();
-            if err.is_builder() {
-                PortError::Permanent { operation: "HTTP call", target, message }
+            // reqwest's Display names the URL with its query (a credential,
+            // maybe): the source is kept without it.
+            let port_error = if err.is_builder() {
+                PortError::permanent("HTTP call", target, err.without_url())
             } else {
-                PortError::Transient { operation: "HTTP call", target, message }
-            }
+                PortError::transient("HTTP call", target, err.without_url())
+            };
+            port_error.with_message(message)
         })?;
         let status = response.status().as_u16();
         let headers: BTreeMap<String, String> = response
@@ -196,10 +193,9 @@ impl HttpClient for ReqwestClient {
         // endless) body never fills the function's memory.
         let mut body = Vec::new();
         loop {
-            let chunk = response.chunk().await.map_err(|err| PortError::Transient {
-                operation: "HTTP read body",
-                target: target.clone(),
-                message: describe(&err),
+            let chunk = response.chunk().await.map_err(|err| {
+                let message = describe(&err);
+                PortError::transient("HTTP read body", target.clone(), err.without_url()).with_message(message)
             })?;
             let Some(chunk) = chunk else { break };
             body.extend_from_slice(&chunk);

@@ -9,6 +9,7 @@
 
 use serde_json::Value;
 use tributary_core::json::tape::{self, Tape, Tok};
+use tributary_core::ports::BoxError;
 
 /// A JSON response body and its tokens.
 pub struct Doc<'a> {
@@ -17,9 +18,11 @@ pub struct Doc<'a> {
 }
 
 /// Why a body is not one JSON document: serde_json's message (line and
-/// column) for text it refuses too, else the tokenizer's.
-#[derive(Debug)]
-pub struct NotJson(pub String);
+/// column) for text it refuses too, else the tokenizer's (or the UTF-8
+/// check's); then that error.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NotJson(pub String, #[source] pub BoxError);
 
 /// Why a pointer does not lead to an array of records.
 #[derive(Debug)]
@@ -54,17 +57,18 @@ impl<'a> Doc<'a> {
     /// # Errors
     /// [`NotJson`] when `body` is not UTF-8 or not one JSON document.
     pub fn parse(body: &'a [u8]) -> Result<Doc<'a>, NotJson> {
-        let refused = |tokenizer: String| {
+        let refused = |tokenizer: BoxError| {
             // serde_json's wording, for the same errors as before; it reads
             // without building anything.
-            match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
-                Err(err) => NotJson(err.to_string()),
-                Ok(_) => NotJson(tokenizer),
-            }
+            let source = match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+                Err(err) => err.into(),
+                Ok(_) => tokenizer,
+            };
+            NotJson(source.to_string(), source)
         };
-        let text = std::str::from_utf8(body).map_err(|err| refused(err.to_string()))?;
+        let text = std::str::from_utf8(body).map_err(|err| refused(err.into()))?;
         let mut tape = Tape::default();
-        tape.parse(text).map_err(|err| refused(err.to_string()))?;
+        tape.parse(text).map_err(|err| refused(err.into()))?;
         Ok(Doc { text, tape })
     }
 

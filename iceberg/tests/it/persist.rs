@@ -221,11 +221,7 @@ impl ObjectStore for FlakyStore {
     }
     async fn get(&self, key: &str) -> Result<bytes::Bytes, tributary_core::ports::PortError> {
         if key.ends_with(".parquet") && !self.failed.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            return Err(tributary_core::ports::PortError::Transient {
-                operation: "get",
-                target: key.into(),
-                message: "connection reset".into(),
-            });
+            return Err(tributary_core::ports::PortError::transient_msg("get", key, "connection reset"));
         }
         self.inner.get(key).await
     }

@@ -33,11 +33,11 @@ impl TopicPublisher for StrictTopic {
     async fn publish(&self, topic: &str, messages: Vec<TopicMessage>) -> Result<(), PortError> {
         for message in &messages {
             if let Some((name, _)) = message.attributes.iter().find(|(_, value)| value.is_empty()) {
-                return Err(PortError::Permanent {
-                    operation: "Publish",
-                    target: topic.into(),
-                    message: format!("InvalidParameterValue: message attribute {name} has an empty value"),
-                });
+                return Err(PortError::permanent_msg(
+                    "Publish",
+                    topic,
+                    format!("InvalidParameterValue: message attribute {name} has an empty value"),
+                ));
             }
         }
         self.published.lock().expect("lock").extend(messages);
