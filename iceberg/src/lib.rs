@@ -20,6 +20,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub mod commit;
+
+mod files;
 #[cfg(feature = "glue")]
 pub mod glue;
 pub mod merge;
