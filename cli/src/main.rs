@@ -180,6 +180,35 @@ enum Command {
         #[arg(long)]
         to: Option<chrono::NaiveDate>,
     },
+    /// Compact an Iceberg dataset's table in the local lake: per partition,
+    /// the data files under the target size are rewritten into files near
+    /// it, in one `replace` snapshot (the same rows; `tributary.compaction`
+    /// in its summary). With `--expire-older-than`, snapshots older than
+    /// that are then expired (the current one and the `--retain-last`
+    /// newest kept) and the files only they needed are deleted: the old
+    /// snapshots can no longer be read (time travel) after that. Prints
+    /// files before and after per partition, rows, the snapshot id and
+    /// the files deleted.
+    Compact {
+        /// Lake directory.
+        #[arg(long, default_value = "lake")]
+        lake: PathBuf,
+        /// Dataset (an Iceberg table: `target.table_format: iceberg`).
+        #[arg(long)]
+        dataset: String,
+        /// Target data file size in MiB (at least 1): files under it are
+        /// packed into files near it.
+        #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+        target_file_mb: u64,
+        /// Expire snapshots older than this (`7d`, `12h`, `30m`, `0s`: all
+        /// but the retained) after compacting.
+        #[arg(long, value_parser = parse_age)]
+        expire_older_than: Option<chrono::Duration>,
+        /// Snapshots kept by expiry whatever their age, newest first (at
+        /// least 1: the current one).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        retain_last: u64,
+    },
     /// Run SQL over the lake's datasets with DataFusion (the local Athena
     /// stand-in's engine): each dataset is a table read whole with its
     /// published schema; an Iceberg dataset is its table's current snapshot
@@ -444,6 +473,10 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             print!("{summary}");
             Ok(if summary.succeeded() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
+        Command::Compact { lake, dataset, target_file_mb, expire_older_than, retain_last } => {
+            let retain_last = usize::try_from(retain_last).context("--retain-last")?;
+            compact(&lake, &dataset, target_file_mb, expire_older_than, retain_last).await
+        }
         Command::Query { sql, stack: Some(stack), params, .. } => query_on_stack(&stack, sql, params).await,
         Command::Query { sql, lake, stack: None, params } => {
             require_lake(&lake)?;
@@ -495,6 +528,46 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `tributary compact`: compacts the dataset's table in the lake's local
+/// catalog, then expires its old snapshots when asked.
+async fn compact(
+    lake: &Path,
+    dataset: &str,
+    target_file_mb: u64,
+    expire_older_than: Option<chrono::Duration>,
+    retain_last: usize,
+) -> anyhow::Result<ExitCode> {
+    require_lake(lake)?;
+    contracts::spec::check_dataset("--dataset", dataset)?;
+    let root = std::fs::canonicalize(lake).with_context(|| format!("reading {}", lake.display()))?;
+    let not_iceberg = || {
+        anyhow::anyhow!(
+            "--dataset {dataset}: not an Iceberg table in {} (no table tributary.{dataset} in its local catalog; \
+             only datasets with target.table_format: iceberg can be compacted)",
+            lake.display()
+        )
+    };
+    // Opening the catalog would create `_iceberg/` in a lake without one.
+    if !root.join(tributary_core::keys::iceberg_catalog_key()).is_file() {
+        return Err(not_iceberg());
+    }
+    let catalog = tributary_iceberg::local_catalog(&root).await.context("opening the lake's Iceberg catalog")?;
+    let ident = tributary_iceberg::table_ident(dataset);
+    if !iceberg::Catalog::table_exists(&catalog, &ident).await.context("looking the table up")? {
+        return Err(not_iceberg());
+    }
+    let compacted = tributary_iceberg::compact::compact_table(&catalog, &ident, target_file_mb << 20).await?;
+    print!("{compacted}");
+    if let Some(older_than) = expire_older_than {
+        let expired = tributary_iceberg::compact::expire_snapshots(&catalog, &ident, older_than, retain_last).await?;
+        print!("{expired}");
+        if !expired.failed.is_empty() {
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Runs `sql` on the lake's local engine and prints its rows as JSON lines;
@@ -784,6 +857,13 @@ fn parse_time(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
     chrono::DateTime::parse_from_rfc3339(text)
         .map(|t| t.with_timezone(&chrono::Utc))
         .map_err(|err| format!("{text:?} is not an RFC 3339 time such as 2026-11-29T06:00:00Z: {err}"))
+}
+
+/// An age such as `7d`, `12h`, `30m` or `0s` (humantime's syntax).
+fn parse_age(text: &str) -> Result<chrono::Duration, String> {
+    let bad = |why: String| format!("{text:?} is not an age such as 7d, 12h or 30m: {why}");
+    let age = humantime::parse_duration(text).map_err(|err| bad(err.to_string()))?;
+    chrono::Duration::from_std(age).map_err(|err| bad(err.to_string()))
 }
 
 fn load_spec(path: &Path) -> anyhow::Result<PipelineSpec> {

@@ -304,3 +304,63 @@ fn a_dead_letter_is_listed_shown_and_redriven_to_success_once_the_vendor_is_back
     let again = tributary().args(["dlq", "redrive", &id, "--lake"]).arg(&lake).output().expect("again");
     assert!(String::from_utf8_lossy(&again.stdout).contains("already redriven"), "a second redrive skips it");
 }
+
+#[test]
+fn compact_refuses_bad_input_naming_the_flag_and_value() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lake = dir.path().join("lake");
+    std::fs::create_dir(&lake).expect("lake dir");
+    let missing = dir.path().join("no-such-lake");
+    let cases: [(Vec<&std::ffi::OsStr>, &str); 5] = [
+        (
+            vec!["--lake".as_ref(), missing.as_os_str(), "--dataset".as_ref(), "events".as_ref()],
+            "no-such-lake does not exist",
+        ),
+        (
+            vec!["--lake".as_ref(), lake.as_os_str(), "--dataset".as_ref(), "events".as_ref()],
+            "--dataset events: not an Iceberg table",
+        ),
+        (
+            vec![
+                "--lake".as_ref(),
+                lake.as_os_str(),
+                "--dataset".as_ref(),
+                "events".as_ref(),
+                "--retain-last".as_ref(),
+                "0".as_ref(),
+            ],
+            "invalid value '0' for '--retain-last",
+        ),
+        (
+            vec![
+                "--lake".as_ref(),
+                lake.as_os_str(),
+                "--dataset".as_ref(),
+                "events".as_ref(),
+                "--target-file-mb".as_ref(),
+                "0".as_ref(),
+            ],
+            "invalid value '0' for '--target-file-mb",
+        ),
+        (
+            vec![
+                "--lake".as_ref(),
+                lake.as_os_str(),
+                "--dataset".as_ref(),
+                "events".as_ref(),
+                "--expire-older-than".as_ref(),
+                "7 fortnights".as_ref(),
+            ],
+            "invalid value '7 fortnights' for '--expire-older-than",
+        ),
+    ];
+    for (args, expected) in cases {
+        let output = tributary().arg("compact").args(&args).output().expect("run tributary");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{expected}: must fail");
+        assert!(stderr.contains(expected), "stderr should name {expected:?}:\n{stderr}");
+        assert_eq!(stderr.matches("error:").count(), 1, "one error:\n{stderr}");
+    }
+    // A Parquet (Hive) dataset is no Iceberg table, and no `_iceberg/` is made.
+    assert!(!lake.join("_iceberg").exists(), "nothing written to the lake");
+}

@@ -22,31 +22,21 @@ use arrow_array::new_null_array;
 use arrow_array::{ArrayRef, Date32Array, Int32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, FieldRef, Fields, Schema as ArrowSchema, SchemaRef, TimeUnit};
 use async_trait::async_trait;
-use iceberg::arrow::{RecordBatchPartitionSplitter, arrow_schema_to_schema_auto_assign_ids, schema_to_arrow_schema};
-use iceberg::spec::PartitionKey;
-use iceberg::spec::{
-    DataFile, DataFileFormat, ManifestContentType, ManifestStatus, Operation, SnapshotRef, Transform, Type,
-    UnboundPartitionSpec,
-};
+use iceberg::arrow::{arrow_schema_to_schema_auto_assign_ids, schema_to_arrow_schema};
+use iceberg::spec::{DataFile, ManifestStatus, Operation, SnapshotRef, Transform, Type, UnboundPartitionSpec};
 use iceberg::table::Table;
 use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
-use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
-use iceberg::writer::file_writer::ParquetWriterBuilder;
-use iceberg::writer::file_writer::location_generator::{DefaultFileNameGenerator, LocationGenerator};
-use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
-use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
 use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableCreation, TableIdent};
 use lake_format::align::{Cast, align};
 use lake_format::meta::{META_PARTITION, META_PARTITION_KIND};
 use lake_format::partition;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
 use tributary_core::ports::{ObjectStore, PortError};
 use tributary_core::tables::{
     Claimed, CommittedRun, RunFiles, RunWrite, StagedFile, TableCommitter, claim_commit, release_claim,
 };
 
+use crate::files::{TableWriter, data_folder, delete_files, live_files, read_data_file};
 use crate::merge::{KeyEncoder, KeyRange, MergeColumns, Plan};
 
 /// The namespace every dataset's table lives in, in the local catalog (on
@@ -194,13 +184,13 @@ impl IcebergCommitter {
                 Ok(committed) => break (committed, added),
                 Err(err) if err.kind() == ErrorKind::CatalogCommitConflicts && attempt < PLAN_ATTEMPTS => {
                     tracing::warn!(attempt, error = %err, "the table changed while the run was planned; planning again");
-                    self.delete_written(&table, &added).await;
+                    delete_files(&table, &added).await;
                     table =
                         self.catalog.load_table(ident).await.map_err(|e| port_error("load the table", &target, e))?;
                     attempt += 1;
                 }
                 Err(err) => {
-                    self.delete_written(&table, &added).await;
+                    delete_files(&table, &added).await;
                     return Err(port_error("commit the run", &target, err));
                 }
             }
@@ -217,18 +207,6 @@ impl IcebergCommitter {
         );
         Ok(CommittedRun { snapshot_id: snapshot.snapshot_id(), files: added, already_committed: false })
     }
-
-    /// Deletes data files written for a commit that did not happen (best
-    /// effort: a file left is an orphan no snapshot names, which
-    /// `tributary compact --expire-older-than` or Glue's orphan-file
-    /// deletion removes).
-    async fn delete_written(&self, table: &Table, paths: &[String]) {
-        for path in paths {
-            if let Err(err) = table.file_io().delete(path).await {
-                tracing::warn!(path, error = %err, "could not delete a data file of a commit that did not happen");
-            }
-        }
-    }
 }
 
 /// Plans of a `replace` or `merge` commit made before another writer's
@@ -238,26 +216,29 @@ pub const PLAN_ATTEMPTS: u32 = 4;
 
 /// What one commit does to the table: files added and removed, and the
 /// snapshot it was planned on.
-struct Change {
-    added: Vec<DataFile>,
-    removed: Vec<String>,
+pub(crate) struct Change {
+    pub(crate) added: Vec<DataFile>,
+    pub(crate) removed: Vec<String>,
     /// `None`: a plain append, valid on any snapshot.
-    base: Option<Option<i64>>,
+    pub(crate) base: Option<Option<i64>>,
+    /// The snapshot's operation; `None`: `overwrite` when files are
+    /// removed, else `append`.
+    pub(crate) operation: Option<Operation>,
 }
 
 impl Change {
     fn append(added: Vec<DataFile>) -> Self {
-        Self { added, removed: Vec::new(), base: None }
+        Self { added, removed: Vec::new(), base: None, operation: None }
     }
 
     /// Every live data file of `table` removed, `added` added.
     async fn replace(table: &Table, added: Vec<DataFile>) -> iceberg::Result<Self> {
         let removed = live_files(table).await?.into_iter().map(|f| f.file_path().to_string()).collect();
-        Ok(Self { added, removed, base: Some(table.metadata().current_snapshot_id()) })
+        Ok(Self { added, removed, base: Some(table.metadata().current_snapshot_id()), operation: None })
     }
 
     /// Commits the change in one snapshot carrying `properties`.
-    async fn commit(
+    pub(crate) async fn commit(
         self,
         table: &Table,
         catalog: &dyn Catalog,
@@ -267,7 +248,11 @@ impl Change {
         let tx = match self.base {
             None => tx.fast_append().set_snapshot_properties(properties).add_data_files(self.added).apply(tx)?,
             Some(base) => {
-                let operation = if self.removed.is_empty() { Operation::Append } else { Operation::Overwrite };
+                let operation = self.operation.unwrap_or(if self.removed.is_empty() {
+                    Operation::Append
+                } else {
+                    Operation::Overwrite
+                });
                 tx.overwrite_files()
                     .set_operation(operation)
                     .validate_from_snapshot(base)
@@ -279,18 +264,6 @@ impl Change {
         };
         tx.commit(catalog).await
     }
-}
-
-/// The live data files of `table`'s current snapshot.
-async fn live_files(table: &Table) -> iceberg::Result<Vec<DataFile>> {
-    let Some(snapshot) = table.metadata().current_snapshot() else { return Ok(Vec::new()) };
-    let list = table.manifest_list_reader(snapshot).load().await?;
-    let mut files = Vec::new();
-    for manifest in list.entries().iter().filter(|m| m.content == ManifestContentType::Data) {
-        let manifest = manifest.load_manifest(table.file_io()).await?;
-        files.extend(manifest.entries().iter().filter(|e| e.is_alive()).map(|e| e.data_file().clone()));
-    }
-    Ok(files)
 }
 
 impl IcebergCommitter {
@@ -336,7 +309,7 @@ impl IcebergCommitter {
             .collect();
         let mut touched = Vec::new();
         for file in &candidates {
-            let rows = self.table_file(table, file, &arrow).await?;
+            let rows = read_data_file(table, file, &arrow).await?;
             let keys = encoder.encode(&rows).map_err(problem("key a table file's rows"))?;
             if plan.touches(&keys) {
                 plan.weigh_table_rows(file.file_path(), &keys);
@@ -351,7 +324,7 @@ impl IcebergCommitter {
             let (rows, keys) = match read {
                 Some(read) => read,
                 None => {
-                    let rows = self.table_file(table, file, &arrow).await?;
+                    let rows = read_data_file(table, file, &arrow).await?;
                     let keys = encoder.encode(&rows).map_err(problem("key a table file's rows"))?;
                     (rows, keys)
                 }
@@ -390,7 +363,7 @@ impl IcebergCommitter {
                 "rows without a value in a primary-key column were added as they are (no key to merge on)"
             );
         }
-        Ok(Change { added, removed, base: Some(base) })
+        Ok(Change { added, removed, base: Some(base), operation: None })
     }
 
     /// A staged file's rows as batches of the table's schema, with its folder.
@@ -418,33 +391,6 @@ impl IcebergCommitter {
         }
         Ok(batches)
     }
-
-    /// A table data file's rows as one batch of the table's current schema
-    /// (columns added since it was written are null).
-    async fn table_file(&self, table: &Table, file: &DataFile, arrow: &SchemaRef) -> Result<RecordBatch, PortError> {
-        let path = file.file_path();
-        let io = |e: iceberg::Error| port_error("read a table data file", path, e);
-        let bytes = table.file_io().new_input(path).map_err(io)?.read().await.map_err(io)?;
-        let failed = |message: String| PortError::transient_msg("read a table data file", path, message);
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .and_then(|b| b.build())
-            .map_err(|e| PortError::transient("read a table data file", path, e))?;
-        let mut batches = Vec::new();
-        for batch in reader {
-            let batch = batch.map_err(|e| failed(e.to_string()))?;
-            batches.push(table_batch(&batch, arrow, &[]).map_err(failed)?);
-        }
-        arrow_select::concat::concat_batches(arrow, &batches).map_err(|e| failed(e.to_string()))
-    }
-}
-
-/// The Hive folder of a table data file (`<table>/data/<folder>/<file>`).
-fn data_folder(table: &Table, path: &str) -> String {
-    let data = format!("{}/data/", table.metadata().location().trim_end_matches('/'));
-    path.strip_prefix(&data)
-        .and_then(|inside| inside.rsplit_once('/'))
-        .map(|(folder, _)| folder.to_string())
-        .unwrap_or_default()
 }
 
 /// The partition columns of `table` (name and Arrow type), as
@@ -587,126 +533,6 @@ impl IcebergCommitter {
     }
 }
 
-/// The data file writers of one commit: one open writer per partition, so
-/// a partition's rows (a run's pages, a rewritten file's rows) become one
-/// data file (rolled at iceberg's default target size), zstd level 1.
-struct TableWriter {
-    target: String,
-    splitter: RecordBatchPartitionSplitter,
-    locations: FolderLocations,
-    builder: DataFileWriterBuilder<ParquetWriterBuilder, FolderLocations, DefaultFileNameGenerator>,
-    open: Vec<
-        iceberg::writer::base_writer::data_file_writer::DataFileWriter<
-            ParquetWriterBuilder,
-            FolderLocations,
-            DefaultFileNameGenerator,
-        >,
-    >,
-    by_partition: HashMap<String, usize>,
-}
-
-impl TableWriter {
-    /// Writers for `table`, files named `<prefix>-<n>.parquet`.
-    fn new(table: &Table, prefix: &str) -> iceberg::Result<Self> {
-        let metadata = table.metadata();
-        let schema = metadata.current_schema().clone();
-        let splitter = RecordBatchPartitionSplitter::try_new_with_computed_values(
-            schema.clone(),
-            metadata.default_partition_spec().clone(),
-        )?;
-        // zstd level 1, as Persist's own files (WriterProperties' default
-        // is uncompressed).
-        let zstd = ZstdLevel::try_new(1).unwrap_or_default();
-        let properties = WriterProperties::builder().set_compression(Compression::ZSTD(zstd)).build();
-        let parquet = ParquetWriterBuilder::new(properties, schema);
-        let locations = FolderLocations::new(metadata.location());
-        let rolling = RollingFileWriterBuilder::new_with_default_file_size(
-            parquet,
-            table.file_io().clone(),
-            locations.clone(),
-            DefaultFileNameGenerator::new(prefix.to_string(), None, DataFileFormat::Parquet),
-        );
-        Ok(Self {
-            target: table.identifier().to_string(),
-            splitter,
-            locations,
-            builder: DataFileWriterBuilder::new(rolling),
-            open: Vec::new(),
-            by_partition: HashMap::new(),
-        })
-    }
-
-    /// Writes `batch` (of the table's schema, partition columns filled),
-    /// whose rows belong in the Hive folder `folder`.
-    async fn write(&mut self, batch: &RecordBatch, folder: &str) -> Result<(), PortError> {
-        let target = self.target.as_str();
-        let err = |operation: &'static str| move |err: iceberg::Error| port_error(operation, target, err);
-        for (partition, rows) in self.splitter.split(batch).map_err(err("split partitions"))? {
-            let path = partition.to_path();
-            let index = match self.by_partition.get(&path) {
-                Some(index) => *index,
-                None => {
-                    self.locations.place(&path, folder);
-                    self.open.push(self.builder.build(Some(partition)).await.map_err(err("open a data file"))?);
-                    self.by_partition.insert(path, self.open.len() - 1);
-                    self.open.len() - 1
-                }
-            };
-            self.open[index].write(rows).await.map_err(err("write a data file"))?;
-        }
-        Ok(())
-    }
-
-    /// Closes every file: the data files written.
-    async fn close(self) -> Result<Vec<DataFile>, PortError> {
-        let mut files = Vec::new();
-        for mut writer in self.open {
-            files.extend(writer.close().await.map_err(|err| port_error("close a data file", &self.target, err))?);
-        }
-        Ok(files)
-    }
-}
-
-/// Where the data files go: `<table>/data/<the staged file's Hive folder>/`,
-/// the folder exactly as Persist wrote it (values escaped as Hive does:
-/// `/`, `%`, `=`, … as `%XX`, `.` and `..` alone encoded, long values cut
-/// with a digest). Not iceberg's `DefaultLocationGenerator`, which puts
-/// the partition value in the path unescaped, so a record's `../..` value
-/// would place a file outside the table (and `a/b` would nest folders).
-#[derive(Clone)]
-struct FolderLocations {
-    data: String,
-    /// Iceberg's partition path (`PartitionKey::to_path`) -> the folder.
-    folders: Arc<std::sync::Mutex<HashMap<String, String>>>,
-}
-
-impl FolderLocations {
-    fn new(table_location: &str) -> Self {
-        Self { data: format!("{}/data", table_location.trim_end_matches('/')), folders: Arc::default() }
-    }
-
-    /// Files of the partition whose iceberg path is `path` go to `folder`.
-    fn place(&self, path: &str, folder: &str) {
-        if let Ok(mut folders) = self.folders.lock() {
-            folders.entry(path.to_string()).or_insert_with(|| folder.to_string());
-        }
-    }
-}
-
-impl LocationGenerator for FolderLocations {
-    fn generate_location(&self, partition_key: Option<&PartitionKey>, file_name: &str) -> String {
-        let folder = partition_key
-            .filter(|key| !PartitionKey::is_effectively_none(Some(key)))
-            .and_then(|key| self.folders.lock().ok()?.get(&key.to_path()).cloned());
-        match folder {
-            Some(folder) => format!("{}/{folder}/{file_name}", self.data),
-            // Unpartitioned (or a partition never placed, which `write`
-            // does not make): the data folder itself, never a raw value.
-            None => format!("{}/{file_name}", self.data),
-        }
-    }
-}
-
 /// A staged file's folder is safe as a path under the table: segments
 /// `name=value`, none empty, `.` or `..`, no backslash or control
 /// character (Persist's keys never have them; a hand-made file might).
@@ -844,7 +670,7 @@ fn field_type(field: &FieldRef) -> iceberg::Result<Type> {
 
 /// A partition column's value from a staged file's folder.
 #[derive(Clone, Debug, PartialEq)]
-enum PartitionValue {
+pub(crate) enum PartitionValue {
     /// `dt=2026-11-01`: days since 1970-01-01.
     Day(i32),
     /// `hour=07`.
@@ -886,7 +712,7 @@ fn partition_values(
 
 /// `batch` as a batch of the table's Arrow schema `arrow` (with field ids):
 /// columns by name, a missing one null, the partition columns from `values`.
-fn table_batch(
+pub(crate) fn table_batch(
     batch: &RecordBatch,
     arrow: &SchemaRef,
     values: &[(String, PartitionValue)],
@@ -915,7 +741,7 @@ fn table_batch(
 
 /// An iceberg error as a port error: invalid data and unsupported features
 /// recur (permanent); catalog conflicts and I/O may pass (transient).
-fn port_error(operation: &'static str, target: &str, err: iceberg::Error) -> PortError {
+pub(crate) fn port_error(operation: &'static str, target: &str, err: iceberg::Error) -> PortError {
     let message = format!("{err:#}");
     let port_error = match err.kind() {
         ErrorKind::DataInvalid | ErrorKind::FeatureUnsupported | ErrorKind::PreconditionFailed => {

@@ -7,7 +7,10 @@
 //! (iceberg-catalog-sql) on a SQLite file in the lake directory, whose
 //! tables pyiceberg's `SqlCatalog` and DuckDB's iceberg extension read too;
 //! and, with the `glue` feature, [`glue`]: it over the AWS Glue Data
-//! Catalog with an `s3://` FileIO, for the Persist Lambda.
+//! Catalog with an `s3://` FileIO, for the Persist Lambda. [`compact`]:
+//! compaction of a table's small files in one `replace` snapshot, and
+//! snapshot expiry deleting the files only expired snapshots needed
+//! (`tributary compact`).
 //! `tests/it/spike.rs` shows the iceberg API underneath.
 //!
 //! Everything lives under [`keys::ICEBERG_DIR`] (`_iceberg/`), which lakequery
@@ -20,6 +23,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub mod commit;
+pub mod compact;
+mod files;
 #[cfg(feature = "glue")]
 pub mod glue;
 pub mod merge;
