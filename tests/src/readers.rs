@@ -153,3 +153,25 @@ pub fn read_with_every_reader_lines(dataset_dir: &Path, schema: Option<&Path>, e
     });
     ReaderReport { readers, json }
 }
+
+/// Rows of `sql` over the lake directory `lake`, through the engine
+/// `tributary query` uses (lakequery): the first result page (1,000 rows
+/// at most), each row a JSON object.
+///
+/// # Panics
+/// When the lake path cannot be resolved or the query does not succeed.
+pub async fn query_lake(lake: &std::path::Path, sql: &str) -> Vec<serde_json::Map<String, serde_json::Value>> {
+    use tributary_core::ports::{Query, QueryEngine, QueryState};
+    let engine = lakequery::LakeEngine::new(lake.canonicalize().expect("lake path"));
+    let query = Query {
+        sql: sql.into(),
+        parameters: Vec::new(),
+        database: "lake".into(),
+        workgroup: None,
+        output_location: None,
+    };
+    let id = engine.start(&query).await.expect("start");
+    let state = engine.wait(&id, tokio::time::Instant::now()).await.expect("wait");
+    assert_eq!(state, QueryState::Succeeded, "{sql}");
+    engine.page(&id, None).await.expect("page").rows
+}

@@ -8,7 +8,7 @@ use contracts::spec::PipelineSpec;
 use serde_json::{Value, json};
 use test_support::vendor::{PagedRecords, serve_pages};
 use tributary::runtime::{LocalOptions, LocalRuntime};
-use tributary_e2e::readers::{duckdb_iceberg_python, python};
+use tributary_e2e::readers::{duckdb_iceberg_python, python, query_lake};
 
 use super::iceberg::{READ, READ_DUCKDB, read_tables};
 
@@ -23,23 +23,6 @@ fn spec(addr: std::net::SocketAddr, write: &str) -> PipelineSpec {
          target: {{dataset: contacts, table_format: iceberg, {write}}}\n"
     );
     PipelineSpec::from_yaml(&text).expect("valid spec")
-}
-
-/// Rows of `sql` over the lake, through the engine `tributary query` uses.
-async fn query(lake: &std::path::Path, sql: &str) -> Vec<serde_json::Map<String, Value>> {
-    use tributary_core::ports::{Query, QueryEngine, QueryState};
-    let engine = lakequery::LakeEngine::new(lake.canonicalize().expect("lake path"));
-    let query = Query {
-        sql: sql.into(),
-        parameters: Vec::new(),
-        database: "lake".into(),
-        workgroup: None,
-        output_location: None,
-    };
-    let id = engine.start(&query).await.expect("start");
-    let state = engine.wait(&id, tokio::time::Instant::now()).await.expect("wait");
-    assert_eq!(state, QueryState::Succeeded, "{sql}");
-    engine.page(&id, None).await.expect("page").rows
 }
 
 /// The (id, name) pairs of a reader's rows, sorted.
@@ -119,9 +102,9 @@ async fn a_merge_keeps_the_latest_row_per_key_across_runs_in_every_reader() {
 
     // `tributary query`'s engine (a result page holds 1,000 rows: the
     // counts, then the rows around every change).
-    let counts = query(lake.path(), "SELECT count(*) AS n, count(DISTINCT id) AS keys FROM contacts").await;
+    let counts = query_lake(lake.path(), "SELECT count(*) AS n, count(DISTINCT id) AS keys FROM contacts").await;
     assert_eq!((&counts[0]["n"], &counts[0]["keys"]), (&json!(1040), &json!(1040)), "tributary query's counts");
-    let rows = query(lake.path(), "SELECT id, name FROM contacts WHERE id < 300 OR id >= 1000 ORDER BY id").await;
+    let rows = query_lake(lake.path(), "SELECT id, name FROM contacts WHERE id < 300 OR id >= 1000 ORDER BY id").await;
     let rows: Vec<Value> = rows.into_iter().map(Value::Object).collect();
     let around: Vec<(i64, String)> = expected.iter().filter(|(id, _)| *id < 300 || *id >= 1000).cloned().collect();
     assert_eq!(id_names(&rows), around, "tributary query's rows");

@@ -16,8 +16,7 @@ use chrono::{TimeZone, Utc};
 use serde_json::Value;
 use test_support::vendor::{JsonBody, serve_json};
 use tributary::runtime::{LocalOptions, LocalRuntime};
-use tributary_core::ports::{Query, QueryEngine, QueryState};
-use tributary_e2e::readers::read_with_every_reader_lines;
+use tributary_e2e::readers::{query_lake, read_with_every_reader_lines};
 
 /// The fixture records of run `n` (1-based), one JSON text per record.
 fn run_records(n: u32) -> Vec<String> {
@@ -25,22 +24,6 @@ fn run_records(n: u32) -> Vec<String> {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
     let records: Vec<Value> = serde_json::from_str(&text).expect("a JSON array");
     records.iter().map(Value::to_string).collect()
-}
-
-/// Rows of `sql` over the lake, through the engine `tributary query` uses.
-async fn query(lake: &Path, sql: &str) -> Vec<serde_json::Map<String, Value>> {
-    let engine = lakequery::LakeEngine::new(lake.canonicalize().expect("lake path"));
-    let query = Query {
-        sql: sql.into(),
-        parameters: Vec::new(),
-        database: "lake".into(),
-        workgroup: None,
-        output_location: None,
-    };
-    let id = engine.start(&query).await.expect("start");
-    let state = engine.wait(&id, tokio::time::Instant::now()).await.expect("wait");
-    assert_eq!(state, QueryState::Succeeded, "{sql}");
-    engine.page(&id, None).await.expect("page").rows
 }
 
 #[tokio::test]
@@ -97,10 +80,10 @@ async fn three_runs_of_a_changing_vendor_read_whole_in_every_reader() {
     }
     assert_eq!(table.version, 3, "one change per run");
 
-    let rows = query(lake.path(), "SELECT count(*) AS n, max(big__int64) AS big FROM evolution").await;
+    let rows = query_lake(lake.path(), "SELECT count(*) AS n, max(big__int64) AS big FROM evolution").await;
     assert_eq!(rows[0]["n"], 9, "our own engine reads every row");
     assert_eq!(rows[0]["big"], 9_007_199_254_740_993_i64, "exact, not 9007199254740992.0");
-    let rows = query(lake.path(), "SELECT meta.geo.lat AS lat FROM evolution WHERE id = 7").await;
+    let rows = query_lake(lake.path(), "SELECT meta.geo.lat AS lat FROM evolution WHERE id = 7").await;
     assert_eq!(rows[0]["lat"], 1.5, "a nested field added by run 3");
 
     let replayed = tributary::replay::replay_lake(lake.path(), "evolution", Default::default()).await.expect("replay");
@@ -238,10 +221,10 @@ async fn value_partitions_read_as_sent_reach_athena_and_keep_one_layout() {
     assert_eq!(receipt.records_persisted, 4);
 
     // Our engine shows the folder values as Spark, DuckDB and pyarrow do.
-    let rows = query(lake.path(), "SELECT id, city FROM cities ORDER BY id").await;
+    let rows = query_lake(lake.path(), "SELECT id, city FROM cities ORDER BY id").await;
     let cities: Vec<Value> = rows.iter().map(|r| r["city"].clone()).collect();
     assert_eq!(cities, [Value::from("São Paulo"), Value::from("a/b"), Value::Null, Value::Null]);
-    let filtered = query(lake.path(), "SELECT id FROM cities WHERE city = 'a/b'").await;
+    let filtered = query_lake(lake.path(), "SELECT id FROM cities WHERE city = 'a/b'").await;
     assert_eq!(filtered.len(), 1, "{filtered:?}");
 
     // Athena's enum projection lists every folder, the default one too.
