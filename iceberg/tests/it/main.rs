@@ -1,5 +1,6 @@
 //! The integration tests of `iceberg`, linked as one binary (one link instead of 2); each
 //! module is one former test file, its tests named `<module>::<test>`.
 
+mod overwrite;
 mod persist;
 mod spike;

@@ -37,15 +37,15 @@ use parquet::file::properties::WriterProperties;
 use tributary_iceberg::local_catalog;
 
 /// The snapshot summary property naming the run a snapshot commits.
-const RUN_ID: &str = "tributary.run-id";
+pub(super) const RUN_ID: &str = "tributary.run-id";
 
 /// Midnight UTC of 2026-11-29, 2026-11-30 and 2026-12-01, in seconds.
-const DAY_1: i64 = 1_795_910_400;
-const DAY_2: i64 = 1_795_996_800;
+pub(super) const DAY_1: i64 = 1_795_910_400;
+pub(super) const DAY_2: i64 = 1_795_996_800;
 const DAY_3: i64 = 1_796_083_200;
 
 /// One record of the spike's `crm.customers` table.
-struct Customer {
+pub(super) struct Customer {
     id: i64,
     name: &'static str,
     updated_at_secs: i64,
@@ -55,7 +55,7 @@ struct Customer {
     vip: Option<bool>,
 }
 
-const fn customer(
+pub(super) const fn customer(
     id: i64,
     updated_at_secs: i64,
     city: Option<&'static str>,
@@ -68,7 +68,7 @@ const fn customer(
 /// creation, level by level (a struct's or list's children after all the
 /// top-level fields); these are the ids it gives, so the proposal reads as
 /// what the table has.
-fn first_schema() -> Schema {
+pub(super) fn first_schema() -> Schema {
     let address = StructType::new(vec![
         NestedField::optional(6, "city", Type::Primitive(PrimitiveType::String)).into(),
         NestedField::optional(7, "zip", Type::Primitive(PrimitiveType::String)).into(),
@@ -88,7 +88,7 @@ fn first_schema() -> Schema {
 
 /// `rows` as a batch of the table's current schema, converted by iceberg
 /// (`PARQUET:field_id` on every field, nested ones included).
-fn batch(table: &Table, rows: &[Customer]) -> RecordBatch {
+pub(super) fn batch(table: &Table, rows: &[Customer]) -> RecordBatch {
     let arrow = Arc::new(schema_to_arrow_schema(table.metadata().current_schema()).expect("arrow schema"));
     let columns = arrow
         .fields()
@@ -122,7 +122,11 @@ fn batch(table: &Table, rows: &[Customer]) -> RecordBatch {
 /// Writes `batches` as Parquet data files under the table's `data/`, one
 /// file per batch and day partition, with iceberg's writer stack; nothing is
 /// committed.
-async fn write_files(table: &Table, run_id: &str, batches: &[RecordBatch]) -> iceberg::Result<Vec<DataFile>> {
+pub(super) async fn write_files(
+    table: &Table,
+    run_id: &str,
+    batches: &[RecordBatch],
+) -> iceberg::Result<Vec<DataFile>> {
     let metadata = table.metadata();
     let schema = metadata.current_schema().clone();
     let splitter = RecordBatchPartitionSplitter::try_new_with_computed_values(
@@ -149,7 +153,7 @@ async fn write_files(table: &Table, run_id: &str, batches: &[RecordBatch]) -> ic
 }
 
 /// Commits `files` in one fast-append snapshot whose summary names `run_id`.
-async fn commit_run(
+pub(super) async fn commit_run(
     catalog: &dyn Catalog,
     table: &Table,
     run_id: &str,
@@ -164,7 +168,7 @@ async fn commit_run(
 }
 
 /// Every row of the table as of `snapshot_id`, through iceberg's scan.
-async fn rows_at(table: &Table, snapshot_id: i64) -> iceberg::Result<Vec<RecordBatch>> {
+pub(super) async fn rows_at(table: &Table, snapshot_id: i64) -> iceberg::Result<Vec<RecordBatch>> {
     table.scan().snapshot_id(snapshot_id).build()?.to_arrow().await?.try_collect().await
 }
 
@@ -176,12 +180,12 @@ fn snapshots_in_order(table: &Table) -> Vec<iceberg::spec::SnapshotRef> {
     snapshots
 }
 
-fn row_count(batches: &[RecordBatch]) -> usize {
+pub(super) fn row_count(batches: &[RecordBatch]) -> usize {
     batches.iter().map(RecordBatch::num_rows).sum()
 }
 
 /// `(id, vip)` of every row, sorted by id.
-fn ids_and_vip(batches: &[RecordBatch]) -> Vec<(i64, Option<bool>)> {
+pub(super) fn ids_and_vip(batches: &[RecordBatch]) -> Vec<(i64, Option<bool>)> {
     let mut rows = Vec::new();
     for batch in batches {
         let ids = batch.column_by_name("id").expect("id").as_any().downcast_ref::<Int64Array>().expect("Int64");
