@@ -20,6 +20,7 @@ use contracts::spec::{SpecError, check_dataset};
 use contracts::{PersistMessage, RunId};
 use tributary_core::keys;
 use tributary_core::ports::{ObjectStore, PortError};
+use tributary_core::tables::{RunFiles, RunWrite, TableCommitter};
 
 /// The `dt=` dates to replay, both ends inclusive; `None` is open.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -73,9 +74,9 @@ pub enum ReplayError {
     Store(#[source] PortError),
     /// The dataset is kept as an Iceberg table.
     #[error(
-        "--dataset {0} is kept as an Iceberg table (target.table_format: iceberg): replaying it would replace \
-         the committed runs' files, which needs an overwrite snapshot that iceberg-rust 0.10.1 cannot make; \
-         nothing was replayed (docs/persist.md, \"Iceberg tables\")"
+        "--dataset {0} is kept as an Iceberg table (target.table_format: iceberg): replaying it through the \
+         stack's persist queue is not supported yet (a replayed run must be committed as one overwrite snapshot, \
+         which the local `tributary replay --lake` does); nothing was replayed (docs/persist.md, \"Replay\")"
     )]
     Iceberg(String),
 }
@@ -106,6 +107,9 @@ pub struct ReplaySummary {
     pub records_quarantined: u64,
     /// Pages that failed, with the reason.
     pub failures: Vec<ReplayFailure>,
+    /// An Iceberg dataset's runs committed again: the run and its new
+    /// snapshot's id.
+    pub snapshots: Vec<(String, i64)>,
 }
 
 impl ReplaySummary {
@@ -131,6 +135,9 @@ impl fmt::Display for ReplaySummary {
         )?;
         for failure in &self.failures {
             writeln!(f, "  FAILED {}: {}", failure.key, failure.reason)?;
+        }
+        for (run, snapshot) in &self.snapshots {
+            writeln!(f, "  run {run}: its rows replaced in the table by snapshot {snapshot}")?;
         }
         if self.pages == 0 {
             writeln!(
@@ -172,7 +179,10 @@ async fn raw_pages(
 
 /// Re-drives every raw page of `dataset` in `range` through
 /// [`persist::persist_page`] with `store` as the lake; a schema change is
-/// registered in `catalog` (the lake's Glue database; `None`: none).
+/// registered in `catalog` (the lake's Glue database; `None`: none). An
+/// Iceberg dataset needs `tables`: each completed run whose pages were all
+/// replayed is committed again in one snapshot that replaces its rows
+/// ([`TableCommitter::replay_run`]).
 ///
 /// # Errors
 /// [`ReplayError`] when the dataset name or range is invalid or the raw
@@ -181,12 +191,15 @@ async fn raw_pages(
 pub async fn replay(
     store: &dyn ObjectStore,
     catalog: Option<&dyn tributary_core::catalog::Catalog>,
+    tables: Option<&dyn TableCommitter>,
     dataset: &str,
     range: DateRange,
     config: &persist::PersistConfig,
 ) -> Result<ReplaySummary, ReplayError> {
     check_arguments(dataset, range)?;
-    refuse_iceberg(store, dataset).await?;
+    if tables.is_none() {
+        refuse_iceberg(store, dataset).await?;
+    }
     let (keys, failures) = raw_pages(store, dataset, range).await?;
     let mut summary = ReplaySummary { dataset: dataset.to_string(), range, failures, ..ReplaySummary::default() };
     summary.pages = keys.len() as u64 + summary.failures.len() as u64;
@@ -195,21 +208,23 @@ pub async fn replay(
     // A completed run's pages are written again, then the run's files are
     // coalesced again (see persist::coalesce).
     let config = persist::PersistConfig { rewrite_completed_runs: true, ..config.clone() };
-    // No table committer: an Iceberg dataset was refused above (and a page
-    // of one, in a lake whose schema predates `table_format`, fails naming
-    // target.table_format).
-    let deps = persist::Deps { store, queue: &queue, run_events: None, catalog, tables: None, config: &config };
-    // (pipeline, run) -> (pages replayed, the data keys written).
-    let mut runs: std::collections::BTreeMap<(String, RunId), (usize, Vec<String>)> = Default::default();
+    // Without a table committer an Iceberg dataset was refused above (and a
+    // page of one, in a lake whose schema predates `table_format`, fails
+    // naming target.table_format). A completed Iceberg run's pages stay
+    // staged until `replay_run` below.
+    let deps = persist::Deps { store, queue: &queue, run_events: None, catalog, tables, config: &config };
+    let mut runs: std::collections::BTreeMap<(String, RunId), ReplayedRun> = Default::default();
     for key in keys {
         match replay_page(&key, dataset, deps).await {
-            Ok(receipt) => {
+            Ok((receipt, write)) => {
                 summary.pages_persisted += 1;
                 summary.records_persisted += receipt.records_persisted;
                 summary.records_quarantined += receipt.records_quarantined;
                 let run = runs.entry((receipt.pipeline.clone(), receipt.run_id.clone())).or_default();
-                run.0 += 1;
-                run.1.extend(receipt.data_keys);
+                run.pages += 1;
+                run.table_commit |= receipt.table_commit;
+                run.write = write;
+                run.written.extend(receipt.data_keys);
             }
             Err(reason) => {
                 tracing::info!(key, reason, "raw page not replayed");
@@ -217,12 +232,27 @@ pub async fn replay(
             }
         }
     }
-    for ((pipeline, run_id), (replayed, written)) in runs {
+    for ((pipeline, run_id), run) in runs {
         if store.get(&tributary_core::keys::success_key(&pipeline, &run_id)).await.is_err() {
             continue;
         }
         let pages =
             tributary_core::ledger::run_receipts(store, &pipeline, &run_id).await.map_err(ReplayError::Store)?;
+        let (replayed, written) = (run.pages, run.written);
+        if run.table_commit {
+            if let (Some(tables), true) = (tables, replayed == pages.len()) {
+                let files = RunFiles::new(dataset, &pipeline, &run_id, &written).with_write(run.write);
+                let committed = tables.replay_run(&files).await.map_err(ReplayError::Store)?;
+                summary.snapshots.push((run_id.to_string(), committed.snapshot_id));
+            } else {
+                // Some pages failed: the table keeps the run as it was;
+                // the pages staged now would never be committed.
+                for key in &written {
+                    store.delete(key).await.map_err(ReplayError::Store)?;
+                }
+            }
+            continue;
+        }
         if replayed == pages.len() {
             persist::coalesce::recoalesce_run(store, &pipeline, &run_id).await.map_err(ReplayError::Store)?;
         } else {
@@ -267,19 +297,34 @@ async fn refuse_iceberg(store: &dyn ObjectStore, dataset: &str) -> Result<(), Re
     Ok(())
 }
 
-/// Reads the envelope at `key` and persists it again.
+/// What a replay did to one run.
+#[derive(Default)]
+struct ReplayedRun {
+    /// Pages persisted again.
+    pages: usize,
+    /// The data keys they wrote (staged, for an Iceberg dataset).
+    written: Vec<String>,
+    /// Whether the run's dataset is an Iceberg table.
+    table_commit: bool,
+    /// How the run changes its table (its pages' `target.write`).
+    write: RunWrite,
+}
+
+/// Reads the envelope at `key` and persists it again; with the page's
+/// write disposition.
 async fn replay_page(
     key: &str,
     dataset: &str,
     deps: persist::Deps<'_>,
-) -> Result<tributary_core::ledger::PageReceipt, String> {
+) -> Result<(tributary_core::ledger::PageReceipt, RunWrite), String> {
     let bytes = deps.store.get(key).await.map_err(|err| err.to_string())?;
     let message: PersistMessage =
         serde_json::from_slice(&bytes).map_err(|err| format!("not a persist message: {err}"))?;
     if message.target.dataset != dataset {
         return Err(format!("the envelope's target.dataset is {:?}, not {dataset:?}", message.target.dataset));
     }
-    persist::persist_page(message, deps).await.map_err(|err| err.to_string())
+    let write = RunWrite::of(&message.target);
+    persist::persist_page(message, deps).await.map(|receipt| (receipt, write)).map_err(|err| err.to_string())
 }
 
 /// Replays `dataset` in the lake directory `lake` with Persist's default
@@ -297,7 +342,12 @@ pub async fn replay_lake(
     }
     let store = adapters::local::DirStore::new(lake);
     let catalog = adapters::local::DirCatalog::new(lake);
-    replay(&store, Some(&catalog), dataset, range, &persist::PersistConfig::default()).await
+    let root = lake.canonicalize().map_err(|_| ReplayError::NoLake(lake.to_path_buf()))?;
+    let tables = tributary_iceberg::LocalCommitter::new(
+        root.clone(),
+        std::sync::Arc::new(adapters::local::DirStore::new(&root)),
+    );
+    replay(&store, Some(&catalog), Some(&tables), dataset, range, &persist::PersistConfig::default()).await
 }
 
 /// What a replay through a stack's persist queue did.

@@ -143,6 +143,24 @@ pub trait TableCommitter: Send + Sync {
     /// claim, or for catalog and store hiccups; [`PortError::Permanent`]
     /// for files or schemas the table cannot take.
     async fn commit_run(&self, run: &RunFiles) -> Result<CommittedRun, PortError>;
+
+    /// Commits a completed run's pages persisted again (`tributary
+    /// replay`) in one new snapshot that replaces the run's rows in the
+    /// table (`append`, `replace`) or merges them again (`merge`, which
+    /// needs `order_by`), then deletes the staged files. Not idempotent:
+    /// each call is one snapshot (an operator's command, not a delivery).
+    ///
+    /// # Errors
+    /// [`PortError::Permanent`] when the committer cannot replay (the
+    /// default) or the run cannot be replayed safely (named); store and
+    /// catalog failures.
+    async fn replay_run(&self, run: &RunFiles) -> Result<CommittedRun, PortError> {
+        Err(PortError::permanent_msg(
+            "replay the run into its table",
+            run.dataset.clone(),
+            "this table committer cannot replay runs",
+        ))
+    }
 }
 
 /// A claim older than this without its snapshot is taken as abandoned

@@ -46,6 +46,9 @@ pub const NAMESPACE: &str = "tributary";
 /// Snapshot summary property: the run the snapshot commits.
 pub const RUN_ID_PROPERTY: &str = "tributary.run-id";
 
+/// Snapshot summary property: `true` on a replayed run's snapshot.
+pub const REPLAY_PROPERTY: &str = "tributary.replay";
+
 /// Snapshot summary property: the pipeline of that run.
 pub const PIPELINE_PROPERTY: &str = "tributary.pipeline";
 
@@ -104,6 +107,11 @@ pub fn table_ident(dataset: &str) -> TableIdent {
 #[async_trait]
 impl TableCommitter for IcebergCommitter {
     #[tracing::instrument(skip_all, fields(dataset = %run.dataset, pipeline = %run.pipeline, run_id = %run.run_id))]
+    async fn replay_run(&self, run: &RunFiles) -> Result<CommittedRun, PortError> {
+        self.replay(run).await
+    }
+
+    #[tracing::instrument(skip_all, fields(dataset = %run.dataset, pipeline = %run.pipeline, run_id = %run.run_id))]
     async fn commit_run(&self, run: &RunFiles) -> Result<CommittedRun, PortError> {
         let ident = self.table_ident(&run.dataset);
         let target = ident.to_string();
@@ -147,6 +155,150 @@ impl TableCommitter for IcebergCommitter {
 }
 
 impl IcebergCommitter {
+    /// [`TableCommitter::replay_run`]: the run's rows swapped in one
+    /// `overwrite` snapshot ([`IcebergCommitter::swap_run`]), or merged
+    /// again; the snapshot's summary carries `tributary.replay=true`.
+    async fn replay(&self, run: &RunFiles) -> Result<CommittedRun, PortError> {
+        let ident = self.table_ident(&run.dataset);
+        let target = ident.to_string();
+        if let RunWrite::Merge { order_by: None, .. } = &run.write {
+            return Err(PortError::permanent_msg(
+                "replay the run into its table",
+                target,
+                "a merge table without target.order_by cannot be replayed: the replayed run's versions would \
+                 replace newer versions from later runs",
+            ));
+        }
+        let others = self.other_pipelines_with_run_id(&ident, run).await?;
+        if !others.is_empty() {
+            return Err(PortError::permanent_msg(
+                "replay the run into its table",
+                target,
+                format!(
+                    "pipelines {} also committed a run {} to this table; rows are told apart by \
+                     _tributary_run_id only, so replaying one would replace the others' rows",
+                    others.join(", "),
+                    run.run_id
+                ),
+            ));
+        }
+        let published = self.published_schema(&run.schema_key).await?;
+        let mut table = self.table_for(&ident, &published).await?;
+        let mut properties = HashMap::from([
+            (RUN_ID_PROPERTY.to_string(), run.run_id.to_string()),
+            (PIPELINE_PROPERTY.to_string(), run.pipeline.clone()),
+        ]);
+        properties.insert(REPLAY_PROPERTY.to_string(), "true".to_string());
+        let mut attempt = 1;
+        loop {
+            let change = match &run.write {
+                RunWrite::Merge { primary_key, order_by, hard_delete } => {
+                    let columns =
+                        MergeColumns::resolve(&published, primary_key, order_by.as_deref(), hard_delete.as_deref())
+                            .map_err(|message| {
+                                PortError::permanent_msg("resolve target.primary_key", target.clone(), message)
+                            })?;
+                    self.merge(&table, run, columns).await?
+                }
+                _ => self.swap_run(&table, run).await?,
+            };
+            let added: Vec<String> = change.added.iter().map(|f| f.file_path().to_string()).collect();
+            match change.commit(&table, self.catalog.as_ref(), properties.clone()).await {
+                Ok(committed) => {
+                    let snapshot = committed.metadata().current_snapshot().map(|s| s.snapshot_id()).unwrap_or_default();
+                    self.delete_staged(run).await?;
+                    tracing::info!(snapshot_id = snapshot, files = added.len(), "the replayed run committed");
+                    return Ok(CommittedRun { snapshot_id: snapshot, files: added, already_committed: false });
+                }
+                Err(err) if err.kind() == ErrorKind::CatalogCommitConflicts && attempt < PLAN_ATTEMPTS => {
+                    delete_files(&table, &added).await;
+                    table =
+                        self.catalog.load_table(&ident).await.map_err(|e| port_error("load the table", &target, e))?;
+                    attempt += 1;
+                }
+                Err(err) => {
+                    delete_files(&table, &added).await;
+                    return Err(port_error("commit the replayed run", &target, err));
+                }
+            }
+        }
+    }
+
+    /// The pipelines other than `run`'s whose snapshots name `run`'s id.
+    async fn other_pipelines_with_run_id(&self, ident: &TableIdent, run: &RunFiles) -> Result<Vec<String>, PortError> {
+        let target = ident.to_string();
+        let table = self.catalog.load_table(ident).await.map_err(|e| port_error("load the table", &target, e))?;
+        let run_id = run.run_id.to_string();
+        let mut others: Vec<String> = table
+            .metadata()
+            .snapshots()
+            .filter_map(|s| {
+                let props = &s.summary().additional_properties;
+                (props.get(RUN_ID_PROPERTY) == Some(&run_id)).then(|| props.get(PIPELINE_PROPERTY).cloned()).flatten()
+            })
+            .filter(|pipeline| *pipeline != run.pipeline)
+            .collect();
+        others.sort();
+        others.dedup();
+        Ok(others)
+    }
+
+    /// An `append` or `replace` run replayed: the table's rows of the run
+    /// (`_tributary_run_id`; only files whose bounds can hold it are read)
+    /// removed, copy-on-write, and the run's staged rows added. A
+    /// `replace` table that no longer holds the run (a later run replaced
+    /// it) gains nothing: only the rows are swapped that are there.
+    async fn swap_run(&self, table: &Table, run: &RunFiles) -> Result<Change, PortError> {
+        let target = table.identifier().to_string();
+        let err = |operation: &'static str| {
+            let target = target.clone();
+            move |err: iceberg::Error| port_error(operation, &target, err)
+        };
+        let schema = table.metadata().current_schema();
+        let arrow = Arc::new(schema_to_arrow_schema(schema).map_err(err("convert the table schema"))?);
+        let run_id = run.run_id.to_string();
+        let field_id = schema.field_by_name(lake_format::lineage::LINEAGE_RUN_ID).map(|f| f.id);
+        let range = KeyRange::of_texts(vec![run_id.clone()]);
+        let prefix = format!("{}-{}-{}", run.pipeline, run.run_id, uuid::Uuid::new_v4().simple());
+        let mut writer = TableWriter::new(table, &prefix).map_err(err("open the table's writers"))?;
+        let mut removed = Vec::new();
+        let candidates = live_files(table).await.map_err(err("list the table's files"))?;
+        for file in candidates.iter().filter(|file| range.may_hold(file, field_id)) {
+            let rows = read_data_file(table, file, &arrow).await?;
+            let Some(ids) = rows
+                .column_by_name(lake_format::lineage::LINEAGE_RUN_ID)
+                .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>().cloned())
+            else {
+                continue;
+            };
+            let keep: arrow_array::BooleanArray = ids.iter().map(|id| Some(id != Some(run_id.as_str()))).collect();
+            if keep.true_count() == rows.num_rows() {
+                continue;
+            }
+            let kept = arrow_select::filter::filter_record_batch(&rows, &keep)
+                .map_err(|e| PortError::permanent("rewrite a table file", file.file_path(), e))?;
+            if kept.num_rows() > 0 {
+                writer.write(&kept, &data_folder(table, file.file_path())).await?;
+            }
+            removed.push(file.file_path().to_string());
+        }
+        let mut added = writer.close().await?;
+        if removed.is_empty() && run.write == RunWrite::Replace {
+            tracing::warn!("the table no longer holds the run (a later run replaced it): nothing to swap");
+            delete_files(table, &added.iter().map(|f| f.file_path().to_string()).collect::<Vec<_>>()).await;
+            added.clear();
+        } else {
+            added.extend(self.write(table, run).await?);
+        }
+        tracing::info!(rewritten = removed.len(), "the run's rows swapped");
+        Ok(Change {
+            added,
+            removed,
+            base: Some(table.metadata().current_snapshot_id()),
+            operation: Some(Operation::Overwrite),
+        })
+    }
+
     /// The commit once the claim is this writer's: an `append` snapshot,
     /// or for `replace` and `merge` an `overwrite` planned on the table as
     /// read, planned again (up to [`PLAN_ATTEMPTS`] times) when another

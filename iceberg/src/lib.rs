@@ -117,6 +117,13 @@ impl tributary_core::tables::TableCommitter for LocalCommitter {
     ) -> Result<tributary_core::tables::CommittedRun, tributary_core::ports::PortError> {
         self.committer().await?.commit_run(run).await
     }
+
+    async fn replay_run(
+        &self,
+        run: &tributary_core::tables::RunFiles,
+    ) -> Result<tributary_core::tables::CommittedRun, tributary_core::ports::PortError> {
+        self.committer().await?.replay_run(run).await
+    }
 }
 
 /// An [`IcebergCommitter`] over the local catalog of the lake at

@@ -366,6 +366,12 @@ pub struct KeyRange {
 }
 
 impl KeyRange {
+    /// A range of these text values (e.g. one run id).
+    pub fn of_texts(mut texts: Vec<String>) -> Self {
+        texts.sort_unstable();
+        Self { texts, ..Self::default() }
+    }
+
     /// The first key column's values of the run's batches.
     pub fn of(batches: &[RecordBatch], columns: &MergeColumns) -> Self {
         let mut range = KeyRange::default();

@@ -147,3 +147,41 @@ async fn a_replace_makes_each_run_the_whole_table() {
     assert_eq!(duckdb["contacts"]["rows_as_of"], json!([90, 70]));
     assert_eq!(id_names(duckdb["contacts"]["rows"].as_array().expect("rows")), expected, "DuckDB's rows");
 }
+
+#[tokio::test]
+async fn a_replay_swaps_a_run_s_rows_in_one_snapshot_and_every_value_stays() {
+    let records = PagedRecords::default();
+    let addr = serve_pages(records.clone()).await;
+    let spec = spec(addr, "write: append");
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let at = |day| Utc.with_ymd_and_hms(2026, 11, day, 6, 0, 0).single().expect("a valid time");
+    for (day, version) in [(1, "v1"), (2, "v2")] {
+        records.set((0..90).map(|id| contact(id, version, "2026-11-01T00:00:00Z")).collect());
+        let summary = runtime.run(&spec, at(day)).await.expect("run");
+        assert!(summary.succeeded(), "{summary}");
+    }
+    let before = read_tables(&python(), "TRIBUTARY_PYTHON", READ, lake.path());
+    let summary = tributary::replay::replay_lake(lake.path(), "contacts", Default::default()).await.expect("replay");
+    assert!(summary.succeeded(), "{summary}");
+    assert_eq!(summary.snapshots.len(), 2, "both runs committed again: {summary}");
+
+    let after = read_tables(&python(), "TRIBUTARY_PYTHON", READ, lake.path());
+    let rows = |tables: &Value| {
+        let mut rows: Vec<String> =
+            tables["contacts"]["rows"].as_array().expect("rows").iter().map(Value::to_string).collect();
+        rows.sort();
+        rows
+    };
+    assert_eq!(rows(&after).len(), 180);
+    assert_eq!(rows(&after), rows(&before), "every value as before the replay");
+    let operations: Vec<&str> = after["contacts"]["snapshots"]
+        .as_array()
+        .expect("snapshots")
+        .iter()
+        .map(|s| s["operation"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(operations, ["append", "append", "overwrite", "overwrite"], "one snapshot per replayed run");
+    let duckdb = read_tables(&duckdb_iceberg_python(), "TRIBUTARY_DUCKDB_ICEBERG_PYTHON", READ_DUCKDB, lake.path());
+    assert_eq!(duckdb["contacts"]["rows_as_of"], json!([90, 180, 180, 180]), "each snapshot whole");
+}

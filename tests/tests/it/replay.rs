@@ -113,8 +113,9 @@ async fn a_broken_raw_page_is_reported_with_its_key_and_reason_and_the_others_ar
     let misfiled = "raw/items/dt=2026-11-27/elsewhere-00000.json";
     store.put(misfiled, Bytes::from(other)).await.expect("put");
 
-    let summary =
-        replay(&store, None, "items", DateRange::default(), &persist::PersistConfig::default()).await.expect("replay");
+    let summary = replay(&store, None, None, "items", DateRange::default(), &persist::PersistConfig::default())
+        .await
+        .expect("replay");
     assert!(!summary.succeeded());
     assert_eq!((summary.pages, summary.pages_persisted), (8, 5), "{summary}");
     let failures: BTreeMap<&str, &str> = summary.failures.iter().map(|f| (f.key.as_str(), f.reason.as_str())).collect();
