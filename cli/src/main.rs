@@ -44,6 +44,12 @@ enum Command {
         scheduled_at: Option<chrono::DateTime<chrono::Utc>>,
         #[command(flatten)]
         backfill: Backfill,
+        /// Re-run completed runs of these times, replacing their rows in
+        /// the dataset's Iceberg table in one `overwrite` snapshot per run
+        /// (a backfill of bad days); a run that did not complete runs as
+        /// usual. Refused for a Parquet dataset (no atomic replace).
+        #[arg(long)]
+        replace: bool,
     },
     /// Make a deployed stack's EventBridge Scheduler schedules match a folder
     /// of pipeline specs (`*.yaml`, `*.yml`, `*.json`; e.g. `pipelines/`):
@@ -72,7 +78,8 @@ enum Command {
     /// records is a redelivery, a page whose records changed is dead-lettered
     /// with an alert (a backfill over completed days whose data changed is
     /// one alert per run; `tributary replay` re-derives runs from their raw
-    /// pages, and issue 26 will add replacing them). Prints each run id.
+    /// pages; `--replace` re-runs them, replacing an Iceberg dataset's rows).
+    /// Prints each run id.
     /// Needs a build with `--features aws`.
     Trigger {
         /// Pipeline spec (YAML or JSON).
@@ -85,6 +92,10 @@ enum Command {
         scheduled_at: Option<chrono::DateTime<chrono::Utc>>,
         #[command(flatten)]
         backfill: Backfill,
+        /// Re-run completed runs of these times, replacing their rows in
+        /// the dataset's Iceberg table (see `run --replace`).
+        #[arg(long)]
+        replace: bool,
     },
     /// Start the demo vendor API, run a paged, an Athena-driven and a simple
     /// pipeline against it, print the summaries and the first rows read back
@@ -383,25 +394,26 @@ fn report(err: &anyhow::Error) -> String {
 
 async fn execute(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Run { spec, lake, concurrency, scheduled_at, backfill } => {
+        Command::Run { spec, lake, concurrency, scheduled_at, backfill, replace } => {
             let spec = load_spec(&spec)?;
             let times = backfill.times(&spec, scheduled_at)?;
             let mut options = LocalOptions::new(&lake);
             options.concurrency = usize::from(concurrency);
             let runtime = LocalRuntime::new(options)?;
+            let token = replace.then(rerun_token);
             let mut summaries = Vec::new();
             for time in times {
-                let summary = runtime.run(&spec, time).await?;
+                let summary = runtime.run_replacing(&spec, time, token.as_deref()).await?;
                 print_summary(&summary);
                 summaries.push(summary);
             }
             Ok(exit_code(&summaries))
         }
         Command::DeploySchedules { dir, stack, dry_run } => deploy_schedules(&dir, &stack, dry_run).await,
-        Command::Trigger { spec: path, stack, scheduled_at, backfill } => {
+        Command::Trigger { spec: path, stack, scheduled_at, backfill, replace } => {
             let spec = load_spec(&path)?;
             let times = backfill.times(&spec, scheduled_at)?;
-            trigger(&spec, &stack, &times).await
+            trigger(&spec, &stack, &times, replace.then(rerun_token).as_deref()).await
         }
         Command::Demo { lake, table_format } => demo(&lake, table_format == "iceberg").await,
         Command::Vendor { addr, customers } => {
@@ -619,14 +631,21 @@ async fn deploy_schedules(dir: &Path, stack: &str, dry_run: bool) -> anyhow::Res
     Ok(ExitCode::SUCCESS)
 }
 
+/// A new re-run token: the time asked and a random suffix, so that each
+/// `--replace` re-runs once, however often its trigger is delivered.
+fn rerun_token() -> String {
+    format!("{}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ"), &uuid::Uuid::new_v4().simple().to_string()[..8])
+}
+
 #[cfg(feature = "aws")]
 async fn trigger(
     spec: &PipelineSpec,
     stack: &str,
     times: &[chrono::DateTime<chrono::Utc>],
+    replace: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
     let sdk = adapters::aws::sdk_config().await;
-    let runs = tributary::schedules::trigger(&sdk, stack, spec, times).await?;
+    let runs = tributary::schedules::trigger(&sdk, stack, spec, times, replace).await?;
     for run in &runs {
         println!(
             "queued run {} of {} (scheduled {})",
@@ -655,6 +674,7 @@ async fn trigger(
     _spec: &PipelineSpec,
     _stack: &str,
     _times: &[chrono::DateTime<chrono::Utc>],
+    _replace: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
     anyhow::bail!(
         "this build has no AWS support: build the CLI with `--features aws` (cargo build -p tributary --features aws)"

@@ -257,13 +257,18 @@ pub async fn replay(
             persist::coalesce::recoalesce_run(store, &pipeline, &run_id).await.map_err(ReplayError::Store)?;
         } else {
             // The run's coalesced files still hold every row; the pages
-            // written now would duplicate them.
-            for key in written.iter().filter(|k| !keys::is_coalesced(k, &pipeline, run_id.as_str())) {
-                let folder = key.rsplit_once('/').map_or("", |(folder, _)| folder);
-                let coalesced = keys::coalesced_key(folder, &pipeline, run_id.as_str());
-                if store.get(&coalesced).await.is_ok() {
-                    store.delete(key).await.map_err(ReplayError::Store)?;
-                }
+            // written now that the manifest does not list (their rows are
+            // in a coalesced file) would duplicate them. A page file the
+            // manifest lists (kept, alone in its bin) was rewritten in place.
+            let listed: std::collections::BTreeSet<String> =
+                tributary_core::ledger::run_totals(store, &pipeline, &run_id)
+                    .await
+                    .map_err(ReplayError::Store)?
+                    .data_keys
+                    .into_iter()
+                    .collect();
+            for key in written.iter().filter(|k| !listed.contains(*k)) {
+                store.delete(key).await.map_err(ReplayError::Store)?;
             }
         }
     }

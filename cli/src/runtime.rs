@@ -343,6 +343,23 @@ impl LocalRuntime {
     /// [`RuntimeError::Orchestrator`] when the start event is refused (an
     /// invalid spec); message failures are not errors but end in the summary.
     pub async fn run(&self, spec: &PipelineSpec, now: DateTime<Utc>) -> Result<RunSummary, RuntimeError> {
+        self.run_replacing(spec, now, None).await
+    }
+
+    /// [`LocalRuntime::run`], the trigger carrying the re-run token
+    /// `replace` (`tributary run --replace`): a completed run of `now` is
+    /// re-run and replaces its rows in its Iceberg table
+    /// (`tributary_core::rerun`); the same token again starts nothing.
+    ///
+    /// # Errors
+    /// As [`LocalRuntime::run`]; a Parquet dataset with a token is refused
+    /// ([`RuntimeError::Orchestrator`] naming `replace`).
+    pub async fn run_replacing(
+        &self,
+        spec: &PipelineSpec,
+        now: DateTime<Utc>,
+        replace: Option<&str>,
+    ) -> Result<RunSummary, RuntimeError> {
         let started = Instant::now();
         let calls_before = self.ports.http.calls();
         let dead_before = dead_letters(&self.ports.broker.stats());
@@ -350,7 +367,10 @@ impl LocalRuntime {
         let run_id = RunId::from_time(now);
         self.grant(spec);
 
-        let event = scheduler_event(spec, now);
+        let mut event = scheduler_event(spec, now);
+        if let Some(token) = replace {
+            event["replace"] = serde_json::Value::from(token);
+        }
         let config = self.orchestrator_config();
         let deps = orchestrator::Deps {
             queue: self.ports.broker.as_ref(),

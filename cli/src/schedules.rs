@@ -201,12 +201,13 @@ pub async fn trigger(
     stack: &str,
     spec: &PipelineSpec,
     times: &[DateTime<Utc>],
+    replace: Option<&str>,
 ) -> Result<Vec<QueuedRun>, AwsCommandError> {
     let outputs = outputs(sdk, stack).await?;
     let queue = output(&outputs, stack, ORCHESTRATOR_QUEUE_OUTPUT)?;
     let bodies = times
         .iter()
-        .map(|time| schedules::trigger_message(spec, *time))
+        .map(|time| schedules::trigger_message(spec, *time, replace))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|error| AwsCommandError::Schedule { path: PathBuf::from(&spec.pipeline), error })?;
     let sender = adapters::aws::SqsSender::new(aws_sdk_sqs::Client::new(sdk));

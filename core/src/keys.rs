@@ -60,9 +60,20 @@ pub fn page_stem(pipeline: &str, run_id: &RunId, page: u32) -> String {
 
 /// Key of a run's pages of one partition folder coalesced into one file:
 /// `<folder>/<pipeline>-<run_id>.parquet` (no page number), `folder`
-/// being `<dataset>/<partition>`.
+/// being `<dataset>/<partition>`; a partition whose pages fill several
+/// files has them as [`coalesced_bin_key`]s after this one.
 pub fn coalesced_key(folder: &str, pipeline: &str, run_id: &str) -> String {
     format!("{folder}/{}", coalesced_name(pipeline, run_id))
+}
+
+/// Key of the `bin`-th coalesced file of a run's partition folder: bin 0
+/// is [`coalesced_key`], the others `<folder>/<pipeline>-<run_id>.<bin:05>.parquet`
+/// (not under [`run_page_files_prefix`]).
+pub fn coalesced_bin_key(folder: &str, pipeline: &str, run_id: &str, bin: usize) -> String {
+    if bin == 0 {
+        return coalesced_key(folder, pipeline, run_id);
+    }
+    format!("{folder}/{pipeline}-{run_id}.{bin:05}.parquet")
 }
 
 fn coalesced_name(pipeline: &str, run_id: &str) -> String {
@@ -80,7 +91,14 @@ pub fn run_page_files_prefix(folder: &str, pipeline: &str, run_id: &str) -> Stri
 /// Whether `key` is a coalesced run file ([`coalesced_key`]) of
 /// `pipeline`'s run `run_id`: its file name is `<pipeline>-<run_id>.parquet`.
 pub fn is_coalesced(key: &str, pipeline: &str, run_id: &str) -> bool {
-    key.rsplit('/').next() == Some(coalesced_name(pipeline, run_id).as_str())
+    let name = key.rsplit('/').next().unwrap_or(key);
+    if name == coalesced_name(pipeline, run_id) {
+        return true;
+    }
+    // A later bin: `<pipeline>-<run_id>.<digits>.parquet`.
+    name.strip_prefix(&format!("{pipeline}-{run_id}."))
+        .and_then(|rest| rest.strip_suffix(".parquet"))
+        .is_some_and(|bin| !bin.is_empty() && bin.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Folder of a dataset's raw pages: `raw/<dataset>/`.
@@ -300,6 +318,19 @@ pub fn success_key(pipeline: &str, run_id: &RunId) -> String {
     format!("{}{SUCCESS_MARKER}", receipts_prefix(pipeline, run_id))
 }
 
+/// Key of a completed run's re-run record ([`crate::rerun::Rerun`]):
+/// `_runs/<pipeline>/<run_id>/rerun.json`.
+pub fn rerun_key(pipeline: &str, run_id: &RunId) -> String {
+    format!("{}rerun.json", receipts_prefix(pipeline, run_id))
+}
+
+/// Prefix of one run's objects of one kind in a dataset's date folder:
+/// `<kind><dataset>/dt=<run_date>/<pipeline>-<run_id>-` (`kind` being
+/// `raw/` or `quarantine/`), every page's key starting with it.
+pub fn run_pages_prefix(kind: &str, dataset: &str, run_date: NaiveDate, pipeline: &str, run_id: &RunId) -> String {
+    format!("{kind}{}/{pipeline}-{run_id}-", data_prefix(dataset, run_date))
+}
+
 /// Key of the claim a run's table commit is guarded by
 /// (`tributary_core::tables::claim_commit`).
 pub fn table_commit_claim_key(pipeline: &str, run_id: &RunId) -> String {
@@ -388,6 +419,12 @@ mod tests {
             run.as_str()
         )));
         assert!(!is_coalesced(&key.data(), "crm", run.as_str()), "a page file is not a coalesced one");
+        let second = coalesced_bin_key(folder, "crm", run.as_str(), 1);
+        assert_eq!(second, "customers/dt=2026-11-29/crm-20261129T060000Z.00001.parquet");
+        assert_eq!(coalesced_bin_key(folder, "crm", run.as_str(), 0), coalesced_key(folder, "crm", run.as_str()));
+        assert!(is_coalesced(&second, "crm", run.as_str()));
+        assert!(!second.starts_with(&run_page_files_prefix(folder, "crm", run.as_str())));
+        assert!(!is_coalesced("c/crm-r.x.parquet", "crm", "r"), "not a bin number");
         assert_eq!(manifest_key("crm", &run), "_manifests/crm/20261129T060000Z.json");
         assert_eq!(replacement_key("crm", &run), "_runs/crm/20261129T060000Z/replacement.json");
         assert_eq!(staged_coalesced_key("crm", &run, 2), "_runs/crm/20261129T060000Z/coalesced/00002.parquet");

@@ -38,6 +38,7 @@ pub mod keys;
 pub mod ledger;
 pub mod metrics;
 pub mod ports;
+pub mod rerun;
 pub mod schedules;
 pub mod state;
 pub mod tables;

@@ -161,12 +161,23 @@ pub fn run_input(spec: &PipelineSpec) -> Result<String, ScheduleDefError> {
 /// the run scheduled at `time`: the run schedule's input with the time
 /// filled in, so the Orchestrator names the run exactly as a scheduled one
 /// (`RunId::from_time`) and a backfill overwrites the scheduled run of the
-/// same time instead of duplicating it.
+/// same time instead of duplicating it. With `replace` (a re-run token,
+/// `tributary trigger --replace`), the event's `replace` field asks the
+/// Orchestrator to re-run a completed run, replacing its rows
+/// (`crate::rerun`).
 ///
 /// # Errors
 /// [`ScheduleDefError::Encode`] (not in practice).
-pub fn trigger_message(spec: &PipelineSpec, time: DateTime<Utc>) -> Result<String, ScheduleDefError> {
-    scheduler_event(spec, &time.to_rfc3339_opts(SecondsFormat::Secs, true), None)
+pub fn trigger_message(
+    spec: &PipelineSpec,
+    time: DateTime<Utc>,
+    replace: Option<&str>,
+) -> Result<String, ScheduleDefError> {
+    let event = scheduler_event(spec, &time.to_rfc3339_opts(SecondsFormat::Secs, true), None)?;
+    Ok(match replace {
+        Some(token) => format!(r#"{{"replace":{},{}"#, serde_json::Value::from(token), &event[1..]),
+        None => event,
+    })
 }
 
 /// A freshness check's `Target.Input`:
@@ -341,12 +352,17 @@ mod tests {
     fn a_trigger_is_the_run_input_with_the_time_filled_in() {
         let spec = spec("");
         let time = DateTime::parse_from_rfc3339("2026-11-29T06:00:00Z").expect("time").with_timezone(&Utc);
-        let trigger = trigger_message(&spec, time).expect("trigger");
+        let trigger = trigger_message(&spec, time, None).expect("trigger");
         let run = run_input(&spec).expect("input").replace(SCHEDULED_TIME, "2026-11-29T06:00:00Z");
         let (trigger, run): (serde_json::Value, serde_json::Value) =
             (serde_json::from_str(&trigger).expect("JSON"), serde_json::from_str(&run).expect("JSON"));
         assert_eq!(trigger["time"], run["time"]);
         assert_eq!(trigger["detail"], run["detail"]);
+        assert_eq!(trigger.get("replace"), None, "a plain trigger re-runs nothing");
+        let rerun = trigger_message(&spec, time, Some("fix-\"day\"-1")).expect("trigger");
+        let rerun: serde_json::Value = serde_json::from_str(&rerun).expect("JSON");
+        assert_eq!(rerun["replace"], "fix-\"day\"-1", "the token, escaped as JSON");
+        assert_eq!((&rerun["time"], &rerun["detail"]), (&trigger["time"], &trigger["detail"]));
     }
 
     #[test]

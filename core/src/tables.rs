@@ -48,6 +48,11 @@ pub struct RunFiles {
     pub schema_key: String,
     /// How the run changes the table (`target.write`).
     pub write: RunWrite,
+    /// The re-run token when the run is a completed run re-run
+    /// ([`crate::rerun`]): its commit replaces the run's rows in the table
+    /// (as a replay does) in a snapshot naming the token, and a snapshot
+    /// naming the token means committed already.
+    pub rerun: Option<String>,
 }
 
 /// How a run's commit changes its table: the spec's `target.write` with
@@ -106,6 +111,7 @@ impl RunFiles {
             files,
             schema_key: keys::arrow_schema_key(dataset),
             write: RunWrite::Append,
+            rerun: None,
         }
     }
 
@@ -113,6 +119,13 @@ impl RunFiles {
     #[must_use]
     pub fn with_write(mut self, write: RunWrite) -> Self {
         self.write = write;
+        self
+    }
+
+    /// The same run, committed as the re-run `token` ([`RunFiles::rerun`]).
+    #[must_use]
+    pub fn with_rerun(mut self, token: Option<String>) -> Self {
+        self.rerun = token;
         self
     }
 }
@@ -136,7 +149,9 @@ pub trait TableCommitter: Send + Sync {
     /// Commits every file of `run` in one snapshot naming the run, creating
     /// the table or adding the columns it lacks first, then deletes the
     /// staged files. Idempotent: when a snapshot of the run exists,
-    /// returns it and writes nothing.
+    /// returns it and writes nothing. A re-run ([`RunFiles::rerun`]) is
+    /// committed when no snapshot names its token: the run's rows in the
+    /// table replaced as [`TableCommitter::replay_run`] does.
     ///
     /// # Errors
     /// [`PortError::Transient`] while another completion holds the run's

@@ -49,6 +49,11 @@ pub const RUN_ID_PROPERTY: &str = "tributary.run-id";
 /// Snapshot summary property: `true` on a replayed run's snapshot.
 pub const REPLAY_PROPERTY: &str = "tributary.replay";
 
+/// Snapshot summary property of a completed run re-run at its scheduled
+/// time (`tributary_core::rerun`): the re-run's token. A snapshot naming
+/// the token is the re-run committed.
+pub const RERUN_PROPERTY: &str = "tributary.rerun";
+
 /// Snapshot summary property: the pipeline of that run.
 pub const PIPELINE_PROPERTY: &str = "tributary.pipeline";
 
@@ -159,13 +164,20 @@ impl IcebergCommitter {
     /// `overwrite` snapshot ([`IcebergCommitter::swap_run`]), or merged
     /// again; the snapshot's summary carries `tributary.replay=true`.
     async fn replay(&self, run: &RunFiles) -> Result<CommittedRun, PortError> {
+        self.replace_run(run, (REPLAY_PROPERTY, "true")).await
+    }
+
+    /// The run's rows in the table replaced by its staged files: swapped,
+    /// or merged again; the snapshot's summary carries `marker` (the
+    /// replay's or the re-run's property) beside the run's.
+    async fn replace_run(&self, run: &RunFiles, marker: (&str, &str)) -> Result<CommittedRun, PortError> {
         let ident = self.table_ident(&run.dataset);
         let target = ident.to_string();
         if let RunWrite::Merge { order_by: None, .. } = &run.write {
             return Err(PortError::permanent_msg(
                 "replay the run into its table",
                 target,
-                "a merge table without target.order_by cannot be replayed: the replayed run's versions would \
+                "a merge table without target.order_by cannot be replayed or re-run: the run's versions would \
                  replace newer versions from later runs",
             ));
         }
@@ -188,7 +200,7 @@ impl IcebergCommitter {
             (RUN_ID_PROPERTY.to_string(), run.run_id.to_string()),
             (PIPELINE_PROPERTY.to_string(), run.pipeline.clone()),
         ]);
-        properties.insert(REPLAY_PROPERTY.to_string(), "true".to_string());
+        properties.insert(marker.0.to_string(), marker.1.to_string());
         let mut attempt = 1;
         loop {
             let change = match &run.write {
@@ -305,12 +317,23 @@ impl IcebergCommitter {
     /// writer committed in between.
     async fn commit_claimed(&self, ident: &TableIdent, run: &RunFiles) -> Result<CommittedRun, PortError> {
         let target = ident.to_string();
+        if let Some(token) = &run.rerun {
+            let table = self.catalog.load_table(ident).await.ok();
+            if table.is_some_and(|table| find_snapshot(&table, &run.clone().with_rerun(None)).is_some()) {
+                let done = self.replace_run(run, (RERUN_PROPERTY, token)).await?;
+                tracing::info!(snapshot_id = done.snapshot_id, token, "the re-run replaced the run's rows");
+                return Ok(done);
+            }
+        }
         let published = self.published_schema(&run.schema_key).await?;
         let mut table = self.table_for(ident, &published).await?;
-        let properties = HashMap::from([
+        let mut properties = HashMap::from([
             (RUN_ID_PROPERTY.to_string(), run.run_id.to_string()),
             (PIPELINE_PROPERTY.to_string(), run.pipeline.clone()),
         ]);
+        if let Some(token) = &run.rerun {
+            properties.insert(RERUN_PROPERTY.to_string(), token.clone());
+        }
         let mut attempt = 1;
         let (table, added) = loop {
             let change = match &run.write {
@@ -702,7 +725,8 @@ fn check_folder(folder: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The run's snapshot: the one whose summary names its pipeline and run.
+/// The run's snapshot: the one whose summary names its pipeline and run
+/// (and, for a re-run, its token).
 fn find_snapshot(table: &Table, run: &RunFiles) -> Option<SnapshotRef> {
     let run_id = run.run_id.to_string();
     table
@@ -710,7 +734,9 @@ fn find_snapshot(table: &Table, run: &RunFiles) -> Option<SnapshotRef> {
         .snapshots()
         .find(|snapshot| {
             let props = &snapshot.summary().additional_properties;
-            props.get(RUN_ID_PROPERTY) == Some(&run_id) && props.get(PIPELINE_PROPERTY) == Some(&run.pipeline)
+            props.get(RUN_ID_PROPERTY) == Some(&run_id)
+                && props.get(PIPELINE_PROPERTY) == Some(&run.pipeline)
+                && run.rerun.as_ref().is_none_or(|token| props.get(RERUN_PROPERTY) == Some(token))
         })
         .cloned()
 }

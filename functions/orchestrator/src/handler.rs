@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use tributary_core::batch::{self, RecordMeta};
 use tributary_core::json::kind_of;
 use tributary_core::ports::PortError;
+use tributary_core::rerun;
 
 use crate::deps::{Deps, OrchestratorConfig};
 use crate::error::OrchestratorError;
@@ -30,6 +31,10 @@ pub enum Trigger {
         run_id: RunId,
         /// Run date.
         run_date: NaiveDate,
+        /// The trigger's re-run token (its `replace` field): a completed
+        /// run of this time is re-run, replacing its rows
+        /// ([`tributary_core::rerun`]).
+        replace: Option<String>,
     },
     /// Messages from the orchestrator queue.
     Sqs(SqsEvent),
@@ -116,12 +121,37 @@ fn scheduled_start(event: &Value, now: Option<DateTime<Utc>>) -> Result<Trigger,
             });
         }
     };
-    start(detail, time)
+    let replace = match event.get("replace") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(token)) if !token.is_empty() && token.chars().count() <= rerun::MAX_TOKEN_CHARS => {
+            Some(token.clone())
+        }
+        Some(other) => {
+            return Err(OrchestratorError::BadField {
+                field: "replace",
+                value: excerpt(&other.to_string()),
+                reason: format!(
+                    "must be the re-run's token, a string of 1 to {} characters (tributary run/trigger --replace)",
+                    rerun::MAX_TOKEN_CHARS
+                ),
+                source: None,
+            });
+        }
+    };
+    match start(detail, time)? {
+        Trigger::Start { spec, run_id, run_date, .. } => Ok(Trigger::Start { spec, run_id, run_date, replace }),
+        sqs => Ok(sqs),
+    }
 }
 
 fn start(spec: Value, time: DateTime<Utc>) -> Result<Trigger, OrchestratorError> {
     let spec = PipelineSpec::from_value(spec)?;
-    Ok(Trigger::Start { spec: Box::new(spec), run_id: RunId::from_time(time), run_date: time.date_naive() })
+    Ok(Trigger::Start {
+        spec: Box::new(spec),
+        run_id: RunId::from_time(time),
+        run_date: time.date_naive(),
+        replace: None,
+    })
 }
 
 fn excerpt(text: &str) -> String {
@@ -150,9 +180,9 @@ pub async fn handle(
     deps: Deps<'_>,
 ) -> Result<Value, OrchestratorError> {
     match parse_trigger(event, now)? {
-        Trigger::Start { spec, run_id, run_date } => {
+        Trigger::Start { spec, run_id, run_date, replace } => {
             let run = run_context(deps.config, run_id, run_date);
-            let sent = start_run(&spec, &run, deps).await?;
+            let sent = begin_run(&spec, &run, replace.as_deref(), deps).await?;
             Ok(serde_json::json!({
                 "pipeline": spec.pipeline,
                 "run_id": run.run_id,
@@ -178,6 +208,47 @@ pub fn run_context(config: &OrchestratorConfig, run_id: RunId, run_date: NaiveDa
         orchestrator_queue: config.orchestrator_queue.clone(),
         athena_queue: config.athena_queue.clone(),
         query_results_topic: config.query_results_topic.clone(),
+    }
+}
+
+/// Starts a run as [`start_run`] does; with a re-run token (`replace`),
+/// first reopens the run when it completed ([`tributary_core::rerun::begin`]),
+/// and starts nothing when this token's re-run completed already. Returns
+/// the messages sent.
+///
+/// # Errors
+/// [`OrchestratorError::BadField`] naming `replace` for a dataset that is
+/// not an Iceberg table (a folder of Parquet files has no atomic replace)
+/// or an Orchestrator without the lake ledger; then as [`start_run`].
+pub async fn begin_run(
+    spec: &PipelineSpec,
+    run: &RunContext,
+    replace: Option<&str>,
+    deps: Deps<'_>,
+) -> Result<usize, OrchestratorError> {
+    let Some(token) = replace else { return start_run(spec, run, deps).await };
+    let refuse =
+        |reason: String| OrchestratorError::BadField { field: "replace", value: excerpt(token), reason, source: None };
+    if spec.target.table_format != contracts::TableFormat::Iceberg {
+        return Err(refuse(format!(
+            "dataset {} is kept as Parquet folders (target.table_format: parquet), which have no atomic replace: \
+             readers would see the old and new rows together; re-run only Iceberg datasets, or re-derive the run \
+             with `tributary replay`",
+            spec.target.dataset
+        )));
+    }
+    let Some(ledger) = deps.ledger else {
+        return Err(refuse("this Orchestrator keeps no run ledger in the lake to reopen the run in".into()));
+    };
+    match rerun::begin(ledger.store, &spec.pipeline, &run.run_id, token, Utc::now()).await? {
+        rerun::Begun::Done => {
+            tracing::info!(token, "this re-run of the run completed already; nothing started");
+            Ok(0)
+        }
+        begun => {
+            tracing::info!(token, ?begun, "re-run");
+            start_run(spec, run, deps).await
+        }
     }
 }
 
@@ -299,9 +370,9 @@ pub async fn handle_sqs(event: &SqsEvent, deadline: Instant, deps: Deps<'_>) -> 
         match message {
             Inbox::ProbeReply(reply) => on_probe_reply(reply, deadline, deps).await,
             Inbox::QueryRow(row) => on_query_row(*row, deps).await,
-            Inbox::Start { spec, run_id, run_date } => {
+            Inbox::Start { spec, run_id, run_date, replace } => {
                 let run = run_context(deps.config, run_id, run_date);
-                start_run(&spec, &run, deps).await.map(|_| ())
+                begin_run(&spec, &run, replace.as_deref(), deps).await.map(|_| ())
             }
         }
     })
@@ -328,6 +399,8 @@ pub enum Inbox {
         run_id: RunId,
         /// Run date, from `time`.
         run_date: NaiveDate,
+        /// The re-run token (`replace`), see [`Trigger::Start`].
+        replace: Option<String>,
     },
 }
 
@@ -338,7 +411,9 @@ impl<'de> serde::Deserialize<'de> for Inbox {
         let problem = |contract: &str, err: contracts::ContractError| D::Error::custom(format!("{contract}: {err}"));
         if is_scheduler_event(&value) {
             return match scheduled_start(&value, None) {
-                Ok(Trigger::Start { spec, run_id, run_date }) => Ok(Inbox::Start { spec, run_id, run_date }),
+                Ok(Trigger::Start { spec, run_id, run_date, replace }) => {
+                    Ok(Inbox::Start { spec, run_id, run_date, replace })
+                }
                 Ok(Trigger::Sqs(_)) => Err(D::Error::custom("run trigger: not a run")),
                 Err(err) => Err(D::Error::custom(format!("run trigger: {err}"))),
             };

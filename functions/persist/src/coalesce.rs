@@ -83,8 +83,10 @@ use lake_format::align::{Cast, align_batch};
 use lake_format::codec::decode_arrow_schema;
 use lake_format::meta::META_PARTITION;
 
-/// A run's page files of one partition are coalesced when together they
-/// are smaller than this (64 MiB); bigger outputs keep their files.
+/// A run's page files of one partition are packed into coalesced files
+/// of page files together smaller than this (64 MiB: a Parquet file Athena
+/// and Spark split well, read whole within the Persist Lambda's memory); a
+/// page file this big or bigger is kept as it is.
 pub const COALESCE_BELOW_BYTES: u64 = 64 << 20;
 
 /// Page files deleted at once when they are replaced: 10,000 page files at
@@ -130,6 +132,20 @@ pub struct CoalescedFile {
     pub rows: u64,
 }
 
+/// A run's replacement record as [`RunCoalescer::plan`] builds it, bin
+/// by bin.
+struct Packing<'a> {
+    pipeline: &'a str,
+    run_id: &'a RunId,
+    /// The partition folder being packed, and its coalesced files so far.
+    folder: String,
+    bins: usize,
+    /// Files staged so far, all partitions.
+    staged: usize,
+    coalesced: Vec<CoalescedFile>,
+    files: Vec<String>,
+}
+
 /// The [`Compactor`] Persist completes runs with.
 pub struct RunCoalescer<'a> {
     /// The lake.
@@ -144,6 +160,10 @@ pub struct RunCoalescer<'a> {
     /// How an Iceberg run changes its table (the completing page's
     /// `target.write`); Parquet datasets only append.
     pub write: RunWrite,
+    /// A Parquet run's page files of one partition are packed, in page
+    /// order, into coalesced files of less than this many bytes of page
+    /// files each ([`COALESCE_BELOW_BYTES`] in production).
+    pub bin_bytes: u64,
 }
 
 #[async_trait::async_trait]
@@ -189,23 +209,47 @@ impl RunCoalescer<'_> {
                 groups.entry((receipt.dataset.clone(), folder.to_string())).or_default().push(key.clone());
             }
         }
-        let (mut coalesced, mut files) = (Vec::new(), Vec::new());
-        for (group, ((dataset, folder), pages)) in groups.into_iter().enumerate() {
+        let mut packing = Packing {
+            pipeline,
+            run_id,
+            folder: String::new(),
+            bins: 0,
+            staged: 0,
+            coalesced: Vec::new(),
+            files: Vec::new(),
+        };
+        for ((dataset, folder), pages) in groups {
             if pages.len() < 2 {
-                files.extend(pages);
+                packing.files.extend(pages);
                 continue;
             }
-            let staged = keys::staged_coalesced_key(pipeline, run_id, group);
-            match self.stage(&dataset, &pages, &staged).await? {
-                Staging::Kept => files.extend(pages),
-                Staging::Staged { rows } => {
-                    let key = keys::coalesced_key(&folder, pipeline, run_id.as_str());
-                    files.push(key.clone());
-                    coalesced.push(CoalescedFile { key, staged, pages, rows });
+            let Some(schema) = self.table_schema(&dataset).await? else {
+                packing.files.extend(pages);
+                continue;
+            };
+            (packing.folder, packing.bins) = (folder, 0);
+            // Bin-packed in page order: each bin's pages together under
+            // `bin_bytes`, whatever the partition's total; one page is
+            // read at a time, a bin's pages are held until it is written.
+            let mut bin: Vec<(String, Bytes)> = Vec::new();
+            let mut bin_bytes = 0_u64;
+            for page_key in &pages {
+                let bytes = match self.store.get(page_key).await {
+                    Ok(bytes) => bytes,
+                    Err(PortError::NotFound { .. }) => return self.rivals_record(pipeline, run_id, page_key).await,
+                    Err(err) => return Err(err),
+                };
+                let size = bytes.len() as u64;
+                if !bin.is_empty() && bin_bytes + size >= self.bin_bytes {
+                    self.close_bin(std::mem::take(&mut bin), &schema, &mut packing).await?;
+                    bin_bytes = 0;
                 }
-                Staging::PageGone(page) => return self.rivals_record(pipeline, run_id, &page).await,
+                bin_bytes += size;
+                bin.push((page_key.clone(), bytes));
             }
+            self.close_bin(bin, &schema, &mut packing).await?;
         }
+        let Packing { coalesced, mut files, .. } = packing;
         files.sort();
         let replacement = Replacement { pipeline: pipeline.to_string(), run_id: run_id.clone(), coalesced, files };
         let key = keys::replacement_key(pipeline, run_id);
@@ -239,39 +283,47 @@ impl RunCoalescer<'_> {
         }
     }
 
-    /// Step 1 for one partition: `pages` merged and PUT at `staged`;
-    /// [`Staging::Kept`] when they are too big together or the dataset has
-    /// no published schema.
-    async fn stage(&self, dataset: &str, pages: &[String], staged: &str) -> Result<Staging, PortError> {
+    /// The dataset's published table schema without its partition columns
+    /// (what a coalesced file holds); `None` when it has none yet.
+    async fn table_schema(&self, dataset: &str) -> Result<Option<SchemaRef>, PortError> {
         let schema_key = keys::arrow_schema_key(dataset);
         let schema = match self.store.get(&schema_key).await {
             Ok(bytes) => decode_arrow_schema(&bytes)
                 .map_err(|err| PortError::permanent("read the published schema", &schema_key, err))?,
-            Err(PortError::NotFound { .. }) => return Ok(Staging::Kept),
+            Err(PortError::NotFound { .. }) => return Ok(None),
             Err(err) => return Err(err),
         };
-        let target: SchemaRef = Arc::new(Schema::new(
+        Ok(Some(Arc::new(Schema::new(
             schema.fields().iter().filter(|f| !f.metadata().contains_key(META_PARTITION)).cloned().collect::<Vec<_>>(),
-        ));
-        let mut read = Vec::with_capacity(pages.len());
-        let mut total = 0;
-        for page_key in pages {
-            let bytes = match self.store.get(page_key).await {
-                Ok(bytes) => bytes,
-                Err(PortError::NotFound { .. }) => return Ok(Staging::PageGone(page_key.clone())),
-                Err(err) => return Err(err),
-            };
-            total += bytes.len() as u64;
-            if total >= COALESCE_BELOW_BYTES {
-                return Ok(Staging::Kept);
-            }
-            read.push((page_key, bytes));
+        ))))
+    }
+
+    /// Step 1 for one bin of a partition's pages: two or more merged and
+    /// PUT staged, as the partition's next coalesced file; one kept as it is.
+    async fn close_bin(
+        &self,
+        bin: Vec<(String, Bytes)>,
+        schema: &SchemaRef,
+        packing: &mut Packing<'_>,
+    ) -> Result<(), PortError> {
+        if bin.len() < 2 {
+            packing.files.extend(bin.into_iter().map(|(key, _)| key));
+            return Ok(());
         }
-        let (merged, rows) = merge(&read, &target)
-            .map_err(|message| PortError::permanent_msg("coalesce the run's files", staged.to_string(), message))?;
-        self.store.put(staged, Bytes::from(merged)).await?;
-        tracing::info!(staged, files = read.len(), bytes = total, rows, "the run's page files coalesced (staged)");
-        Ok(Staging::Staged { rows })
+        let staged = keys::staged_coalesced_key(packing.pipeline, packing.run_id, packing.staged);
+        packing.staged += 1;
+        let read: Vec<(&String, Bytes)> = bin.iter().map(|(key, bytes)| (key, bytes.clone())).collect();
+        let bytes: usize = read.iter().map(|(_, b)| b.len()).sum();
+        let (merged, rows) = merge(&read, schema)
+            .map_err(|message| PortError::permanent_msg("coalesce the run's files", staged.clone(), message))?;
+        self.store.put(&staged, Bytes::from(merged)).await?;
+        tracing::info!(staged, files = read.len(), bytes, rows, "a bin of the run's page files coalesced (staged)");
+        let key = keys::coalesced_bin_key(&packing.folder, packing.pipeline, packing.run_id.as_str(), packing.bins);
+        packing.bins += 1;
+        packing.files.push(key.clone());
+        let pages = bin.into_iter().map(|(key, _)| key).collect();
+        packing.coalesced.push(CoalescedFile { key, staged, pages, rows });
+        Ok(())
     }
 
     /// Step 3: the record's coalesced files put in place and the page files
@@ -346,16 +398,6 @@ impl RunCoalescer<'_> {
     }
 }
 
-/// What [`RunCoalescer::stage`] did with one partition's page files.
-enum Staging {
-    /// Merged and staged, with this many rows.
-    Staged { rows: u64 },
-    /// Kept as they are (too big together, or no published schema).
-    Kept,
-    /// This page file does not exist.
-    PageGone(String),
-}
-
 /// The run's replacement record, `None` when it has none.
 async fn read_replacement(
     store: &dyn ObjectStore,
@@ -382,6 +424,7 @@ impl RunCoalescer<'_> {
         for receipt in receipts {
             by_dataset.entry(&receipt.dataset).or_default().extend(receipt.data_keys.iter().cloned());
         }
+        let rerun = tributary_core::rerun::reopened_token(self.store, &first.pipeline, &first.run_id).await?;
         let mut files = Vec::new();
         for (dataset, keys) in by_dataset {
             if keys.is_empty() {
@@ -394,10 +437,39 @@ impl RunCoalescer<'_> {
                     "target.table_format is iceberg but this Persist has no table committer",
                 ));
             };
-            let run = RunFiles::new(dataset, &first.pipeline, &first.run_id, &keys).with_write(self.write.clone());
+            let run = RunFiles::new(dataset, &first.pipeline, &first.run_id, &keys)
+                .with_write(self.write.clone())
+                .with_rerun(rerun.clone());
             files.extend(tables.commit_run(&run).await?.files);
         }
+        if let Some(token) = &rerun {
+            self.drop_old_fetch(receipts).await?;
+            tributary_core::rerun::mark_committed(self.store, &first.pipeline, &first.run_id, token).await?;
+        }
         Ok(files)
+    }
+
+    /// A re-run's cleanup once committed: the raw and quarantine pages of
+    /// the old fetch that the re-run did not write again (it had fewer
+    /// pages, or a page quarantined nothing), so that a replay re-derives
+    /// the run from the new fetch alone.
+    async fn drop_old_fetch(&self, receipts: &[&PageReceipt]) -> Result<(), PortError> {
+        let pages: BTreeSet<u32> = receipts.iter().map(|r| r.page).collect();
+        let quarantined: BTreeSet<u32> =
+            receipts.iter().filter(|r| r.quarantine_key.is_some()).map(|r| r.page).collect();
+        let datasets: BTreeSet<(&str, chrono::NaiveDate)> =
+            receipts.iter().map(|r| (r.dataset.as_str(), r.run_date)).collect();
+        let Some(first) = receipts.first() else { return Ok(()) };
+        for (dataset, run_date) in datasets {
+            let raw = keys::run_pages_prefix("raw/", dataset, run_date, &first.pipeline, &first.run_id);
+            let quarantine = keys::run_pages_prefix("quarantine/", dataset, run_date, &first.pipeline, &first.run_id);
+            let mut dropped = tributary_core::rerun::drop_pages_not_in(self.store, &raw, &pages).await?;
+            dropped.extend(tributary_core::rerun::drop_pages_not_in(self.store, &quarantine, &quarantined).await?);
+            if !dropped.is_empty() {
+                tracing::info!(files = dropped.len(), "the old fetch's pages that the re-run did not rewrite deleted");
+            }
+        }
+        Ok(())
     }
 
     /// Whether the object at `key` exists (one LIST, not a GET of a file
@@ -422,9 +494,15 @@ pub async fn recoalesce_run(
     // The first completion's record lists the page files it replaced; the
     // replayed pages are new files with those keys, to coalesce anew.
     tributary_core::ledger::forget_replacement(store, pipeline, run_id).await?;
-    let files = RunCoalescer { store, table_format: TableFormat::Parquet, tables: None, write: RunWrite::Append }
-        .compact(&receipts)
-        .await?;
+    let files = RunCoalescer {
+        store,
+        table_format: TableFormat::Parquet,
+        tables: None,
+        write: RunWrite::Append,
+        bin_bytes: COALESCE_BELOW_BYTES,
+    }
+    .compact(&receipts)
+    .await?;
     tributary_core::ledger::replace_manifest_files(store, pipeline, run_id, files).await
 }
 

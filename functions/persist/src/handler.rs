@@ -320,6 +320,7 @@ impl<'a> PageContext<'a> {
             table_format: self.message.target.table_format,
             tables: self.deps.tables,
             write: tributary_core::tables::RunWrite::of(&self.message.target),
+            bin_bytes: crate::coalesce::COALESCE_BELOW_BYTES,
         };
         let completion = ledger::RunLedger { store: self.deps.store, events: self.deps.run_events }
             .record_page(&receipt, Some(&coalescer))

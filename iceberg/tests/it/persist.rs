@@ -207,21 +207,44 @@ async fn value_partitions_stay_inside_the_table_whatever_the_value() {
     );
 }
 
-/// The lake, with the first read of a staged Parquet file failing (a store
-/// hiccup in the middle of a commit).
-struct FlakyStore {
+/// A boxed future a store runs before one of its reads.
+type Rival = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// How [`InterferingStore`] interferes with the reads of staged Parquet files.
+enum Interference {
+    /// The first read fails (a store hiccup in the middle of a commit).
+    FailOnce(std::sync::atomic::AtomicBool),
+    /// The first read of one of `run`'s staged files (while its committer
+    /// plans) first lets `rival` complete: that plan is then made on a
+    /// table that is no longer current when it commits.
+    RivalCommits { run: &'static str, rival: tokio::sync::Mutex<Option<Rival>> },
+}
+
+/// The lake as one committer sees it, with an [`Interference`].
+struct InterferingStore {
     inner: Arc<DirStore>,
-    failed: std::sync::atomic::AtomicBool,
+    interference: Interference,
 }
 
 #[async_trait::async_trait]
-impl ObjectStore for FlakyStore {
+impl ObjectStore for InterferingStore {
     async fn put(&self, key: &str, body: bytes::Bytes) -> Result<(), tributary_core::ports::PortError> {
         self.inner.put(key, body).await
     }
     async fn get(&self, key: &str) -> Result<bytes::Bytes, tributary_core::ports::PortError> {
-        if key.ends_with(".parquet") && !self.failed.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            return Err(tributary_core::ports::PortError::transient_msg("get", key, "connection reset"));
+        if key.ends_with(".parquet") {
+            match &self.interference {
+                Interference::FailOnce(failed) if !failed.swap(true, std::sync::atomic::Ordering::SeqCst) => {
+                    return Err(tributary_core::ports::PortError::transient_msg("get", key, "connection reset"));
+                }
+                Interference::RivalCommits { run, rival } if key.contains(&format!("-{run}-")) => {
+                    let rival = rival.lock().await.take();
+                    if let Some(rival) = rival {
+                        rival.await;
+                    }
+                }
+                _ => {}
+            }
         }
         self.inner.get(key).await
     }
@@ -253,7 +276,10 @@ impl ObjectStore for FlakyStore {
 #[tokio::test]
 async fn a_failed_commit_releases_its_claim_and_the_retry_commits() {
     let lake = Lake::new().await;
-    let flaky = Arc::new(FlakyStore { inner: lake.store.clone(), failed: Default::default() });
+    let flaky = Arc::new(InterferingStore {
+        inner: lake.store.clone(),
+        interference: Interference::FailOnce(Default::default()),
+    });
     let committer = local_committer(lake.dir.path(), flaky).await.expect("catalog");
     let deps = Deps { tables: Some(&committer), ..lake.deps() };
     lake.expect("r1", 1).await;
@@ -412,4 +438,82 @@ async fn a_reader_between_pages_sees_no_row_of_the_run() {
     assert_eq!(runs, ["r1", "r2"]);
     let ids: Vec<i64> = ids_with(&rows(&table).await, "id").into_iter().map(|(id, _)| id).collect();
     assert_eq!(ids, [1, 2, 3, 4], "the whole run at once");
+}
+
+/// A merge run's target: `id` the key, the greatest `v` wins.
+fn merge_page(run: &str, index: u32, count: u32, records: &str) -> PersistMessage {
+    let target = PersistTarget {
+        table_format: TableFormat::Iceberg,
+        write: contracts::WriteDisposition::Merge,
+        primary_key: vec!["/id".into()],
+        order_by: Some("/v".into()),
+        ..PersistTarget::new(DATASET)
+    };
+    runs::page(PIPELINE, target, run, index, count, records)
+}
+
+/// Two merge completions racing: the second planned on the table before
+/// the first committed, so its commit is refused (the table moved) and it
+/// plans again on the table as the first left it: no lost update, one
+/// snapshot per run, in commit order.
+#[tokio::test]
+async fn a_merge_planned_before_a_rival_commit_plans_again_and_loses_no_update() {
+    let lake = Lake::new().await;
+    lake.expect("r1", 1).await;
+    lake.persist(merge_page("r1", 0, 1, r#"[{"id":1,"v":1},{"id":2,"v":1},{"id":3,"v":1},{"id":4,"v":1}]"#))
+        .await
+        .expect("r1 commits");
+    // r2's first page is staged; its last page, which completes and commits
+    // it, is sent while r3 plans.
+    lake.expect("r2", 2).await;
+    lake.persist(merge_page("r2", 0, 2, r#"[{"id":1,"v":2},{"id":2,"v":2}]"#)).await.expect("r2 page 0");
+    let dir = lake.dir.path().to_path_buf();
+    let rival = async move {
+        let store = Arc::new(DirStore::new(&dir));
+        let committer = local_committer(&dir, store.clone()).await.expect("the rival's catalog");
+        let (queue, config) = (Broker::new(), PersistConfig::default());
+        let deps = Deps {
+            store: store.as_ref(),
+            queue: &queue,
+            run_events: None,
+            catalog: None,
+            tables: Some(&committer),
+            config: &config,
+        };
+        persist::persist_page(merge_page("r2", 1, 2, r#"[{"id":5,"v":2}]"#), deps).await.expect("r2 commits");
+    };
+    let racing = Arc::new(InterferingStore {
+        inner: lake.store.clone(),
+        interference: Interference::RivalCommits { run: "r3", rival: tokio::sync::Mutex::new(Some(Box::pin(rival))) },
+    });
+    let committer = local_committer(lake.dir.path(), racing).await.expect("catalog");
+    let logs = test_support::logs::LogBuffer::new();
+    lake.expect("r3", 1).await;
+    {
+        let _guard = logs.capture();
+        let deps = Deps { tables: Some(&committer), ..lake.deps() };
+        persist::persist_page(merge_page("r3", 0, 1, r#"[{"id":2,"v":3},{"id":3,"v":3}]"#), deps)
+            .await
+            .expect("r3 commits after planning again");
+    }
+    let replanned = logs
+        .lines()
+        .iter()
+        .filter(|line| line["message"].as_str().is_some_and(|m| m.contains("planning again")))
+        .count();
+    assert_eq!(replanned, 1, "r3 planned again once");
+    let table = lake.table().await.expect("table");
+    let runs: Vec<String> = snapshot_runs(&table).into_iter().map(|(run, _)| run).collect();
+    assert_eq!(runs, ["r1", "r2", "r3"], "one snapshot per run, in commit order");
+    assert_eq!(
+        ids_with(&scan(&table, &["id", "v"]).await, "v"),
+        [
+            (1, Some("2".into())),
+            (2, Some("3".into())),
+            (3, Some("3".into())),
+            (4, Some("1".into())),
+            (5, Some("2".into()))
+        ],
+        "r2's and r3's changes both kept"
+    );
 }

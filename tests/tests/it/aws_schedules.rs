@@ -191,7 +191,7 @@ async fn trigger_backfills_queue_one_run_per_fire_time_and_the_orchestrator_star
     // 11 days, twice a day: 22 runs, three SendMessageBatch calls.
     let times = tributary::pipelines::backfill_times(&spec, day("2026-11-20"), day("2026-11-30"), 1000).expect("times");
     assert_eq!(times.len(), 22);
-    let runs = trigger(&emulator.config, STACK, &spec, &times).await.expect("trigger");
+    let runs = trigger(&emulator.config, STACK, &spec, &times, None).await.expect("trigger");
     assert_eq!(runs.first().map(|r| r.run_id.to_string()).as_deref(), Some("20261120T060000Z"));
     assert_eq!(runs.last().map(|r| r.run_id.to_string()).as_deref(), Some("20261130T180000Z"));
 

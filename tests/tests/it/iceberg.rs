@@ -58,7 +58,7 @@ for ident in catalog.list_tables("tributary"):
     rows = table.scan().to_arrow().to_pylist()
     out[ident[1]] = {
         "snapshots": [dict({k: s.summary.get(k) for k in ("tributary.run-id", "tributary.pipeline", "added-records",
-                                                          "deleted-records", "total-records")},
+                                                          "deleted-records", "total-records", "tributary.rerun")},
                            operation=s.summary.operation.value)
                       for s in snapshots],
         "snapshot_ids": [s.snapshot_id for s in snapshots],

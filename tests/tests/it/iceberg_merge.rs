@@ -25,6 +25,29 @@ fn spec(addr: std::net::SocketAddr, write: &str) -> PipelineSpec {
     PipelineSpec::from_yaml(&text).expect("valid spec")
 }
 
+/// A paged vendor on 127.0.0.1 serving `records`, a pipeline against it
+/// whose target says `write`, an empty lake and the local runtime on it.
+struct Setup {
+    records: PagedRecords,
+    addr: std::net::SocketAddr,
+    spec: PipelineSpec,
+    lake: tempfile::TempDir,
+    runtime: LocalRuntime,
+}
+
+async fn setup(write: &str) -> Setup {
+    let records = PagedRecords::default();
+    let addr = serve_pages(records.clone()).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    Setup { spec: spec(addr, write), records, addr, lake, runtime }
+}
+
+/// 06:00 UTC on 2026-11-`day`: the scheduled time of that day's run.
+fn at(day: u32) -> chrono::DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, day, 6, 0, 0).single().expect("a valid time")
+}
+
 /// The (id, name) pairs of a reader's rows, sorted.
 fn id_names(rows: &[Value]) -> Vec<(i64, String)> {
     let mut pairs: Vec<(i64, String)> =
@@ -35,12 +58,8 @@ fn id_names(rows: &[Value]) -> Vec<(i64, String)> {
 
 #[tokio::test]
 async fn a_merge_keeps_the_latest_row_per_key_across_runs_in_every_reader() {
-    let records = PagedRecords::default();
-    let addr = serve_pages(records.clone()).await;
-    let spec = spec(addr, "write: merge, primary_key: [/id], order_by: /updatedAt, hard_delete: /deleted");
-    let lake = tempfile::tempdir().expect("tempdir");
-    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
-    let at = |day| Utc.with_ymd_and_hms(2026, 11, day, 6, 0, 0).single().expect("a valid time");
+    let Setup { records, spec, lake, runtime, .. } =
+        setup("write: merge, primary_key: [/id], order_by: /updatedAt, hard_delete: /deleted").await;
 
     // Run 1: 1,000 keys.
     records.set((0..1000).map(|id| contact(id, "v1", "2026-11-01T00:00:00Z")).collect());
@@ -112,12 +131,7 @@ async fn a_merge_keeps_the_latest_row_per_key_across_runs_in_every_reader() {
 
 #[tokio::test]
 async fn a_replace_makes_each_run_the_whole_table() {
-    let records = PagedRecords::default();
-    let addr = serve_pages(records.clone()).await;
-    let spec = spec(addr, "write: replace");
-    let lake = tempfile::tempdir().expect("tempdir");
-    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
-    let at = |day| Utc.with_ymd_and_hms(2026, 11, day, 6, 0, 0).single().expect("a valid time");
+    let Setup { records, spec, lake, runtime, .. } = setup("write: replace").await;
     records.set((0..90).map(|id| contact(id, "v1", "2026-11-01T00:00:00Z")).collect());
     let summary = runtime.run(&spec, at(1)).await.expect("run 1");
     assert!(summary.succeeded(), "run 1: {summary}");
@@ -150,12 +164,7 @@ async fn a_replace_makes_each_run_the_whole_table() {
 
 #[tokio::test]
 async fn a_replay_swaps_a_run_s_rows_in_one_snapshot_and_every_value_stays() {
-    let records = PagedRecords::default();
-    let addr = serve_pages(records.clone()).await;
-    let spec = spec(addr, "write: append");
-    let lake = tempfile::tempdir().expect("tempdir");
-    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
-    let at = |day| Utc.with_ymd_and_hms(2026, 11, day, 6, 0, 0).single().expect("a valid time");
+    let Setup { records, spec, lake, runtime, .. } = setup("write: append").await;
     for (day, version) in [(1, "v1"), (2, "v2")] {
         records.set((0..90).map(|id| contact(id, version, "2026-11-01T00:00:00Z")).collect());
         let summary = runtime.run(&spec, at(day)).await.expect("run");
@@ -184,4 +193,71 @@ async fn a_replay_swaps_a_run_s_rows_in_one_snapshot_and_every_value_stays() {
     assert_eq!(operations, ["append", "append", "overwrite", "overwrite"], "one snapshot per replayed run");
     let duckdb = read_tables(&duckdb_iceberg_python(), "TRIBUTARY_DUCKDB_ICEBERG_PYTHON", READ_DUCKDB, lake.path());
     assert_eq!(duckdb["contacts"]["rows_as_of"], json!([90, 180, 180, 180]), "each snapshot whole");
+}
+
+#[tokio::test]
+async fn a_completed_run_re_run_with_replace_swaps_its_rows_in_one_snapshot() {
+    let Setup { records, addr, spec, lake, runtime } = setup("write: append").await;
+    // Day 1 fetched 90 records (3 pages of 40), day 2 30 others.
+    records.set((0..90).map(|id| contact(id, "v1", "2026-11-01T00:00:00Z")).collect());
+    assert!(runtime.run(&spec, at(1)).await.expect("day 1").succeeded());
+    records.set((100..130).map(|id| contact(id, "v1", "2026-11-02T00:00:00Z")).collect());
+    assert!(runtime.run(&spec, at(2)).await.expect("day 2").succeeded());
+    let raw_pages = |day: &str| {
+        let folder = lake.path().join(format!("raw/contacts/dt=2026-11-{day}"));
+        let mut names: Vec<String> = std::fs::read_dir(folder)
+            .expect("raw folder")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(raw_pages("01").len(), 3, "day 1's raw pages");
+
+    // Day 1 was bad: the vendor now serves 60 corrected records (2 pages).
+    records.set((0..60).map(|id| contact(id, "v2", "2026-11-01T00:00:00Z")).collect());
+    let plain = runtime.run(&spec, at(1)).await.expect("day 1 again, without --replace");
+    // Without --replace the completed run is left as it was (its snapshots
+    // are counted below: the plain run adds none).
+    assert_eq!(plain.records_persisted, 90, "the completed run is left as it was: {plain}");
+    let summary = runtime.run_replacing(&spec, at(1), Some("fix-day-1")).await.expect("day 1 re-run");
+    assert!(summary.succeeded(), "the re-run: {summary}");
+    assert_eq!(summary.records_persisted, 60, "{summary}");
+
+    let mut expected: Vec<(i64, String)> = (0..60).map(|id| (id, format!("v2 {id}"))).collect();
+    expected.extend((100..130).map(|id| (id, format!("v1 {id}"))));
+    let tables = read_tables(&python(), "TRIBUTARY_PYTHON", READ, lake.path());
+    let table = &tables["contacts"];
+    assert_eq!(id_names(table["rows"].as_array().expect("rows")), expected, "pyiceberg's rows");
+    let snapshots = table["snapshots"].as_array().expect("snapshots");
+    let operations: Vec<&str> = snapshots.iter().map(|s| s["operation"].as_str().unwrap_or("")).collect();
+    assert_eq!(operations, ["append", "append", "overwrite"], "the re-run is one overwrite snapshot");
+    let last = &snapshots[2];
+    assert_eq!(
+        (&last["tributary.run-id"], &last["tributary.rerun"], &last["deleted-records"], &last["added-records"]),
+        (&json!("20261101T060000Z"), &json!("fix-day-1"), &json!("90"), &json!("60")),
+        "the re-run's snapshot names the run and the token, and swaps 90 rows for 60"
+    );
+    let duckdb = read_tables(&duckdb_iceberg_python(), "TRIBUTARY_DUCKDB_ICEBERG_PYTHON", READ_DUCKDB, lake.path());
+    assert_eq!(id_names(duckdb["contacts"]["rows"].as_array().expect("rows")), expected, "DuckDB's rows");
+    assert_eq!(duckdb["contacts"]["rows_as_of"], json!([90, 120, 90]), "DuckDB as of each snapshot");
+    // The old fetch's third raw page is gone: a replay re-derives the new fetch.
+    assert_eq!(raw_pages("01").len(), 2, "day 1's raw pages after the re-run: {:?}", raw_pages("01"));
+
+    // The same trigger delivered again starts nothing and commits nothing.
+    let again = runtime.run_replacing(&spec, at(1), Some("fix-day-1")).await.expect("the same re-run again");
+    assert_eq!((again.requests, again.dead_letters()), (0, 0), "{again}");
+    let tables = read_tables(&python(), "TRIBUTARY_PYTHON", READ, lake.path());
+    assert_eq!(tables["contacts"]["snapshots"].as_array().expect("snapshots").len(), 3, "no new snapshot");
+
+    // A Parquet dataset cannot be re-run in place.
+    let parquet = PipelineSpec::from_yaml(&format!(
+        "version: 1\npipeline: flat\nstrategy: {{kind: paged, page_size: 40, total_pointer: /meta/total}}\n\
+         request: {{url: 'http://{addr}/records', records_pointer: /results, allow: {{loopback: true}}}}\n\
+         target: {{dataset: flat}}\n"
+    ))
+    .expect("valid spec");
+    let err = runtime.run_replacing(&parquet, at(1), Some("t")).await.expect_err("a Parquet re-run is refused");
+    let text = err.to_string();
+    assert!(text.contains("replace") && text.contains("table_format: parquet"), "{text}");
 }

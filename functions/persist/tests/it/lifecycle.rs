@@ -351,6 +351,7 @@ async fn two_pages_completing_a_run_together_both_succeed_and_keep_every_row() {
         table_format: contracts::TableFormat::Parquet,
         tables: None,
         write: tributary_core::tables::RunWrite::Append,
+        bin_bytes: persist::coalesce::COALESCE_BELOW_BYTES,
     };
     let coalesced = "orders/dt=2026-11-29/orders-20261129T060000Z.parquet";
     assert_eq!(coalescer.compact(&receipts).await.expect("first completion"), [coalesced]);
@@ -366,4 +367,63 @@ async fn two_pages_completing_a_run_together_both_succeed_and_keep_every_row() {
     let err = coalescer.compact(&receipts).await.expect_err("pages and coalesced file gone");
     assert!(err.is_retryable(), "{err}");
     assert!(err.to_string().contains("orders-20261129T060000Z-0000"), "{err}");
+}
+
+#[tokio::test]
+async fn a_run_too_big_for_one_file_is_packed_into_several_in_page_order() {
+    // Seven pages of one partition, each a page file of about the same
+    // size: bins of under 2.5 page files hold two pages each, so pages
+    // 1-2, 3-4, 5-6 are coalesced and page 7, alone in its bin, is kept.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let config = PersistConfig::default();
+    let mut receipts = Vec::new();
+    for page in 1..=7_u32 {
+        let records: Vec<Value> =
+            (0..50).map(|i| json!({"page": page, "i": i, "note": format!("page {page} record {i}")})).collect();
+        let mut m = message(page, PersistTarget::new("orders"), inline(Value::Array(records)));
+        m.page.count = 7;
+        receipts.push(persist(&store, &Broker::new(), &config, m).await.expect("page"));
+    }
+    let mut sizes = Vec::new();
+    for receipt in &receipts {
+        for key in &receipt.data_keys {
+            sizes.push(store.get(key).await.expect("page file").len() as u64);
+        }
+    }
+    let largest = *sizes.iter().max().expect("page files");
+    let coalescer = persist::coalesce::RunCoalescer {
+        store: &store,
+        table_format: contracts::TableFormat::Parquet,
+        tables: None,
+        write: tributary_core::tables::RunWrite::Append,
+        bin_bytes: largest * 5 / 2,
+    };
+    let files = coalescer.compact(&receipts).await.expect("completion");
+    let folder = "orders/dt=2026-11-29";
+    let expected = vec![
+        format!("{folder}/orders-20261129T060000Z-00007.parquet"),
+        format!("{folder}/orders-20261129T060000Z.00001.parquet"),
+        format!("{folder}/orders-20261129T060000Z.00002.parquet"),
+        format!("{folder}/orders-20261129T060000Z.parquet"),
+    ];
+    let kept_page = &receipts[6].data_keys[0];
+    assert_eq!(&expected[0], kept_page, "the last page, alone in its bin, is kept as it is");
+    assert_eq!(files, expected, "three coalesced files and the kept page file, sorted");
+    assert_eq!(coalescer.compact(&receipts).await.expect("a redelivered completion"), expected);
+    let listed: Vec<String> =
+        store.list("orders/").await.expect("list").into_iter().filter(|k| k.ends_with(".parquet")).collect();
+    assert_eq!(listed, expected, "the replaced page files are gone");
+    // Each coalesced file holds its two pages' rows, in page order.
+    for (key, pages) in [(&expected[3], [1, 2]), (&expected[1], [3, 4]), (&expected[2], [5, 6])] {
+        let batches = test_support::lake::parquet_batches(store.get(key).await.expect("coalesced file"));
+        let mut seen = Vec::new();
+        for batch in &batches {
+            let column = batch.column_by_name("page").expect("page column");
+            let column = column.as_any().downcast_ref::<arrow_array::Int64Array>().expect("int64");
+            seen.extend(column.iter().flatten());
+        }
+        let want: Vec<i64> = pages.iter().flat_map(|&p| std::iter::repeat_n(i64::from(p), 50)).collect();
+        assert_eq!(seen, want, "{key}");
+    }
 }
