@@ -95,6 +95,37 @@ impl Stack {
         let database = self.outputs.get(output::LAKE_DATABASE)?.to_string();
         Ok((AthenaEngine::new(aws_sdk_athena::Client::new(&self.sdk)).with_workgroup(workgroup), database))
     }
+
+    /// The stack's Iceberg tables as Persist's committer sees them: the Glue
+    /// database `LakeDatabaseName`, tables under
+    /// `s3://<LakeBucketName>/_iceberg/warehouse/`, and the identifier of
+    /// `dataset`'s table in it.
+    ///
+    /// # Errors
+    /// [`PortError::NotFound`] naming a missing output;
+    /// [`PortError::Permanent`] when `TRIBUTARY_S3_FORCE_PATH_STYLE` is not
+    /// a boolean or the catalog cannot be opened.
+    pub async fn iceberg_table(
+        &self,
+        dataset: &str,
+    ) -> Result<(Box<dyn iceberg::Catalog>, iceberg::TableIdent), PortError> {
+        let database = self.outputs.get(output::LAKE_DATABASE)?.to_string();
+        let path_style = tributary_core::env::LambdaEnv::from_env()
+            .flag(&tributary_core::env::S3_FORCE_PATH_STYLE)
+            .map_err(|err| PortError::permanent("read the environment", "TRIBUTARY_S3_FORCE_PATH_STYLE", err))?;
+        let settings = tributary_iceberg::glue::GlueSettings {
+            database: database.clone(),
+            bucket: self.lake_bucket()?.to_string(),
+            region: self.sdk.region().map(ToString::to_string),
+            endpoint: self.sdk.endpoint_url().map(ToString::to_string),
+            path_style,
+        };
+        let catalog = tributary_iceberg::glue::glue_catalog(&settings)
+            .await
+            .map_err(|err| PortError::permanent("open the stack's Glue catalog", database.clone(), err))?;
+        let ident = iceberg::TableIdent::new(iceberg::NamespaceIdent::new(database), dataset.to_string());
+        Ok((Box::new(catalog), ident))
+    }
 }
 
 /// The lake at `s3://bucket/prefix` through the environment's credentials.

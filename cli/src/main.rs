@@ -191,7 +191,8 @@ enum Command {
         #[arg(long)]
         to: Option<chrono::NaiveDate>,
     },
-    /// Compact an Iceberg dataset's table in the local lake: per partition,
+    /// Compact an Iceberg dataset's table in the local lake (or, with
+    /// `--stack`, in a deployed stack's Glue catalog): per partition,
     /// the data files under the target size are rewritten into files near
     /// it, in one `replace` snapshot (the same rows; `tributary.compaction`
     /// in its summary). With `--expire-older-than`, snapshots older than
@@ -204,6 +205,11 @@ enum Command {
         /// Lake directory.
         #[arg(long, default_value = "lake")]
         lake: PathBuf,
+        /// Compact the table of a deployed stack instead (feature `aws`):
+        /// its Glue database (`LakeDatabaseName`) and lake bucket
+        /// (`LakeBucketName`), as Persist commits to them.
+        #[arg(long)]
+        stack: Option<String>,
         /// Dataset (an Iceberg table: `target.table_format: iceberg`).
         #[arg(long)]
         dataset: String,
@@ -485,9 +491,14 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             print!("{summary}");
             Ok(if summary.succeeded() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
-        Command::Compact { lake, dataset, target_file_mb, expire_older_than, retain_last } => {
+        Command::Compact { lake, stack, dataset, target_file_mb, expire_older_than, retain_last } => {
             let retain_last = usize::try_from(retain_last).context("--retain-last")?;
-            compact(&lake, &dataset, target_file_mb, expire_older_than, retain_last).await
+            contracts::spec::check_dataset("--dataset", &dataset)?;
+            let (catalog, ident) = match stack {
+                Some(name) => stack_table(&name, &dataset).await?,
+                None => local_table(&lake, &dataset).await?,
+            };
+            compact(catalog.as_ref(), &ident, target_file_mb, expire_older_than, retain_last).await
         }
         Command::Query { sql, stack: Some(stack), params, .. } => query_on_stack(&stack, sql, params).await,
         Command::Query { sql, lake, stack: None, params } => {
@@ -544,15 +555,13 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
 
 /// `tributary compact`: compacts the dataset's table in the lake's local
 /// catalog, then expires its old snapshots when asked.
-async fn compact(
-    lake: &Path,
-    dataset: &str,
-    target_file_mb: u64,
-    expire_older_than: Option<chrono::Duration>,
-    retain_last: usize,
-) -> anyhow::Result<ExitCode> {
+/// The local lake's catalog and `dataset`'s table in it.
+///
+/// # Errors
+/// A lake that does not exist, or `dataset` not an Iceberg table in it
+/// (naming `--dataset` and why).
+async fn local_table(lake: &Path, dataset: &str) -> anyhow::Result<(Box<dyn iceberg::Catalog>, iceberg::TableIdent)> {
     require_lake(lake)?;
-    contracts::spec::check_dataset("--dataset", dataset)?;
     let root = std::fs::canonicalize(lake).with_context(|| format!("reading {}", lake.display()))?;
     let not_iceberg = || {
         anyhow::anyhow!(
@@ -570,10 +579,41 @@ async fn compact(
     if !iceberg::Catalog::table_exists(&catalog, &ident).await.context("looking the table up")? {
         return Err(not_iceberg());
     }
-    let compacted = tributary_iceberg::compact::compact_table(&catalog, &ident, target_file_mb << 20).await?;
+    Ok((Box::new(catalog), ident))
+}
+
+/// The stack's Glue catalog and `dataset`'s table in it.
+#[cfg(feature = "aws")]
+async fn stack_table(stack: &str, dataset: &str) -> anyhow::Result<(Box<dyn iceberg::Catalog>, iceberg::TableIdent)> {
+    let (catalog, ident) = connect(stack).await?.iceberg_table(dataset).await?;
+    if !catalog.table_exists(&ident).await.context("looking the table up in Glue")? {
+        anyhow::bail!(
+            "--dataset {dataset}: stack {stack}'s Glue database {} has no Iceberg table {dataset} (only datasets \
+             with target.table_format: iceberg can be compacted)",
+            ident.namespace().to_url_string()
+        );
+    }
+    Ok((catalog, ident))
+}
+
+#[cfg(not(feature = "aws"))]
+async fn stack_table(stack: &str, _dataset: &str) -> anyhow::Result<(Box<dyn iceberg::Catalog>, iceberg::TableIdent)> {
+    match connect(stack).await? {}
+}
+
+/// Compacts `ident`'s table in `catalog`, then expires its snapshots when
+/// asked; prints both summaries.
+async fn compact(
+    catalog: &dyn iceberg::Catalog,
+    ident: &iceberg::TableIdent,
+    target_file_mb: u64,
+    expire_older_than: Option<chrono::Duration>,
+    retain_last: usize,
+) -> anyhow::Result<ExitCode> {
+    let compacted = tributary_iceberg::compact::compact_table(catalog, ident, target_file_mb << 20).await?;
     print!("{compacted}");
     if let Some(older_than) = expire_older_than {
-        let expired = tributary_iceberg::compact::expire_snapshots(&catalog, &ident, older_than, retain_last).await?;
+        let expired = tributary_iceberg::compact::expire_snapshots(catalog, ident, older_than, retain_last).await?;
         print!("{expired}");
         if !expired.failed.is_empty() {
             return Ok(ExitCode::FAILURE);

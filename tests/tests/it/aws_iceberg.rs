@@ -18,12 +18,13 @@ use std::sync::Arc;
 use arrow_array::{Array, Int64Array, StringArray};
 use iceberg::table::Table;
 
+use adapters::aws::stack::output;
 use adapters::aws::{GlueCatalog, S3Store, SqsSender, s3_client_with_path_style};
 use contracts::{PersistMessage, PersistTarget, TableFormat};
 use test_support::iceberg::{scan, snapshot_summaries};
 use test_support::runs;
 use tributary_core::ports::ObjectStore;
-use tributary_e2e::emulator::reset_emulator;
+use tributary_e2e::emulator::{reset_emulator, stack_with_outputs};
 use tributary_e2e::readers::python;
 use tributary_iceberg::glue::{GlueSettings, glue_committer};
 use tributary_iceberg::{IcebergCommitter, RUN_ID_PROPERTY};
@@ -71,9 +72,11 @@ catalog = load_catalog("glue", **{
     "s3.access-key-id": "testing", "s3.secret-access-key": "testing",
 })
 t = catalog.load_table((database, table))
-runs = [s.summary.get("tributary.run-id") for s in sorted(t.snapshots(), key=lambda s: s.sequence_number)]
+snapshots = sorted(t.snapshots(), key=lambda s: s.sequence_number)
+runs = [s.summary.get("tributary.run-id") for s in snapshots]
 rows = sorted([r["id"], r["name"], r["tier"]] for r in t.scan().to_arrow().to_pylist())
-print(json.dumps({"runs": runs, "rows": rows}))
+files = len(list(t.scan().plan_files()))
+print(json.dumps({"runs": runs, "rows": rows, "files": files, "operations": [s.summary.operation.value for s in snapshots]}))
 "#;
 
 fn read_with_pyiceberg(endpoint: &str) -> serde_json::Value {
@@ -229,5 +232,47 @@ async fn persist_commits_each_run_to_a_glue_iceberg_table_on_s3() {
         read["rows"],
         serde_json::json!([[1, "ada", null], [2, "bo", "silver"], [3, "cy", null], [4, "di", "gold"], [5, "ed", null]]),
         "pyiceberg reads the merged table through Glue and S3: one row per id"
+    );
+
+    // `tributary compact --stack`: the table the stack's outputs name, in
+    // Glue, compacted in one `replace` snapshot, then its old snapshots
+    // expired; pyiceberg reads the same rows from one file.
+    let before = read["rows"].clone();
+    assert!(read["files"].as_u64().is_some_and(|n| n >= 2), "several small files before: {read}");
+    stack_with_outputs(
+        &emulator.config,
+        "tributary-iceberg",
+        &[(output::LAKE_BUCKET, BUCKET), (output::LAKE_DATABASE, DATABASE)],
+    )
+    .await;
+    // SAFETY: nextest runs each test in its own process, one at a time here
+    // (aws-emulator group), and no other thread reads the environment yet.
+    unsafe { std::env::set_var(adapters::aws::S3_FORCE_PATH_STYLE_VAR, "true") };
+    let stack = tributary::aws::Stack::connect("tributary-iceberg").await.expect("stack");
+    let (catalog, stack_ident) = stack.iceberg_table(DATASET).await.expect("the stack's table");
+    assert_eq!(stack_ident, ident, "the table Persist commits to");
+    let compacted =
+        tributary_iceberg::compact::compact_table(catalog.as_ref(), &stack_ident, 128 << 20).await.expect("compact");
+    assert!(compacted.snapshot_id.is_some(), "{compacted}");
+    let read = read_with_pyiceberg(&emulator.endpoint);
+    assert_eq!(read["rows"], before, "the same rows after compaction");
+    assert_eq!(read["files"], serde_json::json!(1), "one file for the table's one partition");
+    assert_eq!(
+        read["operations"],
+        serde_json::json!(["append", "append", "overwrite", "replace"]),
+        "compaction is one replace snapshot"
+    );
+    let expired =
+        tributary_iceberg::compact::expire_snapshots(catalog.as_ref(), &stack_ident, chrono::Duration::zero(), 1)
+            .await
+            .expect("expire");
+    assert!(expired.failed.is_empty() && expired.data_files_deleted > 0, "{expired}");
+    let read = read_with_pyiceberg(&emulator.endpoint);
+    assert_eq!((&read["rows"], &read["operations"]), (&before, &serde_json::json!(["replace"])), "after expiry");
+    let objects = store.list("_iceberg/warehouse/").await.expect("list");
+    assert_eq!(
+        objects.iter().filter(|k| k.ends_with(".parquet")).count(),
+        1,
+        "the files only old snapshots read are deleted: {objects:?}"
     );
 }
