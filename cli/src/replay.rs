@@ -74,9 +74,9 @@ pub enum ReplayError {
     Store(#[source] PortError),
     /// The dataset is kept as an Iceberg table.
     #[error(
-        "--dataset {0} is kept as an Iceberg table (target.table_format: iceberg): replaying it through the \
-         stack's persist queue is not supported yet (a replayed run must be committed as one overwrite snapshot, \
-         which the local `tributary replay --lake` does); nothing was replayed (docs/persist.md, \"Replay\")"
+        "--dataset {0} is kept as an Iceberg table (target.table_format: iceberg): replaying it needs its \
+         table's committer (a replayed run is committed as one overwrite snapshot: `tributary replay --lake DIR` \
+         with the lake's local catalog, or `--stack`); nothing was replayed (docs/persist.md, \"Replay\")"
     )]
     Iceberg(String),
 }
@@ -292,14 +292,19 @@ fn check_arguments(dataset: &str, range: DateRange) -> Result<(), ReplayError> {
 /// [`ReplayError::Iceberg`]; [`ReplayError::Store`] when the schema
 /// cannot be read.
 async fn refuse_iceberg(store: &dyn ObjectStore, dataset: &str) -> Result<(), ReplayError> {
+    if is_iceberg(store, dataset).await? {
+        return Err(ReplayError::Iceberg(dataset.to_string()));
+    }
+    Ok(())
+}
+
+/// Whether the dataset's table schema says it is kept as an Iceberg table.
+async fn is_iceberg(store: &dyn ObjectStore, dataset: &str) -> Result<bool, ReplayError> {
     let key = tributary_core::keys::schema_key(dataset);
     let schema = persist::read_schema(store, &key)
         .await
         .map_err(|err| ReplayError::Store(PortError::permanent("read the dataset's schema", key.clone(), err)))?;
-    if schema.is_some_and(|(schema, _)| schema.table_format == Some(contracts::TableFormat::Iceberg)) {
-        return Err(ReplayError::Iceberg(dataset.to_string()));
-    }
-    Ok(())
+    Ok(schema.is_some_and(|(schema, _)| schema.table_format == Some(contracts::TableFormat::Iceberg)))
 }
 
 /// What a replay did to one run.
@@ -403,8 +408,12 @@ impl fmt::Display for ResendSummary {
 /// [`tributary_core::ledger::reopen_run`]): its pages are then processed as
 /// in the first run,
 /// and the last one completes the run again (coalescing, manifest,
-/// run-completed event). Until then a reader may see a replayed run's rows
-/// twice (the old coalesced file beside the new page files).
+/// run-completed event). Until then a reader of a Parquet dataset may see a
+/// replayed run's rows twice (the old coalesced file beside the new page
+/// files). An Iceberg dataset's runs are reopened as re-runs
+/// ([`tributary_core::rerun::reopen_for_replay`]): their pages are staged,
+/// and the last one's completion swaps the run's rows in one `overwrite`
+/// snapshot; readers see the old rows until then.
 ///
 /// # Errors
 /// [`ReplayError`] for a bad dataset or range, a raw archive that cannot be
@@ -419,7 +428,7 @@ pub async fn resend(
     range: DateRange,
 ) -> Result<ResendSummary, ReplayError> {
     check_arguments(dataset, range)?;
-    refuse_iceberg(store, dataset).await?;
+    let iceberg = is_iceberg(store, dataset).await?;
     let (keys, failures) = raw_pages(store, dataset, range).await?;
     let mut summary = ResendSummary { dataset: dataset.to_string(), range, failures, ..ResendSummary::default() };
     let mut pages: Vec<(String, String)> = Vec::new();
@@ -444,8 +453,17 @@ pub async fn resend(
             Err(err) => summary.failures.push(ReplayFailure { key, reason: format!("not a persist message: {err}") }),
         }
     }
+    // An Iceberg run's replayed pages must replace its rows in one
+    // snapshot: it is reopened as a re-run (tributary_core::rerun), which
+    // Persist's completion commits as an overwrite of the run's rows.
+    let token = format!("replay-{}", chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ"));
     for (pipeline, run_id) in runs {
-        if tributary_core::ledger::reopen_run(store, &pipeline, &run_id).await.map_err(ReplayError::Store)? {
+        let reopened = if iceberg {
+            tributary_core::rerun::reopen_for_replay(store, &pipeline, &run_id, &token, chrono::Utc::now()).await
+        } else {
+            tributary_core::ledger::reopen_run(store, &pipeline, &run_id).await
+        };
+        if reopened.map_err(ReplayError::Store)? {
             summary.runs_reopened.push(format!("run {run_id} of pipeline {pipeline}"));
         }
     }

@@ -124,6 +124,32 @@ pub async fn begin(
     Ok(Begun::Reopened)
 }
 
+/// Reopens `pipeline`'s completed run `run_id` so that its raw pages,
+/// sent again through Persist's queue (`tributary replay --stack`),
+/// commit as a re-run of token `token`: the record written
+/// [`RerunState::Reopened`] first, then [`ledger::reopen_run`] (the page
+/// count kept: the same pages come back) and the old commit claim deleted.
+/// Returns whether the run was complete (an incomplete one is left alone).
+///
+/// # Errors
+/// [`PortError`] from the store.
+pub async fn reopen_for_replay(
+    store: &dyn ObjectStore,
+    pipeline: &str,
+    run_id: &RunId,
+    token: &str,
+    now: DateTime<Utc>,
+) -> Result<bool, PortError> {
+    if store.get(&keys::success_key(pipeline, run_id)).await.is_err() {
+        return Ok(false);
+    }
+    let record = Rerun { token: token.to_string(), requested_at: now, state: RerunState::Reopened };
+    write(store, pipeline, run_id, &record).await?;
+    ledger::reopen_run(store, pipeline, run_id).await?;
+    store.delete(&keys::table_commit_claim_key(pipeline, run_id)).await?;
+    Ok(true)
+}
+
 /// The run's re-run token while it is reopened (state
 /// [`RerunState::Reopened`]): its completion commits it as a re-run.
 ///
