@@ -78,6 +78,31 @@ pub struct PersistTarget {
     /// table (e.g. `/deleted` or `/archived_at`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hard_delete: Option<String>,
+    /// Whether a new field whose values are RFC 3339 UTC timestamps (text
+    /// like `2026-11-29T06:00:00Z` or `…T06:00:00.123456Z`) becomes a
+    /// `timestamp(us, UTC)` column (`detect`, the default) or stays text
+    /// (`text`). A field's column type is decided once; values that are
+    /// not such timestamps go to its `__string` variant, as sent.
+    #[serde(default, skip_serializing_if = "Timestamps::is_default")]
+    pub timestamps: Timestamps,
+}
+
+/// How inferred columns treat timestamp text (`target.timestamps`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Timestamps {
+    /// RFC 3339 UTC text makes a `timestamp(us, UTC)` column.
+    #[default]
+    Detect,
+    /// Timestamps stay text (declare a column's type to type it).
+    Text,
+}
+
+impl Timestamps {
+    /// Whether this is the default (`detect`).
+    pub fn is_default(&self) -> bool {
+        *self == Timestamps::Detect
+    }
 }
 
 /// How a completed run changes its dataset's table (`target.write`).
@@ -299,6 +324,7 @@ impl PersistTarget {
             primary_key: Vec::new(),
             order_by: None,
             hard_delete: None,
+            timestamps: Timestamps::default(),
         }
     }
 }

@@ -136,6 +136,10 @@ impl Col {
             Ty::Null => Col::Absent,
             _ if !ty.is_physical() => Col::Absent,
             Ty::Text => Col::Text(StringBuilder::new(), "string"),
+            // `+00:00`, not `UTC`: what Parquet's UTC-adjusted timestamps
+            // and Iceberg's `timestamptz` read back as, and what Arrow
+            // formats without its chrono-tz feature.
+            Ty::Timestamp => Col::Timestamp(Int64Builder::new(), TimeUnit::Microsecond, Some("+00:00".into())),
             Ty::Json => Col::Json(StringBuilder::new()),
             Ty::Bool => Col::Bool(BooleanBuilder::new()),
             Ty::Int => Col::Int64(Int64Builder::new()),

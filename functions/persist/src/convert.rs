@@ -268,7 +268,11 @@ pub fn infer_page(
     lake: Option<&Ty>,
 ) -> Result<Ty, ConvertError> {
     let reserved = reserved_names(target);
-    let names = Naming { policy: target.names, reserved: &reserved };
+    let names = Naming {
+        policy: target.names,
+        reserved: &reserved,
+        timestamps: target.timestamps == contracts::Timestamps::Detect,
+    };
     let mut table = lake.cloned().unwrap_or_else(empty_table);
     table.declare(&target.schema, names, &mut Vec::new());
     table.evolve(&seen_in_page(source, format, PageLimits::default())?, names);
@@ -437,7 +441,11 @@ pub fn convert_page(
     // A declared type the spec changed after the dataset was created is
     // reported with the page's conflicts (the dataset keeps its type).
     let reserved = reserved_names(settings.target);
-    let names = Naming { policy: settings.target.names, reserved: &reserved };
+    let names = Naming {
+        policy: settings.target.names,
+        reserved: &reserved,
+        timestamps: settings.target.timestamps == contracts::Timestamps::Detect,
+    };
     let mut conflicts = Vec::new();
     let mut schema = settings.lake_schema.cloned().unwrap_or_else(empty_table);
     schema.declare(&settings.target.schema, names, &mut conflicts);

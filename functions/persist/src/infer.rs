@@ -63,8 +63,12 @@ impl Kinds {
     pub const OBJECT: u16 = 1 << 7;
     /// Arrays.
     pub const ARRAY: u16 = 1 << 8;
+    /// Strings that are RFC 3339 UTC timestamps ([`is_utc_timestamp`]): a
+    /// string everywhere a string goes, a `timestamp(us, UTC)` column's
+    /// value where timestamps are detected.
+    pub const TIMESTAMP: u16 = 1 << 9;
     /// Every kind, lowest bit first.
-    pub const ALL: [u16; 9] = [
+    pub const ALL: [u16; 10] = [
         Self::BOOL,
         Self::INT,
         Self::INT64,
@@ -74,6 +78,7 @@ impl Kinds {
         Self::STRING,
         Self::OBJECT,
         Self::ARRAY,
+        Self::TIMESTAMP,
     ];
 
     /// Whether `kind` is in the set.
@@ -104,10 +109,41 @@ pub fn kind_of(text: &str, tape: &Tape, idx: usize) -> u16 {
         Tok::Bool(_) => Kinds::BOOL,
         Tok::Num { start, end, int: true } => int_kind(&text[start as usize..end as usize]),
         Tok::Num { .. } => Kinds::FLOAT,
+        Tok::Str { start, end, escaped: false } if is_utc_timestamp(&text[start as usize..end as usize]) => {
+            Kinds::TIMESTAMP
+        }
         Tok::Str { .. } => Kinds::STRING,
         Tok::Obj { .. } => Kinds::OBJECT,
         Tok::Arr { .. } => Kinds::ARRAY,
     }
+}
+
+/// Whether `text` is an RFC 3339 timestamp in UTC that a
+/// `timestamp(us, UTC)` column holds exactly: `YYYY-MM-DDTHH:MM:SS`, an
+/// optional fraction of 1 to 6 digits, then `Z` (year 0001 or later). An
+/// offset other than `Z` (the offset would be lost), more than 6 fraction
+/// digits (nanoseconds would be rounded), a date alone or a date-time
+/// without a zone are text.
+pub fn is_utc_timestamp(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    // The shape first: most strings fail on their length or first bytes.
+    if !(20..=27).contains(&bytes.len())
+        || bytes[4] != b'-'
+        || bytes[7] != b'-'
+        || bytes[10] != b'T'
+        || bytes[bytes.len() - 1] != b'Z'
+        || !bytes[0].is_ascii_digit()
+    {
+        return false;
+    }
+    let fraction = match bytes.get(19) {
+        Some(b'.') => bytes.len() - 21,
+        Some(b'Z') => 0,
+        _ => return false,
+    };
+    (1..=6).contains(&fraction) == (bytes[19] == b'.')
+        && &bytes[..4] != b"0000"
+        && chrono::DateTime::parse_from_rfc3339(text).is_ok()
 }
 
 /// What one place of a page's records (a field, or a list's items) held.
@@ -115,6 +151,9 @@ pub fn kind_of(text: &str, tape: &Tape, idx: usize) -> u16 {
 pub struct Seen {
     /// Kinds of the non-null values.
     pub kinds: Kinds,
+    /// How many values were [`Kinds::TIMESTAMP`] text, and how many other
+    /// text: the majority decides a new column (timestamps win ties).
+    pub texts: (u32, u32),
     /// The objects' keys, in first-seen order, and what each held.
     pub fields: Vec<(String, Seen)>,
     index: HashMap<String, usize>,
@@ -178,7 +217,13 @@ impl Seen {
                 idx + 1
             }
             _ => {
-                self.kinds.0 |= kind_of(text, tape, idx);
+                let kind = kind_of(text, tape, idx);
+                self.kinds.0 |= kind;
+                match kind {
+                    Kinds::TIMESTAMP => self.texts.0 += 1,
+                    Kinds::STRING => self.texts.1 += 1,
+                    _ => {}
+                }
                 idx + 1
             }
         }
@@ -188,6 +233,7 @@ impl Seen {
     /// this part's order first).
     pub fn join(&mut self, other: Seen) {
         self.kinds.0 |= other.kinds.0;
+        self.texts = (self.texts.0 + other.texts.0, self.texts.1 + other.texts.1);
         for (key, seen) in other.fields {
             let at = self.field(&key, usize::MAX);
             self.fields[at].1.join(seen);
@@ -232,7 +278,7 @@ impl Variant {
             Kinds::INT | Kinds::INT64 => Variant::Int64,
             Kinds::DECIMAL => Variant::Decimal,
             Kinds::FLOAT => Variant::Float64,
-            Kinds::STRING => Variant::String,
+            Kinds::STRING | Kinds::TIMESTAMP => Variant::String,
             _ => Variant::Json,
         }
     }
@@ -286,6 +332,9 @@ pub enum Ty {
     Float,
     /// `string`.
     Text,
+    /// `timestamp(us, UTC)`: RFC 3339 UTC text ([`is_utc_timestamp`]),
+    /// where `target.timestamps` detects them.
+    Timestamp,
     /// `string` holding each value's JSON text (variant columns).
     Json,
     /// A list.
@@ -480,11 +529,14 @@ pub struct Naming<'a> {
     pub policy: NamePolicy,
     /// Names no field may take here.
     pub reserved: &'a [String],
+    /// Whether RFC 3339 UTC text decides a `timestamp(us, UTC)` column
+    /// (`target.timestamps: detect`).
+    pub timestamps: bool,
 }
 
 impl Naming<'_> {
     fn nested(self) -> Naming<'static> {
-        Naming { policy: self.policy, reserved: &[] }
+        Naming { policy: self.policy, reserved: &[], timestamps: self.timestamps }
     }
 }
 
@@ -607,7 +659,9 @@ impl Ty {
         {
             return Ty::List { item: Box::new(Ty::from_seen(item, names.nested())) };
         }
-        if kinds.has(Kinds::STRING) {
+        if kinds.has(Kinds::TIMESTAMP) && names.timestamps && seen.texts.0 >= seen.texts.1 {
+            Ty::Timestamp
+        } else if kinds.has(Kinds::STRING | Kinds::TIMESTAMP) {
             Ty::Text
         } else if kinds.has(Kinds::FLOAT) {
             Ty::Float
@@ -654,7 +708,8 @@ impl Ty {
             Ty::BigInt { digits } if *digits <= 38 => matches!(kind, Kinds::INT | Kinds::INT64 | Kinds::DECIMAL),
             Ty::BigInt { .. } => matches!(kind, Kinds::INT | Kinds::INT64 | Kinds::DECIMAL | Kinds::HUGE),
             Ty::Float => matches!(kind, Kinds::INT | Kinds::FLOAT),
-            Ty::Text => kind == Kinds::STRING,
+            Ty::Text => matches!(kind, Kinds::STRING | Kinds::TIMESTAMP),
+            Ty::Timestamp => kind == Kinds::TIMESTAMP,
             Ty::Json | Ty::Declared { .. } => true,
             Ty::List { .. } => kind == Kinds::ARRAY,
             Ty::Struct { .. } => kind == Kinds::OBJECT,
@@ -794,6 +849,7 @@ impl Ty {
             Ty::BigInt { .. } => "string (integers beyond 38 digits)".into(),
             Ty::Float => "float64".into(),
             Ty::Text => "string".into(),
+            Ty::Timestamp => "timestamp(us, UTC)".into(),
             Ty::Json => "json".into(),
             Ty::List { item } => format!("list<{}>", item.name()),
             Ty::Struct { .. } => "struct".into(),
@@ -813,6 +869,49 @@ mod props;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_timestamps_are_told_from_other_text() {
+        for yes in
+            ["2026-11-29T06:00:00Z", "2026-11-29T06:00:00.1Z", "2026-11-29T06:00:00.123456Z", "0001-01-01T00:00:00Z"]
+        {
+            assert!(is_utc_timestamp(yes), "{yes}");
+        }
+        for no in [
+            "2026-11-29T06:00:00+02:00",
+            "2026-11-29T06:00:00+00:00",
+            "2026-11-29T06:00:00.1234567Z",
+            "2026-11-29T06:00:00.Z",
+            "2026-11-29",
+            "2026-11-29T06:00:00",
+            "2026-11-29 06:00:00Z",
+            "2026-13-29T06:00:00Z",
+            "0000-01-01T00:00:00Z",
+            "soon",
+            "",
+        ] {
+            assert!(!is_utc_timestamp(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn timestamp_text_decides_a_timestamp_column_by_majority_unless_turned_off() {
+        let ty = |records: &[&str], timestamps: bool| {
+            let names = Naming { policy: NamePolicy::SnakeCase, reserved: &[], timestamps };
+            let mut ty = Ty::Struct { fields: Fields::default() };
+            ty.evolve(&seen(records), names);
+            let Ty::Struct { fields } = ty else { panic!("struct") };
+            fields.list.iter().map(|f| (f.name.clone(), f.ty.name())).collect::<Vec<_>>()
+        };
+        let two_to_one = [r#"{"t": "2026-11-29T06:00:00Z"}"#, r#"{"t": "2026-11-30T06:00:00Z"}"#, r#"{"t": "n/a"}"#];
+        assert_eq!(
+            ty(&two_to_one, true),
+            [("t".to_string(), "timestamp(us, UTC)".to_string()), ("t__string".to_string(), "string".to_string())]
+        );
+        assert_eq!(ty(&two_to_one, false), [("t".to_string(), "string".to_string())]);
+        let one_to_two = [r#"{"t": "2026-11-29T06:00:00Z"}"#, r#"{"t": "n/a"}"#, r#"{"t": "later"}"#];
+        assert_eq!(ty(&one_to_two, true), [("t".to_string(), "string".to_string())], "text wins, timestamps fit it");
+    }
 
     #[test]
     fn same_key_is_string_equality_at_every_length_and_position() {
@@ -840,7 +939,7 @@ mod tests {
         root
     }
 
-    const SNAKE: Naming<'static> = Naming { policy: NamePolicy::SnakeCase, reserved: &[] };
+    const SNAKE: Naming<'static> = Naming { policy: NamePolicy::SnakeCase, reserved: &[], timestamps: true };
 
     fn table(records: &[&str]) -> Ty {
         let mut ty = empty_table();
@@ -984,7 +1083,10 @@ mod tests {
         assert_eq!(got, [("id", "id"), ("id_2", "ID"), ("id_3", "Id"), ("id_2_2", "id_2")]);
         let reserved = ["dt".to_string()];
         let mut ty = empty_table();
-        ty.evolve(&seen(&[r#"{"dt": "x"}"#]), Naming { policy: NamePolicy::SnakeCase, reserved: &reserved });
+        ty.evolve(
+            &seen(&[r#"{"dt": "x"}"#]),
+            Naming { policy: NamePolicy::SnakeCase, reserved: &reserved, timestamps: true },
+        );
         assert_eq!(columns(&ty), pairs(&[("dt_2", "string")]), "a partition column's name is taken");
     }
 

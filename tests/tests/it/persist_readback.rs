@@ -171,6 +171,8 @@ enum Kind {
     List,
     /// A struct of anything.
     Struct,
+    /// A timestamp adjusted to UTC.
+    Timestamp,
 }
 
 impl Kind {
@@ -183,6 +185,7 @@ impl Kind {
             (Kind::List, "duckdb") => found.ends_with("[]"),
             (Kind::List, _) => ["list<", "large_list<", "list_view<"].iter().any(|p| found.starts_with(p)),
             (Kind::Struct, _) => found.starts_with("struct<") || found.starts_with("STRUCT("),
+            (Kind::Timestamp, _) => found.starts_with("timestamp[us, tz=") || found == "TIMESTAMP WITH TIME ZONE",
         }
     }
 }
@@ -213,6 +216,15 @@ fn assert_rows_equal(tables: &[Table; 2], records: &[Value], dt_of: impl Fn(usiz
             assert!(row.remove("_tributary_page").is_some(), "{}: row {i}: the page", table.reader);
             assert!(row.remove("_tributary_loaded_at").is_some(), "{}: row {i}: the load time", table.reader);
             assert_eq!(row.remove("dt"), Some(Value::String(dt_of(i))), "{}: row {i}: dt", table.reader);
+            // `created_at`, sent as RFC 3339 UTC text, is a timestamp
+            // column: the reader's instant, written back as RFC 3339 with
+            // `Z`, must be the text sent.
+            if let Some(Value::String(read)) = row.get_mut("created_at") {
+                let instant = chrono::DateTime::parse_from_rfc3339(&read.replacen(' ', "T", 1)).unwrap_or_else(|err| {
+                    panic!("{}: row {i}: created_at {read:?} is not a timestamp: {err}", table.reader)
+                });
+                *read = instant.to_utc().to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+            }
             assert_eq!(&Value::Object(row), record, "{}: row {i}", table.reader);
         }
     }
@@ -231,6 +243,7 @@ async fn clean_page_reads_back(delivery: Delivery, dataset: &str) {
             ("score", Kind::Float64),
             ("tags", Kind::List),
             ("address", Kind::Struct),
+            ("created_at", Kind::Timestamp),
         ] {
             let found = &table.schema[column];
             assert!(kind.matches(table.reader, found), "{}: {column} is {found}", table.reader);

@@ -22,7 +22,7 @@ use super::{Naming, Seen, Ty, empty_table};
 use crate::build::{Col, Rec};
 use crate::json::Tape;
 
-const SNAKE: Naming<'static> = Naming { policy: NamePolicy::SnakeCase, reserved: &[] };
+const SNAKE: Naming<'static> = Naming { policy: NamePolicy::SnakeCase, reserved: &[], timestamps: true };
 
 /// Keys the records draw from: few, so pages share fields, with two that
 /// differ only in case (`id`, `ID`: two columns, `id` and `id_2`) and one

@@ -510,3 +510,75 @@ fn a_record_with_a_repeated_key_is_quarantined_whole_with_the_key_named() {
     let (rows, _) = single(&out);
     assert_eq!(rows, [json!({"id": 2, "dup": 3})]);
 }
+
+#[test]
+fn utc_timestamps_become_a_timestamp_column_and_other_text_its_string_variant() {
+    // One field with UTC timestamps (with and without a fraction), an
+    // offset, a date alone, a naive date-time, garbage, a number and nulls.
+    let text = r#"[{"ts": "2026-11-29T06:00:00Z"}, {"ts": "2026-11-29T06:00:00.123456Z"},
+                   {"ts": "2026-11-29T08:00:00+02:00"}, {"ts": "2026-11-29"}, {"ts": "2026-11-29T06:00:00"},
+                   {"ts": "soon"}, {"ts": 1764396000}, {"ts": null}, {},
+                   {"ts": "2026-11-30T00:00:00.5Z"}, {"ts": "2026-12-01T00:00:00Z"}, {"ts": "2026-12-02T00:00:00Z"}]"#;
+    let out = convert(text, &target(), None).expect("convert");
+    let (rows, schema) = single(&out);
+    assert_eq!(
+        field_type(&schema, "ts"),
+        DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, Some("+00:00".into())),
+        "6 UTC timestamps against 4 other texts: the timestamps take the column"
+    );
+    assert_eq!(field_type(&schema, "ts__string"), DataType::Utf8);
+    assert_eq!(field_type(&schema, "ts__int64"), DataType::Int64);
+    let file = std::fs::File::open(&out.files[0].path).expect("file");
+    let batches: Vec<_> = ParquetRecordBatchReaderBuilder::try_new(file)
+        .expect("parquet")
+        .build()
+        .expect("reader")
+        .collect::<Result<_, _>>()
+        .expect("batches");
+    let mut micros = Vec::new();
+    for batch in &batches {
+        let ts = batch.column_by_name("ts").expect("ts");
+        let ts = ts.as_any().downcast_ref::<arrow_array::TimestampMicrosecondArray>().expect("timestamp(us)");
+        micros.extend(ts.iter());
+    }
+    let at = |text: &str| Some(chrono::DateTime::parse_from_rfc3339(text).expect("time").timestamp_micros());
+    assert_eq!(
+        micros,
+        [
+            at("2026-11-29T06:00:00Z"),
+            at("2026-11-29T06:00:00.123456Z"),
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            at("2026-11-30T00:00:00.5Z"),
+            at("2026-12-01T00:00:00Z"),
+            at("2026-12-02T00:00:00Z"),
+        ],
+        "each UTC timestamp exact to the microsecond"
+    );
+    let texts: Vec<&Value> = rows.iter().map(|row| &row["ts__string"]).collect();
+    assert_eq!(
+        texts[2..6],
+        [&json!("2026-11-29T08:00:00+02:00"), &json!("2026-11-29"), &json!("2026-11-29T06:00:00"), &json!("soon")],
+        "an offset, a date, a naive date-time and garbage kept as the text sent"
+    );
+    assert_eq!(rows[6]["ts__int64"], 1_764_396_000_i64, "a number is not taken for a time");
+
+    // `timestamps: text` keeps them text, as before.
+    let text_target = PersistTarget { timestamps: contracts::Timestamps::Text, ..target() };
+    let out = convert(text, &text_target, None).expect("convert");
+    let (rows, schema) = single(&out);
+    assert_eq!(field_type(&schema, "ts"), DataType::Utf8);
+    assert_eq!(rows[0]["ts"], "2026-11-29T06:00:00Z");
+
+    // A dataset whose column is text keeps taking timestamps as text.
+    let lake = convert(r#"[{"ts": "not a time"}]"#, &target(), None).expect("convert").schema;
+    let out = convert(r#"[{"ts": "2026-11-29T06:00:00Z"}]"#, &target(), Some(&lake)).expect("convert");
+    let (rows, schema) = single(&out);
+    assert_eq!(field_type(&schema, "ts"), DataType::Utf8, "the column's type is decided once");
+    assert_eq!(rows[0], json!({"ts": "2026-11-29T06:00:00Z"}));
+}
