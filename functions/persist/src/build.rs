@@ -895,6 +895,14 @@ const READABLE_SECONDS: std::ops::RangeInclusive<i64> = -62_135_596_800..=253_40
 fn timestamp_of(rec: Rec<'_>, idx: usize, unit: TimeUnit, scratch: &mut String) -> Option<i64> {
     let value = match rec.tape.toks[idx] {
         Tok::Num { int: true, .. } => rec.raw(idx).parse::<i64>().ok()?,
+        // The common case, RFC 3339 UTC text into microseconds, without
+        // chrono's general parser.
+        Tok::Str { start, end, escaped: false }
+            if unit == TimeUnit::Microsecond
+                && let Some(micros) = crate::infer::utc_timestamp_micros(&rec.text[start as usize..end as usize]) =>
+        {
+            micros
+        }
         Tok::Str { .. } => {
             let t = parse_timestamp(string_of(rec, idx, scratch)?)?;
             match unit {

@@ -119,31 +119,43 @@ pub fn kind_of(text: &str, tape: &Tape, idx: usize) -> u16 {
 }
 
 /// Whether `text` is an RFC 3339 timestamp in UTC that a
-/// `timestamp(us, UTC)` column holds exactly: `YYYY-MM-DDTHH:MM:SS`, an
-/// optional fraction of 1 to 6 digits, then `Z` (year 0001 or later). An
-/// offset other than `Z` (the offset would be lost), more than 6 fraction
-/// digits (nanoseconds would be rounded), a date alone or a date-time
-/// without a zone are text.
+/// `timestamp(us, UTC)` column holds exactly ([`utc_timestamp_micros`]).
 pub fn is_utc_timestamp(text: &str) -> bool {
-    let bytes = text.as_bytes();
+    utc_timestamp_micros(text).is_some()
+}
+
+/// `text` as microseconds since the epoch when it is an RFC 3339 timestamp
+/// in UTC that a `timestamp(us, UTC)` column holds exactly:
+/// `YYYY-MM-DDTHH:MM:SS`, an optional fraction of 1 to 6 digits, then `Z`,
+/// a valid date (chrono's calendar) from year 0001. An offset other than
+/// `Z` (the offset would be lost), more than 6 fraction digits
+/// (nanoseconds would be rounded), a leap second, a date alone or a
+/// date-time without a zone: `None`. Read at fixed positions, no
+/// allocation: every string value of a page is asked.
+pub fn utc_timestamp_micros(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
     // The shape first: most strings fail on their length or first bytes.
-    if !(20..=27).contains(&bytes.len())
-        || bytes[4] != b'-'
-        || bytes[7] != b'-'
-        || bytes[10] != b'T'
-        || bytes[bytes.len() - 1] != b'Z'
-        || !bytes[0].is_ascii_digit()
-    {
-        return false;
+    if !(20..=27).contains(&b.len()) || b[4] != b'-' || b[b.len() - 1] != b'Z' {
+        return None;
     }
-    let fraction = match bytes.get(19) {
-        Some(b'.') => bytes.len() - 21,
-        Some(b'Z') => 0,
-        _ => return false,
+    if b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let num = |at: usize, len: usize| -> Option<u32> {
+        b[at..at + len].iter().try_fold(0_u32, |n, &d| d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0')))
     };
-    (1..=6).contains(&fraction) == (bytes[19] == b'.')
-        && &bytes[..4] != b"0000"
-        && chrono::DateTime::parse_from_rfc3339(text).is_ok()
+    let micros = match b[19] {
+        b'Z' if b.len() == 20 => 0,
+        b'.' if b.len() >= 22 => {
+            let digits = b.len() - 21;
+            num(20, digits)? * 10_u32.pow(6 - digits as u32)
+        }
+        _ => return None,
+    };
+    let year = i32::try_from(num(0, 4)?).ok().filter(|y| *y >= 1)?;
+    let date = chrono::NaiveDate::from_ymd_opt(year, num(5, 2)?, num(8, 2)?)?;
+    let time = chrono::NaiveTime::from_hms_micro_opt(num(11, 2)?, num(14, 2)?, num(17, 2)?, micros)?;
+    Some(date.and_time(time).and_utc().timestamp_micros())
 }
 
 /// What one place of a page's records (a field, or a list's items) held.
