@@ -306,3 +306,68 @@ async fn a_replay_through_the_persist_queue_swaps_each_run_in_one_snapshot() {
         assert!(store.get(&success).await.is_ok(), "run {day} complete again");
     }
 }
+
+/// The instant a reader's text stands for, in microseconds since the epoch
+/// (RFC 3339, with `T` or a space before the time).
+fn instant(text: &str) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(&text.replacen(' ', "T", 1))
+        .unwrap_or_else(|err| panic!("{text:?} is not a time: {err}"))
+        .timestamp_micros()
+}
+
+#[tokio::test]
+async fn timestamps_read_as_the_same_instants_in_every_reader_and_other_text_as_sent() {
+    let Setup { records, spec, lake, runtime, .. } = setup("write: append").await;
+    // UTC timestamps (3), an offset, a date alone, garbage (3 other
+    // texts: a tie, which the timestamps win) and a null, in one field.
+    let sent = [
+        (1, json!("2026-11-29T06:00:00Z")),
+        (2, json!("2026-11-29T06:00:00.123456Z")),
+        (3, json!("2026-11-29T08:00:00+02:00")),
+        (4, json!("2026-11-29")),
+        (5, json!("soon")),
+        (6, Value::Null),
+        (7, json!("2026-12-01T00:00:00Z")),
+    ];
+    records.set(sent.iter().map(|(id, ts)| json!({"id": id, "name": format!("n{id}"), "ts": ts})).collect());
+    assert!(runtime.run(&spec, at(1)).await.expect("run").succeeded());
+
+    let typed = |id: i64| match id {
+        1 | 2 | 7 => Some(instant(sent[id as usize - 1].1.as_str().expect("text"))),
+        _ => None,
+    };
+    let text = |id: i64| match id {
+        3..=5 => sent[id as usize - 1].1.as_str().map(str::to_string),
+        _ => None,
+    };
+    let check = |reader: &str, rows: Vec<Value>| {
+        assert_eq!(rows.len(), sent.len(), "{reader}");
+        for row in rows {
+            let id = row["id"].as_i64().expect("id");
+            let ts = row["ts"].as_str().map(instant);
+            assert_eq!(ts, typed(id), "{reader}: id {id}: the instant ({row})");
+            assert_eq!(row["ts__string"].as_str().map(str::to_string), text(id), "{reader}: id {id}: the text ({row})");
+        }
+    };
+    let tables = read_tables(&python(), "TRIBUTARY_PYTHON", READ, lake.path());
+    let rows = tables["contacts"]["rows"].as_array().expect("rows").clone();
+    assert!(
+        rows.iter().any(|r| r["ts"] == "2026-11-29T06:00:00.123456+00:00"),
+        "pyiceberg reads a datetime (isoformat), not the text: {rows:?}"
+    );
+    check("pyiceberg", rows);
+    let duckdb = read_tables(&duckdb_iceberg_python(), "TRIBUTARY_DUCKDB_ICEBERG_PYTHON", READ_DUCKDB, lake.path());
+    let duck = &duckdb["contacts"];
+    assert_eq!(
+        (&duck["types"]["ts"], &duck["types"]["ts__string"]),
+        (&json!("TIMESTAMP WITH TIME ZONE"), &json!("VARCHAR")),
+        "DuckDB's types"
+    );
+    check("DuckDB", duck["rows"].as_array().expect("rows").clone());
+    let rows = query_lake(lake.path(), "SELECT id, ts, ts__string FROM contacts ORDER BY id").await;
+    check("tributary query", rows.into_iter().map(Value::Object).collect());
+    let day =
+        query_lake(lake.path(), "SELECT count(*) AS n FROM contacts WHERE ts >= TIMESTAMP '2026-11-30T00:00:00Z'")
+            .await;
+    assert_eq!(day[0]["n"], json!(1), "tributary query compares the column as instants");
+}

@@ -1142,7 +1142,7 @@ fn stacks_are_scoped_and_lake_rights_follow_the_keys() {
     }
     // Persist writes and deletes nothing bucket-wide: its own prefixes,
     // the datasets' partitioned Parquet files (core/src/keys.rs) and the
-    // Iceberg tables (tributary_iceberg::glue::WAREHOUSE_PREFIX).
+    // Iceberg tables (tributary_core::keys::iceberg_warehouse_prefix).
     let persist = template.function_id(Function::Persist).expect("persist function");
     let allowed = [
         "raw/*",
