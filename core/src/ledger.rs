@@ -405,12 +405,32 @@ async fn check_completion(
 }
 
 async fn read_expected(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -> Result<Option<Expected>, PortError> {
-    let key = keys::expected_key(pipeline, run_id);
-    match store.get(&key).await {
-        Ok(bytes) => decode(&key, &bytes).map(Some),
+    read_record(store, &keys::expected_key(pipeline, run_id)).await
+}
+
+/// The ledger's JSON record at `key` (a run's count, replacement record,
+/// re-run record…), `None` when there is none.
+///
+/// # Errors
+/// [`PortError`] from the store; a body that is not the record's JSON is
+/// [`PortError::Permanent`] naming `key`.
+pub async fn read_record<T: serde::de::DeserializeOwned>(
+    store: &dyn ObjectStore,
+    key: &str,
+) -> Result<Option<T>, PortError> {
+    match store.get(key).await {
+        Ok(bytes) => decode(key, &bytes).map(Some),
         Err(PortError::NotFound { .. }) => Ok(None),
         Err(err) => Err(err),
     }
+}
+
+/// Writes `value` as the ledger's JSON record at `key`.
+///
+/// # Errors
+/// [`PortError`] from the store.
+pub async fn write_record<T: Serialize>(store: &dyn ObjectStore, key: &str, value: &T) -> Result<(), PortError> {
+    store.put(key, encode(key, value)?).await
 }
 
 /// The shards whose summary is written.

@@ -26,7 +26,6 @@
 //! redelivery) while it is running. A completion delivered again finds the
 //! snapshot by its token and commits nothing. A new token re-runs again.
 
-use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
@@ -211,18 +210,9 @@ pub async fn drop_pages_not_in(
 }
 
 async fn read(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -> Result<Option<Rerun>, PortError> {
-    let key = keys::rerun_key(pipeline, run_id);
-    match store.get(&key).await {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|err| PortError::permanent("read the re-run record", &key, err)),
-        Err(PortError::NotFound { .. }) => Ok(None),
-        Err(err) => Err(err),
-    }
+    ledger::read_record(store, &keys::rerun_key(pipeline, run_id)).await
 }
 
 async fn write(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId, record: &Rerun) -> Result<(), PortError> {
-    let key = keys::rerun_key(pipeline, run_id);
-    let body = serde_json::to_vec(record).map_err(|err| PortError::permanent("encode the re-run record", &key, err))?;
-    store.put(&key, Bytes::from(body)).await
+    ledger::write_record(store, &keys::rerun_key(pipeline, run_id), record).await
 }

@@ -404,14 +404,7 @@ async fn read_replacement(
     pipeline: &str,
     run_id: &RunId,
 ) -> Result<Option<Replacement>, PortError> {
-    let key = keys::replacement_key(pipeline, run_id);
-    match store.get(&key).await {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|err| PortError::permanent("read the replacement record", &key, err)),
-        Err(PortError::NotFound { .. }) => Ok(None),
-        Err(err) => Err(err),
-    }
+    tributary_core::ledger::read_record(store, &keys::replacement_key(pipeline, run_id)).await
 }
 
 impl RunCoalescer<'_> {
