@@ -4,7 +4,9 @@
 //! Steps ([`IcebergCommitter::commit_run`]): find the run's snapshot (its
 //! summary names the pipeline and run id; found, nothing is done); claim
 //! the commit ([`tributary_core::tables::claim_commit`]); create the table
-//! from the published Arrow schema, or add the columns it lacks; read each
+//! from the published Arrow schema, or add the columns it lacks, a family
+//! of scalar columns new to the table decided by the run's majority
+//! ([`IcebergCommitter::decided_schema`]); read each
 //! staged file, align it to the table's schema and add its partition
 //! columns from its folder; write it with iceberg's writer stack (zstd);
 //! append every data file in one snapshot; delete the staged files.
@@ -15,7 +17,7 @@
 //! field: Persist keeps the vendor's timestamp fields as the text the
 //! vendor sent, so there is no timestamp column to transform.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::new_null_array;
@@ -28,8 +30,9 @@ use iceberg::table::Table;
 use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableCreation, TableIdent};
 use lake_format::align::{Cast, align};
-use lake_format::meta::{META_PARTITION, META_PARTITION_KIND};
+use lake_format::meta::{META_LINEAGE, META_PARTITION, META_PARTITION_KIND};
 use lake_format::partition;
+use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use tributary_core::ports::{ObjectStore, PortError};
 use tributary_core::tables::{
@@ -195,7 +198,7 @@ impl IcebergCommitter {
             ));
         }
         let published = self.published_schema(&run.schema_key).await?;
-        let mut table = self.table_for(&ident, &published).await?;
+        let mut table = self.table_for(&ident, &published, run).await?;
         let mut properties = HashMap::from([
             (RUN_ID_PROPERTY.to_string(), run.run_id.to_string()),
             (PIPELINE_PROPERTY.to_string(), run.pipeline.clone()),
@@ -326,7 +329,7 @@ impl IcebergCommitter {
             }
         }
         let published = self.published_schema(&run.schema_key).await?;
-        let mut table = self.table_for(ident, &published).await?;
+        let mut table = self.table_for(ident, &published, run).await?;
         let mut properties = HashMap::from([
             (RUN_ID_PROPERTY.to_string(), run.run_id.to_string()),
             (PIPELINE_PROPERTY.to_string(), run.pipeline.clone()),
@@ -553,15 +556,22 @@ impl IcebergCommitter {
             check_folder(&staged.partition).and_then(|()| partition_values(staged, partition_columns)).map_err(
                 |message| PortError::permanent_msg("read a staged file's partition", staged.key.clone(), message),
             )?;
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .and_then(|b| b.build())
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
             .map_err(|e| PortError::permanent("read a staged file", staged.key.clone(), e))?;
+        let have: Vec<&Field> = arrow.fields().iter().map(AsRef::as_ref).collect();
+        let renamed = Arc::new(in_table_names(builder.schema(), builder.schema(), &have));
+        let reader = builder.build().map_err(|e| PortError::permanent("read a staged file", staged.key.clone(), e))?;
         let mut batches = Vec::new();
         for batch in reader {
-            let batch =
-                batch.map_err(|e| e.to_string()).and_then(|batch| table_batch(&batch, arrow, &values)).map_err(
-                    |message| PortError::permanent_msg("align a staged file to the table", staged.key.clone(), message),
-                )?;
+            let batch = batch
+                .map_err(|e| e.to_string())
+                .and_then(|batch| {
+                    RecordBatch::try_new(renamed.clone(), batch.columns().to_vec()).map_err(|e| e.to_string())
+                })
+                .and_then(|batch| table_batch(&batch, arrow, &values))
+                .map_err(|message| {
+                    PortError::permanent_msg("align a staged file to the table", staged.key.clone(), message)
+                })?;
             batches.push((batch, staged.partition.clone()));
         }
         Ok(batches)
@@ -615,10 +625,13 @@ impl IcebergCommitter {
     }
 
     /// The dataset's table: created from `published` on first use, else
-    /// loaded and given the columns of `published` it lacks.
-    async fn table_for(&self, ident: &TableIdent, published: &ArrowSchema) -> Result<Table, PortError> {
+    /// loaded and given the columns of `published` it lacks, each family of
+    /// columns new to the table decided by `run`'s values
+    /// ([`IcebergCommitter::decided_schema`]), each column named as the
+    /// table names its family's member of that type
+    /// ([`lake_format::variant::table_name`]).
+    async fn table_for(&self, ident: &TableIdent, published: &ArrowSchema, run: &RunFiles) -> Result<Table, PortError> {
         let target = ident.to_string();
-        let wanted = table_arrow_schema(published);
         let target = target.as_str();
         let err = |operation: &'static str| move |err: iceberg::Error| port_error(operation, target, err);
         let namespace = ident.namespace();
@@ -630,6 +643,7 @@ impl IcebergCommitter {
             }
         }
         if !self.catalog.table_exists(ident).await.map_err(err("look the table up"))? {
+            let wanted = self.decided_schema(published, &[], run).await?;
             let schema = arrow_schema_to_schema_auto_assign_ids(&wanted).map_err(err("convert the schema"))?;
             let mut spec = UnboundPartitionSpec::builder();
             for field in published.fields().iter().filter(|f| f.metadata().contains_key(META_PARTITION)) {
@@ -669,6 +683,9 @@ impl IcebergCommitter {
         let table = self.catalog.load_table(ident).await.map_err(err("load the table"))?;
         let current =
             schema_to_arrow_schema(table.metadata().current_schema()).map_err(err("convert the table schema"))?;
+        let have: Vec<&Field> = current.fields().iter().map(AsRef::as_ref).collect();
+        let decided = self.decided_schema(published, &have, run).await?;
+        let wanted = in_table_names(&decided, published, &have);
         let additions = missing_columns(&current, &wanted).map_err(err("convert a new column"))?;
         if additions.is_empty() {
             return Ok(table);
@@ -683,6 +700,86 @@ impl IcebergCommitter {
         let table = tx.commit(self.catalog.as_ref()).await.map_err(err("add columns"))?;
         tracing::info!(table = %ident, columns = ?names, "columns added to the table");
         Ok(table)
+    }
+
+    /// `published` as the table's types ([`table_arrow_schema`]), with each
+    /// family of scalar columns new to the table (`current`: its top-level
+    /// fields) decided by the run: the member holding the most of the run's
+    /// values takes the base name, ties to the base, and the base's type
+    /// becomes the variant `<base>__<suffix>`. Persist's pages decide a new
+    /// column by the majority of the first page that holds it; this makes
+    /// the table's column the run's majority, whatever the pages' order
+    /// (one stray text in the first page, and the integers of the other
+    /// pages are still the column `id`). Families of structs, lists,
+    /// timestamps and JSON text keep Persist's names. Counting reads only
+    /// those columns of the staged files, and only when such a family is new.
+    async fn decided_schema(
+        &self,
+        published: &ArrowSchema,
+        current: &[&Field],
+        run: &RunFiles,
+    ) -> Result<ArrowSchema, PortError> {
+        let wanted = table_arrow_schema(published);
+        let families = new_families(published, current);
+        if families.is_empty() {
+            return Ok(wanted);
+        }
+        let members: HashSet<String> = families.iter().flatten().map(|&i| published.field(i).name().clone()).collect();
+        let counts = self.count_values(run, &members).await?;
+        let count = |i: usize| counts.get(published.field(i).name()).copied().unwrap_or(0);
+        let mut fields: Vec<Field> = wanted.fields().iter().map(|f| f.as_ref().clone()).collect();
+        for family in families {
+            let base = family[0];
+            let winner = family.iter().copied().max_by_key(|&i| (count(i), i == base)).unwrap_or(base);
+            let Some(suffix) = lake_format::variant::scalar_suffix(published.field(base)).filter(|_| winner != base)
+            else {
+                continue;
+            };
+            let name = published.field(base).name().clone();
+            let (base_type, winner_type) = (fields[base].data_type().clone(), fields[winner].data_type().clone());
+            tracing::info!(
+                column = %name,
+                from = %base_type,
+                to = %winner_type,
+                base_values = count(base),
+                winner_values = count(winner),
+                "the run's majority takes the new column"
+            );
+            fields[base] = Field::new(&name, winner_type, true);
+            fields[winner] = Field::new(format!("{name}__{suffix}"), base_type, true);
+        }
+        Ok(ArrowSchema::new(fields))
+    }
+
+    /// Non-null values per column named in `columns`, over `run`'s staged
+    /// files (only those columns read).
+    async fn count_values(&self, run: &RunFiles, columns: &HashSet<String>) -> Result<HashMap<String, u64>, PortError> {
+        let mut counts: HashMap<String, u64> = HashMap::new();
+        for staged in &run.files {
+            let bytes = self.store.get(&staged.key).await?;
+            let read =
+                |e: parquet::errors::ParquetError| PortError::permanent("read a staged file", staged.key.clone(), e);
+            let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(read)?;
+            let roots: Vec<usize> = builder
+                .schema()
+                .fields()
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| columns.contains(f.name()))
+                .map(|(i, _)| i)
+                .collect();
+            if roots.is_empty() {
+                continue;
+            }
+            let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+            for batch in builder.with_projection(mask).build().map_err(read)? {
+                let batch = batch.map_err(|e| PortError::permanent("read a staged file", staged.key.clone(), e))?;
+                for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+                    *counts.entry(field.name().clone()).or_default() += (column.len() - column.null_count()) as u64;
+                }
+            }
+        }
+        Ok(counts)
     }
 
     /// Writes every staged file of `run` as data files of `table` (nothing
@@ -795,6 +892,51 @@ fn iceberg_type(data_type: &DataType) -> DataType {
         DataType::LargeList(item) => DataType::List(Arc::new(iceberg_field(item))),
         other => other.clone(),
     }
+}
+
+/// The scalar families of `published` (indices, base first) whose base
+/// the table (`current`'s top-level fields) lacks and that have at least
+/// one variant: the families [`IcebergCommitter::decided_schema`] decides.
+fn new_families(published: &ArrowSchema, current: &[&Field]) -> Vec<Vec<usize>> {
+    let mut families: Vec<(&str, Vec<usize>)> = Vec::new();
+    for (i, field) in published.fields().iter().enumerate() {
+        let skip = field.metadata().contains_key(META_PARTITION) || field.metadata().contains_key(META_LINEAGE);
+        if skip
+            || lake_format::variant::scalar_suffix(field).is_none()
+            || current.iter().any(|f| f.name() == field.name())
+        {
+            continue;
+        }
+        let family = lake_format::variant::family(field);
+        match families.iter_mut().find(|(name, _)| *name == family) {
+            Some((_, members)) if field.name() == family => members.insert(0, i),
+            Some((_, members)) => members.push(i),
+            None => families.push((family, vec![i])),
+        }
+    }
+    families
+        .into_iter()
+        .filter(|(family, members)| members.len() > 1 && published.field(members[0]).name() == family)
+        .map(|(_, members)| members)
+        .collect()
+}
+
+/// `schema` with each top-level field renamed as the table names it
+/// ([`lake_format::variant::table_name`]); `named` is the same schema with
+/// Persist's metadata (the published or the file's own), which tells the
+/// families.
+fn in_table_names(schema: &ArrowSchema, named: &ArrowSchema, table: &[&Field]) -> ArrowSchema {
+    let same_type = |file: &DataType, table: &DataType| iceberg_type(file) == *table;
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .zip(named.fields())
+        .map(|(field, named)| {
+            let named = field.as_ref().clone().with_metadata(named.metadata().clone());
+            field.as_ref().clone().with_name(lake_format::variant::table_name(&named, table, same_type))
+        })
+        .collect();
+    ArrowSchema::new_with_metadata(fields, schema.metadata().clone())
 }
 
 /// The columns of `wanted` that `current` lacks, by name, as schema

@@ -9,6 +9,7 @@
 //! | [`partition`] | Hive partition columns, escaping and the default partition |
 //! | [`codec`] | the published schema (`_schema/<dataset>.arrow`) as an Arrow IPC stream |
 //! | [`align`] | a file's batch read as the table's schema |
+//! | [`variant`] | variant columns' suffixes and families |
 //!
 //! Arrow only: no Parquet, no DataFusion, no Iceberg, so every layer that
 //! touches the lake can depend on it.
@@ -20,3 +21,4 @@ pub mod meta;
 pub mod partition;
 #[cfg(test)]
 mod partition_props;
+pub mod variant;

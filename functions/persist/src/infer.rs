@@ -7,11 +7,17 @@
 //! arrays with the merge of their items).
 //!
 //! **The table schema** gives each field one column with a type fixed once
-//! and for all. A field's first values decide it ([`Ty::from_seen`]): of
-//! the kinds seen, in this order, objects -> `struct`, arrays -> `list`,
-//! strings -> `string`, floats -> `float64` (integers up to 2^53 fit it
-//! exactly), integers beyond `i64` -> `decimal(38, 0)`, integers ->
-//! `int64`, booleans -> `bool`. A field seen only as `null`, `{}` or `[]`
+//! and for all. The values of the page that first holds the field decide
+//! it ([`Ty::from_seen`]), by majority, whatever their order: of the
+//! groups objects -> `struct`, arrays -> `list`, text -> `string` (or
+//! `timestamp(us, UTC)` when at least half of it is RFC 3339 UTC text),
+//! numbers -> `float64` when any has a fraction (integers up to 2^53 fit
+//! it exactly), else `decimal(38, 0)` when any is beyond `i64`, else
+//! `int64`, and booleans -> `bool`, the group holding the most values
+//! wins (ties in that order), and the others go to variant columns. So one
+//! stray string among a page of integers is a `__string` variant, not the
+//! column. An Iceberg dataset then decides a column new to the table from
+//! the whole run at its commit (`tributary-iceberg`). A field seen only as `null`, `{}` or `[]`
 //! gets no column until a value decides it; the schema keeps the empty
 //! containers' shape meanwhile, so the deciding value's page adds the
 //! `__json` variant they need (whatever the pages' order, and a replayed
@@ -158,14 +164,58 @@ pub fn utc_timestamp_micros(text: &str) -> Option<i64> {
     Some(date.and_time(time).and_utc().timestamp_micros())
 }
 
+/// How many non-null values one place held, per group of kinds that one
+/// column type takes together: the majority group decides a new column,
+/// whatever the values' order ([`Ty::from_seen`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// `true` / `false`.
+    pub bools: u32,
+    /// Integers of every size and floats (one numeric column takes them).
+    pub numbers: u32,
+    /// Strings that are not [`Kinds::TIMESTAMP`].
+    pub strings: u32,
+    /// [`Kinds::TIMESTAMP`] strings.
+    pub timestamps: u32,
+    /// Objects (`{}` included).
+    pub objects: u32,
+    /// Arrays (`[]` included).
+    pub arrays: u32,
+}
+
+impl Counts {
+    /// Counts one value of `kind` (`0`, null, counts nothing).
+    pub fn note(&mut self, kind: u16) {
+        match kind {
+            Kinds::BOOL => self.bools += 1,
+            Kinds::INT | Kinds::INT64 | Kinds::DECIMAL | Kinds::HUGE | Kinds::FLOAT => self.numbers += 1,
+            Kinds::STRING => self.strings += 1,
+            Kinds::TIMESTAMP => self.timestamps += 1,
+            Kinds::OBJECT => self.objects += 1,
+            Kinds::ARRAY => self.arrays += 1,
+            _ => {}
+        }
+    }
+
+    /// Adds another part's counts (saturating: a page holds far fewer).
+    pub fn add(&mut self, other: Counts) {
+        self.bools = self.bools.saturating_add(other.bools);
+        self.numbers = self.numbers.saturating_add(other.numbers);
+        self.strings = self.strings.saturating_add(other.strings);
+        self.timestamps = self.timestamps.saturating_add(other.timestamps);
+        self.objects = self.objects.saturating_add(other.objects);
+        self.arrays = self.arrays.saturating_add(other.arrays);
+    }
+}
+
 /// What one place of a page's records (a field, or a list's items) held.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Seen {
     /// Kinds of the non-null values.
     pub kinds: Kinds,
-    /// How many values were [`Kinds::TIMESTAMP`] text, and how many other
-    /// text: the majority decides a new column (timestamps win ties).
-    pub texts: (u32, u32),
+    /// How many non-null values of each kind group: the majority decides a
+    /// new column ([`Ty::from_seen`]).
+    pub counts: Counts,
     /// The objects' keys, in first-seen order, and what each held.
     pub fields: Vec<(String, Seen)>,
     index: HashMap<String, usize>,
@@ -202,6 +252,7 @@ impl Seen {
         match tape.toks[idx] {
             Tok::Obj { end, .. } => {
                 self.kinds.0 |= Kinds::OBJECT;
+                self.counts.objects += 1;
                 let mut i = idx + 1;
                 let mut hint = 0;
                 while i < end as usize {
@@ -215,6 +266,7 @@ impl Seen {
             }
             Tok::Arr { end, .. } => {
                 self.kinds.0 |= Kinds::ARRAY;
+                self.counts.arrays += 1;
                 let item = self.item.get_or_insert_with(Box::default);
                 let mut i = idx + 1;
                 while i < end as usize {
@@ -226,16 +278,13 @@ impl Seen {
             // Up to 15 digits is the common integer: no parse.
             Tok::Num { start, end, int: true } if end - start <= 15 => {
                 self.kinds.0 |= Kinds::INT;
+                self.counts.numbers += 1;
                 idx + 1
             }
             _ => {
                 let kind = kind_of(text, tape, idx);
                 self.kinds.0 |= kind;
-                match kind {
-                    Kinds::TIMESTAMP => self.texts.0 += 1,
-                    Kinds::STRING => self.texts.1 += 1,
-                    _ => {}
-                }
+                self.counts.note(kind);
                 idx + 1
             }
         }
@@ -245,7 +294,7 @@ impl Seen {
     /// this part's order first).
     pub fn join(&mut self, other: Seen) {
         self.kinds.0 |= other.kinds.0;
-        self.texts = (self.texts.0 + other.texts.0, self.texts.1 + other.texts.1);
+        self.counts.add(other.counts);
         for (key, seen) in other.fields {
             let at = self.field(&key, usize::MAX);
             self.fields[at].1.join(seen);
@@ -298,12 +347,12 @@ impl Variant {
     /// The column name's suffix (after `__`).
     pub fn suffix(self) -> &'static str {
         match self {
-            Variant::Bool => "bool",
-            Variant::Int64 => "int64",
-            Variant::Decimal => "decimal",
-            Variant::Float64 => "float64",
-            Variant::String => "string",
-            Variant::Json => "json",
+            Variant::Bool => lake_format::variant::BOOL,
+            Variant::Int64 => lake_format::variant::INT64,
+            Variant::Decimal => lake_format::variant::DECIMAL,
+            Variant::Float64 => lake_format::variant::FLOAT64,
+            Variant::String => lake_format::variant::STRING,
+            Variant::Json => lake_format::variant::JSON,
         }
     }
 
@@ -661,29 +710,54 @@ impl Ty {
     /// `held` before (a place with no column yet held empty containers).
     fn decide(seen: &Seen, held: u16, names: Naming<'_>) -> Ty {
         let kinds = Kinds(seen.kinds.0 | held);
-        if kinds.has(Kinds::OBJECT) && seen.fields.iter().any(|(_, s)| s.has_values()) {
-            let mut ty = Ty::Struct { fields: Fields::default() };
-            ty.evolve(seen, names);
-            return ty;
+        let c = seen.counts;
+        // The group most values fit, ties to the earlier one: objects,
+        // arrays, text, numbers, booleans (a place held once as an empty
+        // container, and values now, counts the container as held).
+        let mut groups = [
+            (c.objects, Kinds::OBJECT),
+            (c.arrays, Kinds::ARRAY),
+            (c.strings + c.timestamps, Kinds::STRING | Kinds::TIMESTAMP),
+            (c.numbers, Kinds::INT | Kinds::INT64 | Kinds::DECIMAL | Kinds::HUGE | Kinds::FLOAT),
+            (c.bools, Kinds::BOOL),
+        ];
+        groups.sort_by_key(|(count, _)| std::cmp::Reverse(*count));
+        for (_, group) in groups {
+            if !kinds.has(group) {
+                continue;
+            }
+            match group {
+                Kinds::OBJECT => {
+                    if seen.fields.iter().any(|(_, s)| s.has_values()) {
+                        let mut ty = Ty::Struct { fields: Fields::default() };
+                        ty.evolve(seen, names);
+                        return ty;
+                    }
+                }
+                Kinds::ARRAY => {
+                    if let Some(item) = seen.item.as_deref().filter(|item| item.has_values()) {
+                        return Ty::List { item: Box::new(Ty::from_seen(item, names.nested())) };
+                    }
+                }
+                Kinds::BOOL => return Ty::Bool,
+                _ if group & Kinds::STRING != 0 => {
+                    let stamps = kinds.has(Kinds::TIMESTAMP) && names.timestamps && c.timestamps >= c.strings;
+                    return if stamps { Ty::Timestamp } else { Ty::Text };
+                }
+                _ => {
+                    if kinds.has(Kinds::FLOAT) {
+                        return Ty::Float;
+                    } else if kinds.has(Kinds::DECIMAL) {
+                        return Ty::BigInt { digits: 38 };
+                    } else if kinds.has(Kinds::INT | Kinds::INT64) {
+                        return Ty::Int;
+                    } else if kinds.has(Kinds::HUGE) {
+                        return Ty::Json;
+                    }
+                }
+            }
         }
-        if kinds.has(Kinds::ARRAY)
-            && let Some(item) = seen.item.as_deref().filter(|item| item.has_values())
-        {
-            return Ty::List { item: Box::new(Ty::from_seen(item, names.nested())) };
-        }
-        if kinds.has(Kinds::TIMESTAMP) && names.timestamps && seen.texts.0 >= seen.texts.1 {
-            Ty::Timestamp
-        } else if kinds.has(Kinds::STRING | Kinds::TIMESTAMP) {
-            Ty::Text
-        } else if kinds.has(Kinds::FLOAT) {
-            Ty::Float
-        } else if kinds.has(Kinds::DECIMAL) {
-            Ty::BigInt { digits: 38 }
-        } else if kinds.has(Kinds::INT | Kinds::INT64) {
-            Ty::Int
-        } else if kinds.has(Kinds::BOOL) {
-            Ty::Bool
-        } else if kinds.has(Kinds::HUGE) || (kinds.has(Kinds::OBJECT) && kinds.has(Kinds::ARRAY)) {
+        if kinds.has(Kinds::OBJECT) && kinds.has(Kinds::ARRAY) {
             Ty::Json
         } else if kinds.has(Kinds::OBJECT) {
             let mut ty = Ty::Struct { fields: Fields::default() };
@@ -923,6 +997,30 @@ mod tests {
         assert_eq!(ty(&two_to_one, false), [("t".to_string(), "string".to_string())]);
         let one_to_two = [r#"{"t": "2026-11-29T06:00:00Z"}"#, r#"{"t": "n/a"}"#, r#"{"t": "later"}"#];
         assert_eq!(ty(&one_to_two, true), [("t".to_string(), "string".to_string())], "text wins, timestamps fit it");
+    }
+
+    #[test]
+    fn the_group_holding_most_values_takes_a_new_column() {
+        let names = Naming { policy: NamePolicy::SnakeCase, reserved: &[], timestamps: true };
+        let columns = |records: &[&str]| {
+            let mut ty = Ty::Struct { fields: Fields::default() };
+            ty.evolve(&seen(records), names);
+            let Ty::Struct { fields } = ty else { panic!("struct") };
+            fields.list.iter().map(|f| format!("{} {}", f.name, f.ty.name())).collect::<Vec<_>>()
+        };
+        let stray_string_first = [r#"{"id": "n/a"}"#, r#"{"id": 1}"#, r#"{"id": 2}"#];
+        assert_eq!(columns(&stray_string_first), ["id int64", "id__string string"]);
+        let stray_int = [r#"{"id": "a"}"#, r#"{"id": 1}"#, r#"{"id": "b"}"#];
+        assert_eq!(columns(&stray_int), ["id string", "id__int64 int64"]);
+        let one_each = [r#"{"id": 1}"#, r#"{"id": "a"}"#];
+        assert_eq!(columns(&one_each), ["id string", "id__int64 int64"], "ties: text before numbers");
+        let mostly_objects = [r#"{"o": "x"}"#, r#"{"o": {"k": 1}}"#, r#"{"o": {"k": 2}}"#];
+        assert_eq!(columns(&mostly_objects), ["o struct", "o__string string"]);
+        let mostly_text = [r#"{"o": "x"}"#, r#"{"o": {"k": 1}}"#, r#"{"o": "y"}"#];
+        assert_eq!(columns(&mostly_text), ["o string", "o__json json"]);
+        let nulls_count_nothing =
+            [r#"{"b": null}"#, r#"{"b": null}"#, r#"{"b": true}"#, r#"{"b": 1.5}"#, r#"{"b": true}"#];
+        assert_eq!(columns(&nulls_count_nothing), ["b bool", "b__float64 float64"]);
     }
 
     #[test]

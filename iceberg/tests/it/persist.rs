@@ -517,3 +517,77 @@ async fn a_merge_planned_before_a_rival_commit_plans_again_and_loses_no_update()
         "r2's and r3's changes both kept"
     );
 }
+
+/// The table's top-level columns as `name type`, in order.
+fn columns(table: &Table) -> Vec<String> {
+    let schema = table.metadata().current_schema();
+    schema.as_struct().fields().iter().map(|f| format!("{} {}", f.name, f.field_type)).collect()
+}
+
+/// Page 0 holds mostly text in `code` (so Persist's schema makes `code` a
+/// string and the integers `code__int64`); pages 1 and 2 hold integers
+/// with one stray text.
+fn skewed_pages(run: &str) -> Vec<PersistMessage> {
+    vec![
+        page(run, 0, 3, r#"[{"id": 1, "code": "n/a"}, {"id": 2, "code": "none"}, {"id": 3, "code": 3}]"#),
+        page(run, 1, 3, r#"[{"id": 4, "code": 4}, {"id": 5, "code": 5}, {"id": 6, "code": "six"}]"#),
+        page(run, 2, 3, r#"[{"id": 7, "code": 7}, {"id": 8, "code": 8}, {"id": 9, "code": 9}]"#),
+    ]
+}
+
+#[tokio::test]
+async fn a_new_column_takes_the_runs_majority_whatever_the_pages_order() {
+    let mut tables = Vec::new();
+    for order in [[0, 1, 2], [2, 1, 0], [1, 0, 2]] {
+        let lake = Lake::new().await;
+        lake.expect("r1", 3).await;
+        let pages = skewed_pages("r1");
+        for i in order {
+            lake.persist(pages[i].clone()).await.expect("page");
+        }
+        let table = lake.table().await.expect("table");
+        let names = columns(&table);
+        let code: Vec<&String> = names.iter().filter(|c| c.starts_with("code")).collect();
+        assert_eq!(code, ["code long", "code__string string"], "pages in order {order:?}: {names:?}");
+        let batches = scan(&table, &["id", "code", "code__string"]).await;
+        let expected: Vec<(i64, Option<String>)> =
+            [3, 4, 5, 7, 8, 9].into_iter().map(|id| (id, Some(id.to_string()))).collect();
+        let with_code: Vec<_> = ids_with(&batches, "code").into_iter().filter(|(_, v)| v.is_some()).collect();
+        assert_eq!(with_code, expected, "every integer in the column, order {order:?}");
+        let texts: Vec<_> = ids_with(&batches, "code__string").into_iter().filter(|(_, v)| v.is_some()).collect();
+        assert_eq!(texts, [(1, Some("n/a".into())), (2, Some("none".into())), (6, Some("six".into()))]);
+        tables.push(names);
+    }
+    assert!(tables.windows(2).all(|pair| pair[0] == pair[1]), "one table in every order: {tables:?}");
+}
+
+#[tokio::test]
+async fn later_runs_land_in_the_family_the_table_decided() {
+    let lake = Lake::new().await;
+    lake.expect("r1", 3).await;
+    for message in skewed_pages("r1") {
+        lake.persist(message).await.expect("r1");
+    }
+    // Persist's own schema still names the integers `code__int64`: the
+    // second run's files carry them there, and its text in `code`.
+    lake.expect("r2", 1).await;
+    lake.persist(page(
+        "r2",
+        0,
+        1,
+        r#"[{"id": 10, "code": 10}, {"id": 11, "code": "eleven"}, {"id": 12, "code": true}]"#,
+    ))
+    .await
+    .expect("r2");
+    let table = lake.table().await.expect("table");
+    let names = columns(&table);
+    let code: Vec<&String> = names.iter().filter(|c| c.starts_with("code")).collect();
+    assert_eq!(code, ["code long", "code__string string", "code__bool boolean"], "{names:?}");
+    let batches = scan(&table, &["id", "code", "code__string", "code__bool"]).await;
+    let by_id =
+        |column: &str, id: i64| ids_with(&batches, column).into_iter().find(|(i, _)| *i == id).and_then(|(_, v)| v);
+    assert_eq!(by_id("code", 10).as_deref(), Some("10"));
+    assert_eq!(by_id("code__string", 11).as_deref(), Some("eleven"));
+    assert_eq!(by_id("code__bool", 12).as_deref(), Some("true"));
+    assert_eq!(by_id("code", 11), None);
+}
