@@ -69,12 +69,66 @@ pub struct IcebergCommitter {
     /// Where new tables go (`<root>/<namespace>/<table>`); `None`: where
     /// the catalog puts them.
     location_root: Option<String>,
+    /// What is asked of each table once per process after a commit (Glue's
+    /// table optimizers on AWS); `None`: nothing.
+    housekeeping: Option<Arc<dyn TableHousekeeping>>,
+    /// The tables [`IcebergCommitter::housekeeping`] succeeded for.
+    housekept: std::sync::Mutex<HashSet<String>>,
+}
+
+/// Upkeep a catalog does for a table (compaction, snapshot expiry,
+/// orphan-file deletion), asked for after a run commits to it: once per
+/// table per process while it succeeds. A failure is logged and asked
+/// again at the next commit; it never fails the commit (the table reads
+/// the same without upkeep, only its small files and old snapshots stay).
+#[async_trait]
+pub trait TableHousekeeping: Send + Sync {
+    /// Makes sure the upkeep of `table` is on; already on is success.
+    ///
+    /// # Errors
+    /// Why it could not (the catalog's answer), to be logged.
+    async fn ensure(&self, table: &TableIdent) -> Result<(), String>;
 }
 
 impl IcebergCommitter {
     /// A committer over `catalog` and the lake `store`.
     pub fn new(catalog: Arc<dyn Catalog>, store: Arc<dyn ObjectStore>) -> Self {
-        Self { catalog, store, namespace: NamespaceIdent::new(NAMESPACE.to_string()), location_root: None }
+        Self {
+            catalog,
+            store,
+            namespace: NamespaceIdent::new(NAMESPACE.to_string()),
+            location_root: None,
+            housekeeping: None,
+            housekept: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The same committer, asking `housekeeping` for each table it commits
+    /// to ([`TableHousekeeping`]).
+    #[must_use]
+    pub fn with_housekeeping(mut self, housekeeping: Arc<dyn TableHousekeeping>) -> Self {
+        self.housekeeping = Some(housekeeping);
+        self
+    }
+
+    /// Asks [`IcebergCommitter::housekeeping`] for `ident` unless it
+    /// succeeded in this process already; logs a failure.
+    async fn housekeep(&self, ident: &TableIdent) {
+        let Some(housekeeping) = &self.housekeeping else { return };
+        let key = ident.to_string();
+        if self.housekept.lock().is_ok_and(|done| done.contains(&key)) {
+            return;
+        }
+        match housekeeping.ensure(ident).await {
+            Ok(()) => {
+                if let Ok(mut done) = self.housekept.lock() {
+                    done.insert(key);
+                }
+            }
+            Err(problem) => {
+                tracing::warn!(table = %ident, problem = %problem, "could not turn the table's upkeep on; asking again at its next commit");
+            }
+        }
     }
 
     /// The same committer, with the tables in `namespace` (a Glue database
@@ -149,7 +203,10 @@ impl TableCommitter for IcebergCommitter {
             }
         }
         match self.commit_claimed(&ident, run).await {
-            Ok(done) => Ok(done),
+            Ok(done) => {
+                self.housekeep(&ident).await;
+                Ok(done)
+            }
             Err(err) => {
                 // The retry must not wait for the claim to expire, and must
                 // see this attempt's own error, not "held".

@@ -29,7 +29,7 @@ mod files;
 pub mod glue;
 pub mod merge;
 
-pub use commit::{IcebergCommitter, NAMESPACE, PIPELINE_PROPERTY, RUN_ID_PROPERTY, table_ident};
+pub use commit::{IcebergCommitter, NAMESPACE, PIPELINE_PROPERTY, RUN_ID_PROPERTY, TableHousekeeping, table_ident};
 
 use iceberg::io::LocalFsStorageFactory;
 use iceberg::{CatalogBuilder, Error, ErrorKind};

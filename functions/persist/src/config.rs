@@ -66,6 +66,88 @@ const GLUE_DATABASE: EnvVar = EnvVar::optional(
      each Iceberg dataset's table committed there once per run (files under `s3://<lake>/_iceberg/warehouse/`)",
 );
 
+const TABLE_OPTIMIZERS: EnvVar = EnvVar::optional(
+    "TABLE_OPTIMIZERS",
+    "no Glue table optimizer is turned on",
+    "Glue table optimizers turned on for each Iceberg table Persist commits to: a comma-separated list of \
+     `compaction`, `retention`, `orphan_file_deletion` (needs TABLE_OPTIMIZER_ROLE_ARN)",
+);
+const TABLE_OPTIMIZER_ROLE_ARN: EnvVar = EnvVar::optional(
+    "TABLE_OPTIMIZER_ROLE_ARN",
+    "none (required when TABLE_OPTIMIZERS is set)",
+    "the IAM role Glue runs the table optimizers as",
+);
+/// Days the `retention` and `orphan_file_deletion` optimizers take: at
+/// least 1 (Glue's minimum, `CreateTableOptimizer`), at most 3,650 (our
+/// own bound: ten years).
+pub const OPTIMIZER_DAYS: RangeInclusive<u64> = 1..=3650;
+const SNAPSHOT_RETENTION_DAYS: EnvVar = EnvVar::number(
+    "SNAPSHOT_RETENTION_DAYS",
+    5,
+    Allowed::new(OPTIMIZER_DAYS, "Glue's minimum of 1 day, ten years"),
+    "`retention`: snapshots older than this many days are expired (Glue's default 5)",
+);
+const SNAPSHOTS_TO_RETAIN: EnvVar = EnvVar::number(
+    "SNAPSHOTS_TO_RETAIN",
+    1,
+    Allowed::new(1..=1000, "Glue's minimum of 1, our own bound of 1,000"),
+    "`retention`: snapshots always kept, whatever their age (Glue's default 1)",
+);
+const ORPHAN_FILE_RETENTION_DAYS: EnvVar = EnvVar::number(
+    "ORPHAN_FILE_RETENTION_DAYS",
+    3,
+    Allowed::new(OPTIMIZER_DAYS, "Glue's minimum of 1 day, ten years"),
+    "`orphan_file_deletion`: files no snapshot references are deleted after this many days (Glue's default 3)",
+);
+
+/// Glue's table optimizer types (`TableOptimizerType`), as
+/// `TABLE_OPTIMIZERS` lists them.
+pub const TABLE_OPTIMIZER_KINDS: [&str; 3] = ["compaction", "retention", "orphan_file_deletion"];
+
+/// The Glue table optimizers Persist turns on for its Iceberg tables
+/// (`TABLE_OPTIMIZERS` and the variables after it; `tributary_iceberg::glue`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableOptimizers {
+    /// Of [`TABLE_OPTIMIZER_KINDS`], each once, in the order listed.
+    pub kinds: Vec<String>,
+    /// `TABLE_OPTIMIZER_ROLE_ARN`.
+    pub role_arn: String,
+    /// `SNAPSHOT_RETENTION_DAYS` (default 5).
+    pub snapshot_retention_days: u64,
+    /// `SNAPSHOTS_TO_RETAIN` (default 1).
+    pub snapshots_to_retain: u64,
+    /// `ORPHAN_FILE_RETENTION_DAYS` (default 3).
+    pub orphan_file_retention_days: u64,
+}
+
+impl TableOptimizers {
+    /// The optimizers the environment asks for, `None` when
+    /// `TABLE_OPTIMIZERS` is unset, empty or `none`.
+    fn from_env(env: &LambdaEnv) -> Result<Option<Self>, EnvError> {
+        let listed = env.optional(&TABLE_OPTIMIZERS)?;
+        let role_arn = env.optional(&TABLE_OPTIMIZER_ROLE_ARN)?;
+        let snapshot_retention_days = env.u64(&SNAPSHOT_RETENTION_DAYS)?;
+        let snapshots_to_retain = env.u64(&SNAPSHOTS_TO_RETAIN)?;
+        let orphan_file_retention_days = env.u64(&ORPHAN_FILE_RETENTION_DAYS)?;
+        let Some(listed) = listed.filter(|l| l.trim() != "none") else { return Ok(None) };
+        let mut kinds: Vec<String> = Vec::new();
+        for kind in listed.split(',').map(str::trim) {
+            if !TABLE_OPTIMIZER_KINDS.contains(&kind) {
+                return Err(EnvError::Malformed {
+                    name: TABLE_OPTIMIZERS.name.into(),
+                    value: listed.clone(),
+                    expected: "a comma-separated list of compaction, retention, orphan_file_deletion (or none)",
+                });
+            }
+            if !kinds.iter().any(|k| k == kind) {
+                kinds.push(kind.to_string());
+            }
+        }
+        let role_arn = role_arn.ok_or_else(|| EnvError::Missing { name: TABLE_OPTIMIZER_ROLE_ARN.name.into() })?;
+        Ok(Some(Self { kinds, role_arn, snapshot_retention_days, snapshots_to_retain, orphan_file_retention_days }))
+    }
+}
+
 impl LambdaConfig {
     /// Persist's environment: every variable [`LambdaConfig::from_env`]
     /// reads, and [`env::S3_FORCE_PATH_STYLE`] (read by the S3 client and
@@ -81,6 +163,11 @@ impl LambdaConfig {
         env::RUN_EVENTS_TOPIC_ARN,
         env::MAX_RECEIVE_COUNT,
         GLUE_DATABASE,
+        TABLE_OPTIMIZERS,
+        TABLE_OPTIMIZER_ROLE_ARN,
+        SNAPSHOT_RETENTION_DAYS,
+        SNAPSHOTS_TO_RETAIN,
+        ORPHAN_FILE_RETENTION_DAYS,
         tenant::TENANTS,
         tenant::STACK_SENDERS,
     ];
@@ -107,6 +194,9 @@ pub struct LambdaConfig {
     /// name, 1 to 255 characters). Unset: no catalog, the tables are not
     /// registered.
     pub glue_database: Option<String>,
+    /// Glue's table optimizers for the Iceberg tables (`TABLE_OPTIMIZERS`;
+    /// `None`: none turned on).
+    pub table_optimizers: Option<TableOptimizers>,
 }
 
 impl LambdaConfig {
@@ -143,6 +233,7 @@ impl LambdaConfig {
             lake_bucket: env.text(&LAKE_BUCKET)?,
             run_events_topic: env.optional(&env::RUN_EVENTS_TOPIC_ARN)?,
             glue_database: env.optional(&GLUE_DATABASE)?,
+            table_optimizers: TableOptimizers::from_env(env)?,
         })
     }
 }
@@ -163,7 +254,13 @@ mod tests {
         let handler = PersistConfig { metrics: MetricsTarget::Stdout, ..PersistConfig::default() };
         assert_eq!(
             config,
-            LambdaConfig { handler, lake_bucket: "lake".into(), run_events_topic: None, glue_database: None }
+            LambdaConfig {
+                handler,
+                lake_bucket: "lake".into(),
+                run_events_topic: None,
+                glue_database: None,
+                table_optimizers: None
+            }
         );
         assert_eq!((config.handler.writer.zstd_level, config.handler.writer.row_group_rows), (1, 131_072));
         let limits = config.handler.limits;
@@ -187,8 +284,17 @@ mod tests {
             ("GLUE_DATABASE", "tributary_lake"),
             ("MAX_PAGE_BYTES", "10737418240"),
             ("MAX_COLUMNS", "10000"),
+            ("TABLE_OPTIMIZERS", "compaction, retention,compaction"),
+            ("TABLE_OPTIMIZER_ROLE_ARN", "arn:aws:iam::123456789012:role/optimizer"),
+            ("SNAPSHOT_RETENTION_DAYS", "7"),
         ]))
         .expect("overrides");
+        let optimizers = config.table_optimizers.clone().expect("optimizers");
+        assert_eq!(optimizers.kinds, ["compaction", "retention"], "each once, in the order listed");
+        assert_eq!(
+            (optimizers.snapshot_retention_days, optimizers.snapshots_to_retain, optimizers.orphan_file_retention_days),
+            (7, 1, 3)
+        );
         assert_eq!((config.handler.limits.max_page_bytes, config.handler.limits.max_columns), (10 << 30, 10_000));
         assert_eq!(config.glue_database.as_deref(), Some("tributary_lake"));
         assert_eq!((config.handler.writer.zstd_level, config.handler.writer.row_group_rows), (22, 1_048_576));
@@ -227,8 +333,19 @@ mod tests {
                 ("MAX_PAGE_BYTES", "256MiB"),
                 ("MAX_COLUMNS", "0"),
                 ("MAX_COLUMNS", "10001"),
+                ("TABLE_OPTIMIZERS", "compaction,vacuum"),
+                ("SNAPSHOT_RETENTION_DAYS", "0"),
+                ("ORPHAN_FILE_RETENTION_DAYS", "3651"),
             ],
         );
+    }
+
+    #[test]
+    fn table_optimizers_need_their_role() {
+        let err = LambdaConfig::from_env(&env(&[("TABLE_OPTIMIZERS", "retention")])).expect_err("no role");
+        assert_eq!(err.name(), "TABLE_OPTIMIZER_ROLE_ARN");
+        let none = LambdaConfig::from_env(&env(&[("TABLE_OPTIMIZERS", "none")])).expect("none");
+        assert_eq!(none.table_optimizers, None);
     }
 
     #[test]

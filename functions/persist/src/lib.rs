@@ -38,7 +38,7 @@ mod source;
 mod table;
 mod tenancy;
 
-pub use config::LambdaConfig;
+pub use config::{LambdaConfig, TableOptimizers};
 pub use convert::{
     ConvertError, DEFAULT_MAX_COLUMNS, DEFAULT_MAX_PAGE_BYTES, DEFAULT_MAX_PAGE_RECORDS, PageLimits, PageOutput,
     PageSettings, WriterConfig, convert_page, infer_page,

@@ -10,12 +10,12 @@ use adapters::aws::{self, GlueCatalog, S3Store};
 use aws_lambda_events::event::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use tributary_core::env::{self, LambdaEnv};
-use tributary_iceberg::glue::{GlueSettings, glue_committer};
+use tributary_iceberg::glue::{GlueOptimizers, GlueSettings, OptimizerSettings, glue_committer};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     tributary_core::telemetry::init_lambda();
-    let persist::LambdaConfig { handler: config, lake_bucket, run_events_topic, glue_database } =
+    let persist::LambdaConfig { handler: config, lake_bucket, run_events_topic, glue_database, table_optimizers } =
         persist::LambdaConfig::from_env(&LambdaEnv::from_env())?;
     let sdk = aws::sdk_config().await;
     let catalog = glue_database.clone().map(|database| GlueCatalog::new(&sdk, database, &lake_bucket));
@@ -30,7 +30,22 @@ async fn main() -> Result<(), Error> {
                 endpoint: sdk.endpoint_url().map(ToString::to_string),
                 path_style: LambdaEnv::from_env().flag(&env::S3_FORCE_PATH_STYLE)?,
             };
-            Some(glue_committer(&settings, store.clone()).await?)
+            let committer = glue_committer(&settings, store.clone()).await?;
+            Some(match table_optimizers {
+                Some(o) => {
+                    let days = |n: u64| i32::try_from(n).unwrap_or(i32::MAX);
+                    let settings = OptimizerSettings {
+                        kinds: o.kinds,
+                        role_arn: o.role_arn,
+                        snapshot_retention_days: days(o.snapshot_retention_days),
+                        snapshots_to_retain: days(o.snapshots_to_retain),
+                        orphan_file_retention_days: days(o.orphan_file_retention_days),
+                    };
+                    committer
+                        .with_housekeeping(Arc::new(GlueOptimizers::new(aws_sdk_glue::Client::new(&sdk), settings)))
+                }
+                None => committer,
+            })
         }
         None => None,
     };

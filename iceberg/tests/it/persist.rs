@@ -591,3 +591,37 @@ async fn later_runs_land_in_the_family_the_table_decided() {
     assert_eq!(by_id("code__bool", 12).as_deref(), Some("true"));
     assert_eq!(by_id("code", 11), None);
 }
+
+/// Upkeep that records each table asked for and refuses the first ask.
+#[derive(Default)]
+struct RefusesOnce {
+    asked: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait::async_trait]
+impl tributary_iceberg::TableHousekeeping for RefusesOnce {
+    async fn ensure(&self, table: &iceberg::TableIdent) -> Result<(), String> {
+        let mut asked = self.asked.lock().expect("asked");
+        asked.push(table.to_string());
+        if asked.len() == 1 { Err("AccessDeniedException: not yet".into()) } else { Ok(()) }
+    }
+}
+
+#[tokio::test]
+async fn upkeep_is_asked_after_a_commit_until_it_succeeds_and_never_fails_the_run() {
+    let mut lake = Lake::new().await;
+    let upkeep = Arc::new(RefusesOnce::default());
+    lake.local.committer = local_committer(lake.local.dir.path(), lake.local.store.clone())
+        .await
+        .expect("local catalog")
+        .with_housekeeping(upkeep.clone());
+    for (run, id) in [("r1", 1), ("r2", 2), ("r3", 3)] {
+        lake.expect(run, 1).await;
+        lake.persist(page(run, 0, 1, &format!(r#"[{{"id": {id}, "name": "n{id}"}}]"#))).await.expect(run);
+    }
+    let table = lake.table().await.expect("table");
+    let runs: Vec<String> = snapshot_runs(&table).into_iter().map(|(run, _)| run).collect();
+    assert_eq!(runs, ["r1", "r2", "r3"], "the refused upkeep failed no commit");
+    let asked = upkeep.asked.lock().expect("asked").clone();
+    assert_eq!(asked, ["tributary.customers", "tributary.customers"], "asked again after the refusal, then not again");
+}

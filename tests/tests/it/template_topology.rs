@@ -609,13 +609,23 @@ fn persist_registers_tables_in_the_lake_database_only() {
     let template = Template::load();
     let persist = template.function_id(Function::Persist).expect("persist function");
     let mut failures = Vec::new();
-    let glue: Vec<&Value> = role_statements(&template, persist)
-        .into_iter()
+    let statements = role_statements(&template, persist);
+    let glue: Vec<&Value> = statements
+        .iter()
+        .copied()
         .filter(|statement| strings(statement.get("Action")).iter().any(|a| a.starts_with("glue:")))
         .collect();
     let actions: BTreeSet<&str> = glue.iter().flat_map(|statement| strings(statement.get("Action"))).collect();
-    // GetDatabase: the Iceberg committer looks the database up first.
-    let expected = BTreeSet::from(["glue:CreateTable", "glue:GetDatabase", "glue:GetTable", "glue:UpdateTable"]);
+    // GetDatabase: the Iceberg committer looks the database up first;
+    // the table optimizers of its Iceberg tables (TABLE_OPTIMIZERS).
+    let expected = BTreeSet::from([
+        "glue:CreateTable",
+        "glue:GetDatabase",
+        "glue:GetTable",
+        "glue:UpdateTable",
+        "glue:CreateTableOptimizer",
+        "glue:GetTableOptimizer",
+    ]);
     if actions != expected {
         failures.push(format!("{persist}'s role allows Glue actions {actions:?}, expected exactly {expected:?}"));
     }
@@ -642,6 +652,36 @@ fn persist_registers_tables_in_the_lake_database_only() {
     let glue_database = env.and_then(|vars| vars.get("GLUE_DATABASE")).and_then(ref_target);
     if glue_database != Some("LakeDatabase") {
         failures.push(format!("{persist}: GLUE_DATABASE is {glue_database:?}, expected !Ref LakeDatabase"));
+    }
+    // The optimizers run as TableOptimizerRole: Persist names it and may
+    // pass it to Glue only; the role trusts Glue only.
+    let optimizer_role = env.and_then(|vars| vars.get("TABLE_OPTIMIZER_ROLE_ARN")).and_then(getatt);
+    if optimizer_role != Some(("TableOptimizerRole", "Arn")) {
+        failures.push(format!(
+            "{persist}: TABLE_OPTIMIZER_ROLE_ARN is {optimizer_role:?}, expected !GetAtt TableOptimizerRole.Arn"
+        ));
+    }
+    let passes: Vec<&Value> =
+        statements.iter().copied().filter(|s| strings(s.get("Action")).contains(&"iam:PassRole")).collect();
+    let passed: Vec<Option<(&str, &str)>> = passes.iter().map(|s| s.get("Resource").and_then(getatt)).collect();
+    if passed != [Some(("TableOptimizerRole", "Arn"))] {
+        failures.push(format!("{persist}: iam:PassRole on {passed:?}, expected TableOptimizerRole only"));
+    }
+    let to_glue =
+        passes.first().and_then(|s| s.get("Condition")?.get("StringEquals")?.get("iam:PassedToService")?.as_str());
+    if to_glue != Some("glue.amazonaws.com") {
+        failures
+            .push(format!("{persist}: iam:PassRole's iam:PassedToService is {to_glue:?}, expected glue.amazonaws.com"));
+    }
+    let trust = template
+        .resource("TableOptimizerRole")
+        .and_then(|role| prop(role, "AssumeRolePolicyDocument"))
+        .and_then(|doc| doc.get("Statement")?.as_sequence())
+        .map(|statements| {
+            statements.iter().filter_map(|s| s.get("Principal")?.get("Service")?.as_str()).collect::<Vec<_>>()
+        });
+    if trust != Some(vec!["glue.amazonaws.com"]) {
+        failures.push(format!("TableOptimizerRole trusts {trust:?}, expected glue.amazonaws.com only"));
     }
     assert_no_failures("Persist's catalog access", failures);
 }
