@@ -85,6 +85,48 @@ pub struct PersistTarget {
     /// not such timestamps go to its `__string` variant, as sent.
     #[serde(default, skip_serializing_if = "Timestamps::is_default")]
     pub timestamps: Timestamps,
+    /// Iceberg partition transforms of the table's own timestamp columns,
+    /// after the Hive partition columns of [`PersistTarget::partition`]:
+    /// `day(/created_at)` or `hour(/created_at)`, a pointer to a top-level
+    /// field whose column is a timestamp (detected, or declared in
+    /// `schema`). Readers prune on the column itself (`WHERE created_at >=
+    /// ...`), no extra column. `table_format: iceberg` only; fixed by the
+    /// dataset's first page (docs/persist.md, "Partition transforms").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partition_by: Vec<String>,
+}
+
+/// An Iceberg partition transform of `target.partition_by`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeTransform {
+    /// `day(...)`: days since 1970-01-01 of the UTC instant.
+    Day,
+    /// `hour(...)`: hours since 1970-01-01T00:00Z.
+    Hour,
+}
+
+impl TimeTransform {
+    /// `day` or `hour`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TimeTransform::Day => "day",
+            TimeTransform::Hour => "hour",
+        }
+    }
+
+    /// `day(/ptr)` or `hour(/ptr)` as (transform, pointer); the pointer one
+    /// RFC 6901 segment (a top-level field), `None` for anything else.
+    pub fn parse(text: &str) -> Option<(TimeTransform, &str)> {
+        let (name, rest) = text.trim().split_once('(')?;
+        let pointer = rest.strip_suffix(')')?.trim();
+        let transform = match name.trim() {
+            "day" => TimeTransform::Day,
+            "hour" => TimeTransform::Hour,
+            _ => return None,
+        };
+        let segment = pointer.strip_prefix('/')?;
+        (!segment.is_empty() && !segment.contains('/')).then_some((transform, pointer))
+    }
 }
 
 /// How inferred columns treat timestamp text (`target.timestamps`).
@@ -229,6 +271,28 @@ impl PersistTarget {
             ));
         }
         self.check_write(path)?;
+        let mut sources = std::collections::BTreeSet::new();
+        for (i, text) in self.partition_by.iter().enumerate() {
+            let field = format!("{path}.partition_by[{i}]");
+            let Some((_, pointer)) = TimeTransform::parse(text) else {
+                return Err(invalid(
+                    field,
+                    format!("{text:?}"),
+                    "must be day(/field) or hour(/field): a transform of a top-level field's timestamp column",
+                ));
+            };
+            if self.table_format != TableFormat::Iceberg {
+                return Err(invalid(
+                    field,
+                    format!("{text:?}"),
+                    "needs table_format: iceberg: a Parquet dataset's partitions are folders (use partition: { by: \
+                     field, field: /created_at, granularity: day })",
+                ));
+            }
+            if !sources.insert(pointer) {
+                return Err(invalid(field, format!("{text:?}"), "partitions the same field twice"));
+            }
+        }
         for (name, value) in [("max_rows", self.files.max_rows), ("max_bytes", self.files.max_bytes)] {
             if value == Some(0) {
                 return Err(invalid(
@@ -325,6 +389,7 @@ impl PersistTarget {
             order_by: None,
             hard_delete: None,
             timestamps: Timestamps::default(),
+            partition_by: Vec::new(),
         }
     }
 }
@@ -715,6 +780,24 @@ mod tests {
 
     fn target(yaml: &str) -> PersistTarget {
         serde_norway::from_str(yaml).expect(yaml)
+    }
+
+    #[test]
+    fn partition_transforms_are_day_or_hour_of_a_top_level_field_on_iceberg() {
+        let ok = target("{dataset: c, table_format: iceberg, partition_by: [day(/created_at), 'hour( /seen )']}");
+        ok.validate("target").expect("valid transforms");
+        assert_eq!(TimeTransform::parse(&ok.partition_by[0]), Some((TimeTransform::Day, "/created_at")));
+        assert_eq!(TimeTransform::parse(&ok.partition_by[1]), Some((TimeTransform::Hour, "/seen")));
+        for (yaml, says) in [
+            ("{dataset: c, partition_by: [day(/created_at)]}", "table_format: iceberg"),
+            ("{dataset: c, table_format: iceberg, partition_by: [month(/created_at)]}", "day(/field) or hour(/field)"),
+            ("{dataset: c, table_format: iceberg, partition_by: [day(created_at)]}", "day(/field)"),
+            ("{dataset: c, table_format: iceberg, partition_by: [day(/a/b)]}", "top-level"),
+            ("{dataset: c, table_format: iceberg, partition_by: [day(/a), hour(/a)]}", "twice"),
+        ] {
+            let err = target(yaml).validate("target").expect_err(yaml).to_string();
+            assert!(err.contains("target.partition_by[") && err.contains(says), "{yaml}: {err}");
+        }
     }
 
     #[test]

@@ -11,11 +11,13 @@
 //! columns from its folder; write it with iceberg's writer stack (zstd);
 //! append every data file in one snapshot; delete the staged files.
 //!
-//! The partition columns are real columns, partitioned by `identity`: the
-//! folder's value is the partition (`dt` a `date`, `hour` an `int`, a
-//! `value` column a `string`). Not `day()`/`hour()` transforms of a record
-//! field: Persist keeps the vendor's timestamp fields as the text the
-//! vendor sent, so there is no timestamp column to transform.
+//! The Hive partition columns are real columns, partitioned by `identity`:
+//! the folder's value is the partition (`dt` a `date`, `hour` an `int`, a
+//! `value` column a `string`). `target.partition_by` adds `day()`/`hour()`
+//! transforms of a timestamp column after them ([`time_partitions`]): the
+//! writers compute each row's value from the column itself (iceberg's
+//! `RecordBatchPartitionSplitter`), so a file's partition value always
+//! agrees with its rows, and readers prune on the column.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -24,13 +26,16 @@ use arrow_array::new_null_array;
 use arrow_array::{ArrayRef, Date32Array, Int32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, FieldRef, Fields, Schema as ArrowSchema, SchemaRef, TimeUnit};
 use async_trait::async_trait;
+use contracts::TimeTransform;
 use iceberg::arrow::{arrow_schema_to_schema_auto_assign_ids, schema_to_arrow_schema};
 use iceberg::spec::{DataFile, ManifestStatus, Operation, SnapshotRef, Transform, Type, UnboundPartitionSpec};
 use iceberg::table::Table;
 use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableCreation, TableIdent};
 use lake_format::align::{Cast, align};
-use lake_format::meta::{META_LINEAGE, META_PARTITION, META_PARTITION_KIND};
+use lake_format::meta::{
+    META_LINEAGE, META_PARTITION, META_PARTITION_BY, META_PARTITION_KIND, META_SOURCE, META_VARIANT_OF,
+};
 use lake_format::partition;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -644,6 +649,7 @@ fn partition_columns(table: &Table, arrow: &ArrowSchema) -> Vec<(String, DataTyp
         .default_partition_spec()
         .fields()
         .iter()
+        .filter(|f| f.transform == Transform::Identity)
         .filter_map(|f| schema.field_by_id(f.source_id))
         .filter_map(|field| arrow.field_with_name(&field.name).ok())
         .map(|field| (field.name().clone(), field.data_type().clone()))
@@ -715,6 +721,19 @@ impl IcebergCommitter {
                     .add_partition_field(source.id, field.name(), Transform::Identity)
                     .map_err(err("build the partition spec"))?;
             }
+            let transforms = time_partitions(published, &wanted)
+                .map_err(|message| PortError::permanent_msg("create the table", ident.to_string(), message))?;
+            for (transform, column) in transforms {
+                let source = schema.field_by_name(&column).ok_or_else(|| {
+                    PortError::permanent_msg("create the table", ident.to_string(), format!("no column {column}"))
+                })?;
+                let name = format!("{column}_{}", transform.as_str());
+                let transform = match transform {
+                    TimeTransform::Day => Transform::Day,
+                    TimeTransform::Hour => Transform::Hour,
+                };
+                spec = spec.add_partition_field(source.id, name, transform).map_err(err("build the partition spec"))?;
+            }
             let location = self.location_root.as_ref().map(|root| {
                 format!(
                     "{root}/{}/{}",
@@ -738,6 +757,8 @@ impl IcebergCommitter {
             }
         }
         let table = self.catalog.load_table(ident).await.map_err(err("load the table"))?;
+        check_time_partitions(&table, published)
+            .map_err(|message| PortError::permanent_msg("commit to the table", ident.to_string(), message))?;
         let current =
             schema_to_arrow_schema(table.metadata().current_schema()).map_err(err("convert the table schema"))?;
         let have: Vec<&Field> = current.fields().iter().map(AsRef::as_ref).collect();
@@ -949,6 +970,82 @@ fn iceberg_type(data_type: &DataType) -> DataType {
         DataType::LargeList(item) => DataType::List(Arc::new(iceberg_field(item))),
         other => other.clone(),
     }
+}
+
+/// The published schema's `target.partition_by` ([`META_PARTITION_BY`])
+/// as (transform, column): each pointer's top-level column (its
+/// `tributary.source` key, not a variant), which must be a timestamp in
+/// `wanted` (the table's types).
+///
+/// # Errors
+/// A transform that does not parse, a field with no column yet (no
+/// record had a value there: declare it in `target.schema`), or a column
+/// of another type (its values were not RFC 3339 UTC text).
+fn time_partitions(published: &ArrowSchema, wanted: &ArrowSchema) -> Result<Vec<(TimeTransform, String)>, String> {
+    let Some(listed) = published.metadata().get(META_PARTITION_BY) else { return Ok(Vec::new()) };
+    let mut out = Vec::new();
+    for text in listed.split(',').filter(|t| !t.trim().is_empty()) {
+        let (transform, pointer) = TimeTransform::parse(text)
+            .ok_or_else(|| format!("target.partition_by {text:?} is not day(/f) or hour(/f)"))?;
+        let key = pointer[1..].replace("~1", "/").replace("~0", "~");
+        let column = published
+            .fields()
+            .iter()
+            .find(|f| {
+                f.metadata().get(META_SOURCE) == Some(&key)
+                    && !f.metadata().contains_key(META_VARIANT_OF)
+                    && !f.metadata().contains_key(META_PARTITION)
+            })
+            .ok_or_else(|| {
+                format!(
+                    "target.partition_by {text}: the dataset has no column for {pointer} yet (no record had a value \
+                     there); declare it in target.schema as timestamp(us, UTC) so the table can be partitioned"
+                )
+            })?;
+        let table_type = wanted.field_with_name(column.name()).map(|f| f.data_type().clone()).ok();
+        if !matches!(table_type, Some(DataType::Timestamp(..))) {
+            return Err(format!(
+                "target.partition_by {text}: column {} is {}, not a timestamp (its values are not RFC 3339 UTC text; \
+                 declare it in target.schema as timestamp(us, UTC))",
+                column.name(),
+                table_type.map_or_else(|| "absent".to_string(), |t| t.to_string())
+            ));
+        }
+        out.push((transform, column.name().clone()));
+    }
+    Ok(out)
+}
+
+/// Whether `table`'s partition spec has the transforms the published
+/// schema asks for (a table keeps the spec it was created with; Persist
+/// refuses another `target.partition_by` for a dataset with pages).
+fn check_time_partitions(table: &Table, published: &ArrowSchema) -> Result<(), String> {
+    let Some(listed) = published.metadata().get(META_PARTITION_BY) else { return Ok(()) };
+    let metadata = table.metadata();
+    let have: Vec<String> = metadata
+        .default_partition_spec()
+        .fields()
+        .iter()
+        .filter(|f| matches!(f.transform, Transform::Day | Transform::Hour))
+        .map(|f| f.name.clone())
+        .collect();
+    for text in listed.split(',').filter(|t| !t.trim().is_empty()) {
+        let Some((transform, _)) = TimeTransform::parse(text) else { continue };
+        if !have.iter().any(|name| name.ends_with(&format!("_{}", transform.as_str()))) {
+            return Err(format!(
+                "target.partition_by asks for {text}, but the table was created without it (partitioned by {}); a \
+                 table keeps its partition spec: write to a new dataset",
+                metadata
+                    .default_partition_spec()
+                    .fields()
+                    .iter()
+                    .map(|f| format!("{}({})", f.transform, f.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The scalar families of `published` (indices, base first) whose base

@@ -29,3 +29,8 @@ pub const META_PARTITION_KIND: &str = "tributary.partition_kind";
 /// Schema metadata of the published schema: the table schema's version
 /// (1 for the first schema, one more at every change).
 pub const META_VERSION: &str = "tributary.version";
+
+/// Schema metadata of the published schema: an Iceberg dataset's
+/// `target.partition_by` as written (`day(/created_at),hour(/seen)`),
+/// which the committer turns into partition transforms of the table.
+pub const META_PARTITION_BY: &str = "tributary.partition_by";

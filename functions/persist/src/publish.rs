@@ -13,7 +13,7 @@ use tributary_core::catalog::{ColumnDef, PartitionKey, Projection, TableDef};
 
 use lake_format::lineage::lineage_fields;
 use lake_format::meta::{
-    META_LINEAGE, META_PARTITION, META_PARTITION_KIND, META_SOURCE, META_VARIANT_OF, META_VERSION,
+    META_LINEAGE, META_PARTITION, META_PARTITION_BY, META_PARTITION_KIND, META_SOURCE, META_VARIANT_OF, META_VERSION,
 };
 use lake_format::partition::PartitionKind;
 use lake_format::partition::{DEFAULT_PARTITION, layout};
@@ -45,6 +45,10 @@ pub struct TableSchema {
     /// schema written before the field existed (the next page sets it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub table_format: Option<contracts::TableFormat>,
+    /// An Iceberg dataset's partition transforms (`target.partition_by`,
+    /// as written), fixed by its first page like the partition columns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partition_by: Vec<String>,
 }
 
 /// A Hive partition column and the folder values written so far.
@@ -62,7 +66,13 @@ pub struct PartitionColumn {
 
 impl Default for TableSchema {
     fn default() -> Self {
-        TableSchema { version: 0, table: empty_table(), partitions: Vec::new(), table_format: None }
+        TableSchema {
+            version: 0,
+            table: empty_table(),
+            partitions: Vec::new(),
+            table_format: None,
+            partition_by: Vec::new(),
+        }
     }
 }
 
@@ -100,6 +110,18 @@ impl TableSchema {
         }
         let wanted = layout(&target.partition);
         let have: Vec<(String, PartitionKind)> = self.partitions.iter().map(|c| (c.name.clone(), c.kind)).collect();
+        if !have.is_empty() && self.partition_by != target.partition_by {
+            // The table's partition spec is made at its first commit;
+            // another spec would need partition evolution.
+            let show = |list: &[String]| if list.is_empty() { "nothing".to_string() } else { list.join(", ") };
+            return Some(format!(
+                "target.partition_by asks for {}, but dataset {} is partitioned by {}; a dataset keeps its partition \
+                 transforms (write the new layout to a new dataset)",
+                show(&target.partition_by),
+                target.dataset,
+                show(&self.partition_by)
+            ));
+        }
         if have.is_empty() || have == wanted {
             return None;
         }
@@ -115,6 +137,7 @@ impl TableSchema {
     /// layout is the same).
     pub fn with_layout(mut self, target: &PersistTarget) -> TableSchema {
         self.table_format = Some(target.table_format);
+        self.partition_by.clone_from(&target.partition_by);
         let wanted = layout(&target.partition);
         let same = self.partitions.len() == wanted.len()
             && self.partitions.iter().zip(&wanted).all(|(have, (name, kind))| have.name == *name && have.kind == *kind);
@@ -176,7 +199,10 @@ impl TableSchema {
             ]);
             fields.push(Field::new(&column.name, DataType::Utf8, true).with_metadata(meta));
         }
-        let metadata = HashMap::from([(META_VERSION.to_string(), self.version.to_string())]);
+        let mut metadata = HashMap::from([(META_VERSION.to_string(), self.version.to_string())]);
+        if !self.partition_by.is_empty() {
+            metadata.insert(META_PARTITION_BY.to_string(), self.partition_by.join(","));
+        }
         Arc::new(Schema::new_with_metadata(fields, metadata))
     }
 

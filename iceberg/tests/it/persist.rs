@@ -625,3 +625,90 @@ async fn upkeep_is_asked_after_a_commit_until_it_succeeds_and_never_fails_the_ru
     let asked = upkeep.asked.lock().expect("asked").clone();
     assert_eq!(asked, ["tributary.customers", "tributary.customers"], "asked again after the refusal, then not again");
 }
+
+/// (the partition's last field as an int, rows) of each live data file.
+async fn rows_per_last_partition_field(table: &Table) -> Vec<(Option<i32>, u64)> {
+    use iceberg::spec::{Literal, ManifestContentType, PrimitiveLiteral};
+    let snapshot = table.metadata().current_snapshot().expect("a snapshot").clone();
+    let list = table.manifest_list_reader(&snapshot).load().await.expect("manifest list");
+    let mut out = Vec::new();
+    for manifest in list.entries().iter().filter(|m| m.content == ManifestContentType::Data) {
+        let manifest = manifest.load_manifest(table.file_io()).await.expect("manifest");
+        for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
+            let file = entry.data_file();
+            let value = match file.partition().iter().last().flatten() {
+                Some(Literal::Primitive(PrimitiveLiteral::Int(n))) => Some(*n),
+                None => None,
+                Some(other) => panic!("a day is an int: {other:?}"),
+            };
+            out.push((value, file.record_count()));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn days_since_epoch(date: &str) -> i32 {
+    let day = NaiveDate::parse_from_str(date, "%Y-%m-%d").expect("date");
+    i32::try_from(day.signed_duration_since(NaiveDate::default()).num_days()).expect("days")
+}
+
+#[tokio::test]
+async fn a_day_transform_partitions_by_the_timestamp_column_itself() {
+    let lake = Lake::new().await;
+    lake.expect("r1", 1).await;
+    let target = PersistTarget {
+        table_format: TableFormat::Iceberg,
+        partition_by: vec!["day(/ts)".into()],
+        ..PersistTarget::new(DATASET)
+    };
+    let records = r#"[
+        {"id": 1, "ts": "2026-11-01T23:59:59.999999Z"},
+        {"id": 2, "ts": "2026-11-02T00:00:00Z"},
+        {"id": 3, "ts": "2026-11-02T12:00:00.5Z"},
+        {"id": 4, "ts": "2026-11-03T01:00:00Z"},
+        {"id": 5, "ts": null},
+        {"id": 6, "ts": "2026-11-03T01:00:00+02:00"}
+    ]"#;
+    lake.persist(runs::page(PIPELINE, target, "r1", 0, 1, records)).await.expect("page");
+    let table = lake.table().await.expect("table");
+    let spec: Vec<String> = table
+        .metadata()
+        .default_partition_spec()
+        .fields()
+        .iter()
+        .map(|f| format!("{}({})", f.transform, f.name))
+        .collect();
+    assert_eq!(spec, ["identity(dt)", "day(ts_day)"]);
+    // One file per day of the column's own values; the null and the text
+    // with an offset (in ts__string, ts null) in the null partition.
+    assert_eq!(
+        rows_per_last_partition_field(&table).await,
+        [
+            (None, 2),
+            (Some(days_since_epoch("2026-11-01")), 1),
+            (Some(days_since_epoch("2026-11-02")), 2),
+            (Some(days_since_epoch("2026-11-03")), 1)
+        ]
+    );
+    let batches = scan(&table, &["id", "ts__string"]).await;
+    assert_eq!(batches.iter().map(RecordBatch::num_rows).sum::<usize>(), 6, "every row read");
+}
+
+#[tokio::test]
+async fn a_transform_of_a_column_that_is_not_a_timestamp_fails_naming_the_spec_field() {
+    let lake = Lake::new().await;
+    lake.expect("r1", 1).await;
+    let target = PersistTarget {
+        table_format: TableFormat::Iceberg,
+        partition_by: vec!["hour(/name)".into()],
+        ..PersistTarget::new(DATASET)
+    };
+    let err = lake
+        .persist(runs::page(PIPELINE, target, "r1", 0, 1, r#"[{"id": 1, "name": "a"}]"#))
+        .await
+        .expect_err("not a timestamp");
+    let message = format!("{err:#}");
+    assert!(message.contains("target.partition_by hour(/name)") && message.contains("not a timestamp"), "{message}");
+    assert!(lake.table().await.is_none(), "no table made");
+}

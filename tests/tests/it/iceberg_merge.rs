@@ -371,3 +371,54 @@ async fn timestamps_read_as_the_same_instants_in_every_reader_and_other_text_as_
             .await;
     assert_eq!(day[0]["n"], json!(1), "tributary query compares the column as instants");
 }
+
+/// pyiceberg's plan for `ts >= 2026-11-02`: the files it would read and
+/// the rows they hold, and the rows it reads.
+const PRUNED: &str = r#"
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.expressions import GreaterThanOrEqual
+lake = sys.argv[1]
+catalog = SqlCatalog("tributary", uri=f"sqlite:///{lake}/_iceberg/catalog.sqlite",
+                     warehouse=f"file://{lake}/_iceberg/warehouse")
+table = catalog.load_table(("tributary", "contacts"))
+scan = table.scan(row_filter=GreaterThanOrEqual("ts", "2026-11-02T00:00:00+00:00"))
+tasks = list(scan.plan_files())
+print(json.dumps({"contacts": {
+    "all_files": len(list(table.scan().plan_files())),
+    "files": len(tasks),
+    "file_rows": sum(t.file.record_count for t in tasks),
+    "rows": scan.to_arrow().num_rows,
+}}))
+"#;
+
+#[tokio::test]
+async fn a_day_partitioned_table_reads_whole_everywhere_and_prunes_by_its_timestamp_column() {
+    let Setup { records, spec, lake, runtime, .. } = setup("partition_by: ['day(/ts)']").await;
+    // 30 records over three days (10 a day), and 2 without a timestamp.
+    let mut sent: Vec<Value> = (0..30)
+        .map(|i| json!({"id": i, "name": format!("n{i}"), "ts": format!("2026-11-0{}T{:02}:00:00Z", 1 + i / 10, i % 10)}))
+        .collect();
+    sent.push(json!({"id": 30, "name": "n30", "ts": null}));
+    sent.push(json!({"id": 31, "name": "n31", "ts": "not a time"}));
+    records.set(sent);
+    assert!(runtime.run(&spec, at(3)).await.expect("run").succeeded());
+
+    let tables = read_tables(&python(), "TRIBUTARY_PYTHON", READ, lake.path());
+    assert_eq!(tables["contacts"]["partition"], json!(["dt:identity", "ts_day:day"]), "pyiceberg's spec");
+    assert_eq!(tables["contacts"]["rows"].as_array().expect("rows").len(), 32, "pyiceberg reads every row");
+    let pruned = read_tables(&python(), "TRIBUTARY_PYTHON", PRUNED, lake.path());
+    assert_eq!(pruned["contacts"]["all_files"], json!(4), "one file per day and one for no day: {pruned}");
+    assert_eq!(
+        (&pruned["contacts"]["files"], &pruned["contacts"]["file_rows"], &pruned["contacts"]["rows"]),
+        (&json!(2), &json!(20), &json!(20)),
+        "the filter on ts reads the two days' files only: {pruned}"
+    );
+    let duckdb = read_tables(&duckdb_iceberg_python(), "TRIBUTARY_DUCKDB_ICEBERG_PYTHON", READ_DUCKDB, lake.path());
+    assert_eq!(duckdb["contacts"]["rows"].as_array().expect("rows").len(), 32, "DuckDB reads every row");
+    let later =
+        query_lake(lake.path(), "SELECT count(*) AS n FROM contacts WHERE ts >= TIMESTAMP '2026-11-02T00:00:00Z'")
+            .await;
+    assert_eq!(later[0]["n"], json!(20), "tributary query");
+    let all = query_lake(lake.path(), "SELECT count(*) AS n FROM contacts").await;
+    assert_eq!(all[0]["n"], json!(32));
+}
