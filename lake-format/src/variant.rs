@@ -20,9 +20,13 @@ pub const FLOAT64: &str = "float64";
 pub const STRING: &str = "string";
 /// JSON-text variants (`Utf8` with [`META_JSON`]).
 pub const JSON: &str = "json";
+/// A timestamp column's companion holding the text of the values sent
+/// with an offset other than `Z` (`Utf8`): the row's instant is in the
+/// column, so it is no member a file's value moves to.
+pub const TEXT: &str = "text";
 
 /// Every suffix, as Persist names variant columns.
-pub const SUFFIXES: [&str; 6] = [BOOL, INT64, DECIMAL, FLOAT64, STRING, JSON];
+pub const SUFFIXES: [&str; 7] = [BOOL, INT64, DECIMAL, FLOAT64, STRING, JSON, TEXT];
 
 /// The suffix of a scalar column of `data_type` when it is a variant, for
 /// the types a family's base can swap with a variant: `None` for JSON
@@ -77,11 +81,11 @@ pub fn table_name(field: &Field, table: &[&Field], same_type: impl Fn(&DataType,
     }
     let Some(suffix) = scalar_suffix(field) else { return name.clone() };
     let base = family(field);
+    // The base itself, or the member named for its own type (never a
+    // `__json` or `__text` column, though they are `Utf8` too).
     let member = table.iter().find(|t| {
-        family_of_name(t.name()) == base
-            && scalar_suffix(t).is_some()
-            && !t.name().ends_with(&format!("__{JSON}"))
-            && same_type(field.data_type(), t.data_type())
+        let own_name = scalar_suffix(t).is_some_and(|s| t.name() == base || *t.name() == format!("{base}__{s}"));
+        own_name && same_type(field.data_type(), t.data_type())
     });
     if let Some(member) = member {
         return member.name().clone();
@@ -111,6 +115,7 @@ mod tests {
         let table = [
             field("ts", DataType::Int64),
             field("ts__json", DataType::Utf8),
+            field("ts__text", DataType::Utf8),
             field("ts__string", DataType::Utf8),
             field("n", DataType::Float64),
         ];

@@ -18,7 +18,7 @@ use arrow_schema::{DataType, Field, Fields as ArrowFields, TimeUnit as ArrowUnit
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use contracts::{FieldType, TimeUnit};
 
-use crate::infer::{Fields, Ty, Variant, kind_of};
+use crate::infer::{Fields, Kinds, Ty, Variant, kind_of};
 use crate::json::{Tape, Tok, kind_name, unescape};
 
 use lake_format::meta::{META_SOURCE, META_VARIANT_OF};
@@ -113,7 +113,7 @@ pub enum Col {
         children: Vec<Col>,
         /// Per field, the positions of its variant columns by
         /// [`Variant::slot`].
-        variants: Vec<[Option<usize>; 6]>,
+        variants: Vec<[Option<usize>; 7]>,
         /// Which children are required (declared `required: true`).
         required: Vec<bool>,
         /// Which children are declared columns.
@@ -159,7 +159,7 @@ impl Col {
                     .list
                     .iter()
                     .map(|f| {
-                        let mut slots = [None; 6];
+                        let mut slots = [None; 7];
                         if f.variant.is_none() {
                             for variant in Variant::ALL {
                                 slots[variant.slot()] = fields.variant_position(&f.source, variant);
@@ -570,6 +570,15 @@ impl Col {
                             }
                             stamps[to] = stamp;
                             children[to].append(rec, value, scratch);
+                            // A timestamp sent with an offset: its text
+                            // beside the instant (the `__text` companion).
+                            if to == at
+                                && let Some(text) = variants[at][Variant::Text.slot()]
+                                && kind_of(rec.text, rec.tape, value) == Kinds::ZONED
+                            {
+                                stamps[text] = stamp;
+                                children[text].append(rec, value, scratch);
+                            }
                         }
                     }
                     i = rec.tape.skip(value);
@@ -689,7 +698,7 @@ enum Route {
 /// The column a value of a field of type `ty` goes to: its own when the
 /// column takes the value's kind (or is declared, or the value is null),
 /// else the variant column of the value's kind.
-fn route(ty: &Ty, declared: bool, variants: &[Option<usize>; 6], rec: Rec<'_>, value: usize) -> Route {
+fn route(ty: &Ty, declared: bool, variants: &[Option<usize>; 7], rec: Rec<'_>, value: usize) -> Route {
     let kind = kind_of(rec.text, rec.tape, value);
     if declared || kind == 0 || ty.takes(kind) || !ty.is_physical() {
         return Route::Base;
@@ -895,11 +904,11 @@ const READABLE_SECONDS: std::ops::RangeInclusive<i64> = -62_135_596_800..=253_40
 fn timestamp_of(rec: Rec<'_>, idx: usize, unit: TimeUnit, scratch: &mut String) -> Option<i64> {
     let value = match rec.tape.toks[idx] {
         Tok::Num { int: true, .. } => rec.raw(idx).parse::<i64>().ok()?,
-        // The common case, RFC 3339 UTC text into microseconds, without
-        // chrono's general parser.
+        // The common case, RFC 3339 text (`Z` or an offset) into
+        // microseconds, without chrono's general parser.
         Tok::Str { start, end, escaped: false }
             if unit == TimeUnit::Microsecond
-                && let Some(micros) = crate::infer::utc_timestamp_micros(&rec.text[start as usize..end as usize]) =>
+                && let Some((micros, _)) = crate::infer::timestamp_micros(&rec.text[start as usize..end as usize]) =>
         {
             micros
         }

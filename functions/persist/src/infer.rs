@@ -69,12 +69,17 @@ impl Kinds {
     pub const OBJECT: u16 = 1 << 7;
     /// Arrays.
     pub const ARRAY: u16 = 1 << 8;
-    /// Strings that are RFC 3339 UTC timestamps ([`is_utc_timestamp`]): a
+    /// Strings that are RFC 3339 UTC timestamps written with `Z` ([`timestamp_micros`]): a
     /// string everywhere a string goes, a `timestamp(us, UTC)` column's
     /// value where timestamps are detected.
     pub const TIMESTAMP: u16 = 1 << 9;
+    /// Strings that are RFC 3339 timestamps with an offset other than `Z`
+    /// ([`timestamp_micros`]): as [`Kinds::TIMESTAMP`], and a
+    /// `timestamp(us, UTC)` column keeps their text in its `__text`
+    /// variant (the offset is not in the instant).
+    pub const ZONED: u16 = 1 << 10;
     /// Every kind, lowest bit first.
-    pub const ALL: [u16; 10] = [
+    pub const ALL: [u16; 11] = [
         Self::BOOL,
         Self::INT,
         Self::INT64,
@@ -85,6 +90,7 @@ impl Kinds {
         Self::OBJECT,
         Self::ARRAY,
         Self::TIMESTAMP,
+        Self::ZONED,
     ];
 
     /// Whether `kind` is in the set.
@@ -115,45 +121,57 @@ pub fn kind_of(text: &str, tape: &Tape, idx: usize) -> u16 {
         Tok::Bool(_) => Kinds::BOOL,
         Tok::Num { start, end, int: true } => int_kind(&text[start as usize..end as usize]),
         Tok::Num { .. } => Kinds::FLOAT,
-        Tok::Str { start, end, escaped: false } if is_utc_timestamp(&text[start as usize..end as usize]) => {
-            Kinds::TIMESTAMP
-        }
+        Tok::Str { start, end, escaped: false } => match timestamp_micros(&text[start as usize..end as usize]) {
+            Some((_, false)) => Kinds::TIMESTAMP,
+            Some((_, true)) => Kinds::ZONED,
+            None => Kinds::STRING,
+        },
         Tok::Str { .. } => Kinds::STRING,
         Tok::Obj { .. } => Kinds::OBJECT,
         Tok::Arr { .. } => Kinds::ARRAY,
     }
 }
 
-/// Whether `text` is an RFC 3339 timestamp in UTC that a
-/// `timestamp(us, UTC)` column holds exactly ([`utc_timestamp_micros`]).
-pub fn is_utc_timestamp(text: &str) -> bool {
-    utc_timestamp_micros(text).is_some()
-}
-
-/// `text` as microseconds since the epoch when it is an RFC 3339 timestamp
-/// in UTC that a `timestamp(us, UTC)` column holds exactly:
-/// `YYYY-MM-DDTHH:MM:SS`, an optional fraction of 1 to 6 digits, then `Z`,
-/// a valid date (chrono's calendar) from year 0001. An offset other than
-/// `Z` (the offset would be lost), more than 6 fraction digits
-/// (nanoseconds would be rounded), a leap second, a date alone or a
-/// date-time without a zone: `None`. Read at fixed positions, no
-/// allocation: every string value of a page is asked.
-pub fn utc_timestamp_micros(text: &str) -> Option<i64> {
+/// `text` as the instant it stands for, in microseconds since the epoch,
+/// and whether it was written with an offset rather than `Z`, when it is
+/// an RFC 3339 timestamp that a `timestamp(us, UTC)` column holds exactly:
+/// `YYYY-MM-DDTHH:MM:SS`, an optional fraction of 1 to 6 digits, then `Z`
+/// or an offset `+HH:MM` / `-HH:MM` (hours to 23, minutes to 59), a valid
+/// date (chrono's calendar) from year 0001. More than 6 fraction digits
+/// (nanoseconds would be rounded), a leap second, a date alone, a
+/// date-time without a zone, lowercase `t`/`z`: `None`. An offset's text
+/// is not in the instant: the converter keeps it in the `__text` variant.
+/// Read at fixed positions, no allocation: every string value of a page is
+/// asked.
+pub fn timestamp_micros(text: &str) -> Option<(i64, bool)> {
     let b = text.as_bytes();
     // The shape first: most strings fail on their length or first bytes.
-    if !(20..=27).contains(&b.len()) || b[4] != b'-' || b[b.len() - 1] != b'Z' {
-        return None;
-    }
-    if b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
+    if !(20..=32).contains(&b.len()) || b[4] != b'-' {
         return None;
     }
     let num = |at: usize, len: usize| -> Option<u32> {
         b[at..at + len].iter().try_fold(0_u32, |n, &d| d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0')))
     };
-    let micros = match b[19] {
-        b'Z' if b.len() == 20 => 0,
-        b'.' if b.len() >= 22 => {
-            let digits = b.len() - 21;
+    let (body, offset_seconds, zoned) = match b[b.len() - 1] {
+        b'Z' => (b.len() - 1, 0_i64, false),
+        _ if b.len() >= 25 && matches!(b[b.len() - 6], b'+' | b'-') && b[b.len() - 3] == b':' => {
+            let at = b.len() - 6;
+            let (hours, minutes) = (num(at + 1, 2)?, num(at + 4, 2)?);
+            if hours > 23 || minutes > 59 {
+                return None;
+            }
+            let seconds = i64::from(hours * 3600 + minutes * 60);
+            (at, if b[at] == b'-' { -seconds } else { seconds }, true)
+        }
+        _ => return None,
+    };
+    if !(19..=26).contains(&body) || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let micros = match body {
+        19 => 0,
+        _ if b[19] == b'.' && body >= 21 => {
+            let digits = body - 20;
             num(20, digits)? * 10_u32.pow(6 - digits as u32)
         }
         _ => return None,
@@ -161,7 +179,8 @@ pub fn utc_timestamp_micros(text: &str) -> Option<i64> {
     let year = i32::try_from(num(0, 4)?).ok().filter(|y| *y >= 1)?;
     let date = chrono::NaiveDate::from_ymd_opt(year, num(5, 2)?, num(8, 2)?)?;
     let time = chrono::NaiveTime::from_hms_micro_opt(num(11, 2)?, num(14, 2)?, num(17, 2)?, micros)?;
-    Some(date.and_time(time).and_utc().timestamp_micros())
+    let local = date.and_time(time).and_utc().timestamp_micros();
+    Some((local - offset_seconds * 1_000_000, zoned))
 }
 
 /// How many non-null values one place held, per group of kinds that one
@@ -175,7 +194,7 @@ pub struct Counts {
     pub numbers: u32,
     /// Strings that are not [`Kinds::TIMESTAMP`].
     pub strings: u32,
-    /// [`Kinds::TIMESTAMP`] strings.
+    /// [`Kinds::TIMESTAMP`] and [`Kinds::ZONED`] strings.
     pub timestamps: u32,
     /// Objects (`{}` included).
     pub objects: u32,
@@ -190,7 +209,7 @@ impl Counts {
             Kinds::BOOL => self.bools += 1,
             Kinds::INT | Kinds::INT64 | Kinds::DECIMAL | Kinds::HUGE | Kinds::FLOAT => self.numbers += 1,
             Kinds::STRING => self.strings += 1,
-            Kinds::TIMESTAMP => self.timestamps += 1,
+            Kinds::TIMESTAMP | Kinds::ZONED => self.timestamps += 1,
             Kinds::OBJECT => self.objects += 1,
             Kinds::ARRAY => self.arrays += 1,
             _ => {}
@@ -325,12 +344,24 @@ pub enum Variant {
     /// Objects, arrays and integers beyond 38 digits as their JSON text:
     /// `string`.
     Json,
+    /// A timestamp column's companion: the text of each timestamp sent
+    /// with an offset other than `Z` ([`Kinds::ZONED`]), whose instant is
+    /// in the column: `string`. Not a variant of another kind: the row's
+    /// value is in the column too.
+    Text,
 }
 
 impl Variant {
     /// Every variant.
-    pub const ALL: [Variant; 6] =
-        [Variant::Bool, Variant::Int64, Variant::Decimal, Variant::Float64, Variant::String, Variant::Json];
+    pub const ALL: [Variant; 7] = [
+        Variant::Bool,
+        Variant::Int64,
+        Variant::Decimal,
+        Variant::Float64,
+        Variant::String,
+        Variant::Json,
+        Variant::Text,
+    ];
 
     /// The variant that takes values of `kind`.
     pub fn for_kind(kind: u16) -> Variant {
@@ -339,7 +370,7 @@ impl Variant {
             Kinds::INT | Kinds::INT64 => Variant::Int64,
             Kinds::DECIMAL => Variant::Decimal,
             Kinds::FLOAT => Variant::Float64,
-            Kinds::STRING | Kinds::TIMESTAMP => Variant::String,
+            Kinds::STRING | Kinds::TIMESTAMP | Kinds::ZONED => Variant::String,
             _ => Variant::Json,
         }
     }
@@ -353,6 +384,7 @@ impl Variant {
             Variant::Float64 => lake_format::variant::FLOAT64,
             Variant::String => lake_format::variant::STRING,
             Variant::Json => lake_format::variant::JSON,
+            Variant::Text => lake_format::variant::TEXT,
         }
     }
 
@@ -365,6 +397,7 @@ impl Variant {
             Variant::Float64 => Ty::Float,
             Variant::String => Ty::Text,
             Variant::Json => Ty::Json,
+            Variant::Text => Ty::Text,
         }
     }
 
@@ -717,7 +750,7 @@ impl Ty {
         let mut groups = [
             (c.objects, Kinds::OBJECT),
             (c.arrays, Kinds::ARRAY),
-            (c.strings + c.timestamps, Kinds::STRING | Kinds::TIMESTAMP),
+            (c.strings + c.timestamps, Kinds::STRING | Kinds::TIMESTAMP | Kinds::ZONED),
             (c.numbers, Kinds::INT | Kinds::INT64 | Kinds::DECIMAL | Kinds::HUGE | Kinds::FLOAT),
             (c.bools, Kinds::BOOL),
         ];
@@ -741,7 +774,8 @@ impl Ty {
                 }
                 Kinds::BOOL => return Ty::Bool,
                 _ if group & Kinds::STRING != 0 => {
-                    let stamps = kinds.has(Kinds::TIMESTAMP) && names.timestamps && c.timestamps >= c.strings;
+                    let stamps =
+                        kinds.has(Kinds::TIMESTAMP | Kinds::ZONED) && names.timestamps && c.timestamps >= c.strings;
                     return if stamps { Ty::Timestamp } else { Ty::Text };
                 }
                 _ => {
@@ -794,8 +828,8 @@ impl Ty {
             Ty::BigInt { digits } if *digits <= 38 => matches!(kind, Kinds::INT | Kinds::INT64 | Kinds::DECIMAL),
             Ty::BigInt { .. } => matches!(kind, Kinds::INT | Kinds::INT64 | Kinds::DECIMAL | Kinds::HUGE),
             Ty::Float => matches!(kind, Kinds::INT | Kinds::FLOAT),
-            Ty::Text => matches!(kind, Kinds::STRING | Kinds::TIMESTAMP),
-            Ty::Timestamp => kind == Kinds::TIMESTAMP,
+            Ty::Text => matches!(kind, Kinds::STRING | Kinds::TIMESTAMP | Kinds::ZONED),
+            Ty::Timestamp => matches!(kind, Kinds::TIMESTAMP | Kinds::ZONED),
             Ty::Json | Ty::Declared { .. } => true,
             Ty::List { .. } => kind == Kinds::ARRAY,
             Ty::Struct { .. } => kind == Kinds::OBJECT,
@@ -865,6 +899,10 @@ impl Ty {
                     needed.push(variant);
                 }
             }
+        }
+        if kinds & Kinds::ZONED != 0 && matches!(self, Ty::Timestamp) {
+            // The instant goes to the column, the text as sent beside it.
+            needed.push(Variant::Text);
         }
         needed
     }
@@ -956,8 +994,17 @@ mod props;
 mod tests {
     use super::*;
 
+    /// The instant of RFC 3339 text written with `Z`.
+    fn utc_timestamp_micros(text: &str) -> Option<i64> {
+        match timestamp_micros(text) {
+            Some((micros, false)) => Some(micros),
+            _ => None,
+        }
+    }
+
     #[test]
     fn utc_timestamps_are_told_from_other_text() {
+        let is_utc_timestamp = |text: &str| utc_timestamp_micros(text).is_some();
         for yes in
             ["2026-11-29T06:00:00Z", "2026-11-29T06:00:00.1Z", "2026-11-29T06:00:00.123456Z", "0001-01-01T00:00:00Z"]
         {
@@ -978,6 +1025,33 @@ mod tests {
         ] {
             assert!(!is_utc_timestamp(no), "{no}");
         }
+    }
+
+    #[test]
+    fn offsets_are_the_same_instants_and_said_to_be_zoned() {
+        let utc = utc_timestamp_micros("2026-11-29T06:00:00.5Z").expect("utc");
+        for (text, zoned) in [
+            ("2026-11-29T06:00:00.5Z", false),
+            ("2026-11-29T08:00:00.5+02:00", true),
+            ("2026-11-29T00:30:00.500-05:30", true),
+            ("2026-11-29T06:00:00.500000+00:00", true),
+        ] {
+            assert_eq!(timestamp_micros(text), Some((utc, zoned)), "{text}");
+        }
+        for no in [
+            "2026-11-29T06:00:00+24:00",
+            "2026-11-29T06:00:00+02:60",
+            "2026-11-29T06:00:00+0200",
+            "2026-11-29T06:00:00 +02:00",
+            "2026-11-29T06:00:00.1234567+02:00",
+            "2026-11-29T06:00:00.+02:00",
+            "2026-11-29T06:00:00+02",
+            "0001-01-01T00:00:00+01:00x",
+        ] {
+            assert_eq!(timestamp_micros(no), None, "{no}");
+        }
+        let before_year_one = timestamp_micros("0001-01-01T00:30:00+01:00").expect("parses");
+        assert!(before_year_one.0 < utc_timestamp_micros("0001-01-01T00:00:00Z").expect("utc"));
     }
 
     #[test]

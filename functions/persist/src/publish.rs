@@ -275,6 +275,9 @@ fn quoted(key: &str) -> String {
 fn comment(field: &Field) -> String {
     let meta = field.metadata();
     let text = match (meta.get(META_SOURCE), meta.get(META_VARIANT_OF)) {
+        (Some(source), Some(base)) if field.name().ends_with(&format!("__{}", lake_format::variant::TEXT)) => {
+            format!("key {} as sent, for the values of column {base} sent with an offset", quoted(source))
+        }
         (Some(source), Some(base)) => format!("values of key {} that column {base} cannot hold", quoted(source)),
         (Some(source), None) => format!("key {}", quoted(source)),
         _ if meta.contains_key(META_LINEAGE) => "lineage, written by tributary".into(),

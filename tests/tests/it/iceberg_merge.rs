@@ -316,10 +316,10 @@ fn instant(text: &str) -> i64 {
 }
 
 #[tokio::test]
-async fn timestamps_read_as_the_same_instants_in_every_reader_and_other_text_as_sent() {
+async fn timestamps_read_as_the_same_instants_in_every_reader_offsets_and_other_text_as_sent() {
     let Setup { records, spec, lake, runtime, .. } = setup("write: append").await;
-    // UTC timestamps (3), an offset, a date alone, garbage (3 other
-    // texts: a tie, which the timestamps win) and a null, in one field.
+    // UTC timestamps (3), an offset (a timestamp too: its instant in the
+    // column, its text in ts__text), a date alone, garbage and a null.
     let sent = [
         (1, json!("2026-11-29T06:00:00Z")),
         (2, json!("2026-11-29T06:00:00.123456Z")),
@@ -333,11 +333,11 @@ async fn timestamps_read_as_the_same_instants_in_every_reader_and_other_text_as_
     assert!(runtime.run(&spec, at(1)).await.expect("run").succeeded());
 
     let typed = |id: i64| match id {
-        1 | 2 | 7 => Some(instant(sent[id as usize - 1].1.as_str().expect("text"))),
+        1..=3 | 7 => Some(instant(sent[id as usize - 1].1.as_str().expect("text"))),
         _ => None,
     };
     let text = |id: i64| match id {
-        3..=5 => sent[id as usize - 1].1.as_str().map(str::to_string),
+        4 | 5 => sent[id as usize - 1].1.as_str().map(str::to_string),
         _ => None,
     };
     let check = |reader: &str, rows: Vec<Value>| {
@@ -347,6 +347,9 @@ async fn timestamps_read_as_the_same_instants_in_every_reader_and_other_text_as_
             let ts = row["ts"].as_str().map(instant);
             assert_eq!(ts, typed(id), "{reader}: id {id}: the instant ({row})");
             assert_eq!(row["ts__string"].as_str().map(str::to_string), text(id), "{reader}: id {id}: the text ({row})");
+            // The offset's text as sent, beside its instant.
+            let zoned = (id == 3).then(|| "2026-11-29T08:00:00+02:00".to_string());
+            assert_eq!(row["ts__text"].as_str().map(str::to_string), zoned, "{reader}: id {id}: __text ({row})");
         }
     };
     let tables = read_tables(&python(), "TRIBUTARY_PYTHON", READ, lake.path());
@@ -364,7 +367,7 @@ async fn timestamps_read_as_the_same_instants_in_every_reader_and_other_text_as_
         "DuckDB's types"
     );
     check("DuckDB", duck["rows"].as_array().expect("rows").clone());
-    let rows = query_lake(lake.path(), "SELECT id, ts, ts__string FROM contacts ORDER BY id").await;
+    let rows = query_lake(lake.path(), "SELECT id, ts, ts__string, ts__text FROM contacts ORDER BY id").await;
     check("tributary query", rows.into_iter().map(Value::Object).collect());
     let day =
         query_lake(lake.path(), "SELECT count(*) AS n FROM contacts WHERE ts >= TIMESTAMP '2026-11-30T00:00:00Z'")

@@ -514,7 +514,7 @@ fn a_record_with_a_repeated_key_is_quarantined_whole_with_the_key_named() {
 }
 
 #[test]
-fn utc_timestamps_become_a_timestamp_column_and_other_text_its_string_variant() {
+fn rfc3339_timestamps_become_a_timestamp_column_offsets_keep_their_text_and_other_text_its_string_variant() {
     // One field with UTC timestamps (with and without a fraction), an
     // offset, a date alone, a naive date-time, garbage, a number and nulls.
     let text = r#"[{"ts": "2026-11-29T06:00:00Z"}, {"ts": "2026-11-29T06:00:00.123456Z"},
@@ -526,9 +526,10 @@ fn utc_timestamps_become_a_timestamp_column_and_other_text_its_string_variant() 
     assert_eq!(
         field_type(&schema, "ts"),
         DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, Some("+00:00".into())),
-        "6 UTC timestamps against 4 other texts: the timestamps take the column"
+        "6 timestamps against 3 other texts: the timestamps take the column"
     );
     assert_eq!(field_type(&schema, "ts__string"), DataType::Utf8);
+    assert_eq!(field_type(&schema, "ts__text"), DataType::Utf8);
     assert_eq!(field_type(&schema, "ts__int64"), DataType::Int64);
     let file = std::fs::File::open(&out.files[0].path).expect("file");
     let batches: Vec<_> = ParquetRecordBatchReaderBuilder::try_new(file)
@@ -549,7 +550,7 @@ fn utc_timestamps_become_a_timestamp_column_and_other_text_its_string_variant() 
         [
             at("2026-11-29T06:00:00Z"),
             at("2026-11-29T06:00:00.123456Z"),
-            None,
+            at("2026-11-29T06:00:00Z"),
             None,
             None,
             None,
@@ -560,13 +561,19 @@ fn utc_timestamps_become_a_timestamp_column_and_other_text_its_string_variant() 
             at("2026-12-01T00:00:00Z"),
             at("2026-12-02T00:00:00Z"),
         ],
-        "each UTC timestamp exact to the microsecond"
+        "each timestamp's instant exact to the microsecond, the offset's too"
     );
     let texts: Vec<&Value> = rows.iter().map(|row| &row["ts__string"]).collect();
     assert_eq!(
         texts[2..6],
-        [&json!("2026-11-29T08:00:00+02:00"), &json!("2026-11-29"), &json!("2026-11-29T06:00:00"), &json!("soon")],
-        "an offset, a date, a naive date-time and garbage kept as the text sent"
+        [&Value::Null, &json!("2026-11-29"), &json!("2026-11-29T06:00:00"), &json!("soon")],
+        "a date, a naive date-time and garbage kept as the text sent"
+    );
+    let zoned: Vec<&Value> = rows.iter().map(|row| &row["ts__text"]).collect();
+    assert_eq!(zoned[2], &json!("2026-11-29T08:00:00+02:00"), "the offset's text beside its instant");
+    assert!(
+        zoned.iter().enumerate().all(|(i, v)| i == 2 || v.is_null()),
+        "only the offset has text beside the column: {zoned:?}"
     );
     assert_eq!(rows[6]["ts__int64"], 1_764_396_000_i64, "a number is not taken for a time");
 
