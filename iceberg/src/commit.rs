@@ -1017,31 +1017,30 @@ fn time_partitions(published: &ArrowSchema, wanted: &ArrowSchema) -> Result<Vec<
 }
 
 /// Whether `table`'s partition spec has the transforms the published
-/// schema asks for (a table keeps the spec it was created with; Persist
-/// refuses another `target.partition_by` for a dataset with pages).
+/// schema asks for, each of the same column (a table keeps the spec it was
+/// created with; Persist refuses another `target.partition_by` for a
+/// dataset with pages).
 fn check_time_partitions(table: &Table, published: &ArrowSchema) -> Result<(), String> {
-    let Some(listed) = published.metadata().get(META_PARTITION_BY) else { return Ok(()) };
+    if !published.metadata().contains_key(META_PARTITION_BY) {
+        return Ok(());
+    }
     let metadata = table.metadata();
-    let have: Vec<String> = metadata
-        .default_partition_spec()
-        .fields()
-        .iter()
-        .filter(|f| matches!(f.transform, Transform::Day | Transform::Hour))
-        .map(|f| f.name.clone())
-        .collect();
-    for text in listed.split(',').filter(|t| !t.trim().is_empty()) {
-        let Some((transform, _)) = TimeTransform::parse(text) else { continue };
-        if !have.iter().any(|name| name.ends_with(&format!("_{}", transform.as_str()))) {
+    let schema = metadata.current_schema();
+    let current = schema_to_arrow_schema(schema).map_err(|err| err.to_string())?;
+    let spec = metadata.default_partition_spec();
+    for (transform, column) in time_partitions(published, &current)? {
+        let wanted = match transform {
+            TimeTransform::Day => Transform::Day,
+            TimeTransform::Hour => Transform::Hour,
+        };
+        let source = schema.field_by_name(&column).map(|f| f.id);
+        if !spec.fields().iter().any(|f| f.transform == wanted && Some(f.source_id) == source) {
+            let have: Vec<String> = spec.fields().iter().map(|f| format!("{}({})", f.transform, f.name)).collect();
             return Err(format!(
-                "target.partition_by asks for {text}, but the table was created without it (partitioned by {}); a \
-                 table keeps its partition spec: write to a new dataset",
-                metadata
-                    .default_partition_spec()
-                    .fields()
-                    .iter()
-                    .map(|f| format!("{}({})", f.transform, f.name))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                "target.partition_by asks for {}({column}), but the table was created without it (partitioned by \
+                 {}); a table keeps its partition spec: write to a new dataset",
+                transform.as_str(),
+                have.join(", ")
             ));
         }
     }

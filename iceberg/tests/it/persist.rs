@@ -713,3 +713,28 @@ async fn a_transform_of_a_column_that_is_not_a_timestamp_fails_naming_the_spec_f
     assert!(message.contains("target.partition_by hour(/name)") && message.contains("not a timestamp"), "{message}");
     assert!(lake.table().await.is_none(), "no table made");
 }
+
+#[tokio::test]
+async fn a_dataset_keeps_its_partition_transforms() {
+    let lake = Lake::new().await;
+    for run in ["r1", "r2"] {
+        lake.expect(run, 1).await;
+    }
+    lake.persist(page("r1", 0, 1, r#"[{"id": 1, "ts": "2026-11-01T00:00:00Z"}]"#)).await.expect("r1");
+    let target = PersistTarget {
+        table_format: TableFormat::Iceberg,
+        partition_by: vec!["day(/ts)".into()],
+        ..PersistTarget::new(DATASET)
+    };
+    let err = lake
+        .persist(runs::page(PIPELINE, target, "r2", 0, 1, r#"[{"id": 2, "ts": "2026-11-02T00:00:00Z"}]"#))
+        .await
+        .expect_err("another partition spec");
+    let message = format!("{err:#}");
+    assert!(
+        message.contains("target.partition_by asks for day(/ts)") && message.contains("partitioned by nothing"),
+        "{message}"
+    );
+    let table = lake.table().await.expect("table");
+    assert_eq!(snapshot_runs(&table).len(), 1, "r2 committed nothing");
+}
