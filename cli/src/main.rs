@@ -372,6 +372,7 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(execute(cli.command)) {
         Ok(code) => code,
+        Err(err) if closed_stdout(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {}", report(&err));
             ExitCode::FAILURE
@@ -383,6 +384,32 @@ fn main() -> ExitCode {
 /// text once: our errors show their source's text in their own (and keep
 /// the source), so a cause already said is not said again; anyhow's
 /// context layers do not, so a cause below one of them still is.
+/// `println!` that returns the write's error instead of panicking: a
+/// closed stdout (`tributary schema ... | head`) ends the command quietly
+/// ([`closed_stdout`]).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
+/// `print!` as [`out!`] does `println!`.
+macro_rules! out_raw {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
+/// Whether `err` is a write to a stdout whose reader has gone (`| head`):
+/// not a failure of the command, which ends as the shell's other tools do.
+fn closed_stdout(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 fn report(err: &anyhow::Error) -> String {
     let mut text = String::new();
     for cause in err.chain() {
@@ -410,7 +437,7 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             let mut summaries = Vec::new();
             for time in times {
                 let summary = runtime.run_replacing(&spec, time, token.as_deref()).await?;
-                print_summary(&summary);
+                print_summary(&summary)?;
                 summaries.push(summary);
             }
             Ok(exit_code(&summaries))
@@ -425,18 +452,18 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
         Command::Vendor { addr, customers } => {
             let data = vendor::DemoData { customers, ..vendor::DemoData::default() };
             let bound = vendor::spawn(addr, data).await.with_context(|| format!("binding {addr}"))?;
-            println!(
+            out!(
                 "demo vendor API on http://{bound} (GET /customers?offset=&limit=, /transactions, /customers/{{id}}/transactions, /events?cursor=&limit=&updated_since=, /secure/events, POST /oauth/token); Ctrl-C stops it"
-            );
+            )?;
             tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Status { lake, stack, limit } => {
             let (store, handle) = open_lake(lake, stack.as_deref()).await?;
             let runs = tributary::status::recent_runs(store.as_ref(), limit).await?;
-            print!("{}", tributary::status::table(&runs));
+            out_raw!("{}", tributary::status::table(&runs))?;
             if let Some(handle) = &handle {
-                print!("{}", subscriptions(handle).await?);
+                out_raw!("{}", subscriptions(handle).await?)?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -466,19 +493,19 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             let date = date.unwrap_or_else(|| chrono::Utc::now().date_naive());
             match notify::check_freshness(&check, date, deps).await? {
                 None => {
-                    println!("{}: fresh (a run of {date} completed)", spec.pipeline);
+                    out!("{}: fresh (a run of {date} completed)", spec.pipeline)?;
                     Ok(ExitCode::SUCCESS)
                 }
                 Some(alert) => {
-                    println!("ALERT: {}", alert.summary);
+                    out!("ALERT: {}", alert.summary)?;
                     Ok(ExitCode::FAILURE)
                 }
             }
         }
         Command::Validate { spec } => {
             let parsed = load_spec(&spec)?;
-            println!("{} is valid:", spec.display());
-            println!("{}", serde_json::to_string_pretty(&parsed)?);
+            out!("{} is valid:", spec.display())?;
+            out!("{}", serde_json::to_string_pretty(&parsed)?)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Replay { lake, stack, dataset, from, to } => {
@@ -488,7 +515,7 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             }
             let lake = lake.unwrap_or_else(|| LakeLocation::Dir("lake".into()));
             let summary = tributary::replay::replay_lake(lake.existing_dir()?, &dataset, range).await?;
-            print!("{summary}");
+            out_raw!("{summary}")?;
             Ok(if summary.succeeded() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Command::Compact { lake, stack, dataset, target_file_mb, expire_older_than, retain_last } => {
@@ -517,28 +544,28 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
                 );
             };
             let arrow = table.arrow_schema();
-            println!(
+            out!(
                 "Arrow schema (version {}; {}):",
                 table.version,
                 lake.join(tributary_core::keys::arrow_schema_key(&dataset)).display()
-            );
+            )?;
             for field in arrow.fields() {
                 let mut notes: Vec<String> = field.metadata().iter().map(|(k, v)| format!("{k}={v}")).collect();
                 notes.sort();
-                println!("  {}: {}  {}", field.name(), field.data_type(), notes.join(" "));
+                out!("  {}: {}  {}", field.name(), field.data_type(), notes.join(" "))?;
             }
             if table.table_format == Some(contracts::TableFormat::Iceberg) {
                 // No Hive definition is registered for an Iceberg dataset:
                 // its table is the Iceberg catalog's.
-                println!(
+                out!(
                     "\nIceberg table tributary.{dataset} (local catalog {}; on AWS, the stack's Glue database): \
                      no Hive TableInput is registered for it",
                     lake.join(tributary_core::keys::iceberg_catalog_key()).display()
-                );
+                )?;
                 return Ok(ExitCode::SUCCESS);
             }
-            println!("\nGlue TableInput:");
-            println!("{}", serde_json::to_string_pretty(&table.table_def(&dataset).glue_table_input(&bucket))?);
+            out!("\nGlue TableInput:")?;
+            out!("{}", serde_json::to_string_pretty(&table.table_def(&dataset).glue_table_input(&bucket))?)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Schema { out, .. } => {
@@ -546,7 +573,7 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             for (name, text) in contracts::schemas() {
                 let path = out.join(name);
                 std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-                println!("wrote {}", path.display());
+                out!("wrote {}", path.display())?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -611,10 +638,10 @@ async fn compact(
     retain_last: usize,
 ) -> anyhow::Result<ExitCode> {
     let compacted = tributary_iceberg::compact::compact_table(catalog, ident, target_file_mb << 20).await?;
-    print!("{compacted}");
+    out_raw!("{compacted}")?;
     if let Some(older_than) = expire_older_than {
         let expired = tributary_iceberg::compact::expire_snapshots(catalog, ident, older_than, retain_last).await?;
-        print!("{expired}");
+        out_raw!("{expired}")?;
         if !expired.failed.is_empty() {
             return Ok(ExitCode::FAILURE);
         }
@@ -651,7 +678,7 @@ async fn print_query(
     loop {
         let page = engine.page(&id, token.as_deref()).await?;
         for row in &page.rows {
-            println!("{}", serde_json::to_string(row)?);
+            out!("{}", serde_json::to_string(row)?)?;
         }
         match page.next_token {
             Some(next) => token = Some(next),
@@ -667,7 +694,7 @@ async fn deploy_schedules(dir: &Path, stack: &str, dry_run: bool) -> anyhow::Res
     tributary::pipelines::load_dir(dir)?;
     let sdk = adapters::aws::sdk_config().await;
     let report = tributary::schedules::deploy_schedules(&sdk, stack, dir, dry_run).await?;
-    print!("{report}");
+    out_raw!("{report}")?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -687,14 +714,14 @@ async fn trigger(
     let sdk = adapters::aws::sdk_config().await;
     let runs = tributary::schedules::trigger(&sdk, stack, spec, times, replace).await?;
     for run in &runs {
-        println!(
+        out!(
             "queued run {} of {} (scheduled {})",
             run.run_id,
             spec.pipeline,
             run.time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-        );
+        )?;
     }
-    println!("{} run(s) of {} sent to stack {stack}'s orchestrator queue", runs.len(), spec.pipeline);
+    out!("{} run(s) of {} sent to stack {stack}'s orchestrator queue", runs.len(), spec.pipeline)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -809,15 +836,15 @@ async fn dlq(action: DlqAction) -> anyhow::Result<ExitCode> {
             let (store, _) = open_lake(place.lake, place.stack.as_deref()).await?;
             let selection = Selection { dlq: only, pipeline, ..Selection::default() };
             let letters = dlq::select(store.as_ref(), &selection).await?;
-            print!("{}", dlq::table(&letters));
-            println!("{} dead letters", letters.len());
+            out_raw!("{}", dlq::table(&letters))?;
+            out!("{} dead letters", letters.len())?;
             Ok(ExitCode::SUCCESS)
         }
         DlqAction::Show { id, place } => {
             let (store, _) = open_lake(place.lake, place.stack.as_deref()).await?;
             let (key, letter) = tributary_core::dead_letters::find(store.as_ref(), &id).await?;
-            println!("{key}");
-            println!("{}", serde_json::to_string_pretty(&letter)?);
+            out!("{key}")?;
+            out!("{}", serde_json::to_string_pretty(&letter)?)?;
             Ok(ExitCode::SUCCESS)
         }
         DlqAction::Redrive { ids, place, all, dlq: only, pipeline, again } => {
@@ -832,11 +859,11 @@ async fn dlq(action: DlqAction) -> anyhow::Result<ExitCode> {
                 let runtime = LocalRuntime::new(LocalOptions::new(lake.existing_dir()?))?;
                 let address = |queue: &'static str| Ok(queue.to_string());
                 let outcomes = dlq::redrive(store.as_ref(), runtime.broker().as_ref(), &address, &selection).await?;
-                print!("{}", dlq::report(&outcomes));
+                out_raw!("{}", dlq::report(&outcomes))?;
                 let before = tributary_core::dead_letters::list(store.as_ref(), None).await?.len();
                 runtime.drain().await;
                 let after = tributary_core::dead_letters::list(store.as_ref(), None).await?.len();
-                println!("the local runtime drained every queue: {} new dead letters", after - before);
+                out!("the local runtime drained every queue: {} new dead letters", after - before)?;
                 if after > before {
                     return Ok(ExitCode::FAILURE);
                 }
@@ -859,7 +886,7 @@ async fn redrive_on_stack(
     let queues = stack.queues();
     let address = |queue: &'static str| stack.queue_url(queue);
     let outcomes = tributary::dlq::redrive(store, &queues, &address, selection).await?;
-    print!("{}", tributary::dlq::report(&outcomes));
+    out_raw!("{}", tributary::dlq::report(&outcomes))?;
     Ok(outcomes)
 }
 
@@ -886,7 +913,7 @@ async fn replay_on_stack(
     let stack = stack.context("stack")?;
     let queue = stack.persist_queue()?;
     let summary = tributary::replay::resend(store.as_ref(), &stack.queues(), &queue, dataset, range).await?;
-    print!("{summary}");
+    out_raw!("{summary}")?;
     Ok(if summary.failures.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
@@ -930,11 +957,12 @@ fn load_spec(path: &Path) -> anyhow::Result<PipelineSpec> {
     Ok(tributary::pipelines::load_spec(path)?)
 }
 
-fn print_summary(summary: &RunSummary) {
-    println!("{summary}");
+fn print_summary(summary: &RunSummary) -> std::io::Result<()> {
+    out!("{summary}")?;
     for alert in &summary.alerts {
-        println!("  ALERT: {}", alert.summary);
+        out!("  ALERT: {}", alert.summary)?;
     }
+    Ok(())
 }
 
 fn exit_code(summaries: &[RunSummary]) -> ExitCode {
@@ -948,10 +976,11 @@ async fn demo(lake: &Path, iceberg: bool) -> anyhow::Result<ExitCode> {
     let format = if iceberg { ", table_format: iceberg" } else { "" };
     let data = vendor::DemoData::default();
     let addr = vendor::spawn("127.0.0.1:0".parse()?, data).await.context("starting the demo vendor API")?;
-    println!(
+    out!(
         "demo vendor API on http://{addr}: {} customers, {} transactions each\n",
-        data.customers, data.transactions_per_customer
-    );
+        data.customers,
+        data.transactions_per_customer
+    )?;
     let specs = [
         format!(
             r#"
@@ -993,17 +1022,17 @@ target: {{ dataset: demo_transactions{format} }}
     for text in &specs {
         let spec = PipelineSpec::from_yaml(text).context("demo spec")?;
         let summary = runtime.run(&spec, chrono::Utc::now()).await?;
-        println!("strategy {}", orchestrator::strategy::strategy_for(&spec.strategy).kind());
-        print_summary(&summary);
+        out!("strategy {}", orchestrator::strategy::strategy_for(&spec.strategy).kind())?;
+        print_summary(&summary)?;
         let (table, rows) = lake::preview(lake, &summary.data_keys, 3)?;
         let kind = if iceberg { "data files this run added to the Iceberg table" } else { "Parquet files" };
-        println!(
+        out!(
             "  first rows of {} (this run: {rows} rows in {} {kind} under {}):",
             spec.target.dataset,
             summary.data_keys.len(),
             lake.display()
-        );
-        println!("{table}\n");
+        )?;
+        out!("{table}\n")?;
         summaries.push(summary);
     }
     Ok(exit_code(&summaries))

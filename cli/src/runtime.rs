@@ -137,6 +137,9 @@ pub struct RunSummary {
     pub pages: u64,
     /// Records written to Parquet.
     pub records_persisted: u64,
+    /// Whether the run completed (its `_SUCCESS` marker): an Iceberg
+    /// dataset's records are in its table only then.
+    pub completed: bool,
     /// Records quarantined with a reason.
     pub records_quarantined: u64,
     /// Messages that ended in a DLQ during the run, per DLQ (sent there
@@ -177,7 +180,12 @@ impl std::fmt::Display for RunSummary {
         writeln!(f, "pipeline {}  run {}", self.pipeline, self.run_id)?;
         writeln!(f, "  requests made        {}", self.requests)?;
         writeln!(f, "  pages persisted      {}", self.pages)?;
-        writeln!(f, "  records persisted    {}", self.records_persisted)?;
+        let staged = if self.completed || self.pages == 0 {
+            ""
+        } else {
+            "  (the run did not complete: an Iceberg table has none of them yet; see `tributary status` and `tributary dlq`)"
+        };
+        writeln!(f, "  records persisted    {}{staged}", self.records_persisted)?;
         let note = if self.all_quarantined() { "  (every record: the run is not a success)" } else { "" };
         writeln!(f, "  records quarantined  {}{note}", self.records_quarantined)?;
         let dead: Vec<String> = self.dead_lettered.iter().map(|(q, n)| format!("{q}: {n}")).collect();
@@ -395,6 +403,7 @@ impl LocalRuntime {
             requests: self.ports.http.calls() - calls_before,
             pages: totals.pages,
             records_persisted: totals.records_persisted,
+            completed: totals.completed,
             records_quarantined: totals.records_quarantined,
             dead_lettered,
             alerts,

@@ -361,3 +361,21 @@ fn compact_refuses_bad_input_naming_the_flag_and_value() {
     // A Parquet (Hive) dataset is no Iceberg table, and no `_iceberg/` is made.
     assert!(!lake.join("_iceberg").exists(), "nothing written to the lake");
 }
+
+#[test]
+fn a_closed_stdout_ends_the_command_quietly_not_in_a_panic() {
+    // `| true` closes the pipe at once: the output meets a reader that is
+    // gone (EPIPE), as `| head` does after its lines.
+    for args in ["validate examples/customers.yaml", "schema --help"] {
+        let output = Command::new("bash")
+            .arg("-c")
+            .arg(format!("\"$0\" {args} | true; exit ${{PIPESTATUS[0]}}"))
+            .arg(env!("CARGO_BIN_EXE_tributary"))
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+            .output()
+            .expect("bash");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!stderr.contains("panicked"), "{args}: {stderr}");
+        assert!(output.status.success(), "{args}: {:?} {stderr}", output.status);
+    }
+}

@@ -767,6 +767,9 @@ pub struct RunTotals {
     pub data_keys: Vec<String>,
     /// The completed run's [`Manifest::truncated`].
     pub truncated: Option<String>,
+    /// Whether the run is complete (its `_SUCCESS` marker is written): an
+    /// Iceberg dataset's rows are in the table only then.
+    pub completed: bool,
 }
 
 /// Sums the receipts of `run_id` of `pipeline`.
@@ -784,7 +787,8 @@ pub async fn run_totals(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId)
     }
     // A completed run's files are its manifest's (Persist may have
     // coalesced the pages' files).
-    if store.get(&keys::success_key(pipeline, run_id)).await.is_ok()
+    totals.completed = store.get(&keys::success_key(pipeline, run_id)).await.is_ok();
+    if totals.completed
         && let Ok(bytes) = store.get(&keys::manifest_key(pipeline, run_id)).await
         && let Ok(manifest) = serde_json::from_slice::<Manifest>(&bytes)
     {

@@ -425,3 +425,19 @@ async fn a_day_partitioned_table_reads_whole_everywhere_and_prunes_by_its_timest
     let all = query_lake(lake.path(), "SELECT count(*) AS n FROM contacts").await;
     assert_eq!(all[0]["n"], json!(32));
 }
+
+#[tokio::test]
+async fn a_transform_of_a_text_column_fails_the_run_loudly_and_the_summary_says_it_did_not_complete() {
+    let Setup { records, spec, runtime, .. } = setup("partition_by: ['day(/name)']").await;
+    records.set((0..5).map(|i| json!({"id": i, "name": format!("n{i}")})).collect());
+    let summary = runtime.run(&spec, at(1)).await.expect("run");
+    assert!(!summary.succeeded() && !summary.completed, "{summary}");
+    assert_eq!(summary.records_persisted, 5, "staged, not in a table");
+    let text = summary.to_string();
+    assert!(text.contains("records persisted    5  (the run did not complete"), "{text}");
+    let alerts: Vec<&str> = summary.alerts.iter().map(|a| a.summary.as_str()).collect();
+    assert!(
+        summary.dead_letters() >= 1 && summary.alerts.iter().any(|a| format!("{a:?}").contains("target.partition_by")),
+        "a dead letter and an alert naming target.partition_by: {alerts:?} {summary:?}"
+    );
+}
