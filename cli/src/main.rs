@@ -654,7 +654,7 @@ async fn compact(
 async fn query(lake: &std::path::Path, sql: String, parameters: Vec<String>) -> anyhow::Result<ExitCode> {
     use tributary_core::ports::Query;
     let root = std::fs::canonicalize(lake).with_context(|| format!("reading {}", lake.display()))?;
-    let engine = lakequery::LakeEngine::new(root);
+    let engine = lakequery::LakeEngine::new(root).with_nested_values();
     let query = Query { sql, parameters, database: "lake".into(), workgroup: None, output_location: None };
     print_query(&engine, &query).await
 }

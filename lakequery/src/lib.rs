@@ -84,6 +84,10 @@ pub const PARTITION_COLUMN: &str = "dt";
 /// ignored: one lake folder is one database, and results stay in memory.
 pub struct LakeEngine {
     lake_root: PathBuf,
+    /// Lists and structs as JSON values (`tributary query`), not as
+    /// JSON text in a string (the rows Athena's adapter gives, which the
+    /// Athena strategy binds).
+    nested_values: bool,
     next_id: AtomicU64,
     executions: Mutex<HashMap<String, Execution>>,
 }
@@ -113,7 +117,21 @@ impl LakeEngine {
     /// the local object store writes to). The folder is read at each
     /// [`QueryEngine::start`], so data written between queries is seen.
     pub fn new(lake_root: impl Into<PathBuf>) -> Self {
-        Self { lake_root: lake_root.into(), next_id: AtomicU64::new(1), executions: Mutex::new(HashMap::new()) }
+        Self {
+            lake_root: lake_root.into(),
+            nested_values: false,
+            next_id: AtomicU64::new(1),
+            executions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The same engine, giving lists and structs as JSON arrays and
+    /// objects (`tributary query` prints them so); by default they are
+    /// JSON text in a string, as the Athena adapter gives every value.
+    #[must_use]
+    pub fn with_nested_values(mut self) -> Self {
+        self.nested_values = true;
+        self
     }
 
     /// The lake root given to [`LakeEngine::new`].
@@ -176,7 +194,7 @@ impl QueryEngine for LakeEngine {
                 datasets
                     .extend(tables.into_iter().map(|(name, table)| Dataset { name, source: Source::Iceberg(table) }));
                 datasets.sort_by(|a, b| a.name.cmp(&b.name));
-                run(&datasets, query).await
+                run(&datasets, query, self.nested_values).await
             }
             Err(reason) => Err(reason),
         };
@@ -300,7 +318,11 @@ async fn holds_parquet(folder: &Path) -> std::io::Result<bool> {
 
 /// Plans and runs `query` over `datasets`: the result's column names and
 /// rows, or the reason it failed (DataFusion's message).
-async fn run(datasets: &[Dataset], query: &Query) -> Result<(Vec<String>, Vec<Map<String, Value>>), String> {
+async fn run(
+    datasets: &[Dataset],
+    query: &Query,
+    nested_values: bool,
+) -> Result<(Vec<String>, Vec<Map<String, Value>>), String> {
     let config = SessionConfig::new().with_information_schema(true);
     let ctx = SessionContext::new_with_config(config);
     let mut left_out = Vec::new();
@@ -347,7 +369,7 @@ async fn run(datasets: &[Dataset], query: &Query) -> Result<(Vec<String>, Vec<Ma
     }
     .await;
     let (columns, batches) = outcome.map_err(|err| explain(err.strip_backtrace()))?;
-    let rows = rows::to_rows(&batches).map_err(|err| format!("encoding the results as JSON: {err}"))?;
+    let rows = rows::to_rows(&batches, nested_values).map_err(|err| format!("encoding the results as JSON: {err}"))?;
     Ok((columns, rows))
 }
 

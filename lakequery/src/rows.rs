@@ -9,7 +9,7 @@
 //! | `Utf8` and its views and dictionaries | string |
 //! | `Date*`, `Timestamp*`, `Time*`, `Duration`, `Interval` | string (ISO 8601, e.g. `2026-11-29`, `2026-11-29T06:00:00`) |
 //! | `Decimal*` | string keeping its scale (`"1.10"`), as Athena gives decimals |
-//! | `List`, `Struct`, `Map` | string holding the value as JSON text (Athena's own text form, `{a=1}`, is not JSON) |
+//! | `List`, `Struct`, `Map` | string holding the value as JSON text (Athena's own text form, `{a=1}`, is not JSON); with `nested_values` (`tributary query`), the JSON array or object itself |
 //! | any value that is SQL `NULL` | `null` |
 //!
 //! The encoding itself is arrow-json's, with explicit nulls, so every column
@@ -24,12 +24,14 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::error::ArrowError;
 use serde_json::{Map, Value};
 
-/// The rows of `batches` as JSON objects keyed by column name, in order.
+/// The rows of `batches` as JSON objects keyed by column name, in order;
+/// lists and structs as JSON values when `nested_values`, else as their
+/// JSON text.
 ///
 /// # Errors
 /// [`ArrowError`] when a column cannot be encoded (a type arrow-json does
 /// not write).
-pub(crate) fn to_rows(batches: &[RecordBatch]) -> Result<Vec<Map<String, Value>>, ArrowError> {
+pub(crate) fn to_rows(batches: &[RecordBatch], nested_values: bool) -> Result<Vec<Map<String, Value>>, ArrowError> {
     let mut rows = Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
     for batch in batches.iter().filter(|batch| batch.num_rows() > 0) {
         let batch = decimals_as_text(batch)?;
@@ -39,7 +41,7 @@ pub(crate) fn to_rows(batches: &[RecordBatch]) -> Result<Vec<Map<String, Value>>
         let encoded: Vec<Map<String, Value>> = serde_json::from_slice(&writer.into_inner())
             .map_err(|err| ArrowError::JsonError(format!("re-reading arrow-json's output: {err}")))?;
         rows.extend(encoded.into_iter().map(|mut row| {
-            for value in row.values_mut() {
+            for value in row.values_mut().filter(|_| !nested_values) {
                 if value.is_object() || value.is_array() {
                     *value = Value::String(value.to_string());
                 }
@@ -104,7 +106,7 @@ mod tests {
             ("tags", Arc::new(list) as _),
         ])
         .expect("batch");
-        let rows = to_rows(&[batch]).expect("rows");
+        let rows = to_rows(&[batch], false).expect("rows");
         assert_eq!(
             serde_json::Value::Array(rows.into_iter().map(serde_json::Value::Object).collect()),
             json!([
@@ -112,6 +114,41 @@ mod tests {
                  "price": "1.10", "tags": "[1,2]"},
                 {"id": null, "score": null, "active": null, "name": null, "day": null, "price": null, "tags": null},
             ])
+        );
+    }
+
+    #[test]
+    fn doubles_come_back_as_the_same_number_and_print_shortest() {
+        // 20,000 doubles spread over the whole range (a xorshift of their
+        // bits; finite ones only), and the issue's own example.
+        let mut bits: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut values = vec![0.424_519_189_142_513_96_f64];
+        while values.len() < 20_000 {
+            bits ^= bits << 13;
+            bits ^= bits >> 7;
+            bits ^= bits << 17;
+            let value = f64::from_bits(bits);
+            if value.is_finite() {
+                values.push(value);
+            }
+        }
+        let batch =
+            RecordBatch::try_from_iter([("x", Arc::new(Float64Array::from(values.clone())) as _)]).expect("batch");
+        let rows = to_rows(&[batch], false).expect("rows");
+        let mut wrong = Vec::new();
+        for (row, value) in rows.iter().zip(&values) {
+            let read = row["x"].as_f64().expect("a number");
+            let printed = serde_json::to_string(&row["x"]).expect("print");
+            if read.to_bits() != value.to_bits() || printed.parse::<f64>().map(f64::to_bits) != Ok(value.to_bits()) {
+                wrong.push((*value, printed));
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "{} of {} doubles changed, e.g. {:?}",
+            wrong.len(),
+            values.len(),
+            &wrong[..wrong.len().min(3)]
         );
     }
 }

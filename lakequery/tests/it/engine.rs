@@ -280,3 +280,48 @@ async fn a_dataset_whose_files_disagree_is_left_out_and_named_on_failure() {
     let reason = failure(&engine, "SELECT * FROM events", &[]).await;
     assert!(reason.contains("events") && reason.contains("left out"), "{reason}");
 }
+
+#[tokio::test]
+async fn nested_values_are_indexed_as_on_athena() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_parquet(
+        dir.path(),
+        "contacts/dt=2026-11-29/crm-20261129T060000Z-00000.parquet",
+        &[
+            json!({"id": 1, "tags": ["vip", "eu"], "address": {"city": "Lima", "zip": "15001"}}),
+            json!({"id": 2, "tags": ["new"], "address": {"city": "Oslo", "zip": "0150"}}),
+        ],
+    );
+    let engine = LakeEngine::new(dir.path());
+    assert_eq!(
+        rows(
+            &engine,
+            "SELECT id, tags[1] AS first, address['city'] AS city, cardinality(tags) AS n, \
+             array_element(tags, 2) AS second FROM contacts ORDER BY id",
+            &[]
+        )
+        .await,
+        json!([
+            {"id": 1, "first": "vip", "city": "Lima", "n": 2, "second": "eu"},
+            {"id": 2, "first": "new", "city": "Oslo", "n": 1, "second": null},
+        ])
+    );
+}
+
+#[tokio::test]
+async fn lists_and_structs_are_json_values_for_the_cli_and_json_text_for_the_athena_strategy() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_parquet(
+        dir.path(),
+        "contacts/dt=2026-11-29/crm-20261129T060000Z-00000.parquet",
+        &[json!({"id": 1, "tags": ["vip", "eu"], "address": {"city": "Lima"}})],
+    );
+    let sql = "SELECT tags, address FROM contacts";
+    let cli = LakeEngine::new(dir.path()).with_nested_values();
+    assert_eq!(rows(&cli, sql, &[]).await, json!([{"tags": ["vip", "eu"], "address": {"city": "Lima"}}]));
+    let athena_like = LakeEngine::new(dir.path());
+    assert_eq!(
+        rows(&athena_like, sql, &[]).await,
+        json!([{"tags": "[\"vip\",\"eu\"]", "address": "{\"city\":\"Lima\"}"}])
+    );
+}
