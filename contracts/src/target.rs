@@ -625,7 +625,9 @@ impl JsonSchema for FieldType {
         schemars::json_schema!({
             "type": "string",
             "description": "Column type: bool, int32, int64, float32, float64, string, date, \
-                timestamp(s|ms|us|ns[, tz]), decimal(p, s), list<T> or json.",
+                timestamp(s|ms|us[, tz]), decimal(p, s), list<T> or json. Nanosecond timestamps are \
+                refused (Spark and Athena do not read them as timestamps).",
+            "pattern": "^(?!.*timestamp\\(\\s*ns)",
             "examples": ["int64", "timestamp(ms, UTC)", "decimal(12, 2)", "list<string>"]
         })
     }

@@ -7,6 +7,7 @@ mod aws_iceberg;
 mod aws_operations;
 mod aws_pipeline;
 mod aws_schedules;
+mod contract_schemas;
 mod iceberg;
 mod iceberg_compact;
 mod iceberg_merge;
