@@ -15,7 +15,7 @@ use std::fmt::Display;
 use std::future::Future;
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tracing::Instrument;
@@ -276,7 +276,9 @@ fn cut(text: &str, max: usize) -> String {
 /// call runs in a span `sqs_record{message_id, receive_count, queue}` (with
 /// `pipeline`, `run_id` and `page` once the body is read). A failure is
 /// logged with its error and listed in `batchItemFailures`; successes are
-/// not.
+/// not. A panic in `handler` is caught per record and is that record's
+/// failure (transient, its reason `the handler panicked: <message>`),
+/// never the whole batch's.
 pub async fn for_each_message<'a, T, F, Fut, E>(
     event: &'a SqsEvent,
     concurrency: usize,
@@ -370,6 +372,16 @@ fn peek_at(text: &str) -> Result<Peek, serde_json::Error> {
     }
 }
 
+/// The text of a panic's payload (`panic!("...")` gives a `&str` or a
+/// `String`).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message")
+}
+
 async fn one_record<'a, F, Fut, E>(
     index: usize,
     record: &'a SqsMessage,
@@ -395,11 +407,18 @@ where
     );
     let message_id = meta.message_id.clone();
     let kept = meta.clone();
-    match handler(record, meta).instrument(span.clone()).await {
-        Ok(()) => None,
-        Err(err) => {
-            let permanent = err.is_permanent();
-            let reason = err.to_string();
+    // A panic (a bug) fails this record alone: the other records of the
+    // batch keep their outcomes, and the record is retried, then
+    // dead-lettered with the panic's message as its reason.
+    let outcome = std::panic::AssertUnwindSafe(handler(record, meta).instrument(span.clone())).catch_unwind().await;
+    let failure = match outcome {
+        Ok(Ok(())) => None,
+        Ok(Err(err)) => Some((err.is_permanent(), err.to_string())),
+        Err(panic) => Some((false, format!("the handler panicked: {}", panic_message(panic.as_ref())))),
+    };
+    match failure {
+        None => None,
+        Some((permanent, reason)) => {
             if let Some(to) = dead_letters
                 && (permanent || kept.receive_count >= to.max_receive_count)
             {

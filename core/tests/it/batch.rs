@@ -142,3 +142,37 @@ async fn a_record_near_the_size_limit_is_dead_lettered_with_its_reason_cut_to_fi
     assert!(reason.starts_with("vendor said: eee") && reason.len() < 1024, "cut to what fits: {} bytes", reason.len());
     assert!(dead.iter().any(|r| r.message_attributes.is_empty()), "no room at all: the body goes alone");
 }
+
+#[tokio::test]
+async fn a_panic_fails_its_record_alone_and_is_dead_lettered_on_the_last_receive() {
+    let broker = Broker::new();
+    broker.create_queue(QueueConfig {
+        name: "dlq".into(),
+        visibility_timeout: std::time::Duration::from_secs(1),
+        max_message_bytes: 262_144,
+        redrive: None,
+    });
+    let handler = |ping: Ping, _meta: RecordMeta| async move {
+        if ping.n == 2 {
+            panic!("a bug met n = {}", ping.n);
+        }
+        Ok::<(), TestError>(())
+    };
+    let event = event_from_fixture();
+    let response = for_each_message(&event, 4, None, handler).await;
+    let failed: Vec<_> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+    assert_eq!(failed, ["msg-2", "msg-not-json", "msg-wrong-shape"], "n=1 and n=3 succeeded beside the panic");
+
+    let mut last = event_from_fixture();
+    last.records[1].attributes.insert("ApproximateReceiveCount".into(), "5".into());
+    let dead_letters = DeadLetters { queue: &broker, dlq: "dlq", max_receive_count: 5, function: "persist" };
+    let response = for_each_message(&last, 4, Some(dead_letters), handler).await;
+    assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+    let reasons: Vec<String> = broker
+        .receive("dlq", 10)
+        .expect("receive")
+        .iter()
+        .map(|r| r.message_attributes[ATTR_ERROR].string_value.clone().unwrap_or_default())
+        .collect();
+    assert!(reasons.contains(&"the handler panicked: a bug met n = 2".to_string()), "{reasons:?}");
+}
