@@ -285,6 +285,16 @@ struct Backfill {
     max_runs: usize,
 }
 
+/// An ad-hoc run's time: now, to the millisecond, so two runs started in
+/// one second get two run ids (`RunId::from_time`); a scheduled run's
+/// time (`--scheduled-at`) stays the deterministic whole second.
+fn ad_hoc_time() -> chrono::DateTime<chrono::Utc> {
+    let now = chrono::Utc::now();
+    // A whole millisecond, never .000 (which would read as a scheduled time).
+    let millis = now.timestamp_subsec_millis().max(1);
+    now.with_nanosecond(millis * 1_000_000).unwrap_or(now)
+}
+
 impl Backfill {
     /// The scheduled times to run: the range's, or `single` (default now).
     fn times(
@@ -294,9 +304,7 @@ impl Backfill {
     ) -> anyhow::Result<Vec<chrono::DateTime<chrono::Utc>>> {
         match (self.from, self.to) {
             (Some(from), Some(to)) => Ok(tributary::pipelines::backfill_times(spec, from, to, self.max_runs)?),
-            _ => Ok(vec![
-                single.unwrap_or_else(|| chrono::Utc::now().with_nanosecond(0).unwrap_or_else(chrono::Utc::now)),
-            ]),
+            _ => Ok(vec![single.unwrap_or_else(ad_hoc_time)]),
         }
     }
 }

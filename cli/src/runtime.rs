@@ -613,7 +613,8 @@ pub fn scheduler_event(spec: &PipelineSpec, time: DateTime<Utc>) -> serde_json::
         "detail-type": "Scheduled Event",
         "source": "aws.scheduler",
         "account": "000000000000",
-        "time": time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        // Milliseconds only for an ad-hoc run's time (its run id has them).
+        "time": time.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
         "region": "local",
         "resources": [format!("arn:aws:scheduler:local:000000000000:schedule/default/{}", spec.pipeline)],
         "detail": spec,

@@ -379,3 +379,31 @@ fn a_closed_stdout_ends_the_command_quietly_not_in_a_panic() {
         assert!(output.status.success(), "{args}: {:?} {stderr}", output.status);
     }
 }
+
+#[test]
+fn two_ad_hoc_runs_in_one_second_are_two_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = write_spec(dir.path(), GOOD);
+    let lake = dir.path().join("lake");
+    std::fs::create_dir_all(&lake).expect("lake");
+    let start = || tributary().arg("run").arg(&spec).arg("--lake").arg(&lake).output();
+    let (first, second) = std::thread::scope(|scope| {
+        let first = scope.spawn(start);
+        let second = scope.spawn(start);
+        (first.join().expect("thread").expect("run"), second.join().expect("thread").expect("run"))
+    });
+    let run_id = |output: &std::process::Output| {
+        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+        let line = stdout.lines().find(|l| l.starts_with("pipeline p  run ")).unwrap_or_else(|| panic!("{stdout}"));
+        line.trim_start_matches("pipeline p  run ").trim().to_string()
+    };
+    let (a, b) = (run_id(&first), run_id(&second));
+    assert_ne!(a, b, "two runs, two ids");
+    for id in [&a, &b] {
+        // YYYYMMDDTHHMMSS.mmmZ: the milliseconds of an ad-hoc run.
+        assert!(id.len() == 20 && id.as_bytes()[15] == b'.' && id.ends_with('Z'), "{id}");
+    }
+    let status = tributary().arg("status").arg("--lake").arg(&lake).output().expect("status");
+    let table = String::from_utf8_lossy(&status.stdout);
+    assert_eq!(table.lines().filter(|l| l.starts_with("p ")).count(), 2, "{table}");
+}

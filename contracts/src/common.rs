@@ -44,9 +44,18 @@ impl RunId {
         }
     }
 
-    /// The run id derived from a scheduled time: `YYYYMMDDTHHMMSSZ` (UTC).
+    /// The run id derived from a scheduled time: `YYYYMMDDTHHMMSSZ` (UTC)
+    /// for a whole second (every schedule's time, and `--scheduled-at`),
+    /// `YYYYMMDDTHHMMSS.mmmZ` when the time has milliseconds (an ad-hoc
+    /// `tributary run`, so two in one second are two runs). Finer digits
+    /// are dropped.
     pub fn from_time(time: chrono::DateTime<chrono::Utc>) -> Self {
-        Self(time.format("%Y%m%dT%H%M%SZ").to_string())
+        let millis = time.timestamp_subsec_millis();
+        if millis == 0 {
+            Self(time.format("%Y%m%dT%H%M%SZ").to_string())
+        } else {
+            Self(format!("{}.{millis:03}Z", time.format("%Y%m%dT%H%M%S")))
+        }
     }
 
     /// The id as text.
