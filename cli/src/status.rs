@@ -41,6 +41,9 @@ pub struct RunStatus {
     /// The ledger says the run stopped before the source ended
     /// ([`Expected::truncated`]).
     pub truncated: bool,
+    /// Records the vendor announced ([`Expected::records`]): a complete
+    /// run whose pages held fewer is truncated (a page size cap).
+    pub records_announced: Option<u64>,
 }
 
 impl RunStatus {
@@ -53,11 +56,15 @@ impl RunStatus {
     /// yet);
     /// `quarantined` for a complete run whose records were all quarantined
     /// (nothing reached the table); `truncated` for a complete run that
-    /// stopped at `strategy.max_pages` with more pages offered.
+    /// stopped at `strategy.max_pages` with more pages offered, or whose
+    /// pages held fewer records than the vendor announced.
     pub fn state(&self) -> &'static str {
+        let short = self
+            .records_announced
+            .is_some_and(|announced| self.records_persisted + self.records_quarantined < announced);
         match self.pages_planned {
             _ if self.completed && self.records_persisted == 0 && self.records_quarantined > 0 => "quarantined",
-            _ if self.completed && self.truncated => "truncated",
+            _ if self.completed && (self.truncated || short) => "truncated",
             _ if self.completed => "complete",
             _ if self.dead_letters > 0 => "failed",
             _ if self.completing => "completing",
@@ -97,6 +104,7 @@ pub async fn recent_runs(store: &dyn ObjectStore, limit: usize) -> Result<Vec<Ru
                 Ok(expected) => {
                     run.pages_planned = Some(expected.pages);
                     run.truncated = expected.truncated.is_some();
+                    run.records_announced = expected.records;
                 }
                 Err(_) => tracing::warn!(key, "unreadable expected page count skipped"),
             }

@@ -140,6 +140,13 @@ pub struct Expected {
     /// whole copy of the source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<String>,
+    /// Records the vendor announced for the run (a count-first run's probe
+    /// total), `None` when unknown. A run whose pages held fewer completes
+    /// [`Expected::truncated`]: the vendor served shorter pages than asked
+    /// (a page size cap, such as Django REST Framework's 1,000), so records
+    /// between the pages were never fetched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records: Option<u64>,
 }
 
 /// What a completed run wrote: read it instead of listing the lake.
@@ -649,16 +656,26 @@ async fn complete(
         None => receipts.iter().flat_map(|r| r.data_keys.iter().cloned()).collect(),
     };
     files.sort();
+    let records_persisted: u64 = receipts.iter().map(|r| r.records_persisted).sum();
+    let records_quarantined: u64 = receipts.iter().map(|r| r.records_quarantined).sum();
+    let landed = records_persisted + records_quarantined;
+    let short = expected.records.filter(|announced| landed < *announced).map(|announced| {
+        format!(
+            "the vendor announced {announced} records (the probe's total) but the run's pages held {landed}: pages \
+             shorter than strategy.page_size before the last one mean the vendor caps its page size (Django REST \
+             Framework's is 1,000); set strategy.page_size to the cap and run this time again"
+        )
+    });
     let manifest = Manifest {
         pipeline: pipeline.to_string(),
         run_id: run_id.clone(),
         run_date: expected.run_date,
         pages: receipts.len() as u64,
-        records_persisted: receipts.iter().map(|r| r.records_persisted).sum(),
-        records_quarantined: receipts.iter().map(|r| r.records_quarantined).sum(),
+        records_persisted,
+        records_quarantined,
         files,
         schema_hash: contracts::digest::fnv1a_hex(schemas.join("\n").as_bytes()),
-        truncated: expected.truncated.clone(),
+        truncated: expected.truncated.clone().or(short),
     };
     let key = keys::manifest_key(pipeline, run_id);
     store.put(&key, encode(&key, &manifest)?).await?;

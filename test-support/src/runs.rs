@@ -48,7 +48,13 @@ pub fn page(pipeline: &str, target: PersistTarget, run: &str, index: u32, count:
 /// # Panics
 /// When `run` is not a valid run id or the store refuses the write.
 pub async fn expect_pages(store: &dyn ObjectStore, pipeline: &str, run: &str, pages: u64) {
-    let expected =
-        Expected { pipeline: pipeline.into(), run_id: run_id(run), run_date: run_date(), pages, truncated: None };
+    let expected = Expected {
+        pipeline: pipeline.into(),
+        run_id: run_id(run),
+        run_date: run_date(),
+        pages,
+        truncated: None,
+        records: None,
+    };
     record_expected(store, &expected).await.expect("expected");
 }

@@ -87,12 +87,23 @@ impl PagedRecords {
 /// # Panics
 /// As [`serve`].
 pub async fn serve_pages(records: PagedRecords) -> SocketAddr {
-    async fn page(State(records): State<PagedRecords>, Query(page): Query<Page>) -> Response {
+    serve_pages_capped(records, u32::MAX).await
+}
+
+/// [`serve_pages`] with a page size cap: a `limit` above `cap` is served
+/// `cap` records, silently, as Django REST Framework does with its
+/// `max_page_size` (1,000 by default).
+///
+/// # Panics
+/// As [`serve`].
+pub async fn serve_pages_capped(records: PagedRecords, cap: u32) -> SocketAddr {
+    async fn page(State((records, cap)): State<(PagedRecords, u32)>, Query(page): Query<Page>) -> Response {
         let all = records.0.lock().expect("records lock").clone();
-        let results: Vec<&Value> = all.iter().skip(page.offset as usize).take(page.limit as usize).collect();
+        let take = page.limit.min(cap) as usize;
+        let results: Vec<&Value> = all.iter().skip(page.offset as usize).take(take).collect();
         Json(json!({"meta": {"total": all.len()}, "results": results})).into_response()
     }
-    serve(Router::new().route("/records", get(page)).with_state(records)).await
+    serve(Router::new().route("/records", get(page)).with_state((records, cap))).await
 }
 
 /// A vendor answering `GET /records` with `body` (as it is at the time of

@@ -52,6 +52,7 @@ fn expected(pages: u64) -> Expected {
         run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
         pages,
         truncated: None,
+        records: None,
     }
 }
 

@@ -120,6 +120,7 @@ async fn record_count(message: &QueryMessage, pages: u64, deps: Deps<'_>) -> Res
         run_date: message.run_date,
         pages,
         truncated: None,
+        records: None,
     };
     ledger.record_expected(&expected).await.map(|_| ())
 }

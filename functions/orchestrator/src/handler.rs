@@ -613,6 +613,7 @@ async fn record_expected(
         run_date: run.run_date,
         pages,
         truncated: None,
+        records: plan.expected_records,
     };
     ledger.record_expected(&expected).await?;
     Ok(())

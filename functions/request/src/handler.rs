@@ -602,6 +602,7 @@ async fn end_run(
         run_date: message.run_date,
         pages: u64::from(pages),
         truncated,
+        records: None,
     };
     let ledger = tributary_core::ledger::RunLedger {
         store: deps.store,

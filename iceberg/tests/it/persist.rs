@@ -342,6 +342,7 @@ async fn a_count_learnt_after_the_last_page_leaves_the_commit_to_persist() {
             run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
             pages: 2,
             truncated: None,
+            records: None,
         })
         .await
         .expect("count");

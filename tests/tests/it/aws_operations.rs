@@ -106,6 +106,7 @@ async fn a_dead_letter_survives_notify_and_is_redriven_to_success() {
         run_date: chrono::NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
         pages: 1,
         truncated: None,
+        records: None,
     };
     ledger::record_expected(&store, &expected).await.expect("expected pages");
 
@@ -167,6 +168,7 @@ async fn replay_on_the_stack_resends_raw_pages_and_the_run_completes_again() {
         run_date: chrono::NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
         pages: 2,
         truncated: None,
+        records: None,
     };
     ledger::record_expected(&store, &expected).await.expect("expected pages");
     let sender = SqsSender::new(aws_sdk_sqs::Client::new(&emulator.config));

@@ -394,3 +394,34 @@ async fn a_deep_record_a_lone_surrogate_key_or_a_byte_not_utf8_is_quarantined_al
         );
     }
 }
+
+#[tokio::test]
+async fn a_vendor_page_size_cap_is_a_truncated_run_not_a_silent_loss() {
+    use test_support::vendor::{PagedRecords, serve_pages_capped};
+    // 120 records; the spec asks for pages of 40, the vendor serves 25 at
+    // most (its cap): pages at offsets 0, 40 and 80 hold 75 records.
+    let records = PagedRecords::default();
+    records.set((0..120).map(|i| serde_json::json!({"id": i})).collect());
+    let addr = serve_pages_capped(records, 25).await;
+    let text = format!(
+        "version: 1\npipeline: capped\nstrategy: {{kind: paged, page_size: 40, total_pointer: /meta/total}}\n\
+         request: {{url: 'http://{addr}/records', records_pointer: /results, allow: {{loopback: true}}}}\n\
+         target: {{dataset: capped}}\n"
+    );
+    let spec = contracts::spec::PipelineSpec::from_yaml(&text).expect("spec");
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let time = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
+    let summary = runtime.run(&spec, time).await.expect("run");
+    assert_eq!(summary.records_persisted, 75);
+    assert!(!summary.succeeded(), "a run that lost records is not a success: {summary}");
+    let reason = summary.truncated.clone().unwrap_or_default();
+    assert!(
+        reason.contains("announced 120 records") && reason.contains("held 75") && reason.contains("strategy.page_size"),
+        "{reason}"
+    );
+    assert!(summary.to_string().contains("truncated"), "{summary}");
+    let store = adapters::local::DirStore::new(lake.path());
+    let runs = tributary::status::recent_runs(&store, 10).await.expect("status");
+    assert_eq!(runs.iter().map(|r| r.state()).collect::<Vec<_>>(), ["truncated"], "tributary status");
+}

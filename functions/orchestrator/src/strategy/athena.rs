@@ -53,7 +53,13 @@ impl CallStrategy for Athena<'_> {
             context: serde_json::to_value(spec).unwrap_or_default(),
             continuation: None,
         };
-        Ok(Plan { requests: Vec::new(), queries: vec![query], expected_pages: None, pages: None })
+        Ok(Plan {
+            requests: Vec::new(),
+            queries: vec![query],
+            expected_pages: None,
+            pages: None,
+            expected_records: None,
+        })
     }
 
     fn on_row(&self, spec: &PipelineSpec, run: &RunContext, row: &QueryRow) -> Result<Plan, PlanError> {
@@ -64,12 +70,7 @@ impl CallStrategy for Athena<'_> {
         })?;
         let index = u32::try_from(row.row_index)
             .map_err(|_| PlanError::RowIndex { pipeline: spec.pipeline.clone(), row_index: row.row_index })?;
-        Ok(Plan {
-            requests: vec![records_request(spec, run, PageRef { index, count: 0 }, http)],
-            queries: Vec::new(),
-            expected_pages: None,
-            pages: None,
-        })
+        Ok(Plan { requests: vec![records_request(spec, run, PageRef { index, count: 0 }, http)], ..Plan::default() })
     }
 }
 

@@ -46,7 +46,13 @@ impl CallStrategy for Cursor<'_> {
             }));
         }
         // The page count is written by Request when it reaches the last page.
-        Ok(Plan { requests: vec![request], queries: Vec::new(), expected_pages: None, pages: None })
+        Ok(Plan {
+            requests: vec![request],
+            queries: Vec::new(),
+            expected_pages: None,
+            pages: None,
+            expected_records: None,
+        })
     }
 }
 

@@ -101,6 +101,10 @@ pub struct Plan {
     /// Pages the run will have, when this plan settles it (simple: 1; paged:
     /// at the probe reply). The Orchestrator records it in the run ledger.
     pub expected_pages: Option<u64>,
+    /// Records the vendor announced (paged: the probe's total), recorded
+    /// with the pages: a run whose pages hold fewer completes truncated
+    /// (`tributary_core::ledger::Expected::records`).
+    pub expected_records: Option<u64>,
 }
 
 impl Plan {

@@ -47,7 +47,7 @@ impl CallStrategy for Paged<'_> {
             },
             reply_to: Destination::Queue { queue: run.orchestrator_queue.clone() },
         };
-        Ok(Plan { requests: vec![probe], queries: Vec::new(), expected_pages: None, pages: None })
+        Ok(Plan { requests: vec![probe], ..Plan::default() })
     }
 
     fn on_probe_reply(&self, spec: &PipelineSpec, run: &RunContext, reply: &ProbeReply) -> Result<Plan, PlanError> {
@@ -77,7 +77,12 @@ impl CallStrategy for Paged<'_> {
             }
             request
         });
-        Ok(Plan { pages: Some(pages), expected_pages: Some(u64::from(count)), ..Plan::default() })
+        Ok(Plan {
+            pages: Some(pages),
+            expected_pages: Some(u64::from(count)),
+            expected_records: Some(reply.total),
+            ..Plan::default()
+        })
     }
 }
 

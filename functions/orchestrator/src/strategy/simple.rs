@@ -15,7 +15,7 @@ impl CallStrategy for Simple {
 
     fn start(&self, spec: &PipelineSpec, run: &RunContext) -> Result<Plan, PlanError> {
         let request = records_request(spec, run, PageRef::SINGLE, call_from_template(spec, &[]));
-        Ok(Plan { requests: vec![request], queries: Vec::new(), expected_pages: Some(1), pages: None })
+        Ok(Plan { requests: vec![request], expected_pages: Some(1), ..Plan::default() })
     }
 }
 

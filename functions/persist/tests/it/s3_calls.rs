@@ -126,6 +126,7 @@ async fn one_page_costs_the_s3_calls_infra_readme_states() {
         run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
         pages: 3,
         truncated: None,
+        records: None,
     };
     tributary_core::ledger::record_expected(&store.inner, &expected).await.expect("expected");
     let mut seen = Vec::new();

@@ -430,6 +430,7 @@ async fn a_completed_run_takes_a_redelivery_but_refuses_a_new_fetch() {
         run_date: NaiveDate::from_ymd_opt(2026, 11, 29).expect("date"),
         pages: 1,
         truncated: None,
+        records: None,
     };
     tributary_core::ledger::record_expected(&store, &expected).await.expect("expected");
     let first = message("p", "d", inline_text(r#"[{"id": 1, "name": "bad"}]"#));
