@@ -351,6 +351,11 @@ enum DlqAction {
         /// Send letters already redriven once more.
         #[arg(long)]
         again: bool,
+        /// Locally: also grant what this spec grants (its secret, hosts),
+        /// for runs whose spec the lake does not keep (runs started before
+        /// `tributary run` kept it); each run's kept spec is granted anyway.
+        #[arg(long)]
+        spec: Vec<PathBuf>,
     },
 }
 
@@ -855,7 +860,7 @@ async fn dlq(action: DlqAction) -> anyhow::Result<ExitCode> {
             out!("{}", serde_json::to_string_pretty(&letter)?)?;
             Ok(ExitCode::SUCCESS)
         }
-        DlqAction::Redrive { ids, place, all, dlq: only, pipeline, again } => {
+        DlqAction::Redrive { ids, place, all, dlq: only, pipeline, again, spec: specs } => {
             if ids.is_empty() && !all {
                 anyhow::bail!("name the dead letters to redrive (message ids, see `tributary dlq list`) or pass --all");
             }
@@ -865,6 +870,25 @@ async fn dlq(action: DlqAction) -> anyhow::Result<ExitCode> {
             let outcomes = if local {
                 let lake = place.lake.unwrap_or_else(|| LakeLocation::Dir("lake".into()));
                 let runtime = LocalRuntime::new(LocalOptions::new(lake.existing_dir()?))?;
+                // Request grants secrets per spec: grant each letter's run's
+                // spec (kept with the run) and the ones named.
+                for path in &specs {
+                    runtime.grant(&load_spec(path)?);
+                }
+                let mut runs = std::collections::BTreeSet::new();
+                for (_, letter) in dlq::select(store.as_ref(), &selection).await? {
+                    if let (Some(pipeline), Some(run_id)) = (letter.pipeline, letter.run_id) {
+                        runs.insert((pipeline, run_id));
+                    }
+                }
+                for (pipeline, run_id) in runs {
+                    if !runtime.grant_run(&pipeline, &run_id).await? && specs.is_empty() {
+                        out!(
+                            "note: run {run_id} of {pipeline} has no spec kept in the lake; if its requests use a \
+                             secret, pass --spec FILE so Request may use it"
+                        )?;
+                    }
+                }
                 let address = |queue: &'static str| Ok(queue.to_string());
                 let outcomes = dlq::redrive(store.as_ref(), runtime.broker().as_ref(), &address, &selection).await?;
                 out_raw!("{}", dlq::report(&outcomes))?;

@@ -333,6 +333,41 @@ impl LocalRuntime {
         self.tenants.lock().unwrap_or_else(std::sync::PoisonError::into_inner).grant(&spec.pipeline, spec_tenant(spec));
     }
 
+    /// Keeps `spec` with run `run_id` (`_runs/<pipeline>/<run_id>/spec.json`,
+    /// [`keys::run_spec_key`]): a later `tributary dlq redrive` of the
+    /// run's dead letters grants what it grants ([`LocalRuntime::grant_run`]).
+    /// A spec holds secret ids, never secret values.
+    async fn keep_spec(&self, spec: &PipelineSpec, run_id: &RunId) -> Result<(), RuntimeError> {
+        let key = tributary_core::keys::run_spec_key(&spec.pipeline, run_id);
+        let bytes = serde_json::to_vec_pretty(spec)
+            .map_err(|err| tributary_core::ports::PortError::permanent("encode the run's spec", key.clone(), err))?;
+        tributary_core::ports::ObjectStore::put(self.ports.store.as_ref(), &key, bytes::Bytes::from(bytes)).await?;
+        Ok(())
+    }
+
+    /// Grants what the spec kept with run `run_id` of `pipeline` grants
+    /// ([`LocalRuntime::grant`]); `false` when the run has no kept spec
+    /// (a run from before specs were kept: name it with `--spec`).
+    ///
+    /// # Errors
+    /// [`RuntimeError`] when the kept spec cannot be read or is not a spec.
+    pub async fn grant_run(&self, pipeline: &str, run_id: &str) -> Result<bool, RuntimeError> {
+        let Ok(run_id) = RunId::new(run_id) else { return Ok(false) };
+        let key = tributary_core::keys::run_spec_key(pipeline, &run_id);
+        let bytes = match tributary_core::ports::ObjectStore::get(self.ports.store.as_ref(), &key).await {
+            Ok(bytes) => bytes,
+            Err(tributary_core::ports::PortError::NotFound { .. }) => return Ok(false),
+            Err(err) => return Err(err.into()),
+        };
+        let spec = PipelineSpec::from_value(
+            serde_json::from_slice(&bytes)
+                .map_err(|err| tributary_core::ports::PortError::permanent("read the run's spec", key.clone(), err))?,
+        )
+        .map_err(|err| tributary_core::ports::PortError::permanent("read the run's spec", key, err))?;
+        self.grant(&spec);
+        Ok(true)
+    }
+
     /// The in-process broker (tests inject messages through it).
     pub fn broker(&self) -> &Arc<Broker> {
         &self.ports.broker
@@ -374,6 +409,7 @@ impl LocalRuntime {
         let alerts_before = read_alerts(&self.options.lake).len();
         let run_id = RunId::from_time(now);
         self.grant(spec);
+        self.keep_spec(spec, &run_id).await?;
 
         let mut event = scheduler_event(spec, now);
         if let Some(token) = replace {

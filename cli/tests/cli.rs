@@ -242,6 +242,21 @@ fn freshness_alerts_until_a_run_of_the_day_completes() {
 }
 
 /// A loopback port nothing listens on (yet).
+/// `tributary vendor` on `127.0.0.1:port`, once it accepts connections.
+fn start_demo_vendor(port: u16) -> std::process::Child {
+    let vendor = tributary()
+        .args(["vendor", "--addr", &format!("127.0.0.1:{port}")])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start the vendor");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "the vendor did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    vendor
+}
+
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     listener.local_addr().expect("addr").port()
@@ -277,16 +292,7 @@ fn a_dead_letter_is_listed_shown_and_redriven_to_success_once_the_vendor_is_back
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--all"), "names the way to redrive everything");
 
-    let mut vendor = tributary()
-        .args(["vendor", "--addr", &format!("127.0.0.1:{port}")])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("start the vendor");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(std::time::Instant::now() < deadline, "the vendor did not start");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let mut vendor = start_demo_vendor(port);
     let redrive = tributary().args(["dlq", "redrive", "--all", "--lake"]).arg(&lake).output().expect("redrive");
     let _ = vendor.kill();
     let _ = vendor.wait();
@@ -406,4 +412,37 @@ fn two_ad_hoc_runs_in_one_second_are_two_runs() {
     let status = tributary().arg("status").arg("--lake").arg(&lake).output().expect("status");
     let table = String::from_utf8_lossy(&status.stdout);
     assert_eq!(table.lines().filter(|l| l.starts_with("p ")).count(), 2, "{table}");
+}
+
+#[test]
+fn a_redrive_of_an_authenticated_pipeline_grants_its_runs_spec_and_succeeds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let spec = write_spec(
+        dir.path(),
+        &format!(
+            "version: 1\npipeline: p\nstrategy: {{kind: simple}}\nrequest: {{url: 'http://127.0.0.1:{port}/transactions', \
+             records_pointer: /data, allow: {{loopback: true}}, auth: {{kind: bearer, secret_id: tributary/token}}}}\n\
+             target: {{dataset: d}}\n"
+        ),
+    );
+    let lake = dir.path().join("lake");
+    std::fs::create_dir_all(&lake).expect("lake");
+    std::fs::write(lake.join("_secrets.json"), r#"{"tributary/token": "not-a-real-token"}"#).expect("secrets");
+    let run = tributary().arg("run").arg(&spec).arg("--lake").arg(&lake).output().expect("run");
+    assert_eq!(run.status.code(), Some(1), "the vendor is down: {}", String::from_utf8_lossy(&run.stdout));
+
+    let mut vendor = start_demo_vendor(port);
+    // No --spec: the run's own spec, kept in the lake, grants the secret.
+    let redrive = tributary().args(["dlq", "redrive", "--all", "--lake"]).arg(&lake).output().expect("redrive");
+    let _ = vendor.kill();
+    let _ = vendor.wait();
+    let report = String::from_utf8_lossy(&redrive.stdout);
+    assert!(redrive.status.success(), "{report}{}", String::from_utf8_lossy(&redrive.stderr));
+    assert!(report.contains("0 new dead letters") && !report.contains("note:"), "{report}");
+    assert!(!report.contains("not-a-real-token"), "no secret in the output: {report}");
+    let status = tributary().arg("status").arg("--lake").arg(&lake).output().expect("status");
+    let table = String::from_utf8_lossy(&status.stdout);
+    let line = table.lines().find(|l| l.starts_with("p ")).unwrap_or_else(|| panic!("{table}"));
+    assert!(line.contains("complete"), "the redriven page completed the run: {line}");
 }

@@ -274,6 +274,14 @@ pub fn probe_key(pipeline: &str, run_id: &RunId) -> String {
     format!("{}probe.json", receipts_prefix(pipeline, run_id))
 }
 
+/// Key of the spec a run was started with, kept by the local runtime
+/// (`tributary run`) so that `tributary dlq redrive` grants Request
+/// exactly what that spec would (its secret, its hosts) when it sends the
+/// run's dead letters again.
+pub fn run_spec_key(pipeline: &str, run_id: &RunId) -> String {
+    format!("{}spec.json", receipts_prefix(pipeline, run_id))
+}
+
 /// Key of an Athena-driven run's query record: the digest of the spec the
 /// Orchestrator sent with its query, which each row must carry.
 pub fn query_key(pipeline: &str, run_id: &RunId) -> String {
