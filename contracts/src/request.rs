@@ -107,6 +107,12 @@ pub enum RequestMode {
         /// puts the pipeline spec here, so it stays stateless).
         #[serde(default)]
         context: serde_json::Value,
+        /// Where the records will be (RFC 6901; `""`: the body is the
+        /// array). Set when the probe's response is the run's first page:
+        /// nothing there fails the probe, naming the keys the body has, so
+        /// a wrong pointer fails the run once instead of once per page.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        records_pointer: Option<String>,
     },
 }
 

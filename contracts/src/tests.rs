@@ -55,8 +55,12 @@ fn every_contract_round_trips() {
     round_trip(&request_message());
     let mut probe = request_message();
     probe.page = None;
-    probe.mode =
-        RequestMode::Probe { total_pointer: "/total".into(), total_header: None, context: json!({"k": [1, 2]}) };
+    probe.mode = RequestMode::Probe {
+        total_pointer: "/total".into(),
+        total_header: None,
+        context: json!({"k": [1, 2]}),
+        records_pointer: Some("/items".into()),
+    };
     probe.reply_to = Destination::Topic { topic: "arn:aws:sns:us-east-1:1:t".into() };
     round_trip(&probe);
     for payload in [

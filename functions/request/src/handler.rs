@@ -213,21 +213,28 @@ fn decide(message: &RequestMessage, fetched: &Fetched, scrubber: &Scrubber) -> R
         })?),
     };
     match &message.mode {
-        RequestMode::Probe { total_pointer, total_header, .. } => Ok(Decision::Total(match (&doc, total_header) {
-            (None, _) => 0,
-            (Some(_), Some(name)) => header_total(&fetched.response.headers, name, target, scrubber)?,
-            (Some(doc), None) => read_total(doc.value_at(total_pointer).as_ref(), total_pointer, target)?,
-        })),
+        RequestMode::Probe { total_pointer, total_header, records_pointer, .. } => {
+            let total = match (&doc, total_header) {
+                (None, _) => 0,
+                (Some(_), Some(name)) => header_total(&fetched.response.headers, name, target, scrubber)?,
+                (Some(doc), None) => read_total(doc.value_at(total_pointer).as_ref(), total_pointer, target)?,
+            };
+            // The probe's page is page 0: a records pointer that finds
+            // nothing here would fail every page the same way.
+            if let (Some(doc), Some(pointer)) = (&doc, records_pointer)
+                && total > 0
+                && let Err(err) = doc.records(pointer, None)
+            {
+                return Err(not_records(doc, target, pointer, err));
+            }
+            Ok(Decision::Total(total))
+        }
         RequestMode::Records { records_pointer, next, planned_total, cursor_field, .. } => {
             let pointer = records_pointer.as_deref().unwrap_or("");
             let (envelope, records) = match doc {
                 None => (Value::Null, page::Records::NONE),
                 Some(doc) => {
-                    let problem = pointer_problem(target, "records_pointer", pointer);
-                    let refused = |err: page::NotRecords| match err {
-                        page::NotRecords::Missing => problem("is not in the response".into()),
-                        page::NotRecords::Other(kind) => problem(format!("leads to {kind}, not an array of records")),
-                    };
+                    let refused = |err: page::NotRecords| not_records(&doc, target, pointer, err);
                     let records = doc.records(pointer, cursor_field.as_deref()).map_err(refused)?;
                     (doc.envelope(pointer).map_err(refused)?, records)
                     // The tokens are dropped here, before the records' text is copied.
@@ -641,6 +648,34 @@ pub fn http_request(message: &RequestMessage, config: &RequestConfig) -> HttpReq
 }
 
 /// A [`RequestError::Pointer`] maker for `field` = `pointer` on `target`.
+/// `records_pointer` found no array in `doc`: what is there instead, and
+/// the keys of the object that should hold it, arrays first as "did you
+/// mean" (`/results`), so a wrong pointer is fixed from the message alone.
+fn not_records(doc: &page::Doc<'_>, target: &str, pointer: &str, err: page::NotRecords) -> RequestError {
+    let problem = pointer_problem(target, "records_pointer", pointer);
+    let parent = pointer.rsplit_once('/').map_or("", |(parent, _)| parent);
+    let hint = match doc.value_at(parent) {
+        Some(Value::Object(map)) => {
+            let at = |key: &str| format!("{parent}/{}", key.replace('~', "~0").replace('/', "~1"));
+            let arrays: Vec<String> = map.iter().filter(|(_, v)| v.is_array()).map(|(k, _)| at(k)).take(5).collect();
+            let keys: Vec<&str> = map.keys().map(String::as_str).take(20).collect();
+            let place = if parent.is_empty() { "the body".to_string() } else { format!("{parent:?}") };
+            let mean = if arrays.is_empty() {
+                " (none holds an array)".to_string()
+            } else {
+                format!("; did you mean {}?", arrays.join(" or "))
+            };
+            format!("; {place} has keys {}{mean}", keys.join(", "))
+        }
+        Some(Value::Array(_)) if parent.is_empty() => "; the body itself is an array: use records_pointer \"\"".into(),
+        _ => String::new(),
+    };
+    match err {
+        page::NotRecords::Missing => problem(format!("is not in the response{hint}")),
+        page::NotRecords::Other(kind) => problem(format!("leads to {kind}, not an array of records{hint}")),
+    }
+}
+
 fn pointer_problem<'a>(target: &'a str, field: &'static str, pointer: &'a str) -> impl Fn(String) -> RequestError + 'a {
     move |problem| RequestError::Pointer { target: target.to_string(), field, pointer: pointer.to_string(), problem }
 }

@@ -425,3 +425,27 @@ async fn a_vendor_page_size_cap_is_a_truncated_run_not_a_silent_loss() {
     let runs = tributary::status::recent_runs(&store, 10).await.expect("status");
     assert_eq!(runs.iter().map(|r| r.state()).collect::<Vec<_>>(), ["truncated"], "tributary status");
 }
+
+#[tokio::test]
+async fn a_wrong_records_pointer_fails_the_run_once_naming_the_keys_present() {
+    use test_support::vendor::{PagedRecords, serve_pages};
+    let records = PagedRecords::default();
+    records.set((0..100).map(|i| serde_json::json!({"id": i})).collect());
+    let addr = serve_pages(records).await;
+    let text = format!(
+        "version: 1\npipeline: wrong\nstrategy: {{kind: paged, page_size: 10, total_pointer: /meta/total}}\n\
+         request: {{url: 'http://{addr}/records', records_pointer: /items, allow: {{loopback: true}}}}\n\
+         target: {{dataset: wrong}}\n"
+    );
+    let spec = contracts::spec::PipelineSpec::from_yaml(&text).expect("spec");
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let time = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
+    let summary = runtime.run(&spec, time).await.expect("run");
+    assert_eq!(summary.dead_letters(), 1, "the probe fails, no page is planned: {summary}");
+    assert_eq!(summary.requests, 1, "one call: {summary}");
+    let alerts = read_alerts(lake.path());
+    let text = serde_json::to_string(&alerts).expect("alerts");
+    assert!(text.contains("records_pointer") && text.contains("did you mean /results"), "{text}");
+    assert!(text.contains("has keys meta, results"), "{text}");
+}

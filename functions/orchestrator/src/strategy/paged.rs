@@ -44,6 +44,8 @@ impl CallStrategy for Paged<'_> {
                 total_pointer: self.0.total_pointer.clone(),
                 total_header: self.0.total_header.clone(),
                 context,
+                // The probe asks for page 0: its records must be there.
+                records_pointer: Some(spec.request.records_pointer.clone().unwrap_or_default()),
             },
             reply_to: Destination::Queue { queue: run.orchestrator_queue.clone() },
         };
