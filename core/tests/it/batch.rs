@@ -13,6 +13,18 @@ fn event_from_fixture() -> SqsEvent {
     serde_json::from_str(text).expect("fixture is an SQS event")
 }
 
+/// A local broker with a queue `dlq` taking messages up to `max_message_bytes`.
+fn broker_with_dlq(max_message_bytes: usize) -> Broker {
+    let broker = Broker::new();
+    broker.create_queue(QueueConfig {
+        name: "dlq".into(),
+        visibility_timeout: std::time::Duration::from_secs(1),
+        max_message_bytes,
+        redrive: None,
+    });
+    broker
+}
+
 #[derive(Debug, serde::Deserialize)]
 struct Ping {
     n: u32,
@@ -36,13 +48,7 @@ impl RecordError for TestError {
 
 #[tokio::test]
 async fn permanent_and_last_receive_failures_go_to_the_dlq_with_their_reason() {
-    let broker = Broker::new();
-    broker.create_queue(QueueConfig {
-        name: "dlq".into(),
-        visibility_timeout: std::time::Duration::from_secs(1),
-        max_message_bytes: 262_144,
-        redrive: None,
-    });
+    let broker = broker_with_dlq(262_144);
     let mut event = event_from_fixture();
     // msg-3 (refused, transient) is on its 5th and last allowed receive.
     event.records[2].attributes.insert("ApproximateReceiveCount".into(), "5".into());
@@ -107,13 +113,7 @@ async fn only_failed_records_are_reported() {
 #[tokio::test]
 async fn a_record_near_the_size_limit_is_dead_lettered_with_its_reason_cut_to_fit() {
     const LIMIT: usize = 262_144;
-    let broker = Broker::new();
-    broker.create_queue(QueueConfig {
-        name: "dlq".into(),
-        visibility_timeout: std::time::Duration::from_secs(1),
-        max_message_bytes: LIMIT,
-        redrive: None,
-    });
+    let broker = broker_with_dlq(LIMIT);
     let mut event = event_from_fixture();
     event.records.truncate(1);
     // A body the work queue took (under 256 KiB), 1 KiB short of the limit,
@@ -145,13 +145,7 @@ async fn a_record_near_the_size_limit_is_dead_lettered_with_its_reason_cut_to_fi
 
 #[tokio::test]
 async fn a_panic_fails_its_record_alone_and_is_dead_lettered_on_the_last_receive() {
-    let broker = Broker::new();
-    broker.create_queue(QueueConfig {
-        name: "dlq".into(),
-        visibility_timeout: std::time::Duration::from_secs(1),
-        max_message_bytes: 262_144,
-        redrive: None,
-    });
+    let broker = broker_with_dlq(262_144);
     let handler = |ping: Ping, _meta: RecordMeta| async move {
         if ping.n == 2 {
             panic!("a bug met n = {}", ping.n);
