@@ -11,8 +11,9 @@
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Days, NaiveDate, NaiveTime, TimeZone, Utc};
-use contracts::schedule::{CronExpression, Schedule, ScheduleExpression};
+use contracts::schedule::{Schedule, ScheduleExpression};
 use contracts::spec::{PipelineSpec, SpecError};
+use tributary_core::calendar::compile_cron;
 
 /// A spec read from a file.
 #[derive(Clone, Debug)]
@@ -130,19 +131,6 @@ pub fn check_schedule(spec: &PipelineSpec) -> Result<(), SpecError> {
         })?;
     }
     Ok(())
-}
-
-/// croner's Quartz mode for EventBridge's cron: seconds and year fields,
-/// 1 = SUN, `?` as any, `0/20` steps.
-fn compile_cron(cron: &CronExpression) -> Result<croner::Cron, String> {
-    croner::parser::CronParser::builder()
-        .seconds(croner::parser::Seconds::Required)
-        .year(croner::parser::Year::Required)
-        .alternative_weekdays(true)
-        .sloppy_ranges(true)
-        .build()
-        .parse(&cron.quartz_pattern())
-        .map_err(|err| format!("not a cron expression croner evaluates: {err}"))
 }
 
 /// The times `schedule` fires in `[from, to]` (both inclusive), in order,

@@ -58,6 +58,13 @@ impl RunId {
         }
     }
 
+    /// The scheduled time a [`RunId::from_time`] id stands for, read back
+    /// (`None` for an id of another form, e.g. a queued trigger's own).
+    pub fn scheduled_time(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        let text = self.0.strip_suffix('Z')?;
+        chrono::NaiveDateTime::parse_from_str(text, "%Y%m%dT%H%M%S%.f").ok().map(|t| t.and_utc())
+    }
+
     /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -202,6 +209,16 @@ mod tests {
         RunId::new("x".repeat(RunId::MAX_LEN)).expect("64 characters");
         let err = RunId::new("../etc").expect_err("a slash").to_string();
         assert!(err.contains(r#""../etc""#) && err.contains("'/'") && err.contains("1-64 characters"), "{err}");
+    }
+
+    #[test]
+    fn a_time_based_run_id_reads_back_as_its_scheduled_time() {
+        for text in ["2026-11-29T06:00:00Z", "2026-12-05T16:37:12.345Z"] {
+            let time = chrono::DateTime::parse_from_rfc3339(text).expect("time").to_utc();
+            assert_eq!(RunId::from_time(time).scheduled_time(), Some(time), "{text}");
+        }
+        assert_eq!(RunId::new("backfill-7").expect("id").scheduled_time(), None);
+        assert_eq!(RunId::new("20261399T060000Z").expect("id").scheduled_time(), None);
     }
 
     #[test]

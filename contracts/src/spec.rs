@@ -24,6 +24,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use crate::paging::PageParams;
+use crate::template::is_run_placeholder;
 use crate::{Auth, CallPolicy, HttpMethod, NetworkPolicy, NextPage, PersistTarget, RateBudget, ResponseRules, V1};
 
 /// Default cap on pages one count-first run may plan.
@@ -70,12 +71,13 @@ pub struct PipelineSpec {
 
 /// Incremental loading: the highest `cursor_field` of a completed run's
 /// records is kept in the lake (`_state/<pipeline>.json`) and bound into the
-/// next run's query parameter `param` (see `tributary_core::state`).
+/// next run's query parameter `param`, and wherever the request template
+/// says `{cursor}` (see `tributary_core::state`).
 ///
 /// ```yaml
 /// incremental:
 ///   cursor_field: /updated_at
-///   param: updated_since
+///   param: updated_since           # or, anywhere in request: "{cursor}"
 ///   start: "2026-01-01T00:00:00Z"
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -84,8 +86,11 @@ pub struct IncrementalSpec {
     /// RFC 6901 pointer to the cursor inside each record, e.g. `/updated_at`
     /// (ISO 8601 UTC timestamps or numbers compare correctly).
     pub cursor_field: String,
-    /// Query parameter the start value is bound to, e.g. `updated_since`.
-    pub param: String,
+    /// Query parameter the cursor is bound to, e.g. `updated_since`.
+    /// Optional when the request template places `{cursor}` itself (in
+    /// the URL, a query or header value, or the body).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub param: Option<String>,
     /// Value of the first run, before any run has completed.
     pub start: String,
 }
@@ -173,8 +178,9 @@ pub struct AthenaSpec {
     /// SQL with `?` placeholders for `parameters`. Values are bound by the
     /// engine (Athena `ExecutionParameters`), never spliced into the text.
     pub query: String,
-    /// Values for the placeholders, as strings. `{run_date}` (YYYY-MM-DD)
-    /// and `{run_id}` inside a value are replaced by the run's.
+    /// Values for the placeholders, as strings. The run's values
+    /// ([`RUN_PLACEHOLDERS`](crate::template::RUN_PLACEHOLDERS): `{run_date}`,
+    /// `{run_start}`, ...) inside a value are replaced by the run's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parameters: Vec<String>,
     /// Glue database of the tables (ignored by the local engine, where the
@@ -260,9 +266,18 @@ fn default_max_pages() -> u32 {
 /// exactly those fields, so the YAML and the JSON Schema are those of
 /// version 1. The policy is held as the [`CallPolicy`] every planned
 /// message carries, unchanged.
+///
+/// The URL, query and header values and the body's strings may hold the
+/// run's values as placeholders, bound for every strategy when the run
+/// starts: `{run_date}`, `{run_id}`, `{run_start}`, `{run_end}`,
+/// `{run_start_date}` and `{cursor}`
+/// ([`RUN_PLACEHOLDERS`](crate::template::RUN_PLACEHOLDERS)), e.g.
+/// `query: {updated_since: "{run_start}", updated_before: "{run_end}"}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(from = "wire::RequestTemplate", into = "wire::RequestTemplate")]
-#[schemars(description = "The vendor call every planned request starts from.")]
+#[schemars(
+    description = "The vendor call every planned request starts from. URL, query and header values and body strings may hold the run's values as placeholders, bound for every strategy when the run starts: {run_date}, {run_id}, {run_start}, {run_end} (the schedule's window ending at the run's scheduled time, RFC 3339 UTC), {run_start_date} and {cursor} (the incremental cursor)."
+)]
 pub struct RequestTemplate {
     /// `GET` (default) or `POST`.
     pub method: HttpMethod,
@@ -512,9 +527,7 @@ impl PipelineSpec {
         }
         self.check_request()?;
         check_policy(&self.request.policy)?;
-        if !matches!(self.strategy, StrategySpec::Athena(_)) {
-            self.check_no_placeholders()?;
-        }
+        self.check_placeholders()?;
         if let Some(incremental) = &self.incremental {
             check_incremental(incremental, &self.request)?;
         }
@@ -564,13 +577,24 @@ fn check_incremental(incremental: &IncrementalSpec, request: &RequestTemplate) -
     if incremental.cursor_field.is_empty() {
         return Err(invalid("incremental.cursor_field", "\"\"", "must point inside each record, e.g. /updated_at"));
     }
-    if incremental.param.trim().is_empty() {
-        return Err(invalid("incremental.param", "\"\"", "must name a query parameter"));
-    }
-    if let Some(place) = fixed_in(request, &incremental.param) {
+    let Some(param) = &incremental.param else {
+        if template_texts(request).iter().any(|(_, text)| crate::template::placeholders(text).contains(&"cursor")) {
+            return Ok(());
+        }
         return Err(invalid(
             "incremental.param",
-            &format!("{:?}", incremental.param),
+            "(absent)",
+            "the cursor would reach the vendor nowhere: name a query parameter (param: updated_since) or place \
+             {cursor} in request.url, request.query, request.headers or request.body",
+        ));
+    };
+    if param.trim().is_empty() {
+        return Err(invalid("incremental.param", "\"\"", "must name a query parameter"));
+    }
+    if let Some(place) = fixed_in(request, param) {
+        return Err(invalid(
+            "incremental.param",
+            &format!("{param:?}"),
             &format!("is also a fixed parameter in {place}; the run binds it"),
         ));
     }
@@ -578,7 +602,7 @@ fn check_incremental(incremental: &IncrementalSpec, request: &RequestTemplate) -
 }
 
 /// `strategy` (athena): a query, as many parameters as `?` placeholders,
-/// a database, and only `{run_date}`/`{run_id}` in parameters.
+/// a database, and only the run's values (`{run_date}`, ...) in parameters.
 fn check_athena(athena: &AthenaSpec) -> Result<(), SpecError> {
     if athena.query.trim().is_empty() {
         return Err(invalid("strategy.query", "\"\"", "must be a SQL query"));
@@ -600,12 +624,12 @@ fn check_athena(athena: &AthenaSpec) -> Result<(), SpecError> {
     // Only the run's values are replaced in parameters; any other
     // `{name}` would be bound as literal text and match nothing.
     for (i, parameter) in athena.parameters.iter().enumerate() {
-        let rest = parameter.replace("{run_date}", "").replace("{run_id}", "");
-        if let Some(name) = crate::template::first_placeholder(&rest) {
+        let unknown = crate::template::placeholders(parameter).into_iter().find(|name| !is_run_placeholder(name));
+        if let Some(name) = unknown {
             return Err(invalid(
                 &format!("strategy.parameters[{i}]"),
                 &format!("{parameter:?}"),
-                &format!("{{{name}}} is not replaced: parameters take {{run_date}} and {{run_id}} only"),
+                &format!("{{{name}}} is not replaced: parameters take the run's values only ({})", run_names()),
             ));
         }
     }
@@ -656,31 +680,48 @@ fn check_paged(paged: &PagedSpec, request: &RequestTemplate) -> Result<(), SpecE
 }
 
 impl PipelineSpec {
-    /// Outside the `athena` strategy no row binds `{column}` placeholders: a
-    /// placeholder in the URL, a query or header value would go to the
-    /// vendor as is.
-    fn check_no_placeholders(&self) -> Result<(), SpecError> {
-        use crate::template::first_placeholder;
-        let url = self.request.url.as_str().replace("%7B", "{").replace("%7D", "}");
-        let mut fields = vec![("request.url".to_string(), url)];
-        fields.extend(self.request.query.iter().map(|(k, v)| (format!("request.query.{k}"), v.clone())));
-        fields.extend(self.request.headers.iter().map(|(k, v)| (format!("request.headers.{k}"), v.clone())));
-        if let Some(body) = &self.request.body {
-            body_strings("request.body", body, &mut fields);
-        }
-        for (field, text) in fields {
-            if let Some(name) = first_placeholder(&text) {
-                return Err(invalid(
-                    &field,
-                    &format!("{text:?}"),
-                    &format!(
-                        "placeholder {{{name}}} has no value: only the athena strategy binds {{column}} placeholders"
-                    ),
-                ));
+    /// Placeholders in the request template: outside the `athena` strategy
+    /// only the run's values ([`RUN_PLACEHOLDERS`](crate::template::RUN_PLACEHOLDERS))
+    /// are bound, so any other name would go to the vendor as is; `{cursor}`
+    /// needs `incremental`.
+    fn check_placeholders(&self) -> Result<(), SpecError> {
+        let athena = matches!(self.strategy, StrategySpec::Athena(_));
+        for (field, text) in template_texts(&self.request) {
+            for name in crate::template::placeholders(&text) {
+                let reason = if name == "cursor" && self.incremental.is_none() {
+                    "placeholder {cursor} has no value: it is the incremental cursor, and the spec has no `incremental`"
+                        .to_string()
+                } else if athena || is_run_placeholder(name) {
+                    continue;
+                } else {
+                    format!(
+                        "placeholder {{{name}}} has no value: a template binds the run's values ({}); only the athena strategy binds {{column}} placeholders",
+                        run_names()
+                    )
+                };
+                return Err(invalid(&field, &format!("{text:?}"), &reason));
             }
         }
         Ok(())
     }
+}
+
+/// The run's placeholder names, braced, for messages.
+fn run_names() -> String {
+    crate::template::RUN_PLACEHOLDERS.iter().map(|n| format!("{{{n}}}")).collect::<Vec<_>>().join(", ")
+}
+
+/// Every text of the request template where placeholders are bound, with
+/// its field path: the URL, query and header values, the body's strings.
+fn template_texts(request: &RequestTemplate) -> Vec<(String, String)> {
+    let url = request.url.as_str().replace("%7B", "{").replace("%7D", "}");
+    let mut fields = vec![("request.url".to_string(), url)];
+    fields.extend(request.query.iter().map(|(k, v)| (format!("request.query.{k}"), v.clone())));
+    fields.extend(request.headers.iter().map(|(k, v)| (format!("request.headers.{k}"), v.clone())));
+    if let Some(body) = &request.body {
+        body_strings("request.body", body, &mut fields);
+    }
+    fields
 }
 
 /// The string values in a JSON body with their field paths
@@ -1308,6 +1349,44 @@ target:
         ))
         .expect("valid policy");
         assert_eq!(ok.request.policy.response.status_actions[&404], crate::StatusAction::Empty);
+    }
+
+    #[test]
+    fn every_strategy_takes_the_runs_values_and_refuses_other_names() {
+        let with =
+            |extra: &str| PAGED.replace("  records_pointer: /items", &format!("  records_pointer: /items\n{extra}"));
+        let spec = PipelineSpec::from_yaml(&with(
+            "  query: {from: '{run_start}', to: '{run_end}', day: '{run_date}', d0: '{run_start_date}'}\n  headers: {X-Run: '{run_id}'}",
+        ))
+        .expect("the run's values are bound for every strategy");
+        assert_eq!(spec.request.query["from"], "{run_start}");
+        let url = PAGED.replace("/customers", "/days/{run_date}/customers");
+        PipelineSpec::from_yaml(&url).expect("in the URL too");
+        // A typo names the field, the placeholder and the names there are.
+        let err = parse_err(&with("  query: {from: '{run_begin}'}"));
+        assert!(
+            err.contains("request.query.from") && err.contains("{run_begin}") && err.contains("{run_start}, {run_end}"),
+            "{err}"
+        );
+        // {cursor} is the incremental cursor: without `incremental` it has no value.
+        let err = parse_err(&with("  query: {since: '{cursor}'}"));
+        assert!(err.contains("request.query.since") && err.contains("incremental"), "{err}");
+        let incremental = "incremental: {cursor_field: /updated_at, start: '2026-01-01T00:00:00Z'}\n";
+        let placed = format!("{}{incremental}", with("  body: {filter: {since: '{cursor}'}}\n  method: POST"));
+        let spec = PipelineSpec::from_yaml(&placed).expect("{cursor} placed in the body, no param needed");
+        assert_eq!(spec.incremental.expect("incremental").param, None);
+        // Neither a param nor {cursor}: the cursor would reach the vendor nowhere.
+        let err = parse_err(&format!("{PAGED}{incremental}"));
+        assert!(err.contains("incremental.param") && err.contains("{cursor}"), "{err}");
+        // Athena parameters take the same names, and only those.
+        let athena = |parameter: &str| {
+            format!(
+                "version: 1\npipeline: p\nstrategy: {{kind: athena, query: 'SELECT 1 WHERE d = ?', parameters: ['{parameter}'], database: l}}\nrequest: {{url: 'https://a/{{id}}'}}\ntarget: {{dataset: d}}\n"
+            )
+        };
+        PipelineSpec::from_yaml(&athena("{run_start_date}")).expect("a run value");
+        let err = parse_err(&athena("{id}"));
+        assert!(err.contains("strategy.parameters[0]") && err.contains("{run_end}"), "{err}");
     }
 
     #[test]

@@ -4,6 +4,45 @@
 //! The grammar is checked here, once, by validation (`spec`) and by the
 //! Orchestrator's binding alike.
 
+/// The run's values, bound into the request template (URL, query, headers,
+/// body) and Athena parameters of every strategy when the run starts:
+///
+/// | placeholder | value, e.g. |
+/// |---|---|
+/// | `{run_date}` | the run's date, `2026-12-05` |
+/// | `{run_id}` | the run id, `20261205T060000Z` |
+/// | `{run_start}` | the run's window start, RFC 3339 UTC, `2026-12-04T06:00:00Z` |
+/// | `{run_end}` | the run's window end (its scheduled time), `2026-12-05T06:00:00Z` |
+/// | `{run_start_date}` | the window start's UTC date, `2026-12-04` |
+/// | `{cursor}` | the incremental cursor (`incremental.start`, then the last completed run's) |
+///
+/// The window is the schedule's period ending at the scheduled time
+/// (`tributary_core::calendar::RunWindow`). These names are reserved: an
+/// Athena-driven template's `{column}` placeholders cannot use them.
+pub const RUN_PLACEHOLDERS: [&str; 6] = ["run_date", "run_id", "run_start", "run_end", "run_start_date", "cursor"];
+
+/// Whether `name` is one of the run's values ([`RUN_PLACEHOLDERS`]).
+pub fn is_run_placeholder(name: &str) -> bool {
+    RUN_PLACEHOLDERS.contains(&name)
+}
+
+/// Every `{name}` placeholder in `text`, in order.
+pub fn placeholders(text: &str) -> Vec<&str> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        let after = &rest[open + 1..];
+        match after.find('}') {
+            Some(close) if is_placeholder_name(&after[..close]) => {
+                names.push(&after[..close]);
+                rest = &after[close + 1..];
+            }
+            _ => rest = after,
+        }
+    }
+    names
+}
+
 /// `{name}` when `text` is exactly one placeholder.
 pub fn whole_placeholder(text: &str) -> Option<&str> {
     let name = text.strip_prefix('{')?.strip_suffix('}')?;

@@ -29,6 +29,7 @@
 //!   Persist.
 
 pub mod batch;
+pub mod calendar;
 pub mod catalog;
 pub mod dead_letters;
 pub mod deadline;

@@ -259,6 +259,8 @@ pub async fn begin_run(
 #[tracing::instrument(skip_all, fields(pipeline = %spec.pipeline, run_id = %run.run_id))]
 pub async fn start_run(spec: &PipelineSpec, run: &RunContext, deps: Deps<'_>) -> Result<usize, OrchestratorError> {
     let spec = &with_incremental_start(spec, deps).await?;
+    let spec = &crate::strategy::run_values::with_run_values(spec, run)
+        .map_err(|problem| crate::strategy::PlanError::RunValues { pipeline: spec.pipeline.clone(), problem })?;
     let strategy = strategy_for(&spec.strategy);
     let plan = strategy.start(spec, run)?;
     tracing::info!(strategy = strategy.kind(), messages = plan.len(), "run started");

@@ -2,9 +2,10 @@
 //!
 //! 1. `start` sends one `QueryMessage` to the Athena function's queue, whose
 //!    rows go to the query-results topic (fanned out to the orchestrator
-//!    queue), with the spec as context. `{run_date}` and `{run_id}` in the
-//!    parameters are replaced by the run's; the values are bound by the
-//!    engine, never spliced into the SQL.
+//!    queue), with the spec as context. The run's values (`{run_date}`,
+//!    `{run_start}`, ...) in the parameters were replaced when the run
+//!    started; the values are bound by the engine, never spliced into the
+//!    SQL.
 //! 2. Each `QueryRow` becomes one `RequestMessage`: page index = the row's
 //!    index in the result (deterministic keys), page count 0 (unknown up
 //!    front). The row's values are bound into the request template's
@@ -19,8 +20,10 @@ use serde_json::{Map, Value};
 
 use super::{CallStrategy, Plan, PlanError, RunContext, records_request};
 use contracts::spec::{AthenaSpec, PipelineSpec};
-use contracts::template::{is_placeholder_name, whole_placeholder};
 use contracts::{Destination, HttpCall, PageRef, QueryMessage, QueryRow, V1};
+
+pub use super::bind::BindError;
+use super::bind::{Unbound, bind_template};
 
 /// Athena-driven planning over the spec's `AthenaSpec`.
 #[derive(Clone, Copy, Debug)]
@@ -32,13 +35,9 @@ impl CallStrategy for Athena<'_> {
     }
 
     fn start(&self, spec: &PipelineSpec, run: &RunContext) -> Result<Plan, PlanError> {
-        let run_date = run.run_date.to_string();
-        let parameters = self
-            .0
-            .parameters
-            .iter()
-            .map(|p| p.replace("{run_date}", &run_date).replace("{run_id}", run.run_id.as_str()))
-            .collect();
+        // The run's values were bound into the parameters when the run
+        // started (`run_values::with_run_values`).
+        let parameters = self.0.parameters.clone();
         let query = QueryMessage {
             version: V1,
             pipeline: spec.pipeline.clone(),
@@ -74,63 +73,6 @@ impl CallStrategy for Athena<'_> {
     }
 }
 
-/// A query row that cannot be bound into the request template, naming the
-/// template field (`request.url`, `request.query.<name>`,
-/// `request.headers.<name>`, `request.body.<path>`) and the placeholder.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum BindError {
-    /// The row has no column of the placeholder's name.
-    #[error("{field}: placeholder {{{placeholder}}} has no value: the row's columns are {columns:?}")]
-    Missing {
-        /// Template field.
-        field: String,
-        /// Placeholder name, without braces.
-        placeholder: String,
-        /// The row's column names.
-        columns: Vec<String>,
-    },
-    /// The column's value is `null`, an object or an array where text is
-    /// needed.
-    #[error("{field}: placeholder {{{placeholder}}} has {found} in the row, not a value that fits in text")]
-    NotText {
-        /// Template field.
-        field: String,
-        /// Placeholder name, without braces.
-        placeholder: String,
-        /// The value's JSON kind (`null`, `an object`, `an array`).
-        found: &'static str,
-    },
-    /// The URL with the values bound is no URL.
-    #[error("{field} {url:?} after binding: {source}")]
-    Url {
-        /// Always `request.url`.
-        field: &'static str,
-        /// The URL text after binding.
-        url: String,
-        /// Why it does not parse.
-        source: url::ParseError,
-    },
-}
-
-impl BindError {
-    /// The template field the error is about, e.g. `request.query.region`.
-    pub fn field(&self) -> &str {
-        match self {
-            BindError::Missing { field, .. } | BindError::NotText { field, .. } => field,
-            BindError::Url { field, .. } => field,
-        }
-    }
-
-    /// The placeholder without a usable value (`None` for a URL that does
-    /// not parse).
-    pub fn placeholder(&self) -> Option<&str> {
-        match self {
-            BindError::Missing { placeholder, .. } | BindError::NotText { placeholder, .. } => Some(placeholder),
-            BindError::Url { .. } => None,
-        }
-    }
-}
-
 /// The spec's request template with `row`'s values bound.
 ///
 /// # Errors
@@ -138,115 +80,10 @@ impl BindError {
 /// has no such column or its value is `null`, an object or an array (except
 /// as a whole body value), or when the URL stops being valid.
 pub fn bind(spec: &PipelineSpec, row: &Map<String, Value>) -> Result<HttpCall, BindError> {
-    let template = &spec.request;
-    // `url::Url` keeps `{` and `}` percent-encoded in the path.
-    let url_text = template.url.as_str().replace("%7B", "{").replace("%7D", "}");
-    let url_text = substitute("request.url", &url_text, row, encode_path_segment)?;
-    let url = url::Url::parse(&url_text).map_err(|source| BindError::Url {
-        field: "request.url",
-        url: url_text.clone(),
-        source,
-    })?;
-    let mut query = template.query.clone();
-    for (name, value) in query.iter_mut() {
-        *value = substitute(&format!("request.query.{name}"), value, row, str::to_string)?;
-    }
-    let mut headers = template.headers.clone();
-    for (name, value) in headers.iter_mut() {
-        *value = substitute(&format!("request.headers.{name}"), value, row, str::to_string)?;
-    }
-    let body = match &template.body {
-        Some(body) => Some(bind_json("request.body", body, row)?),
-        None => None,
-    };
+    let template = bind_template(&spec.request, row, Unbound::Fail)?;
+    let mut query = template.query;
     query.extend(super::incremental_param(spec));
-    Ok(HttpCall { method: template.method, url, query, headers, body })
-}
-
-fn bind_json(field: &str, value: &Value, row: &Map<String, Value>) -> Result<Value, BindError> {
-    Ok(match value {
-        Value::String(text) => match whole_placeholder(text) {
-            Some(name) => row.get(name).cloned().ok_or_else(|| missing(field, name, row))?,
-            None => Value::String(substitute(field, text, row, str::to_string)?),
-        },
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .enumerate()
-                .map(|(i, item)| bind_json(&format!("{field}[{i}]"), item, row))
-                .collect::<Result<_, _>>()?,
-        ),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(key, item)| Ok((key.clone(), bind_json(&format!("{field}.{key}"), item, row)?)))
-                .collect::<Result<_, BindError>>()?,
-        ),
-        other => other.clone(),
-    })
-}
-
-/// Replaces every `{name}` in `text` with the row's value, passed through
-/// `encode`. Braces around anything that is not a name are kept as they are.
-fn substitute(
-    field: &str,
-    text: &str,
-    row: &Map<String, Value>,
-    encode: fn(&str) -> String,
-) -> Result<String, BindError> {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 1..];
-        match after.find('}') {
-            Some(close) if is_placeholder_name(&after[..close]) => {
-                let name = &after[..close];
-                let value = row.get(name).ok_or_else(|| missing(field, name, row))?;
-                let text = match value {
-                    Value::String(s) => s.clone(),
-                    Value::Number(n) => n.to_string(),
-                    Value::Bool(b) => b.to_string(),
-                    other => {
-                        return Err(BindError::NotText {
-                            field: field.to_string(),
-                            placeholder: name.to_string(),
-                            found: tributary_core::json::kind_of(other),
-                        });
-                    }
-                };
-                out.push_str(&encode(&text));
-                rest = &after[close + 1..];
-            }
-            _ => {
-                out.push('{');
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
-fn missing(field: &str, name: &str, row: &Map<String, Value>) -> BindError {
-    BindError::Missing {
-        field: field.to_string(),
-        placeholder: name.to_string(),
-        columns: row.keys().cloned().collect(),
-    }
-}
-
-/// Percent-encodes everything but RFC 3986 unreserved characters, so a value
-/// stays one path segment (`a/b` -> `a%2Fb`).
-fn encode_path_segment(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for byte in value.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+    Ok(HttpCall { method: template.method, url: template.url, query, headers: template.headers, body: template.body })
 }
 
 #[cfg(test)]
@@ -290,7 +127,7 @@ target: {dataset: tx}
 
     #[test]
     fn start_sends_the_query_with_bound_run_parameters() {
-        let spec = spec();
+        let spec = crate::strategy::run_values::with_run_values(&spec(), &run()).expect("bound");
         let plan = strategy_for(&spec.strategy).start(&spec, &run()).expect("plan");
         assert!(plan.requests.is_empty());
         let query = &plan.queries[0];

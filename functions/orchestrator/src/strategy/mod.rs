@@ -6,8 +6,10 @@
 //! `match` in [`strategy_for`] turns the spec's tagged enum into a strategy.
 
 pub mod athena;
+pub mod bind;
 mod cursor;
 mod paged;
+pub mod run_values;
 mod simple;
 
 pub use athena::Athena;
@@ -155,6 +157,15 @@ pub enum PlanError {
         #[source]
         problem: athena::BindError,
     },
+    /// The run's values cannot be bound into the request template.
+    #[error("pipeline {pipeline}: the run's values: {problem}")]
+    RunValues {
+        /// Pipeline name.
+        pipeline: String,
+        /// What is wrong, naming the template field.
+        #[source]
+        problem: athena::BindError,
+    },
     /// A query row's index does not fit a page index (`u32`).
     #[error("pipeline {pipeline}: query row {row_index}: row index beyond 4294967295")]
     RowIndex {
@@ -216,11 +227,12 @@ pub fn strategy_for(spec: &StrategySpec) -> Box<dyn CallStrategy + '_> {
     }
 }
 
-/// Incremental loading's parameter: `incremental.param` = `incremental.start`
+/// Incremental loading's parameter, when the spec names one:
+/// `incremental.param` = `incremental.start`
 /// (the Orchestrator sets `start` to the pipeline's cursor when a run
 /// starts, so the value travels with the spec through probes and queries).
 pub(crate) fn incremental_param(spec: &PipelineSpec) -> Option<(String, String)> {
-    spec.incremental.as_ref().map(|i| (i.param.clone(), i.start.clone()))
+    spec.incremental.as_ref().and_then(|i| Some((i.param.clone()?, i.start.clone())))
 }
 
 /// The template's call, with extra query parameters (and the incremental

@@ -1,0 +1,230 @@
+//! Binding `{name}` placeholders of a request template: a query row's
+//! columns (the `athena` strategy) and the run's values (every strategy,
+//! `contracts::template::RUN_PLACEHOLDERS`).
+//!
+//! In the URL a value is percent-encoded as one path segment; in query and
+//! header values and JSON body strings it is spliced as text; a body string
+//! that is exactly `{name}` takes the value with its JSON type.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use contracts::HttpMethod;
+use contracts::spec::RequestTemplate;
+use contracts::template::{is_placeholder_name, whole_placeholder};
+
+/// Values that cannot be bound into the request template (a query row's, or
+/// the run's), naming the template field (`request.url`, `request.query.<name>`,
+/// `request.headers.<name>`, `request.body.<path>`) and the placeholder.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BindError {
+    /// The row has no column of the placeholder's name.
+    #[error("{field}: placeholder {{{placeholder}}} has no value: the row's columns are {columns:?}")]
+    Missing {
+        /// Template field.
+        field: String,
+        /// Placeholder name, without braces.
+        placeholder: String,
+        /// The row's column names.
+        columns: Vec<String>,
+    },
+    /// The column's value is `null`, an object or an array where text is
+    /// needed.
+    #[error("{field}: placeholder {{{placeholder}}} has {found} in the row, not a value that fits in text")]
+    NotText {
+        /// Template field.
+        field: String,
+        /// Placeholder name, without braces.
+        placeholder: String,
+        /// The value's JSON kind (`null`, `an object`, `an array`).
+        found: &'static str,
+    },
+    /// The URL with the values bound is no URL.
+    #[error("{field} {url:?} after binding: {source}")]
+    Url {
+        /// Always `request.url`.
+        field: &'static str,
+        /// The URL text after binding.
+        url: String,
+        /// Why it does not parse.
+        source: url::ParseError,
+    },
+}
+
+impl BindError {
+    /// The template field the error is about, e.g. `request.query.region`.
+    pub fn field(&self) -> &str {
+        match self {
+            BindError::Missing { field, .. } | BindError::NotText { field, .. } => field,
+            BindError::Url { field, .. } => field,
+        }
+    }
+
+    /// The placeholder without a usable value (`None` for a URL that does
+    /// not parse).
+    pub fn placeholder(&self) -> Option<&str> {
+        match self {
+            BindError::Missing { placeholder, .. } | BindError::NotText { placeholder, .. } => Some(placeholder),
+            BindError::Url { .. } => None,
+        }
+    }
+}
+
+/// What a placeholder without a value does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unbound {
+    /// Fails with [`BindError::Missing`] (a query row must fill every one).
+    Fail,
+    /// Stays as written, for a later binding (the run's values are bound
+    /// first; an Athena-driven template's `{column}`s stay for the rows).
+    Keep,
+}
+
+/// The call parts of a template with `values` bound.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BoundTemplate {
+    /// Method, unchanged.
+    pub method: HttpMethod,
+    /// URL with path values percent-encoded.
+    pub url: url::Url,
+    /// Query values.
+    pub query: BTreeMap<String, String>,
+    /// Header values.
+    pub headers: BTreeMap<String, String>,
+    /// JSON body.
+    pub body: Option<Value>,
+}
+
+/// `template`'s URL, query and header values and body with `values` bound.
+///
+/// # Errors
+/// [`BindError`] naming the template field and the placeholder when a value
+/// is missing (with [`Unbound::Fail`]) or is `null`, an object or an array
+/// (except as a whole body value), or when the URL stops being valid.
+pub fn bind_template(
+    template: &RequestTemplate,
+    values: &Map<String, Value>,
+    unbound: Unbound,
+) -> Result<BoundTemplate, BindError> {
+    // `url::Url` keeps `{` and `}` percent-encoded in the path.
+    let url_text = template.url.as_str().replace("%7B", "{").replace("%7D", "}");
+    let url_text = substitute("request.url", &url_text, values, unbound, encode_path_segment)?;
+    let url = url::Url::parse(&url_text).map_err(|source| BindError::Url {
+        field: "request.url",
+        url: url_text.clone(),
+        source,
+    })?;
+    let mut query = template.query.clone();
+    for (name, value) in query.iter_mut() {
+        *value = substitute(&format!("request.query.{name}"), value, values, unbound, str::to_string)?;
+    }
+    let mut headers = template.headers.clone();
+    for (name, value) in headers.iter_mut() {
+        *value = substitute(&format!("request.headers.{name}"), value, values, unbound, str::to_string)?;
+    }
+    let body = match &template.body {
+        Some(body) => Some(bind_json("request.body", body, values, unbound)?),
+        None => None,
+    };
+    Ok(BoundTemplate { method: template.method, url, query, headers, body })
+}
+
+fn bind_json(field: &str, value: &Value, values: &Map<String, Value>, unbound: Unbound) -> Result<Value, BindError> {
+    Ok(match value {
+        Value::String(text) => match whole_placeholder(text) {
+            Some(name) => match (values.get(name), unbound) {
+                (Some(value), _) => value.clone(),
+                (None, Unbound::Keep) => Value::String(text.clone()),
+                (None, Unbound::Fail) => return Err(missing(field, name, values)),
+            },
+            None => Value::String(substitute(field, text, values, unbound, str::to_string)?),
+        },
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| bind_json(&format!("{field}[{i}]"), item, values, unbound))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, item)| Ok((key.clone(), bind_json(&format!("{field}.{key}"), item, values, unbound)?)))
+                .collect::<Result<_, BindError>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+/// Replaces every `{name}` in `text` with its value, passed through
+/// `encode`. Braces around anything that is not a name are kept as they
+/// are, and so is a name without a value under [`Unbound::Keep`].
+pub fn substitute(
+    field: &str,
+    text: &str,
+    values: &Map<String, Value>,
+    unbound: Unbound,
+    encode: fn(&str) -> String,
+) -> Result<String, BindError> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after.find('}') {
+            Some(close) if is_placeholder_name(&after[..close]) => {
+                let name = &after[..close];
+                let Some(value) = values.get(name) else {
+                    if unbound == Unbound::Fail {
+                        return Err(missing(field, name, values));
+                    }
+                    out.push_str(&rest[open..open + close + 2]);
+                    rest = &after[close + 1..];
+                    continue;
+                };
+                let text = match value {
+                    Value::String(s) => s.clone(),
+                    Value::Number(n) => n.to_string(),
+                    Value::Bool(b) => b.to_string(),
+                    other => {
+                        return Err(BindError::NotText {
+                            field: field.to_string(),
+                            placeholder: name.to_string(),
+                            found: tributary_core::json::kind_of(other),
+                        });
+                    }
+                };
+                out.push_str(&encode(&text));
+                rest = &after[close + 1..];
+            }
+            _ => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn missing(field: &str, name: &str, values: &Map<String, Value>) -> BindError {
+    BindError::Missing {
+        field: field.to_string(),
+        placeholder: name.to_string(),
+        columns: values.keys().cloned().collect(),
+    }
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters, so a value
+/// stays one path segment (`a/b` -> `a%2Fb`).
+fn encode_path_segment(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
