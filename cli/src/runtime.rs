@@ -85,7 +85,9 @@ impl LocalOptions {
 /// topology's queues and topics, loopback and private addresses (the
 /// machine's owner runs the specs: each spec's own `allow` still applies),
 /// and no secret: [`LocalRuntime::run`] grants each spec's secret to that
-/// spec's hosts and pipeline (see `request::trust`).
+/// spec's hosts and pipeline (see `request::trust`). No secret prefix:
+/// secret ids are read as written (`TRIBUTARY_SECRET_<ID>`,
+/// `<lake>/_secrets.json`).
 pub fn local_trust() -> request::trust::Trust {
     let destinations =
         topology::QUEUES.iter().map(|q| q.name.to_string()).chain(topology::TOPICS.iter().map(|t| t.to_string()));
@@ -93,6 +95,7 @@ pub fn local_trust() -> request::trust::Trust {
         secrets: Some(BTreeMap::new()),
         networks: tributary_core::ports::NetworkAccess { loopback: true, private: true },
         destinations: Some(destinations.collect()),
+        secret_prefix: request::secret_ref::SecretPrefix::default(),
     }
 }
 

@@ -8,7 +8,10 @@ use tributary_core::ports::{PortError, Secret, SecretStore};
 
 /// Secrets by id from `TRIBUTARY_SECRET_<ID>` (the id upper-cased, every
 /// character outside `A-Z0-9` replaced by `_`), else from a JSON object file
-/// (`{"<id>": "<value>"}`, by default `<lake>/_secrets.json`).
+/// (`{"<id>": "<value>"}`, by default `<lake>/_secrets.json`). A value may
+/// also be a JSON object, a key/value secret as Secrets Manager keeps them
+/// (`{"<id>": {"user": "…", "password": "…"}}`): its JSON text is the
+/// secret, from which a `<id>#<key>` reference takes one key.
 #[derive(Clone, Debug)]
 pub struct FileSecrets {
     file: PathBuf,
@@ -53,10 +56,11 @@ impl SecretStore for FileSecrets {
         })?;
         match map.get(id) {
             Some(serde_json::Value::String(value)) => Ok(Secret::new(value.clone())),
+            Some(object @ serde_json::Value::Object(_)) => Ok(Secret::new(object.to_string())),
             Some(_) => Err(PortError::permanent_msg(
                 "read secret",
                 id,
-                "the secrets file holds a non-string value for this id",
+                "the secrets file holds neither a string nor a JSON object for this id",
             )),
             None => Err(not_found()),
         }
@@ -71,10 +75,15 @@ mod tests {
     async fn reads_from_file_and_reports_missing_ids() {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("_secrets.json");
-        std::fs::write(&file, r#"{"vendor/api-key": "s3cr3t"}"#).expect("write");
+        std::fs::write(&file, r#"{"vendor/api-key": "s3cr3t", "vendor/login": {"password": "pw"}, "n": 7}"#)
+            .expect("write");
         let secrets = FileSecrets::new(&file);
         let secret = secrets.get("vendor/api-key").await.expect("secret");
         assert_eq!(secret.expose(), "s3cr3t");
+        // A key/value secret is its JSON text, as Secrets Manager's SecretString.
+        assert_eq!(secrets.get("vendor/login").await.expect("object").expose(), r#"{"password":"pw"}"#);
+        let Err(err) = secrets.get("n").await else { panic!("a number is no secret") };
+        assert!(err.to_string().contains("neither a string nor a JSON object"), "{err}");
         assert_eq!(format!("{secret:?} {secret}"), "Secret(<redacted>) <redacted>");
         let Err(PortError::NotFound { target, .. }) = secrets.get("other/id").await else { panic!("not found") };
         assert!(target.contains("TRIBUTARY_SECRET_OTHER_ID") && target.contains("_secrets.json"), "{target}");

@@ -1,4 +1,6 @@
-//! Credentials of a call, read by secret id and never logged.
+//! Credentials of a call, read by secret id and never logged. A secret id is
+//! a reference resolved by the deployment ([`crate::secret_ref`]): relative to
+//! the stack's `SECRET_PREFIX`, optionally a key of a JSON-object secret.
 //!
 //! | `kind` | secret holds | sent as |
 //! |---|---|---|
@@ -135,31 +137,51 @@ impl Credentials {
     }
 }
 
-fn secret_error(secret_id: &str, err: PortError) -> RequestError {
+/// A failure of the secret store reading `reference` (as written in the
+/// message), naming where it looked.
+fn secret_error(reference: &str, err: PortError) -> RequestError {
     let permanent = !err.is_retryable();
     let (problem, source) = match err {
         // The local store names where it looked; Secrets Manager's target
-        // is the id itself.
-        PortError::NotFound { target, .. } if target != secret_id => (format!("no such secret: {target}"), None),
+        // is the id read, which SECRET_PREFIX may have prefixed.
+        PortError::NotFound { target, .. } if target != reference => (format!("no such secret: {target}"), None),
         PortError::NotFound { .. } => ("no such secret".to_string(), None),
         other => (other.to_string(), Some(other.into())),
     };
-    RequestError::Auth { field: "policy.auth.secret_id", value: secret_id.to_string(), problem, permanent, source }
+    RequestError::Auth { field: "policy.auth.secret_id", value: reference.to_string(), problem, permanent, source }
+}
+
+/// The credential `auth`'s secret reference names: resolved under the
+/// deployment's `SECRET_PREFIX` ([`crate::secret_ref`]), read, and taken
+/// whole or from its JSON key.
+async fn read_secret(auth: &Auth, deps: Deps<'_>) -> Result<Secret, RequestError> {
+    let reference = auth.secret_id();
+    let refused = |problem: String| RequestError::Auth {
+        field: "policy.auth.secret_id",
+        value: reference.to_string(),
+        problem,
+        permanent: true,
+        source: None,
+    };
+    let resolved = deps.config.trust.secret_prefix.resolve(reference).map_err(|err| refused(err.to_string()))?;
+    let stored = deps.secrets.get(&resolved.id).await.map_err(|err| secret_error(reference, err))?;
+    resolved.credential(stored).map_err(|err| refused(format!("secret {:?}: {err}", resolved.id)))
 }
 
 /// The credentials of `auth`; with `refresh`, an OAuth token is fetched
 /// anew even if one is cached.
 ///
 /// # Errors
-/// [`RequestError::Auth`] naming the field: a missing secret (permanent), a
-/// token endpoint that refuses the client (permanent) or fails (retryable).
+/// [`RequestError::Auth`] naming the field: a missing secret, a reference
+/// outside the deployment's secrets or a JSON key the secret does not hold
+/// (permanent), a token endpoint that refuses the client (permanent) or fails (retryable).
 pub async fn credentials(
     auth: &Auth,
     deps: Deps<'_>,
     access: HttpRequest,
     refresh: bool,
 ) -> Result<Credentials, RequestError> {
-    let secret = deps.secrets.get(auth.secret_id()).await.map_err(|err| secret_error(auth.secret_id(), err))?;
+    let secret = read_secret(auth, deps).await?;
     Ok(match auth {
         Auth::ApiKey { header: Some(header), .. } => Credentials {
             header: Some((header.clone(), secret)),

@@ -17,6 +17,7 @@ use tributary_core::tenant::{self, Tenants};
 use tributary_core::ports::NetworkAccess;
 
 use crate::http::DEFAULT_CONNECT_TIMEOUT;
+use crate::secret_ref::SecretPrefix;
 use crate::trust::{self, Trust};
 use crate::{DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_RESPONSE_BYTES, RequestConfig};
 
@@ -93,6 +94,11 @@ const SECRET_GRANTS: EnvVar = EnvVar::optional(
     "no secrets",
     "JSON: the secrets messages may name, and for each the whole call it may ride on (hosts, schemes, ports, methods, path prefixes, API key placement, OAuth token URL, pipelines)",
 );
+const SECRET_PREFIX: EnvVar = EnvVar::optional(
+    "SECRET_PREFIX",
+    "no prefix: secret ids are read as written",
+    "the prefix of the secrets Request reads (`<stack>/`): a `secret_id` (and a `SECRET_GRANTS` key) that starts neither with it nor with `arn:` is read as `<SECRET_PREFIX><secret_id>`, so one spec works in every stack; an ARN must name a secret under it",
+);
 const ALLOW_LOOPBACK: EnvVar =
     EnvVar::flag("ALLOW_LOOPBACK", false, "whether a message's `allow` may open loopback addresses");
 const ALLOW_PRIVATE_NETWORKS: EnvVar =
@@ -130,6 +136,7 @@ impl LambdaConfig {
         RUN_EVENTS_TOPIC_ARN,
         REPLY_DESTINATIONS,
         SECRET_GRANTS,
+        SECRET_PREFIX,
         ALLOW_LOOPBACK,
         ALLOW_PRIVATE_NETWORKS,
         REQUEST_QUEUE_URL,
@@ -217,7 +224,13 @@ fn max_instances(env: &LambdaEnv) -> Result<NonZeroU32, EnvError> {
 fn trust_from_env(env: &LambdaEnv) -> Result<Trust, EnvError> {
     let destinations =
         env.text(&REPLY_DESTINATIONS)?.split(',').map(str::trim).filter(|d| !d.is_empty()).map(String::from).collect();
-    let secrets = match env.optional(&SECRET_GRANTS)? {
+    let prefix = env.optional(&SECRET_PREFIX)?.unwrap_or_default();
+    let secret_prefix = SecretPrefix::new(&prefix).map_err(|expected| EnvError::Malformed {
+        name: SECRET_PREFIX.name.into(),
+        value: prefix.clone(),
+        expected,
+    })?;
+    let grants = match env.optional(&SECRET_GRANTS)? {
         None => Default::default(),
         Some(text) => trust::parse_grants(&text).map_err(|_| EnvError::Malformed {
             name: SECRET_GRANTS.name.into(),
@@ -225,11 +238,23 @@ fn trust_from_env(env: &LambdaEnv) -> Result<Trust, EnvError> {
             expected: "a JSON object of secret id to a grant {\"hosts\": [..], \"pipelines\": [..], \"schemes\", \"ports\", \"methods\", \"path_prefixes\", \"api_key\", \"token_url\"} or an array of grants (docs/request.md, Trust model)",
         })?,
     };
-    Ok(Trust {
-        secrets: Some(secrets),
+    let mut trust = Trust {
+        secrets: Some(Default::default()),
         networks: NetworkAccess { loopback: env.flag(&ALLOW_LOOPBACK)?, private: env.flag(&ALLOW_PRIVATE_NETWORKS)? },
         destinations: Some(destinations),
-    })
+        secret_prefix,
+    };
+    for (id, grants) in grants {
+        if let Err(err) = trust.secret_prefix.resolve(&id) {
+            return Err(EnvError::Malformed {
+                name: SECRET_GRANTS.name.into(),
+                value: format!("{id:?}: {err}"),
+                expected: "keys that are secret references as specs write them: `<name>`, `<name>#<json key>` or a secret ARN under SECRET_PREFIX (docs/request.md, Credentials)",
+            });
+        }
+        grants.into_iter().for_each(|grant| trust.grant(&id, grant));
+    }
+    Ok(trust)
 }
 
 #[cfg(test)]
@@ -309,6 +334,39 @@ mod tests {
             .expect_err("tenants");
         assert_eq!(err.name(), "SECRET_GRANTS");
         assert!(err.to_string().contains("tributary/a") && err.to_string().contains("pipelines"), "{err}");
+    }
+
+    #[test]
+    fn grants_are_keyed_by_secret_ids_resolved_under_the_stack_prefix() {
+        // Relative and full keys are one secret: their grants add up.
+        let grants = r#"{"vendor-key": {"hosts": ["api.a.com"]}, "tributary-prod/vendor-key": {"hosts": ["api.b.com"]},
+            "crm/login#password": {"hosts": ["crm.example"]}}"#;
+        let config = LambdaConfig::from_env(&env(&[("SECRET_PREFIX", "tributary-prod/"), ("SECRET_GRANTS", grants)]))
+            .expect("prefix");
+        let trust = &config.handler.trust;
+        assert_eq!(trust.secret_prefix.as_str(), "tributary-prod/");
+        let secrets = trust.secrets.as_ref().expect("grants");
+        let keys: Vec<&str> = secrets.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["tributary-prod/crm/login#password", "tributary-prod/vendor-key"]);
+        let mut hosts: Vec<&str> =
+            secrets["tributary-prod/vendor-key"].iter().flat_map(|g| &g.hosts).map(String::as_str).collect();
+        hosts.sort_unstable();
+        assert_eq!(hosts, ["api.a.com", "api.b.com"]);
+        // Unset: ids as written.
+        let config = LambdaConfig::from_env(&env(&[("SECRET_GRANTS", grants)])).expect("no prefix");
+        assert!(config.handler.trust.secrets.as_ref().is_some_and(|s| s.contains_key("vendor-key")));
+        // A grant of another stack's secret by ARN, or a malformed prefix, stops the cold start.
+        let foreign = r#"{"arn:aws:secretsmanager:eu-west-1:1:secret:tributary-dev/k-AbC123": {"hosts": ["a.com"]}}"#;
+        let err = LambdaConfig::from_env(&env(&[("SECRET_PREFIX", "tributary-prod/"), ("SECRET_GRANTS", foreign)]))
+            .expect_err("outside the prefix");
+        assert_eq!(err.name(), "SECRET_GRANTS");
+        assert!(
+            err.to_string().contains("tributary-dev/k-AbC123") && err.to_string().contains("SECRET_PREFIX"),
+            "{err}"
+        );
+        let err = LambdaConfig::from_env(&env(&[("SECRET_PREFIX", "my stack/")])).expect_err("a space");
+        assert_eq!(err.name(), "SECRET_PREFIX");
+        assert!(err.to_string().contains("\"my stack/\""), "{err}");
     }
 
     #[test]

@@ -37,6 +37,7 @@ pub mod paging;
 pub mod rate;
 pub mod retry;
 pub mod scrub;
+pub mod secret_ref;
 pub mod ssrf;
 pub mod trust;
 

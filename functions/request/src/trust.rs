@@ -28,6 +28,8 @@ use serde::Deserialize;
 use contracts::{Auth, Destination, HttpMethod, RequestMessage, RequestMode};
 use tributary_core::ports::NetworkAccess;
 
+use crate::secret_ref::SecretPrefix;
+
 /// Where a grant lets an API key go: fixed by the deployment, never by the
 /// message (`{"header": "x-api-key"}` or `{"query_param": "api_key"}`).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -356,8 +358,10 @@ impl SecretGrant {
 /// What messages may use, from the deployment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Trust {
-    /// Secrets messages may name, by secret id, each with the calls it may
-    /// ride on (`SECRET_GRANTS`, a JSON object `{"<secret id>": grant}` or
+    /// Secrets messages may name, by resolved reference
+    /// ([`crate::secret_ref::SecretRef::canonical`]: add them with
+    /// [`Trust::grant`]), each with the calls it may ride on
+    /// (`SECRET_GRANTS`, a JSON object `{"<secret id>": grant}` or
     /// `{"<secret id>": [grant, ..]}`: a call may use the secret when one
     /// of its grants admits it). `None`: any secret on any call, for a
     /// deployment with a single sender (the local runtime grants each
@@ -370,6 +374,11 @@ pub struct Trust {
     /// `mode.next.queue` may name (`REPLY_DESTINATIONS`, comma-separated).
     /// `None`: any.
     pub destinations: Option<BTreeSet<String>>,
+    /// The prefix relative secret ids are read under (`SECRET_PREFIX`:
+    /// `<stack>/` on AWS; empty, the default, locally): messages' secret ids
+    /// and the keys of `secrets` are resolved by it
+    /// ([`crate::secret_ref`]). Set it before granting.
+    pub secret_prefix: SecretPrefix,
 }
 
 impl Default for Trust {
@@ -377,7 +386,12 @@ impl Default for Trust {
     /// destination. Every message is refused until the deployment says
     /// where answers may go.
     fn default() -> Self {
-        Self { secrets: Some(BTreeMap::new()), networks: NetworkAccess::default(), destinations: Some(BTreeSet::new()) }
+        Self {
+            secrets: Some(BTreeMap::new()),
+            networks: NetworkAccess::default(),
+            destinations: Some(BTreeSet::new()),
+            secret_prefix: SecretPrefix::default(),
+        }
     }
 }
 
@@ -397,14 +411,23 @@ impl Trust {
     /// Everything allowed: any secret anywhere, loopback and private
     /// addresses, any destination. For tests and single-sender setups.
     pub fn unrestricted() -> Self {
-        Self { secrets: None, networks: NetworkAccess { loopback: true, private: true }, destinations: None }
+        Self {
+            secrets: None,
+            networks: NetworkAccess { loopback: true, private: true },
+            destinations: None,
+            secret_prefix: SecretPrefix::default(),
+        }
     }
 
     /// Adds `grant` to the calls `secret_id` may ride on (an earlier grant
-    /// of the same secret stays: either admits a call).
+    /// of the same secret stays: either admits a call). `secret_id` is a
+    /// reference, resolved by [`Trust::secret_prefix`]: `vendor-key` and
+    /// `<prefix>vendor-key` are one secret. One that does not resolve is
+    /// kept as written, where no call's resolved id can match it.
     pub fn grant(&mut self, secret_id: &str, grant: SecretGrant) {
+        let key = self.secret_prefix.resolve(secret_id).map_or_else(|_| secret_id.to_string(), |r| r.canonical());
         if let Some(secrets) = &mut self.secrets {
-            let grants = secrets.entry(secret_id.to_string()).or_default();
+            let grants = secrets.entry(key).or_default();
             if !grants.contains(&grant) {
                 grants.push(grant);
             }
@@ -486,7 +509,13 @@ impl Trust {
     fn check_call(&self, call: &Call<'_>) -> Result<(), Untrusted> {
         let Some(secrets) = &self.secrets else { return Ok(()) };
         let secret_id = call.auth.secret_id();
-        let grants = secrets.get(secret_id).map(Vec::as_slice).unwrap_or_default();
+        let resolved = self.secret_prefix.resolve(secret_id).map_err(|err| Untrusted {
+            field: "policy.auth.secret_id",
+            value: format!("{secret_id:?}"),
+            reason: err.to_string(),
+        })?;
+        let key = resolved.canonical();
+        let grants = secrets.get(&key).map(Vec::as_slice).unwrap_or_default();
         let mut refusals = Vec::with_capacity(grants.len());
         for grant in grants {
             match grant.refusal(secret_id, call) {
@@ -497,10 +526,11 @@ impl Trust {
         // No grant admits it: explain by the grant the call came closest to
         // (the first of those).
         let explained = refusals.into_iter().rev().max_by_key(|(stage, _)| *stage).map(|(_, untrusted)| untrusted);
+        let read_as = if key == secret_id { String::new() } else { format!(" (read as {key:?}, SECRET_PREFIX)") };
         Err(explained.unwrap_or_else(|| Untrusted {
             field: "policy.auth.secret_id",
             value: format!("{secret_id:?}"),
-            reason: "is not granted to messages by this deployment (SECRET_GRANTS lists the secrets messages may use and the calls each may ride on)".into(),
+            reason: format!("is not granted to messages by this deployment{read_as} (SECRET_GRANTS lists the secrets messages may use and the calls each may ride on)"),
         }))
     }
 

@@ -361,3 +361,60 @@ async fn credentials_a_vendor_echoes_into_its_records_are_not_forwarded() {
     assert!(err.to_string().contains("outside a JSON string"), "{err}");
     assert!(harness.drain_text(PERSIST_QUEUE).is_empty(), "nothing forwarded");
 }
+
+/// A harness as a stack named `stack` configures Request: `SECRET_PREFIX`
+/// `<stack>/`, and `grants` (references as a spec writes them) to the
+/// vendor's origin.
+fn stack(stack: &str, vendor: std::net::SocketAddr, secrets: Value, grants: &[&str]) -> Harness {
+    let mut harness = Harness::new();
+    harness.secrets(secrets);
+    let mut trust = harness.config.trust.clone();
+    trust.secrets = Some(Default::default());
+    trust.secret_prefix = request::secret_ref::SecretPrefix::new(&format!("{stack}/")).expect("prefix");
+    let origin = url::Url::parse(&format!("http://{vendor}/")).expect("url");
+    for id in grants {
+        trust.grant(id, SecretGrant { pipelines: vec!["vendor".into()], ..SecretGrant::origin_of(&origin) });
+    }
+    harness.config.trust = trust;
+    harness
+}
+
+/// Issue 27, item 7: one spec, unchanged, reads `<stack>/<secret_id>` in
+/// each stack (grants keyed relative or full alike), takes one key of a
+/// JSON secret with `#key`, and cannot reach another stack's secret by ARN.
+#[tokio::test]
+async fn one_spec_reads_each_stacks_own_secret_by_a_relative_id() {
+    let (addr, log) = recorder(|_, _| reply(200, &[], items(0..1))).await;
+    let secrets = json!({
+        "tributary-dev/vendor/key": "DEV-t0ken-1",
+        "tributary-prod/vendor/key": "PROD-t0ken-2",
+        "tributary-prod/crm/login": {"username": "ana-user-77", "password": "pw-s3cret-777"},
+    });
+    let dev = stack("tributary-dev", addr, secrets.clone(), &["vendor/key"]);
+    let prod =
+        stack("tributary-prod", addr, secrets, &["tributary-prod/vendor/key", "crm/login#password", "crm/login"]);
+    let url = format!("http://{addr}/data");
+    let bearer_of = |id: &str| json!({"auth": {"kind": "bearer", "secret_id": id}, "allow": {"loopback": true}});
+    for harness in [&dev, &prod] {
+        request::handle_message(message(&url, bearer_of("vendor/key")), harness.deps()).await.expect("granted");
+    }
+    request::handle_message(message(&url, bearer_of("crm/login#password")), prod.deps()).await.expect("json key");
+    let sent: Vec<String> =
+        log.lock().expect("log").iter().filter_map(|seen| seen.headers.get("authorization").cloned()).collect();
+    assert_eq!(sent, ["Bearer DEV-t0ken-1", "Bearer PROD-t0ken-2", "Bearer pw-s3cret-777"]);
+
+    // A key/value secret named without its key: refused, naming the keys, never a value.
+    let err = refused(&prod, message(&url, bearer_of("crm/login"))).await;
+    let text = format!("{err} {err:?}");
+    assert!(text.contains("policy.auth.secret_id") && text.contains("`<secret id>#<key>`"), "{text}");
+    assert!(text.contains(r#""password", "username""#), "{text}");
+    assert!(!text.contains("pw-s3cret-777") && !text.contains("ana-user-77"), "{text}");
+    // Not granted in dev: the refusal says which secret the id was read as.
+    let err = refused(&dev, message(&url, bearer_of("crm/login#password"))).await;
+    assert!(err.to_string().contains(r#"read as "tributary-dev/crm/login#password""#), "{err}");
+    // Another stack's secret by ARN: refused before any call.
+    let arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:tributary-prod/vendor/key-AbC123";
+    let err = refused(&dev, message(&url, bearer_of(arn))).await;
+    assert!(err.to_string().contains("SECRET_PREFIX \"tributary-dev/\"") && err.to_string().contains(arn), "{err}");
+    assert_eq!(log.lock().expect("log").len(), 3, "no call for a refused message");
+}
