@@ -20,4 +20,5 @@ mod request_cursor;
 mod run_values;
 mod secrets_in_logs;
 mod table_evolution;
+mod template_parameters;
 mod template_topology;

@@ -15,26 +15,31 @@ use serde_norway::{Mapping, Value};
 use tributary_core::env::EnvVar;
 use tributary_core::topology::{self, Function, QueueDecl};
 
-fn repo_root() -> PathBuf {
+pub(super) fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 const TEMPLATE: &str = "infra/template.yaml";
 
 /// The template, parsed, with lookups by logical id.
-struct Template {
+pub(super) struct Template {
     root: Value,
 }
 
 impl Template {
     /// `infra/template.yaml`, or the file `TRIBUTARY_TEMPLATE` names (to try
     /// the checks on a variant).
-    fn load() -> Self {
+    pub(super) fn load() -> Self {
         let path = std::env::var_os("TRIBUTARY_TEMPLATE").map_or_else(|| repo_root().join(TEMPLATE), PathBuf::from);
         let text = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
         let root: Value =
             serde_norway::from_str(&text).unwrap_or_else(|err| panic!("{} is not valid YAML: {err}", path.display()));
         Self { root }
+    }
+
+    /// The whole template.
+    pub(super) fn root(&self) -> &Value {
+        &self.root
     }
 
     fn resources(&self) -> &Mapping {
@@ -49,7 +54,7 @@ impl Template {
         })
     }
 
-    fn resource(&self, id: &str) -> Option<&Value> {
+    pub(super) fn resource(&self, id: &str) -> Option<&Value> {
         self.resources().get(id)
     }
 
@@ -74,7 +79,7 @@ impl Template {
 
     /// The logical id of the `AWS::Serverless::Function` built from binary
     /// `function.name()` (`Metadata.BuildProperties.Binary`).
-    fn function_id(&self, function: Function) -> Option<&str> {
+    pub(super) fn function_id(&self, function: Function) -> Option<&str> {
         self.of_type("AWS::Serverless::Function")
             .find(|(_, f)| {
                 f.get("Metadata")
@@ -114,13 +119,13 @@ impl Template {
 }
 
 /// `resource.Properties.<name>`.
-fn prop<'a>(resource: &'a Value, name: &str) -> Option<&'a Value> {
+pub(super) fn prop<'a>(resource: &'a Value, name: &str) -> Option<&'a Value> {
     resource.get("Properties")?.get(name)
 }
 
 /// An intrinsic function: `("Ref" | "GetAtt" | "Sub" | …, argument)`, from the
 /// short tag form or the one-key long form.
-fn intrinsic(value: &Value) -> Option<(String, &Value)> {
+pub(super) fn intrinsic(value: &Value) -> Option<(String, &Value)> {
     match value {
         Value::Tagged(tagged) => {
             let tag = tagged.tag.to_string();
@@ -141,7 +146,7 @@ fn intrinsic(value: &Value) -> Option<(String, &Value)> {
 }
 
 /// `X` of `!Ref X`.
-fn ref_target(value: &Value) -> Option<&str> {
+pub(super) fn ref_target(value: &Value) -> Option<&str> {
     match intrinsic(value)? {
         (name, arg) if name == "Ref" => arg.as_str(),
         _ => None,
@@ -175,7 +180,7 @@ fn stack_suffix(value: Option<&Value>) -> Option<String> {
 }
 
 /// `value` as a list of strings (a scalar is a list of one).
-fn strings(value: Option<&Value>) -> Vec<&str> {
+pub(super) fn strings(value: Option<&Value>) -> Vec<&str> {
     match value {
         Some(Value::String(text)) => vec![text.as_str()],
         Some(Value::Sequence(seq)) => seq.iter().filter_map(Value::as_str).collect(),
@@ -465,7 +470,7 @@ fn env_table(function: Function) -> &'static [EnvVar] {
 }
 
 /// The `Environment.Variables` the template gives function `id`.
-fn template_env<'a>(template: &'a Template, id: &str) -> BTreeMap<String, &'a Value> {
+pub(super) fn template_env<'a>(template: &'a Template, id: &str) -> BTreeMap<String, &'a Value> {
     prop(template.resource(id).expect("exists"), "Environment")
         .and_then(|e| e.get("Variables"))
         .and_then(Value::as_mapping)
@@ -581,7 +586,7 @@ fn the_infra_readme_lists_every_function_variable_from_its_table() {
 
 /// Every statement of every inline policy of the role that function
 /// `function_id` runs as (`Role: !GetAtt <role>.Arn`).
-fn role_statements<'a>(template: &'a Template, function_id: &str) -> Vec<&'a Value> {
+pub(super) fn role_statements<'a>(template: &'a Template, function_id: &str) -> Vec<&'a Value> {
     let function = template.resource(function_id).expect("function exists");
     let Some((role_id, "Arn")) = prop(function, "Role").and_then(getatt) else {
         panic!("{function_id}: Role is not !GetAtt <role>.Arn");
@@ -597,7 +602,7 @@ fn role_statements<'a>(template: &'a Template, function_id: &str) -> Vec<&'a Val
 }
 
 /// The text of `!Sub "…"` (short or long form).
-fn sub_text(value: &Value) -> Option<&str> {
+pub(super) fn sub_text(value: &Value) -> Option<&str> {
     match intrinsic(value)? {
         (name, Value::String(text)) if name == "Sub" => Some(text.as_str()),
         _ => None,
@@ -819,7 +824,7 @@ fn deployed_schedules_start_a_run_named_after_the_scheduled_time() {
 
 impl Template {
     /// A parameter's declaration.
-    fn parameter(&self, name: &str) -> Option<&Value> {
+    pub(super) fn parameter(&self, name: &str) -> Option<&Value> {
         self.root.get("Parameters")?.get(name)
     }
 
@@ -1135,7 +1140,7 @@ fn query_results_subscription_redrives_to_its_dlq() {
 }
 
 /// Whether `value` (through tags, lists and mappings) holds the string `text`.
-fn mentions(value: &Value, text: &str) -> bool {
+pub(super) fn mentions(value: &Value, text: &str) -> bool {
     match value {
         Value::String(s) => s.contains(text),
         Value::Sequence(seq) => seq.iter().any(|v| mentions(v, text)),
