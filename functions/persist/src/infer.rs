@@ -604,6 +604,39 @@ impl Fields {
         self.push(Field { name, source: source.to_string(), ty, variant: None })
     }
 
+    /// The declared field that record key `key` fills although the spec
+    /// declared it by its column name, not by the key as sent (`created_at`
+    /// for `createdAt`): a base field of a declared type whose name is
+    /// `key`'s column name and whose source is still that name (no key
+    /// took it yet), when `exact_key_present` says no key of that very
+    /// name is in the page (then that key fills it, as declared).
+    fn declared_for(&self, key: &str, names: Naming<'_>, exact_key_present: impl Fn(&str) -> bool) -> Option<usize> {
+        let wanted = column_name(key, names.policy);
+        self.list.iter().position(|f| {
+            f.variant.is_none()
+                && matches!(f.ty, Ty::Declared { .. })
+                && f.name == wanted
+                && f.source == f.name
+                && f.source != key
+                && !exact_key_present(&f.source)
+        })
+    }
+
+    /// Makes record key `key` the source of the field at `at` (a declared
+    /// field found by [`Fields::declared_for`]).
+    fn take_source(&mut self, at: usize, key: &str) {
+        let before = std::mem::replace(&mut self.list[at].source, key.to_string());
+        if self.index.get(&before) == Some(&at) {
+            self.index.remove(&before);
+        }
+        self.index.insert(key.to_string(), at);
+    }
+
+    /// Position of the declared base field named `name` as a column.
+    fn declared_named(&self, name: &str) -> Option<usize> {
+        self.list.iter().position(|f| f.variant.is_none() && matches!(f.ty, Ty::Declared { .. }) && f.name == name)
+    }
+
     /// Adds the variant column of the field at `base` unless it exists.
     fn add_variant(&mut self, base: usize, variant: Variant, names: Naming<'_>) {
         let source = self.list[base].source.clone();
@@ -852,10 +885,17 @@ impl Ty {
         match self {
             Ty::Declared { .. } => return needed,
             Ty::Struct { fields } => {
+                let in_page = |key: &str| seen.index.contains_key(key);
                 for (key, field_seen) in &seen.fields {
                     let at = match fields.position(key, usize::MAX) {
                         Some(at) => at,
-                        None => fields.add(key, Ty::Null, names),
+                        None => match fields.declared_for(key, names, in_page) {
+                            Some(at) => {
+                                fields.take_source(at, key);
+                                at
+                            }
+                            None => fields.add(key, Ty::Null, names),
+                        },
                     };
                     let variants = fields.list[at].ty.evolve(field_seen, names.nested());
                     for variant in variants {
@@ -938,7 +978,12 @@ impl Ty {
         let Ty::Struct { fields } = self else { return };
         for column in declared {
             let now = Ty::Declared { declared: column.data_type.clone(), required: column.required };
-            match fields.position(&column.name, usize::MAX) {
+            // By the key as sent, else the declared field a key took by its
+            // column name in an earlier page (`Fields::declared_for`).
+            let at = fields
+                .position(&column.name, usize::MAX)
+                .or_else(|| fields.declared_named(&column_name(&column.name, names.policy)));
+            match at {
                 None => {
                     fields.add(&column.name, now, names);
                 }
@@ -1272,6 +1317,38 @@ mod tests {
             Naming { policy: NamePolicy::SnakeCase, reserved: &reserved, timestamps: true },
         );
         assert_eq!(columns(&ty), pairs(&[("dt_2", "string")]), "a partition column's name is taken");
+    }
+
+    #[test]
+    fn a_column_declared_by_its_lake_name_takes_the_vendors_key() {
+        let declared: Vec<contracts::DeclaredField> =
+            serde_json::from_str(r#"[{"name": "created_at", "type": "timestamp(ms, UTC)"}]"#).expect("declared");
+        let sources = |ty: &Ty| -> Vec<(String, String)> {
+            let Ty::Struct { fields } = ty else { panic!("struct") };
+            fields.list.iter().map(|f| (f.name.clone(), f.source.clone())).collect()
+        };
+        let mut ty = empty_table();
+        ty.declare(&declared, SNAKE, &mut Vec::new());
+        ty.evolve(&seen(&[r#"{"id": 1, "createdAt": "2026-12-01T10:00:00Z"}"#]), SNAKE);
+        // One column, declared, filled from `createdAt`: no all-null
+        // `created_at` beside a `created_at_2` holding the data.
+        assert_eq!(sources(&ty), [("created_at".into(), "createdAt".into()), ("id".into(), "id".into())]);
+        assert_eq!(columns(&ty)[0], ("created_at".to_string(), "timestamp(ms, UTC)".to_string()));
+        // The next run declares it again: the same column, nothing added.
+        let mut conflicts = Vec::new();
+        let before = ty.clone();
+        ty.declare(&declared, SNAKE, &mut conflicts);
+        assert_eq!((ty.clone(), conflicts), (before, Vec::new()));
+
+        // A key of exactly the declared name, in the same page, fills it as
+        // declared; the other key is a column of its own.
+        let mut ty = empty_table();
+        ty.declare(&declared, SNAKE, &mut Vec::new());
+        ty.evolve(&seen(&[r#"{"createdAt": "x", "created_at": "2026-12-01T10:00:00Z"}"#]), SNAKE);
+        assert_eq!(
+            sources(&ty),
+            [("created_at".into(), "created_at".into()), ("created_at_2".into(), "createdAt".into())]
+        );
     }
 
     #[test]

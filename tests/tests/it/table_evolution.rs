@@ -252,3 +252,42 @@ async fn value_partitions_read_as_sent_reach_athena_and_keep_one_layout() {
     assert!(tributary_core::batch::RecordError::is_permanent(&err), "dead-lettered with the reason, not retried");
     assert!(!lake.path().join("cities/dt=2026-11-02").exists(), "nothing written beside the first layout");
 }
+
+/// Issue 27, item 2: a column declared by the name it has in the lake
+/// (`created_at`) while the vendor sends `createdAt` is that key's column,
+/// typed as declared, in both table formats; the next run is the same
+/// table.
+#[tokio::test]
+async fn a_column_declared_by_its_lake_name_is_filled_from_the_vendors_key() {
+    for format in ["parquet", "iceberg"] {
+        let body = JsonBody::default();
+        let addr = serve_json(body.clone()).await;
+        let spec = contracts::spec::PipelineSpec::from_yaml(&format!(
+            "version: 1\npipeline: contacts\nstrategy: {{kind: simple}}\n\
+             request: {{url: 'http://{addr}/records', allow: {{loopback: true}}}}\n\
+             target: {{dataset: contacts, table_format: {format}, schema: [{{name: created_at, type: 'timestamp(ms, UTC)'}}]}}\n"
+        ))
+        .expect("valid spec");
+        let lake = tempfile::tempdir().expect("tempdir");
+        let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+        for (day, id) in [(1, 1), (2, 2)] {
+            body.set(format!(r#"[{{"id": {id}, "createdAt": "2026-12-0{day}T10:00:00.250Z"}}]"#));
+            let at = Utc.with_ymd_and_hms(2026, 12, day, 6, 0, 0).single().expect("a time");
+            let summary = runtime.run(&spec, at).await.expect("run");
+            let alerts = tributary::runtime::read_alerts(lake.path());
+            assert!(summary.succeeded(), "{format} run {day}: {summary} {alerts:?}");
+            assert_eq!(summary.records_quarantined, 0, "{format}: {summary}");
+        }
+        let rows = query_lake(lake.path(), "SELECT * FROM contacts ORDER BY id").await;
+        let columns: Vec<&str> = rows[0].keys().map(String::as_str).filter(|c| c.starts_with("created")).collect();
+        assert_eq!(columns, ["created_at"], "{format}: one column, no created_at_2: {rows:?}");
+        let values: Vec<&Value> = rows.iter().map(|row| &row["created_at"]).collect();
+        assert!(
+            values
+                .iter()
+                .zip(1..)
+                .all(|(v, day)| v.as_str().is_some_and(|t| t.starts_with(&format!("2026-12-0{day}T10:00:00.250")))),
+            "{format}: every run's value in the declared column: {values:?}"
+        );
+    }
+}
