@@ -155,6 +155,9 @@ pub struct RunSummary {
     /// Why the run holds less than the source (`strategy.max_pages`
     /// reached with a next page offered); `None` for a whole run.
     pub truncated: Option<String>,
+    /// How the run changed its dataset's columns (or, frozen, would
+    /// have): one line per change.
+    pub schema_changes: Vec<String>,
     /// Wall time.
     pub wall_time: Duration,
 }
@@ -197,6 +200,10 @@ impl std::fmt::Display for RunSummary {
         writeln!(f, "  alerts               {}", self.alerts.len())?;
         if let Some(reason) = &self.truncated {
             writeln!(f, "  truncated            {reason} (the run is not a success)")?;
+        }
+        for (i, change) in self.schema_changes.iter().enumerate() {
+            let label = if i == 0 { "schema changes" } else { "" };
+            writeln!(f, "  {label:<20} {change}")?;
         }
         write!(f, "  wall time            {:.2} s", self.wall_time.as_secs_f64())
     }
@@ -296,7 +303,11 @@ impl LocalRuntime {
             let mut subscriptions: Vec<Subscription> = topology::QUEUE_SUBSCRIPTIONS
                 .iter()
                 .filter(|s| s.topic == *topic)
-                .map(|s| Subscription::Queue { queue: s.queue.into(), raw: s.raw, filter: BTreeMap::new() })
+                .map(|s| Subscription::Queue {
+                    queue: s.queue.into(),
+                    raw: s.raw,
+                    filter: s.filter.iter().map(|(name, value)| (name.to_string(), vec![value.to_string()])).collect(),
+                })
                 .collect();
             if *topic == topology::ALERTS_TOPIC {
                 subscriptions.push(Subscription::File { path: alerts_file(&options.lake) });
@@ -448,6 +459,7 @@ impl LocalRuntime {
             alerts,
             data_keys: totals.data_keys,
             truncated: totals.truncated,
+            schema_changes: totals.schema_changes,
             wall_time: started.elapsed(),
         })
     }

@@ -43,7 +43,7 @@ pub use request::{
 pub use run::RunCompleted;
 pub use target::{
     Compression, DeclaredField, FieldType, FieldTypeError, FileSettings, Granularity, MAX_ROW_GROUP_ROWS, NamePolicy,
-    Partitioning, PersistTarget, TableFormat, TimeTransform, TimeUnit, Timestamps, WriteDisposition,
+    Partitioning, PersistTarget, SchemaChange, TableFormat, TimeTransform, TimeUnit, Timestamps, WriteDisposition,
 };
 pub use version::V1;
 

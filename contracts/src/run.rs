@@ -34,4 +34,16 @@ pub struct RunCompleted {
     /// run as failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<String>,
+    /// How the run changed its dataset's columns, one line per change
+    /// (`added column email (string) for /email`, `added variant column
+    /// contact_id__string (string): /contact_id held string values beside
+    /// its int64`), sorted; absent when it changed none. With
+    /// `on_schema_change: freeze` these are the changes refused (their
+    /// records quarantined).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schema_changes: Vec<String>,
+    /// The dataset's `target.on_schema_change` (absent: `alert`): Notify
+    /// alerts a run with schema changes unless it is `evolve`.
+    #[serde(default, skip_serializing_if = "crate::SchemaChange::is_default")]
+    pub on_schema_change: crate::SchemaChange,
 }

@@ -85,6 +85,16 @@ pub struct PersistTarget {
     /// not such timestamps go to its `__string` variant, as sent.
     #[serde(default, skip_serializing_if = "Timestamps::is_default")]
     pub timestamps: Timestamps,
+    /// What a page that would change the dataset's columns does (a new
+    /// field, or a variant column for values of another type, such as
+    /// `contact_id__string` when `contact_id` turns from integers to text):
+    /// `alert` (the default) evolves the table and alerts once per run,
+    /// `evolve` evolves it and only says so (the run's summary, its
+    /// run-completed event, a log line), `freeze` quarantines the records
+    /// that would change it, with the reason, and alerts. Every mode names
+    /// the changes in the run-completed event's `schema_changes`.
+    #[serde(default, skip_serializing_if = "SchemaChange::is_default")]
+    pub on_schema_change: SchemaChange,
     /// Iceberg partition transforms of the table's own timestamp columns,
     /// after the Hive partition columns of [`PersistTarget::partition`]:
     /// `day(/created_at)` or `hour(/created_at)`, a pointer to a top-level
@@ -126,6 +136,37 @@ impl TimeTransform {
         };
         let segment = pointer.strip_prefix('/')?;
         (!segment.is_empty() && !segment.contains('/')).then_some((transform, pointer))
+    }
+}
+
+/// What a change of the dataset's columns does (`target.on_schema_change`),
+/// as dlt's schema contracts do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SchemaChange {
+    /// The table evolves; the change is announced and alerted once per run.
+    #[default]
+    Alert,
+    /// The table evolves; the change is announced (summary, event, log), not alerted.
+    Evolve,
+    /// Records that would change the table are quarantined with the reason;
+    /// the run is alerted. A dataset's first page still makes its table.
+    Freeze,
+}
+
+impl SchemaChange {
+    /// Whether this is the default (`alert`).
+    pub fn is_default(&self) -> bool {
+        *self == SchemaChange::Alert
+    }
+
+    /// The spec's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SchemaChange::Alert => "alert",
+            SchemaChange::Evolve => "evolve",
+            SchemaChange::Freeze => "freeze",
+        }
     }
 }
 
@@ -389,6 +430,7 @@ impl PersistTarget {
             order_by: None,
             hard_delete: None,
             timestamps: Timestamps::default(),
+            on_schema_change: SchemaChange::default(),
             partition_by: Vec::new(),
         }
     }

@@ -120,6 +120,13 @@ pub struct PageReceipt {
     /// learning the count last) leaves the run to Persist. Absent: `false`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub table_commit: bool,
+    /// How the page changed (or, frozen, would have changed) its dataset's
+    /// columns, one line per change ([`RunCompleted::schema_changes`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schema_changes: Vec<String>,
+    /// The page's `target.on_schema_change`.
+    #[serde(default, skip_serializing_if = "contracts::SchemaChange::is_default")]
+    pub on_schema_change: contracts::SchemaChange,
 }
 
 /// How many pages a run expects.
@@ -172,6 +179,13 @@ pub struct Manifest {
     /// [`Expected::truncated`]: why the run holds less than the source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<String>,
+    /// Its pages' schema changes, sorted and each once
+    /// ([`RunCompleted::schema_changes`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schema_changes: Vec<String>,
+    /// Its dataset's `target.on_schema_change`.
+    #[serde(default, skip_serializing_if = "contracts::SchemaChange::is_default")]
+    pub on_schema_change: contracts::SchemaChange,
 }
 
 /// The ledger as a function uses it: the lake, and optionally the topic on
@@ -241,11 +255,19 @@ async fn announce(events: Events<'_>, manifest: &Manifest) -> Result<(), PortErr
         manifest_key: keys::manifest_key(&manifest.pipeline, &manifest.run_id),
         schema_hash: manifest.schema_hash.clone(),
         truncated: manifest.truncated.clone(),
+        schema_changes: manifest.schema_changes.clone(),
+        on_schema_change: manifest.on_schema_change,
     };
     let body = String::from_utf8_lossy(&encode(topic, &event)?).into_owned();
-    let attributes =
-        [("pipeline".to_string(), manifest.pipeline.clone()), ("event".to_string(), "run_completed".to_string())]
-            .into();
+    // `schema_changed` lets a subscription filter on it (an SNS
+    // FilterPolicy matches message attributes).
+    let changed = if manifest.schema_changes.is_empty() { "false" } else { "true" };
+    let attributes = [
+        ("pipeline".to_string(), manifest.pipeline.clone()),
+        ("event".to_string(), "run_completed".to_string()),
+        ("schema_changed".to_string(), changed.to_string()),
+    ]
+    .into();
     topics.publish(topic, vec![crate::ports::TopicMessage { body, attributes, ..Default::default() }]).await
 }
 
@@ -676,6 +698,13 @@ async fn complete(
         files,
         schema_hash: contracts::digest::fnv1a_hex(schemas.join("\n").as_bytes()),
         truncated: expected.truncated.clone().or(short),
+        schema_changes: {
+            let mut changes: Vec<String> = receipts.iter().flat_map(|r| r.schema_changes.iter().cloned()).collect();
+            changes.sort_unstable();
+            changes.dedup();
+            changes
+        },
+        on_schema_change: receipts.first().map(|r| r.on_schema_change).unwrap_or_default(),
     };
     let key = keys::manifest_key(pipeline, run_id);
     store.put(&key, encode(&key, &manifest)?).await?;
@@ -787,6 +816,9 @@ pub struct RunTotals {
     /// Whether the run is complete (its `_SUCCESS` marker is written): an
     /// Iceberg dataset's rows are in the table only then.
     pub completed: bool,
+    /// The pages' schema changes, sorted and each once
+    /// ([`Manifest::schema_changes`]).
+    pub schema_changes: Vec<String>,
 }
 
 /// Sums the receipts of `run_id` of `pipeline`.
@@ -801,7 +833,10 @@ pub async fn run_totals(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId)
         totals.records_persisted += receipt.records_persisted;
         totals.records_quarantined += receipt.records_quarantined;
         totals.data_keys.extend(receipt.data_keys);
+        totals.schema_changes.extend(receipt.schema_changes);
     }
+    totals.schema_changes.sort_unstable();
+    totals.schema_changes.dedup();
     // A completed run's files are its manifest's (Persist may have
     // coalesced the pages' files).
     totals.completed = store.get(&keys::success_key(pipeline, run_id)).await.is_ok();

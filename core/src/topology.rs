@@ -111,6 +111,10 @@ pub const NOTIFY_DLQ: &str = "notify-dlq";
 /// local broker delivers in process). Nothing consumes it: operators alarm
 /// on its depth.
 pub const QUERY_RESULTS_DLQ: &str = "query-results-dlq";
+/// Notify's subscription to the run-events topic: completed runs that
+/// changed their dataset's columns (`schema_changed = true`), alerted per
+/// `target.on_schema_change`.
+pub const SCHEMA_CHANGES_QUEUE: &str = "schema-changes";
 /// The topic Athena publishes rows on.
 pub const QUERY_RESULTS_TOPIC: &str = "query-results";
 /// The topic Notify publishes alerts on (e-mail/SMS subscribers).
@@ -141,6 +145,14 @@ pub const QUEUES: &[QueueDecl] = &[
     // DeadLetterConfig, `tributary deploy-schedules`). Locally nothing sends
     // to it: `tributary run` starts runs itself.
     dead_letter_queue(SCHEDULER_DLQ),
+    QueueDecl {
+        name: SCHEMA_CHANGES_QUEUE,
+        consumer: Some(Function::Notify),
+        batch_size: 10,
+        batching_window_secs: 0,
+        visibility_timeout_secs: 180,
+        redrive: Some((NOTIFY_DLQ, DLQ_MAX_RECEIVE_COUNT)),
+    },
     QueueDecl {
         name: NOTIFY_DLQ,
         consumer: None,
@@ -199,15 +211,28 @@ pub struct QueueSubscriptionDecl {
     /// The subscription's `RedrivePolicy` target: where SNS puts messages
     /// it could not deliver (the queue deleted, its policy refusing SNS).
     pub dlq: Option<&'static str>,
+    /// The subscription's `FilterPolicy` on a message attribute: only
+    /// messages whose attribute `.0` is `.1` are delivered.
+    pub filter: Option<(&'static str, &'static str)>,
 }
 
 /// Topic-to-queue subscriptions (SNS -> SQS fan-out).
-pub const QUEUE_SUBSCRIPTIONS: &[QueueSubscriptionDecl] = &[QueueSubscriptionDecl {
-    topic: QUERY_RESULTS_TOPIC,
-    queue: ORCHESTRATOR_QUEUE,
-    raw: true,
-    dlq: Some(QUERY_RESULTS_DLQ),
-}];
+pub const QUEUE_SUBSCRIPTIONS: &[QueueSubscriptionDecl] = &[
+    QueueSubscriptionDecl {
+        topic: QUERY_RESULTS_TOPIC,
+        queue: ORCHESTRATOR_QUEUE,
+        raw: true,
+        dlq: Some(QUERY_RESULTS_DLQ),
+        filter: None,
+    },
+    QueueSubscriptionDecl {
+        topic: RUN_EVENTS_TOPIC,
+        queue: SCHEMA_CHANGES_QUEUE,
+        raw: true,
+        dlq: Some(NOTIFY_DLQ),
+        filter: Some(("schema_changed", "true")),
+    },
+];
 
 /// Every topic.
 pub const TOPICS: &[&str] = &[QUERY_RESULTS_TOPIC, ALERTS_TOPIC, RUN_EVENTS_TOPIC];

@@ -36,6 +36,8 @@ fn receipt(page: u32, schema: &str) -> PageReceipt {
         raw_key: String::new(),
         schema: Some(schema.into()),
         table_commit: false,
+        schema_changes: Vec::new(),
+        on_schema_change: contracts::SchemaChange::default(),
     }
 }
 

@@ -133,6 +133,15 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     for record in &event.records {
         let meta = RecordMeta::of(record);
+        if let Some(completed) = run_completed(record) {
+            // A run-completed event (the run-events topic's subscription),
+            // not a dead letter: alerted when it changed its dataset's
+            // columns, never archived.
+            if let Some(alert) = schema_alert(&completed, &meta) {
+                groups.push((alert, vec![meta.message_id]));
+            }
+            continue;
+        }
         let alert = alert_for(record, &meta);
         if let Some(store) = deps.store {
             let letter = dead_letter_of(record, &meta, &alert, &now);
@@ -154,13 +163,15 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
         }
     }
     for (alert, ids) in groups {
-        let mut emf =
-            tributary_core::metrics::Metrics::new(&alert.function, alert.pipeline.as_deref().unwrap_or("unknown"));
-        emf.count(tributary_core::metrics::DEAD_LETTERS, u64::from(alert.count));
-        if let Some(run_id) = &alert.run_id {
-            emf.property("run_id", Value::String(run_id.clone()));
+        if alert.function != SCHEMA_FUNCTION {
+            let mut emf =
+                tributary_core::metrics::Metrics::new(&alert.function, alert.pipeline.as_deref().unwrap_or("unknown"));
+            emf.count(tributary_core::metrics::DEAD_LETTERS, u64::from(alert.count));
+            if let Some(run_id) = &alert.run_id {
+                emf.property("run_id", Value::String(run_id.clone()));
+            }
+            emf.flush_to(&deps.config.metrics);
         }
-        emf.flush_to(&deps.config.metrics);
         if let Err(err) = publish(&alert, deps).await {
             tracing::error!(error = %err, messages = ids.len(), "could not publish the alert; SQS will redeliver its dead letters");
             for id in ids {
@@ -171,6 +182,54 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
         }
     }
     response
+}
+
+/// The [`contracts::RunCompleted`] a record carries (raw, or in an SNS
+/// envelope), if it is one.
+pub fn run_completed(record: &SqsMessage) -> Option<contracts::RunCompleted> {
+    let (value, _) = decode_body(record.body.as_deref()?).ok()?;
+    serde_json::from_value(value).ok()
+}
+
+/// Function name of a schema-change alert.
+pub const SCHEMA_FUNCTION: &str = "schema";
+
+/// The alert for a run that changed its dataset's columns
+/// (`target.on_schema_change`: `alert`, the default, or `freeze`); `None`
+/// for a run that changed none, or under `evolve`. One alert per run and
+/// dataset: a change is made (or refused) by the run that meets it first.
+pub fn schema_alert(event: &contracts::RunCompleted, meta: &RecordMeta) -> Option<Alert> {
+    if event.schema_changes.is_empty() || event.on_schema_change == contracts::SchemaChange::Evolve {
+        return None;
+    }
+    let changes = event.schema_changes.join("; ");
+    let what = match event.on_schema_change {
+        contracts::SchemaChange::Freeze => {
+            "would have changed its dataset's columns, so the records that needed it were quarantined \
+             (target.on_schema_change: freeze)"
+        }
+        _ => {
+            "changed its dataset's columns (target.on_schema_change: alert; queries and joins on these columns may need a look)"
+        }
+    };
+    let summary = format!("run {} of pipeline {} {what}: {}", event.run_id, event.pipeline, truncate(&changes, 600));
+    Some(Alert {
+        version: V1,
+        pipeline: Some(event.pipeline.clone()),
+        run_id: Some(event.run_id.to_string()),
+        page: None,
+        function: SCHEMA_FUNCTION.into(),
+        source_queue: meta.source_queue.clone(),
+        message_id: meta.message_id.clone(),
+        receive_count: meta.receive_count,
+        reason: Some(truncate(&changes, 1024)),
+        summary,
+        body_excerpt: String::new(),
+        body_bytes: 0,
+        count: 1,
+        first_seen: None,
+        examples: Vec::new(),
+    })
 }
 
 /// Adds `other` (a dead letter of the same pipeline, run and function) to
@@ -231,6 +290,7 @@ pub fn dead_letter_of(
         message_attributes,
         attributes,
         redriven: Vec::new(),
+        resolved: None,
     }
 }
 
@@ -550,8 +610,11 @@ pub async fn publish(alert: &Alert, deps: Deps<'_>) -> Result<(), PortError> {
     let pipeline = alert.pipeline.as_deref().filter(|p| !p.trim().is_empty()).unwrap_or("unknown");
     let function = if alert.function.trim().is_empty() { "unknown" } else { alert.function.as_str() };
     let times = if alert.count == 1 { String::new() } else { format!(" {}x", alert.count) };
-    let subject =
-        sanitize_subject(&format!("tributary alert: {}{times} failed for pipeline {pipeline}", alert.function));
+    let subject = if alert.function == SCHEMA_FUNCTION {
+        sanitize_subject(&format!("tributary alert: pipeline {pipeline} changed its dataset's columns"))
+    } else {
+        sanitize_subject(&format!("tributary alert: {}{times} failed for pipeline {pipeline}", alert.function))
+    };
     let json = serde_json::to_string(alert)
         .map_err(|err| PortError::permanent("encode alert", deps.config.alerts_topic.clone(), err))?;
     let email = email_text(alert);
@@ -570,7 +633,7 @@ pub async fn publish(alert: &Alert, deps: Deps<'_>) -> Result<(), PortError> {
     let attributes = [
         ("pipeline".to_string(), pipeline.to_string()),
         ("function".to_string(), function.to_string()),
-        ("severity".to_string(), "error".to_string()),
+        ("severity".to_string(), if alert.function == SCHEMA_FUNCTION { "warning" } else { "error" }.to_string()),
     ]
     .into();
     tracing::error!(pipeline, function = %alert.function, count = alert.count, "dead letters: {}", alert.summary);

@@ -45,7 +45,7 @@ use lake_format::lineage::{LINEAGE_COLUMNS, Lineage, lineage_fields};
 use lake_format::partition::{self, DEFAULT_PARTITION, partition_columns};
 
 use crate::build::{Col, Rec, Violation};
-use crate::infer::{Naming, Seen, Ty, empty_table};
+use crate::infer::{Naming, Seen, Ty, empty_table, schema_changes};
 use crate::json::{Tape, Tok, unescape};
 use crate::source::{DecodeError, Framer, PageSource};
 
@@ -235,6 +235,11 @@ pub struct PageOutput {
     /// Changes of the dataset's schema this page could not make (its
     /// records that needed them are quarantined).
     pub conflicts: Vec<String>,
+    /// How this page changed the dataset's columns ([`schema_changes`]),
+    /// or, under `target.on_schema_change: freeze`, would have (its records
+    /// that needed them are quarantined). Empty for a dataset's first page,
+    /// which makes the table.
+    pub schema_changes: Vec<String>,
 }
 
 impl PageOutput {
@@ -460,6 +465,20 @@ pub fn convert_page(
     let seen = seen_in_page(source, format, settings.limits)?;
     let mut evolved = schema.clone();
     evolved.evolve(&seen, names);
+    // A dataset's first page makes its table; later pages change it.
+    let changes = if settings.lake_schema.is_some() { schema_changes(&schema, &evolved) } else { Vec::new() };
+    if !changes.is_empty() && settings.target.on_schema_change == contracts::SchemaChange::Freeze {
+        // Frozen: the table as it is; a record that would change it is
+        // quarantined with the violation, and the refused changes reported.
+        tracing::warn!(changes = ?changes, "target.on_schema_change: freeze: records that would change the dataset are quarantined");
+        let output = write_pass(source, format, settings, schema, conflicts, &HashMap::new(), false)?;
+        let mut output =
+            output.ok_or_else(|| ConvertError::Io(std::io::Error::other("the write pass stopped without a reason")))?;
+        output.schema_changes = changes;
+        return Ok(output);
+    }
+    // Kept only when there are changes, to say which the write makes.
+    let unchanged = (!changes.is_empty()).then(|| schema.clone());
     let (columns, before) = (evolved.columns(), schema.columns());
     let (schema, over_cap) = if columns <= settings.limits.max_columns || columns <= before {
         (evolved, HashMap::new())
@@ -471,8 +490,16 @@ pub fn convert_page(
         );
         cap_columns(source, format, settings, schema, names)?
     };
+    // What the page really changes (the column cap may have kept some out).
+    let changes = unchanged.map_or(changes, |unchanged| schema_changes(&unchanged, &schema));
+    if !changes.is_empty() {
+        tracing::warn!(changes = ?changes, "the page changes its dataset's columns");
+    }
     let output = write_pass(source, format, settings, schema, conflicts, &over_cap, false)?;
-    output.ok_or_else(|| ConvertError::Io(std::io::Error::other("the write pass stopped without a reason")))
+    let mut output =
+        output.ok_or_else(|| ConvertError::Io(std::io::Error::other("the write pass stopped without a reason")))?;
+    output.schema_changes = changes;
+    Ok(output)
 }
 
 /// Why a record is set aside whole before its values are looked at, or
@@ -814,6 +841,7 @@ fn write_pass(
         schema,
         arrow_schema,
         conflicts: sunk.conflicts,
+        schema_changes: Vec::new(),
     }))
 }
 

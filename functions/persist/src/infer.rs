@@ -1027,6 +1027,51 @@ impl Ty {
     }
 }
 
+/// How `after` changes `before`'s columns, one line per change, in the
+/// order the columns were added: a new column (`added column email
+/// (string) for /email`, nested ones by their dotted path), a variant
+/// column (`added variant column contact_id__string (string): /contact_id
+/// held values that are not int64`), and a column that had no type yet
+/// and has one now (`typed column note as string`). Empty when nothing a
+/// reader sees changes.
+pub fn schema_changes(before: &Ty, after: &Ty) -> Vec<String> {
+    let mut changes = Vec::new();
+    struct_changes("", "", before, after, &mut changes);
+    changes
+}
+
+fn struct_changes(path: &str, pointer: &str, before: &Ty, after: &Ty, out: &mut Vec<String>) {
+    let (before, after) = match (before, after) {
+        (Ty::Struct { fields: b }, Ty::Struct { fields: a }) => (b, a),
+        (Ty::List { item: b }, Ty::List { item: a }) => return struct_changes(path, pointer, b, a, out),
+        _ => return,
+    };
+    let escape = |key: &str| key.replace('~', "~0").replace('/', "~1");
+    for field in &after.list {
+        let column = format!("{path}{}", field.name);
+        let place = format!("{pointer}/{}", escape(&field.source));
+        let was = before.list.iter().find(|f| f.name == field.name);
+        match (was, field.variant) {
+            (None, Some(_)) => {
+                let base = after.list.iter().find(|f| f.variant.is_none() && f.source == field.source);
+                let base_ty = base.map_or_else(|| "its column".to_string(), |b| b.ty.name());
+                out.push(format!(
+                    "added variant column {column} ({}): {place} held values that are not {base_ty}",
+                    field.ty.name()
+                ));
+            }
+            (None, None) if field.ty.is_physical() => {
+                out.push(format!("added column {column} ({}) for {place}", field.ty.name()));
+            }
+            (None, None) => {}
+            (Some(was), _) if !was.ty.is_physical() && field.ty.is_physical() => {
+                out.push(format!("typed column {column} as {}", field.ty.name()));
+            }
+            (Some(was), _) => struct_changes(&format!("{column}."), &place, &was.ty, &field.ty, out),
+        }
+    }
+}
+
 /// An empty table schema: the record's struct, no fields.
 pub fn empty_table() -> Ty {
     Ty::Struct { fields: Fields::default() }

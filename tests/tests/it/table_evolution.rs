@@ -291,3 +291,96 @@ async fn a_column_declared_by_its_lake_name_is_filled_from_the_vendors_key() {
         );
     }
 }
+
+/// Issue 27, item 4: a vendor whose `contact_id` turns from integers to
+/// text and which adds `email`. Each run that changes the dataset's columns
+/// says so in its summary and run-completed event, and is alerted once
+/// (not per page), per `target.on_schema_change`; `freeze` quarantines the
+/// records that would change the table instead.
+#[tokio::test]
+async fn schema_drift_is_announced_alerted_once_or_frozen_per_on_schema_change() {
+    let run_events = |lake: &Path| -> Vec<Value> {
+        std::fs::read_to_string(lake.join("_run_events.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    };
+    for mode in ["alert", "evolve", "freeze"] {
+        let body = JsonBody::default();
+        let addr = serve_json(body.clone()).await;
+        let spec = contracts::spec::PipelineSpec::from_yaml(&format!(
+            "version: 1\npipeline: contacts\nstrategy: {{kind: simple}}\n\
+             request: {{url: 'http://{addr}/records', allow: {{loopback: true}}}}\n\
+             target: {{dataset: contacts, on_schema_change: {mode}}}\n"
+        ))
+        .expect("valid spec");
+        let lake = tempfile::tempdir().expect("tempdir");
+        let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+        let pages = [
+            r#"[{"id": 1, "contact_id": 10}, {"id": 2, "contact_id": 11}]"#,
+            r#"[{"id": 3, "contact_id": "C-12"}, {"id": 4, "contact_id": 13, "email": "a@example.com"}, {"id": 5, "contact_id": 14}]"#,
+            r#"[{"id": 6, "contact_id": "C-15", "email": "b@example.com"}]"#,
+        ];
+        let mut summaries = Vec::new();
+        for (day, page) in (1..).zip(pages) {
+            body.set(page.to_string());
+            let at = Utc.with_ymd_and_hms(2026, 12, day, 6, 0, 0).single().expect("a time");
+            summaries.push(runtime.run(&spec, at).await.expect("run"));
+        }
+        // Run 1 makes the table: no change. Run 2 changes it twice.
+        assert!(summaries[0].schema_changes.is_empty(), "{mode}: {}", summaries[0]);
+        let changes = &summaries[1].schema_changes;
+        assert_eq!(changes.len(), 2, "{mode}: {}", summaries[1]);
+        assert!(
+            changes.iter().any(|c| c.starts_with("added variant column contact_id__string (string): /contact_id")),
+            "{mode}: {changes:?}"
+        );
+        assert!(changes.iter().any(|c| c == "added column email (string) for /email"), "{mode}: {changes:?}");
+        assert!(summaries[1].to_string().contains("schema changes       added"), "{mode}: {}", summaries[1]);
+        let events = run_events(lake.path());
+        assert_eq!(events.len(), 3, "{mode}: {events:?}");
+        assert_eq!(events[1]["schema_changes"].as_array().map(Vec::len), Some(2), "{mode}: {events:?}");
+        assert!(events[0].get("schema_changes").is_none(), "{mode}: {events:?}");
+        let schema_alerts: Vec<_> =
+            summaries.iter().map(|s| s.alerts.iter().filter(|a| a.function == "schema").count()).collect();
+        match mode {
+            "alert" => {
+                // Alerted once, by the run that changed it; run 3 changes nothing.
+                assert_eq!(schema_alerts, [0, 1, 0], "{mode}");
+                assert!(summaries[2].schema_changes.is_empty(), "{}", summaries[2]);
+                let alert = summaries[1].alerts.iter().find(|a| a.function == "schema").expect("alert");
+                assert!(alert.summary.contains("contact_id__string") && alert.summary.contains("email"), "{alert:?}");
+                assert!(summaries.iter().all(|s| s.succeeded()), "{mode}");
+            }
+            "evolve" => {
+                assert_eq!(schema_alerts, [0, 0, 0], "{mode}: announced, not alerted");
+                assert!(summaries.iter().all(|s| s.records_quarantined == 0), "{mode}");
+            }
+            _ => {
+                // Frozen: the records that needed a change are quarantined,
+                // the others land; each run meeting it is alerted.
+                assert_eq!(schema_alerts, [0, 1, 1], "{mode}");
+                assert_eq!(
+                    (summaries[1].records_persisted, summaries[1].records_quarantined),
+                    (1, 2),
+                    "{}",
+                    summaries[1]
+                );
+                assert_eq!(
+                    (summaries[2].records_persisted, summaries[2].records_quarantined),
+                    (0, 1),
+                    "{}",
+                    summaries[2]
+                );
+                let rows = query_lake(lake.path(), "SELECT * FROM contacts ORDER BY id").await;
+                let columns: Vec<&str> = rows[0].keys().map(String::as_str).collect();
+                assert!(
+                    !columns.iter().any(|c| *c == "email" || *c == "contact_id__string"),
+                    "frozen table: {columns:?}"
+                );
+                assert_eq!(rows.iter().map(|r| r["id"].as_i64()).collect::<Vec<_>>(), [Some(1), Some(2), Some(5)]);
+            }
+        }
+    }
+}
