@@ -446,3 +446,31 @@ fn a_redrive_of_an_authenticated_pipeline_grants_its_runs_spec_and_succeeds() {
     let line = table.lines().find(|l| l.starts_with("p ")).unwrap_or_else(|| panic!("{table}"));
     assert!(line.contains("complete"), "the redriven page completed the run: {line}");
 }
+
+#[test]
+fn the_dead_letters_of_two_runs_have_their_own_message_ids() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = write_spec(dir.path(), GOOD);
+    let lake = dir.path().join("lake");
+    // Two runs, each its own process and local runtime: each dead-letters its request.
+    for time in ["2026-11-29T06:00:00Z", "2026-11-30T06:00:00Z"] {
+        let run =
+            tributary().args(["run", "--scheduled-at", time, "--lake"]).arg(&lake).arg(&spec).output().expect("run");
+        assert_eq!(run.status.code(), Some(1), "{}", String::from_utf8_lossy(&run.stdout));
+    }
+    let list = tributary().args(["dlq", "list", "--lake"]).arg(&lake).output().expect("dlq list");
+    let table = String::from_utf8_lossy(&list.stdout);
+    let ids: Vec<&str> = table
+        .lines()
+        .filter(|l| l.contains("request-dlq"))
+        .map(|l| l.split_whitespace().next().expect("message id"))
+        .collect();
+    assert_eq!(ids.len(), 2, "{table}");
+    assert_ne!(ids[0], ids[1], "two runs, two message ids: {table}");
+    for (id, run) in ids.iter().zip(["20261129T060000Z", "20261130T060000Z"]) {
+        let show = tributary().args(["dlq", "show", id, "--lake"]).arg(&lake).output().expect("dlq show");
+        let shown = String::from_utf8_lossy(&show.stdout);
+        assert!(show.status.success(), "{id} names one letter: {}", String::from_utf8_lossy(&show.stderr));
+        assert!(shown.contains(&format!("\"run_id\": \"{run}\"")), "{shown}");
+    }
+}

@@ -96,6 +96,8 @@ struct QueueState {
 #[derive(Debug, Default)]
 struct State {
     clock_ms: u64,
+    /// This broker's part of its message ids ([`instance_id`]).
+    instance: String,
     next_id: u64,
     queues: BTreeMap<String, QueueState>,
     topics: BTreeMap<String, Vec<Subscription>>,
@@ -103,7 +105,7 @@ struct State {
 }
 
 /// In-process SQS/SNS.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Broker {
     state: Mutex<State>,
     /// Signalled when a message may have become visible: sent, fanned out,
@@ -124,10 +126,28 @@ pub fn topic_arn(name: &str) -> String {
     format!("arn:aws:sns:{REGION}:{ACCOUNT}:{name}")
 }
 
+/// A part of message ids no other broker has: 8 random hex digits, so the
+/// ids of two runs (each its own process and broker) never collide in the
+/// dead-letter archive or `tributary dlq list`, as SQS's UUIDs never do.
+fn instance_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..8].to_string()
+}
+
+impl Default for Broker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Broker {
-    /// An empty broker.
+    /// An empty broker. Its message ids are `local-<instance>-<n>` (SNS:
+    /// `local-sns-<instance>-<n>`), the instance part its own
+    /// ([`instance_id`]).
     pub fn new() -> Self {
-        Self::default()
+        Self {
+            state: Mutex::new(State { instance: instance_id(), ..State::default() }),
+            changed: tokio::sync::Notify::new(),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -284,7 +304,7 @@ impl Broker {
         let QueueMessage { body, attributes } = message;
         let now = state.clock_ms;
         state.next_id += 1;
-        let id = format!("local-{:08}", state.next_id);
+        let id = format!("local-{}-{:08}", state.instance, state.next_id);
         let q =
             state.queues.get_mut(queue).ok_or_else(|| PortError::NotFound { what: "queue", target: queue.into() })?;
         let size = body.len() + attributes.iter().map(|(n, v)| n.len() + "String".len() + v.len()).sum::<usize>();
@@ -406,7 +426,7 @@ impl Broker {
         }
         for message in messages {
             state.next_id += 1;
-            let message_id = format!("local-sns-{:08}", state.next_id);
+            let message_id = format!("local-sns-{}-{:08}", state.instance, state.next_id);
             for subscription in &subscriptions {
                 match subscription {
                     Subscription::Queue { queue, raw, filter } => {
@@ -525,6 +545,21 @@ mod tests {
             redrive: None,
         });
         broker
+    }
+
+    #[tokio::test]
+    async fn two_brokers_never_give_the_same_message_id() {
+        let (one, two) = (broker(), broker());
+        for b in [&one, &two] {
+            b.send("work", vec!["a".into()]).await.expect("send");
+        }
+        let id = |b: &Broker| b.receive("work", 1).expect("receive")[0].message_id.clone().expect("id");
+        let (a, b) = (id(&one), id(&two));
+        assert_ne!(a, b, "the first message of each broker");
+        assert!(
+            a.starts_with("local-") && a.ends_with("-00000001") && a.len() == "local-12345678-00000001".len(),
+            "{a}"
+        );
     }
 
     #[tokio::test]
