@@ -1,6 +1,7 @@
-//! `tributary dlq list|show|redrive`: the dead-letter archive Notify keeps
-//! in the lake (`_dead_letters/`, see [`tributary_core::dead_letters`]),
-//! on a local lake or a deployed stack's bucket.
+//! `tributary dlq list|show|redrive|resolve`: the dead-letter archive
+//! Notify keeps in the lake (`_dead_letters/`, see
+//! [`tributary_core::dead_letters`]), on a local lake or a deployed stack's
+//! bucket.
 //!
 //! A redrive sends each chosen letter back where it failed: a work queue's
 //! letter to that queue (its body and own attributes, without tributary's
@@ -11,10 +12,19 @@
 //! redriven is skipped unless asked again. A letter is sent before it is
 //! marked: if the marking fails, a second redrive sends it again, which the
 //! pipeline's idempotent keys absorb (at-least-once, like everything else).
+//!
+//! A letter is resolved ([`DeadLetter::resolved`]) when its run recovers:
+//! locally, a redrive after which the run is complete with no new dead
+//! letter of it, or a re-run that completes the run
+//! ([`resolve_recovered`]); anywhere, by an operator (`tributary dlq
+//! resolve`, [`resolve_selected`]), which asks for the run to be complete
+//! unless forced. A resolved letter is not redriven again unless asked.
+
+use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use tributary_core::dead_letters::{self, DeadLetter, Redrive};
+use tributary_core::dead_letters::{self, DeadLetter, Redrive, ResolvedBy};
 use tributary_core::ports::{ObjectStore, PortError, QueueMessage, QueueSender};
 use tributary_core::topology;
 
@@ -28,7 +38,9 @@ pub struct Selection {
     pub dlq: Option<String>,
     /// Only letters naming this pipeline.
     pub pipeline: Option<String>,
-    /// Include letters already redriven.
+    /// Only letters naming this run id.
+    pub run: Option<String>,
+    /// Include letters already redriven or resolved.
     pub again: bool,
 }
 
@@ -51,21 +63,24 @@ pub async fn select(store: &dyn ObjectStore, selection: &Selection) -> Result<Ve
     chosen.retain(|(_, letter)| {
         selection.dlq.as_ref().is_none_or(|dlq| &letter.dlq == dlq)
             && selection.pipeline.as_ref().is_none_or(|p| letter.pipeline.as_ref() == Some(p))
+            && selection.run.as_ref().is_none_or(|r| letter.run_id.as_ref() == Some(r))
     });
     Ok(chosen)
 }
 
 /// The letters as a text table: message id, DLQ, function, pipeline, run,
-/// page, sent time, redrives, and the start of the reason.
+/// page, sent time, redrives, what resolved it (`-`: open), and the start
+/// of the reason.
 pub fn table(letters: &[(String, DeadLetter)]) -> String {
     let mut text = format!(
-        "{:<38} {:<18} {:<12} {:<24} {:<17} {:>5} {:<24} {:>8}  reason\n",
-        "message id", "dlq", "function", "pipeline", "run", "page", "sent", "redriven"
+        "{:<38} {:<18} {:<12} {:<24} {:<20} {:>5} {:<24} {:>8} {:<11}  reason\n",
+        "message id", "dlq", "function", "pipeline", "run", "page", "sent", "redriven", "resolved"
     );
     for (_, letter) in letters {
         let reason: String = letter.reason.as_deref().unwrap_or("(none recorded)").chars().take(80).collect();
+        let resolved = letter.resolved.as_ref().map_or_else(|| "-".to_string(), |r| r.by.to_string());
         text.push_str(&format!(
-            "{:<38} {:<18} {:<12} {:<24} {:<17} {:>5} {:<24} {:>8}  {}\n",
+            "{:<38} {:<18} {:<12} {:<24} {:<20} {:>5} {:<24} {:>8} {:<11}  {}\n",
             letter.message_id,
             letter.dlq,
             letter.function,
@@ -74,6 +89,7 @@ pub fn table(letters: &[(String, DeadLetter)]) -> String {
             letter.page.map_or_else(|| "-".to_string(), |p| p.to_string()),
             letter.sent_at.as_deref().unwrap_or("-"),
             letter.redriven.len(),
+            resolved,
             reason.replace('\n', " ")
         ));
     }
@@ -153,6 +169,13 @@ pub async fn redrive(
     let mut outcomes = Vec::new();
     for (key, mut letter) in select(store, selection).await? {
         let outcome = |result| Outcome { key: key.clone(), message_id: letter.message_id.clone(), result };
+        if let Some(resolution) = letter.resolved.as_ref().filter(|_| !selection.again) {
+            outcomes.push(outcome(Err(format!(
+                "resolved ({}) at {} (--again sends it anyway)",
+                resolution.by, resolution.at
+            ))));
+            continue;
+        }
         if letter.is_redriven() && !selection.again {
             outcomes.push(outcome(Err(format!(
                 "already redriven to {} at {} (--again sends it once more)",
@@ -192,16 +215,134 @@ pub async fn redrive(
 
 /// The outcomes as lines: `redriven <id> -> <queue>` or `skipped <id>: why`.
 pub fn report(outcomes: &[Outcome]) -> String {
+    lines(outcomes, "redriven", |id, to| format!("redriven {id} -> {to}"))
+}
+
+/// A line per outcome (`done(message id, result)`, or `skipped <id>:
+/// why`), then how many of them were `verb`.
+fn lines(outcomes: &[Outcome], verb: &str, done: impl Fn(&str, &str) -> String) -> String {
     let mut text = String::new();
     for outcome in outcomes {
         match &outcome.result {
-            Ok(to) => text.push_str(&format!("redriven {} -> {to}\n", outcome.message_id)),
+            Ok(result) => text.push_str(&format!("{}\n", done(&outcome.message_id, result))),
             Err(why) => text.push_str(&format!("skipped  {}: {why}\n", outcome.message_id)),
         }
     }
-    let sent = outcomes.iter().filter(|o| o.result.is_ok()).count();
-    text.push_str(&format!("{sent} of {} dead letters redriven\n", outcomes.len()));
+    let ok = outcomes.iter().filter(|o| o.result.is_ok()).count();
+    text.push_str(&format!("{ok} of {} dead letters {verb}\n", outcomes.len()));
     text
+}
+
+/// Whether run `run_id` of `pipeline` is complete (its `_SUCCESS` marker);
+/// `false` for a text that is no run id.
+///
+/// # Errors
+/// [`PortError`] from the lake, other than the marker not being there.
+pub async fn run_complete(store: &dyn ObjectStore, pipeline: &str, run_id: &str) -> Result<bool, PortError> {
+    let Ok(run_id) = contracts::RunId::new(run_id) else { return Ok(false) };
+    match store.get(&tributary_core::keys::success_key(pipeline, &run_id)).await {
+        Ok(_) => Ok(true),
+        Err(PortError::NotFound { .. }) => Ok(false),
+        Err(err) => Err(err),
+    }
+}
+
+/// The archive's keys now: what a recovery attempt compares the archive
+/// with afterwards ([`resolve_recovered`]).
+///
+/// # Errors
+/// [`PortError`] from the lake.
+pub async fn archive_keys(store: &dyn ObjectStore) -> Result<BTreeSet<String>, PortError> {
+    Ok(dead_letters::list(store, None).await?.into_iter().collect())
+}
+
+/// After a local attempt to recover run `run_id` of `pipeline` (a redrive
+/// of its letters, or a re-run of it), with `before` the archive's keys
+/// when the attempt began: when the run is complete and the attempt added
+/// no dead letter of it, marks its open letters resolved by `by` (only
+/// those in `only`, when given: the letters a redrive sent back to a run
+/// that was already complete). Returns how many it marked.
+///
+/// # Errors
+/// [`PortError`] from the lake.
+pub async fn resolve_recovered(
+    store: &dyn ObjectStore,
+    pipeline: &str,
+    run_id: &str,
+    before: &BTreeSet<String>,
+    only: Option<&BTreeSet<String>>,
+    by: ResolvedBy,
+) -> Result<usize, PortError> {
+    if !run_complete(store, pipeline, run_id).await? {
+        return Ok(0);
+    }
+    let mut open = Vec::new();
+    for key in dead_letters::list(store, None).await? {
+        let Ok(letter) = dead_letters::read(store, &key).await else { continue };
+        if !letter.is_of_run(pipeline, run_id) {
+            continue;
+        }
+        if !before.contains(&key) {
+            // The attempt failed again somewhere: the run has not recovered.
+            return Ok(0);
+        }
+        if !letter.is_resolved() && only.is_none_or(|only| only.contains(&key)) {
+            open.push((key, letter));
+        }
+    }
+    for (key, letter) in &mut open {
+        dead_letters::resolve(store, key, letter, by, None).await?;
+    }
+    Ok(open.len())
+}
+
+/// Marks each selected letter resolved by an operator (`tributary dlq
+/// resolve`), with `note`. Unless `force`, a letter is marked only when it
+/// names a run and that run is complete: otherwise its data is not in the
+/// lake, and the outcome says how to recover it. A letter already
+/// resolved is left as it is.
+///
+/// # Errors
+/// [`PortError`] from the lake; a letter that is not marked is an
+/// [`Outcome`] with the reason.
+pub async fn resolve_selected(
+    store: &dyn ObjectStore,
+    selection: &Selection,
+    note: Option<&str>,
+    force: bool,
+) -> Result<Vec<Outcome>, PortError> {
+    let mut outcomes = Vec::new();
+    for (key, mut letter) in select(store, selection).await? {
+        let message_id = letter.message_id.clone();
+        let refused = match (&letter.resolved, letter.pipeline.as_deref(), letter.run_id.as_deref()) {
+            (Some(resolution), _, _) => Some(format!("already resolved ({}) at {}", resolution.by, resolution.at)),
+            _ if force => None,
+            (None, Some(pipeline), Some(run_id)) => (!run_complete(store, pipeline, run_id).await?).then(|| {
+                format!(
+                    "run {run_id} of {pipeline} is not complete: recover it first (`tributary dlq redrive`, or \
+                     run it again with --scheduled-at), or --force marks the letter resolved anyway"
+                )
+            }),
+            (None, _, _) => {
+                Some("it names no run whose completion could be checked; --force marks it resolved anyway".into())
+            }
+        };
+        let result = match refused {
+            Some(why) => Err(why),
+            None => dead_letters::resolve(store, &key, &mut letter, ResolvedBy::Operator, note.map(str::to_string))
+                .await
+                .map(|()| "resolved".to_string())
+                .map_err(|err| format!("the archive entry could not be marked: {err}")),
+        };
+        outcomes.push(Outcome { key, message_id, result });
+    }
+    Ok(outcomes)
+}
+
+/// [`resolve_selected`]'s outcomes as lines: `resolved <id>` or `skipped
+/// <id>: why`.
+pub fn resolve_report(outcomes: &[Outcome]) -> String {
+    lines(outcomes, "resolved", |id, _| format!("resolved {id}"))
 }
 
 #[cfg(test)]

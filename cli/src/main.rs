@@ -123,7 +123,9 @@ enum Command {
         customers: u32,
     },
     /// List recent runs in a lake with their state (complete, failed,
-    /// incomplete, running), pages, records and dead letters; with
+    /// incomplete, running), pages, records, dead letters, how many of
+    /// them are resolved and what resolved them (how the run recovered),
+    /// then how to recover each run with open dead letters; with
     /// `--stack`, also the subscriptions of the stack's operations and alerts
     /// topics, warning of one pending confirmation (SNS delivers nothing to
     /// it) and of a topic with no confirmed subscription.
@@ -312,16 +314,13 @@ impl Backfill {
 #[derive(Debug, Subcommand)]
 enum DlqAction {
     /// One line per archived dead letter, oldest first: message id, DLQ,
-    /// function, pipeline, run, page, sent time, redrives, reason.
+    /// function, pipeline, run, page, sent time, redrives, what resolved
+    /// it (`-`: open), reason.
     List {
         #[command(flatten)]
         place: Place,
-        /// Only this DLQ (e.g. `persist-dlq`).
-        #[arg(long)]
-        dlq: Option<String>,
-        /// Only letters of this pipeline.
-        #[arg(long)]
-        pipeline: Option<String>,
+        #[command(flatten)]
+        filters: Filters,
     },
     /// One dead letter whole, as JSON: body, attributes, reason, redrives.
     Show {
@@ -332,23 +331,14 @@ enum DlqAction {
     },
     /// Send dead letters back to the queue they failed on (a failed
     /// trigger: to the Orchestrator's queue) and mark them redriven.
-    /// Locally, the local runtime then drains every queue, as a run does.
+    /// Locally, the local runtime then drains every queue, as a run does,
+    /// and the letters of each run that is then complete, with no new dead
+    /// letter, are marked resolved. Letters already redriven or resolved
+    /// are skipped unless `--again`.
     Redrive {
-        /// Message ids (or archive keys); none: every letter the filters
-        /// match, which needs `--all`.
-        ids: Vec<String>,
         #[command(flatten)]
-        place: Place,
-        /// Every matching letter (without ids).
-        #[arg(long)]
-        all: bool,
-        /// Only this DLQ.
-        #[arg(long)]
-        dlq: Option<String>,
-        /// Only letters of this pipeline.
-        #[arg(long)]
-        pipeline: Option<String>,
-        /// Send letters already redriven once more.
+        chosen: Chosen,
+        /// Send letters already redriven (or resolved) once more.
         #[arg(long)]
         again: bool,
         /// Locally: also grant what this spec grants (its secret, hosts),
@@ -357,6 +347,69 @@ enum DlqAction {
         #[arg(long)]
         spec: Vec<PathBuf>,
     },
+    /// Mark dead letters resolved (`tributary status` counts them apart
+    /// from the open ones; a redrive skips them): by default only letters
+    /// whose run is complete, as after a recovery on AWS, where the
+    /// completion is not seen by the CLI. Locally, a redrive or a re-run
+    /// that completes the run marks them itself.
+    Resolve {
+        #[command(flatten)]
+        chosen: Chosen,
+        /// Why, kept with each letter (e.g. "vendor fixed the record").
+        #[arg(long)]
+        note: Option<String>,
+        /// Mark letters whose run is not complete (or names no run) too:
+        /// their data is not in the lake.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+/// Which dead letters a `dlq` command acts on.
+#[derive(Debug, clap::Args)]
+struct Filters {
+    /// Only this DLQ (e.g. `persist-dlq`).
+    #[arg(long)]
+    dlq: Option<String>,
+    /// Only letters of this pipeline.
+    #[arg(long)]
+    pipeline: Option<String>,
+    /// Only letters of this run (its id, as `tributary status` shows it).
+    #[arg(long)]
+    run: Option<String>,
+}
+
+impl Filters {
+    /// The selection of these filters and `ids`.
+    fn select(self, ids: Vec<String>, again: bool) -> tributary::dlq::Selection {
+        tributary::dlq::Selection { ids, dlq: self.dlq, pipeline: self.pipeline, run: self.run, again }
+    }
+}
+
+/// The dead letters a `dlq redrive` or `dlq resolve` acts on.
+#[derive(Debug, clap::Args)]
+struct Chosen {
+    /// Message ids (or archive keys); none: every letter the filters
+    /// match, which needs `--all`.
+    ids: Vec<String>,
+    #[command(flatten)]
+    place: Place,
+    /// Every matching letter (without ids).
+    #[arg(long)]
+    all: bool,
+    #[command(flatten)]
+    filters: Filters,
+}
+
+impl Chosen {
+    /// The lake and the selection; refused without ids or `--all` (`verb`:
+    /// what the command does to them).
+    fn select(self, verb: &str, again: bool) -> anyhow::Result<(Place, tributary::dlq::Selection)> {
+        if self.ids.is_empty() && !self.all {
+            anyhow::bail!("name the dead letters to {verb} (message ids, see `tributary dlq list`) or pass --all");
+        }
+        Ok((self.place, self.filters.select(self.ids, again)))
+    }
 }
 
 /// Where the lake (and, on AWS, the queues) are.
@@ -472,9 +525,16 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Status { lake, stack, limit } => {
+            let place = match (&stack, &lake) {
+                (Some(stack), _) => tributary::status::Place::Stack(stack.clone()),
+                (None, lake) => {
+                    tributary::status::Place::Lake(lake.as_ref().map_or("lake".into(), ToString::to_string))
+                }
+            };
             let (store, handle) = open_lake(lake, stack.as_deref()).await?;
             let runs = tributary::status::recent_runs(store.as_ref(), limit).await?;
             out_raw!("{}", tributary::status::table(&runs))?;
+            out_raw!("{}", tributary::status::recovery_hints(&runs, &place))?;
             if let Some(handle) = &handle {
                 out_raw!("{}", subscriptions(handle).await?)?;
             }
@@ -843,11 +903,11 @@ async fn s3_store(
 
 /// `tributary dlq …`.
 async fn dlq(action: DlqAction) -> anyhow::Result<ExitCode> {
-    use tributary::dlq::{self, Selection};
+    use tributary::dlq;
     match action {
-        DlqAction::List { place, dlq: only, pipeline } => {
+        DlqAction::List { place, filters } => {
             let (store, _) = open_lake(place.lake, place.stack.as_deref()).await?;
-            let selection = Selection { dlq: only, pipeline, ..Selection::default() };
+            let selection = filters.select(Vec::new(), false);
             let letters = dlq::select(store.as_ref(), &selection).await?;
             out_raw!("{}", dlq::table(&letters))?;
             out!("{} dead letters", letters.len())?;
@@ -860,11 +920,15 @@ async fn dlq(action: DlqAction) -> anyhow::Result<ExitCode> {
             out!("{}", serde_json::to_string_pretty(&letter)?)?;
             Ok(ExitCode::SUCCESS)
         }
-        DlqAction::Redrive { ids, place, all, dlq: only, pipeline, again, spec: specs } => {
-            if ids.is_empty() && !all {
-                anyhow::bail!("name the dead letters to redrive (message ids, see `tributary dlq list`) or pass --all");
-            }
-            let selection = Selection { ids, dlq: only, pipeline, again };
+        DlqAction::Resolve { chosen, note, force } => {
+            let (place, selection) = chosen.select("resolve", false)?;
+            let (store, _) = open_lake(place.lake, place.stack.as_deref()).await?;
+            let outcomes = dlq::resolve_selected(store.as_ref(), &selection, note.as_deref(), force).await?;
+            out_raw!("{}", dlq::resolve_report(&outcomes))?;
+            Ok(if outcomes.iter().all(|o| o.result.is_ok()) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        DlqAction::Redrive { chosen, again, spec: specs } => {
+            let (place, selection) = chosen.select("redrive", again)?;
             let local = place.stack.is_none();
             let (store, stack) = open_lake(place.lake.clone(), place.stack.as_deref()).await?;
             let outcomes = if local {
@@ -881,22 +945,42 @@ async fn dlq(action: DlqAction) -> anyhow::Result<ExitCode> {
                         runs.insert((pipeline, run_id));
                     }
                 }
-                for (pipeline, run_id) in runs {
-                    if !runtime.grant_run(&pipeline, &run_id).await? && specs.is_empty() {
+                for (pipeline, run_id) in &runs {
+                    if !runtime.grant_run(pipeline, run_id).await? && specs.is_empty() {
                         out!(
                             "note: run {run_id} of {pipeline} has no spec kept in the lake; if its requests use a \
                              secret, pass --spec FILE so Request may use it"
                         )?;
                     }
                 }
+                let mut complete_before = std::collections::BTreeSet::new();
+                for (pipeline, run_id) in &runs {
+                    if dlq::run_complete(store.as_ref(), pipeline, run_id).await? {
+                        complete_before.insert((pipeline.clone(), run_id.clone()));
+                    }
+                }
                 let address = |queue: &'static str| Ok(queue.to_string());
                 let outcomes = dlq::redrive(store.as_ref(), runtime.broker().as_ref(), &address, &selection).await?;
                 out_raw!("{}", dlq::report(&outcomes))?;
-                let before = tributary_core::dead_letters::list(store.as_ref(), None).await?.len();
+                let before = dlq::archive_keys(store.as_ref()).await?;
                 runtime.drain().await;
-                let after = tributary_core::dead_letters::list(store.as_ref(), None).await?.len();
-                out!("the local runtime drained every queue: {} new dead letters", after - before)?;
-                if after > before {
+                let after = dlq::archive_keys(store.as_ref()).await?;
+                out!("the local runtime drained every queue: {} new dead letters", after.difference(&before).count())?;
+                // A run complete now, with no new dead letter, has recovered:
+                // its letters are resolved (only the ones sent back, for a run
+                // that was complete before).
+                let sent: std::collections::BTreeSet<String> =
+                    outcomes.iter().filter(|o| o.result.is_ok()).map(|o| o.key.clone()).collect();
+                let mut resolved = 0;
+                for (pipeline, run_id) in &runs {
+                    let only = complete_before.contains(&(pipeline.clone(), run_id.clone())).then_some(&sent);
+                    let by = tributary_core::dead_letters::ResolvedBy::Redrive;
+                    resolved += dlq::resolve_recovered(store.as_ref(), pipeline, run_id, &before, only, by).await?;
+                }
+                if resolved > 0 {
+                    out!("{resolved} dead letters resolved: their runs are complete (see `tributary status`)")?;
+                }
+                if after.len() > before.len() {
                     return Ok(ExitCode::FAILURE);
                 }
                 outcomes

@@ -424,6 +424,9 @@ impl LocalRuntime {
         let run_id = RunId::from_time(now);
         self.grant(spec);
         self.keep_spec(spec, &run_id).await?;
+        let store = self.ports.store.as_ref();
+        let complete_before = crate::dlq::run_complete(store, &spec.pipeline, run_id.as_str()).await?;
+        let archived_before = crate::dlq::archive_keys(store).await?;
 
         let mut event = scheduler_event(spec, now);
         if let Some(token) = replace {
@@ -437,6 +440,12 @@ impl LocalRuntime {
         };
         orchestrator::handle(event, now, tributary_core::deadline::after_timeout(Function::Orchestrator), deps).await?;
         self.drain().await;
+        if !complete_before {
+            // This attempt completed the run (with no new dead letter): an
+            // earlier attempt's dead letters are resolved.
+            let by = tributary_core::dead_letters::ResolvedBy::Rerun;
+            crate::dlq::resolve_recovered(store, &spec.pipeline, run_id.as_str(), &archived_before, None, by).await?;
+        }
 
         let totals = ledger::run_totals(self.ports.store.as_ref(), &spec.pipeline, &run_id).await?;
         let mut dead_lettered = dead_letters(&self.ports.broker.stats());

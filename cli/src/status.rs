@@ -5,8 +5,9 @@
 //! and alerts topics too ([`subscriptions_report`]), so an e-mail
 //! subscription nobody confirmed is seen.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use tributary_core::dead_letters::ResolvedBy;
 use tributary_core::keys;
 use tributary_core::ledger::{Expected, PageReceipt};
 use tributary_core::ports::{ObjectStore, PortError};
@@ -27,8 +28,15 @@ pub struct RunStatus {
     pub records_persisted: u64,
     /// Records quarantined.
     pub records_quarantined: u64,
-    /// Dead letters archived for the run (`_dead_letters/`).
+    /// Dead letters archived for the run (`_dead_letters/`), resolved ones
+    /// included.
     pub dead_letters: u64,
+    /// Of them, the resolved ones ([`DeadLetter::resolved`]).
+    ///
+    /// [`DeadLetter::resolved`]: tributary_core::dead_letters::DeadLetter::resolved
+    pub resolved: u64,
+    /// What resolved them: how the run recovered.
+    pub recovered_by: BTreeSet<ResolvedBy>,
     /// Whether the ledger marks the run complete (`_SUCCESS`, manifest
     /// written).
     pub completed: bool,
@@ -47,9 +55,14 @@ pub struct RunStatus {
 }
 
 impl RunStatus {
+    /// Dead letters not resolved.
+    pub fn open_dead_letters(&self) -> u64 {
+        self.dead_letters.saturating_sub(self.resolved)
+    }
+
     /// `complete` (the ledger's marker: every page persisted, even when
     /// an earlier attempt dead-lettered some and a re-run fixed them; the
-    /// dead letters are still counted), `failed` (dead letters),
+    /// dead letters are still counted), `failed` (open dead letters),
     /// `completing` (every page in, the page files being replaced by the
     /// coalesced ones: never `complete` while the folder may hold a row
     /// twice), `incomplete` (pages missing) or `running` (total not known
@@ -66,7 +79,7 @@ impl RunStatus {
             _ if self.completed && self.records_persisted == 0 && self.records_quarantined > 0 => "quarantined",
             _ if self.completed && (self.truncated || short) => "truncated",
             _ if self.completed => "complete",
-            _ if self.dead_letters > 0 => "failed",
+            _ if self.open_dead_letters() > 0 => "failed",
             _ if self.completing => "completing",
             Some(_) => "incomplete",
             None => "running",
@@ -136,6 +149,10 @@ pub async fn recent_runs(store: &dyn ObjectStore, limit: usize) -> Result<Vec<Ru
             ..RunStatus::default()
         });
         run.dead_letters += 1;
+        if let Some(resolution) = letter.resolved {
+            run.resolved += 1;
+            run.recovered_by.insert(resolution.by);
+        }
     }
     Ok(runs.into_values().rev().take(limit).collect())
 }
@@ -195,27 +212,76 @@ pub fn subscriptions_report(topics: &[(String, Vec<Subscription>)]) -> (String, 
     (text, ok)
 }
 
-/// The runs as a text table.
+/// The runs as a text table: pipeline, run, state, pages, records,
+/// quarantined records, dead letters, of them resolved, and how the run
+/// recovered (what resolved its letters; `-` for none).
 pub fn table(runs: &[RunStatus]) -> String {
     let mut text = format!(
-        "{:<28} {:<18} {:<11} {:>9} {:>9} {:>11} {:>12}\n",
-        "pipeline", "run", "state", "pages", "records", "quarantined", "dead letters"
+        "{:<28} {:<20} {:<11} {:>9} {:>9} {:>11} {:>12} {:>8}  {}\n",
+        "pipeline", "run", "state", "pages", "records", "quarantined", "dead letters", "resolved", "recovered by"
     );
     for run in runs {
         let pages = match run.pages_planned {
             Some(planned) => format!("{}/{planned}", run.pages_persisted),
             None => run.pages_persisted.to_string(),
         };
+        let recovered: Vec<String> = run.recovered_by.iter().map(ToString::to_string).collect();
         text.push_str(&format!(
-            "{:<28} {:<18} {:<11} {:>9} {:>9} {:>11} {:>12}\n",
+            "{:<28} {:<20} {:<11} {:>9} {:>9} {:>11} {:>12} {:>8}  {}\n",
             run.pipeline,
             run.run_id,
             run.state(),
             pages,
             run.records_persisted,
             run.records_quarantined,
-            run.dead_letters
+            run.dead_letters,
+            run.resolved,
+            if recovered.is_empty() { "-".to_string() } else { recovered.join(", ") }
         ));
+    }
+    text
+}
+
+/// Where the commands of [`recovery_hints`] act: a local lake or a stack.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// `--lake <dir>`.
+    Lake(String),
+    /// `--stack <name>`.
+    Stack(String),
+}
+
+/// A line per run with open dead letters saying how to recover it: read
+/// why (`dlq list --run`), then send its letters back (`dlq redrive`) or
+/// run it again for its scheduled time (`run`/`trigger --scheduled-at`);
+/// for a run complete despite them (letters of a later attempt, or a
+/// recovery on AWS, which the CLI does not see), how to mark them resolved
+/// once read (`dlq resolve`). Empty when no run has open letters.
+pub fn recovery_hints(runs: &[RunStatus], place: &Place) -> String {
+    let flag = match place {
+        Place::Lake(dir) => format!("--lake {dir}"),
+        Place::Stack(stack) => format!("--stack {stack}"),
+    };
+    let mut text = String::new();
+    for run in runs.iter().filter(|run| run.open_dead_letters() > 0) {
+        let (pipeline, run_id, open) = (&run.pipeline, &run.run_id, run.open_dead_letters());
+        text.push_str(&format!("\n{pipeline} run {run_id}: {open} open dead letter(s)\n"));
+        text.push_str(&format!("  why:      tributary dlq list --run {run_id} {flag}\n"));
+        if run.completed {
+            text.push_str(&format!(
+                "  the run is complete: once read, mark them resolved with tributary dlq resolve --all --run {run_id} {flag}\n"
+            ));
+            continue;
+        }
+        text.push_str(&format!("  recover:  tributary dlq redrive --all --run {run_id} {flag}\n"));
+        if let Some(time) = contracts::RunId::new(run_id.as_str()).ok().and_then(|id| id.scheduled_time()) {
+            let time = time.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+            let command = match place {
+                Place::Lake(_) => "run",
+                Place::Stack(_) => "trigger",
+            };
+            text.push_str(&format!("  or:       tributary {command} SPEC --scheduled-at {time} {flag}\n"));
+        }
     }
     text
 }

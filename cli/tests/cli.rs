@@ -158,7 +158,13 @@ fn run_exits_non_zero_when_a_message_is_dead_lettered() {
     let status = tributary().arg("status").arg("--lake").arg(&lake).output().expect("run status");
     let table = String::from_utf8_lossy(&status.stdout);
     let run = table.lines().find(|l| l.starts_with("p ")).unwrap_or_else(|| panic!("no run:\n{table}"));
-    assert!(run.contains("failed") && run.trim_end().ends_with('1'), "one dead letter: {run}");
+    let columns: Vec<&str> = run.split_whitespace().collect();
+    // pipeline, run, state, pages, records, quarantined, dead letters, resolved, recovered by
+    assert_eq!(
+        (columns[2], columns[6], columns[7], columns[8]),
+        ("failed", "1", "0", "-"),
+        "one open dead letter: {run}"
+    );
 }
 
 #[test]
@@ -241,6 +247,14 @@ fn freshness_alerts_until_a_run_of_the_day_completes() {
     assert!(!missing.exists(), "the missing lake is not created");
 }
 
+/// A simple spec of pipeline `p` reading the demo vendor's transactions
+/// on `127.0.0.1:port`.
+fn transactions_spec(port: u16) -> String {
+    format!(
+        "version: 1\npipeline: p\nstrategy: {{kind: simple}}\nrequest: {{url: 'http://127.0.0.1:{port}/transactions', records_pointer: /data, allow: {{loopback: true}}}}\ntarget: {{dataset: d}}\n"
+    )
+}
+
 /// A loopback port nothing listens on (yet).
 /// `tributary vendor` on `127.0.0.1:port`, once it accepts connections.
 fn start_demo_vendor(port: u16) -> std::process::Child {
@@ -266,12 +280,7 @@ fn free_port() -> u16 {
 fn a_dead_letter_is_listed_shown_and_redriven_to_success_once_the_vendor_is_back() {
     let dir = tempfile::tempdir().expect("tempdir");
     let port = free_port();
-    let spec = write_spec(
-        dir.path(),
-        &format!(
-            "version: 1\npipeline: p\nstrategy: {{kind: simple}}\nrequest: {{url: 'http://127.0.0.1:{port}/transactions', records_pointer: /data, allow: {{loopback: true}}}}\ntarget: {{dataset: d}}\n"
-        ),
-    );
+    let spec = write_spec(dir.path(), &transactions_spec(port));
     let lake = dir.path().join("lake");
     let run = tributary().arg("run").arg(&spec).arg("--lake").arg(&lake).output().expect("run");
     assert_eq!(run.status.code(), Some(1), "the vendor is down: {}", String::from_utf8_lossy(&run.stdout));
@@ -305,7 +314,11 @@ fn a_dead_letter_is_listed_shown_and_redriven_to_success_once_the_vendor_is_back
     let line = table.lines().find(|l| l.starts_with("p ")).unwrap_or_else(|| panic!("{table}"));
     assert!(line.contains("complete"), "the redriven page completed the run: {line}");
     let again = tributary().args(["dlq", "redrive", &id, "--lake"]).arg(&lake).output().expect("again");
-    assert!(String::from_utf8_lossy(&again.stdout).contains("already redriven"), "a second redrive skips it");
+    let again = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        again.contains("resolved (dlq redrive)") && again.contains("--again"),
+        "a second redrive skips it: {again}"
+    );
 }
 
 #[test]
@@ -473,4 +486,105 @@ fn the_dead_letters_of_two_runs_have_their_own_message_ids() {
         assert!(show.status.success(), "{id} names one letter: {}", String::from_utf8_lossy(&show.stderr));
         assert!(shown.contains(&format!("\"run_id\": \"{run}\"")), "{shown}");
     }
+}
+
+/// The columns of `pipeline`'s row for `run` in `tributary status`.
+fn status_row(lake: &std::path::Path, run: &str) -> (Vec<String>, String) {
+    let status = tributary().arg("status").arg("--lake").arg(lake).output().expect("status");
+    let table = String::from_utf8_lossy(&status.stdout).to_string();
+    assert!(status.status.success(), "{table}");
+    let row = table
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(run))
+        .unwrap_or_else(|| panic!("no run {run}:\n{table}"));
+    (row.split_whitespace().map(str::to_string).collect(), table)
+}
+
+#[test]
+fn a_recovered_runs_dead_letters_are_resolved_and_status_says_how() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let spec = write_spec(dir.path(), &transactions_spec(port));
+    let lake = dir.path().join("lake");
+    let runs = [
+        ("2026-11-27T06:00:00Z", "20261127T060000Z"),
+        ("2026-11-28T06:00:00Z", "20261128T060000Z"),
+        ("2026-11-29T06:00:00Z", "20261129T060000Z"),
+    ];
+    let run_at = |time: &str| {
+        tributary().args(["run", "--scheduled-at", time, "--lake"]).arg(&lake).arg(&spec).output().expect("run")
+    };
+    // The vendor is down: each run dead-letters its request.
+    for (time, _) in runs {
+        assert_eq!(run_at(time).status.code(), Some(1));
+    }
+    let (row, table) = status_row(&lake, runs[0].1);
+    assert_eq!((row[2].as_str(), row[6].as_str(), row[7].as_str()), ("failed", "1", "0"), "{table}");
+    // Status says how to recover each failed run.
+    assert!(
+        table.contains(&format!("tributary dlq redrive --all --run {} --lake {}", runs[0].1, lake.display())),
+        "{table}"
+    );
+    assert!(table.contains(&format!("tributary run SPEC --scheduled-at {} --lake", runs[0].0)), "{table}");
+
+    // --run and --pipeline pick one run's letters.
+    let list = |filters: &[&str]| {
+        let output = tributary().args(["dlq", "list", "--lake"]).arg(&lake).args(filters).output().expect("list");
+        String::from_utf8_lossy(&output.stdout).to_string()
+    };
+    let one = list(&["--run", runs[1].1]);
+    assert!(one.contains("\n1 dead letters") && one.contains(runs[1].1) && !one.contains(runs[0].1), "{one}");
+    assert!(list(&["--pipeline", "p"]).contains("\n3 dead letters"));
+    assert!(list(&["--pipeline", "other"]).contains("\n0 dead letters"));
+
+    // An operator cannot resolve the letter of a run that is not complete, unless forced.
+    let resolve =
+        |args: &[&str]| tributary().args(["dlq", "resolve", "--lake"]).arg(&lake).args(args).output().expect("resolve");
+    let refused = resolve(&["--all", "--run", runs[2].1]);
+    let text = String::from_utf8_lossy(&refused.stdout);
+    assert!(!refused.status.success() && text.contains("is not complete") && text.contains("0 of 1"), "{text}");
+
+    let mut vendor = start_demo_vendor(port);
+    // Recovery by redrive of one run's letters (the others are left alone) ...
+    let redrive = tributary()
+        .args(["dlq", "redrive", "--all", "--run", runs[0].1, "--lake"])
+        .arg(&lake)
+        .output()
+        .expect("redrive");
+    let report = String::from_utf8_lossy(&redrive.stdout);
+    assert!(redrive.status.success() && report.contains("1 of 1 dead letters redriven"), "{report}");
+    assert!(report.contains("1 dead letters resolved"), "{report}");
+    // ... and by a re-run of the other.
+    let rerun = run_at(runs[1].0);
+    assert!(rerun.status.success(), "{}", String::from_utf8_lossy(&rerun.stdout));
+    let _ = vendor.kill();
+    let _ = vendor.wait();
+
+    for ((_, run), how) in runs.iter().zip(["dlq redrive", "re-run"]) {
+        let (row, table) = status_row(&lake, run);
+        assert_eq!((row[2].as_str(), row[6].as_str(), row[7].as_str()), ("complete", "1", "1"), "{table}");
+        assert_eq!(row[8..].join(" "), how, "{table}");
+        assert!(!table.contains(&format!("--run {run} ")), "no recovery hint for a recovered run: {table}");
+    }
+    let listed = list(&["--run", runs[1].1]);
+    assert!(listed.contains(" re-run "), "{listed}");
+
+    // Forced, with a note: the run is no longer failed, only incomplete.
+    let forced = resolve(&["--all", "--run", runs[2].1, "--force", "--note", "vendor retired the endpoint"]);
+    assert!(forced.status.success(), "{}", String::from_utf8_lossy(&forced.stdout));
+    let (row, table) = status_row(&lake, runs[2].1);
+    assert_eq!(
+        (row[2].as_str(), row[7].as_str(), row[8..].join(" ")),
+        ("incomplete", "1", "by hand".to_string()),
+        "{table}"
+    );
+    let id =
+        list(&["--run", runs[2].1]).lines().nth(1).and_then(|l| l.split_whitespace().next()).expect("id").to_string();
+    let shown = tributary().args(["dlq", "show", &id, "--lake"]).arg(&lake).output().expect("show");
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("\"by\": \"operator\"") && shown.contains("vendor retired the endpoint"), "{shown}");
+    // A resolved letter is not sent back by a redrive of everything.
+    let all = tributary().args(["dlq", "redrive", "--all", "--lake"]).arg(&lake).output().expect("redrive");
+    let report = String::from_utf8_lossy(&all.stdout);
+    assert!(report.contains("0 of 3 dead letters redriven"), "{report}");
 }

@@ -10,7 +10,10 @@
 //! (its `SentTimestamp` and id), so a redelivered dead letter rewrites its
 //! own entry. A redrive re-sends the body (with its own attributes, not
 //! tributary's failure attributes) to the source queue and records it in
-//! [`DeadLetter::redriven`].
+//! [`DeadLetter::redriven`]. A letter whose run recovered (a redrive or a
+//! re-run completed it) or that an operator settled is marked
+//! [`DeadLetter::resolved`]: it stays in the archive, and `tributary
+//! status` counts it apart from the open ones.
 
 use std::collections::BTreeMap;
 
@@ -64,6 +67,45 @@ pub struct DeadLetter {
     /// Each time it was sent back, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub redriven: Vec<Redrive>,
+    /// How and when it was resolved; `None` while it is open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved: Option<Resolution>,
+}
+
+/// How a dead letter was resolved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resolution {
+    /// When (RFC 3339).
+    pub at: String,
+    /// What resolved it.
+    pub by: ResolvedBy,
+    /// The operator's note (`tributary dlq resolve --note`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// What resolved a dead letter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResolvedBy {
+    /// A redrive (`tributary dlq redrive`) after which its run completed
+    /// with no new dead letter.
+    Redrive,
+    /// A later attempt of the same run (`tributary run --scheduled-at`)
+    /// completed the run.
+    Rerun,
+    /// An operator marked it (`tributary dlq resolve`).
+    Operator,
+}
+
+impl std::fmt::Display for ResolvedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ResolvedBy::Redrive => "dlq redrive",
+            ResolvedBy::Rerun => "re-run",
+            ResolvedBy::Operator => "by hand",
+        })
+    }
 }
 
 /// One redrive of a dead letter.
@@ -107,6 +149,38 @@ impl DeadLetter {
     pub fn is_redriven(&self) -> bool {
         !self.redriven.is_empty()
     }
+
+    /// Whether it is resolved ([`DeadLetter::resolved`]).
+    pub fn is_resolved(&self) -> bool {
+        self.resolved.is_some()
+    }
+
+    /// Whether it names run `run_id` of `pipeline`.
+    pub fn is_of_run(&self, pipeline: &str, run_id: &str) -> bool {
+        self.pipeline.as_deref() == Some(pipeline) && self.run_id.as_deref() == Some(run_id)
+    }
+}
+
+/// Marks the entry at `key` resolved by `by` now (it is rewritten whole);
+/// an entry already resolved keeps its first resolution.
+///
+/// # Errors
+/// [`PortError`] from the store.
+pub async fn resolve(
+    store: &dyn ObjectStore,
+    key: &str,
+    letter: &mut DeadLetter,
+    by: ResolvedBy,
+    note: Option<String>,
+) -> Result<(), PortError> {
+    if letter.is_resolved() {
+        return Ok(());
+    }
+    let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    letter.resolved = Some(Resolution { at, by, note });
+    let body = serde_json::to_vec_pretty(letter)
+        .map_err(|err| PortError::permanent("encode dead letter", key.to_string(), err))?;
+    store.put(key, body.into()).await
 }
 
 /// Writes `letter` at its key; returns the key.
