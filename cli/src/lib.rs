@@ -10,6 +10,7 @@
 pub mod aws;
 pub mod dlq;
 pub mod lake;
+pub mod lease;
 pub mod location;
 pub mod pipelines;
 pub mod replay;

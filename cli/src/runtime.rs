@@ -257,6 +257,9 @@ pub enum RuntimeError {
     /// A port failed outside any handler.
     #[error(transparent)]
     Port(#[from] PortError),
+    /// Another `tributary run` holds this run ([`crate::lease`]).
+    #[error(transparent)]
+    InFlight(#[from] crate::lease::InFlight),
     /// The lake directory cannot be used.
     #[error("lake directory {path}: {message}")]
     Lake {
@@ -422,6 +425,16 @@ impl LocalRuntime {
         let dead_before = dead_letters(&self.ports.broker.stats());
         let alerts_before = read_alerts(&self.options.lake).len();
         let run_id = RunId::from_time(now);
+        // Held until the run's summary is made: a second `tributary run` of
+        // this run id meanwhile is refused, not mixed into it.
+        let _lease =
+            crate::lease::RunLease::take(&self.options.lake, &spec.pipeline, run_id.as_str()).map_err(|err| {
+                RuntimeError::Lake {
+                    path: self.options.lake.clone(),
+                    message: format!("cannot take the run's lock: {err}"),
+                    source: Some(err),
+                }
+            })??;
         self.grant(spec);
         self.keep_spec(spec, &run_id).await?;
         let store = self.ports.store.as_ref();

@@ -449,3 +449,28 @@ async fn a_wrong_records_pointer_fails_the_run_once_naming_the_keys_present() {
     assert!(text.contains("records_pointer") && text.contains("did you mean /results"), "{text}");
     assert!(text.contains("has keys meta, results"), "{text}");
 }
+
+/// Issue 27, item 5: a run whose id is in flight in another `tributary
+/// run` is refused, naming the run and the process, and calls nothing;
+/// once that run ends (or its process is gone) the same id runs.
+#[tokio::test]
+async fn a_run_already_in_flight_is_refused_and_runs_once_released() {
+    let vendor = VendorBehaviour { total: 3, ..Default::default() };
+    let addr = start_vendor(vendor.clone()).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let spec = paged_spec(addr, "items", 20);
+    let at = Utc.with_ymd_and_hms(2026, 12, 5, 6, 0, 0).single().expect("time");
+    // Another `tributary run` of the same time holds the run.
+    let held = tributary::lease::RunLease::take(lake.path(), &spec.pipeline, "20261205T060000Z")
+        .expect("io")
+        .expect("free");
+    let err = runtime.run(&spec, at).await.expect_err("in flight").to_string();
+    assert!(err.contains("20261205T060000Z") && err.contains("in flight") && err.contains("process"), "{err}");
+    assert_eq!(vendor.calls.load(Ordering::SeqCst), 0, "nothing was called");
+    drop(held);
+    let summary = runtime.run(&spec, at).await.expect("released: the run starts");
+    assert!(summary.succeeded(), "{summary}");
+    assert_eq!(summary.records_persisted, 3);
+    assert!(!lake.path().join("_runs/items/20261205T060000Z/running.lock").exists(), "the lease ends with the run");
+}
