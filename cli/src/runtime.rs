@@ -136,8 +136,12 @@ pub struct RunSummary {
     pub run_id: String,
     /// HTTP calls made (retries included).
     pub requests: u64,
-    /// Pages persisted (receipts written).
+    /// Pages the run holds (receipts written, by this attempt or an
+    /// earlier one of the same run).
     pub pages: u64,
+    /// Of them, the pages persisted before this attempt began: a re-run
+    /// whose pages all went to a DLQ persisted none.
+    pub pages_before: u64,
     /// Records written to Parquet.
     pub records_persisted: u64,
     /// Whether the run completed (its `_SUCCESS` marker): an Iceberg
@@ -185,7 +189,15 @@ impl std::fmt::Display for RunSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(f, "pipeline {}  run {}", self.pipeline, self.run_id)?;
         writeln!(f, "  requests made        {}", self.requests)?;
-        writeln!(f, "  pages persisted      {}", self.pages)?;
+        let pages = match self.pages_before {
+            0 => self.pages.to_string(),
+            before => format!(
+                "{}  (the run holds {}: {before} from earlier attempts)",
+                self.pages.saturating_sub(before),
+                self.pages
+            ),
+        };
+        writeln!(f, "  pages persisted      {pages}")?;
         let staged = if self.completed || self.pages == 0 {
             ""
         } else {
@@ -440,6 +452,10 @@ impl LocalRuntime {
         let store = self.ports.store.as_ref();
         let complete_before = crate::dlq::run_complete(store, &spec.pipeline, run_id.as_str()).await?;
         let archived_before = crate::dlq::archive_keys(store).await?;
+        let receipts_prefix = tributary_core::keys::receipts_prefix(&spec.pipeline, &run_id);
+        let receipts = tributary_core::ports::ObjectStore::list(store, &receipts_prefix).await?;
+        let pages_before =
+            receipts.iter().filter(|key| tributary_core::keys::receipt_page(key).is_some()).count() as u64;
 
         let mut event = scheduler_event(spec, now);
         if let Some(token) = replace {
@@ -474,6 +490,7 @@ impl LocalRuntime {
             run_id: run_id.to_string(),
             requests: self.ports.http.calls() - calls_before,
             pages: totals.pages,
+            pages_before,
             records_persisted: totals.records_persisted,
             completed: totals.completed,
             records_quarantined: totals.records_quarantined,
@@ -541,8 +558,12 @@ impl LocalRuntime {
         let done = |queue: &str| sent(queue).saturating_sub(self.ports.broker.depth(queue) as u64);
         progress.set_length(sent(topology::REQUEST_QUEUE));
         progress.set_position(done(topology::REQUEST_QUEUE));
-        let dead: u64 = dead_letters(&stats).values().sum();
-        progress.set_message(format!("{} pages persisted  {dead} dead letters", done(topology::PERSIST_QUEUE)));
+        let dead_by_queue = dead_letters(&stats);
+        let dead: u64 = dead_by_queue.values().sum();
+        // A page Persist gave up on has left its queue too, to its DLQ.
+        let given_up = dead_by_queue.get(&dead_letter_target(topology::PERSIST_QUEUE).dlq).copied().unwrap_or(0);
+        let persisted = done(topology::PERSIST_QUEUE).saturating_sub(given_up);
+        progress.set_message(format!("{persisted} pages persisted  {dead} dead letters"));
     }
 
     fn handles(&self) -> Handles {

@@ -17,6 +17,7 @@ mod persist_readback;
 mod readers;
 mod replay;
 mod request_cursor;
+mod run_summary;
 mod run_values;
 mod secrets_in_logs;
 mod table_evolution;
