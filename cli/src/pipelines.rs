@@ -6,7 +6,10 @@
 //! pipeline; `tributary deploy-schedules DIR --stack NAME` makes the stack's
 //! schedules match it. Every spec is read and validated before anything is
 //! done with any of them, so one bad file stops the deploy naming the file
-//! and the field.
+//! and the field. A spec file may take `${VAR}` from the environment
+//! ([`env`]).
+
+pub mod env;
 
 use std::path::{Path, PathBuf};
 
@@ -35,6 +38,16 @@ pub enum PipelinesError {
         /// The I/O error.
         #[source]
         error: std::io::Error,
+    },
+    /// A spec's `${VAR}` could not be replaced (the error names the
+    /// variable and the line).
+    #[error("spec {path}: {error}")]
+    Env {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        #[source]
+        error: env::EnvError,
     },
     /// A spec is invalid (the error names the field).
     #[error("spec {path}: {error}")]
@@ -100,15 +113,19 @@ pub fn is_spec_file(path: &Path) -> bool {
     path.is_file() && matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json"))
 }
 
-/// Reads and validates one spec file: contracts' validation, then its
+/// Reads and validates one spec file: its `${VAR}` replaced from the
+/// environment ([`env::substitute`]), contracts' validation, then its
 /// `schedule` compiled by the cron engine ([`check_schedule`]).
 ///
 /// # Errors
-/// [`PipelinesError::Read`] or [`PipelinesError::Spec`] naming the file.
+/// [`PipelinesError::Read`], [`PipelinesError::Env`] or
+/// [`PipelinesError::Spec`] naming the file.
 pub fn load_spec(path: &Path) -> Result<PipelineSpec, PipelinesError> {
     let spec_error = |error| PipelinesError::Spec { path: path.to_path_buf(), error };
     let text =
         std::fs::read_to_string(path).map_err(|error| PipelinesError::Read { path: path.to_path_buf(), error })?;
+    let text = env::substitute(&text, |name| std::env::var(name).ok())
+        .map_err(|error| PipelinesError::Env { path: path.to_path_buf(), error })?;
     let spec = PipelineSpec::from_yaml(&text).map_err(spec_error)?;
     check_schedule(&spec).map_err(spec_error)?;
     Ok(spec)

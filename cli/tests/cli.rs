@@ -588,3 +588,53 @@ fn a_recovered_runs_dead_letters_are_resolved_and_status_says_how() {
     let report = String::from_utf8_lossy(&all.stdout);
     assert!(report.contains("0 of 3 dead letters redriven"), "{report}");
 }
+
+#[test]
+fn a_spec_takes_its_host_and_port_from_the_environment() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let text = transactions_spec(port)
+        .replace(&format!("127.0.0.1:{port}"), "${VENDOR_HOST}:${VENDOR_PORT:-9}")
+        .replace("pipeline: p\n", "pipeline: p\ndescription: 'costs $$5, written $${NOT_SUBSTITUTED}'\n");
+    let spec = write_spec(dir.path(), &format!("# needs ${{VENDOR_HOST}}\n{text}"));
+    let lake = dir.path().join("lake");
+    let with_env = |command: &mut Command| {
+        command.env("VENDOR_HOST", "127.0.0.1").env("VENDOR_PORT", port.to_string());
+    };
+
+    let mut validate = tributary();
+    validate.arg("validate").arg(&spec);
+    with_env(&mut validate);
+    let output = validate.output().expect("validate");
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(shown.contains(&format!("http://127.0.0.1:{port}/transactions")), "{shown}");
+    assert!(shown.contains("costs $$5, written ${NOT_SUBSTITUTED}"), "`$${{` is a literal `${{`: {shown}");
+
+    let mut vendor = start_demo_vendor(port);
+    let mut run = tributary();
+    run.arg("run").arg(&spec).arg("--lake").arg(&lake);
+    with_env(&mut run);
+    let output = run.output().expect("run");
+    let _ = vendor.kill();
+    let _ = vendor.wait();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success() && stdout.contains("records persisted    690"), "{stdout}");
+
+    // Unset without a default: the error names the variable and the file; nothing is written.
+    let lake = dir.path().join("other-lake");
+    let output =
+        tributary().arg("run").arg(&spec).arg("--lake").arg(&lake).env_remove("VENDOR_HOST").output().expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains(&spec.display().to_string()) && stderr.contains("VENDOR_HOST is not set"), "{stderr}");
+    assert!(stderr.contains("line 6") && stderr.contains("${VENDOR_HOST:-value}"), "{stderr}");
+    assert!(!lake.exists(), "nothing is written for a spec that cannot be read");
+
+    // A credential never comes from the environment.
+    let leaky = write_spec(dir.path(), &text.replace("${VENDOR_HOST}", "${VENDOR_TOKEN}"));
+    let output = tributary().arg("validate").arg(&leaky).env("VENDOR_TOKEN", "s3cr3t-value").output().expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("`${VENDOR_TOKEN}` looks like a credential"), "{stderr}");
+    assert!(!stderr.contains("s3cr3t-value"), "{stderr}");
+}
