@@ -183,14 +183,42 @@ impl fmt::Display for HttpMethod {
     }
 }
 
-/// The URL without query string or user info, safe to log.
+/// What replaces a credential's value in a URL shown in logs, errors and
+/// alerts ([`redacted_url`]).
+pub const REDACTED_VALUE: &str = "***";
+
+/// Whether a query parameter's value is a credential by its name, as
+/// vendors and signing schemes name them: the names of
+/// [`crate::spec::is_credential_name`] (`*token*`, `*secret*`,
+/// `*password*`, `api_key`, …) and any containing `auth`, `signature`,
+/// `credential`, `session` or `passw`, or ending in `key` (`key`,
+/// `apiKey`, `access_key`), or `sig`, `pwd`, `pass`, `jwt` (case
+/// ignored). Generous on purpose: a masked harmless value costs nothing.
+pub fn is_credential_param(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    crate::spec::is_credential_name(&name)
+        || ["auth", "signature", "credential", "session", "passw"].iter().any(|part| name.contains(part))
+        || name.ends_with("key")
+        || ["sig", "pwd", "pass", "jwt"].contains(&name.as_str())
+}
+
+/// The URL as logs, errors and alerts show it: without user info, its
+/// query kept (the vendor's page parameters say which page failed:
+/// `?page=7&per_page=100`) with the value of each credential-named
+/// parameter ([`is_credential_param`]) replaced by [`REDACTED_VALUE`].
+/// A value that is a credential under another name is not known here:
+/// Request scrubs the URLs it shows of the secrets it holds as well.
 pub fn redacted_url(url: &url::Url) -> String {
     let mut url = url.clone();
-    let had_query = url.query().is_some();
-    url.set_query(None);
     let _ = url.set_password(None);
     let _ = url.set_username("");
-    if had_query { format!("{url}?…") } else { url.to_string() }
+    if url.query_pairs().any(|(name, _)| is_credential_param(&name)) {
+        let pairs: Vec<(String, String)> = url.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+        url.query_pairs_mut().clear().extend_pairs(pairs.iter().map(|(name, value)| {
+            (name.as_str(), if is_credential_param(name) { REDACTED_VALUE } else { value.as_str() })
+        }));
+    }
+    url.to_string()
 }
 
 #[cfg(test)]
@@ -222,10 +250,25 @@ mod tests {
     }
 
     #[test]
-    fn redacted_url_drops_query_and_credentials() {
-        let url = url::Url::parse("https://user:pw@api.example.com/v1/x?api_key=SECRET&a=1").expect("url");
+    fn redacted_url_keeps_the_page_parameters_and_masks_credentials() {
+        let url =
+            url::Url::parse("https://user:pw@api.example.com/v1/x?api_key=SECRET&page=7&per_page=100").expect("url");
         let shown = redacted_url(&url);
-        assert_eq!(shown, "https://api.example.com/v1/x?…");
+        assert_eq!(shown, "https://api.example.com/v1/x?api_key=***&page=7&per_page=100");
         assert!(!shown.contains("SECRET") && !shown.contains("pw"));
+        let plain = url::Url::parse("http://h/x?page=7&per_page=100").expect("url");
+        assert_eq!(redacted_url(&plain), "http://h/x?page=7&per_page=100", "untouched, as sent");
+        for name in
+            ["key", "apiKey", "access_key", "token", "access_token", "client_secret", "password", "passwd", "sig"]
+                .into_iter()
+                .chain(["signature", "X-Amz-Signature", "X-Amz-Credential", "auth", "oauth_nonce", "session_id", "jwt"])
+        {
+            let url = url::Url::parse(&format!("http://h/x?{name}=S3CRET&page=2")).expect("url");
+            let shown = redacted_url(&url);
+            assert!(!shown.contains("S3CRET") && shown.ends_with("=***&page=2"), "{name}: {shown}");
+        }
+        for name in ["page", "per_page", "offset", "limit", "cursor", "updated_since", "q"] {
+            assert!(!is_credential_param(name), "{name}");
+        }
     }
 }

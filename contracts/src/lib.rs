@@ -31,7 +31,10 @@ pub mod template;
 mod version;
 
 pub use alert::{Alert, AlertExample};
-pub use common::{Destination, HttpMethod, PageRef, RunId, RunIdError, RunIdProblem, redacted_url};
+pub use common::{
+    Destination, HttpMethod, PageRef, REDACTED_VALUE, RunId, RunIdError, RunIdProblem, is_credential_param,
+    redacted_url,
+};
 pub use paging::{NextPage, PageParams};
 pub use persist::{Layout, Payload, PayloadFormat, PersistMessage, RawRecords};
 pub use probe::ProbeReply;

@@ -501,10 +501,21 @@ impl Scrubber {
         cut.trim_end_matches('\u{FFFD}').to_string()
     }
 
-    /// `url` as logs and errors may show it: without user info and query
-    /// ([`contracts::redacted_url`]), and its host and path scrubbed.
+    /// `url` as logs and errors may show it: without user info, each query
+    /// parameter whose value (or name) holds a credential, and each one
+    /// named like a credential ([`contracts::redacted_url`]), shown as
+    /// [`contracts::REDACTED_VALUE`] (`?page=7&key=***`), the rest of the
+    /// query as sent, and its host and path scrubbed.
     pub fn url(&self, url: &url::Url) -> String {
-        self.scrub(&contracts::redacted_url(url))
+        let mut url = url.clone();
+        if url.query_pairs().any(|(name, value)| self.contains(&name) || self.contains(&value)) {
+            let pairs: Vec<(String, String)> =
+                url.query_pairs().map(|(name, value)| (name.into_owned(), value.into_owned())).collect();
+            let masked =
+                |text: &String| if self.contains(text) { contracts::REDACTED_VALUE.to_string() } else { text.clone() };
+            url.query_pairs_mut().clear().extend_pairs(pairs.iter().map(|(name, value)| (masked(name), masked(value))));
+        }
+        self.scrub(&contracts::redacted_url(&url))
     }
 
     /// Where `url` holds a credential, if it does: `its host`, `its path`,
@@ -615,8 +626,11 @@ mod tests {
     fn urls_lose_a_token_in_their_path_and_say_where_it_was() {
         let scrubber = Scrubber::new(["tok en/4f9a2b"]);
         let url = url::Url::parse("https://api.example.com/v1/tok%20en/4f9a2b/items?cursor=2").expect("url");
-        assert_eq!(scrubber.url(&url), format!("https://api.example.com/v1/{MARK}/items?…"));
+        assert_eq!(scrubber.url(&url), format!("https://api.example.com/v1/{MARK}/items?cursor=2"));
         assert_eq!(scrubber.found_in_url(&url).as_deref(), Some("its path"));
+        // A query value holding the credential, under any name, is masked; the page parameters stay.
+        let url = url::Url::parse("https://api.example.com/v1?page=7&per_page=100&k=tok%20en%2F4f9a2b").expect("url");
+        assert_eq!(scrubber.url(&url), "https://api.example.com/v1?page=7&per_page=100&k=***");
         let url = url::Url::parse("https://api.example.com/v1?state=x%2Ftok%2520en%2F4f9a2b").expect("url");
         assert_eq!(scrubber.found_in_url(&url).as_deref(), Some("query parameter `state`"));
         let url = url::Url::parse("https://api.example.com/v1?cursor=2").expect("url");

@@ -195,3 +195,74 @@ async fn a_token_a_vendor_echoes_reaches_no_output_of_a_run() {
         }
     }
 }
+
+/// An API key the vendor takes as a query parameter under a name that does
+/// not look like a credential (`access`).
+const QUERY_KEY: &str = "qk-7Hd93/kLm+20aa";
+
+/// A paged run whose page 7 fails: the alert and the logs name the vendor's
+/// page parameters (`?page=7&per_page=100`), and the key in the query,
+/// sent on every call and echoed by the vendor in a redirect, never shows:
+/// a URL holding it shows `access=***`.
+#[tokio::test]
+async fn an_alert_names_the_page_query_and_never_the_key_in_it() {
+    let logs = LogBuffer::new();
+    let _guard = logs.capture();
+    let (addr, _log) = serve_echoes(|echo| {
+        let query: Vec<(String, String)> = url::form_urlencoded::parse(echo.query.as_deref().unwrap_or("").as_bytes())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        let get = |name: &str| query.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).unwrap_or_default();
+        let key = get("access");
+        if key != QUERY_KEY {
+            return EchoReply::json(401, r#"{"error": "no key"}"#);
+        }
+        match get("page").as_str() {
+            "7" => EchoReply::json(503, r#"{"error": "overloaded"}"#),
+            // A vendor that moves a page and echoes the key in the Location.
+            "3" if get("r").is_empty() => {
+                let encoded: String = url::form_urlencoded::byte_serialize(key.as_bytes()).collect();
+                EchoReply::json(302, "{}")
+                    .with_header("location", format!("/items?page=3&per_page=100&access={encoded}&r=1"))
+            }
+            page => EchoReply::json(200, json!({"total": 1000, "data": [{"page": page}]}).to_string()),
+        }
+    })
+    .await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    std::fs::write(lake.path().join("_secrets.json"), json!({"vendor/key": QUERY_KEY}).to_string()).expect("secrets");
+    let text = format!(
+        "version: 1\npipeline: paged_key\nstrategy: {{kind: paged, page_size: 100, total_pointer: /total, params: {{style: page_number, page_param: page, size_param: per_page, first_page: 1}}}}\n\
+         request: {{url: 'http://{addr}/items', records_pointer: /data, allow: {{loopback: true}}, auth: {{kind: api_key, secret_id: vendor/key, query_param: access}}}}\n\
+         target: {{dataset: paged_key}}\n"
+    );
+    let spec = contracts::spec::PipelineSpec::from_yaml(&text).expect("valid spec");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let summary = runtime.run(&spec, chrono::Utc::now()).await.expect("run");
+    assert_eq!(summary.dead_letters(), 1, "page 7 alone: {summary}");
+
+    let alerts = read_alerts(lake.path());
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    let alert = serde_json::to_string(&alerts[0]).expect("alert JSON");
+    let email = notify::email_text(&alerts[0]);
+    for shown in [&alert, &email, &alerts[0].summary] {
+        assert!(shown.contains(&format!("GET http://{addr}/items?page=7&per_page=100")), "the page asked for: {shown}");
+    }
+    let text = logs.text();
+    assert!(text.contains("page=7&per_page=100"), "{text}");
+    assert!(text.contains("page=3&per_page=100&access=***&r=1"), "the redirect, its key masked: {text}");
+    let percent: String = url::form_urlencoded::byte_serialize(QUERY_KEY.as_bytes()).collect();
+    let archive = std::fs::read_dir(lake.path().join("_dead_letters/request-dlq"))
+        .expect("archive")
+        .map(|entry| std::fs::read_to_string(entry.expect("entry").path()).expect("read"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    for (what, output) in
+        [("the alert", &alert), ("the e-mail", &email), ("the logs", &text), ("the archive", &archive)]
+    {
+        for leak in [QUERY_KEY, percent.as_str(), &QUERY_KEY[..12]] {
+            assert!(!output.contains(leak), "{what} holds {leak:?}:\n{output}");
+        }
+    }
+    assert!(!notify::sms_text(&alerts[0]).contains(QUERY_KEY));
+}
