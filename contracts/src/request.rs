@@ -294,14 +294,50 @@ impl NetworkPolicy {
 /// invocation (and across the local runtime's workers). On AWS each warm
 /// Lambda instance keeps its own budget: cap the function's concurrency to
 /// keep the total.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+///
+/// The rate is given in exactly one of `requests_per_second` and
+/// `requests_per_minute` (a vendor's `100/min`, Django REST Framework's
+/// throttle, is `requests_per_minute: 100`: one call every 0.6 s).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RateBudget {
-    /// Calls started per second (at least 1), without bursts.
-    pub requests_per_second: u32,
+    /// Calls started per second (at least 1), without bursts; exactly one
+    /// of this and `requests_per_minute`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_second: Option<u32>,
+    /// Calls started per minute (at least 1), evenly spaced (`100`: one
+    /// call every 0.6 s), without bursts; exactly one of this and
+    /// `requests_per_second`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_minute: Option<u32>,
     /// Calls in flight at once (default: no limit besides the batch's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<u32>,
+}
+
+impl RateBudget {
+    /// `n` calls a second.
+    pub fn per_second(n: u32) -> Self {
+        Self { requests_per_second: Some(n), ..Self::default() }
+    }
+
+    /// `n` calls a minute.
+    pub fn per_minute(n: u32) -> Self {
+        Self { requests_per_minute: Some(n), ..Self::default() }
+    }
+
+    /// The rate as `(calls, per seconds)`: `(n, 1)` for
+    /// `requests_per_second: n`, `(n, 60)` for `requests_per_minute: n`.
+    /// A budget that names neither, or a rate of 0, reads as one call a
+    /// second (the spec's validation refuses both before a message is
+    /// sent; see `spec::check_policy`); with both, the per-second rate.
+    pub fn calls_per_secs(&self) -> (u32, u32) {
+        match (self.requests_per_second, self.requests_per_minute) {
+            (Some(n), _) => (n.max(1), 1),
+            (None, Some(n)) => (n.max(1), 60),
+            (None, None) => (1, 1),
+        }
+    }
 }
 
 /// What a status means when it is not a success.

@@ -1017,8 +1017,31 @@ pub fn check_policy(policy: &CallPolicy) -> Result<(), SpecError> {
         }
     }
     if let Some(rate) = &policy.rate {
-        if rate.requests_per_second == 0 {
-            return Err(invalid("request.rate.requests_per_second", "0", "must be at least 1"));
+        match (rate.requests_per_second, rate.requests_per_minute) {
+            (Some(_), Some(_)) | (None, None) => {
+                let given = |n: Option<u32>| n.map_or_else(|| "absent".to_string(), |n| n.to_string());
+                return Err(invalid(
+                    "request.rate",
+                    &format!(
+                        "requests_per_second {}, requests_per_minute {}",
+                        given(rate.requests_per_second),
+                        given(rate.requests_per_minute)
+                    ),
+                    "needs exactly one of `requests_per_second` and `requests_per_minute` \
+                     (a rate under one a second: requests_per_minute, e.g. 100 for 100/min)",
+                ));
+            }
+            (Some(0), None) => {
+                return Err(invalid(
+                    "request.rate.requests_per_second",
+                    "0",
+                    "must be at least 1 (under one a second: requests_per_minute)",
+                ));
+            }
+            (None, Some(0)) => {
+                return Err(invalid("request.rate.requests_per_minute", "0", "must be at least 1"));
+            }
+            _ => {}
         }
         if rate.max_concurrency == Some(0) {
             return Err(invalid("request.rate.max_concurrency", "0", "must be at least 1"));
@@ -1337,7 +1360,7 @@ target:
         let err = parse_err(&with("  auth: { kind: bearer, secret_id: '' }"));
         assert!(err.contains("request.auth.secret_id"), "{err}");
         let err = parse_err(&with("  rate: { requests_per_second: 0 }"));
-        assert!(err.contains("request.rate.requests_per_second"), "{err}");
+        assert!(err.contains("request.rate.requests_per_second") && err.contains("requests_per_minute"), "{err}");
         let err = parse_err(&with("  timeout_secs: 901"));
         assert!(err.contains("request.timeout_secs") && err.contains("900"), "{err}");
         let err = parse_err(&with("  allow: { loopbak: true }"));
@@ -1349,6 +1372,33 @@ target:
         ))
         .expect("valid policy");
         assert_eq!(ok.request.policy.response.status_actions[&404], crate::StatusAction::Empty);
+    }
+
+    #[test]
+    fn a_rate_is_per_second_or_per_minute_exactly_one() {
+        let with =
+            |extra: &str| PAGED.replace("  records_pointer: /items", &format!("  records_pointer: /items\n{extra}"));
+        // Django REST Framework's 100/min: one call every 0.6 s.
+        let spec = PipelineSpec::from_yaml(&with("  rate: { requests_per_minute: 100 }")).expect("per minute");
+        let rate = spec.request.policy.rate.expect("rate");
+        assert_eq!((rate, rate.calls_per_secs()), (crate::RateBudget::per_minute(100), (100, 60)));
+        let spec = PipelineSpec::from_yaml(&with("  rate: { requests_per_second: 5 }")).expect("per second");
+        assert_eq!(spec.request.policy.rate.expect("rate").calls_per_secs(), (5, 1));
+        for (rate, field, value) in [
+            (
+                "{ requests_per_second: 2, requests_per_minute: 100 }",
+                "request.rate",
+                "requests_per_second 2, requests_per_minute 100",
+            ),
+            ("{ max_concurrency: 2 }", "request.rate", "requests_per_second absent, requests_per_minute absent"),
+            ("{ requests_per_minute: 0 }", "request.rate.requests_per_minute", "0"),
+        ] {
+            let err = parse_err(&with(&format!("  rate: {rate}")));
+            assert!(err.contains(field) && err.contains(value), "{rate}: {err}");
+        }
+        // Whole numbers only: 1.5 a second is 90 a minute.
+        let err = parse_err(&with("  rate: { requests_per_second: 1.5 }"));
+        assert!(err.contains("request.rate") && err.contains("1.5"), "{err}");
     }
 
     #[test]

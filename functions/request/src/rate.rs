@@ -47,12 +47,13 @@ pub struct Share {
 }
 
 /// This instance's share of `budget` when up to `instances` instances run
-/// at once: `requests_per_second / instances` calls a second (a
-/// `requests_per_second` of 0 counts as 1) and `max_concurrency /
-/// instances` calls in flight, at least one each.
+/// at once: `requests_per_second / instances` calls a second, or
+/// `requests_per_minute / instances` a minute (a rate of 0 counts as 1;
+/// [`RateBudget::calls_per_secs`]), and `max_concurrency / instances`
+/// calls in flight, at least one each.
 pub fn share(budget: RateBudget, instances: NonZeroU32) -> Share {
-    let rate = u128::from(budget.requests_per_second.max(1));
-    let nanos = (u128::from(instances.get()) * 1_000_000_000).div_ceil(rate);
+    let (calls, secs) = budget.calls_per_secs();
+    let nanos = (u128::from(instances.get()) * u128::from(secs) * 1_000_000_000).div_ceil(u128::from(calls));
     let period = Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
     let max_in_flight = budget.max_concurrency.map(|cap| (cap / instances.get()).max(1));
     Share { period, max_in_flight }
@@ -160,7 +161,7 @@ mod tests {
     #[tokio::test]
     async fn calls_are_spaced_and_concurrency_is_capped() {
         let limits = Arc::new(RateLimits::new());
-        let budget = RateBudget { requests_per_second: 20, max_concurrency: Some(1) };
+        let budget = RateBudget { max_concurrency: Some(1), ..RateBudget::per_second(20) };
         let far = Instant::now() + Duration::from_secs(10);
         let started = std::time::Instant::now();
         for _ in 0..5 {
@@ -182,7 +183,7 @@ mod tests {
 
     #[test]
     fn instances_divide_the_rate_and_their_sum_stays_within_it() {
-        let budget = |rps, cap| RateBudget { requests_per_second: rps, max_concurrency: cap };
+        let budget = |rps, cap| RateBudget { max_concurrency: cap, ..RateBudget::per_second(rps) };
         // One instance (the local runtime): the spec's rate as it is.
         assert_eq!(share(budget(20, None), ONE), Share { period: Duration::from_millis(50), max_in_flight: None });
         // 10 instances of a 5/s budget: one call every 2 s each.
@@ -192,6 +193,11 @@ mod tests {
         assert_eq!(share(budget(5, Some(3)), instances(10)).max_in_flight, Some(1));
         // A rate of 0 counts as 1/s; 1000 instances of it: one call per 1000 s each.
         assert_eq!(share(budget(0, None), instances(1000)).period, Duration::from_secs(1000));
+        // Per minute: Django REST Framework's 100/min is one call every 0.6 s,
+        // and over 5 instances one every 3 s each.
+        assert_eq!(share(RateBudget::per_minute(100), ONE).period, Duration::from_millis(600));
+        assert_eq!(share(RateBudget::per_minute(100), instances(5)).period, Duration::from_secs(3));
+        assert_eq!(share(RateBudget::per_minute(7), ONE).period, Duration::from_nanos(8_571_428_572), "rounded up");
         // Rounded up, so the instances' rates add up to at most the spec's.
         for (rps, n) in [(7, 3), (1000, 7), (3, 1000), (u32::MAX, 1000), (1, 1), (999, 2)] {
             let period = share(budget(rps, None), instances(n)).period;
@@ -204,7 +210,7 @@ mod tests {
     #[tokio::test]
     async fn an_instance_keeps_to_its_share() {
         let limits = RateLimits::new();
-        let budget = RateBudget { requests_per_second: 40, max_concurrency: None };
+        let budget = RateBudget::per_second(40);
         let far = Instant::now() + Duration::from_secs(10);
         let started = std::time::Instant::now();
         for _ in 0..3 {
