@@ -31,7 +31,7 @@ pub struct InFlight {
     pub pipeline: String,
     /// Run id.
     pub run_id: String,
-    /// The process holding it.
+    /// The process holding it (0: one that is still writing the lock).
     pub pid: u32,
     /// The lock file.
     pub path: PathBuf,
@@ -55,6 +55,14 @@ impl RunLease {
                 }
                 Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
                     let holder = std::fs::read_to_string(&path).ok().and_then(|text| text.trim().parse::<u32>().ok());
+                    // A lock without a process id yet is being made (its
+                    // maker writes the id right after creating it): held,
+                    // unless it is old enough to be a crash's leftover.
+                    let fresh = || {
+                        std::fs::metadata(&path)
+                            .and_then(|m| m.modified())
+                            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age < std::time::Duration::from_secs(10)))
+                    };
                     match holder {
                         Some(pid) if alive(pid) => {
                             return Ok(Err(InFlight {
@@ -64,7 +72,15 @@ impl RunLease {
                                 path,
                             }));
                         }
-                        // Stale (its process is gone) or unreadable: take it over.
+                        None if fresh() => {
+                            return Ok(Err(InFlight {
+                                pipeline: pipeline.to_string(),
+                                run_id: run_id.to_string(),
+                                pid: 0,
+                                path,
+                            }));
+                        }
+                        // Stale: its process is gone, or it never got one.
                         _ => {
                             tracing::warn!(lock = %path.display(), "taking over a stale run lock");
                             let _ = std::fs::remove_file(&path);

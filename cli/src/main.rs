@@ -495,6 +495,7 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Run { spec, lake, concurrency, scheduled_at, backfill, replace } => {
             let spec = load_spec(&spec)?;
+            let ad_hoc = scheduled_at.is_none() && backfill.from.is_none();
             let times = backfill.times(&spec, scheduled_at)?;
             let mut options = LocalOptions::new(&lake);
             options.concurrency = usize::from(concurrency);
@@ -502,7 +503,10 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             let token = replace.then(rerun_token);
             let mut summaries = Vec::new();
             for time in times {
-                let summary = runtime.run_replacing(&spec, time, token.as_deref()).await?;
+                let summary = match (ad_hoc, token.as_deref()) {
+                    (true, None) => runtime.run_ad_hoc(&spec, time).await?,
+                    (_, token) => runtime.run_replacing(&spec, time, token).await?,
+                };
                 print_summary(&summary)?;
                 summaries.push(summary);
             }

@@ -432,21 +432,62 @@ impl LocalRuntime {
         now: DateTime<Utc>,
         replace: Option<&str>,
     ) -> Result<RunSummary, RuntimeError> {
+        let lease = self.lease(spec, &RunId::from_time(now))??;
+        self.run_leased(spec, now, replace, lease).await
+    }
+
+    /// An ad-hoc run (`tributary run` without a time): [`LocalRuntime::run`]
+    /// at `now`, or, when a run of that id exists or is in flight (another
+    /// `tributary run` started in the same millisecond), at the next free
+    /// millisecond: an ad-hoc time is only a name, so two ad-hoc runs are
+    /// always two runs.
+    ///
+    /// # Errors
+    /// As [`LocalRuntime::run`].
+    pub async fn run_ad_hoc(&self, spec: &PipelineSpec, mut now: DateTime<Utc>) -> Result<RunSummary, RuntimeError> {
+        loop {
+            let run_id = RunId::from_time(now);
+            // Under the lease, so that a run that was checked cannot start meanwhile.
+            if let Ok(lease) = self.lease(spec, &run_id)? {
+                let key = tributary_core::keys::run_spec_key(&spec.pipeline, &run_id);
+                if !self.options.lake.join(&key).exists() {
+                    return self.run_leased(spec, now, None, lease).await;
+                }
+            }
+            now += chrono::Duration::milliseconds(1);
+        }
+    }
+
+    /// Takes the lease of run `run_id` ([`crate::lease`]).
+    fn lease(
+        &self,
+        spec: &PipelineSpec,
+        run_id: &RunId,
+    ) -> Result<Result<crate::lease::RunLease, crate::lease::InFlight>, RuntimeError> {
+        crate::lease::RunLease::take(&self.options.lake, &spec.pipeline, run_id.as_str()).map_err(|err| {
+            RuntimeError::Lake {
+                path: self.options.lake.clone(),
+                message: format!("cannot take the run's lock: {err}"),
+                source: Some(err),
+            }
+        })
+    }
+
+    /// The run of `now`, its lease held until its summary is made: a
+    /// second `tributary run` of this run id meanwhile is refused, not
+    /// mixed into it.
+    async fn run_leased(
+        &self,
+        spec: &PipelineSpec,
+        now: DateTime<Utc>,
+        replace: Option<&str>,
+        _lease: crate::lease::RunLease,
+    ) -> Result<RunSummary, RuntimeError> {
         let started = Instant::now();
         let calls_before = self.ports.http.calls();
         let dead_before = dead_letters(&self.ports.broker.stats());
         let alerts_before = read_alerts(&self.options.lake).len();
         let run_id = RunId::from_time(now);
-        // Held until the run's summary is made: a second `tributary run` of
-        // this run id meanwhile is refused, not mixed into it.
-        let _lease =
-            crate::lease::RunLease::take(&self.options.lake, &spec.pipeline, run_id.as_str()).map_err(|err| {
-                RuntimeError::Lake {
-                    path: self.options.lake.clone(),
-                    message: format!("cannot take the run's lock: {err}"),
-                    source: Some(err),
-                }
-            })??;
         self.grant(spec);
         self.keep_spec(spec, &run_id).await?;
         let store = self.ports.store.as_ref();

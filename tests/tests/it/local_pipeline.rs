@@ -462,9 +462,8 @@ async fn a_run_already_in_flight_is_refused_and_runs_once_released() {
     let spec = paged_spec(addr, "items", 20);
     let at = Utc.with_ymd_and_hms(2026, 12, 5, 6, 0, 0).single().expect("time");
     // Another `tributary run` of the same time holds the run.
-    let held = tributary::lease::RunLease::take(lake.path(), &spec.pipeline, "20261205T060000Z")
-        .expect("io")
-        .expect("free");
+    let held =
+        tributary::lease::RunLease::take(lake.path(), &spec.pipeline, "20261205T060000Z").expect("io").expect("free");
     let err = runtime.run(&spec, at).await.expect_err("in flight").to_string();
     assert!(err.contains("20261205T060000Z") && err.contains("in flight") && err.contains("process"), "{err}");
     assert_eq!(vendor.calls.load(Ordering::SeqCst), 0, "nothing was called");
