@@ -204,10 +204,17 @@ pub enum Auth {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         query_param: Option<String>,
     },
-    /// `Authorization: Bearer <token>` (RFC 6750).
+    /// `Authorization: Bearer <token>` (RFC 6750), or `<scheme> <token>`
+    /// for a vendor with its own scheme word (Django REST Framework's
+    /// `Authorization: Token <key>`).
     Bearer {
         /// Secret holding the token.
         secret_id: String,
+        /// The word before the token (an RFC 9110 auth-scheme: a token of
+        /// letters, digits and ``!#$%&'*+-.^_`|~``, at most 64): `Token` for
+        /// Django REST Framework; default `Bearer`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scheme: Option<String>,
     },
     /// `Authorization: Basic …` (RFC 7617).
     Basic {
@@ -236,7 +243,7 @@ impl Auth {
     pub fn secret_id(&self) -> &str {
         match self {
             Auth::ApiKey { secret_id, .. }
-            | Auth::Bearer { secret_id }
+            | Auth::Bearer { secret_id, .. }
             | Auth::Basic { secret_id }
             | Auth::OAuth2ClientCredentials { secret_id, .. } => secret_id,
         }

@@ -993,7 +993,19 @@ pub fn check_policy(policy: &CallPolicy) -> Result<(), SpecError> {
                     return Err(invalid("request.auth.client_id", "\"\"", "must not be empty"));
                 }
             }
-            Auth::Bearer { .. } | Auth::Basic { .. } => {}
+            Auth::Bearer { scheme: Some(scheme), .. } => {
+                // RFC 9110 §11.1: auth-scheme = token; never a space, a
+                // line break or a `:`, so the header stays one field.
+                if !is_header_name(scheme) || scheme.len() > MAX_AUTH_SCHEME_LEN {
+                    return Err(invalid(
+                        "request.auth.scheme",
+                        &format!("{scheme:?}"),
+                        "must be one word of letters, digits and !#$%&'*+-.^_`|~ (at most 64), \
+                         such as Bearer or Token",
+                    ));
+                }
+            }
+            Auth::Bearer { scheme: None, .. } | Auth::Basic { .. } => {}
         }
     }
     // `*` only as a leading `*.` label: a bare `*` would match no host
@@ -1070,6 +1082,10 @@ fn check_max_pages(max_pages: u32) -> Result<(), SpecError> {
         Err(invalid("strategy.max_pages", &max_pages.to_string(), &format!("must be between 1 and {MAX_MAX_PAGES}")))
     }
 }
+
+/// Longest `request.auth.scheme`: 64 characters (the registered schemes
+/// are under 20).
+const MAX_AUTH_SCHEME_LEN: usize = 64;
 
 /// Whether `name` is an HTTP field name (RFC 9110 §5.1: a token).
 fn is_header_name(name: &str) -> bool {
@@ -1372,6 +1388,26 @@ target:
         ))
         .expect("valid policy");
         assert_eq!(ok.request.policy.response.status_actions[&404], crate::StatusAction::Empty);
+    }
+
+    #[test]
+    fn a_bearer_scheme_is_one_word_defaulting_to_bearer() {
+        let with =
+            |extra: &str| PAGED.replace("  records_pointer: /items", &format!("  records_pointer: /items\n{extra}"));
+        let spec =
+            PipelineSpec::from_yaml(&with("  auth: { kind: bearer, secret_id: k, scheme: Token }")).expect("Token");
+        assert_eq!(
+            spec.request.policy.auth,
+            Some(Auth::Bearer { secret_id: "k".into(), scheme: Some("Token".into()) })
+        );
+        let spec = PipelineSpec::from_yaml(&with("  auth: { kind: bearer, secret_id: k }")).expect("default");
+        assert_eq!(spec.request.policy.auth, Some(Auth::Bearer { secret_id: "k".into(), scheme: None }));
+        for scheme in ["''", "'Token x'", "'Token\\r\\nX-Evil: 1'", "'a:b'", "Tökén", &"T".repeat(65)] {
+            let err = parse_err(&with(&format!("  auth: {{ kind: bearer, secret_id: k, scheme: {scheme} }}")));
+            assert!(err.contains("request.auth.scheme") && err.contains("one word"), "{scheme}: {err}");
+        }
+        let err = parse_err(&with("  auth: { kind: basic, secret_id: k, scheme: Token }"));
+        assert!(err.contains("request.auth") && err.contains("scheme"), "basic takes no scheme: {err}");
     }
 
     #[test]

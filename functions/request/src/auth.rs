@@ -5,7 +5,7 @@
 //! | `kind` | secret holds | sent as |
 //! |---|---|---|
 //! | `api_key` | the key | header `header`, or query parameter `query_param` |
-//! | `bearer` | the token | `Authorization: Bearer <token>` (RFC 6750) |
+//! | `bearer` | the token | `Authorization: Bearer <token>` (RFC 6750), or `<scheme> <token>` (`Token` for Django REST Framework) |
 //! | `basic` | `user:password` | `Authorization: Basic <base64>` (RFC 7617) |
 //! | `oauth2_client_credentials` | the client secret | a token from `token_url` (RFC 6749 §4.4) as a bearer token |
 //!
@@ -204,7 +204,7 @@ pub async fn credentials(
                 source: None,
             });
         }
-        Auth::Bearer { .. } => bearer(&secret, Vec::new()),
+        Auth::Bearer { scheme, .. } => bearer(scheme.as_deref().unwrap_or(BEARER), &secret, Vec::new()),
         Auth::Basic { .. } => {
             let encoded = base64::engine::general_purpose::STANDARD.encode(secret.expose());
             let mut hidden = Vec::new();
@@ -222,20 +222,25 @@ pub async fn credentials(
         Auth::OAuth2ClientCredentials { token_url, client_id, scope, secret_id } => {
             let key = format!("{token_url}|{client_id}|{secret_id}|{}", scope.as_deref().unwrap_or(""));
             if !refresh && let Some(token) = deps.warm.tokens.get(&key) {
-                return Ok(bearer(&token, vec![secret]));
+                return Ok(bearer(BEARER, &token, vec![secret]));
             }
             let (token, lifetime) = fetch_token(token_url, client_id, &secret, scope.as_deref(), deps, access).await?;
             if lifetime > TOKEN_MARGIN {
                 deps.warm.tokens.put(key, token.clone(), Instant::now() + lifetime - TOKEN_MARGIN);
             }
-            bearer(&token, vec![secret])
+            bearer(BEARER, &token, vec![secret])
         }
     })
 }
 
-fn bearer(token: &Secret, hidden: Vec<Secret>) -> Credentials {
+/// The scheme of a bearer token unless the spec names another (RFC 6750).
+const BEARER: &str = "Bearer";
+
+/// `Authorization: <scheme> <token>`; the token alone is a credential text
+/// too ([`Credentials::texts`]), so it is scrubbed whatever the scheme.
+fn bearer(scheme: &str, token: &Secret, hidden: Vec<Secret>) -> Credentials {
     Credentials {
-        header: Some(("authorization".into(), Secret::new(format!("Bearer {}", token.expose())))),
+        header: Some(("authorization".into(), Secret::new(format!("{scheme} {}", token.expose())))),
         query: None,
         hidden,
         scrubber: OnceLock::new(),

@@ -847,7 +847,7 @@ mod tests {
             .expect("second grant");
         let err = refused(&trust, at(bearer("tributary/team-a"), "GET", "https://reports.vendor-a.com/admin"));
         assert_eq!(err.value, "path \"/admin\"", "{err}");
-        let auth = Auth::Bearer { secret_id: "tributary/team-a".into() };
+        let auth = Auth::Bearer { secret_id: "tributary/team-a".into(), scheme: None };
         let hop = |url: &str| url::Url::parse(url).expect("url");
         let admitted =
             |url: &url::Url| trust.admits(&Call { pipeline: "team-a", method: HttpMethod::Get, url, auth: &auth });

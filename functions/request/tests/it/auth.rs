@@ -24,16 +24,19 @@ async fn api_key_bearer_and_basic_carry_the_secret() {
         json!({"auth": {"kind": "api_key", "secret_id": "vendor/key", "query_param": "api_key"}}),
         json!({"auth": {"kind": "bearer", "secret_id": "vendor/key"}}),
         json!({"auth": {"kind": "basic", "secret_id": "vendor/basic"}}),
+        json!({"auth": {"kind": "bearer", "secret_id": "vendor/key", "scheme": "Token"}}),
     ] {
         request::handle_message(message(&url, policy), harness.deps()).await.expect("authorised call");
     }
     let log = log.lock().expect("log");
-    assert_eq!(log.len(), 4);
+    assert_eq!(log.len(), 5);
     assert_eq!(log[0].headers.get("x-api-key").map(String::as_str), Some(KEY));
     assert_eq!(log[1].query("api_key").as_deref(), Some(KEY));
     assert_eq!(log[2].headers.get("authorization").map(String::as_str), Some(format!("Bearer {KEY}").as_str()));
     // base64("ana:pa ss")
     assert_eq!(log[3].headers.get("authorization").map(String::as_str), Some("Basic YW5hOnBhIHNz"));
+    // Django REST Framework's TokenAuthentication.
+    assert_eq!(log[4].headers.get("authorization").map(String::as_str), Some(format!("Token {KEY}").as_str()));
 }
 
 #[tokio::test]
