@@ -52,6 +52,12 @@ pub struct LocalOptions {
     pub request: request::RequestConfig,
     /// Persist's settings.
     pub persist: persist::PersistConfig,
+    /// Whether a vendor's pause (a long `Retry-After`, after which Request
+    /// sends the page again delayed) passes in real time, as the vendor's
+    /// own clock does (default `true`): the run waits it out. `false`: on
+    /// the virtual clock, like every queue timeout (tests of a vendor that
+    /// throttles by call count, not by time).
+    pub real_time_pauses: bool,
 }
 
 impl LocalOptions {
@@ -77,6 +83,7 @@ impl LocalOptions {
                 tenants: local_tenants(),
                 ..persist::PersistConfig::default()
             },
+            real_time_pauses: true,
         }
     }
 }
@@ -306,6 +313,7 @@ impl LocalRuntime {
         std::fs::write(&probe, b"").map_err(|err| lake_error(format!("cannot write there: {err}"), Some(err)))?;
         let _ = std::fs::remove_file(&probe);
         let broker = Arc::new(Broker::new());
+        broker.set_real_time_delays(options.real_time_pauses);
         for decl in topology::QUEUES {
             broker.create_queue(QueueConfig {
                 name: decl.name.into(),
@@ -604,7 +612,12 @@ impl LocalRuntime {
         // A page Persist gave up on has left its queue too, to its DLQ.
         let given_up = dead_by_queue.get(&dead_letter_target(topology::PERSIST_QUEUE).dlq).copied().unwrap_or(0);
         let persisted = done(topology::PERSIST_QUEUE).saturating_sub(given_up);
-        progress.set_message(format!("{persisted} pages persisted  {dead} dead letters"));
+        let mut message = format!("{persisted} pages persisted  {dead} dead letters");
+        if let Some(until) = self.ports.broker.next_release() {
+            let secs = until.saturating_duration_since(std::time::Instant::now()).as_secs_f64().ceil();
+            message.push_str(&format!("  the vendor asked for a pause: calling again in {secs} s"));
+        }
+        progress.set_message(message);
     }
 
     fn handles(&self) -> Handles {

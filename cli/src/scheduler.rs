@@ -17,8 +17,10 @@
 //! out a real window.
 //!
 //! The broker's clock is virtual: it jumps to the next visibility deadline
-//! only when nothing is in flight and nothing is visible. The drain ends
-//! when every drained queue is empty and nothing is in flight.
+//! only when nothing is in flight and nothing is visible. A message held in
+//! real time (a vendor's pause, [`Broker::next_release`]) is waited for on
+//! the wall clock. The drain ends when every drained queue is empty and
+//! nothing is in flight.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -95,14 +97,21 @@ pub async fn drain<C, F, Fut>(
             }
         }
         progress();
+        let release = broker.next_release();
         if tasks.is_empty() {
             let waiting = sources.iter().map(|s| broker.depth(s.queue)).sum::<usize>() > 0;
             if waiting && broker.advance_to_next_visible() {
                 continue;
             }
-            return;
+            match release {
+                // A vendor's pause: its clock is real, so this wait is too.
+                Some(until) if waiting => tokio::time::sleep_until(until.into()).await,
+                _ => return,
+            }
+            continue;
         }
         tokio::select! {
+            () = sleep_until(release) => {}
             Some(ended) = tasks.join_next_with_id() => {
                 settle(broker, sources, ended, &mut in_flight, &mut running);
                 // And any other that ended meanwhile, before refilling.
@@ -112,6 +121,14 @@ pub async fn drain<C, F, Fut>(
             }
             () = &mut changed => {}
         }
+    }
+}
+
+/// Ends at `until`, or never.
+async fn sleep_until(until: Option<std::time::Instant>) {
+    match until {
+        Some(until) => tokio::time::sleep_until(until.into()).await,
+        None => std::future::pending().await,
     }
 }
 

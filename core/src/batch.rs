@@ -41,6 +41,9 @@ pub struct RecordMeta {
     pub sender_id: Option<String>,
     /// The queue's ARN (`eventSourceARN`).
     pub source_arn: Option<String>,
+    /// The record's string message attributes (`messageAttributes`, each
+    /// `stringValue`), as its sender set them.
+    pub attributes: std::collections::BTreeMap<String, String>,
 }
 
 impl RecordMeta {
@@ -54,6 +57,11 @@ impl RecordMeta {
             receipt_handle: record.receipt_handle.clone(),
             sender_id: record.attributes.get(crate::tenant::SENDER_ID_ATTRIBUTE).cloned(),
             source_arn: record.event_source_arn.clone(),
+            attributes: record
+                .message_attributes
+                .iter()
+                .filter_map(|(name, value)| Some((name.clone(), value.string_value.clone()?)))
+                .collect(),
         }
     }
 

@@ -173,11 +173,29 @@ pub trait QueueSender: Send + Sync {
         let _ = (queue, receipt_handle, timeout);
         Ok(false)
     }
+
+    /// Sends `message` to `queue`, visible only `delay` from now (SQS
+    /// `SendMessage` with `DelaySeconds`; `delay` in whole seconds, at most
+    /// [`MAX_DELAY`], 15 minutes, the SQS quota). The message is a new one:
+    /// its receive count starts again at 0. The local broker and the SQS
+    /// adapter implement it; the default sends nothing and says so in
+    /// `Ok(false)`.
+    ///
+    /// # Errors
+    /// As [`QueueSender::send_messages`].
+    async fn send_delayed(&self, queue: &str, message: QueueMessage, delay: Duration) -> Result<bool, PortError> {
+        let _ = (queue, message, delay);
+        Ok(false)
+    }
 }
 
 /// The longest visibility timeout SQS allows: 12 hours (43,200 s; Amazon
 /// SQS quotas, "Visibility timeout").
 pub const MAX_VISIBILITY_TIMEOUT: Duration = Duration::from_secs(43_200);
+
+/// The longest delay of a message SQS allows: 15 minutes (900 s; Amazon
+/// SQS quotas, "Delay queue" / `DelaySeconds`).
+pub const MAX_DELAY: Duration = Duration::from_secs(900);
 
 /// One message for an SNS topic.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -3,10 +3,11 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 
 use super::batching::{BatchClient, BatchOutcome, FailedEntry, entry_id, send_in_batches, string_attributes};
-use super::error::{build_error, code, port_error};
+use super::error::{RawResponse, build_error, code, port_error};
 use tributary_core::ports::{PortError, QueueMessage, QueueSender};
 
 const OPERATION: &str = "SendMessageBatch";
@@ -14,6 +15,19 @@ const OPERATION: &str = "SendMessageBatch";
 /// Error codes SQS answers for a queue that does not exist (query and JSON
 /// protocols).
 const QUEUE_MISSING: &[&str] = &["AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"];
+
+/// `err` of `operation` on `queue` as a [`PortError`]: `NotFound` for a
+/// queue that does not exist, else as [`port_error`] tells it.
+fn queue_error<E>(operation: &'static str, queue: &str, err: SdkError<E, RawResponse>) -> PortError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    if code(&err).is_some_and(|c| QUEUE_MISSING.contains(&c)) {
+        PortError::NotFound { what: "queue", target: queue.to_string() }
+    } else {
+        port_error(operation, queue, err)
+    }
+}
 
 /// Sends bodies to SQS queues with `SendMessageBatch`.
 ///
@@ -48,16 +62,14 @@ impl SqsSender {
                     .map_err(|err| build_error(OPERATION, queue, err))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let output =
-            self.client.send_message_batch().queue_url(queue).set_entries(Some(entries)).send().await.map_err(
-                |err| {
-                    if code(&err).is_some_and(|c| QUEUE_MISSING.contains(&c)) {
-                        PortError::NotFound { what: "queue", target: queue.to_string() }
-                    } else {
-                        port_error(OPERATION, queue, err)
-                    }
-                },
-            )?;
+        let output = self
+            .client
+            .send_message_batch()
+            .queue_url(queue)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .map_err(|err| queue_error(OPERATION, queue, err))?;
         Ok(BatchOutcome {
             successful: output.successful().iter().map(|entry| entry.id().to_string()).collect(),
             failed: output.failed().iter().map(FailedEntry::from).collect(),
@@ -102,13 +114,38 @@ impl QueueSender for SqsSender {
             .visibility_timeout(i32::try_from(secs).unwrap_or(i32::MAX))
             .send()
             .await
-            .map_err(|err| {
-                if code(&err).is_some_and(|c| QUEUE_MISSING.contains(&c)) {
-                    PortError::NotFound { what: "queue", target: queue.to_string() }
-                } else {
-                    port_error("ChangeMessageVisibility", queue, err)
-                }
-            })?;
+            .map_err(|err| queue_error("ChangeMessageVisibility", queue, err))?;
+        Ok(true)
+    }
+
+    /// `SendMessage` with `DelaySeconds` (whole seconds, capped at 900, the
+    /// SQS quota), the message's attributes as string attributes.
+    ///
+    /// # Errors
+    /// [`PortError::TooLarge`] for a message over the byte limit (not
+    /// sent); [`PortError::NotFound`] for an unknown queue; SQS's own errors
+    /// as [`port_error`] tells them.
+    async fn send_delayed(&self, queue: &str, message: QueueMessage, delay: Duration) -> Result<bool, PortError> {
+        const SEND: &str = "SendMessage";
+        let limit = self.limits().max_bytes;
+        if message.size() > limit {
+            return Err(PortError::TooLarge {
+                what: "message",
+                target: queue.to_string(),
+                bytes: message.size(),
+                limit,
+            });
+        }
+        let secs = delay.min(tributary_core::ports::MAX_DELAY).as_secs();
+        self.client
+            .send_message()
+            .queue_url(queue)
+            .message_body(message.body)
+            .set_message_attributes(string_attributes(SEND, queue, &message.attributes)?)
+            .delay_seconds(i32::try_from(secs).unwrap_or(900))
+            .send()
+            .await
+            .map_err(|err| queue_error(SEND, queue, err))?;
         Ok(true)
     }
 }

@@ -8,6 +8,14 @@
 //! out real timeouts. A consumer waiting for work awaits
 //! [`Broker::changed`], which any change that can make a message visible
 //! ends.
+//!
+//! Delays asked through the port ([`QueueSender::send_delayed`], and
+//! [`QueueSender::change_visibility`]) are a vendor's pause (Request after a
+//! long `Retry-After`), and a vendor keeps real time: with
+//! [`Broker::set_real_time_delays`] such a message is also held until that
+//! much wall-clock time has passed ([`Broker::next_release`] says when),
+//! so a local run against a real vendor's throttle waits it out instead of
+//! calling again at once. Without it (the default) they are virtual too.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -102,6 +110,11 @@ struct State {
     queues: BTreeMap<String, QueueState>,
     topics: BTreeMap<String, Vec<Subscription>>,
     stats: BrokerStats,
+    /// Whether delays asked through the port also pass in real time
+    /// ([`Broker::set_real_time_delays`]).
+    real_time_delays: bool,
+    /// Messages held until a wall-clock instant, by message id.
+    held: HashMap<String, std::time::Instant>,
 }
 
 /// In-process SQS/SNS.
@@ -191,9 +204,11 @@ impl Broker {
         let mut delivered = Vec::new();
         let mut dead = Vec::new();
         let mut index = 0;
+        let real_now = std::time::Instant::now();
         while index < q.messages.len() && delivered.len() < max {
             let message = &mut q.messages[index];
-            if message.visible_at_ms > now {
+            let held = state.held.get(&message.id).is_some_and(|until| *until > real_now);
+            if message.visible_at_ms > now || held {
                 index += 1;
                 continue;
             }
@@ -269,6 +284,59 @@ impl Broker {
             }
             None => false,
         }
+    }
+
+    /// Makes the delays asked through the port ([`QueueSender::send_delayed`],
+    /// [`QueueSender::change_visibility`]) pass in real time too: the
+    /// message is not delivered before that much wall-clock time has passed,
+    /// whatever the virtual clock says. The local runtime turns it on: those
+    /// delays are a vendor's pauses, and the vendor's clock is real.
+    pub fn set_real_time_delays(&self, on: bool) {
+        self.lock().real_time_delays = on;
+    }
+
+    /// The earliest wall-clock instant a message held in real time
+    /// ([`Broker::set_real_time_delays`]) may be delivered; `None` when no
+    /// message is held. Nothing signals [`Broker::changed`] then: a
+    /// consumer waits for this instant itself.
+    pub fn next_release(&self) -> Option<std::time::Instant> {
+        let mut state = self.lock();
+        let state = &mut *state;
+        let now = std::time::Instant::now();
+        let queued: std::collections::HashSet<&str> =
+            state.queues.values().flat_map(|q| q.messages.iter()).map(|m| m.id.as_str()).collect();
+        state.held.retain(|id, until| *until > now && queued.contains(id.as_str()));
+        state.held.values().min().copied()
+    }
+
+    /// Holds message `id` until `delay` from now in real time, when delays
+    /// are real ([`Broker::set_real_time_delays`]).
+    fn hold(state: &mut State, id: &str, delay: Duration) {
+        if state.real_time_delays {
+            state.held.insert(id.to_string(), std::time::Instant::now() + delay);
+        }
+    }
+
+    fn send_delayed_from(
+        &self,
+        sender_id: &str,
+        queue: &str,
+        message: QueueMessage,
+        delay: Duration,
+    ) -> Result<bool, PortError> {
+        let delay = delay.min(tributary_core::ports::MAX_DELAY);
+        let mut state = self.lock();
+        Self::enqueue(&mut state, queue, message, sender_id)?;
+        let now = state.clock_ms;
+        let sent = state.queues.get_mut(queue).and_then(|q| q.messages.last_mut()).map(|stored| {
+            stored.visible_at_ms = now + duration_ms(delay);
+            stored.id.clone()
+        });
+        if let Some(id) = sent {
+            Self::hold(&mut state, &id, delay);
+        }
+        self.changed.notify_waiters();
+        Ok(true)
     }
 
     /// A future that ends at the next change that may make a message
@@ -384,6 +452,10 @@ impl QueueSender for SendAs<'_> {
     async fn change_visibility(&self, queue: &str, receipt_handle: &str, timeout: Duration) -> Result<bool, PortError> {
         self.broker.change_visibility(queue, receipt_handle, timeout).await
     }
+
+    async fn send_delayed(&self, queue: &str, message: QueueMessage, delay: Duration) -> Result<bool, PortError> {
+        self.broker.send_delayed_from(&self.sender_id, queue, message, delay)
+    }
 }
 
 #[async_trait]
@@ -461,9 +533,11 @@ impl QueueSender for Broker {
     }
 
     /// Sets the in-flight message's next visibility to `timeout` from now
-    /// on the broker's clock (capped at 12 hours, as SQS). A stale receipt
-    /// (the message was deleted or received again) is refused, as SQS does.
+    /// on the broker's clock (capped at 12 hours, as SQS), and in real time
+    /// too with [`Broker::set_real_time_delays`]. A stale receipt (the
+    /// message was deleted or received again) is refused, as SQS does.
     async fn change_visibility(&self, queue: &str, receipt_handle: &str, timeout: Duration) -> Result<bool, PortError> {
+        let timeout = timeout.min(tributary_core::ports::MAX_VISIBILITY_TIMEOUT);
         let mut state = self.lock();
         let now = state.clock_ms;
         let q =
@@ -472,9 +546,18 @@ impl QueueSender for Broker {
             q.messages.iter_mut().find(|m| m.receipt.as_deref() == Some(receipt_handle)).ok_or_else(|| {
                 PortError::NotFound { what: "receipt handle", target: format!("{queue} {receipt_handle}") }
             })?;
-        message.visible_at_ms = now + duration_ms(timeout.min(tributary_core::ports::MAX_VISIBILITY_TIMEOUT));
+        message.visible_at_ms = now + duration_ms(timeout);
+        let id = message.id.clone();
+        Self::hold(&mut state, &id, timeout);
         self.changed.notify_waiters();
         Ok(true)
+    }
+
+    /// Sends `message` visible `delay` from now (at most 15 minutes, as
+    /// SQS) on the broker's clock, and in real time too with
+    /// [`Broker::set_real_time_delays`].
+    async fn send_delayed(&self, queue: &str, message: QueueMessage, delay: Duration) -> Result<bool, PortError> {
+        self.send_delayed_from(tributary_core::tenant::LOCAL_STACK_SENDER, queue, message, delay)
     }
 }
 
@@ -576,6 +659,48 @@ mod tests {
         assert_eq!(again.len(), 1);
         assert_eq!(again[0].body.as_deref(), Some("b"));
         assert_eq!(again[0].attributes["ApproximateReceiveCount"], "2");
+    }
+
+    #[tokio::test]
+    async fn a_delayed_message_is_a_new_one_visible_after_its_delay() {
+        let broker = broker();
+        let message = QueueMessage { body: "later".into(), attributes: [("k".to_string(), "v".to_string())].into() };
+        assert!(broker.send_delayed("work", message, Duration::from_secs(120)).await.expect("send"));
+        assert!(broker.receive("work", 10).expect("receive").is_empty(), "delayed");
+        assert_eq!(broker.next_release(), None, "virtual delays hold nothing in real time");
+        assert!(broker.advance_to_next_visible());
+        assert_eq!(broker.clock_ms(), 120_000);
+        let got = broker.receive("work", 10).expect("receive");
+        assert_eq!((got.len(), got[0].attributes["ApproximateReceiveCount"].as_str()), (1, "1"));
+        assert_eq!(got[0].message_attributes["k"].string_value.as_deref(), Some("v"));
+        broker.delete("work", got[0].receipt_handle.as_deref().expect("receipt"));
+        // SQS's 15 minutes at most.
+        broker.send_delayed("work", QueueMessage::default(), Duration::from_secs(3600)).await.expect("send");
+        assert!(broker.advance_to_next_visible());
+        assert_eq!(broker.clock_ms(), 120_000 + 900_000);
+    }
+
+    #[tokio::test]
+    async fn real_time_delays_hold_a_message_until_the_wall_clock_passes_them() {
+        let broker = broker();
+        broker.set_real_time_delays(true);
+        let started = std::time::Instant::now();
+        broker.send_delayed("work", QueueMessage::default(), Duration::from_millis(300)).await.expect("send");
+        assert!(broker.advance_to_next_visible(), "the virtual clock moves as before");
+        assert!(broker.receive("work", 10).expect("receive").is_empty(), "but the message is held");
+        let release = broker.next_release().expect("held");
+        assert!(release >= started + Duration::from_millis(300), "{:?}", release - started);
+        tokio::time::sleep_until(release.into()).await;
+        assert_eq!(broker.receive("work", 10).expect("receive").len(), 1);
+        assert_eq!(broker.next_release(), None);
+        // A changed visibility is a vendor's pause too.
+        broker.send("work", vec!["b".into()]).await.expect("send");
+        let got = broker.receive("work", 10).expect("receive");
+        let receipt = got[0].receipt_handle.as_deref().expect("receipt");
+        broker.change_visibility("work", receipt, Duration::from_millis(200)).await.expect("change");
+        assert!(broker.advance_to_next_visible());
+        assert!(broker.receive("work", 10).expect("receive").is_empty(), "held");
+        assert!(broker.next_release().is_some());
     }
 
     #[tokio::test]

@@ -293,6 +293,40 @@ async fn sqs_sender_changes_a_received_messages_visibility() {
 }
 
 #[tokio::test]
+async fn sqs_sender_sends_a_message_delayed_with_its_attributes() {
+    let moto = moto().await;
+    let (url, _) = moto.queue("sqs-delayed").await;
+    let sqs = moto.sqs();
+    let sender = SqsSender::new(sqs.clone());
+    let message = tributary_core::ports::QueueMessage {
+        body: "{\"n\": 1}".into(),
+        attributes: [("tributary-paused-secs".to_string(), "120".to_string())].into(),
+    };
+    let sent = sender.send_delayed(&url, message, Duration::from_secs(2)).await.expect("SendMessage");
+    assert!(sent);
+    let receive = || async {
+        sqs.receive_message()
+            .queue_url(&url)
+            .message_attribute_names("All")
+            .send()
+            .await
+            .expect("ReceiveMessage")
+            .messages
+            .unwrap_or_default()
+    };
+    assert!(receive().await.is_empty(), "delayed 2 s");
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let got = receive().await;
+    assert_eq!(got.len(), 1, "visible after its delay");
+    let attributes = got[0].message_attributes().expect("attributes");
+    assert_eq!(attributes["tributary-paused-secs"].string_value(), Some("120"));
+    // Over the byte limit: refused, nothing sent.
+    let big = tributary_core::ports::QueueMessage { body: "x".repeat(300_000), attributes: Default::default() };
+    let err = sender.send_delayed(&url, big, Duration::from_secs(1)).await.expect_err("too large");
+    assert!(matches!(err, PortError::TooLarge { .. }), "{err:?}");
+}
+
+#[tokio::test]
 async fn sns_fan_out_raw_and_enveloped_decode_to_the_same_json() {
     let moto = moto().await;
     let sns = aws_sdk_sns::Client::new(&moto.config);

@@ -73,7 +73,7 @@ const MAX_RETRY_AFTER_SECS: EnvVar = EnvVar::number(
     "MAX_RETRY_AFTER_SECS",
     30,
     Allowed::new(MAX_RETRY_AFTER_SECS_RANGE, "Lambda's 900 s maximum"),
-    "longest `Retry-After` waited inside an invocation; a longer one becomes the message's visibility",
+    "longest `Retry-After` waited inside an invocation; after a longer one the page is sent again, delayed by it",
 );
 const MAX_RESPONSE_BYTES: EnvVar = EnvVar::number(
     "MAX_RESPONSE_BYTES",
@@ -105,8 +105,8 @@ const ALLOW_PRIVATE_NETWORKS: EnvVar =
     EnvVar::flag("ALLOW_PRIVATE_NETWORKS", false, "whether a message's `allow` may open private networks");
 const REQUEST_QUEUE_URL: EnvVar = EnvVar::optional(
     "REQUEST_QUEUE_URL",
-    "the queue's visibility timeout",
-    "its own queue: a `Retry-After` longer than `MAX_RETRY_AFTER_SECS` becomes the message's visibility",
+    "the queue's visibility timeout, each pause a failed receive",
+    "its own queue: after a `Retry-After` longer than `MAX_RETRY_AFTER_SECS` the page is sent there again, delayed by it (not a failure)",
 );
 const REQUEST_MAX_CONCURRENCY: EnvVar = EnvVar::number(
     "REQUEST_MAX_CONCURRENCY",

@@ -25,7 +25,7 @@ use crate::error::RequestError;
 use crate::fetch::Fetched;
 use crate::page;
 use crate::scrub::{self, Scrubber};
-use crate::{auth, fetch, paging};
+use crate::{auth, fetch, paging, pause};
 
 /// What a handled message produced.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,6 +48,11 @@ pub enum Outcome {
 /// tenant, or a tenant naming a pipeline it does not own, is refused before
 /// any call, permanently (the DLQ, with the reason). Secret grants naming
 /// `pipelines` then hold for authenticated pipelines only.
+///
+/// A vendor's pause longer than Request waits inside an invocation (a long
+/// `Retry-After`) sends the message again, delayed, and the record counts
+/// handled ([`crate::pause`]); a copy received with part of its pause left
+/// is sent again without calling the vendor.
 pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
     let dead_letters = deps.config.dead_letter.as_ref().map(|target| target.policy(deps.queue, "request"));
     batch::for_each_message(
@@ -55,40 +60,102 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
         deps.config.concurrency,
         dead_letters,
         |message: RequestMessage, meta: RecordMeta| async move {
-            let result = match meta.acting_for(&deps.config.tenants, &message.pipeline) {
+            if let Err(refused) = meta.acting_for(&deps.config.tenants, &message.pipeline) {
                 // Refused before any call: the sender does not own the pipeline it names.
-                Err(refused) => Err(RequestError::from(refused)),
-                Ok(_) => handle_message(message, deps).await.map(|_| ()),
-            };
-            if let Err(err) = &result {
-                pause_for_the_vendor(err, &meta, deps).await;
+                return Err(RequestError::from(refused));
             }
-            result
+            if let Some(pause::Plan::Copy { delay, attributes }) = pause::resume(&meta.attributes)
+                && send_again(&message, delay, attributes, deps).await
+            {
+                return Ok(());
+            }
+            let kept = message.clone();
+            let result = handle_message(message, deps).await.map(|_| ());
+            match result {
+                Err(err) if err.redeliver_after().is_some() => pause_for_the_vendor(err, &kept, &meta, deps).await,
+                other => other,
+            }
         },
     )
     .await
 }
 
 /// A vendor asked for a pause (`Retry-After`) longer than Request waits
-/// inside an invocation: the message becomes visible again on its queue
-/// once the pause is over (`ChangeMessageVisibility`, at most 12 hours),
-/// not after the queue's visibility timeout (720 s for Request), so the
-/// vendor gets its pause and a long one costs one receive, not several.
-/// The record is still reported failed; if the change fails, the
-/// visibility timeout applies, as before.
-async fn pause_for_the_vendor(err: &RequestError, meta: &RecordMeta, deps: Deps<'_>) {
-    let (Some(pause), Some(queue), Some(receipt)) =
-        (err.redeliver_after(), deps.config.own_queue.as_deref(), meta.receipt_handle.as_deref())
-    else {
-        return;
+/// inside an invocation. The message is sent again to Request's own queue,
+/// visible once the pause is over (at most 15 minutes a step), and the
+/// record is handled: waiting for the vendor costs no receive
+/// ([`crate::pause`]). Past 12 hours of pauses for one message, or when the
+/// copy cannot be sent, the record fails and becomes visible again after
+/// the pause (`ChangeMessageVisibility`, at most 12 hours) instead of after
+/// the queue's visibility timeout (720 s for Request); if that change fails
+/// too, the visibility timeout applies.
+async fn pause_for_the_vendor(
+    err: RequestError,
+    message: &RequestMessage,
+    meta: &RecordMeta,
+    deps: Deps<'_>,
+) -> Result<(), RequestError> {
+    let Some(pause) = err.redeliver_after() else { return Err(err) };
+    match pause::plan(&meta.attributes, pause) {
+        pause::Plan::Copy { delay, attributes } => {
+            if send_again(message, delay, attributes, deps).await {
+                tracing::info!(
+                    retry_after_secs = pause.as_secs(),
+                    reason = %err,
+                    "the vendor asked for a pause: the page is sent again after it (not a failure)"
+                );
+                return Ok(());
+            }
+        }
+        pause::Plan::Visibility(_) => tracing::warn!(
+            retry_after_secs = pause.as_secs(),
+            max_paused_secs = pause::MAX_PAUSED.as_secs(),
+            "the vendor has paused this page longer than it may in all: this pause counts as a failed receive"
+        ),
+    }
+    let (Some(queue), Some(receipt)) = (deps.config.own_queue.as_deref(), meta.receipt_handle.as_deref()) else {
+        return Err(err);
     };
     match deps.queue.change_visibility(queue, receipt, pause).await {
         Ok(true) => {
             tracing::info!(retry_after_secs = pause.as_secs(), "the vendor asked for a pause: redelivery after it")
         }
         Ok(false) => {}
+        Err(change) => {
+            tracing::warn!(error = %change, "could not change the message's visibility; redelivery after the visibility timeout")
+        }
+    }
+    Err(err)
+}
+
+/// Sends `message` again to Request's own queue, visible after `delay`,
+/// with `attributes`; whether it was sent (no own queue, a port without
+/// delays or a failed send: not, and the caller falls back).
+async fn send_again(
+    message: &RequestMessage,
+    delay: Duration,
+    attributes: std::collections::BTreeMap<String, String>,
+    deps: Deps<'_>,
+) -> bool {
+    let Some(queue) = deps.config.own_queue.as_deref() else { return false };
+    let body = match serde_json::to_string(message) {
+        Ok(body) => body,
         Err(err) => {
-            tracing::warn!(error = %err, "could not change the message's visibility; redelivery after the visibility timeout")
+            tracing::warn!(error = %err, "could not encode the message to send it again");
+            return false;
+        }
+    };
+    let copy = tributary_core::ports::QueueMessage { body, attributes };
+    match deps.queue.send_delayed(queue, copy, delay).await {
+        Ok(sent) => {
+            if sent {
+                tracing::info!(delay_secs = delay.as_secs(), "paused: sent again to the request queue, delayed");
+            }
+            sent
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "could not send the paused message again");
+            false
         }
     }
 }

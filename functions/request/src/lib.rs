@@ -34,6 +34,7 @@ mod handler;
 pub mod http;
 mod page;
 pub mod paging;
+pub mod pause;
 pub mod rate;
 pub mod retry;
 pub mod scrub;

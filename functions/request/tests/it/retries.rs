@@ -181,18 +181,67 @@ async fn reset_connections_are_retried() {
     assert!(!err.is_permanent(), "{err:?}");
 }
 
+/// Receives what is visible on Request's queue, hands it to `handle_sqs`,
+/// and deletes the records it handled (as the event source mapping does).
+async fn deliver(
+    harness: &Harness,
+) -> (Vec<aws_lambda_events::event::sqs::SqsMessage>, aws_lambda_events::event::sqs::SqsBatchResponse) {
+    let received = harness.broker.receive(common::REQUEST_QUEUE, 10).expect("receive");
+    let mut event = aws_lambda_events::event::sqs::SqsEvent::default();
+    event.records = received.clone();
+    let response = request::handle_sqs(&event, harness.deps()).await;
+    let failed: Vec<_> = response.batch_item_failures.iter().map(|f| f.item_identifier.clone()).collect();
+    for record in received.iter().filter(|r| !failed.contains(r.message_id.as_ref().expect("id"))) {
+        harness.broker.delete(common::REQUEST_QUEUE, record.receipt_handle.as_deref().expect("receipt"));
+    }
+    (received, response)
+}
+
 #[tokio::test]
-async fn a_retry_after_past_the_cap_becomes_the_messages_visibility_on_its_queue() {
+async fn a_retry_after_past_the_cap_sends_the_page_again_after_it_without_counting_a_receive() {
     let (addr, log) = recorder(|_, _| reply(429, &[("retry-after", "3600")], json!({}))).await;
     let harness = Harness::new();
     let body = serde_json::to_string(&message(&format!("http://{addr}/t"), json!({}))).expect("json");
     harness.broker.send(common::REQUEST_QUEUE, vec![body]).await.expect("send");
-    let received = harness.broker.receive(common::REQUEST_QUEUE, 10).expect("receive");
-    let mut event = aws_lambda_events::event::sqs::SqsEvent::default();
-    event.records = received;
     let before = harness.broker.clock_ms();
-    let response = request::handle_sqs(&event, harness.deps()).await;
-    assert_eq!(response.batch_item_failures.len(), 1, "failed, for SQS to redeliver");
+    let (_, response) = deliver(&harness).await;
+    assert!(response.batch_item_failures.is_empty(), "waiting for the vendor is not a failure");
+    // The vendor's hour is waited in SQS's 15-minute delays, each a new
+    // message (its receive count 1), without calling the vendor.
+    let mut steps = Vec::new();
+    while log.lock().expect("log").len() == 1 {
+        let at = harness.broker.clock_ms();
+        assert!(harness.broker.advance_to_next_visible(), "a delayed copy");
+        steps.push(harness.broker.clock_ms() - at);
+        let (copy, response) = deliver(&harness).await;
+        assert_eq!(copy.len(), 1);
+        assert_eq!(copy[0].attributes.get("ApproximateReceiveCount").map(String::as_str), Some("1"));
+        assert_eq!(copy[0].message_attributes["tributary-paused-secs"].string_value.as_deref(), Some("3600"));
+        assert!(response.batch_item_failures.is_empty());
+    }
+    assert_eq!(steps, [900_000; 4], "{steps:?}");
+    assert!(harness.broker.clock_ms() - before >= 3_600_000);
+    // Called again after the hour: throttled again, paused again (two hours in all).
+    let again = harness.broker.receive(common::REQUEST_QUEUE, 10);
+    assert!(again.expect("receive").is_empty(), "the next copy is delayed");
+    assert!(harness.broker.advance_to_next_visible());
+    let copy = harness.broker.receive(common::REQUEST_QUEUE, 10).expect("receive");
+    assert_eq!(copy[0].message_attributes["tributary-paused-secs"].string_value.as_deref(), Some("7200"));
+}
+
+#[tokio::test]
+async fn past_twelve_hours_of_pauses_a_retry_after_becomes_the_messages_visibility() {
+    let (addr, log) = recorder(|_, _| reply(429, &[("retry-after", "3600")], json!({}))).await;
+    let harness = Harness::new();
+    let body = serde_json::to_string(&message(&format!("http://{addr}/t"), json!({}))).expect("json");
+    let paused = tributary_core::ports::QueueMessage {
+        body,
+        attributes: [("tributary-paused-secs".to_string(), "43000".to_string())].into(),
+    };
+    harness.broker.send_messages(common::REQUEST_QUEUE, vec![paused]).await.expect("send");
+    let before = harness.broker.clock_ms();
+    let (_, response) = deliver(&harness).await;
+    assert_eq!(response.batch_item_failures.len(), 1, "failed: the receive counts");
     // Visible again after the vendor's hour, not the queue's 720 s.
     assert!(harness.broker.advance_to_next_visible(), "in flight");
     assert_eq!(harness.broker.clock_ms() - before, 3_600_000);
