@@ -8,6 +8,7 @@ mod aws_operations;
 mod aws_pipeline;
 mod aws_schedules;
 mod contract_schemas;
+mod drf_vendor;
 mod iceberg;
 mod iceberg_compact;
 mod iceberg_merge;
