@@ -150,6 +150,9 @@ pub struct Outcome {
     pub message_id: String,
     /// Where it went (queue URL or name), or why not.
     pub result: Result<String, String>,
+    /// Not sent because it was resolved or redriven already (not a
+    /// failure: `--again` sends it).
+    pub skipped: bool,
 }
 
 /// Sends each selected letter back through `queue` (to the address
@@ -168,20 +171,19 @@ pub async fn redrive(
 ) -> Result<Vec<Outcome>, PortError> {
     let mut outcomes = Vec::new();
     for (key, mut letter) in select(store, selection).await? {
-        let outcome = |result| Outcome { key: key.clone(), message_id: letter.message_id.clone(), result };
+        let outcome =
+            |result| Outcome { key: key.clone(), message_id: letter.message_id.clone(), result, skipped: false };
+        let skip = |why| Outcome { skipped: true, ..outcome(Err(why)) };
         if let Some(resolution) = letter.resolved.as_ref().filter(|_| !selection.again) {
-            outcomes.push(outcome(Err(format!(
-                "resolved ({}) at {} (--again sends it anyway)",
-                resolution.by, resolution.at
-            ))));
+            outcomes.push(skip(format!("resolved ({}) at {} (--again sends it anyway)", resolution.by, resolution.at)));
             continue;
         }
         if letter.is_redriven() && !selection.again {
-            outcomes.push(outcome(Err(format!(
+            outcomes.push(skip(format!(
                 "already redriven to {} at {} (--again sends it once more)",
                 letter.redriven.last().map_or("", |r| r.queue.as_str()),
                 letter.redriven.last().map_or("", |r| r.at.as_str())
-            ))));
+            )));
             continue;
         }
         let (logical, message) = match redrive_target(&letter) {
@@ -208,7 +210,7 @@ pub async fn redrive(
             Ok(_) => Ok(to),
             Err(err) => Err(format!("sent to {to}, but the archive entry could not be marked: {err}")),
         };
-        outcomes.push(Outcome { key, message_id: letter.message_id.clone(), result });
+        outcomes.push(Outcome { key, message_id: letter.message_id.clone(), result, skipped: false });
     }
     Ok(outcomes)
 }
@@ -334,7 +336,7 @@ pub async fn resolve_selected(
                 .map(|()| "resolved".to_string())
                 .map_err(|err| format!("the archive entry could not be marked: {err}")),
         };
-        outcomes.push(Outcome { key, message_id, result });
+        outcomes.push(Outcome { key, message_id, result, skipped: false });
     }
     Ok(outcomes)
 }

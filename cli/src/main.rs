@@ -991,7 +991,12 @@ async fn dlq(action: DlqAction) -> anyhow::Result<ExitCode> {
             } else {
                 redrive_on_stack(store.as_ref(), stack, &selection).await?
             };
-            Ok(if outcomes.iter().all(|o| o.result.is_ok()) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            // A letter skipped as resolved or redriven already is no failure.
+            Ok(if outcomes.iter().all(|o| o.result.is_ok() || o.skipped) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
     }
 }

@@ -208,7 +208,7 @@ impl std::fmt::Display for RunSummary {
         let staged = if self.completed || self.pages == 0 {
             ""
         } else {
-            "  (the run did not complete: an Iceberg table has none of them yet; see `tributary status` and `tributary dlq`)"
+            "  (the run did not complete; an Iceberg table shows none of them until it does, a Parquet dataset shows them already; see `tributary status` and `tributary dlq`)"
         };
         writeln!(f, "  records persisted    {}{staged}", self.records_persisted)?;
         let note = if self.all_quarantined() { "  (every record: the run is not a success)" } else { "" };

@@ -554,6 +554,14 @@ fn a_recovered_runs_dead_letters_are_resolved_and_status_says_how() {
     let report = String::from_utf8_lossy(&redrive.stdout);
     assert!(redrive.status.success() && report.contains("1 of 1 dead letters redriven"), "{report}");
     assert!(report.contains("1 dead letters resolved"), "{report}");
+    // Asked again, the resolved letter is skipped: nothing failed, exit 0.
+    let again = tributary()
+        .args(["dlq", "redrive", "--all", "--run", runs[0].1, "--lake"])
+        .arg(&lake)
+        .output()
+        .expect("redrive again");
+    let report = String::from_utf8_lossy(&again.stdout);
+    assert!(again.status.success() && report.contains("skipped"), "a skipped letter is no failure: {report}");
     // ... and by a re-run of the other.
     let rerun = run_at(runs[1].0);
     assert!(rerun.status.success(), "{}", String::from_utf8_lossy(&rerun.stdout));

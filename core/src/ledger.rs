@@ -685,7 +685,8 @@ async fn complete(
         format!(
             "the vendor announced {announced} records (the probe's total) but the run's pages held {landed}: pages \
              shorter than strategy.page_size before the last one mean the vendor caps its page size (Django REST \
-             Framework's is 1,000); set strategy.page_size to the cap and run this time again"
+             Framework's is 1,000); set strategy.page_size to the cap and start a new run (`tributary run SPEC`, or \
+             `--replace` this run's time for an Iceberg dataset): this run keeps what it holds"
         )
     });
     let manifest = Manifest {

@@ -636,7 +636,11 @@ pub async fn publish(alert: &Alert, deps: Deps<'_>) -> Result<(), PortError> {
         ("severity".to_string(), if alert.function == SCHEMA_FUNCTION { "warning" } else { "error" }.to_string()),
     ]
     .into();
-    tracing::error!(pipeline, function = %alert.function, count = alert.count, "dead letters: {}", alert.summary);
+    if alert.function == SCHEMA_FUNCTION {
+        tracing::warn!(pipeline, "schema change: {}", alert.summary);
+    } else {
+        tracing::error!(pipeline, function = %alert.function, count = alert.count, "dead letters: {}", alert.summary);
+    }
     let message = TopicMessage { subject, body: email, attributes, per_protocol };
     deps.topics.publish(&deps.config.alerts_topic, vec![message]).await
 }

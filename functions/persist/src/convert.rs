@@ -471,10 +471,15 @@ pub fn convert_page(
         // Frozen: the table as it is; a record that would change it is
         // quarantined with the violation, and the refused changes reported.
         tracing::warn!(changes = ?changes, "target.on_schema_change: freeze: records that would change the dataset are quarantined");
+        let declared_conflicts = conflicts.clone();
         let output = write_pass(source, format, settings, schema, conflicts, &HashMap::new(), false)?;
         let mut output =
             output.ok_or_else(|| ConvertError::Io(std::io::Error::other("the write pass stopped without a reason")))?;
-        output.schema_changes = changes;
+        // The records refused are quarantined, as asked: not a conflict that
+        // fails the page (only a declared type the spec changed is one).
+        output.conflicts = declared_conflicts;
+        output.schema_changes =
+            changes.into_iter().map(|change| format!("refused (on_schema_change: freeze): {change}")).collect();
         return Ok(output);
     }
     // Kept only when there are changes, to say which the write makes.
