@@ -1,7 +1,8 @@
 //! The `tributary` command line's library: the local runtime that runs whole
 //! pipelines on one machine, the demo vendor API, lake read-back, the
 //! dead-letter archive, folders of pipeline specs and backfill ranges
-//! ([`pipelines`]), and (feature `aws`) a deployed stack and its schedules.
+//! ([`pipelines`]), a spec inferred from a vendor's answers ([`init`]), and
+//! (feature `aws`) a deployed stack and its schedules.
 //!
 //! Tests in `tests/` drive the same [`runtime::LocalRuntime`] the binary
 //! uses.
@@ -9,6 +10,7 @@
 #[cfg(feature = "aws")]
 pub mod aws;
 pub mod dlq;
+pub mod init;
 pub mod lake;
 pub mod lease;
 pub mod location;

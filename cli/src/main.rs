@@ -97,6 +97,11 @@ enum Command {
         #[arg(long)]
         replace: bool,
     },
+    /// Write a pipeline spec from what a vendor endpoint answers: its
+    /// records, its paging (proved on page 2), the table Persist will make
+    /// of them. A few calls, through Request's own caller and SSRF guard.
+    /// Writes nothing when it cannot decide; each failure is one line.
+    Init(tributary::init::command::InitArgs),
     /// Start the demo vendor API, run a paged, an Athena-driven and a simple
     /// pipeline against it, print the summaries and the first rows read back
     /// from Parquet.
@@ -426,7 +431,8 @@ struct Place {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tributary_core::telemetry::init_cli("warn");
+    // init reports what Request met itself, on one line.
+    tributary_core::telemetry::init_cli(if matches!(cli.command, Command::Init(_)) { "off" } else { "warn" });
     // Worker threads with 8 MiB stacks, as a main thread has: deeply nested
     // vendor JSON is parsed and serialised recursively.
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_stack_size(8 << 20).build() {
@@ -518,6 +524,7 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             let times = backfill.times(&spec, scheduled_at)?;
             trigger(&spec, &stack, &times, replace.then(rerun_token).as_deref()).await
         }
+        Command::Init(args) => tributary::init::command::run(args).await,
         Command::Demo { lake, table_format } => demo(&lake, table_format == "iceberg").await,
         Command::Vendor { addr, customers } => {
             let data = vendor::DemoData { customers, ..vendor::DemoData::default() };

@@ -43,7 +43,7 @@ pub mod ssrf;
 pub mod trust;
 
 pub use config::{LambdaConfig, MAX_ATTEMPTS_RANGE, MAX_RESPONSE_BYTES_RANGE, MAX_RETRY_AFTER_SECS_RANGE};
-pub use fetch::Fetched;
+pub use fetch::{Fetched, fetch};
 
 pub use deps::{
     BASE_MEMORY_BYTES, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_RESPONSE_BYTES, Deps, MAX_REDIRECTS,
