@@ -29,7 +29,7 @@ concurrency=${CONCURRENCY:-4}
 profile=${PROFILE:-release}
 
 if [[ -z "${TRIBUTARY:-}" ]]; then
-    cargo build -p tributary --profile "$profile"
+    cargo build -p tributary-cli --profile "$profile"
     TRIBUTARY="${CARGO_TARGET_DIR:-target}/$profile/tributary"
 fi
 

@@ -32,7 +32,7 @@ pub enum LocationError {
     NoDir(PathBuf),
     /// An S3 lake in a build without the AWS adapters.
     #[error(
-        "--lake {0}: this tributary was built without the `aws` feature; build it with `cargo build --release -p tributary --features aws` to reach a deployed stack"
+        "--lake {0}: this tributary was built without the `aws` feature; build it with `cargo build --release -p tributary-cli --features aws` to reach a deployed stack"
     )]
     NoAws(String),
 }

@@ -814,7 +814,7 @@ async fn deploy_schedules(dir: &Path, _stack: &str, _dry_run: bool) -> anyhow::R
     // The specs are still checked, so a folder can be validated anywhere.
     let files = tributary::pipelines::load_dir(dir)?;
     anyhow::bail!(
-        "{} spec(s) in {} are valid, but this build has no AWS support: build the CLI with `--features aws` (cargo build -p tributary --features aws)",
+        "{} spec(s) in {} are valid, but this build has no AWS support: build the CLI with `--features aws` (cargo build -p tributary-cli --features aws)",
         files.len(),
         dir.display()
     )
@@ -828,7 +828,7 @@ async fn trigger(
     _replace: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
     anyhow::bail!(
-        "this build has no AWS support: build the CLI with `--features aws` (cargo build -p tributary --features aws)"
+        "this build has no AWS support: build the CLI with `--features aws` (cargo build -p tributary-cli --features aws)"
     )
 }
 
@@ -867,7 +867,7 @@ async fn connect(name: &str) -> anyhow::Result<StackHandle> {
 #[cfg(not(feature = "aws"))]
 async fn connect(name: &str) -> anyhow::Result<StackHandle> {
     anyhow::bail!(
-        "--stack {name}: this tributary was built without the `aws` feature; build it with `cargo build --release -p tributary --features aws`"
+        "--stack {name}: this tributary was built without the `aws` feature; build it with `cargo build --release -p tributary-cli --features aws`"
     )
 }
 

@@ -161,7 +161,7 @@ fn missing_and_malformed_fields_are_named() {
 }
 
 /// Fails when `docs/contracts/` does not match the types: regenerate with
-/// `cargo run -p tributary -- schema --out docs/contracts`.
+/// `cargo run -p tributary-cli -- schema --out docs/contracts`.
 #[test]
 fn committed_schemas_are_fresh() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/contracts");
@@ -170,7 +170,7 @@ fn committed_schemas_are_fresh() {
         let committed = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
         assert!(
             committed == generated,
-            "{name} is stale: run `cargo run -p tributary -- schema --out docs/contracts` and commit the result"
+            "{name} is stale: run `cargo run -p tributary-cli -- schema --out docs/contracts` and commit the result"
         );
     }
 }
