@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The local runtime's benchmark (README, "Benchmark" / "Local runtime"):
+# The local runtime's benchmark (docs/benchmarks.md, "Local runtime"):
 # `tributary run` of a count-first paged pipeline against the demo vendor,
 # next to what the vendor and Persist need on their own.
 #

@@ -257,7 +257,8 @@ enum Command {
     /// With `--dataset`: print a dataset's table schema, as the Arrow schema
     /// (also at `_schema/<dataset>.arrow`, for `pyarrow.dataset(...,
     /// schema=)`) and as the Glue `TableInput` registered on AWS. Without:
-    /// write the JSON Schemas of the message contracts.
+    /// write the JSON Schemas of the message contracts and their Markdown
+    /// references (the book's reference chapters).
     Schema {
         /// Dataset whose table schema to print.
         #[arg(long)]
@@ -654,7 +655,8 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Schema { out, .. } => {
             std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-            for (name, text) in contracts::schemas() {
+            let schemas = contracts::schemas().into_iter().map(|(name, text)| (name.to_owned(), text));
+            for (name, text) in schemas.chain(contracts::references()) {
                 let path = out.join(name);
                 std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
                 out!("wrote {}", path.display())?;

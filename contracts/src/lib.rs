@@ -12,8 +12,9 @@
 //! fields within version 1); a different `version` is refused.
 //!
 //! The JSON Schemas in `docs/contracts/` are generated from these types by
-//! [`schemas`] (`tributary schema --out docs/contracts`); a test fails when
-//! the committed files are stale.
+//! [`schemas`], and the book's reference pages beside them by
+//! [`references`] (`tributary schema --out docs/contracts` writes both); a
+//! test fails when the committed files are stale.
 
 mod alert;
 mod common;
@@ -22,6 +23,7 @@ pub mod paging;
 mod persist;
 mod probe;
 mod query;
+pub mod reference;
 mod request;
 mod run;
 pub mod schedule;
@@ -114,21 +116,44 @@ fn short_type_name<T>() -> &'static str {
 /// File names are `<contract>.v1.schema.json`; the CLI writes them with
 /// `tributary schema --out DIR`.
 pub fn schemas() -> Vec<(&'static str, String)> {
-    fn one<T: schemars::JsonSchema>(name: &'static str) -> (&'static str, String) {
-        let schema = schemars::schema_for!(T);
-        let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
-        text.push('\n');
-        (name, text)
-    }
+    contract_schemas()
+        .into_iter()
+        .map(|(name, schema)| {
+            let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+            text.push('\n');
+            (name, text)
+        })
+        .collect()
+}
+
+/// Every public contract's Markdown reference, rendered from its JSON
+/// Schema by [`reference::markdown`], as `(file name, Markdown)`.
+///
+/// File names are `<contract>.v1.md`, beside the schemas they link to; the
+/// CLI writes them with `tributary schema --out DIR`, and the book's
+/// reference chapters are these files.
+pub fn references() -> Vec<(String, String)> {
+    contract_schemas()
+        .into_iter()
+        .map(|(name, schema)| {
+            let page = name.trim_end_matches(".schema.json");
+            let mut text = reference::markdown(name, schema.as_value());
+            text.push('\n');
+            (format!("{page}.md"), text)
+        })
+        .collect()
+}
+
+fn contract_schemas() -> Vec<(&'static str, schemars::Schema)> {
     vec![
-        one::<PipelineSpec>("pipeline-spec.v1.schema.json"),
-        one::<RequestMessage>("request-message.v1.schema.json"),
-        one::<PersistMessage>("persist-message.v1.schema.json"),
-        one::<ProbeReply>("probe-reply.v1.schema.json"),
-        one::<QueryMessage>("query-message.v1.schema.json"),
-        one::<QueryRow>("query-row.v1.schema.json"),
-        one::<Alert>("alert.v1.schema.json"),
-        one::<RunCompleted>("run-completed.v1.schema.json"),
+        ("pipeline-spec.v1.schema.json", schemars::schema_for!(PipelineSpec)),
+        ("request-message.v1.schema.json", schemars::schema_for!(RequestMessage)),
+        ("persist-message.v1.schema.json", schemars::schema_for!(PersistMessage)),
+        ("probe-reply.v1.schema.json", schemars::schema_for!(ProbeReply)),
+        ("query-message.v1.schema.json", schemars::schema_for!(QueryMessage)),
+        ("query-row.v1.schema.json", schemars::schema_for!(QueryRow)),
+        ("alert.v1.schema.json", schemars::schema_for!(Alert)),
+        ("run-completed.v1.schema.json", schemars::schema_for!(RunCompleted)),
     ]
 }
 

@@ -7,6 +7,7 @@ mod aws_iceberg;
 mod aws_operations;
 mod aws_pipeline;
 mod aws_schedules;
+mod book;
 mod contract_schemas;
 mod drf_vendor;
 mod iceberg;
