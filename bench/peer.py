@@ -1,15 +1,24 @@
-"""The benchmark's Python peers: JSON -> Parquet with pyarrow, one case per process.
+"""The benchmark's peers: JSON -> Parquet with pyarrow, DuckDB and Polars, one case per process.
 
-    python bench/peer.py from_pylist PAGE.json OUT.parquet ROW_GROUP_ROWS ZSTD_LEVEL
-    python bench/peer.py read_json PAGE.ndjson OUT.parquet ROW_GROUP_ROWS ZSTD_LEVEL
+    python bench/peer.py PEER PAGE OUT.parquet ROW_GROUP_ROWS ZSTD_LEVEL
+    python bench/peer.py versions
 
 from_pylist: `json.load` of the JSON array + `pyarrow.Table.from_pylist` + `pyarrow.parquet.write_table`.
 read_json:   `pyarrow.json.read_json` of the NDJSON page + `pyarrow.parquet.write_table`.
+duckdb_1:    DuckDB, `SET threads=1`, `COPY (SELECT * FROM read_json_auto(PAGE, format='newline_delimited'))
+             TO OUT (FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL z, ROW_GROUP_SIZE r)`.
+duckdb_all:  the same with DuckDB's default threads (every core it sees).
+polars:      `polars.read_ndjson(PAGE).write_parquet(OUT, compression='zstd', compression_level=z,
+             row_group_size=r)`.
+
+Every peer keeps its tool's defaults otherwise (DuckDB's schema sampling, Polars' inference length).
 
 Prints one JSON line: {"ok": true, "rows": N, "seconds": S, "peak_rss_kb": K} or
 {"ok": false, "error": "<first line of the error>", ...}. `seconds` covers reading the input
-through writing the Parquet file (not the interpreter start or the imports); `peak_rss_kb` is the
-process's VmHWM read from /proc/self/status at the end, as the Rust side does.
+through the Parquet file written and closed (not the interpreter start, the imports or opening a
+DuckDB connection: a Lambda pays those once per cold start); `peak_rss_kb` is the process's VmHWM
+read from /proc/self/status at the end, as the Rust side does. `versions` prints the tools'
+versions as one JSON object.
 """
 
 import json
@@ -45,28 +54,92 @@ def read_json(source, target, row_group_rows, zstd_level):
     return table.num_rows
 
 
-PEERS = {"from_pylist": from_pylist, "read_json": read_json}
+def duckdb_copy(connection, source, target, row_group_rows, zstd_level):
+    # COPY returns the rows it wrote. The paths are SQL string literals: DuckDB 1.5 binds a COPY's
+    # prepared parameters out of order (it read the target as the JSON input).
+    (rows,) = connection.execute(
+        f"COPY (SELECT * FROM read_json_auto({sql_text(source)}, format = 'newline_delimited')) "
+        f"TO {sql_text(target)} (FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL {int(zstd_level)}, "
+        f"ROW_GROUP_SIZE {int(row_group_rows)})"
+    ).fetchone()
+    return rows
+
+
+def sql_text(text):
+    """`text` as an SQL string literal."""
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def polars_ndjson(source, target, row_group_rows, zstd_level):
+    import polars as pl
+
+    frame = pl.read_ndjson(source)
+    frame.write_parquet(target, compression="zstd", compression_level=zstd_level, row_group_size=row_group_rows)
+    return frame.height
+
+
+def duckdb_connection(threads):
+    import duckdb
+
+    connection = duckdb.connect()
+    if threads is not None:
+        connection.execute(f"SET threads = {int(threads)}")
+    return connection
+
+
+def prepare(peer):
+    """Imports the peer's module (and opens DuckDB), untimed; returns the timed conversion."""
+    if peer == "read_json":
+        import pyarrow.json  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+
+        return read_json
+    if peer == "from_pylist":
+        import pyarrow.parquet  # noqa: F401
+
+        return from_pylist
+    if peer in ("duckdb_1", "duckdb_all"):
+        connection = duckdb_connection(1 if peer == "duckdb_1" else None)
+        return lambda *args: duckdb_copy(connection, *args)
+    if peer == "polars":
+        import polars  # noqa: F401
+
+        return polars_ndjson
+    return None
+
+
+def versions():
+    found = {"python": sys.version.split()[0]}
+    for module in ("pyarrow", "duckdb", "polars"):
+        try:
+            found[module] = __import__(module).__version__
+        except ImportError:
+            found[module] = None
+    return found
 
 
 def main(argv):
-    if len(argv) != 6 or argv[1] not in PEERS:
+    if len(argv) == 2 and argv[1] == "versions":
+        print(json.dumps(versions()))
+        return 0
+    if len(argv) != 6:
         print(__doc__, file=sys.stderr)
         return 2
-    peer, source, target = argv[1], argv[2], argv[3]
+    source, target = argv[2], argv[3]
     row_group_rows, zstd_level = int(argv[4]), int(argv[5])
-    # Import outside the timed part: a Lambda pays it once per cold start.
-    import pyarrow.parquet  # noqa: F401
-    import pyarrow.json  # noqa: F401
-
-    started = time.perf_counter()
     try:
-        rows = PEERS[peer](source, target, row_group_rows, zstd_level)
-    except BaseException as err:  # MemoryError and friends are results too
+        convert = prepare(argv[1])
+        if convert is None:
+            print(__doc__, file=sys.stderr)
+            return 2
+        started = time.perf_counter()
+        rows = convert(source, target, row_group_rows, zstd_level)
+        seconds = time.perf_counter() - started
+    except BaseException as err:  # MemoryError and friends are results too (an ImportError as well)
         lines = str(err).strip().splitlines() or [""]
         first = f"{type(err).__name__}: {lines[0]}"
         print(json.dumps({"ok": False, "error": first, "peak_rss_kb": peak_rss_kb()}))
         return 1
-    seconds = time.perf_counter() - started
     print(json.dumps({"ok": True, "rows": rows, "seconds": seconds, "peak_rss_kb": peak_rss_kb()}))
     return 0
 

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Python tools the tests and the benchmark use besides moto, pinned, in the
 # repo's .venv:
-#   pyarrow  reads back the Parquet that Persist writes (an independent reader)
-#            and is the benchmark's Python peer;
-#   duckdb   a second independent reader (tests/tests/it/persist_readback.rs).
+#   pyarrow  reads back the Parquet that Persist writes (an independent reader),
+#            is a peer in the benchmark and its exactness check (bench/check.py);
+#   duckdb   a second independent reader (tests/tests/it/persist_readback.rs),
+#            and a peer in the benchmark.
 #            Pinned to 1.5.6, not 2.0.1: 2.0.1's read_parquet(union_by_name)
 #            fails with "INTERNAL Error: Operation requires a flat vector"
 #            when one file has a null struct row and a later file adds a
 #            nested struct field to it (a normal evolution; 1.5.6 reads it);
+#   polars   a peer in the benchmark (bench/peer.py: read_ndjson +
+#            write_parquet); 2.1.0, the newest on PyPI for issue 28. Its
+#            wheel carries its engine (polars-runtime-32): seconds to install;
 #   pyiceberg reads the Iceberg tables of the lake's local SQL catalog
 #            (tests/tests/it/iceberg.rs), with its SQLite and pyarrow extras
 #            (pyarrow stays at the pin above: pyiceberg asks >= 18);
@@ -32,6 +36,7 @@ PYARROW_VERSION="26.0.1"
 DUCKDB_VERSION="1.5.6"
 # DuckDB (1.5 and 1.4) returns TIMESTAMP WITH TIME ZONE values to Python through pytz.
 PYTZ_VERSION="2025.2"
+POLARS_VERSION="2.1.0"
 PYSPARK_VERSION="4.3.0"
 PYICEBERG_VERSION="0.12.0"
 # pyspark 4.x runs on Java 17 and 21.
@@ -116,6 +121,7 @@ install)
     ensure pyarrow "$PYARROW_VERSION"
     ensure duckdb "$DUCKDB_VERSION"
     ensure pytz "$PYTZ_VERSION"
+    ensure polars "$POLARS_VERSION"
     ensure_extras pyiceberg "$PYICEBERG_VERSION" "sql-sqlite,pyarrow"
     ensure_duckdb_iceberg
     require_java
