@@ -1,5 +1,6 @@
-//! The benchmark run: generate the pages, run each case in its own process,
-//! collect what each process reports about itself.
+//! The benchmark run: generate the pages, run each case in its own process
+//! (on all cores, and pinned to one), collect what each process reports
+//! about itself, and check every Parquet file written against its page.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -8,6 +9,7 @@ use std::time::Instant;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use crate::check::Checker;
 use crate::pages::{PageSpec, Shape, Variant};
 use crate::report::{self, CaseResult, Outcome};
 
@@ -20,12 +22,20 @@ pub struct RunOptions {
     /// Page sizes to run instead, in records, e.g. `--records 1000,200000`.
     #[arg(long, value_delimiter = ',', conflicts_with = "quick")]
     pub records: Vec<u64>,
-    /// Python with pyarrow (default: `$TRIBUTARY_PYTHON`, else `python3`).
+    /// Python with pyarrow, DuckDB and Polars (default:
+    /// `$TRIBUTARY_PYTHON`, else `python3`).
     #[arg(long)]
     pub python: Option<PathBuf>,
     /// The Python peer script.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/peer.py"))]
     pub peer: PathBuf,
+    /// The exactness checker (pyarrow), run on every Parquet file written.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/check.py"))]
+    pub check: PathBuf,
+    /// Run every case on all the machine's cores (`all`), pinned to one
+    /// core (`1`: `taskset -c 0`), or both, in that order.
+    #[arg(long, value_delimiter = ',', default_values_t = [Cores::All, Cores::One])]
+    pub cores: Vec<Cores>,
     /// Where the tables go (`persist.md`, `persist.json`).
     #[arg(long, default_value = "target/bench")]
     pub out: PathBuf,
@@ -86,6 +96,36 @@ fn first_line(text: &str) -> String {
     text.trim().lines().next().unwrap_or("").to_string()
 }
 
+/// The cores a case may run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+pub enum Cores {
+    /// Every core of the machine (as many threads as each tool takes).
+    #[value(name = "all")]
+    #[serde(rename = "all")]
+    All,
+    /// The process pinned to core 0 (`taskset -c 0`), as the Persist
+    /// Lambda has about one vCPU; a tool's threads then share that core.
+    #[value(name = "1")]
+    #[serde(rename = "1")]
+    One,
+}
+
+impl Cores {
+    /// Name in the tables: `all` or `1`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Cores::All => "all",
+            Cores::One => "1",
+        }
+    }
+}
+
+impl std::fmt::Display for Cores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
 /// The tools compared on every page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tool {
@@ -100,12 +140,27 @@ pub enum Tool {
     ReadJson,
     /// `json.load` on the array + `Table.from_pylist` + `write_table`.
     FromPylist,
+    /// DuckDB `read_json_auto` on the NDJSON page + `COPY ... TO` Parquet,
+    /// `SET threads = 1`.
+    DuckDbOneThread,
+    /// The same with DuckDB's default threads (one per core it sees).
+    DuckDbAllThreads,
+    /// Polars `read_ndjson` + `write_parquet`.
+    Polars,
 }
 
 impl Tool {
     /// Every tool, in table order.
-    pub const ALL: [Tool; 5] =
-        [Tool::Tributary, Tool::TributaryArray, Tool::TributaryKnown, Tool::ReadJson, Tool::FromPylist];
+    pub const ALL: [Tool; 8] = [
+        Tool::Tributary,
+        Tool::TributaryArray,
+        Tool::TributaryKnown,
+        Tool::ReadJson,
+        Tool::FromPylist,
+        Tool::DuckDbOneThread,
+        Tool::DuckDbAllThreads,
+        Tool::Polars,
+    ];
 
     /// Name in the tables.
     pub fn label(self) -> &'static str {
@@ -115,11 +170,26 @@ impl Tool {
             Tool::TributaryKnown => "tributary (schema known)",
             Tool::ReadJson => "pyarrow read_json",
             Tool::FromPylist => "json + from_pylist",
+            Tool::DuckDbOneThread => "duckdb 1 thread",
+            Tool::DuckDbAllThreads => "duckdb all threads",
+            Tool::Polars => "polars read_ndjson",
+        }
+    }
+
+    /// `bench/peer.py`'s name for a Python peer; `None` for Persist's rows.
+    fn peer(self) -> Option<&'static str> {
+        match self {
+            Tool::Tributary | Tool::TributaryArray | Tool::TributaryKnown => None,
+            Tool::ReadJson => Some("read_json"),
+            Tool::FromPylist => Some("from_pylist"),
+            Tool::DuckDbOneThread => Some("duckdb_1"),
+            Tool::DuckDbAllThreads => Some("duckdb_all"),
+            Tool::Polars => Some("polars"),
         }
     }
 
     fn reads_ndjson(self) -> bool {
-        matches!(self, Tool::Tributary | Tool::TributaryKnown | Tool::ReadJson)
+        !matches!(self, Tool::TributaryArray | Tool::FromPylist)
     }
 }
 
@@ -134,17 +204,22 @@ pub fn run(options: &RunOptions) -> anyhow::Result<()> {
         .clone()
         .or_else(|| std::env::var_os("TRIBUTARY_PYTHON").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("python3"));
-    let me = std::env::current_exe().context("locating the persist-bench binary")?;
     let temp = tempfile::tempdir().context("creating a temporary folder")?;
     let work = options.work.clone().unwrap_or_else(|| temp.path().to_path_buf());
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let me = own_copy(&work)?;
     let target = contracts::PersistTarget::new("bench");
     let settings = PeerSettings {
-        python,
+        python: python.clone(),
         script: options.peer.clone(),
         row_group_rows: target.files.row_group_rows,
         zstd_level: persist::WriterConfig::default().zstd_level,
     };
+    let checker = Checker { python, script: options.check.clone() };
+    let cores = distinct(&options.cores);
+    if cores.contains(&Cores::One) {
+        require_taskset()?;
+    }
     let sizes: &[u64] = match (options.quick, options.records.as_slice()) {
         (true, _) => &[1_000, 50_000],
         (false, []) => &[1_000, 50_000, 500_000],
@@ -157,22 +232,32 @@ pub fn run(options: &RunOptions) -> anyhow::Result<()> {
                 let page = PageSpec { shape, variant, records };
                 eprintln!("persist-bench: generating {}", page.stem());
                 let files = page.write(&work, options.seed)?;
-                for tool in Tool::ALL {
-                    let input = if tool.reads_ndjson() { &files.ndjson } else { &files.array };
-                    let output = work.join(format!(
-                        "{}-{}.parquet",
-                        page.stem(),
-                        tool.label().replace([' ', '(', ')', '+'], "")
-                    ));
-                    let mut runs = Vec::new();
-                    for _ in 0..options.repeat {
-                        runs.push(run_case(&me, &settings, page, tool, input, &output)?);
+                // The files to check (with their result's index), once all the page's cases ran.
+                let mut written = Vec::new();
+                for &on in &cores {
+                    for tool in Tool::ALL {
+                        let input = if tool.reads_ndjson() { &files.ndjson } else { &files.array };
+                        let output = work.join(format!(
+                            "{}-{}-{}cores.parquet",
+                            page.stem(),
+                            tool.label().replace([' ', '(', ')', '+'], ""),
+                            on.label()
+                        ));
+                        let mut runs = Vec::new();
+                        for _ in 0..options.repeat {
+                            runs.push(run_case(&me, &settings, page, on, tool, input, &output)?);
+                        }
+                        let result = median(runs);
+                        eprintln!("persist-bench:   {}", report::progress_line(&result));
+                        if matches!(result.outcome, Outcome::Ok { .. }) {
+                            written.push((results.len(), output));
+                        } else {
+                            let _ = std::fs::remove_file(&output);
+                        }
+                        results.push(result);
                     }
-                    let result = median(runs);
-                    eprintln!("persist-bench:   {}", report::progress_line(&result));
-                    results.push(result);
-                    let _ = std::fs::remove_file(&output);
                 }
+                check_outputs(&checker, page, &files.ndjson, &written, &mut results);
                 if options.work.is_none() {
                     let _ = std::fs::remove_file(&files.ndjson);
                     let _ = std::fs::remove_file(&files.array);
@@ -185,7 +270,7 @@ pub fn run(options: &RunOptions) -> anyhow::Result<()> {
     } else {
         format!("Median of {} runs per case", options.repeat)
     };
-    let markdown = report::markdown(&results, &format!("{} {runs}.", settings.describe()));
+    let markdown = report::markdown(&results, &format!("{} {runs}.", settings.describe(&cores)));
     print!("{markdown}");
     std::fs::create_dir_all(&options.out).with_context(|| format!("creating {}", options.out.display()))?;
     let md_path = options.out.join("persist.md");
@@ -206,13 +291,79 @@ struct PeerSettings {
 }
 
 impl PeerSettings {
-    fn describe(&self) -> String {
+    fn describe(&self, cores: &[Cores]) -> String {
+        let cores = cores.iter().map(|c| c.label()).collect::<Vec<_>>().join(" and ");
         format!(
-            "Parquet: zstd level {}, row groups of {} rows, for every tool. Python: {}.",
+            "Cores: {cores} (1: pinned with `taskset -c 0`). Parquet: zstd level {}, row groups of {} rows, for every \
+             tool that has the setting. Python: {} ({}).",
             self.zstd_level,
             self.row_group_rows,
-            self.python.display()
+            self.python.display(),
+            self.versions()
         )
+    }
+
+    /// The peers' versions, as `bench/peer.py versions` reports them.
+    fn versions(&self) -> String {
+        let reported = Command::new(&self.python).arg(&self.script).arg("versions").output();
+        let line = reported.map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string()).unwrap_or_default();
+        match serde_json::from_str::<std::collections::BTreeMap<String, Option<String>>>(&line) {
+            Ok(versions) => versions
+                .iter()
+                .map(|(tool, version)| format!("{tool} {}", version.as_deref().unwrap_or("missing")))
+                .collect::<Vec<_>>()
+                .join(", "),
+            Err(_) => "versions unknown".into(),
+        }
+    }
+}
+
+/// A copy of this binary in `work`, which runs Persist's cases: with a
+/// target dir shared with others, a rebuild during the run would otherwise
+/// change the converter half-way (or remove the file the cases run).
+fn own_copy(work: &Path) -> anyhow::Result<PathBuf> {
+    let me = std::env::current_exe().context("locating the persist-bench binary")?;
+    let copy = work.join("persist-bench-run");
+    std::fs::copy(&me, &copy).with_context(|| format!("copying {} to {}", me.display(), copy.display()))?;
+    Ok(copy)
+}
+
+/// `wanted` without repeats, in its order.
+fn distinct(wanted: &[Cores]) -> Vec<Cores> {
+    let mut cores: Vec<Cores> = Vec::new();
+    for &c in wanted {
+        if !cores.contains(&c) {
+            cores.push(c);
+        }
+    }
+    cores
+}
+
+/// Fails, saying what to install, unless `taskset` (util-linux) runs.
+fn require_taskset() -> anyhow::Result<()> {
+    match Command::new("taskset").arg("--version").output() {
+        Ok(out) if out.status.success() => Ok(()),
+        _ => anyhow::bail!("--cores 1 pins each case with `taskset -c 0`, which is not on PATH (util-linux)"),
+    }
+}
+
+/// Checks the page's Parquet files (`written`: the index of its result
+/// and the path), attaches each verdict to its result and removes the files.
+fn check_outputs(
+    checker: &Checker,
+    page: PageSpec,
+    ndjson: &Path,
+    written: &[(usize, PathBuf)],
+    results: &mut [CaseResult],
+) {
+    eprintln!("persist-bench:   checking {} Parquet files against {}", written.len(), page.stem());
+    let paths: Vec<PathBuf> = written.iter().map(|(_, path)| path.clone()).collect();
+    for ((index, path), verdict) in written.iter().zip(checker.check(ndjson, page.records, &paths)) {
+        if let Some(result) = results.get_mut(*index) {
+            eprintln!("persist-bench:   {:<26} {:<4} {}", result.tool, result.cores.label(), verdict.summary());
+            result.exactness = Some(verdict);
+        }
+        let _ = std::fs::remove_file(path);
     }
 }
 
@@ -235,12 +386,13 @@ fn run_case(
     me: &Path,
     settings: &PeerSettings,
     page: PageSpec,
+    cores: Cores,
     tool: Tool,
     input: &Path,
     output: &Path,
 ) -> anyhow::Result<CaseResult> {
-    let mut command = match tool {
-        Tool::Tributary | Tool::TributaryArray | Tool::TributaryKnown => {
+    let command = match tool.peer() {
+        None => {
             let mut command = Command::new(me);
             command.arg("run-one").arg("--input").arg(input).arg("--output").arg(output);
             if tool == Tool::TributaryKnown {
@@ -248,9 +400,8 @@ fn run_case(
             }
             command
         }
-        Tool::ReadJson | Tool::FromPylist => {
+        Some(peer) => {
             let mut command = Command::new(&settings.python);
-            let peer = if tool == Tool::ReadJson { "read_json" } else { "from_pylist" };
             command
                 .arg(&settings.script)
                 .arg(peer)
@@ -259,6 +410,14 @@ fn run_case(
                 .arg(settings.row_group_rows.to_string())
                 .arg(settings.zstd_level.to_string());
             command
+        }
+    };
+    let mut command = match cores {
+        Cores::All => command,
+        Cores::One => {
+            let mut pinned = Command::new("taskset");
+            pinned.arg("-c").arg("0").arg(command.get_program()).args(command.get_args());
+            pinned
         }
     };
     let input_bytes = std::fs::metadata(input).with_context(|| format!("reading {}", input.display()))?.len();
@@ -292,9 +451,11 @@ fn run_case(
         shape: page.shape.to_string(),
         variant: page.variant.to_string(),
         records: page.records,
+        cores,
         tool: tool.label().to_string(),
         input_bytes,
         outcome,
+        exactness: None,
     })
 }
 
@@ -323,9 +484,11 @@ mod tests {
             shape: "customers".into(),
             variant: "clean".into(),
             records: 1,
+            cores: Cores::All,
             tool: "tributary".into(),
             input_bytes: 1,
             outcome,
+            exactness: None,
         }
     }
 

@@ -1,14 +1,17 @@
-//! `persist-bench`: Persist's JSON -> Parquet converter against the pyarrow
-//! peers, on the same generated pages, in the same run.
+//! `persist-bench`: Persist's JSON -> Parquet converter against its peers
+//! (pyarrow, DuckDB, Polars), on the same generated pages, in the same run.
 //!
 //! `persist-bench run` generates the pages (customers and transactions,
 //! clean and messy, 1k/50k/500k records), then runs every case in its own
-//! process — our converter through `persist-bench run-one`, the Python peers
-//! through `bench/peer.py` — so each case's peak RSS is its own. It prints a
-//! Markdown table and writes it, with the raw results as JSON, to the output
-//! folder. See `docs/persist-bench.md`.
+//! process, on all cores and pinned to one — our converter through
+//! `persist-bench run-one`, the peers through `bench/peer.py` — so each
+//! case's peak RSS is its own, and checks every Parquet file written
+//! against its page (`bench/check.py`). It prints a Markdown table and
+//! writes it, with the raw results as JSON, to the output folder. See
+//! `docs/persist-bench.md`.
 
 mod cases;
+mod check;
 mod pages;
 mod report;
 mod wide;
@@ -25,8 +28,8 @@ use persist::page::PageSource;
 
 use crate::cases::ChildReport;
 
-/// Persist's benchmark: JSON -> Parquet throughput and peak RSS, against
-/// pyarrow on the same pages.
+/// Persist's benchmark: JSON -> Parquet throughput, peak RSS and
+/// exactness, against pyarrow, DuckDB and Polars on the same pages.
 #[derive(Debug, Parser)]
 #[command(about)]
 struct Cli {
