@@ -699,14 +699,40 @@ enum Route {
 /// column takes the value's kind (or is declared, or the value is null),
 /// else the variant column of the value's kind.
 fn route(ty: &Ty, declared: bool, variants: &[Option<usize>; 7], rec: Rec<'_>, value: usize) -> Route {
+    if declared || takes_token(ty, rec.text, rec.tape.toks[value]) {
+        return Route::Base;
+    }
     let kind = kind_of(rec.text, rec.tape, value);
-    if declared || kind == 0 || ty.takes(kind) || !ty.is_physical() {
+    if kind == 0 || ty.takes(kind) || !ty.is_physical() {
         return Route::Base;
     }
     let variant = Variant::for_kind(kind);
     match variants[variant.slot()] {
         Some(to) => Route::Variant(to),
         None => Route::Missing(variant),
+    }
+}
+
+/// Whether a column of type `ty` surely takes the value `tok` as it is,
+/// seen from the token alone: the common case of [`route`], decided
+/// without the value's exact kind (no number parsed, no text tried as a
+/// timestamp; the profile in docs/persist-bench.md had [`kind_of`] at 7 %
+/// of a page). `false` means "ask [`kind_of`]", not "does not take it".
+/// Each `true` here is a case where `ty.takes(kind_of(tok))` holds.
+fn takes_token(ty: &Ty, text: &str, tok: Tok) -> bool {
+    match (ty, tok) {
+        (_, Tok::Null) | (Ty::Json | Ty::Declared { .. }, _) => true,
+        // Text takes every string kind (plain, timestamp, zoned).
+        (Ty::Text, Tok::Str { .. }) => true,
+        (Ty::Bool, Tok::Bool(_)) | (Ty::Struct { .. }, Tok::Obj { .. }) | (Ty::List { .. }, Tok::Arr { .. }) => true,
+        (Ty::Float, Tok::Num { int: false, .. }) => true,
+        // Up to 15 digits is `Kinds::INT` (see `int_kind`), which integer,
+        // big-integer and float columns all take.
+        (Ty::Int | Ty::BigInt { .. } | Ty::Float, Tok::Num { start, end, int: true }) => {
+            let digits = &text.as_bytes()[start as usize..end as usize];
+            digits.len() - usize::from(digits.first() == Some(&b'-')) <= 15
+        }
+        _ => false,
     }
 }
 
@@ -937,6 +963,55 @@ fn timestamp_of(rec: Rec<'_>, idx: usize, unit: TimeUnit, scratch: &mut String) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_taken_at_sight_is_a_kind_the_column_takes() {
+        let values = [
+            "null",
+            "true",
+            "0",
+            "-7",
+            "123456789012345",
+            "-123456789012345",
+            "1234567890123456",
+            "9223372036854775807",
+            "-9223372036854775809",
+            "123456789012345678901234567890",
+            "1.5",
+            "1e400",
+            "\"text\"",
+            "\"2026-12-05T10:00:00Z\"",
+            "\"2026-12-05T10:00:00+01:00\"",
+            "\"a\\u00e9\"",
+            "{}",
+            "{\"a\": 1}",
+            "[]",
+            "[1]",
+        ];
+        let types = [
+            Ty::Null,
+            Ty::Bool,
+            Ty::Int,
+            Ty::BigInt { digits: 30 },
+            Ty::BigInt { digits: 40 },
+            Ty::Float,
+            Ty::Text,
+            Ty::Timestamp,
+            Ty::Json,
+            Ty::List { item: Box::new(Ty::Int) },
+            Ty::Struct { fields: Fields::default() },
+        ];
+        let mut tape = Tape::default();
+        for value in values {
+            tape.parse(value).expect("valid JSON");
+            let (tok, kind) = (tape.toks[0], kind_of(value, &tape, 0));
+            for ty in &types {
+                if takes_token(ty, value, tok) {
+                    assert!(kind == 0 || ty.takes(kind), "{ty:?} takes {value} at sight but not by its kind {kind}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn decimals_parse_exactly_or_say_why() {

@@ -144,7 +144,7 @@ pub enum ConvertError {
     /// A temporary file could not be written.
     #[error("temporary file: {0}")]
     Io(#[from] std::io::Error),
-    /// The page spans more partitions than [`MAX_OPEN_PARTITIONS`].
+    /// The page spans more partitions than `MAX_OPEN_PARTITIONS`.
     #[error("the page spans more than {MAX_OPEN_PARTITIONS} partitions of `{field}`; use a coarser granularity")]
     TooManyPartitions {
         /// The partition field.
@@ -235,7 +235,7 @@ pub struct PageOutput {
     /// Changes of the dataset's schema this page could not make (its
     /// records that needed them are quarantined).
     pub conflicts: Vec<String>,
-    /// How this page changed the dataset's columns ([`schema_changes`]),
+    /// How this page changed the dataset's columns (`schema_changes`),
     /// or, under `target.on_schema_change: freeze`, would have (its records
     /// that needed them are quarantined). Empty for a dataset's first page,
     /// which makes the table.
@@ -259,7 +259,7 @@ fn syntax(framer_index: u64, offset: u64, err: crate::json::SyntaxError) -> Conv
 
 /// The dataset's table schema after this page: `lake` (or an empty table)
 /// with the target's declared columns, evolved by what the page's records
-/// hold (pass 1 over all of them; see [`crate::infer`]), read within the
+/// hold (pass 1 over all of them; see `crate::infer`), read within the
 /// default [`PageLimits`] (for tools and tests: the column cap is not
 /// applied here; [`convert_page`] applies it).
 ///
@@ -294,10 +294,10 @@ pub fn infer_page(
 pub fn seen_in_page(source: &PageSource, format: &PayloadFormat, limits: PageLimits) -> Result<Seen, ConvertError> {
     let mut framer = Framer::open(source, format, limits.max_page_bytes)?;
     // This thread frames records into chunks; two workers tokenize and
-    // infer chunk i on worker i % 2; the chunks' kinds are joined in order,
+    // infer chunk i on worker i % n; the chunks' kinds are joined in order,
     // which gives the same fields (in first-seen order) as one pass.
     std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..WORKERS)
+        let workers: Vec<_> = (0..worker_count())
             .map(|_| {
                 let (sender, receiver) = std::sync::mpsc::sync_channel::<Chunk>(2);
                 (sender, scope.spawn(move || infer_chunks(receiver)))
@@ -333,9 +333,22 @@ pub fn seen_in_page(source: &PageSource, format: &PayloadFormat, limits: PageLim
     })
 }
 
-/// Threads that tokenize, infer (pass 1) and build (pass 2): a small
-/// Lambda (1769 MB = 1 vCPU, up to 6 at 10 GB) or a laptop has two or more.
-const WORKERS: usize = 2;
+/// Threads that tokenize, infer (pass 1) and build (pass 2): one per core
+/// this process may run on (`std::thread::available_parallelism`, which
+/// reads the CPU affinity mask and the cgroup's CPU quota), from 1 to
+/// [`MAX_WORKERS`]. Lambda gives 1 vCPU at 1,769 MB and up to 6 at
+/// 10,240 MB (AWS Lambda Developer Guide, "Configuring Lambda function
+/// memory"); the framing thread and the Parquet writer run beside them.
+/// The output is the same bytes whatever the count: chunks are joined and
+/// written in their order.
+fn worker_count() -> usize {
+    std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get).clamp(1, MAX_WORKERS)
+}
+
+/// At most this many build workers: each holds a chunk of about
+/// [`CHUNK_TEXT_BYTES`] with its tape and column builders (a few MB), and
+/// past four the single framing thread and Parquet writer are the limit.
+const MAX_WORKERS: usize = 4;
 
 /// Bytes of records per chunk handed to a worker.
 const CHUNK_TEXT_BYTES: usize = 1 << 20;
@@ -419,14 +432,14 @@ fn infer_chunks(receiver: std::sync::mpsc::Receiver<Chunk>) -> Result<Vec<(usize
 
 /// Converts a page: infers, evolves, checks, partitions and writes.
 ///
-/// Pass 2 runs on [`WORKERS`] threads: this thread frames records into
+/// Pass 2 runs on one thread per core (`worker_count`): this thread frames records into
 /// chunks; each worker checks and builds its chunks into Arrow batches
 /// (one per partition per chunk); a writer thread takes the batches in
 /// chunk order and encodes them into Parquet, so the output is the same
 /// bytes whatever the scheduling.
 ///
 /// A page that would take the dataset past [`PageLimits::max_columns`] is
-/// typed record by record instead (see [`cap_columns`]): the records that
+/// typed record by record instead (see `cap_columns`): the records that
 /// would widen it past the cap are quarantined, naming the cap and the
 /// count, and widen nothing.
 ///
@@ -803,7 +816,7 @@ fn write_pass(
         let mut inputs = Vec::new();
         let mut outputs = Vec::new();
         let mut workers = Vec::new();
-        for _ in 0..WORKERS {
+        for _ in 0..worker_count() {
             let (input, chunks) = std::sync::mpsc::sync_channel::<Chunk>(2);
             let (output, results) = std::sync::mpsc::sync_channel::<Built>(2);
             let (schema, checker, arrow_schema) = (&schema, &checker, &arrow_schema);
