@@ -22,6 +22,8 @@ versions as one JSON object.
 """
 
 import json
+import os
+import re
 import sys
 import time
 
@@ -108,6 +110,15 @@ def prepare(peer):
     return None
 
 
+def first_line(err, source):
+    """The error's first line, short enough for a table cell: the page named by its file name, and
+    the record DuckDB quotes (`Object {"id":...} has unknown key`) left out."""
+    lines = str(err).strip().splitlines() or [""]
+    line = lines[0].replace(os.path.dirname(os.path.abspath(source)) + os.sep, "")
+    line = re.sub(r"Object \{.*?\.\.\. has", "a record has", line)
+    return f"{type(err).__name__}: {line}"
+
+
 def versions():
     found = {"python": sys.version.split()[0]}
     for module in ("pyarrow", "duckdb", "polars"):
@@ -136,9 +147,7 @@ def main(argv):
         rows = convert(source, target, row_group_rows, zstd_level)
         seconds = time.perf_counter() - started
     except BaseException as err:  # MemoryError and friends are results too (an ImportError as well)
-        lines = str(err).strip().splitlines() or [""]
-        first = f"{type(err).__name__}: {lines[0]}"
-        print(json.dumps({"ok": False, "error": first, "peak_rss_kb": peak_rss_kb()}))
+        print(json.dumps({"ok": False, "error": first_line(err, source), "peak_rss_kb": peak_rss_kb()}))
         return 1
     print(json.dumps({"ok": True, "rows": rows, "seconds": seconds, "peak_rss_kb": peak_rss_kb()}))
     return 0
