@@ -7,7 +7,7 @@
 //! schedules match it. Every spec is read and validated before anything is
 //! done with any of them, so one bad file stops the deploy naming the file
 //! and the field. A spec file may take `${VAR}` from the environment
-//! ([`env`]).
+//! ([`env`](mod@env)).
 
 pub mod env;
 

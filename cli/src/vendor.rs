@@ -61,7 +61,7 @@ const TIERS: [&str; 3] = ["bronze", "silver", "gold"];
 
 /// Customer `id` (1-based).
 ///
-/// `/customers` serves the same record through [`Customer`], written
+/// `/customers` serves the same record through `Customer`, written
 /// without building a `Value` first.
 pub fn customer(id: u32) -> Value {
     let city = CITIES[(id as usize) % CITIES.len()];

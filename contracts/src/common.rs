@@ -102,6 +102,7 @@ pub struct RunIdError {
 
 /// Why a text is not a [`RunId`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RunIdProblem {
     /// The text is empty.
     #[error("is empty")]
@@ -141,6 +142,7 @@ impl PageRef {
 /// `topic` is an SNS topic ARN on AWS (a topic name locally).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Destination {
     /// Send to an SQS queue.
     Queue {

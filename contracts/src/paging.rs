@@ -64,6 +64,7 @@ fn default_first_page() -> u32 {
 /// Query parameters that select a page.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "style", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum PageParams {
     /// `?offset=<index*page_size>&limit=<page_size>`.
     OffsetLimit {
@@ -200,6 +201,7 @@ next_page_enum! {
     #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
     #[serde(from = "wire::NextPage", into = "wire::NextPage")]
     #[schemars(description = "Where the next page is, for APIs that give no total up front.")]
+    #[non_exhaustive]
     pub enum NextPage {
         /// Numbered pages of `size` records, addressed by `params` (written
         /// `kind: offset` with `limit`, or `kind: page_number` with `size`); a

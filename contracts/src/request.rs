@@ -192,6 +192,7 @@ impl CallPolicy {
 /// `TRIBUTARY_SECRET_<ID>` or `<lake>/_secrets.json`) and never logs them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum Auth {
     /// An API key in a header or a query parameter (exactly one of the two).
     ApiKey {
@@ -350,6 +351,7 @@ impl RateBudget {
 /// What a status means when it is not a success.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StatusAction {
     /// An empty page: zero records, not a failure (e.g. 404 for "no data").
     Empty,

@@ -128,6 +128,7 @@ impl FreshnessSpec {
 /// type: string "fifty", expected u32`.
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum StrategySpec {
     /// One call, one page.
     Simple {},
@@ -384,6 +385,7 @@ mod wire {
 
 /// A spec that could not be read or is not valid.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SpecError {
     /// The text is not valid YAML/JSON or does not match the spec's shape.
     #[error("invalid pipeline spec: at `{path}`: {message}")]

@@ -108,6 +108,7 @@ pub struct PersistTarget {
 
 /// An Iceberg partition transform of `target.partition_by`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TimeTransform {
     /// `day(...)`: days since 1970-01-01 of the UTC instant.
     Day,

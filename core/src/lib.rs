@@ -8,7 +8,7 @@
 //! - [`batch`]: the SQS batch helper every SQS-triggered function uses.
 //! - [`deadline`]: an invocation's deadline (Lambda's epoch milliseconds)
 //!   as a tokio instant.
-//! - [`env`]: the Lambda environment, read once at cold start, naming the
+//! - [`env`](mod@env): the Lambda environment, read once at cold start, naming the
 //!   variable on error.
 //! - [`ledger`]: the run ledger in the lake (receipts, expected pages,
 //!   completion); [`keys`]: every lake key, in one place.

@@ -6,7 +6,7 @@
 //! the commit ([`tributary_core::tables::claim_commit`]); create the table
 //! from the published Arrow schema, or add the columns it lacks, a family
 //! of scalar columns new to the table decided by the run's majority
-//! ([`IcebergCommitter::decided_schema`]); read each
+//! (`IcebergCommitter::decided_schema`); read each
 //! staged file, align it to the table's schema and add its partition
 //! columns from its folder; write it with iceberg's writer stack (zstd);
 //! append every data file in one snapshot; delete the staged files.
@@ -14,7 +14,7 @@
 //! The Hive partition columns are real columns, partitioned by `identity`:
 //! the folder's value is the partition (`dt` a `date`, `hour` an `int`, a
 //! `value` column a `string`). `target.partition_by` adds `day()`/`hour()`
-//! transforms of a timestamp column after them ([`time_partitions`]): the
+//! transforms of a timestamp column after them (`time_partitions`): the
 //! writers compute each row's value from the column itself (iceberg's
 //! `RecordBatchPartitionSplitter`), so a file's partition value always
 //! agrees with its rows, and readers prune on the column.
@@ -728,10 +728,8 @@ impl IcebergCommitter {
                     PortError::permanent_msg("create the table", ident.to_string(), format!("no column {column}"))
                 })?;
                 let name = format!("{column}_{}", transform.as_str());
-                let transform = match transform {
-                    TimeTransform::Day => Transform::Day,
-                    TimeTransform::Hour => Transform::Hour,
-                };
+                let transform = iceberg_transform(transform)
+                    .map_err(|message| PortError::permanent_msg("create the table", ident.to_string(), message))?;
                 spec = spec.add_partition_field(source.id, name, transform).map_err(err("build the partition spec"))?;
             }
             let location = self.location_root.as_ref().map(|root| {
@@ -1016,6 +1014,19 @@ fn time_partitions(published: &ArrowSchema, wanted: &ArrowSchema) -> Result<Vec<
     Ok(out)
 }
 
+/// Iceberg's transform for `transform`.
+///
+/// # Errors
+/// A transform newer than this build (`TimeTransform` is non-exhaustive),
+/// naming it.
+fn iceberg_transform(transform: TimeTransform) -> Result<Transform, String> {
+    match transform {
+        TimeTransform::Day => Ok(Transform::Day),
+        TimeTransform::Hour => Ok(Transform::Hour),
+        other => Err(format!("target.partition_by: {} is not a transform this build knows", other.as_str())),
+    }
+}
+
 /// Whether `table`'s partition spec has the transforms the published
 /// schema asks for, each of the same column (a table keeps the spec it was
 /// created with; Persist refuses another `target.partition_by` for a
@@ -1029,10 +1040,7 @@ fn check_time_partitions(table: &Table, published: &ArrowSchema) -> Result<(), S
     let current = schema_to_arrow_schema(schema).map_err(|err| err.to_string())?;
     let spec = metadata.default_partition_spec();
     for (transform, column) in time_partitions(published, &current)? {
-        let wanted = match transform {
-            TimeTransform::Day => Transform::Day,
-            TimeTransform::Hour => Transform::Hour,
-        };
+        let wanted = iceberg_transform(transform)?;
         let source = schema.field_by_name(&column).map(|f| f.id);
         if !spec.fields().iter().any(|f| f.transform == wanted && Some(f.source_id) == source) {
             let have: Vec<String> = spec.fields().iter().map(|f| format!("{}({})", f.transform, f.name)).collect();

@@ -1,7 +1,7 @@
 //! Merge by primary key, copy-on-write: which of the run's rows go in, and
 //! which rows of which table files come out.
 //!
-//! A run of a `write: merge` dataset ([`RunWrite::Merge`]) commits one
+//! A run of a `write: merge` dataset ([`RunWrite::Merge`](tributary_core::tables::RunWrite::Merge)) commits one
 //! snapshot in which the table holds one row per key, the latest version:
 //!
 //! 1. The run's rows, in fetch order (page by page), each keyed by its

@@ -3,7 +3,7 @@
 //! APIs on a free loopback port ([`vendor`]), the lake read back as JSON
 //! rows ([`lake`]), a run's pages as Persist receives them ([`runs`]), the
 //! local broker's queues read out ([`queues`]), log lines captured in
-//! memory ([`logs`]), the functions' configuration checks ([`env`]), a
+//! memory ([`logs`]), the functions' configuration checks ([`env`](mod@env)), a
 //! lake that dies after a chosen call, to kill a step part-way ([`crash`]), and
 //! with feature `iceberg`
 //! a directory lake with the local Iceberg catalog and its tables read back

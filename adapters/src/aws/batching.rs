@@ -21,8 +21,8 @@
 //! not kept (a standard queue does not keep it either).
 //!
 //! The two SDKs declare the same shapes twice (`MessageAttributeValue`,
-//! `BatchResultErrorEntry`); [`StringAttribute`] and the `From` impls for
-//! [`FailedEntry`] read both, so each adapter only builds its own entries.
+//! `BatchResultErrorEntry`); `StringAttribute` and the `From` impls for
+//! `FailedEntry` read both, so each adapter only builds its own entries.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;

@@ -124,7 +124,7 @@ impl QueueSender for SqsSender {
     /// # Errors
     /// [`PortError::TooLarge`] for a message over the byte limit (not
     /// sent); [`PortError::NotFound`] for an unknown queue; SQS's own errors
-    /// as [`port_error`] tells them.
+    /// as `port_error` tells them.
     async fn send_delayed(&self, queue: &str, message: QueueMessage, delay: Duration) -> Result<bool, PortError> {
         const SEND: &str = "SendMessage";
         let limit = self.limits().max_bytes;

@@ -155,7 +155,7 @@ impl Default for Broker {
 impl Broker {
     /// An empty broker. Its message ids are `local-<instance>-<n>` (SNS:
     /// `local-sns-<instance>-<n>`), the instance part its own
-    /// ([`instance_id`]).
+    /// (`instance_id`).
     pub fn new() -> Self {
         Self {
             state: Mutex::new(State { instance: instance_id(), ..State::default() }),

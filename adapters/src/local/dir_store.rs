@@ -127,11 +127,11 @@ impl ObjectStore for DirStore {
 
     /// Compare-and-swap under a lock file `<path>.put-if-lock` (created with
     /// `O_EXCL`, so writers in other processes are excluded too; a lock
-    /// older than [`STALE_LOCK`] is taken as left by a crashed writer).
+    /// older than `STALE_LOCK` is taken as left by a crashed writer).
     ///
     /// # Errors
     /// As [`ObjectStore::put`]; [`PortError::Transient`] when the lock
-    /// stays taken for [`LOCK_WAIT`].
+    /// stays taken for `LOCK_WAIT`.
     async fn put_if(&self, key: &str, body: Bytes, version: Option<&str>) -> Result<bool, PortError> {
         let path = self.path_of(key)?;
         if let Some(parent) = path.parent() {

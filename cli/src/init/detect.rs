@@ -793,6 +793,9 @@ fn numbered_in_next(asked: &url::Url, next: &url::Url, records: usize) -> Option
                 PageParams::PageNumber { page_param: page_param.clone(), size_param: size_param.clone(), first_page };
             Some(Numbered { params, ..found })
         }
+        // A style newer than this build (the enum is non-exhaustive): not
+        // one `numbered_in` finds.
+        _ => None,
     }
 }
 

@@ -699,6 +699,8 @@ fn notes(spec: &PipelineSpec, report: &Report, found: &Found<'_>, incremental: O
                     "the next page starts after the last record's key, while has_more is true"
                 }
                 contracts::NextPage::Numbered { .. } => "numbered pages; a page with fewer records ends the run",
+                // A kind newer than this build (the enum is non-exhaustive).
+                _ => "where the vendor says the next page is",
             };
             note("strategy.next", next.into());
         }

@@ -186,6 +186,13 @@ async fn publish_rows(
             deps.topics.publish(topic, messages).await
         }
         Destination::Queue { queue } => deps.queue.send(queue, bodies).await,
+        // A kind of destination newer than this build (the enum is
+        // non-exhaustive for other teams' sake): refused, not guessed.
+        other => Err(PortError::permanent_msg(
+            "send the query rows",
+            other.to_string(),
+            "a kind of destination this build cannot send to",
+        )),
     }
 }
 

@@ -1,4 +1,4 @@
-//! Athena: runs a `QueryMessage` through the [`QueryEngine`] port and
+//! Athena: runs a `QueryMessage` through the [`QueryEngine`](tributary_core::ports::QueryEngine) port and
 //! publishes its rows, one `QueryRow` each, to `reply_to` (normally the
 //! query-results topic, which fans out to the orchestrator queue). It is
 //! the generic query service of the design (the seed's V4): any team may

@@ -6,7 +6,7 @@ pub enum EventError {
     /// `Records` is there but is not an SQS batch.
     #[error("`Records`: {0}")]
     Records(#[source] serde_json::Error),
-    /// `freshness_check` is there but is not a [`FreshnessCheck`].
+    /// `freshness_check` is there but is not a [`FreshnessCheck`](crate::FreshnessCheck).
     #[error("`freshness_check`: {0}")]
     FreshnessCheck(#[source] serde_json::Error),
     /// Neither field is there.

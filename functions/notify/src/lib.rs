@@ -12,7 +12,7 @@
 //! (at most 140 characters), a full `email`/`default` text (pipeline,
 //! function, run, count, first failures with reasons and truncated bodies,
 //! first-seen time and a CloudWatch Logs Insights query for the run's log
-//! lines), and the [`Alert`] JSON for machine subscribers (`sqs`, `lambda`,
+//! lines), and the [`Alert`](contracts::Alert) JSON for machine subscribers (`sqs`, `lambda`,
 //! `http(s)`, `email-json`). Message attributes `pipeline`, `function` and
 //! `severity` let subscriptions filter.
 //!

@@ -108,7 +108,7 @@ pub const TABLE_OPTIMIZER_KINDS: [&str; 3] = ["compaction", "retention", "orphan
 /// (`TABLE_OPTIMIZERS` and the variables after it; `tributary_iceberg::glue`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TableOptimizers {
-    /// Of [`TABLE_OPTIMIZER_KINDS`], each once, in the order listed.
+    /// Of `TABLE_OPTIMIZER_KINDS`, each once, in the order listed.
     pub kinds: Vec<String>,
     /// `TABLE_OPTIMIZER_ROLE_ARN`.
     pub role_arn: String,
@@ -204,9 +204,9 @@ impl LambdaConfig {
     ///
     /// # Errors
     /// [`EnvError`] naming the variable and value: `LAKE_BUCKET` unset, a
-    /// number that is not one, or outside its entry's range ([`ZSTD_LEVELS`],
-    /// [`ROW_GROUP_ROWS_RANGE`], [`MAX_PAGE_BYTES_RANGE`],
-    /// [`MAX_COLUMNS_RANGE`], the redrive policy's 1..=1000).
+    /// number that is not one, or outside its entry's range (`ZSTD_LEVELS`,
+    /// `ROW_GROUP_ROWS_RANGE`, `MAX_PAGE_BYTES_RANGE`,
+    /// `MAX_COLUMNS_RANGE`, the redrive policy's 1..=1000).
     pub fn from_env(env: &LambdaEnv) -> Result<Self, EnvError> {
         let defaults = PersistConfig::default();
         let writer = WriterConfig {

@@ -32,7 +32,7 @@ pub struct PersistConfig {
     /// Write a page of a run already completed (its receipt and
     /// `_SUCCESS` exist) again instead of taking it as a duplicate
     /// delivery: `tributary replay` sets it, then coalesces the run again
-    /// ([`coalesce::recoalesce_run`]). Default false.
+    /// ([`coalesce::recoalesce_run`](crate::coalesce::recoalesce_run)). Default false.
     pub rewrite_completed_runs: bool,
     /// Who may send, and which pipelines and datasets each sender owns
     /// (`TENANTS`, `STACK_SENDERS`); the default, [`Tenants::Single`],

@@ -41,7 +41,7 @@ use crate::tenancy::authorize;
 
 /// Handles an SQS batch of `PersistMessage`s, reporting only failed records.
 ///
-/// Each record is authorized first ([`crate::tenancy::authorize`]: its
+/// Each record is authorized first (`crate::tenancy::authorize`: its
 /// sender authenticated by `SenderId` or queue, the pipeline and dataset
 /// its own, the run planned); a refusal is permanent and nothing is read
 /// or written for it.

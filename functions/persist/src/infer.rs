@@ -426,7 +426,7 @@ pub enum Ty {
     Float,
     /// `string`.
     Text,
-    /// `timestamp(us, UTC)`: RFC 3339 UTC text ([`is_utc_timestamp`]),
+    /// `timestamp(us, UTC)`: RFC 3339 UTC text with `Z` (`timestamp_micros`),
     /// where `target.timestamps` detects them.
     Timestamp,
     /// `string` holding each value's JSON text (variant columns).

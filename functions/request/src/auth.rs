@@ -230,6 +230,20 @@ pub async fn credentials(
             }
             bearer(BEARER, &token, vec![secret])
         }
+        // A kind newer than this build (the enum is non-exhaustive for other
+        // teams' sake): refused, naming it.
+        other => {
+            return Err(RequestError::Auth {
+                field: "policy.auth.kind",
+                value: serde_json::to_value(other)
+                    .ok()
+                    .and_then(|v| Some(v.get("kind")?.as_str()?.to_owned()))
+                    .unwrap_or_default(),
+                problem: "is not an auth kind this build knows".into(),
+                permanent: true,
+                source: None,
+            });
+        }
     })
 }
 

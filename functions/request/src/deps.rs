@@ -78,7 +78,7 @@ pub struct RequestConfig {
     /// Request instances that may call at once (`REQUEST_MAX_CONCURRENCY`:
     /// the request queue's event source mapping `MaximumConcurrency`).
     /// Each instance keeps to `1/max_instances` of a pipeline's rate budget
-    /// ([`rate::share`]), so together they keep to the spec's. Default 1:
+    /// ([`rate::share`](crate::rate::share)), so together they keep to the spec's. Default 1:
     /// one process, as in the local runtime, whose workers share one
     /// [`Warm`] and so one budget.
     pub max_instances: std::num::NonZeroU32,

@@ -926,6 +926,10 @@ async fn send(destination: &Destination, body: String, deps: Deps<'_>) -> Result
         Destination::Topic { topic } => {
             deps.topics.publish(topic, vec![TopicMessage { body, ..TopicMessage::default() }]).await
         }
+        // A kind newer than this build (the enum is non-exhaustive).
+        other => {
+            Err(PortError::permanent_msg("send", other.to_string(), "a kind of destination this build cannot send to"))
+        }
     };
     result.map_err(|source| RequestError::Forward { destination: destination.to_string(), source })
 }

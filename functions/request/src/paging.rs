@@ -43,6 +43,10 @@ pub enum PagingError {
         /// What is missing, naming `strategy.next.pointer`.
         what: String,
     },
+    /// A kind of paging newer than this build (`NextPage` is
+    /// non-exhaustive): it cannot say where the next page is.
+    #[error("`strategy.next` is a kind of paging this build does not know")]
+    Unsupported,
     /// The value at `strategy.next.has_more` is not a boolean.
     #[error("`strategy.next.has_more` {has_more:?} leads to {found}, not true or false")]
     HasMore {
@@ -122,6 +126,8 @@ pub fn next_call(
             next.query.extend(params.page_query(*size, index.saturating_add(1)));
             Ok(Some(next))
         }
+        // A kind newer than this build (the enum is non-exhaustive).
+        _ => Err(PagingError::Unsupported),
     }
 }
 

@@ -351,6 +351,9 @@ impl SecretGrant {
                     format!("is granted as {granted_as}: it is never sent as a {kind} credential"),
                 )
             }
+            // A kind newer than this build (the enum is non-exhaustive):
+            // no grant can name how it would be sent, so it is refused.
+            _ => refuse("policy.auth.kind", String::new(), "is an auth kind this build cannot grant".into()),
         }
     }
 }
@@ -539,6 +542,14 @@ impl Trust {
         let name = match destination {
             Destination::Queue { queue } => queue,
             Destination::Topic { topic } => topic,
+            // A kind newer than this build (the enum is non-exhaustive).
+            other => {
+                return Err(Untrusted {
+                    field,
+                    value: other.to_string(),
+                    reason: "is a kind of destination this build cannot answer to".into(),
+                });
+            }
         };
         if allowed.contains(name) {
             return Ok(());

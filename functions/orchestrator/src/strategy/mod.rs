@@ -224,6 +224,27 @@ pub fn strategy_for(spec: &StrategySpec) -> Box<dyn CallStrategy + '_> {
         StrategySpec::Paged(paged) => Box::new(Paged(paged)),
         StrategySpec::Athena(athena) => Box::new(Athena(athena)),
         StrategySpec::Cursor(cursor) => Box::new(Cursor(cursor)),
+        // A kind newer than this build (the enum is non-exhaustive for other
+        // teams' sake; the spec's parser knows only the kinds above).
+        _ => Box::new(Unsupported),
+    }
+}
+
+/// The strategy of a spec kind this build does not know: plans nothing,
+/// saying so.
+struct Unsupported;
+
+impl CallStrategy for Unsupported {
+    fn kind(&self) -> &'static str {
+        "unsupported"
+    }
+
+    fn start(&self, spec: &PipelineSpec, _run: &RunContext) -> Result<Plan, PlanError> {
+        Err(PlanError::Unexpected {
+            pipeline: spec.pipeline.clone(),
+            strategy: self.kind(),
+            what: "a run (this build does not know the spec's strategy kind)",
+        })
     }
 }
 
