@@ -38,6 +38,13 @@ impl Stack {
         self.outputs.get(output::LAKE_BUCKET)
     }
 
+    /// The console URL of the stack's CloudWatch dashboard
+    /// (`DashboardUrl`); `None` for a stack deployed from a template
+    /// without it.
+    pub fn dashboard_url(&self) -> Option<&str> {
+        self.outputs.get(output::DASHBOARD_URL).ok()
+    }
+
     /// A sender to the stack's queues.
     pub fn queues(&self) -> SqsSender {
         SqsSender::new(aws_sdk_sqs::Client::new(&self.sdk))

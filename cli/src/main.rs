@@ -133,7 +133,8 @@ enum Command {
     /// then how to recover each run with open dead letters; with
     /// `--stack`, also the subscriptions of the stack's operations and alerts
     /// topics, warning of one pending confirmation (SNS delivers nothing to
-    /// it) and of a topic with no confirmed subscription.
+    /// it) and of a topic with no confirmed subscription, and the console
+    /// link of the stack's CloudWatch dashboard.
     Status {
         /// The lake: a directory, or `s3://bucket[/prefix]` (feature `aws`).
         /// Default: the stack's lake bucket with `--stack`, else `lake`.
@@ -549,6 +550,7 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             out_raw!("{}", tributary::status::recovery_hints(&runs, &place))?;
             if let Some(handle) = &handle {
                 out_raw!("{}", subscriptions(handle).await?)?;
+                out_raw!("{}", dashboard(handle))?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -883,6 +885,17 @@ async fn subscriptions(stack: &StackHandle) -> anyhow::Result<String> {
 
 #[cfg(not(feature = "aws"))]
 async fn subscriptions(stack: &StackHandle) -> anyhow::Result<String> {
+    match *stack {}
+}
+
+/// Where the stack's CloudWatch dashboard is, as `status` prints it.
+#[cfg(feature = "aws")]
+fn dashboard(stack: &StackHandle) -> String {
+    tributary::status::dashboard_line(&stack.outputs.stack, stack.dashboard_url())
+}
+
+#[cfg(not(feature = "aws"))]
+fn dashboard(stack: &StackHandle) -> String {
     match *stack {}
 }
 

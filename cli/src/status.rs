@@ -212,6 +212,19 @@ pub fn subscriptions_report(topics: &[(String, Vec<Subscription>)]) -> (String, 
     (text, ok)
 }
 
+/// The line `status --stack` ends with: where the stack's CloudWatch
+/// dashboard is (its `DashboardUrl` output), or, for a stack deployed
+/// before the template had one, how to get it.
+pub fn dashboard_line(stack: &str, url: Option<&str>) -> String {
+    match url {
+        Some(url) => format!("\ndashboard: {url}\n"),
+        None => format!(
+            "\ndashboard: stack {stack} has no DashboardUrl output (deployed from an older template); \
+             deploy infra/template.yaml again (sam build && sam deploy) to add it\n"
+        ),
+    }
+}
+
 /// The runs as a text table: pipeline, run, state, pages, records,
 /// quarantined records, dead letters, of them resolved, and how the run
 /// recovered (what resolved its letters; `-` for none).
@@ -319,5 +332,13 @@ mod tests {
         assert!(!text.contains("WARNING"), "{text}");
         let (text, ok) = subscriptions_report(&[("alerts".to_string(), Vec::new())]);
         assert!(!ok && text.contains("alerts: no confirmed subscription"), "{text}");
+    }
+
+    #[test]
+    fn the_dashboard_line_links_it_or_says_how_to_get_it() {
+        let url = "https://us-east-1.console.aws.amazon.com/cloudwatch/home?region=us-east-1#dashboards/dashboard/prod";
+        assert_eq!(dashboard_line("prod", Some(url)), format!("\ndashboard: {url}\n"));
+        let old = dashboard_line("prod", None);
+        assert!(old.contains("stack prod has no DashboardUrl output") && old.contains("sam deploy"), "{old}");
     }
 }

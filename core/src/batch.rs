@@ -286,7 +286,9 @@ fn cut(text: &str, max: usize) -> String {
 /// logged with its error and listed in `batchItemFailures`; successes are
 /// not. A panic in `handler` is caught per record and is that record's
 /// failure (transient, its reason `the handler panicked: <message>`),
-/// never the whole batch's.
+/// never the whole batch's. Each call runs with the record's
+/// `AWSTraceHeader` as [`crate::xray::record_trace`], so what it sends
+/// stays in the record's X-Ray trace.
 pub async fn for_each_message<'a, T, F, Fut, E>(
     event: &'a SqsEvent,
     concurrency: usize,
@@ -390,6 +392,9 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
         .unwrap_or("a panic without a message")
 }
 
+/// One record: its handler inside its span, with the record's X-Ray trace
+/// header as the one its sends carry on ([`crate::xray`]: the handler's,
+/// and the dead letter's); the failure to report, if any.
 async fn one_record<'a, F, Fut, E>(
     index: usize,
     record: &'a SqsMessage,
@@ -401,47 +406,51 @@ where
     Fut: Future<Output = Result<(), E>>,
     E: RecordError,
 {
-    let meta = RecordMeta::of(record);
-    // pipeline, run_id and page are filled in once the body is read, so
-    // every line about the record can be found by run.
-    let span = tracing::info_span!(
-        "sqs_record",
-        message_id = %meta.message_id,
-        receive_count = meta.receive_count,
-        queue = %meta.source_queue,
-        pipeline = tracing::field::Empty,
-        run_id = tracing::field::Empty,
-        page = tracing::field::Empty,
-    );
-    let message_id = meta.message_id.clone();
-    let kept = meta.clone();
-    // A panic (a bug) fails this record alone: the other records of the
-    // batch keep their outcomes, and the record is retried, then
-    // dead-lettered with the panic's message as its reason.
-    let outcome = std::panic::AssertUnwindSafe(handler(record, meta).instrument(span.clone())).catch_unwind().await;
-    let failure = match outcome {
-        Ok(Ok(())) => None,
-        Ok(Err(err)) => Some((err.is_permanent(), err.to_string())),
-        Err(panic) => Some((false, format!("the handler panicked: {}", panic_message(panic.as_ref())))),
-    };
-    match failure {
-        None => None,
-        Some((permanent, reason)) => {
-            if let Some(to) = dead_letters
-                && (permanent || kept.receive_count >= to.max_receive_count)
-            {
-                match dead_letter(record, &kept, &reason, permanent, &to).await {
-                    Ok(()) => {
-                        span.in_scope(|| tracing::error!(error = %reason, permanent, dlq = to.dlq, "record dead-lettered with its reason"));
-                        return None;
+    let trace = record.attributes.get(crate::xray::TRACE_HEADER_ATTRIBUTE).map(String::as_str);
+    crate::xray::with_record_trace(trace, async move {
+        let meta = RecordMeta::of(record);
+        // pipeline, run_id and page are filled in once the body is read, so
+        // every line about the record can be found by run.
+        let span = tracing::info_span!(
+            "sqs_record",
+            message_id = %meta.message_id,
+            receive_count = meta.receive_count,
+            queue = %meta.source_queue,
+            pipeline = tracing::field::Empty,
+            run_id = tracing::field::Empty,
+            page = tracing::field::Empty,
+        );
+        let message_id = meta.message_id.clone();
+        let kept = meta.clone();
+        // A panic (a bug) fails this record alone: the other records of the
+        // batch keep their outcomes, and the record is retried, then
+        // dead-lettered with the panic's message as its reason.
+        let outcome = std::panic::AssertUnwindSafe(handler(record, meta).instrument(span.clone())).catch_unwind().await;
+        let failure = match outcome {
+            Ok(Ok(())) => None,
+            Ok(Err(err)) => Some((err.is_permanent(), err.to_string())),
+            Err(panic) => Some((false, format!("the handler panicked: {}", panic_message(panic.as_ref())))),
+        };
+        match failure {
+            None => None,
+            Some((permanent, reason)) => {
+                if let Some(to) = dead_letters
+                    && (permanent || kept.receive_count >= to.max_receive_count)
+                {
+                    match dead_letter(record, &kept, &reason, permanent, &to).await {
+                        Ok(()) => {
+                            span.in_scope(|| tracing::error!(error = %reason, permanent, dlq = to.dlq, "record dead-lettered with its reason"));
+                            return None;
+                        }
+                        Err(send) => span.in_scope(
+                            || tracing::error!(error = %send, "could not dead-letter the record; SQS will redeliver it"),
+                        ),
                     }
-                    Err(send) => span.in_scope(
-                        || tracing::error!(error = %send, "could not dead-letter the record; SQS will redeliver it"),
-                    ),
                 }
+                span.in_scope(|| tracing::warn!(error = %reason, permanent, "record failed; SQS will redeliver it or move it to the DLQ"));
+                Some((index, message_id))
             }
-            span.in_scope(|| tracing::warn!(error = %reason, permanent, "record failed; SQS will redeliver it or move it to the DLQ"));
-            Some((index, message_id))
         }
-    }
+    })
+    .await
 }

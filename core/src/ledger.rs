@@ -306,13 +306,17 @@ pub struct Plan {
     pub strategy: String,
 }
 
-/// Writes the run's [`Plan`] (rewritten as it is on a redelivered start).
+/// Writes the run's [`Plan`] (rewritten as it is on a redelivered start),
+/// and counts the run started ([`crate::metrics::RUNS_STARTED`], where the
+/// process counts runs: [`crate::metrics::count_runs_to`]).
 ///
 /// # Errors
 /// [`PortError`] from the store.
 pub async fn record_plan(store: &dyn ObjectStore, plan: &Plan) -> Result<(), PortError> {
     let key = keys::plan_key(&plan.pipeline, &plan.run_id);
-    store.put(&key, encode(&key, plan)?).await
+    store.put(&key, encode(&key, plan)?).await?;
+    crate::metrics::count_run(crate::metrics::RUNS_STARTED, &plan.pipeline, plan.run_id.as_str());
+    Ok(())
 }
 
 /// Whether the run was planned: its plan record, or for a run planned
@@ -717,6 +721,7 @@ async fn complete(
     // retry finds the run complete and would never announce it.
     announce(events, &manifest).await?;
     store.put(&keys::success_key(pipeline, run_id), bytes::Bytes::new()).await?;
+    crate::metrics::count_run(crate::metrics::RUNS_COMPLETED, pipeline, run_id.as_str());
     Ok(Completion::Completed(manifest))
 }
 

@@ -46,3 +46,4 @@ pub mod tables;
 pub mod telemetry;
 pub mod tenant;
 pub mod topology;
+pub mod xray;

@@ -60,9 +60,25 @@ pub const API_RETRIES: &str = "api_retries";
 pub const API_THROTTLES: &str = "api_throttles";
 /// Messages given up on and left to the dead-letter queue. [`Unit::Count`].
 pub const DEAD_LETTERS: &str = "dead_letters";
+/// Runs the Orchestrator started: one per run plan it recorded (a
+/// redelivered start, or a re-run, counts again). [`Unit::Count`].
+pub const RUNS_STARTED: &str = "runs_started";
+/// Runs completed: one when a run's last page, or its expected count,
+/// completes it (manifest and `_SUCCESS` written), by whichever function
+/// did. [`Unit::Count`].
+pub const RUNS_COMPLETED: &str = "runs_completed";
+/// Runs Notify alerted on as failed: one per alert on a run's dead letters
+/// (one per run and function in each Notify batch, so a run whose letters
+/// come in separate bursts counts once per burst). [`Unit::Count`].
+pub const RUNS_FAILED: &str = "runs_failed";
+/// Pages Request fetched and forwarded (one per message answered with
+/// records). [`Unit::Count`].
+pub const PAGES_FETCHED: &str = "pages_fetched";
+/// Pages Persist wrote to the lake. [`Unit::Count`].
+pub const PAGES_PERSISTED: &str = "pages_persisted";
 
 /// Every metric name above, for dashboards and alarms declared elsewhere.
-pub const ALL_METRICS: [&str; 8] = [
+pub const ALL_METRICS: [&str; 13] = [
     RECORDS_FETCHED,
     RECORDS_PERSISTED,
     RECORDS_QUARANTINED,
@@ -71,6 +87,11 @@ pub const ALL_METRICS: [&str; 8] = [
     API_RETRIES,
     API_THROTTLES,
     DEAD_LETTERS,
+    RUNS_STARTED,
+    RUNS_COMPLETED,
+    RUNS_FAILED,
+    PAGES_FETCHED,
+    PAGES_PERSISTED,
 ];
 
 /// At most this many values per metric in one EMF line (the specification's limit).
@@ -150,6 +171,32 @@ pub enum MetricsTarget {
     Stdout,
     /// Appended to a file (the local runtime's `<lake>/_metrics.jsonl`).
     File(std::path::PathBuf),
+}
+
+/// This process's function name and the target of its run counts
+/// ([`count_run`]); unset, the counts go nowhere.
+static RUN_COUNTS: std::sync::OnceLock<(String, MetricsTarget)> = std::sync::OnceLock::new();
+
+/// Sends this process's run counts ([`RUNS_STARTED`], [`RUNS_COMPLETED`])
+/// to `target` under the dimension `function`. The run ledger counts a run
+/// where it records the run's start and completion, which several
+/// functions share and where no handler's [`Metrics`] is at hand, so a
+/// Lambda's `main` calls this once, at cold start, with its own name and
+/// [`MetricsTarget::Stdout`]. The CLI and tests leave it unset; a second
+/// call is ignored.
+pub fn count_runs_to(function: &str, target: MetricsTarget) {
+    let _ = RUN_COUNTS.set((function.to_owned(), target));
+}
+
+/// Counts one `name` ([`RUNS_STARTED`], [`RUNS_COMPLETED`]) of `run_id`
+/// of `pipeline`, as one EMF line (with `run_id` as a property) to the
+/// target [`count_runs_to`] set; nothing when it set none.
+pub fn count_run(name: &'static str, pipeline: &str, run_id: &str) {
+    let Some((function, target)) = RUN_COUNTS.get() else { return };
+    let mut metrics = Metrics::new(function, pipeline);
+    metrics.count(name, 1);
+    metrics.property("run_id", Value::String(run_id.to_owned()));
+    metrics.flush_to(target);
 }
 
 /// A per-invocation metric accumulator for one function and pipeline.
@@ -592,5 +639,23 @@ mod tests {
         assert!(
             [Unit::Count, Unit::Bytes, Unit::Milliseconds, Unit::None].iter().all(|u| EMF_UNITS.contains(&u.as_str()))
         );
+    }
+
+    #[test]
+    fn run_counts_go_where_the_process_sends_them_and_nowhere_before() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("emf.jsonl");
+        count_run(RUNS_STARTED, "crm", "r-0");
+        assert!(!path.exists(), "no target set: nothing written");
+        count_runs_to("persist", MetricsTarget::File(path.clone()));
+        count_run(RUNS_COMPLETED, "crm", "r-1");
+        let text = std::fs::read_to_string(&path).expect("EMF lines written");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1);
+        let root = check_emf(lines[0]);
+        assert_eq!(root[RUNS_COMPLETED], json!(1));
+        assert_eq!(root["function"], json!("persist"));
+        assert_eq!(root["pipeline"], json!("crm"));
+        assert_eq!(root["run_id"], json!("r-1"));
     }
 }

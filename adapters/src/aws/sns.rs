@@ -7,6 +7,7 @@ use aws_sdk_sns::types::PublishBatchRequestEntry;
 use super::batching::{BatchClient, BatchOutcome, FailedEntry, entry_id, send_in_batches, string_attributes};
 use super::error::{RawResponse, build_error, code, port_error};
 use tributary_core::ports::{PortError, TopicMessage, TopicPublisher, sanitize_subject};
+use tributary_core::xray;
 
 const OPERATION: &str = "PublishBatch";
 
@@ -51,6 +52,7 @@ impl SnsPublisher {
         topic: &str,
         messages: &[(TopicMessage, Option<String>)],
         indices: Vec<usize>,
+        trace: Option<&str>,
     ) -> Result<BatchOutcome, PortError> {
         let mut entries = Vec::with_capacity(indices.len());
         for &i in &indices {
@@ -63,14 +65,24 @@ impl SnsPublisher {
                 .set_message_attributes(string_attributes(OPERATION, topic, &message.attributes)?);
             entries.push(entry.build().map_err(|err| build_error(OPERATION, topic, err))?);
         }
-        let output = self
-            .client
-            .publish_batch()
-            .topic_arn(topic)
-            .set_publish_batch_request_entries(Some(entries))
-            .send()
-            .await
-            .map_err(|err| topic_error(OPERATION, topic, err))?;
+        let call = self.client.publish_batch().topic_arn(topic).set_publish_batch_request_entries(Some(entries));
+        let output = match trace {
+            // The record's trace, which SNS passes on to its subscriptions
+            // ([`xray`]), instead of the invocation's the SDK would send
+            // (its interceptor leaves a header already set alone).
+            Some(trace) => {
+                let trace = trace.to_string();
+                call.customize()
+                    .mutate_request(move |request| {
+                        // A checked trace header is a valid header value.
+                        let _ = request.headers_mut().try_insert(xray::TRACE_HEADER, trace.clone());
+                    })
+                    .send()
+                    .await
+            }
+            None => call.send().await,
+        }
+        .map_err(|err| topic_error(OPERATION, topic, err))?;
         Ok(BatchOutcome {
             successful: output.successful().iter().filter_map(|entry| entry.id().map(str::to_string)).collect(),
             failed: output.failed().iter().map(FailedEntry::from).collect(),
@@ -98,8 +110,9 @@ impl TopicPublisher for SnsPublisher {
             .collect();
         let sizes: Vec<usize> =
             messages.iter().map(|(message, subject)| message_bytes(message, subject.as_deref())).collect();
+        let trace = xray::record_trace();
         send_in_batches(OPERATION, topic, &sizes, self.limits(), self.max_in_flight(), |indices| {
-            self.publish_batch(topic, &messages, indices)
+            self.publish_batch(topic, &messages, indices, trace.as_deref())
         })
         .await
     }

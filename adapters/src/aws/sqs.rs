@@ -1,14 +1,18 @@
 //! [`QueueSender`] over Amazon SQS `SendMessageBatch`.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+use aws_sdk_sqs::types::{
+    MessageSystemAttributeNameForSends, MessageSystemAttributeValue, SendMessageBatchRequestEntry,
+};
 
 use super::batching::{BatchClient, BatchOutcome, FailedEntry, entry_id, send_in_batches, string_attributes};
 use super::error::{RawResponse, build_error, code, port_error};
 use tributary_core::ports::{PortError, QueueMessage, QueueSender};
+use tributary_core::xray;
 
 const OPERATION: &str = "SendMessageBatch";
 
@@ -27,6 +31,17 @@ where
     } else {
         port_error(operation, queue, err)
     }
+}
+
+/// The `AWSTraceHeader` system attribute of a message sent for a record
+/// with X-Ray trace header `trace` ([`xray`]); `None` leaves SQS to take
+/// the call's `X-Amzn-Trace-Id` (the invocation's, as the SDK sends it).
+/// SQS counts it in neither the message's size nor its attributes.
+fn trace_attribute(
+    trace: Option<&str>,
+) -> Option<HashMap<MessageSystemAttributeNameForSends, MessageSystemAttributeValue>> {
+    let value = MessageSystemAttributeValue::builder().data_type("String").string_value(trace?).build().ok()?;
+    Some(HashMap::from([(MessageSystemAttributeNameForSends::AwsTraceHeader, value)]))
 }
 
 /// Sends bodies to SQS queues with `SendMessageBatch`.
@@ -49,6 +64,7 @@ impl SqsSender {
         queue: &str,
         messages: &[QueueMessage],
         indices: Vec<usize>,
+        trace: Option<&str>,
     ) -> Result<BatchOutcome, PortError> {
         let entries = indices
             .iter()
@@ -58,6 +74,7 @@ impl SqsSender {
                     .id(entry_id(i))
                     .message_body(message.body.as_str())
                     .set_message_attributes(string_attributes(OPERATION, queue, &message.attributes)?)
+                    .set_message_system_attributes(trace_attribute(trace))
                     .build()
                     .map_err(|err| build_error(OPERATION, queue, err))
             })
@@ -93,8 +110,9 @@ impl QueueSender for SqsSender {
     /// at-least-once and consumers are idempotent.
     async fn send_messages(&self, queue: &str, messages: Vec<QueueMessage>) -> Result<(), PortError> {
         let sizes: Vec<usize> = messages.iter().map(QueueMessage::size).collect();
+        let trace = xray::record_trace();
         send_in_batches(OPERATION, queue, &sizes, self.limits(), self.max_in_flight(), |indices| {
-            self.send_batch(queue, &messages, indices)
+            self.send_batch(queue, &messages, indices, trace.as_deref())
         })
         .await
     }
@@ -142,6 +160,7 @@ impl QueueSender for SqsSender {
             .queue_url(queue)
             .message_body(message.body)
             .set_message_attributes(string_attributes(SEND, queue, &message.attributes)?)
+            .set_message_system_attributes(trace_attribute(xray::record_trace().as_deref()))
             .delay_seconds(i32::try_from(secs).unwrap_or(900))
             .send()
             .await

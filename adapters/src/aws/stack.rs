@@ -33,6 +33,9 @@ pub mod output {
     pub const ALERTS_TOPIC: &str = "AlertsTopicArn";
     /// The operations topic ARN (every CloudWatch alarm of the stack).
     pub const OPERATIONS_TOPIC: &str = "OperationsTopicArn";
+    /// The console URL of the stack's CloudWatch dashboard (`tributary
+    /// status --stack` prints it).
+    pub const DASHBOARD_URL: &str = "DashboardUrl";
 
     /// The output holding the URL of work queue `queue` (a logical name of
     /// `tributary_core::topology`: `orchestrator`, `request`, `persist`,

@@ -24,6 +24,7 @@ use adapters::aws::{
 use aws_config::{Region, SdkConfig};
 use aws_sdk_sqs::config::interceptors::{
     BeforeDeserializationInterceptorContextMut, BeforeSerializationInterceptorContextRef,
+    BeforeTransmitInterceptorContextRef,
 };
 use aws_sdk_sqs::config::{ConfigBag, Credentials, Intercept, RuntimeComponents};
 use aws_sdk_sqs::error::BoxError;
@@ -801,4 +802,107 @@ async fn glue_catalog_refuses_a_missing_database_naming_the_table() {
     let err = GlueCatalog::new(&moto.config, &database, "lake").upsert_table(&web_events()).await.expect_err("no db");
     assert!(matches!(err, PortError::Permanent { operation: "CreateTable", .. }), "{err:?}");
     assert!(err.to_string().contains(&format!("table {database}.web_events")), "{err}");
+}
+
+/// The `X-Amzn-Trace-Id` header of every request a client transmits (`None`
+/// for a request without one).
+#[derive(Clone, Debug, Default)]
+struct TraceHeaders {
+    seen: Arc<Mutex<Vec<Option<String>>>>,
+}
+
+impl TraceHeaders {
+    fn seen(&self) -> Vec<Option<String>> {
+        std::mem::take(&mut *self.seen.lock().expect("lock"))
+    }
+}
+
+impl Intercept for TraceHeaders {
+    fn name(&self) -> &'static str {
+        "TraceHeaders"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let header = context.request().headers().get(tributary_core::xray::TRACE_HEADER).map(str::to_string);
+        self.seen.lock().expect("lock").push(header);
+        Ok(())
+    }
+}
+
+/// `AWSTraceHeader` of each entry of a `SendMessageBatch` call.
+fn batch_trace_headers(input: &SendBatchInput) -> Vec<Option<String>> {
+    input
+        .entries()
+        .iter()
+        .map(|entry| {
+            entry
+                .message_system_attributes()
+                .and_then(|a| a.get(&aws_sdk_sqs::types::MessageSystemAttributeNameForSends::AwsTraceHeader))
+                .and_then(|v| v.string_value().map(str::to_string))
+        })
+        .collect()
+}
+
+/// Issue 30, item 3: what is sent while a record is handled carries the
+/// record's X-Ray trace header (`tributary_core::xray`): SQS messages as
+/// their `AWSTraceHeader` system attribute (moto keeps it on `SendMessage`
+/// and drops it on `SendMessageBatch`, so the batch's entries are read on
+/// the wire), SNS publishes as the call's `X-Amzn-Trace-Id`; outside a
+/// record, neither (the invocation's header is then the SDK's to send).
+#[tokio::test]
+async fn sends_for_a_record_carry_its_xray_trace_header() {
+    use tributary_core::xray::with_record_trace;
+    const TRACE: &str = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1";
+    let moto = moto().await;
+    let (url, _) = moto.queue("traced").await;
+    let entries = Recorder::new(batch_trace_headers);
+    let sqs = aws_sdk_sqs::Client::from_conf(
+        aws_sdk_sqs::config::Builder::from(&moto.config).interceptor(entries.clone()).build(),
+    );
+    let sender = SqsSender::new(sqs.clone());
+
+    with_record_trace(Some(TRACE), sender.send(&url, vec!["{\"n\": 1}".into(), "{\"n\": 2}".into()]))
+        .await
+        .expect("send");
+    sender.send(&url, vec!["{\"n\": 3}".into()]).await.expect("send");
+    let traced = Some(TRACE.to_string());
+    assert_eq!(entries.calls(), vec![vec![traced.clone(), traced.clone()], vec![None]]);
+
+    // SendMessage (a delayed copy), read back from the queue.
+    moto.drain(&url, 3).await;
+    let message = tributary_core::ports::QueueMessage { body: "{\"n\": 4}".into(), attributes: Default::default() };
+    with_record_trace(Some(TRACE), sender.send_delayed(&url, message, Duration::ZERO)).await.expect("SendMessage");
+    let received = sqs
+        .receive_message()
+        .queue_url(&url)
+        .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::AwsTraceHeader)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .expect("ReceiveMessage");
+    let message = received.messages().first().expect("the delayed copy");
+    let attributes = message.attributes().expect("system attributes");
+    assert_eq!(
+        attributes.get(&aws_sdk_sqs::types::MessageSystemAttributeName::AwsTraceHeader).map(String::as_str),
+        Some(TRACE)
+    );
+
+    // SNS: the PublishBatch call's header.
+    let headers = TraceHeaders::default();
+    let sns = aws_sdk_sns::Client::from_conf(
+        aws_sdk_sns::config::Builder::from(&moto.config).interceptor(headers.clone()).build(),
+    );
+    let topic = sns.create_topic().name(unique("traced")).send().await.expect("CreateTopic");
+    let topic = topic.topic_arn().expect("TopicArn").to_string();
+    headers.seen();
+    let publisher = SnsPublisher::new(sns);
+    let message = || vec![TopicMessage { body: "{}".into(), ..TopicMessage::default() }];
+    with_record_trace(Some(TRACE), publisher.publish(&topic, message())).await.expect("publish");
+    publisher.publish(&topic, message()).await.expect("publish");
+    assert_eq!(headers.seen(), vec![traced, None]);
 }

@@ -170,3 +170,42 @@ async fn a_panic_fails_its_record_alone_and_is_dead_lettered_on_the_last_receive
         .collect();
     assert!(reasons.contains(&"the handler panicked: a bug met n = 2".to_string()), "{reasons:?}");
 }
+
+/// Issue 30, item 3: each record's handler runs with that record's X-Ray
+/// trace header (its `AWSTraceHeader` attribute), so what it sends stays
+/// in its run's trace even when a batch mixes runs; a record without one
+/// has none.
+#[tokio::test]
+async fn each_record_is_handled_in_its_own_xray_trace() {
+    let mut event = event_from_fixture();
+    event.records.retain(|r| serde_json::from_str::<Ping>(r.body.as_deref().unwrap_or_default()).is_ok());
+    assert!(event.records.len() >= 2, "the fixture has two good records");
+    let trace = |n: usize| format!("Root=1-5759e988-bd862e3fe1be46a99427279{n};Sampled=1");
+    for (n, record) in event.records.iter_mut().enumerate().skip(1) {
+        record.attributes.insert(tributary_core::xray::TRACE_HEADER_ATTRIBUTE.into(), trace(n));
+    }
+    let seen = std::sync::Mutex::new(Vec::new());
+    let response = for_each_message(&event, 4, None, |ping: Ping, _meta: RecordMeta| {
+        let seen = &seen;
+        async move {
+            tokio::task::yield_now().await;
+            seen.lock().expect("lock").push((ping.n, tributary_core::xray::record_trace()));
+            Ok::<(), TestError>(())
+        }
+    })
+    .await;
+    assert!(response.batch_item_failures.is_empty());
+    let mut seen = seen.into_inner().expect("lock");
+    seen.sort();
+    let mut expected: Vec<(u32, Option<String>)> = event
+        .records
+        .iter()
+        .enumerate()
+        .map(|(n, r)| {
+            let ping: Ping = serde_json::from_str(r.body.as_deref().unwrap_or_default()).expect("ping");
+            (ping.n, (n > 0).then(|| trace(n)))
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(seen, expected);
+}

@@ -10,6 +10,8 @@ use tributary_core::env::LambdaEnv;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     tributary_core::telemetry::init_lambda();
+    // Runs started and completed, counted by the run ledger (EMF on stdout).
+    tributary_core::metrics::count_runs_to("athena", tributary_core::metrics::MetricsTarget::Stdout);
     let athena::LambdaConfig { handler: config, lake_bucket, run_events_topic, workgroup, output_location } =
         athena::LambdaConfig::from_env(&LambdaEnv::from_env())?;
     let sdk = aws::sdk_config().await;

@@ -167,6 +167,7 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
             let mut emf =
                 tributary_core::metrics::Metrics::new(&alert.function, alert.pipeline.as_deref().unwrap_or("unknown"));
             emf.count(tributary_core::metrics::DEAD_LETTERS, u64::from(alert.count));
+            emf.count(tributary_core::metrics::RUNS_FAILED, 1);
             if let Some(run_id) = &alert.run_id {
                 emf.property("run_id", Value::String(run_id.clone()));
             }

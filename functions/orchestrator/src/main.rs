@@ -10,6 +10,8 @@ use tributary_core::env::LambdaEnv;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     tributary_core::telemetry::init_lambda();
+    // Runs started and completed, counted by the run ledger (EMF on stdout).
+    tributary_core::metrics::count_runs_to("orchestrator", tributary_core::metrics::MetricsTarget::Stdout);
     let config = orchestrator::LambdaConfig::from_env(&LambdaEnv::from_env())?;
     let sdk = aws::sdk_config().await;
     // A count-first run's chunk of 1,000 pages goes as 100 calls, this many at once.

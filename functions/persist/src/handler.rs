@@ -368,8 +368,8 @@ struct Written {
     quarantine_key: Option<String>,
 }
 
-/// Step 8: the page's log line and EMF metrics (records persisted and
-/// quarantined, Parquet bytes).
+/// Step 8: the page's log line and EMF metrics (the page, records
+/// persisted and quarantined, Parquet bytes).
 fn emit_metrics(receipt: &PageReceipt, output: &PageOutput, parquet_bytes: u64, deps: Deps<'_>) {
     tracing::info!(
         records = receipt.records_persisted,
@@ -379,6 +379,7 @@ fn emit_metrics(receipt: &PageReceipt, output: &PageOutput, parquet_bytes: u64, 
         "page persisted"
     );
     let mut emf = Metrics::new("persist", &receipt.pipeline);
+    emf.count(metrics::PAGES_PERSISTED, 1);
     emf.count(metrics::RECORDS_PERSISTED, receipt.records_persisted);
     emf.count(metrics::RECORDS_QUARANTINED, receipt.records_quarantined);
     emf.bytes(metrics::BYTES_PERSISTED, parquet_bytes);

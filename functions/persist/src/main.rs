@@ -15,6 +15,8 @@ use tributary_iceberg::glue::{GlueOptimizers, GlueSettings, OptimizerSettings, g
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     tributary_core::telemetry::init_lambda();
+    // Runs started and completed, counted by the run ledger (EMF on stdout).
+    tributary_core::metrics::count_runs_to("persist", tributary_core::metrics::MetricsTarget::Stdout);
     let persist::LambdaConfig { handler: config, lake_bucket, run_events_topic, glue_database, table_optimizers } =
         persist::LambdaConfig::from_env(&LambdaEnv::from_env())?;
     let sdk = aws::sdk_config().await;

@@ -176,6 +176,7 @@ pub async fn handle_message(message: RequestMessage, deps: Deps<'_>) -> Result<O
     }
     if let Ok(Outcome::Records { count, .. }) = &outcome {
         metrics.count(metrics::RECORDS_FETCHED, *count as u64);
+        metrics.count(metrics::PAGES_FETCHED, 1);
     }
     metrics.flush_to(&deps.config.metrics);
     outcome

@@ -14,6 +14,8 @@ use tributary_core::env::LambdaEnv;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     tributary_core::telemetry::init_lambda();
+    // Runs started and completed, counted by the run ledger (EMF on stdout).
+    tributary_core::metrics::count_runs_to("request", tributary_core::metrics::MetricsTarget::Stdout);
     let request::LambdaConfig { handler: config, lake_bucket, connect_timeout } =
         request::LambdaConfig::from_env(&LambdaEnv::from_env())?;
     let sdk = aws::sdk_config().await;

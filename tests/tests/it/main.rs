@@ -3,6 +3,7 @@
 
 mod athena_local;
 mod aws_completion;
+mod aws_dashboard;
 mod aws_iceberg;
 mod aws_operations;
 mod aws_pipeline;
@@ -23,5 +24,6 @@ mod run_summary;
 mod run_values;
 mod secrets_in_logs;
 mod table_evolution;
+mod template_observability;
 mod template_parameters;
 mod template_topology;
