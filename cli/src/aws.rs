@@ -8,7 +8,145 @@
 
 use adapters::aws::stack::output;
 use adapters::aws::{AthenaEngine, S3Store, SqsSender, StackOutputs};
+use aws_credential_types::provider::ProvideCredentials;
+use aws_credential_types::provider::error::CredentialsError;
 use tributary_core::ports::PortError;
+
+/// Why the CLI cannot reach AWS or the stack: each with the one next step,
+/// said before (or instead of) the SDK's own account of it.
+#[derive(Debug, thiserror::Error)]
+pub enum AwsError {
+    /// No credential source is set up, and none was found on the machine.
+    #[error("no AWS credentials: set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or run aws configure")]
+    NoCredentials,
+    /// `AWS_PROFILE` names a profile that gives no credentials (none of
+    /// that name, or one without credentials).
+    #[error(
+        "no AWS credentials in profile {profile} (AWS_PROFILE): check its name in ~/.aws/config, \
+         or run aws configure --profile {profile}"
+    )]
+    NoProfile {
+        /// The profile named.
+        profile: String,
+    },
+    /// A credential source is set up but failed to give credentials (an
+    /// expired session, a key without its secret, …).
+    #[error("no AWS credentials from {from} ({reason}); check them with aws sts get-caller-identity")]
+    Credentials {
+        /// The source set up: `AWS_PROFILE=dev`, `AWS_ACCESS_KEY_ID`, …
+        from: String,
+        /// Why it gave none, in the SDK's words (no debug dump).
+        reason: String,
+    },
+    /// Neither `AWS_REGION` nor the profile names a region.
+    #[error("no AWS region: set AWS_REGION (for example AWS_REGION=us-east-1) or a region in your AWS profile")]
+    NoRegion,
+    /// No stack of that name in the region.
+    #[error(
+        "stack {stack} does not exist in {region}: check the name and AWS_REGION \
+         (aws cloudformation describe-stacks --stack-name {stack}), or deploy it (infra/README.md, \"Deploy\")"
+    )]
+    NoStack {
+        /// The stack name given.
+        stack: String,
+        /// The region asked.
+        region: String,
+    },
+    /// CloudFormation failed otherwise.
+    #[error("stack {stack}: {source}")]
+    Stack {
+        /// The stack name given.
+        stack: String,
+        /// What failed.
+        source: PortError,
+    },
+    /// The S3 client could not be configured.
+    #[error(transparent)]
+    Port(#[from] PortError),
+}
+
+/// The SDK configuration from the environment (`AWS_PROFILE`, `AWS_REGION`,
+/// `AWS_ENDPOINT_URL`, …), once its credentials have loaded and it has a
+/// region, so that a missing one is said in a line ([`AwsError`]) rather
+/// than in the SDK's provider chain on the first call.
+///
+/// # Errors
+/// [`AwsError::NoCredentials`], [`AwsError::Credentials`] or
+/// [`AwsError::NoRegion`].
+pub async fn sdk_config() -> Result<aws_config::SdkConfig, AwsError> {
+    let sdk = adapters::aws::sdk_config().await;
+    let provider = sdk.credentials_provider().ok_or(AwsError::NoCredentials)?;
+    if let Err(err) = provider.provide_credentials().await {
+        return Err(credentials_error(&err, credential_source()));
+    }
+    if sdk.region().is_none() {
+        return Err(AwsError::NoRegion);
+    }
+    Ok(sdk)
+}
+
+/// What a failed credential load means, given the source set up (`from`,
+/// see [`credential_source`]). Nothing set up (the chain found nothing, or
+/// only the EC2 instance metadata service tried and failed, as off EC2) is
+/// [`AwsError::NoCredentials`]; so is a source that was not enabled (no
+/// credentials found), unless `AWS_PROFILE` named a profile:
+/// [`AwsError::NoProfile`]. A source that failed says why, in one line.
+fn credentials_error(err: &CredentialsError, from: Option<String>) -> AwsError {
+    let profile = std::env::var("AWS_PROFILE").ok().filter(|p| !p.trim().is_empty());
+    match (err, from) {
+        (_, None) => AwsError::NoCredentials,
+        (CredentialsError::CredentialsNotLoaded(_), _) => match profile {
+            Some(profile) => AwsError::NoProfile { profile },
+            None => AwsError::NoCredentials,
+        },
+        (_, Some(from)) => AwsError::Credentials { from, reason: error_text(err) },
+    }
+}
+
+/// `err` and its causes joined by `: `, each text once and on one line
+/// (the SDK's `DisplayErrorContext` adds a debug dump after them).
+fn error_text(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut cause = err.source();
+    while let Some(next) = cause {
+        let said = next.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        cause = next.source();
+    }
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The credential source set up in the environment or the shared files,
+/// named as the user would know it; `None` when there is none (the SDK then
+/// tries the container and instance metadata endpoints only).
+fn credential_source() -> Option<String> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    if var("AWS_ACCESS_KEY_ID").is_some() {
+        return Some("AWS_ACCESS_KEY_ID".into());
+    }
+    if let Some(profile) = var("AWS_PROFILE") {
+        return Some(format!("AWS_PROFILE={profile}"));
+    }
+    for name in
+        ["AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"]
+    {
+        if var(name).is_some() {
+            return Some(name.into());
+        }
+    }
+    let home = var("HOME").map(std::path::PathBuf::from);
+    for (variable, file) in [("AWS_SHARED_CREDENTIALS_FILE", "credentials"), ("AWS_CONFIG_FILE", "config")] {
+        let path =
+            var(variable).map(std::path::PathBuf::from).or_else(|| home.as_ref().map(|h| h.join(".aws").join(file)));
+        if let Some(path) = path.filter(|p| p.is_file()) {
+            return Some(format!("the default profile of {}", path.display()));
+        }
+    }
+    None
+}
 
 /// A deployed stack, connected.
 pub struct Stack {
@@ -22,11 +160,17 @@ impl Stack {
     /// Reads stack `name`'s outputs.
     ///
     /// # Errors
-    /// [`PortError::NotFound`] for a stack that does not exist; others from
-    /// CloudFormation.
-    pub async fn connect(name: &str) -> Result<Self, PortError> {
-        let sdk = adapters::aws::sdk_config().await;
-        let outputs = StackOutputs::describe(&sdk, name).await?;
+    /// [`AwsError`]: no credentials or region ([`sdk_config`]), no such
+    /// stack ([`AwsError::NoStack`]), or CloudFormation failing.
+    pub async fn connect(name: &str) -> Result<Self, AwsError> {
+        let sdk = sdk_config().await?;
+        let outputs = StackOutputs::describe(&sdk, name).await.map_err(|err| match err {
+            PortError::NotFound { .. } => AwsError::NoStack {
+                stack: name.to_string(),
+                region: sdk.region().map_or_else(|| "the default region".to_string(), ToString::to_string),
+            },
+            source => AwsError::Stack { stack: name.to_string(), source },
+        })?;
         Ok(Self { outputs, sdk })
     }
 
@@ -138,10 +282,10 @@ impl Stack {
 /// The lake at `s3://bucket/prefix` through the environment's credentials.
 ///
 /// # Errors
-/// [`PortError::Permanent`] when `TRIBUTARY_S3_FORCE_PATH_STYLE` is not a
-/// boolean.
-pub async fn s3_store(bucket: &str, prefix: &str) -> Result<S3Store, PortError> {
-    let sdk = adapters::aws::sdk_config().await;
+/// [`AwsError`] from [`sdk_config`]; [`AwsError::Port`] when
+/// `TRIBUTARY_S3_FORCE_PATH_STYLE` is not a boolean.
+pub async fn s3_store(bucket: &str, prefix: &str) -> Result<S3Store, AwsError> {
+    let sdk = sdk_config().await?;
     let client =
         adapters::aws::s3_client(&sdk).map_err(|err| PortError::permanent("configure S3", bucket.to_string(), err))?;
     let store = S3Store::new(client, bucket);

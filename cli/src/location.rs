@@ -19,6 +19,10 @@ pub enum LakeLocation {
     },
 }
 
+/// What to do about a lake directory that does not exist.
+pub const NO_LAKE_STEP: &str =
+    "run a pipeline into it first (tributary run SPEC --lake DIR), or point --lake at a lake";
+
 /// A `--lake` that cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum LocationError {
@@ -28,7 +32,7 @@ pub enum LocationError {
     )]
     BadBucket(String),
     /// The directory does not exist.
-    #[error("lake directory {0} does not exist")]
+    #[error("lake directory {0} does not exist: {step}", step = NO_LAKE_STEP)]
     NoDir(PathBuf),
     /// An S3 lake in a build without the AWS adapters.
     #[error(

@@ -431,10 +431,20 @@ struct Place {
     stack: Option<String>,
 }
 
+/// The CLI's log lines unless `RUST_LOG` says otherwise: its own warnings
+/// only. What fails is said once, by the command: an error as one `error:`
+/// line, a run's failures in its summary (each dead letter's reason, its
+/// alert). The functions running in-process and the AWS SDK log the same
+/// failures on their way (each retry, each receive, the SDK's credential
+/// chain), which read as the error twice or ten times over; `RUST_LOG=warn`
+/// (or `info`) shows them when tracing a run. (A directive's target is a
+/// prefix: `tributary` alone would take in `tributary_core` too.)
+const CLI_LOGS: &str = "off,tributary=warn,tributary_core=off,tributary_contracts=off,tributary_iceberg=off";
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // init reports what Request met itself, on one line.
-    tributary_core::telemetry::init_cli(if matches!(cli.command, Command::Init(_)) { "off" } else { "warn" });
+    tributary_core::telemetry::init_cli(if matches!(cli.command, Command::Init(_)) { "off" } else { CLI_LOGS });
     // Worker threads with 8 MiB stacks, as a main thread has: deeply nested
     // vendor JSON is parsed and serialised recursively.
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_stack_size(8 << 20).build() {
@@ -448,10 +458,22 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) if closed_stdout(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {}", report(&err));
+            eprintln!("error: {}{}", report(&err), next_step(&err).unwrap_or_default());
             ExitCode::FAILURE
         }
     }
+}
+
+/// The next step after an error that comes from below the CLI and cannot
+/// know it (the CLI's own errors say theirs), as the `error:` line's end.
+fn next_step(err: &anyhow::Error) -> Option<&'static str> {
+    use tributary_core::ports::PortError;
+    err.chain().find_map(|cause| match cause.downcast_ref::<PortError>()? {
+        PortError::NotFound { what: "dead letter", .. } => {
+            Some(" (tributary dlq list shows the archived letters' ids)")
+        }
+        _ => None,
+    })
 }
 
 /// `err` and its causes joined by `: `, as anyhow's `{:#}` does, but each
@@ -530,7 +552,9 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
         Command::Demo { lake, table_format } => demo(&lake, table_format == "iceberg").await,
         Command::Vendor { addr, customers } => {
             let data = vendor::DemoData { customers, ..vendor::DemoData::default() };
-            let bound = vendor::spawn(addr, data).await.with_context(|| format!("binding {addr}"))?;
+            let bound = vendor::spawn(addr, data)
+                .await
+                .with_context(|| format!("binding {addr} (another server there? pick a free port with --addr)"))?;
             out!(
                 "demo vendor API on http://{bound} (GET /customers?offset=&limit=, /transactions, /customers/{{id}}/transactions, /events?cursor=&limit=&updated_since=, /secure/events, POST /oauth/token); Ctrl-C stops it"
             )?;
@@ -561,7 +585,11 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             require_lake(&lake)?;
             let spec = load_spec(&spec)?;
             let Some(freshness) = &spec.freshness else {
-                anyhow::bail!("spec {} declares no freshness.deadline_utc", spec.pipeline);
+                anyhow::bail!(
+                    "spec {} declares no freshness.deadline_utc: add `freshness: {{deadline_utc: \"07:30\"}}` \
+                     (the time of day, UTC, by which a run should have completed)",
+                    spec.pipeline
+                );
             };
             let runtime = LocalRuntime::new(LocalOptions::new(&lake))?;
             let check = notify::FreshnessCheck {
@@ -626,7 +654,8 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             let key = tributary_core::keys::schema_key(&dataset);
             let Some((table, _)) = persist::read_schema(&store, &key).await? else {
                 anyhow::bail!(
-                    "dataset {dataset} has no table schema in {} (no {key}: nothing persisted yet)",
+                    "dataset {dataset} has no table schema in {} (no {key}: nothing persisted yet); \
+                     run a pipeline whose target.dataset is {dataset} first",
                     lake.display()
                 );
             };
@@ -759,7 +788,9 @@ async fn print_query(
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(600);
     match engine.wait(&id, deadline).await? {
         QueryState::Succeeded => {}
-        QueryState::Failed { reason, .. } => anyhow::bail!("query failed: {reason}"),
+        QueryState::Failed { reason, .. } => {
+            anyhow::bail!("query failed: {reason} (tributary schema --dataset NAME lists a dataset's columns)")
+        }
         other => anyhow::bail!("query did not finish: {other:?}"),
     }
     let mut token = None;
@@ -780,7 +811,7 @@ async fn print_query(
 async fn deploy_schedules(dir: &Path, stack: &str, dry_run: bool) -> anyhow::Result<ExitCode> {
     // Every spec is read and checked before the SDK is even configured.
     tributary::pipelines::load_dir(dir)?;
-    let sdk = adapters::aws::sdk_config().await;
+    let sdk = tributary::aws::sdk_config().await?;
     let report = tributary::schedules::deploy_schedules(&sdk, stack, dir, dry_run).await?;
     out_raw!("{report}")?;
     Ok(ExitCode::SUCCESS)
@@ -799,7 +830,7 @@ async fn trigger(
     times: &[chrono::DateTime<chrono::Utc>],
     replace: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
-    let sdk = adapters::aws::sdk_config().await;
+    let sdk = tributary::aws::sdk_config().await?;
     let runs = tributary::schedules::trigger(&sdk, stack, spec, times, replace).await?;
     for run in &runs {
         out!(
@@ -865,7 +896,8 @@ type StackHandle = std::convert::Infallible;
 
 #[cfg(feature = "aws")]
 async fn connect(name: &str) -> anyhow::Result<StackHandle> {
-    tributary::aws::Stack::connect(name).await.with_context(|| format!("stack {name}"))
+    // Its errors name the stack and the next step.
+    Ok(tributary::aws::Stack::connect(name).await?)
 }
 
 #[cfg(not(feature = "aws"))]
@@ -1023,13 +1055,16 @@ async fn dlq(action: DlqAction) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// A redrive from an S3 lake without `--stack`: where would the letters go?
+const REDRIVE_NEEDS_STACK: &str = "a redrive on AWS needs --stack NAME: the stack whose queues the letters go back to (with its lake, --lake is not needed)";
+
 #[cfg(feature = "aws")]
 async fn redrive_on_stack(
     store: &dyn tributary_core::ports::ObjectStore,
     stack: Option<StackHandle>,
     selection: &tributary::dlq::Selection,
 ) -> anyhow::Result<Vec<tributary::dlq::Outcome>> {
-    let stack = stack.context("a redrive on AWS needs --stack")?;
+    let stack = stack.context(REDRIVE_NEEDS_STACK)?;
     let queues = stack.queues();
     let address = |queue: &'static str| stack.queue_url(queue);
     let outcomes = tributary::dlq::redrive(store, &queues, &address, selection).await?;
@@ -1045,7 +1080,7 @@ async fn redrive_on_stack(
 ) -> anyhow::Result<Vec<tributary::dlq::Outcome>> {
     match stack {
         Some(never) => match never {},
-        None => anyhow::bail!("a redrive on AWS needs --stack"),
+        None => anyhow::bail!(REDRIVE_NEEDS_STACK),
     }
 }
 
@@ -1188,7 +1223,7 @@ target: {{ dataset: demo_transactions{format} }}
 /// Refuses a `--lake` that is not an existing directory.
 fn require_lake(lake: &std::path::Path) -> anyhow::Result<()> {
     if !lake.is_dir() {
-        anyhow::bail!("lake directory {} does not exist", lake.display());
+        return Err(tributary::location::LocationError::NoDir(lake.to_path_buf()).into());
     }
     Ok(())
 }

@@ -27,11 +27,22 @@ pub struct SpecFile {
     pub spec: PipelineSpec,
 }
 
+/// The next step after reading a spec or its folder failed: for one that
+/// is not there, where a spec comes from.
+fn read_step(error: &std::io::Error) -> &'static str {
+    match error.kind() {
+        std::io::ErrorKind::NotFound => {
+            "; check the path (tributary init URL --out FILE writes a spec from what a vendor answers)"
+        }
+        _ => "",
+    }
+}
+
 /// Why a pipelines folder or a backfill range was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum PipelinesError {
     /// The folder or a file could not be read.
-    #[error("reading {path}: {error}")]
+    #[error("reading {path}: {error}{step}", step = read_step(error))]
     Read {
         /// The folder or file.
         path: PathBuf,
@@ -50,7 +61,7 @@ pub enum PipelinesError {
         error: env::EnvError,
     },
     /// A spec is invalid (the error names the field).
-    #[error("spec {path}: {error}")]
+    #[error("spec {path}: {error}; the spec reference, docs/spec.md, has every field")]
     Spec {
         /// The file.
         path: PathBuf,

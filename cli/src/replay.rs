@@ -64,7 +64,7 @@ pub enum ReplayError {
         to: NaiveDate,
     },
     /// The lake directory does not exist.
-    #[error("lake directory {0} does not exist")]
+    #[error("lake directory {0} does not exist: {step}", step = crate::location::NO_LAKE_STEP)]
     NoLake(std::path::PathBuf),
     /// The raw archive could not be listed.
     #[error("listing the raw pages: {0}")]

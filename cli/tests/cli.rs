@@ -646,3 +646,119 @@ fn a_spec_takes_its_host_and_port_from_the_environment() {
     assert!(!output.status.success() && stderr.contains("`${VENDOR_TOKEN}` looks like a credential"), "{stderr}");
     assert!(!stderr.contains("s3cr3t-value"), "{stderr}");
 }
+
+/// Issue 30, item 4: a failure is said once. A run whose vendor refuses
+/// every connection retries, dead-letters the page and alerts; the reason
+/// is in its summary once (the ALERT line), with no log line on stderr
+/// repeating it per retry and receive (the functions' logs are
+/// `RUST_LOG`'s to turn on). An error is one `error:` line with its next step.
+#[test]
+fn a_failure_is_said_once_with_its_next_step() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    let spec = write_spec(
+        dir.path(),
+        &format!(
+            "version: 1\npipeline: refused\nstrategy: {{kind: simple}}\n\
+             request: {{url: 'http://127.0.0.1:{port}/x', allow: {{loopback: true}}}}\ntarget: {{dataset: d}}\n"
+        ),
+    );
+    let lake = dir.path().join("lake");
+    let output =
+        tributary().arg("run").arg(&spec).arg("--lake").arg(&lake).env_remove("RUST_LOG").output().expect("run");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "a dead letter fails the run:\n{stdout}");
+    let reason = format!("127.0.0.1:{port}");
+    assert_eq!(stdout.matches(&reason).count(), 1, "the vendor's failure once, in the ALERT line:\n{stdout}");
+    assert!(stdout.contains("ALERT: request gave up"), "{stdout}");
+    assert!(!stderr.contains("WARN") && !stderr.contains("ERROR") && !stderr.contains(&reason), "{stderr}");
+    // Asked for, the functions' logs are there.
+    let traced = tributary()
+        .arg("run")
+        .arg(&spec)
+        .arg("--lake")
+        .arg(dir.path().join("traced"))
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run");
+    assert!(String::from_utf8_lossy(&traced.stderr).contains("WARN"), "RUST_LOG=warn shows the retries");
+
+    // An error: one line, what is wrong and what to do.
+    let output = tributary().arg("status").arg("--lake").arg(dir.path().join("nowhere")).output().expect("status");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("error: lake directory") && stderr.contains("tributary run SPEC --lake DIR"),
+        "{stderr}"
+    );
+    let output = tributary().arg("validate").arg(dir.path().join("missing.yaml")).output().expect("validate");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("missing.yaml") && stderr.contains("tributary init URL --out FILE"), "{stderr}");
+}
+
+/// Issue 30, item 4: without AWS credentials, `--stack` says so in one
+/// line, naming what to set, instead of the SDK's provider chain; the
+/// SDK's own warning on the way (an instance metadata service refusing)
+/// is not printed before it. A profile that is set but unknown is named.
+/// (A source that is set up and fails, such as an expired SSO session,
+/// says the SDK's reason in one line: not reproducible without AWS.)
+#[cfg(feature = "aws")]
+#[test]
+fn without_aws_credentials_the_error_is_one_line_naming_what_to_set() {
+    const NO_CREDENTIALS: &str =
+        "error: no AWS credentials: set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or run aws configure\n";
+    let home = tempfile::tempdir().expect("tempdir");
+    // An instance metadata service that refuses every call, as one off EC2
+    // behind a proxy does: the SDK warns, then the chain fails.
+    let imds = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let endpoint = format!("http://{}", imds.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in imds.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buffer = [0_u8; 4096];
+            let _ = stream.read(&mut buffer);
+            let _ = stream.write_all(b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+        }
+    });
+    let bare = |args: &[&str]| {
+        let mut command = tributary();
+        command
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", home.path())
+            .env("AWS_REGION", "us-east-1");
+        command
+    };
+    let cases: [(&[&str], Option<&str>); 3] = [
+        (&["status", "--stack", "prod"], None),
+        (&["status", "--stack", "prod"], Some(endpoint.as_str())),
+        (&["dlq", "list", "--lake", "s3://tributary-prod-lake"], None),
+    ];
+    for (args, metadata) in cases {
+        let mut command = bare(args);
+        match metadata {
+            Some(endpoint) => command.env("AWS_EC2_METADATA_SERVICE_ENDPOINT", endpoint),
+            None => command.env("AWS_EC2_METADATA_DISABLED", "true"),
+        };
+        let output = command.output().expect("run tributary");
+        assert!(!output.status.success(), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&output.stderr), NO_CREDENTIALS, "{args:?} with metadata {metadata:?}");
+    }
+    let output = bare(&["status", "--stack", "prod"])
+        .env("AWS_PROFILE", "nope")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .expect("run tributary");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "error: no AWS credentials in profile nope (AWS_PROFILE): check its name in ~/.aws/config, \
+         or run aws configure --profile nope\n"
+    );
+}

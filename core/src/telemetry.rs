@@ -59,9 +59,10 @@ pub fn lambda_filter(rust_log: Option<&str>, lambda_level: Option<&str>) -> EnvF
     EnvFilter::new(level)
 }
 
-/// Text logs on stderr for the CLI, at `default_level` unless `RUST_LOG`
-/// says otherwise; coloured only when stderr is a terminal (a log file or
-/// a CI capture gets plain text).
+/// Text logs on stderr for the CLI, filtered by `default_level` (a level,
+/// or `EnvFilter` directives such as `off,tributary=warn`) unless
+/// `RUST_LOG` says otherwise; coloured only when stderr is a terminal (a
+/// log file or a CI capture gets plain text).
 pub fn init_cli(default_level: &str) {
     use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
