@@ -58,6 +58,16 @@ pub struct LocalOptions {
     /// the virtual clock, like every queue timeout (tests of a vendor that
     /// throttles by call count, not by time).
     pub real_time_pauses: bool,
+    /// Most bytes of fetched pages the persist queue holds before Request
+    /// is held back (default [`LocalOptions::DEFAULT_PERSIST_QUEUE_BUDGET_BYTES`];
+    /// never less than [`LocalOptions::persist_queue_budget`] makes it).
+    /// See [Memory](LocalRuntime#memory).
+    pub persist_queue_budget_bytes: usize,
+    /// Most bytes of page requests the request queue holds before the
+    /// Orchestrator is held back (default
+    /// [`LocalOptions::DEFAULT_REQUEST_QUEUE_BUDGET_BYTES`]). See
+    /// [Memory](LocalRuntime#memory).
+    pub request_queue_budget_bytes: usize,
 }
 
 impl LocalOptions {
@@ -84,7 +94,37 @@ impl LocalOptions {
                 ..persist::PersistConfig::default()
             },
             real_time_pauses: true,
+            persist_queue_budget_bytes: Self::DEFAULT_PERSIST_QUEUE_BUDGET_BYTES,
+            request_queue_budget_bytes: Self::DEFAULT_REQUEST_QUEUE_BUDGET_BYTES,
         }
+    }
+
+    /// Fetched pages the persist queue holds, by default, before Request
+    /// waits: 16 MiB, about 70 pages of 1,000 demo customers (230 KiB
+    /// each) or 64 of the largest inline page (256 KiB; a larger page goes
+    /// by claim check and weighs its key). Persist takes at most
+    /// `concurrency` batches of 5 pages at once (5 MiB at the default 4),
+    /// so as much again is waiting whenever a Persist slot frees, and
+    /// Request, which fetches faster than Persist writes, refills it long
+    /// before it runs dry: Persist never waits for lack of pages.
+    pub const DEFAULT_PERSIST_QUEUE_BUDGET_BYTES: usize = 16 << 20;
+
+    /// Page requests the request queue holds, by default, before the
+    /// Orchestrator plans more: 1 MiB, about 1,500 requests of a
+    /// count-first run (about 700 bytes each), against Request's 4 x 5 in
+    /// flight at the default concurrency. The Orchestrator plans 1,000
+    /// pages at a time (`PageSeries::CHUNK`), so the queue holds at most
+    /// about 2 MiB of requests whatever the run's size.
+    pub const DEFAULT_REQUEST_QUEUE_BUDGET_BYTES: usize = 1 << 20;
+
+    /// The persist queue's budget in effect: `persist_queue_budget_bytes`,
+    /// raised to twice what Persist's invocations take at once (`concurrency`
+    /// batches of full-size messages), so a high `concurrency` is never
+    /// starved by a small budget.
+    pub fn persist_queue_budget(&self) -> usize {
+        let batch = topology::queue(topology::PERSIST_QUEUE).map_or(10, |q| q.batch_size);
+        let in_flight = self.concurrency.max(1).saturating_mul(batch).saturating_mul(self.max_message_bytes);
+        self.persist_queue_budget_bytes.max(in_flight.saturating_mul(2))
     }
 }
 
@@ -256,6 +296,30 @@ impl<C: HttpClient> HttpClient for CountingHttp<C> {
 }
 
 /// Runs pipelines on one machine.
+///
+/// # Memory
+///
+/// Every queued message is in this process's memory, where on AWS a queue
+/// is a durable buffer of any depth. Two budgets keep a run's memory flat
+/// whatever its size, by backpressure on delivery
+/// ([`Broker::set_backpressure`]; the queues' semantics are otherwise
+/// SQS's: nothing is lost, dropped or received more often):
+///
+/// - Request is handed no batch while the persist queue holds more than
+///   [`LocalOptions::persist_queue_budget`] bytes: pages fetched faster
+///   than Persist writes them wait at the vendor, not in memory. The
+///   persist queue then holds at most that budget plus what the Request
+///   invocations already running send (`concurrency` x 5 pages).
+/// - The Orchestrator plans a count-first run's pages 1,000 at a time, one
+///   chunk per invocation (`Fanout::max_pages_per_invocation`, the same
+///   continuation a Lambda near its deadline sends), and is handed no
+///   batch while the request queue holds more than
+///   [`LocalOptions::request_queue_budget_bytes`]: a 100,000-page run's
+///   requests are planned as Request takes them, not all at once.
+///
+/// Neither queue's consumer is held back by the other's producer, so the
+/// budgets never stall a run: Persist drains its queue under the budget,
+/// then Request is handed batches again, and so on up the chain.
 pub struct LocalRuntime {
     options: LocalOptions,
     ports: Ports,
@@ -322,6 +386,13 @@ impl LocalRuntime {
                 redrive: decl.redrive.map(|(dlq, count)| (dlq.to_string(), count)),
             });
         }
+        // Memory flat whatever the run's size (see the type's docs).
+        broker.set_backpressure(topology::REQUEST_QUEUE, topology::PERSIST_QUEUE, options.persist_queue_budget());
+        broker.set_backpressure(
+            topology::ORCHESTRATOR_QUEUE,
+            topology::REQUEST_QUEUE,
+            options.request_queue_budget_bytes,
+        );
         for topic in topology::TOPICS {
             let mut subscriptions: Vec<Subscription> = topology::QUEUE_SUBSCRIPTIONS
                 .iter()
@@ -560,7 +631,13 @@ impl LocalRuntime {
             athena_queue: topology::ATHENA_QUEUE.into(),
             query_results_topic: topology::QUERY_RESULTS_TOPIC.into(),
             dead_letter: Some(dead_letter_target(topology::ORCHESTRATOR_QUEUE)),
-            fanout: orchestrator::Fanout::default(),
+            // One chunk of page requests per invocation, the next one
+            // held back by the request queue's budget (see `LocalRuntime`'s
+            // docs, Memory).
+            fanout: orchestrator::Fanout {
+                max_pages_per_invocation: orchestrator::strategy::PageSeries::CHUNK,
+                ..orchestrator::Fanout::default()
+            },
         }
     }
 

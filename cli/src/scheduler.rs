@@ -378,6 +378,58 @@ mod tests {
         assert!(broker.is_drained());
     }
 
+    /// The local runtime's memory bound (`LocalRuntime`'s docs, Memory):
+    /// Request fetches pages faster than Persist writes them, and while
+    /// Request messages wait the persist queue never holds more than its
+    /// budget plus what the Request invocations already running send.
+    #[tokio::test]
+    async fn a_held_back_request_queue_bounds_the_pages_waiting_for_persist() {
+        const BUDGET: usize = 20_000;
+        const PAGE: usize = 1_000;
+        const BATCH: usize = 5;
+        const SLOTS: usize = 2;
+        const PAGES: usize = 200;
+        let broker = broker(&[("request", None), ("persist", None)]);
+        broker.set_backpressure("request", "persist", BUDGET);
+        broker.send("request", (0..PAGES).map(|n| n.to_string()).collect()).await.expect("send");
+        // (persisted, persisted while Request messages waited held back)
+        let counts = Arc::new(Mutex::new((0_usize, 0_usize)));
+        let sources = [source("request", BATCH, "request"), source("persist", BATCH, "persist")];
+
+        run(&broker, &sources, SLOTS, |consumer, records| {
+            let (broker, counts) = (broker.clone(), counts.clone());
+            async move {
+                if consumer == "request" {
+                    for _ in &records {
+                        broker.send("persist", vec!["r".repeat(PAGE)]).await.expect("send");
+                    }
+                } else {
+                    // Persist: slower than Request.
+                    for _ in 0..100 {
+                        tokio::task::yield_now().await;
+                    }
+                    let waited = broker.is_held_back("request") && broker.depth("request") > 0;
+                    let mut counts = counts.lock().expect("counts");
+                    counts.0 += records.len();
+                    counts.1 += usize::from(waited);
+                }
+                SqsBatchResponse::default()
+            }
+        })
+        .await;
+
+        let (persisted, waited) = *counts.lock().expect("counts");
+        assert_eq!(persisted, PAGES, "every page, once");
+        assert!(waited > 0, "Request waited for Persist");
+        let peak = broker.peak_bytes("persist");
+        assert!(peak <= BUDGET + SLOTS * BATCH * PAGE, "{peak} bytes of pages at once");
+        assert!(peak < PAGES * PAGE / 4, "{peak}: not the run's pages");
+        let stats = broker.stats();
+        let pages = PAGES as u64;
+        assert_eq!((stats.received["request"], stats.received["persist"]), (pages, pages), "nothing received twice");
+        assert!(broker.is_drained());
+    }
+
     #[tokio::test]
     async fn a_batching_window_gathers_what_a_burst_sends_into_one_invocation() {
         let broker = broker(&[("request", None), ("request-dlq", None)]);

@@ -347,9 +347,10 @@ pub async fn record_expected(store: &dyn ObjectStore, expected: &Expected) -> Re
 }
 
 /// Rewrites a completed run's data files before its manifest is written:
-/// Persist's small-file coalescing. Given every receipt of the run, it
-/// returns the run's final data keys (sorted or not; the manifest sorts
-/// them).
+/// Persist's small-file coalescing. Given every receipt of the run (at
+/// completion without its `schema` text, which only the manifest's schema
+/// hash needs), it returns the run's final data keys (sorted or not; the
+/// manifest sorts them).
 #[async_trait::async_trait]
 pub trait Compactor: Send + Sync {
     /// The run's data keys after compaction.
@@ -651,11 +652,20 @@ async fn complete(
     if store.get(&keys::success_key(pipeline, run_id)).await.is_ok() {
         return Ok(Completion::AlreadyComplete);
     }
+    // The receipts without their schema's text, each distinct text kept
+    // once: it is kilobytes, and a run's pages mostly share one (a
+    // 100,000-page run's receipts held with theirs were 200 MB).
     let mut receipts = Vec::with_capacity(usize::try_from(expected.pages).unwrap_or(0));
+    let mut schemas = std::collections::BTreeSet::new();
     for shard in &shards {
         let key = keys::shard_summary_key(pipeline, run_id, shard.number);
-        let summary: ShardSummary = decode(&key, &store.get(&key).await?)?;
-        receipts.extend(summary.receipts().into_iter().filter(|r| shard.pages.contains(&r.page)));
+        let ShardSummary { schemas: texts, pages, .. } = decode(&key, &store.get(&key).await?)?;
+        for page in pages.into_iter().filter(|p| shard.pages.contains(&p.receipt.page)) {
+            if let Some(text) = page.schema.and_then(|i| texts.get(i)) {
+                schemas.insert(text.clone());
+            }
+            receipts.push(page.receipt);
+        }
     }
     if compactor.is_none() && receipts.iter().any(|r| r.table_commit) {
         // Completing here would mark the run done with its files still
@@ -674,9 +684,7 @@ async fn complete(
         );
         return Ok(Completion::NotYet);
     }
-    let mut schemas: Vec<&str> = receipts.iter().filter_map(|r| r.schema.as_deref()).collect();
-    schemas.sort_unstable();
-    schemas.dedup();
+    let schemas: Vec<&str> = schemas.iter().map(String::as_str).collect();
     let mut files: Vec<String> = match compactor {
         Some(compactor) => compactor.compact(&receipts).await?,
         None => receipts.iter().flat_map(|r| r.data_keys.iter().cloned()).collect(),
@@ -833,23 +841,33 @@ pub struct RunTotals {
 /// [`PortError`] from the store; a receipt that is not valid JSON is a
 /// [`PortError::Permanent`] naming its key.
 pub async fn run_totals(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -> Result<RunTotals, PortError> {
-    let mut totals = RunTotals::default();
-    for receipt in receipts(store, pipeline, run_id).await? {
+    // A completed run's files are its manifest's (Persist may have
+    // coalesced the pages' files).
+    let completed = store.get(&keys::success_key(pipeline, run_id)).await.is_ok();
+    let mut totals = RunTotals { completed, ..RunTotals::default() };
+    let manifest = if totals.completed {
+        let bytes = store.get(&keys::manifest_key(pipeline, run_id)).await.ok();
+        bytes.and_then(|bytes| serde_json::from_slice::<Manifest>(&bytes).ok())
+    } else {
+        None
+    };
+    // One receipt at a time: a run's receipts are kilobytes each.
+    let mut changes = std::collections::BTreeSet::new();
+    for key in store.list(&keys::receipts_prefix(pipeline, run_id)).await? {
+        if keys::receipt_page(&key).is_none() {
+            continue;
+        }
+        let receipt: PageReceipt = decode(&key, &store.get(&key).await?)?;
         totals.pages += 1;
         totals.records_persisted += receipt.records_persisted;
         totals.records_quarantined += receipt.records_quarantined;
-        totals.data_keys.extend(receipt.data_keys);
-        totals.schema_changes.extend(receipt.schema_changes);
+        if manifest.is_none() {
+            totals.data_keys.extend(receipt.data_keys);
+        }
+        changes.extend(receipt.schema_changes);
     }
-    totals.schema_changes.sort_unstable();
-    totals.schema_changes.dedup();
-    // A completed run's files are its manifest's (Persist may have
-    // coalesced the pages' files).
-    totals.completed = store.get(&keys::success_key(pipeline, run_id)).await.is_ok();
-    if totals.completed
-        && let Ok(bytes) = store.get(&keys::manifest_key(pipeline, run_id)).await
-        && let Ok(manifest) = serde_json::from_slice::<Manifest>(&bytes)
-    {
+    totals.schema_changes = changes.into_iter().collect();
+    if let Some(manifest) = manifest {
         totals.data_keys = manifest.files;
         totals.truncated = manifest.truncated;
     }

@@ -16,6 +16,14 @@
 //! much wall-clock time has passed ([`Broker::next_release`] says when),
 //! so a local run against a real vendor's throttle waits it out instead of
 //! calling again at once. Without it (the default) they are virtual too.
+//!
+//! One thing SQS does not do, for the local runtime's memory: a queue may be
+//! held back by another ([`Broker::set_backpressure`]): it delivers nothing
+//! while the other holds more than a budget of bytes. On AWS a queue is a
+//! durable buffer of any depth; here every message is in this process's
+//! memory, so the runtime holds Request back while the persist queue is
+//! full of fetched pages, rather than keep a whole run's pages in memory
+//! because Persist is slower than the vendor.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -67,6 +75,15 @@ pub enum Subscription {
     },
 }
 
+/// A queue held back by another ([`Broker::set_backpressure`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Backpressure {
+    /// The queue whose size holds this one back.
+    downstream: String,
+    /// Most bytes `downstream` may hold for this queue to deliver.
+    max_bytes: usize,
+}
+
 /// Counters of a broker's life, for run summaries.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BrokerStats {
@@ -78,12 +95,18 @@ pub struct BrokerStats {
     pub redriven_into: BTreeMap<String, u64>,
     /// Messages received (deliveries, redeliveries included) per queue.
     pub received: BTreeMap<String, u64>,
+    /// Receives that delivered nothing because the queue was held back
+    /// ([`Broker::set_backpressure`]) while it had messages, per queue.
+    pub held_back: BTreeMap<String, u64>,
 }
 
 #[derive(Debug)]
 struct Stored {
     id: String,
     body: String,
+    /// Its size as SQS counts it: body, and attributes' names, types and
+    /// values.
+    size: usize,
     receive_count: u32,
     visible_at_ms: u64,
     /// Wall-clock send time, ms since the Unix epoch (`SentTimestamp`; the
@@ -99,6 +122,31 @@ struct Stored {
 struct QueueState {
     config: QueueConfig,
     messages: Vec<Stored>,
+    /// The sum of its messages' sizes: visible, in flight or waiting out a
+    /// visibility timeout, until deleted or moved to the DLQ.
+    bytes: usize,
+    /// The most `bytes` has been.
+    peak_bytes: usize,
+    /// Set: it delivers nothing while another queue is over a budget.
+    backpressure: Option<Backpressure>,
+}
+
+impl QueueState {
+    fn new(config: QueueConfig) -> Self {
+        Self { config, messages: Vec::new(), bytes: 0, peak_bytes: 0, backpressure: None }
+    }
+
+    fn push(&mut self, message: Stored) {
+        self.bytes += message.size;
+        self.peak_bytes = self.peak_bytes.max(self.bytes);
+        self.messages.push(message);
+    }
+
+    fn remove(&mut self, index: usize) -> Stored {
+        let message = self.messages.remove(index);
+        self.bytes -= message.size;
+        message
+    }
 }
 
 #[derive(Debug, Default)]
@@ -176,7 +224,7 @@ impl Broker {
         match state.queues.get_mut(&name) {
             Some(queue) => queue.config = config,
             None => {
-                state.queues.insert(name, QueueState { config, messages: Vec::new() });
+                state.queues.insert(name, QueueState::new(config));
             }
         }
     }
@@ -193,14 +241,24 @@ impl Broker {
     /// to the queue's DLQ instead of being delivered, as SQS does, with the
     /// `DeadLetterQueueSourceArn` attribute set.
     ///
+    /// A queue held back ([`Broker::set_backpressure`]) delivers nothing, and
+    /// moves nothing to its DLQ, while its downstream queue is over its
+    /// budget: its messages wait, visible, their receive counts as they were.
+    ///
     /// # Errors
     /// [`PortError::NotFound`] for an unknown queue.
     pub fn receive(&self, queue: &str, max: usize) -> Result<Vec<SqsMessage>, PortError> {
         let mut state = self.lock();
         let state = &mut *state;
         let now = state.clock_ms;
-        let q =
-            state.queues.get_mut(queue).ok_or_else(|| PortError::NotFound { what: "queue", target: queue.into() })?;
+        let q = state.queues.get(queue).ok_or_else(|| PortError::NotFound { what: "queue", target: queue.into() })?;
+        if Self::over_budget(&state.queues, q) {
+            if !q.messages.is_empty() {
+                *state.stats.held_back.entry(queue.to_string()).or_default() += 1;
+            }
+            return Ok(Vec::new());
+        }
+        let Some(q) = state.queues.get_mut(queue) else { return Ok(Vec::new()) };
         let mut delivered = Vec::new();
         let mut dead = Vec::new();
         let mut index = 0;
@@ -215,7 +273,7 @@ impl Broker {
             if let Some((_, max_receive)) = &q.config.redrive
                 && message.receive_count >= *max_receive
             {
-                dead.push(q.messages.remove(index));
+                dead.push(q.remove(index));
                 continue;
             }
             message.receive_count += 1;
@@ -239,7 +297,7 @@ impl Broker {
                     message.visible_at_ms = now;
                     message.receipt = None;
                     message.system_attributes.insert("DeadLetterQueueSourceArn".into(), source_arn.clone());
-                    dlq_state.messages.push(message);
+                    dlq_state.push(message);
                 }
             } else {
                 tracing::error!(queue, dlq, "redrive target queue does not exist; dead letters dropped");
@@ -253,8 +311,10 @@ impl Broker {
     /// (the message was received again since) is ignored, as SQS may.
     pub fn delete(&self, queue: &str, receipt: &str) {
         let mut state = self.lock();
-        if let Some(q) = state.queues.get_mut(queue) {
-            q.messages.retain(|m| m.receipt.as_deref() != Some(receipt));
+        if let Some(q) = state.queues.get_mut(queue)
+            && let Some(index) = q.messages.iter().position(|m| m.receipt.as_deref() == Some(receipt))
+        {
+            q.remove(index);
         }
     }
 
@@ -266,6 +326,50 @@ impl Broker {
     /// Messages (visible or in flight) in `queue`.
     pub fn depth(&self, queue: &str) -> usize {
         self.lock().queues.get(queue).map_or(0, |q| q.messages.len())
+    }
+
+    /// Bytes of the messages `queue` holds (visible, in flight or waiting
+    /// out a visibility timeout), each counted as SQS counts a message's
+    /// size: its body and its attributes' names, types and values.
+    pub fn held_bytes(&self, queue: &str) -> usize {
+        self.lock().queues.get(queue).map_or(0, |q| q.bytes)
+    }
+
+    /// The most bytes `queue` has held at once ([`Broker::held_bytes`]).
+    pub fn peak_bytes(&self, queue: &str) -> usize {
+        self.lock().queues.get(queue).map_or(0, |q| q.peak_bytes)
+    }
+
+    /// Holds `queue` back while `downstream` holds more than `max_bytes`
+    /// ([`Broker::held_bytes`]): [`Broker::receive`] from `queue` delivers
+    /// nothing then. This is the local runtime's backpressure, not an SQS
+    /// feature: the consumer of `queue` sends to `downstream` (Request
+    /// fetches pages for the persist queue), and every message here is in
+    /// memory, so a producer faster than its consumer would otherwise keep
+    /// a whole run in memory.
+    ///
+    /// What `downstream` holds is then at most `max_bytes` plus what the
+    /// invocations of `queue`'s consumer already running send to it.
+    /// `downstream`'s consumer must not be held back by `queue` in turn (or
+    /// the two would wait for each other): it drains `downstream` to the
+    /// budget, and `queue` delivers again. An unknown `queue` is ignored.
+    pub fn set_backpressure(&self, queue: &str, downstream: &str, max_bytes: usize) {
+        if let Some(q) = self.lock().queues.get_mut(queue) {
+            q.backpressure = Some(Backpressure { downstream: downstream.to_string(), max_bytes });
+        }
+    }
+
+    /// Whether `queue` is held back now ([`Broker::set_backpressure`]).
+    pub fn is_held_back(&self, queue: &str) -> bool {
+        let state = self.lock();
+        state.queues.get(queue).is_some_and(|q| Self::over_budget(&state.queues, q))
+    }
+
+    /// Whether `queue`'s downstream queue holds more than its budget.
+    fn over_budget(queues: &BTreeMap<String, QueueState>, queue: &QueueState) -> bool {
+        queue.backpressure.as_ref().is_some_and(|limit| {
+            queues.get(&limit.downstream).is_some_and(|downstream| downstream.bytes > limit.max_bytes)
+        })
     }
 
     /// Advances the virtual clock to the earliest time an invisible (in
@@ -302,6 +406,11 @@ impl Broker {
     pub fn next_release(&self) -> Option<std::time::Instant> {
         let mut state = self.lock();
         let state = &mut *state;
+        // Asked at every turn of the runtime's drain: without a held
+        // message, the queues (a run's pages) are not walked.
+        if state.held.is_empty() {
+            return None;
+        }
         let now = std::time::Instant::now();
         let queued: std::collections::HashSet<&str> =
             state.queues.values().flat_map(|q| q.messages.iter()).map(|m| m.id.as_str()).collect();
@@ -369,7 +478,10 @@ impl Broker {
     }
 
     fn enqueue(state: &mut State, queue: &str, message: QueueMessage, sender_id: &str) -> Result<(), PortError> {
-        let QueueMessage { body, attributes } = message;
+        let QueueMessage { mut body, attributes } = message;
+        // Held until deleted: without the slack a body written by
+        // `serde_json::to_string` has (up to its length again).
+        body.shrink_to_fit();
         let now = state.clock_ms;
         state.next_id += 1;
         let id = format!("local-{}-{:08}", state.instance, state.next_id);
@@ -384,9 +496,10 @@ impl Broker {
                 limit: q.config.max_message_bytes,
             });
         }
-        q.messages.push(Stored {
+        q.push(Stored {
             id,
             body,
+            size,
             receive_count: 0,
             visible_at_ms: now,
             sent_at_epoch_ms: u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or_default(),
@@ -717,6 +830,81 @@ mod tests {
         assert_eq!(dead[0].body.as_deref(), Some("poison"));
         assert_eq!(dead[0].attributes["DeadLetterQueueSourceArn"], queue_arn("work"));
         assert_eq!(broker.stats().dead_lettered["work"], 1);
+    }
+
+    #[tokio::test]
+    async fn a_message_weighs_on_its_queue_until_deleted_or_moved_to_the_dlq() {
+        let broker = broker();
+        let with_attribute =
+            QueueMessage { body: "abc".into(), attributes: [("k".to_string(), "v".to_string())].into() };
+        let plain = QueueMessage { body: "de".into(), attributes: BTreeMap::new() };
+        broker.send_messages("work", vec![with_attribute, plain]).await.expect("send");
+        // As SQS counts a message: body, attribute name, type and value.
+        assert_eq!(broker.held_bytes("work"), 3 + (1 + "String".len() + 1) + 2);
+        let got = broker.receive("work", 10).expect("receive");
+        assert_eq!(broker.held_bytes("work"), 13, "in flight, still held");
+        broker.delete("work", got[0].receipt_handle.as_deref().expect("receipt"));
+        assert_eq!(broker.held_bytes("work"), 2);
+        broker.delete("work", got[0].receipt_handle.as_deref().expect("receipt"));
+        assert_eq!(broker.held_bytes("work"), 2, "a stale receipt deletes nothing");
+        // "de" reaches maxReceiveCount (2) and moves to the DLQ, its bytes with it.
+        broker.advance_to_next_visible();
+        assert_eq!(broker.receive("work", 10).expect("receive").len(), 1);
+        broker.advance_to_next_visible();
+        assert!(broker.receive("work", 10).expect("receive").is_empty());
+        assert_eq!((broker.held_bytes("work"), broker.held_bytes("work-dlq")), (0, 2));
+        assert_eq!(broker.peak_bytes("work"), 13);
+    }
+
+    /// A producer `work` -> `out` whose consumer is slower: `out`'s bytes
+    /// stay within the budget plus one batch of `work`'s output, and
+    /// every message of `work` is delivered once, none lost or redriven.
+    #[tokio::test]
+    async fn a_held_back_queue_delivers_nothing_while_its_downstream_is_over_budget() {
+        const BUDGET: usize = 1_000;
+        const BATCH: usize = 5;
+        const OUTPUT: usize = 100;
+        let broker = Broker::new();
+        for name in ["work", "out"] {
+            broker.create_queue(QueueConfig {
+                name: name.into(),
+                visibility_timeout: Duration::from_secs(30),
+                max_message_bytes: 262_144,
+                redrive: Some(("dlq".into(), 1)),
+            });
+        }
+        broker.set_backpressure("work", "out", BUDGET);
+        let inputs: Vec<String> = (0..200).map(|n| n.to_string()).collect();
+        broker.send("work", inputs.clone()).await.expect("send");
+
+        let (mut delivered, mut held_back, mut step) = (Vec::new(), 0, 0);
+        while broker.depth("work") + broker.depth("out") > 0 {
+            step += 1;
+            let batch = broker.receive("work", BATCH).expect("receive");
+            if batch.is_empty() && broker.depth("work") > 0 {
+                assert!(broker.is_held_back("work"));
+                held_back += 1;
+            }
+            for record in batch {
+                assert_eq!(record.attributes["ApproximateReceiveCount"], "1");
+                delivered.push(record.body.clone().expect("body"));
+                broker.send("out", vec!["x".repeat(OUTPUT)]).await.expect("send");
+                broker.delete("work", record.receipt_handle.as_deref().expect("receipt"));
+            }
+            assert!(broker.held_bytes("out") <= BUDGET + BATCH * OUTPUT, "step {step}: {}", broker.held_bytes("out"));
+            // The consumer of `out` takes one message every third step.
+            if step % 3 == 0 {
+                for record in broker.receive("out", 1).expect("receive") {
+                    broker.delete("out", record.receipt_handle.as_deref().expect("receipt"));
+                }
+            }
+        }
+        assert_eq!(delivered, inputs, "every message, once, in order");
+        assert!(held_back > 100, "work waited for out: {held_back} steps");
+        assert_eq!(broker.stats().held_back["work"], held_back, "each counted");
+        assert_eq!(broker.peak_bytes("out"), BUDGET + BATCH * OUTPUT);
+        assert_eq!(broker.stats().dead_lettered.get("work"), None);
+        assert!(!broker.is_held_back("work"), "out is empty");
     }
 
     #[tokio::test]

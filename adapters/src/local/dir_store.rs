@@ -154,11 +154,22 @@ impl ObjectStore for DirStore {
     /// every other folder of the lake.
     async fn list(&self, prefix: &str) -> Result<Vec<String>, PortError> {
         let root = self.root.clone();
-        let start = prefix.rsplit_once('/').and_then(|(folder, _)| self.path_of(folder).ok()).unwrap_or(root.clone());
+        // The prefix's folder, and the start of the names in it: a LIST of
+        // one shard of a run's receipts reads the run's folder but keeps
+        // only that shard's names (a 10,000-page run's folder holds 10,000
+        // receipts; every page lists its shard).
+        let (start, leaf) = match prefix.rsplit_once('/') {
+            None => (root.clone(), prefix.to_string()),
+            Some((folder, leaf)) => match self.path_of(folder) {
+                Ok(folder) => (folder, leaf.to_string()),
+                // No folder a key can name: every key, kept below by prefix.
+                Err(_) => (root.clone(), String::new()),
+            },
+        };
         let prefix = prefix.to_string();
         let listed = tokio::task::spawn_blocking(move || {
             let mut keys = Vec::new();
-            walk(&root, &start, &mut keys)?;
+            walk(&root, &start, &leaf, &mut keys)?;
             keys.retain(|k| k.starts_with(&prefix));
             keys.sort();
             Ok::<_, std::io::Error>(keys)
@@ -221,7 +232,9 @@ impl Drop for LockFile {
     }
 }
 
-fn walk(root: &Path, dir: &Path, keys: &mut Vec<String>) -> std::io::Result<()> {
+/// Appends to `keys` the keys of the files under `dir` whose names in
+/// `dir` start with `leaf` (everything under a folder that does).
+fn walk(root: &Path, dir: &Path, leaf: &str, keys: &mut Vec<String>) -> std::io::Result<()> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(err) if matches!(err.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => {
@@ -231,9 +244,12 @@ fn walk(root: &Path, dir: &Path, keys: &mut Vec<String>) -> std::io::Result<()> 
     };
     for entry in entries {
         let entry = entry?;
+        if !entry.file_name().as_encoded_bytes().starts_with(leaf.as_bytes()) {
+            continue;
+        }
         let path = entry.path();
         if entry.file_type()?.is_dir() {
-            walk(root, &path, keys)?;
+            walk(root, &path, "", keys)?;
         } else if let Ok(relative) = path.strip_prefix(root) {
             let key = relative.to_string_lossy().replace(std::path::MAIN_SEPARATOR, "/");
             if !key.contains(".tmp-") && !key.ends_with(LOCK_SUFFIX) {

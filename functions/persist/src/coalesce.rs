@@ -230,24 +230,20 @@ impl RunCoalescer<'_> {
             (packing.folder, packing.bins) = (folder, 0);
             // Bin-packed in page order: each bin's pages together under
             // `bin_bytes`, whatever the partition's total; one page is
-            // read at a time, a bin's pages are held until it is written.
-            let mut bin: Vec<(String, Bytes)> = Vec::new();
-            let mut bin_bytes = 0_u64;
-            for page_key in &pages {
-                let bytes = match self.store.get(page_key).await {
+            // read at a time and merged as it is read ([`Bin`]).
+            let mut bin = Bin::default();
+            for page_key in pages {
+                let bytes = match self.store.get(&page_key).await {
                     Ok(bytes) => bytes,
-                    Err(PortError::NotFound { .. }) => return self.rivals_record(pipeline, run_id, page_key).await,
+                    Err(PortError::NotFound { .. }) => return self.rivals_record(pipeline, run_id, &page_key).await,
                     Err(err) => return Err(err),
                 };
-                let size = bytes.len() as u64;
-                if !bin.is_empty() && bin_bytes + size >= self.bin_bytes {
-                    self.close_bin(std::mem::take(&mut bin), &schema, &mut packing).await?;
-                    bin_bytes = 0;
+                if !bin.pages.is_empty() && bin.bytes + bytes.len() as u64 >= self.bin_bytes {
+                    self.close_bin(std::mem::take(&mut bin), &mut packing).await?;
                 }
-                bin_bytes += size;
-                bin.push((page_key.clone(), bytes));
+                bin.add(page_key, bytes, &schema, &mut packing)?;
             }
-            self.close_bin(bin, &schema, &mut packing).await?;
+            self.close_bin(bin, &mut packing).await?;
         }
         let Packing { coalesced, mut files, .. } = packing;
         files.sort();
@@ -300,28 +296,19 @@ impl RunCoalescer<'_> {
 
     /// Step 1 for one bin of a partition's pages: two or more merged and
     /// PUT staged, as the partition's next coalesced file; one kept as it is.
-    async fn close_bin(
-        &self,
-        bin: Vec<(String, Bytes)>,
-        schema: &SchemaRef,
-        packing: &mut Packing<'_>,
-    ) -> Result<(), PortError> {
-        if bin.len() < 2 {
-            packing.files.extend(bin.into_iter().map(|(key, _)| key));
+    async fn close_bin(&self, bin: Bin, packing: &mut Packing<'_>) -> Result<(), PortError> {
+        let Bin { pages, bytes, merger, .. } = bin;
+        let Some(merger) = merger else {
+            packing.files.extend(pages);
             return Ok(());
-        }
-        let staged = keys::staged_coalesced_key(packing.pipeline, packing.run_id, packing.staged);
-        packing.staged += 1;
-        let read: Vec<(&String, Bytes)> = bin.iter().map(|(key, bytes)| (key, bytes.clone())).collect();
-        let bytes: usize = read.iter().map(|(_, b)| b.len()).sum();
-        let (merged, rows) = merge(&read, schema)
-            .map_err(|message| PortError::permanent_msg("coalesce the run's files", staged.clone(), message))?;
-        self.store.put(&staged, Bytes::from(merged)).await?;
-        tracing::info!(staged, files = read.len(), bytes, rows, "a bin of the run's page files coalesced (staged)");
+        };
+        let staged = merger.staged.clone();
+        let (merged, rows) = merger.finish()?;
+        self.store.put_file(&staged, &merged).await?;
+        tracing::info!(staged, files = pages.len(), bytes, rows, "a bin of the run's page files coalesced (staged)");
         let key = keys::coalesced_bin_key(&packing.folder, packing.pipeline, packing.run_id.as_str(), packing.bins);
         packing.bins += 1;
         packing.files.push(key.clone());
-        let pages = bin.into_iter().map(|(key, _)| key).collect();
         packing.coalesced.push(CoalescedFile { key, staged, pages, rows });
         Ok(())
     }
@@ -528,26 +515,117 @@ pub async fn drop_files_outside_manifest(
     Ok(dropped)
 }
 
-/// The files' rows, in order, aligned to `target`, as one Parquet file,
-/// and how many rows it holds.
-fn merge(pages: &[(&String, Bytes)], target: &SchemaRef) -> Result<(Vec<u8>, u64), String> {
-    let properties = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).map_err(|e| e.to_string())?))
-        .set_dictionary_page_size_limit(crate::convert::DICTIONARY_PAGE_BYTES)
-        .build();
-    let mut writer = ArrowWriter::try_new(Vec::new(), target.clone(), Some(properties)).map_err(|e| e.to_string())?;
-    let mut rows = 0;
-    for (key, bytes) in pages {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())
-            .and_then(|builder| builder.build())
-            .map_err(|err| format!("{key}: {err}"))?;
-        for batch in reader {
-            let batch = batch.map_err(|err| format!("{key}: {err}"))?;
-            rows += batch.num_rows() as u64;
-            writer
-                .write(&align_batch(&batch, target, Cast::Exact).map_err(|err| format!("{key}: {err}"))?)
-                .map_err(|e| e.to_string())?;
+/// A coalesced file's row group is written out once its encoded columns
+/// reach 16 MiB (or the writer's default 1,048,576 rows), so that merging
+/// holds one row group in memory, not the whole file of up to
+/// [`COALESCE_BELOW_BYTES`]. 16 MiB of zstd-compressed columns is some
+/// hundreds of thousands of rows: the 100k-1M rows a row group wants for
+/// Athena, Spark and DuckDB to read it well.
+pub const MERGE_ROW_GROUP_BYTES: usize = 16 << 20;
+
+/// One bin of a partition's page files (step 1), read one page at a time:
+/// the first page is held until a second one joins (a bin of one page
+/// keeps its file as it is); from then on each page is merged into the
+/// staged file as it is read, and let go. A bin of 64 MiB of page files
+/// costs one page and one row group ([`MERGE_ROW_GROUP_BYTES`]) of memory.
+#[derive(Default)]
+struct Bin {
+    /// Its page files, in page order.
+    pages: Vec<String>,
+    /// Their bytes.
+    bytes: u64,
+    /// The first page's file, while it is the only one.
+    first: Option<Bytes>,
+    /// The merged file being written, from the second page on.
+    merger: Option<Merger>,
+}
+
+impl Bin {
+    /// Adds page file `key` (its `bytes`) to the bin, merged into the
+    /// coalesced file aligned to `target` once the bin has two pages (the
+    /// run's next staged file, numbered in `packing`).
+    ///
+    /// # Errors
+    /// [`PortError::Permanent`] naming the staged file and the page that
+    /// cannot be read or aligned; [`PortError::Transient`] when the local
+    /// file cannot be written.
+    fn add(
+        &mut self,
+        key: String,
+        bytes: Bytes,
+        target: &SchemaRef,
+        packing: &mut Packing<'_>,
+    ) -> Result<(), PortError> {
+        self.bytes += bytes.len() as u64;
+        if let Some(merger) = &mut self.merger {
+            merger.add(&key, bytes)?;
+        } else if let Some(first) = self.first.take() {
+            let staged = keys::staged_coalesced_key(packing.pipeline, packing.run_id, packing.staged);
+            packing.staged += 1;
+            let mut merger = Merger::new(staged, target)?;
+            merger.add(&self.pages[0], first)?;
+            merger.add(&key, bytes)?;
+            self.merger = Some(merger);
+        } else {
+            self.first = Some(bytes);
         }
+        self.pages.push(key);
+        Ok(())
     }
-    Ok((writer.into_inner().map_err(|e| e.to_string())?, rows))
+}
+
+/// A coalesced file being written to a local temporary file, page after
+/// page, aligned to the table schema.
+struct Merger {
+    /// Its staged key, for errors and the upload.
+    staged: String,
+    target: SchemaRef,
+    writer: ArrowWriter<std::io::BufWriter<std::fs::File>>,
+    file: tempfile::TempPath,
+    rows: u64,
+}
+
+impl Merger {
+    fn new(staged: String, target: &SchemaRef) -> Result<Self, PortError> {
+        let local = |err: std::io::Error| PortError::transient("create the coalesced file", &staged, err);
+        let (file, path) = tempfile::NamedTempFile::new().map_err(local)?.into_parts();
+        let properties = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).map_err(|err| permanent(&staged, err))?))
+            .set_dictionary_page_size_limit(crate::convert::DICTIONARY_PAGE_BYTES)
+            .build();
+        let writer = ArrowWriter::try_new(std::io::BufWriter::new(file), target.clone(), Some(properties))
+            .map_err(|err| permanent(&staged, err))?;
+        Ok(Self { staged, target: target.clone(), writer, file: path, rows: 0 })
+    }
+
+    /// Page file `key`'s rows, in order, aligned to the table schema.
+    fn add(&mut self, key: &str, bytes: Bytes) -> Result<(), PortError> {
+        let page = |err: &dyn std::fmt::Display| permanent(&self.staged, format!("{key}: {err}"));
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .and_then(|builder| builder.build())
+            .map_err(|err| page(&err))?;
+        for batch in reader {
+            let batch = batch.map_err(|err| page(&err))?;
+            let aligned = align_batch(&batch, &self.target, Cast::Exact).map_err(|err| page(&err))?;
+            self.rows += batch.num_rows() as u64;
+            self.writer.write(&aligned).map_err(|err| page(&err))?;
+            if self.writer.in_progress_size() >= MERGE_ROW_GROUP_BYTES {
+                self.writer.flush().map_err(|err| page(&err))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The finished file (deleted when dropped) and its rows.
+    fn finish(self) -> Result<(tempfile::TempPath, u64), PortError> {
+        let Self { staged, writer, file, rows, .. } = self;
+        let out = writer.into_inner().map_err(|err| permanent(&staged, err))?;
+        out.into_inner().map_err(|err| PortError::transient("write the coalesced file", &staged, err.into_error()))?;
+        Ok((file, rows))
+    }
+}
+
+/// Why the run's files cannot be coalesced into `staged`.
+fn permanent(staged: &str, err: impl std::fmt::Display) -> PortError {
+    PortError::permanent_msg("coalesce the run's files", staged.to_string(), err.to_string())
 }

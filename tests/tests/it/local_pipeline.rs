@@ -227,6 +227,52 @@ async fn pages_over_the_message_size_limit_travel_by_claim_check() {
     assert_eq!(claims, 1, "one run folder of claim-check payloads");
 }
 
+/// The local runtime's memory stays flat (`LocalRuntime`'s docs, Memory):
+/// a run of more pages than its queues' budgets hold is planned a chunk
+/// of 1,000 requests at a time and fetched as Persist keeps up, each
+/// queue at most its budget plus what is already under way, and nothing
+/// is lost or received twice for it.
+#[tokio::test]
+async fn a_run_bigger_than_the_queue_budgets_waits_for_persist_instead_of_piling_up() {
+    const PAGES: u32 = 1_050;
+    let addr = start_vendor(VendorBehaviour { total: PAGES, ..Default::default() }).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let options = LocalOptions {
+        concurrency: 1,
+        // Pages of one record (about 400 bytes a message): the persist
+        // queue's budget in effect is 2 x 5 x 2,048 bytes, some 50 pages.
+        max_message_bytes: 2_048,
+        persist_queue_budget_bytes: 0,
+        request_queue_budget_bytes: 16 * 1024,
+        ..LocalOptions::new(lake.path())
+    };
+    let persist_budget = options.persist_queue_budget();
+    assert_eq!(persist_budget, 2 * 5 * 2_048);
+    let runtime = LocalRuntime::new(options).expect("runtime");
+    let text = format!(
+        "version: 1\npipeline: many\nstrategy: {{kind: paged, page_size: 1, total_pointer: /meta/total, max_pages: 2000}}\nrequest: {{url: 'http://{addr}/items', records_pointer: /results, allow: {{loopback: true}}}}\ntarget: {{dataset: many}}\n"
+    );
+    let spec = contracts::spec::PipelineSpec::from_yaml(&text).expect("valid spec");
+
+    let summary = runtime.run(&spec, Utc::now()).await.expect("run");
+
+    assert!(summary.succeeded(), "{summary}");
+    assert_eq!((summary.pages, summary.records_persisted, summary.requests), (1_050, 1_050, 1_051), "{summary}");
+    assert_eq!(ids(&read_dataset(lake.path(), "many")), (0..u64::from(PAGES)).collect::<Vec<u64>>());
+    let broker = runtime.broker();
+    let stats = broker.stats();
+    // Persist is the slow end: Request waited for it, and the fetched
+    // pages waiting were at most the budget and one Request batch (5).
+    assert!(stats.held_back["request"] > 0, "{stats:?}");
+    assert!(broker.peak_bytes("persist") <= persist_budget + 5 * 2_048, "{}", broker.peak_bytes("persist"));
+    // The Orchestrator planned the first 1,000 pages, then waited for the
+    // request queue to go under its budget before the other 50.
+    assert!(stats.held_back["orchestrator"] > 0, "{stats:?}");
+    assert_eq!(stats.received["orchestrator"], 2, "the probe's reply and one continuation");
+    // Nothing received twice: one probe and 1,050 pages, 1,050 pages persisted.
+    assert_eq!((stats.received["request"], stats.received["persist"]), (1_051, 1_050));
+}
+
 #[tokio::test]
 async fn a_run_of_small_pages_leaves_one_file_and_a_late_duplicate_page_adds_no_rows() {
     let addr = start_vendor(VendorBehaviour { total: 95, ..Default::default() }).await;
