@@ -67,6 +67,45 @@ impl Rec<'_> {
     }
 }
 
+/// The columns [`Col::check`] chose for one record's fields, for
+/// [`Col::append`] to follow: one step per object key, in the order both
+/// walk the record (pre-order: a field, then the fields inside its value).
+/// Check decides each field's column (its position among the struct's
+/// names, its route to a variant column, a re-check against the base
+/// column); append then takes it from here instead of deciding again (the
+/// profile in docs/persist-bench.md had the two walks' key lookups and
+/// routing at about a tenth of a page). Reused from record to record: no
+/// allocation once it has grown to a record's fields.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// Per key: the child it goes to, with [`Plan::COMPANION`] set when its
+    /// text also goes to the field's `__text` companion.
+    steps: Vec<u32>,
+    /// The next step [`Col::append`] takes.
+    next: usize,
+}
+
+impl Plan {
+    /// Set on a step whose value (a timestamp sent with an offset) also
+    /// goes, as text, to its field's `__text` variant column.
+    const COMPANION: u32 = 1 << 31;
+
+    /// Forgets the last record's steps: call before [`Col::check`] of the
+    /// next record.
+    pub fn clear(&mut self) {
+        self.steps.clear();
+        self.next = 0;
+    }
+
+    /// The next step: the child to append to, and whether the value goes
+    /// to the `__text` companion too.
+    fn take(&mut self) -> (usize, bool) {
+        let step = self.steps[self.next];
+        self.next += 1;
+        ((step & !Self::COMPANION) as usize, step & Self::COMPANION != 0)
+    }
+}
+
 /// A column being built.
 pub enum Col {
     /// A field with no type yet: no column in the files; only `null`,
@@ -266,12 +305,14 @@ impl Col {
     }
 
     /// Whether the value at `idx` fits; returns the index after it. Nothing
-    /// is allocated unless it does not fit.
+    /// is allocated unless it does not fit. Records in `plan` the column
+    /// each field goes to, for [`Col::append`] (clear it before each
+    /// record; after an error its steps are not to be appended).
     ///
     /// # Errors
     /// The first [`Violation`], its path relative to this value (the
     /// caller prefixes its own segment).
-    pub fn check(&self, rec: Rec<'_>, idx: usize, scratch: &mut String) -> Result<usize, Violation> {
+    pub fn check(&self, rec: Rec<'_>, idx: usize, scratch: &mut String, plan: &mut Plan) -> Result<usize, Violation> {
         let tok = rec.tape.toks[idx];
         let next = rec.tape.skip(idx);
         let violation =
@@ -340,12 +381,14 @@ impl Col {
                 None => Err(violation(found(rec, idx))),
             },
             Col::List { item, item_ty, .. } => match tok {
-                Tok::Arr { end, .. } => Self::check_items(item, item_ty.as_deref(), rec, idx, end as usize, scratch),
+                Tok::Arr { end, .. } => {
+                    Self::check_items(item, item_ty.as_deref(), rec, (idx, end as usize), scratch, plan)
+                }
                 _ if item_ty.is_some() => Err(violation(found(rec, idx))),
-                _ => item.check(rec, idx, scratch),
+                _ => item.check(rec, idx, scratch, plan),
             },
             Col::Struct { .. } => match tok {
-                Tok::Obj { end, .. } => self.check_fields(rec, idx, end as usize, scratch),
+                Tok::Obj { end, .. } => self.check_fields(rec, idx, end as usize, scratch, plan),
                 _ => Err(violation(found(rec, idx))),
             },
         }
@@ -356,9 +399,9 @@ impl Col {
         item: &Col,
         item_ty: Option<&Ty>,
         rec: Rec<'_>,
-        idx: usize,
-        end: usize,
+        (idx, end): (usize, usize),
         scratch: &mut String,
+        plan: &mut Plan,
     ) -> Result<usize, Violation> {
         let mut i = idx + 1;
         let mut n = 0;
@@ -372,7 +415,7 @@ impl Col {
                     type_stands: false,
                 });
             }
-            i = item.check(rec, i, scratch).map_err(|mut v| {
+            i = item.check(rec, i, scratch, plan).map_err(|mut v| {
                 v.path = format!("/{n}{}", v.path);
                 v
             })?;
@@ -385,7 +428,14 @@ impl Col {
     /// `end` past its `}`: every key a field of it, none repeated, each
     /// value fitting its field (or its kind's variant column), every
     /// required field present.
-    fn check_fields(&self, rec: Rec<'_>, idx: usize, end: usize, scratch: &mut String) -> Result<usize, Violation> {
+    fn check_fields(
+        &self,
+        rec: Rec<'_>,
+        idx: usize,
+        end: usize,
+        scratch: &mut String,
+        plan: &mut Plan,
+    ) -> Result<usize, Violation> {
         let Col::Struct { names, children, required, .. } = self else { return Ok(rec.tape.skip(idx)) };
         let mut i = idx + 1;
         let mut hint = 0;
@@ -437,7 +487,7 @@ impl Col {
                     type_stands: true,
                 });
             }
-            if let Err(mut v) = self.check_field(at, rec, value, scratch) {
+            if let Err(mut v) = self.check_field(at, rec, value, scratch, plan) {
                 v.path = format!("/{}{}", key_of(scratch), v.path);
                 return Err(v);
             }
@@ -459,39 +509,68 @@ impl Col {
     /// [`Col::check`] of the value at `value` against this struct's field
     /// `at`: its own column, or the variant column of its kind (routed
     /// there, or when it does not fit the base column); a declared field's
-    /// violation stands.
-    fn check_field(&self, at: usize, rec: Rec<'_>, value: usize, scratch: &mut String) -> Result<usize, Violation> {
+    /// violation stands. The column chosen is `plan`'s next step.
+    fn check_field(
+        &self,
+        at: usize,
+        rec: Rec<'_>,
+        value: usize,
+        scratch: &mut String,
+        plan: &mut Plan,
+    ) -> Result<usize, Violation> {
         let Col::Struct { names, children, variants, declared, .. } = self else { return Ok(rec.tape.skip(value)) };
-        let checked = match route(&names.list[at].ty, declared[at], &variants[at], rec, value) {
-            Route::Base => children[at].check(rec, value, scratch),
-            Route::Variant(to) => children[to].check(rec, value, scratch),
-            Route::Missing(kind) => Err(Violation {
-                path: String::new(),
-                expected: format!("{} (or a `__{}` variant column)", children[at].expected(), kind.suffix()),
-                found: found(rec, value),
-                type_stands: false,
-            }),
+        // This field's step, then the steps inside its value.
+        let step = plan.steps.len();
+        plan.steps.push(0);
+        let (to, checked) = match route(&names.list[at].ty, declared[at], &variants[at], rec, value) {
+            Route::Base => (at, children[at].check(rec, value, scratch, plan)),
+            Route::Variant(to) => (to, children[to].check(rec, value, scratch, plan)),
+            Route::Missing(kind) => (
+                at,
+                Err(Violation {
+                    path: String::new(),
+                    expected: format!("{} (or a `__{}` variant column)", children[at].expected(), kind.suffix()),
+                    found: found(rec, value),
+                    type_stands: false,
+                }),
+            ),
         };
         // A value that does not fit the base column goes to its kind's
         // variant column.
-        let checked = match checked {
+        let (to, checked) = match checked {
             Err(v) if !v.type_stands && !declared[at] => {
                 match variants[at][Variant::for_kind(kind_of(rec.text, rec.tape, value)).slot()] {
-                    Some(to) => children[to].check(rec, value, scratch),
-                    None => Err(v),
+                    Some(to) => {
+                        // The base column's attempt leaves no steps.
+                        plan.steps.truncate(step + 1);
+                        (to, children[to].check(rec, value, scratch, plan))
+                    }
+                    None => (to, Err(v)),
                 }
             }
-            other => other,
+            other => (to, other),
         };
+        // A timestamp sent with an offset: its text beside the instant
+        // (the `__text` companion).
+        let companion = to == at
+            && variants[at][Variant::Text.slot()].is_some()
+            && kind_of(rec.text, rec.tape, value) == Kinds::ZONED;
+        // A child index is below the column cap (MAX_COLUMNS), far below
+        // the companion bit.
+        plan.steps[step] = u32::try_from(to).unwrap_or(!Plan::COMPANION) | if companion { Plan::COMPANION } else { 0 };
         checked.map_err(|mut v| {
             v.type_stands |= declared[at];
             v
         })
     }
 
-    /// Appends the value at `idx`, which [`Col::check`] accepted; returns
-    /// the index after it.
-    pub fn append(&mut self, rec: Rec<'_>, idx: usize, scratch: &mut String) -> usize {
+    /// Appends the value at `idx`, which [`Col::check`] accepted, following
+    /// the `plan` that check recorded for it; returns the index after it.
+    ///
+    /// # Panics
+    /// When `plan` is not what [`Col::check`] of this same value, against
+    /// a column of the same type, recorded.
+    pub fn append(&mut self, rec: Rec<'_>, idx: usize, scratch: &mut String, plan: &mut Plan) -> usize {
         let tok = rec.tape.toks[idx];
         let next = rec.tape.skip(idx);
         if tok == Tok::Null {
@@ -529,57 +608,31 @@ impl Col {
                 if let Tok::Arr { end, .. } = tok {
                     let mut i = idx + 1;
                     while i < end as usize {
-                        i = item.append(rec, i, scratch);
+                        i = item.append(rec, i, scratch, plan);
                         count += 1;
                     }
                 } else {
-                    item.append(rec, idx, scratch);
+                    item.append(rec, idx, scratch, plan);
                     count = 1;
                 }
                 let last = *offsets.last().unwrap_or(&0);
                 offsets.push(last + count);
                 nulls.append_non_null();
             }
-            Col::Struct { names, children, variants, declared, stamps, nulls, rows, .. } => {
+            Col::Struct { children, variants, stamps, nulls, rows, .. } => {
                 let stamp = *rows + 1;
                 let mut i = idx + 1;
-                let mut hint = 0;
                 let end = next;
+                // Every key is a field of the struct, none repeated, each
+                // going where check decided (`plan`).
                 while i < end {
-                    let Tok::Str { start, end: key_end, escaped } = rec.tape.toks[i] else { break };
                     let value = i + 1;
-                    let key = unescape(rec.text, start, key_end, escaped, scratch).unwrap_or("\u{FFFD}");
-                    if let Some(at) = names.position(key, hint) {
-                        hint = at + 1;
-                        // A repeated key: the first occurrence is kept (the raw page keeps both).
-                        let seen = stamps[at] == stamp || variants[at].iter().flatten().any(|v| stamps[*v] == stamp);
-                        if !seen {
-                            let mut to = match route(&names.list[at].ty, declared[at], &variants[at], rec, value) {
-                                Route::Variant(to) => to,
-                                Route::Base | Route::Missing(_) => at,
-                            };
-                            // A value of the base column's kind that still
-                            // does not fit it (a list with other items).
-                            if to == at
-                                && variants[at].iter().any(Option::is_some)
-                                && children[at].check(rec, value, scratch).is_err()
-                                && let Some(variant) =
-                                    variants[at][Variant::for_kind(kind_of(rec.text, rec.tape, value)).slot()]
-                            {
-                                to = variant;
-                            }
-                            stamps[to] = stamp;
-                            children[to].append(rec, value, scratch);
-                            // A timestamp sent with an offset: its text
-                            // beside the instant (the `__text` companion).
-                            if to == at
-                                && let Some(text) = variants[at][Variant::Text.slot()]
-                                && kind_of(rec.text, rec.tape, value) == Kinds::ZONED
-                            {
-                                stamps[text] = stamp;
-                                children[text].append(rec, value, scratch);
-                            }
-                        }
+                    let (to, companion) = plan.take();
+                    stamps[to] = stamp;
+                    children[to].append(rec, value, scratch, plan);
+                    if companion && let Some(text) = variants.get(to).and_then(|v| v[Variant::Text.slot()]) {
+                        stamps[text] = stamp;
+                        children[text].append(rec, value, scratch, plan);
                     }
                     i = rec.tape.skip(value);
                 }

@@ -44,7 +44,7 @@ use tempfile::TempPath;
 use lake_format::lineage::{LINEAGE_COLUMNS, Lineage, lineage_fields};
 use lake_format::partition::{self, DEFAULT_PARTITION, partition_columns};
 
-use crate::build::{Col, Rec, Violation};
+use crate::build::{Col, Plan, Rec, Violation};
 use crate::infer::{Naming, Seen, Ty, empty_table, schema_changes};
 use crate::json::{Tape, Tok, unescape};
 use crate::source::{DecodeError, Framer, PageSource};
@@ -690,7 +690,7 @@ fn cap_columns(
     let mut count = schema.columns();
     let mut checker = Col::new(&schema);
     let mut over_cap = HashMap::new();
-    let (mut tape, mut scratch) = (Tape::default(), String::new());
+    let (mut tape, mut scratch, mut plan) = (Tape::default(), String::new(), Plan::default());
     let reason = |index: u64, at_least: &str, columns: usize| {
         format!(
             "record {index} would take the dataset to {at_least}{columns} columns, more than MAX_COLUMNS ({max}); \
@@ -707,7 +707,8 @@ fn cap_columns(
             continue;
         }
         let rec = Rec { text, tape: &tape };
-        match checker.check(rec, 0, &mut scratch) {
+        plan.clear();
+        match checker.check(rec, 0, &mut scratch, &mut plan) {
             // Fits, or is quarantined for its own reason whatever the schema.
             Ok(_) => continue,
             Err(violation) if violation.type_stands => continue,
@@ -908,6 +909,7 @@ fn build_chunks(
 ) -> Result<(), (u64, Stop)> {
     let mut tape = Tape::default();
     let mut scratch = String::new();
+    let mut plan = Plan::default();
     // By run date, the whole page is one partition: its name is made once,
     // not per record (formatting the date was a twentieth of the work).
     let run_date_partition = match settings.target.partition {
@@ -927,7 +929,8 @@ fn build_chunks(
                 continue;
             }
             let rec = Rec { text, tape: &tape };
-            if let Err(violation) = checker.check(rec, 0, &mut scratch) {
+            plan.clear();
+            if let Err(violation) = checker.check(rec, 0, &mut scratch, &mut plan) {
                 if strict && !violation.type_stands {
                     return Err((index, Stop::Widen));
                 }
@@ -968,7 +971,7 @@ fn build_chunks(
                     }
                 }
             };
-            cols[at].1.append(rec, 0, &mut scratch);
+            cols[at].1.append(rec, 0, &mut scratch, &mut plan);
         }
         built.parts = finish_parts(cols, settings.lineage, arrow_schema)?;
         if output.send(built).is_err() {

@@ -121,7 +121,7 @@ fn takes(ty: &Ty, record: &str) -> Result<(), String> {
     let mut tape = Tape::default();
     tape.parse(record).expect("generated JSON");
     Col::new(ty)
-        .check(Rec { text: record, tape: &tape }, 0, &mut String::new())
+        .check(Rec { text: record, tape: &tape }, 0, &mut String::new(), &mut crate::build::Plan::default())
         .map(|_| ())
         .map_err(|violation| violation.to_string())
 }
