@@ -29,7 +29,13 @@
 # extension loads only into the duckdb it was built for, and .venv keeps
 # duckdb 1.5.6 (see above). About 160 MB, seconds to install.
 #
+# and, on request only (the benchmark's, not the tests'), .tools/dlt: dlt
+# with its parquet extra, the peer of `tributary run` in scripts/bench-run.sh
+# (bench/dlt_run.py). A venv of its own so that its dependencies never move
+# the pins above. About 25 s to install.
+#
 #   scripts/python-tools.sh install
+#   scripts/python-tools.sh dlt
 set -euo pipefail
 
 PYARROW_VERSION="26.0.1"
@@ -37,6 +43,7 @@ DUCKDB_VERSION="1.5.6"
 # DuckDB (1.5 and 1.4) returns TIMESTAMP WITH TIME ZONE values to Python through pytz.
 PYTZ_VERSION="2025.2"
 POLARS_VERSION="2.1.0"
+DLT_VERSION="1.31.0"
 PYSPARK_VERSION="4.3.0"
 PYICEBERG_VERSION="0.12.0"
 # pyspark 4.x runs on Java 17 and 21.
@@ -127,8 +134,18 @@ install)
     require_java
     ensure pyspark "$PYSPARK_VERSION"
     ;;
+dlt)
+    venv="$ROOT/.tools/dlt"
+    [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+    if "$venv/bin/python" -c "import dlt, sys; sys.exit(dlt.__version__ != '$DLT_VERSION')" 2>/dev/null; then
+        echo "python-tools.sh: dlt $DLT_VERSION already installed in $venv" >&2
+    else
+        echo "python-tools.sh: installing dlt[parquet]==$DLT_VERSION in $venv" >&2
+        "$venv/bin/pip" install --quiet --disable-pip-version-check "dlt[parquet]==$DLT_VERSION"
+    fi
+    ;;
 *)
-    echo "usage: $0 install" >&2
+    echo "usage: $0 install | dlt" >&2
     exit 2
     ;;
 esac
