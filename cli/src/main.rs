@@ -24,7 +24,9 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run one pipeline to completion on this machine (local queues, the lake
-    /// in a directory). Exit code 0 only when no message ended in a DLQ.
+    /// in a directory). Exit code 0 only when the run completed, no message
+    /// ended in a DLQ, it was not truncated and not every record was
+    /// quarantined.
     Run {
         /// Pipeline spec (YAML or JSON).
         spec: PathBuf,

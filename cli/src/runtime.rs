@@ -225,10 +225,11 @@ impl RunSummary {
         self.records_persisted == 0 && self.records_quarantined > 0
     }
 
-    /// Whether the run is a success: nothing dead-lettered, not every
-    /// record quarantined, and not truncated.
+    /// Whether the run is a success: completed (its `_SUCCESS` marker),
+    /// nothing dead-lettered, not every record quarantined, and not
+    /// truncated.
     pub fn succeeded(&self) -> bool {
-        self.dead_letters() == 0 && !self.all_quarantined() && self.truncated.is_none()
+        self.completed && self.dead_letters() == 0 && !self.all_quarantined() && self.truncated.is_none()
     }
 }
 

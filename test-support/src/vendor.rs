@@ -151,6 +151,9 @@ pub struct VendorBehaviour {
     pub total: u32,
     /// Offsets whose page answers a body that is not JSON.
     pub broken_offsets: BTreeSet<u32>,
+    /// Once set, the broken offsets answer like the others: the vendor
+    /// fixed, for a re-run.
+    pub healed: Arc<std::sync::atomic::AtomicBool>,
     /// Calls received.
     pub calls: Arc<AtomicUsize>,
 }
@@ -176,7 +179,7 @@ struct Page {
 
 async fn items(State(behaviour): State<VendorBehaviour>, Query(page): Query<Page>) -> Response {
     behaviour.calls.fetch_add(1, Ordering::SeqCst);
-    if behaviour.broken_offsets.contains(&page.offset) {
+    if behaviour.broken_offsets.contains(&page.offset) && !behaviour.healed.load(Ordering::SeqCst) {
         return (StatusCode::OK, "<html>maintenance</html>").into_response();
     }
     let results: Vec<Value> = (page.offset..behaviour.total).take(page.limit as usize).map(record).collect();

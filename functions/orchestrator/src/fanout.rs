@@ -97,6 +97,12 @@ pub struct PagesSent {
     pub pages: u32,
     /// Pages `0..sent` are sent.
     pub sent: u32,
+    /// Set by a new start of the run (a re-run of the same run id, the
+    /// documented recovery of a run that failed or was interrupted): the
+    /// next probe reply sends again those of pages `0..sent` that hold no
+    /// receipt, then clears it. Absent (false) otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub resend: bool,
 }
 
 /// What to do next with a count-first run's pages.
@@ -155,7 +161,7 @@ mod tests {
     #[test]
     fn the_checkpoint_reads_back() {
         let run_id = RunId::new("20261129T060000Z").expect("run id");
-        let sent = PagesSent { pipeline: "customers".into(), run_id, pages: 100_000, sent: 51_000 };
+        let sent = PagesSent { pipeline: "customers".into(), run_id, pages: 100_000, sent: 51_000, resend: false };
         let text = serde_json::to_string(&sent).expect("json");
         assert_eq!(text, r#"{"pipeline":"customers","run_id":"20261129T060000Z","pages":100000,"sent":51000}"#);
         assert_eq!(serde_json::from_str::<PagesSent>(&text).expect("read"), sent);

@@ -265,6 +265,7 @@ pub async fn start_run(spec: &PipelineSpec, run: &RunContext, deps: Deps<'_>) ->
     let plan = strategy.start(spec, run)?;
     tracing::info!(strategy = strategy.kind(), messages = plan.len(), "run started");
     record_plan(strategy.kind(), run, &spec.pipeline, deps).await?;
+    flag_rerun(&spec.pipeline, &run.run_id, deps).await?;
     record_expected(&plan, run, &spec.pipeline, deps).await?;
     record_probes(&plan, run, &spec.pipeline, deps).await?;
     send_plan(&plan, deps).await
@@ -483,11 +484,24 @@ pub async fn on_probe_reply(reply: ProbeReply, deadline: Instant, deps: Deps<'_>
         send_plan(&plan, deps).await?;
         return Ok(());
     };
-    let checkpoint = Checkpoint::read(&spec.pipeline, &run.run_id, pages.count, deps).await?;
+    let mut checkpoint = Checkpoint::read(&spec.pipeline, &run.run_id, pages.count, deps).await?;
     if checkpoint.sent.pages != pages.count {
         // Another reply (a probe Request ran twice) settled the run first: its plan stands.
         tracing::warn!(pages = pages.count, planned = checkpoint.sent.pages, "another total is being sent; ignored");
         return Ok(());
+    }
+    if checkpoint.sent.resend {
+        // A re-run: what an earlier attempt sent and nobody persisted goes
+        // again (its messages may be in a DLQ, or lost with a local run's
+        // in-memory queues); the flag is cleared after, so a crash in
+        // between sends them again rather than never.
+        resend_unpersisted(pages, checkpoint.sent.sent, &spec.pipeline, &run.run_id, deps).await?;
+        checkpoint.sent.resend = false;
+        let sent = checkpoint.sent.sent;
+        if !checkpoint.advance(sent, deps).await? {
+            tracing::warn!(sent, "another invocation is sending this run's pages; stopping");
+            return Ok(());
+        }
     }
     tracing::info!(pages = pages.count, already_sent = checkpoint.sent.sent, "pages planned");
     if checkpoint.sent.sent == 0 {
@@ -496,6 +510,81 @@ pub async fn on_probe_reply(reply: ProbeReply, deadline: Instant, deps: Deps<'_>
     }
     send_plan(&plan, deps).await?;
     send_pages(pages, checkpoint, &reply, deadline, deps).await
+}
+
+/// A re-run's probe reply ([`PagesSent::resend`]): sends again those of
+/// pages `0..sent` that hold no receipt in the run ledger, chunk by chunk;
+/// a completed run sends nothing. A page an earlier attempt still has in
+/// flight (a re-run started while it runs, on AWS) is requested twice: its
+/// deterministic keys keep it once in the lake, at the cost of a second
+/// vendor call.
+///
+/// # Errors
+/// [`OrchestratorError`] when the ledger cannot be read or a send fails
+/// (the reply is then redelivered and does this again).
+async fn resend_unpersisted(
+    pages: &PageSeries,
+    sent: u32,
+    pipeline: &str,
+    run_id: &RunId,
+    deps: Deps<'_>,
+) -> Result<(), OrchestratorError> {
+    let Some(ledger) = deps.ledger else { return Ok(()) };
+    if ledger.store.get(&tributary_core::keys::success_key(pipeline, run_id)).await.is_ok() {
+        tracing::info!(pages = pages.count, "the run completed already; nothing sent again");
+        return Ok(());
+    }
+    let listed = ledger.store.list(&tributary_core::keys::receipts_prefix(pipeline, run_id)).await?;
+    let persisted: std::collections::BTreeSet<u32> =
+        listed.iter().filter_map(|key| tributary_core::keys::receipt_page(key)).collect();
+    let missing: Vec<u32> = (0..sent.min(pages.count)).filter(|page| !persisted.contains(page)).collect();
+    for chunk in missing.chunks(PageSeries::CHUNK as usize) {
+        let bodies = chunk.iter().map(|&index| encode(&pages.get(index))).collect::<Result<Vec<_>, _>>()?;
+        deps.queue.send(&deps.config.request_queue, bodies).await?;
+    }
+    tracing::info!(
+        pages = pages.count,
+        sent,
+        sent_again = missing.len(),
+        "a re-run: pages without a receipt sent again"
+    );
+    Ok(())
+}
+
+/// Flags a run started again ([`start_run`]) whose count-first pages an
+/// earlier attempt sent, for its probe reply to send again the pages that
+/// hold no receipt ([`PagesSent::resend`]). Nothing for a run without that
+/// checkpoint (a first start, another strategy), a completed run or no
+/// ledger.
+///
+/// # Errors
+/// [`OrchestratorError`] when the ledger cannot be read or written.
+async fn flag_rerun(pipeline: &str, run_id: &RunId, deps: Deps<'_>) -> Result<(), OrchestratorError> {
+    let Some(ledger) = deps.ledger else { return Ok(()) };
+    let key = tributary_core::keys::pages_sent_key(pipeline, run_id);
+    let Some((bytes, version)) = ledger.store.get_versioned(&key).await? else { return Ok(()) };
+    if ledger.store.get(&tributary_core::keys::success_key(pipeline, run_id)).await.is_ok() {
+        return Ok(());
+    }
+    let mut sent: PagesSent = serde_json::from_slice(&bytes).map_err(|err| OrchestratorError::BadField {
+        field: "pages-sent.json",
+        value: key.clone(),
+        reason: format!("the run's sending checkpoint cannot be read: {err}"),
+        source: Some(err.into()),
+    })?;
+    if sent.resend {
+        return Ok(());
+    }
+    sent.resend = true;
+    let body = serde_json::to_vec(&sent).unwrap_or_default();
+    if !ledger.store.put_if(&key, body.into(), Some(&version)).await? {
+        // An earlier attempt moved it meanwhile: it is still sending, and
+        // what it sends is not lost.
+        tracing::warn!(key, "the run's pages are being sent; the re-run leaves them to it");
+    } else {
+        tracing::info!(sent = sent.sent, pages = sent.pages, "a re-run of the run: unpersisted pages will go again");
+    }
+    Ok(())
 }
 
 /// Where a count-first run's page sending stands: the checkpoint read
@@ -513,7 +602,7 @@ impl Checkpoint {
     async fn read(pipeline: &str, run_id: &RunId, pages: u32, deps: Deps<'_>) -> Result<Self, OrchestratorError> {
         let key = tributary_core::keys::pages_sent_key(pipeline, run_id);
         let mut checkpoint = Self {
-            sent: PagesSent { pipeline: pipeline.to_string(), run_id: run_id.clone(), pages, sent: 0 },
+            sent: PagesSent { pipeline: pipeline.to_string(), run_id: run_id.clone(), pages, sent: 0, resend: false },
             key,
             version: None,
         };
@@ -527,6 +616,7 @@ impl Checkpoint {
             })?;
             checkpoint.sent.sent = read.sent;
             checkpoint.sent.pages = read.pages;
+            checkpoint.sent.resend = read.resend;
             checkpoint.version = Some(version);
         }
         Ok(checkpoint)

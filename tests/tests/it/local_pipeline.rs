@@ -115,13 +115,49 @@ async fn rerunning_the_same_run_overwrites_instead_of_duplicating() {
     assert_eq!(parquet, 1, "the second run's pages did not add files beside it");
 }
 
+/// The documented recovery of a count-first run that failed part-way: run
+/// the same scheduled time again once the vendor is fixed. The re-run
+/// requests the pages without a receipt, and only those, and completes
+/// the run; the attempt that did not complete is not a success.
+#[tokio::test]
+async fn rerunning_a_failed_paged_run_requests_its_missing_pages_and_completes_it() {
+    let vendor = VendorBehaviour { total: 50, broken_offsets: BTreeSet::from([20, 30, 40]), ..Default::default() };
+    let (healed, calls) = (vendor.healed.clone(), vendor.calls.clone());
+    let addr = start_vendor(vendor).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let spec = paged_spec(addr, "healed", 10);
+    let scheduled = Utc.with_ymd_and_hms(2026, 11, 28, 6, 0, 0).single().expect("valid time");
+
+    let failed = runtime.run(&spec, scheduled).await.expect("first attempt");
+    assert!(!failed.completed && !failed.succeeded(), "{failed}");
+    assert_eq!((failed.pages, failed.records_persisted), (2, 20), "{failed}");
+
+    healed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let calls_before = calls.load(std::sync::atomic::Ordering::SeqCst);
+    let rerun = runtime.run(&spec, scheduled).await.expect("re-run");
+
+    assert!(rerun.completed && rerun.succeeded(), "{rerun}");
+    assert_eq!(rerun.run_id, failed.run_id);
+    // The probe, then pages 2, 3 and 4: not the two persisted already.
+    assert_eq!(rerun.requests, 4, "{rerun}");
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst) - calls_before, 4);
+    assert_eq!((rerun.pages, rerun.pages_before, rerun.records_persisted), (5, 2, 50), "{rerun}");
+    assert_eq!(ids(&read_dataset(lake.path(), "healed")), (0..50).collect::<Vec<u64>>());
+
+    // A third attempt of the completed run requests nothing but its probe.
+    let again = runtime.run(&spec, scheduled).await.expect("third attempt");
+    assert!(again.succeeded(), "{again}");
+    assert_eq!((again.requests, again.records_persisted), (1, 50), "{again}");
+}
+
 #[tokio::test]
 async fn a_total_of_zero_is_a_successful_empty_run() {
     let addr = start_vendor(VendorBehaviour { total: 0, ..Default::default() }).await;
     let lake = tempfile::tempdir().expect("tempdir");
     let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
     let summary = runtime.run(&paged_spec(addr, "empty", 10), Utc::now()).await.expect("run");
-    assert!(summary.succeeded());
+    assert!(summary.succeeded(), "{summary}");
     assert_eq!((summary.requests, summary.pages, summary.records_persisted), (1, 0, 0));
     let run_id = RunId::new(summary.run_id.clone()).expect("run id");
     let manifest = std::fs::read_to_string(lake.path().join(tributary_core::keys::manifest_key("empty", &run_id)))
