@@ -8,6 +8,7 @@ mod aws_iceberg;
 mod aws_operations;
 mod aws_pipeline;
 mod aws_schedules;
+mod aws_stream;
 mod book;
 mod contract_schemas;
 mod drf_vendor;

@@ -3,12 +3,8 @@
 //! poison quarantine, partial failure at the first unwritten record (a
 //! store that fails on a chosen key stands for the crash).
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use arrow_array::Array;
 use arrow_array::cast::AsArray;
-use async_trait::async_trait;
 use aws_lambda_events::event::kafka::KafkaEvent;
 use aws_lambda_events::event::kinesis::KinesisEvent;
 use bytes::Bytes;
@@ -18,7 +14,7 @@ use adapters::local::{Broker, DirStore};
 use contracts::stream::StreamSpec;
 use persist::stream::{self, Checkpoint};
 use persist::{Deps, PersistConfig};
-use tributary_core::ports::{ObjectStore, PortError};
+use tributary_core::ports::ObjectStore;
 
 const MSK: &str = include_str!("../../../../events/msk-batch.json");
 const KINESIS: &str = include_str!("../../../../events/kinesis-stream.json");
@@ -37,76 +33,7 @@ fn kinesis_spec() -> StreamSpec {
     .expect("spec")
 }
 
-/// A lake that fails every write whose key contains `fail_on` while
-/// `failures_left` > 0: a crash at that step.
-struct FailingStore {
-    inner: DirStore,
-    fail_on: Mutex<String>,
-    skips_left: AtomicUsize,
-    failures_left: AtomicUsize,
-}
-
-impl FailingStore {
-    fn new(lake: &std::path::Path) -> Self {
-        FailingStore {
-            inner: DirStore::new(lake),
-            fail_on: Mutex::new(String::new()),
-            skips_left: 0.into(),
-            failures_left: 0.into(),
-        }
-    }
-
-    /// Fails `times` writes to a key containing `on`, after letting `skip` through.
-    fn fail(&self, on: &str, skip: usize, times: usize) {
-        *self.fail_on.lock().expect("lock") = on.to_string();
-        self.skips_left.store(skip, Ordering::SeqCst);
-        self.failures_left.store(times, Ordering::SeqCst);
-    }
-
-    fn check(&self, key: &str) -> Result<(), PortError> {
-        let on = self.fail_on.lock().expect("lock").clone();
-        if on.is_empty() || !key.contains(&on) {
-            return Ok(());
-        }
-        if self.skips_left.load(Ordering::SeqCst) > 0 {
-            self.skips_left.fetch_sub(1, Ordering::SeqCst);
-            return Ok(());
-        }
-        if self.failures_left.load(Ordering::SeqCst) > 0 {
-            self.failures_left.fetch_sub(1, Ordering::SeqCst);
-            return Err(PortError::transient("put", key.to_string(), std::io::Error::other("injected crash")));
-        }
-        Ok(())
-    }
-}
-
-#[async_trait]
-impl ObjectStore for FailingStore {
-    async fn put(&self, key: &str, body: Bytes) -> Result<(), PortError> {
-        self.check(key)?;
-        self.inner.put(key, body).await
-    }
-    async fn get(&self, key: &str) -> Result<Bytes, PortError> {
-        self.inner.get(key).await
-    }
-    async fn list(&self, prefix: &str) -> Result<Vec<String>, PortError> {
-        self.inner.list(prefix).await
-    }
-    async fn put_file(&self, key: &str, path: &std::path::Path) -> Result<(), PortError> {
-        self.check(key)?;
-        self.inner.put_file(key, path).await
-    }
-    async fn delete(&self, key: &str) -> Result<(), PortError> {
-        self.inner.delete(key).await
-    }
-    async fn get_versioned(&self, key: &str) -> Result<Option<(Bytes, String)>, PortError> {
-        self.inner.get_versioned(key).await
-    }
-    async fn put_if(&self, key: &str, body: Bytes, version: Option<&str>) -> Result<bool, PortError> {
-        self.check(key)?;
-        self.inner.put_if(key, body, version).await
-    }
-}
+type FailingStore = test_support::crash::FlakyWrites<DirStore>;
 
 /// Every value of `column` in the dataset's Parquet files, as JSON text.
 fn column_values(lake: &std::path::Path, dataset: &str, column: &str) -> Vec<String> {
@@ -185,7 +112,7 @@ async fn the_msk_fixture_lands_once_with_its_poison_quarantined() {
 #[tokio::test]
 async fn a_partition_that_fails_reports_its_first_unwritten_offset_and_the_retry_lands_it_once() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = FailingStore::new(dir.path());
+    let store = FailingStore::new(DirStore::new(dir.path()));
     let (config, broker) = (PersistConfig::default(), Broker::new());
     let deps = Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None, tables: None };
     let event: KafkaEvent = serde_json::from_str(MSK).expect("MSK event");
@@ -209,7 +136,7 @@ async fn a_partition_that_fails_reports_its_first_unwritten_offset_and_the_retry
 #[tokio::test]
 async fn a_batch_retried_with_other_bounds_after_its_run_completed_commits_nothing_twice() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = FailingStore::new(dir.path());
+    let store = FailingStore::new(DirStore::new(dir.path()));
     let (config, broker) = (PersistConfig::default(), Broker::new());
     let deps = Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None, tables: None };
     let event: KinesisEvent = serde_json::from_str(KINESIS).expect("Kinesis event");
@@ -234,6 +161,29 @@ async fn a_batch_retried_with_other_bounds_after_its_run_completed_commits_nothi
     let response = stream::kinesis_response(&outcome);
     let body = serde_json::to_value(&response).expect("json");
     assert_eq!(body["batchItemFailures"][0]["itemIdentifier"], records[0].sequence.as_str());
+}
+
+#[tokio::test]
+async fn a_batch_that_died_before_its_completion_and_comes_back_bisected_lands_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = FailingStore::new(DirStore::new(dir.path()));
+    let (config, broker) = (PersistConfig::default(), Broker::new());
+    let deps = Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None, tables: None };
+    let event: KinesisEvent = serde_json::from_str(KINESIS).expect("Kinesis event");
+    let spec = kinesis_spec();
+    let records = stream::kinesis_records(&event).expect("records");
+    // The whole batch's files and receipt are written; its `_SUCCESS` is not.
+    store.fail("/_SUCCESS", 0, 1);
+    let outcome = stream::persist_stream_batch(&spec, &records, deps).await;
+    assert_eq!(outcome.failures.len(), 1);
+    // Bisected: the first half is the same run (same first record), and
+    // must not complete with the whole batch's earlier receipt.
+    for half in [&records[..2], &records[2..]] {
+        let done = stream::persist_stream_batch(&spec, half, deps).await;
+        assert!(done.failures.is_empty(), "{done:?}");
+        assert_eq!(done.records_written, 2);
+    }
+    assert_eq!(column_values(dir.path(), "clicks", "id"), ["1", "2", "3"]);
 }
 
 #[tokio::test]
