@@ -28,7 +28,7 @@ use contracts::stream::{StartingPosition, StreamSource, StreamSpec};
 use persist::Deps;
 use persist::stream::{checkpoint_key, persist_stream_batch, read_checkpoint};
 use serde_json::json;
-use tributary_core::ports::PortError;
+use tributary_core::ports::{ObjectStore, PortError};
 use tributary_core::streams::{StreamPosition, StreamReader, StreamRecord};
 
 /// How long a caught-up shard waits before reading again (`--follow`): the
@@ -269,4 +269,243 @@ async fn record_on_failure(
     });
     tracing::error!(key, shard = %first.partition, from = %first.sequence, to = %last.sequence, "a stream batch failed past its retries; recorded for the on-failure destination");
     deps.store.put(&key, Bytes::from(body.to_string())).await
+}
+
+/// Where a local stream run reads from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LocalSource {
+    /// The spec's Kinesis stream through the AWS SDK (the usual AWS
+    /// environment; `AWS_ENDPOINT_URL` for moto). Needs feature `aws`.
+    Kinesis,
+    /// A JSON-lines file of Kafka records ([`adapters::local::FileStream`]).
+    File(std::path::PathBuf),
+}
+
+/// Why a local stream run could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StreamRunError {
+    /// The spec could not be read or is invalid.
+    #[error("{path}: {source}")]
+    Spec {
+        /// The spec file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: contracts::spec::SpecError,
+    },
+    /// The spec file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The spec file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The source cannot be read in this build or with these options.
+    #[error("{0}")]
+    Source(String),
+    /// The lake or the stream failed.
+    #[error(transparent)]
+    Port(#[from] PortError),
+}
+
+/// Reads a stream spec file.
+///
+/// # Errors
+/// [`StreamRunError::Read`], [`StreamRunError::Spec`] naming the field.
+pub fn load_stream_spec(path: &std::path::Path) -> Result<StreamSpec, StreamRunError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| StreamRunError::Read { path: path.to_path_buf(), source })?;
+    StreamSpec::from_yaml(&text).map_err(|source| StreamRunError::Spec { path: path.to_path_buf(), source })
+}
+
+/// Whether the spec file at `path` is a stream spec (it has `source:`).
+pub fn is_stream_spec(path: &std::path::Path) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|text| StreamSpec::is_stream_document(&text))
+}
+
+/// `tributary run` of a stream spec: polls the stream into the lake
+/// directory `lake` (Persist with the lake's local catalog and Iceberg
+/// committer), to each shard's tip, or on (`options.follow`).
+///
+/// With `from_trim_horizon` (a Kappa replay, `tributary run
+/// --from-trim-horizon`): the pipeline's checkpoints are removed first so
+/// every shard is read again from the oldest record retained, through the
+/// same code; batches of the same bounds get the same run ids and keys,
+/// so their files are rewritten in place (see `docs/streams.md`).
+///
+/// # Errors
+/// [`StreamRunError`]: the source is not readable in this build (Kinesis
+/// without feature `aws`, Kafka without a records file), the lake or the
+/// stream failed.
+pub async fn run_local(
+    spec: &StreamSpec,
+    lake: &std::path::Path,
+    source: &LocalSource,
+    options: PollOptions,
+    from_trim_horizon: bool,
+) -> Result<PollReport, StreamRunError> {
+    std::fs::create_dir_all(lake)
+        .map_err(|err| PortError::permanent("create lake", lake.display().to_string(), err))?;
+    let root = lake.canonicalize().map_err(|err| PortError::permanent("open lake", lake.display().to_string(), err))?;
+    let store = adapters::local::DirStore::new(&root);
+    let catalog = adapters::local::DirCatalog::new(&root);
+    let tables = tributary_iceberg::LocalCommitter::new(
+        root.clone(),
+        std::sync::Arc::new(adapters::local::DirStore::new(&root)),
+    );
+    let broker = adapters::local::Broker::new();
+    let config = persist::PersistConfig::default();
+    let deps = Deps {
+        store: &store,
+        queue: &broker,
+        run_events: None,
+        catalog: Some(&catalog),
+        tables: Some(&tables),
+        config: &config,
+    };
+    if from_trim_horizon {
+        forget_stream_history(spec, &store).await?;
+    }
+    let mut spec = spec.clone();
+    if from_trim_horizon {
+        match &mut spec.source {
+            StreamSource::Kinesis(k) => {
+                (k.starting_position, k.starting_timestamp) = (StartingPosition::TrimHorizon, None)
+            }
+            StreamSource::Kafka(k) => {
+                (k.starting_position, k.starting_timestamp) = (StartingPosition::TrimHorizon, None)
+            }
+        }
+    }
+    match (source, &spec.source) {
+        (LocalSource::File(path), _) => poll(&spec, &adapters::local::FileStream::new(path), deps, options).await.map_err(Into::into),
+        (LocalSource::Kinesis, StreamSource::Kinesis(_)) => kinesis_poll(&spec, deps, options).await,
+        (LocalSource::Kinesis, StreamSource::Kafka(_)) => Err(StreamRunError::Source(
+            "a Kafka topic is read locally from a file of records: add --records FILE (JSON lines in the MSK event's record shape)".into(),
+        )),
+    }
+}
+
+/// A Kappa replay's first step on a Parquet dataset: the pipeline's
+/// stream files in the dataset folder (`<pipeline>-s-*.parquet`, the keys
+/// [`persist::stream::stream_run_id`] derives), their runs' ledgers and the
+/// shard checkpoints are removed, so the stream read again from
+/// TRIM_HORIZON writes the dataset anew. Refused for an Iceberg dataset
+/// (its replay is one replace snapshot, not built yet: see
+/// `docs/streams.md`).
+async fn forget_stream_history(spec: &StreamSpec, store: &dyn ObjectStore) -> Result<(), StreamRunError> {
+    if spec.target.table_format == contracts::TableFormat::Iceberg {
+        return Err(StreamRunError::Source(format!(
+            "--from-trim-horizon rewrites a Parquet dataset; {} is an Iceberg table, whose replay (one replace snapshot) is not built yet",
+            spec.target.dataset
+        )));
+    }
+    let own_file = format!("{}-s-", spec.pipeline);
+    let mut doomed: Vec<String> = store
+        .list(&format!("{}/", spec.target.dataset))
+        .await?
+        .into_iter()
+        .filter(|key| key.rsplit('/').next().is_some_and(|name| name.starts_with(&own_file)))
+        .collect();
+    doomed.extend(store.list(&format!("{}{}/s-", tributary_core::keys::RUNS_PREFIX, spec.pipeline)).await?);
+    doomed.extend(
+        store.list(&format!("{}{}/{}/", persist::stream::STREAMS_PREFIX, spec.pipeline, spec.source_name())).await?,
+    );
+    for key in doomed {
+        store.delete(&key).await?;
+    }
+    Ok(())
+}
+
+#[cfg(feature = "aws")]
+async fn kinesis_poll(spec: &StreamSpec, deps: Deps<'_>, options: PollOptions) -> Result<PollReport, StreamRunError> {
+    let config = crate::aws::sdk_config().await.map_err(|err| StreamRunError::Source(err.to_string()))?;
+    Ok(poll(spec, &adapters::aws::KinesisReader::new(&config), deps, options).await?)
+}
+
+#[cfg(not(feature = "aws"))]
+async fn kinesis_poll(_: &StreamSpec, _: Deps<'_>, _: PollOptions) -> Result<PollReport, StreamRunError> {
+    Err(StreamRunError::Source(
+        "reading Kinesis needs a build with --features aws (the AWS SDK); or give --records FILE".into(),
+    ))
+}
+
+impl std::fmt::Display for PollReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (shard, s) in &self.shards {
+            let rate = s.records_written as f64 / s.elapsed.as_secs_f64().max(1e-3);
+            write!(
+                f,
+                "{shard}: {} records written ({} poison quarantined), {} skipped as in the lake, {} invocations, {} retries, {} bisections, {} to on-failure, {rate:.0} records/s",
+                s.records_written,
+                s.records_poison,
+                s.records_skipped,
+                s.invocations,
+                s.retries,
+                s.bisections,
+                s.on_failure
+            )?;
+            match s.millis_behind_latest {
+                Some(ms) => writeln!(f, ", {ms} ms behind the tip")?,
+                None => writeln!(f)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The stream checkpoints in the lake (`_streams/…`), a line per shard for
+/// `tributary status`: pipeline, stream, shard, the last sequence number
+/// in the lake, records landed, a batch in flight, and the lag (now minus
+/// the arrival of the newest record landed: the iterator age a caught-up
+/// consumer would report). Empty when the lake has no stream pipeline.
+///
+/// # Errors
+/// [`PortError`] from the store; an unreadable checkpoint is shown as such.
+pub async fn checkpoints_table(
+    store: &dyn ObjectStore,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<String, PortError> {
+    let keys = store.list(persist::stream::STREAMS_PREFIX).await?;
+    let mut lines = Vec::new();
+    for key in keys.iter().filter(|k| k.ends_with(".json") && !k.contains("/failed/")) {
+        let rest = key.trim_start_matches(persist::stream::STREAMS_PREFIX).trim_end_matches(".json");
+        let mut parts = rest.splitn(3, '/');
+        let (Some(pipeline), Some(stream), Some(shard)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let line = match read_checkpoint(store, key).await {
+            Ok(c) => {
+                let lag = c.last_arrival.map_or("-".to_string(), |at| {
+                    format!("{:.1} s", (now - at).num_milliseconds().max(0) as f64 / 1000.0)
+                });
+                let pending = c.pending.map_or("-".to_string(), |p| format!("{} records from {}", p.records, p.first));
+                format!(
+                    "{pipeline:<16} {stream:<16} {shard:<22} {:<24} {:>10} {lag:>10}  {pending}",
+                    c.through.unwrap_or_else(|| "-".into()),
+                    c.records
+                )
+            }
+            Err(err) => format!("{pipeline:<16} {stream:<16} {shard:<22} unreadable checkpoint: {err}"),
+        };
+        lines.push(line);
+    }
+    if lines.is_empty() {
+        return Ok(String::new());
+    }
+    let failed = keys.iter().filter(|k| k.contains("/failed/")).count();
+    let mut out = format!(
+        "\nstream checkpoints\n{:<16} {:<16} {:<22} {:<24} {:>10} {:>10}  in flight\n",
+        "pipeline", "stream", "shard", "through", "records", "lag"
+    );
+    for line in lines {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if failed > 0 {
+        out.push_str(&format!(
+            "{failed} batch(es) given up after their retries: see {}<pipeline>/<stream>/failed/\n",
+            persist::stream::STREAMS_PREFIX
+        ));
+    }
+    Ok(out)
 }

@@ -24,6 +24,7 @@ mod request_cursor;
 mod run_summary;
 mod run_values;
 mod secrets_in_logs;
+mod stream_local;
 mod table_evolution;
 mod template_observability;
 mod template_parameters;
