@@ -367,6 +367,10 @@ pub async fn run_local(
     if from_trim_horizon {
         forget_stream_history(spec, &store).await?;
     }
+    // Where the Persist Lambda finds the spec on AWS; kept locally too.
+    let text =
+        serde_json::to_vec(spec).map_err(|err| PortError::permanent("encode spec", spec.pipeline.clone(), err))?;
+    store.put(&persist::stream::spec_key(spec.source_name()), bytes::Bytes::from(text)).await?;
     let mut spec = spec.clone();
     if from_trim_horizon {
         match &mut spec.source {

@@ -537,3 +537,74 @@ pub async fn handle_kafka(
     let records = kafka_records(event)?;
     Ok(kafka_response(&persist_stream_batch(spec, &records, deps).await))
 }
+
+/// Folder of the stream specs the Persist Lambda reads: `_streams/_specs/<stream or topic>.json`.
+pub const SPECS_PREFIX: &str = "_streams/_specs/";
+
+/// Key of the spec of the stream (or Kafka topic) `source`.
+pub fn spec_key(source: &str) -> String {
+    format!("{SPECS_PREFIX}{source}.json")
+}
+
+/// Which stream event a Lambda payload is, by its `eventSource`: a Kinesis
+/// event (`Records[].eventSource` `aws:kinesis`), an MSK (`aws:kafka`) or
+/// self-managed Kafka (`SelfManagedKafka`) event; `None` for anything else
+/// (an SQS event, handled as Persist's messages).
+pub fn stream_event_kind(payload: &serde_json::Value) -> Option<&'static str> {
+    if let Some("aws:kafka" | "SelfManagedKafka") = payload["eventSource"].as_str() {
+        return Some("kafka");
+    }
+    (payload["Records"][0]["eventSource"].as_str() == Some("aws:kinesis")).then_some("kinesis")
+}
+
+/// Handles a Kinesis or Kafka Lambda event: the stream's name (Kinesis: the
+/// `eventSourceARN`'s `stream/<name>`; Kafka: the records' `topic`) finds
+/// its spec in the lake ([`spec_key`], written at deploy time), and the
+/// batch goes through [`persist_stream_batch`]. The answer is the partial
+/// batch response.
+///
+/// # Errors
+/// [`PersistError::Stream`]: not a stream event, an event without a
+/// stream name, no spec for the stream (so the mapping retries, then sends
+/// the batch to its on-failure destination, and Notify alerts).
+pub async fn handle_stream_event(
+    payload: serde_json::Value,
+    deps: Deps<'_>,
+) -> Result<serde_json::Value, PersistError> {
+    let bad = |field: &str, problem: String| PersistError::Stream { field: field.to_string(), problem };
+    match stream_event_kind(&payload) {
+        Some("kinesis") => {
+            let event: KinesisEvent = serde_json::from_value(payload).map_err(|err| bad("Records", err.to_string()))?;
+            let arn = event.records.first().and_then(|r| r.event_source_arn.clone()).unwrap_or_default();
+            let stream = arn
+                .split_once(":stream/")
+                .map(|(_, name)| name.to_string())
+                .ok_or_else(|| bad("Records[0].eventSourceARN", format!("{arn:?} names no stream")))?;
+            let spec = load_spec(&stream, deps.store).await?;
+            let response = handle_kinesis(&spec, &event, deps).await?;
+            serde_json::to_value(response).map_err(|err| bad("response", err.to_string()))
+        }
+        Some(_) => {
+            let event: KafkaEvent = serde_json::from_value(payload).map_err(|err| bad("records", err.to_string()))?;
+            let topic = event
+                .records
+                .values()
+                .flatten()
+                .find_map(|r| r.topic.clone())
+                .ok_or_else(|| bad("records[].topic", "no record names its topic".into()))?;
+            let spec = load_spec(&topic, deps.store).await?;
+            handle_kafka(&spec, &event, deps).await
+        }
+        None => Err(bad("eventSource", "not a Kinesis or Kafka event".into())),
+    }
+}
+
+async fn load_spec(source: &str, store: &dyn ObjectStore) -> Result<StreamSpec, PersistError> {
+    let key = spec_key(source);
+    let bytes = store.get(&key).await.map_err(|err| PersistError::Stream {
+        field: key.clone(),
+        problem: format!("no stream spec for {source} ({err}); upload the pipeline's spec there"),
+    })?;
+    let text = String::from_utf8_lossy(&bytes);
+    StreamSpec::from_yaml(&text).map_err(|err| PersistError::Stream { field: key, problem: err.to_string() })
+}

@@ -187,6 +187,33 @@ async fn a_batch_that_died_before_its_completion_and_comes_back_bisected_lands_o
 }
 
 #[tokio::test]
+async fn the_lambda_entry_point_finds_the_spec_by_stream_and_answers_each_event_shape() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let (config, broker) = (PersistConfig::default(), Broker::new());
+    let deps = Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None, tables: None };
+    let kinesis: Value = serde_json::from_str(KINESIS).expect("JSON");
+    let msk: Value = serde_json::from_str(MSK).expect("JSON");
+    assert_eq!(stream::stream_event_kind(&kinesis), Some("kinesis"));
+    assert_eq!(stream::stream_event_kind(&msk), Some("kafka"));
+    let sqs: Value = serde_json::from_str(include_str!("../../../../events/persist-batch.sqs.json")).expect("JSON");
+    assert_eq!(stream::stream_event_kind(&sqs), None);
+    // Without its spec in the lake the batch fails, naming where it belongs.
+    let err = stream::handle_stream_event(kinesis.clone(), deps).await.expect_err("no spec");
+    assert!(err.to_string().contains("_streams/_specs/clicks.json"), "{err}");
+    for spec in [kinesis_spec(), kafka_spec()] {
+        let key = stream::spec_key(spec.source_name());
+        store.put(&key, Bytes::from(serde_json::to_vec(&spec).expect("JSON"))).await.expect("put");
+    }
+    let answer = stream::handle_stream_event(kinesis, deps).await.expect("handled");
+    assert_eq!(answer, serde_json::json!({ "batchItemFailures": [] }));
+    assert_eq!(column_values(dir.path(), "clicks", "id"), ["1", "2", "3"]);
+    let answer = stream::handle_stream_event(msk, deps).await.expect("handled");
+    assert_eq!(answer, serde_json::json!({ "batchItemFailures": [] }));
+    assert_eq!(column_values(dir.path(), "orders", "order_id"), ["o-1", "o-2", "o-3", "o-4"]);
+}
+
+#[tokio::test]
 async fn the_run_id_is_derived_from_the_stream_position_only() {
     let a = stream::stream_run_id("clicks", "shardId-000000000001", "4959");
     assert_eq!(a, stream::stream_run_id("clicks", "shardId-000000000001", "4959"));
