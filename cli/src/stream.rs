@@ -126,6 +126,13 @@ async fn start_position(spec: &StreamSpec, shard: &str, deps: Deps<'_>) -> Resul
             let (position, at) = match &spec.source {
                 StreamSource::Kinesis(k) => (k.starting_position, k.starting_timestamp),
                 StreamSource::Kafka(k) => (k.starting_position, k.starting_timestamp),
+                other => {
+                    return Err(PortError::permanent_msg(
+                        "poll",
+                        spec.source_name(),
+                        format!("no poller for {other:?}"),
+                    ));
+                }
             };
             match (position, at) {
                 (StartingPosition::Latest, _) => StreamPosition::Latest,
@@ -380,12 +387,13 @@ pub async fn run_local(
             StreamSource::Kafka(k) => {
                 (k.starting_position, k.starting_timestamp) = (StartingPosition::TrimHorizon, None)
             }
+            _ => {}
         }
     }
     match (source, &spec.source) {
         (LocalSource::File(path), _) => poll(&spec, &adapters::local::FileStream::new(path), deps, options).await.map_err(Into::into),
         (LocalSource::Kinesis, StreamSource::Kinesis(_)) => kinesis_poll(&spec, deps, options).await,
-        (LocalSource::Kinesis, StreamSource::Kafka(_)) => Err(StreamRunError::Source(
+        (LocalSource::Kinesis, _) => Err(StreamRunError::Source(
             "a Kafka topic is read locally from a file of records: add --records FILE (JSON lines in the MSK event's record shape)".into(),
         )),
     }

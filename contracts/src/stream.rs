@@ -70,9 +70,12 @@ pub struct StreamSpec {
     pub target: PersistTarget,
 }
 
-/// The stream, tagged by `kind`.
+/// The stream, tagged by `kind`. `#[non_exhaustive]`: a new kind of
+/// stream is an additive change, and a `match` outside this crate needs a
+/// wildcard arm.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum StreamSource {
     /// An Amazon Kinesis data stream.
     Kinesis(KinesisSource),
