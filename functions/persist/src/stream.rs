@@ -270,6 +270,7 @@ async fn persist_partition(
         && pending.run_id != run_id
     {
         tracing::warn!(partition, abandoned = %pending.run_id, from = %pending.first, "an unfinished batch was not retried (retries exhausted or records expired); it went to the on-failure destination");
+        drop_abandoned_batch(&spec.pipeline, &pending.run_id, deps.store).await.map_err(fail(&first.sequence))?;
     }
     checkpoint.pending = Some(PendingBatch {
         run_id: run_id.clone(),
@@ -316,6 +317,27 @@ async fn persist_partition(
     write_checkpoint(deps.store, &key, &checkpoint).await.map_err(fail(&first.sequence))?;
     emit_stream_metrics(spec, partition, fresh.len() as u64, batch.poison.len() as u64, last.arrival, deps);
     Ok(PartitionDone { written: fresh.len() as u64, skipped, poison: batch.poison.len() as u64 })
+}
+
+/// The files an abandoned batch (given up by the event source mapping, so
+/// its records are in the on-failure destination) wrote before it died:
+/// its page's parts and quarantine, as its receipt lists them, so none of
+/// its rows stay in the table half-landed, and a replay of the on-failure
+/// record writes them once.
+async fn drop_abandoned_batch(pipeline: &str, run_id: &RunId, store: &dyn ObjectStore) -> Result<(), PersistError> {
+    let receipt = match store.get(&keys::receipt_key(pipeline, run_id, 0)).await {
+        Ok(bytes) => bytes,
+        Err(PortError::NotFound { .. }) => return Ok(()),
+        Err(err) => return Err(err.into()),
+    };
+    let Ok(receipt) = serde_json::from_slice::<tributary_core::ledger::PageReceipt>(&receipt) else { return Ok(()) };
+    for key in receipt.data_keys.iter().chain(receipt.quarantine_key.as_ref()) {
+        match store.delete(key).await {
+            Ok(()) | Err(PortError::NotFound { .. }) => {}
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(())
 }
 
 /// A pending batch whose run is complete moves `through` to its last

@@ -214,6 +214,27 @@ async fn the_lambda_entry_point_finds_the_spec_by_stream_and_answers_each_event_
 }
 
 #[tokio::test]
+async fn a_batch_given_up_leaves_no_row_behind_and_the_next_one_lands() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = FailingStore::new(DirStore::new(dir.path()));
+    let (config, broker) = (PersistConfig::default(), Broker::new());
+    let deps = Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None, tables: None };
+    let event: KinesisEvent = serde_json::from_str(KINESIS).expect("Kinesis event");
+    let spec = kinesis_spec();
+    let records = stream::kinesis_records(&event).expect("records");
+    // The first two records' batch dies before its completion every time;
+    // the mapping gives up on it (on-failure destination) and moves on.
+    store.fail("/_SUCCESS", 0, 3);
+    for _ in 0..3 {
+        assert_eq!(stream::persist_stream_batch(&spec, &records[..2], deps).await.failures.len(), 1);
+    }
+    assert_eq!(column_values(dir.path(), "clicks", "id"), ["1", "2"], "its files are written, not complete");
+    let next = stream::persist_stream_batch(&spec, &records[2..], deps).await;
+    assert!(next.failures.is_empty(), "{next:?}");
+    assert_eq!(column_values(dir.path(), "clicks", "id"), ["3"], "the given-up batch's rows are gone; the next landed");
+}
+
+#[tokio::test]
 async fn the_run_id_is_derived_from_the_stream_position_only() {
     let a = stream::stream_run_id("clicks", "shardId-000000000001", "4959");
     assert_eq!(a, stream::stream_run_id("clicks", "shardId-000000000001", "4959"));
