@@ -21,4 +21,5 @@ pub mod scheduler;
 #[cfg(feature = "aws")]
 pub mod schedules;
 pub mod status;
+pub mod stream;
 pub mod vendor;

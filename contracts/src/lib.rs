@@ -28,6 +28,7 @@ mod request;
 mod run;
 pub mod schedule;
 pub mod spec;
+pub mod stream;
 mod target;
 pub mod template;
 mod version;
@@ -147,6 +148,7 @@ pub fn references() -> Vec<(String, String)> {
 fn contract_schemas() -> Vec<(&'static str, schemars::Schema)> {
     vec![
         ("pipeline-spec.v1.schema.json", schemars::schema_for!(PipelineSpec)),
+        ("stream-spec.v1.schema.json", schemars::schema_for!(crate::stream::StreamSpec)),
         ("request-message.v1.schema.json", schemars::schema_for!(RequestMessage)),
         ("persist-message.v1.schema.json", schemars::schema_for!(PersistMessage)),
         ("probe-reply.v1.schema.json", schemars::schema_for!(ProbeReply)),

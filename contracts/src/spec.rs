@@ -419,6 +419,20 @@ pub const MAX_SPEC_DEPTH: usize = 64;
 /// Refuses a YAML text too large or too deeply nested for the parser to
 /// finish quickly. Depth counts block levels (indentation and `- ` items)
 /// and flow levels (`[` and `{` outside quotes and comments).
+/// Parses a spec document (YAML or JSON) of any shape, after
+/// [`check_yaml_size`], naming the field path of a mismatch.
+pub(crate) fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, SpecError> {
+    check_yaml_size(text)?;
+    let deserializer = serde_norway::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(deserializer).map_err(|err| {
+        let path = err.path().to_string();
+        // serde_norway prefixes its message with the path; say it once.
+        let message = err.inner().to_string();
+        let message = message.strip_prefix(&format!("{path}: ")).map(str::to_string).unwrap_or(message);
+        SpecError::Parse { path, message }
+    })
+}
+
 fn check_yaml_size(text: &str) -> Result<(), SpecError> {
     let refuse = |message: String| Err(SpecError::Parse { path: ".".into(), message });
     if text.len() > MAX_SPEC_BYTES {
@@ -490,15 +504,7 @@ impl PipelineSpec {
     /// nested `[` kept it busy for minutes); [`SpecError::Invalid`] from
     /// [`PipelineSpec::validate`].
     pub fn from_yaml(text: &str) -> Result<Self, SpecError> {
-        check_yaml_size(text)?;
-        let deserializer = serde_norway::Deserializer::from_str(text);
-        let spec: PipelineSpec = serde_path_to_error::deserialize(deserializer).map_err(|err| {
-            let path = err.path().to_string();
-            // serde_norway prefixes its message with the path; say it once.
-            let message = err.inner().to_string();
-            let message = message.strip_prefix(&format!("{path}: ")).map(str::to_string).unwrap_or(message);
-            SpecError::Parse { path, message }
-        })?;
+        let spec: PipelineSpec = parse_yaml(text)?;
         spec.validate()?;
         Ok(spec)
     }

@@ -42,6 +42,7 @@ pub mod ports;
 pub mod rerun;
 pub mod schedules;
 pub mod state;
+pub mod streams;
 pub mod tables;
 pub mod telemetry;
 pub mod tenant;

@@ -147,3 +147,76 @@ impl ObjectStore for CrashingStore<'_> {
         self.inner.put_if(key, body, version).await
     }
 }
+
+/// An [`ObjectStore`] whose writes (`put`, `put_file`, `put_if`) to keys
+/// holding a chosen text fail a few times after letting some through, then
+/// succeed again: a consumer that died at that write and was started again
+/// (a stream batch retried), where [`CrashingStore`] stays dead.
+pub struct FlakyWrites<S> {
+    inner: S,
+    /// (text in the key, writes to let through first, writes to fail).
+    faults: Mutex<Vec<(String, usize, usize)>>,
+    failed: AtomicUsize,
+}
+
+impl<S: ObjectStore> FlakyWrites<S> {
+    /// `inner` with no fault yet.
+    pub fn new(inner: S) -> Self {
+        FlakyWrites { inner, faults: Mutex::new(Vec::new()), failed: AtomicUsize::new(0) }
+    }
+
+    /// Fails `times` writes to keys containing `text`, after `skip` of them.
+    ///
+    /// # Panics
+    /// When a thread panicked while holding the fault list.
+    pub fn fail(&self, text: &str, skip: usize, times: usize) {
+        self.faults.lock().expect("faults").push((text.to_string(), skip, times));
+    }
+
+    /// Writes failed so far.
+    pub fn failed(&self) -> usize {
+        self.failed.load(Ordering::SeqCst)
+    }
+
+    fn write(&self, key: &str) -> Result<(), PortError> {
+        let mut faults = self.faults.lock().map_err(|_| PortError::transient_msg("put", key, "fault list poisoned"))?;
+        for (text, skip, times) in faults.iter_mut().filter(|(text, ..)| key.contains(text.as_str())) {
+            if *skip > 0 {
+                *skip -= 1;
+            } else if *times > 0 {
+                *times -= 1;
+                self.failed.fetch_add(1, Ordering::SeqCst);
+                return Err(PortError::transient_msg("put", key, format!("injected: the writer died at {text}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl<S: ObjectStore> ObjectStore for FlakyWrites<S> {
+    async fn put(&self, key: &str, body: Bytes) -> Result<(), PortError> {
+        self.write(key)?;
+        self.inner.put(key, body).await
+    }
+    async fn get(&self, key: &str) -> Result<Bytes, PortError> {
+        self.inner.get(key).await
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, PortError> {
+        self.inner.list(prefix).await
+    }
+    async fn put_file(&self, key: &str, path: &Path) -> Result<(), PortError> {
+        self.write(key)?;
+        self.inner.put_file(key, path).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), PortError> {
+        self.inner.delete(key).await
+    }
+    async fn get_versioned(&self, key: &str) -> Result<Option<(Bytes, String)>, PortError> {
+        self.inner.get_versioned(key).await
+    }
+    async fn put_if(&self, key: &str, body: Bytes, version: Option<&str>) -> Result<bool, PortError> {
+        self.write(key)?;
+        self.inner.put_if(key, body, version).await
+    }
+}

@@ -30,6 +30,8 @@ mod provision;
 
 mod athena;
 mod glue;
+#[cfg(feature = "kinesis")]
+mod kinesis;
 mod s3;
 #[cfg(feature = "scheduler")]
 mod scheduler;
@@ -41,6 +43,8 @@ pub mod stack;
 pub use athena::{AthenaEngine, DEFAULT_QUERY_TIMEOUT, RESULTS_PAGE_SIZE};
 pub use batching::{BatchClient, BatchLimits, DEFAULT_MAX_BATCH_BYTES, MAX_BATCH_ENTRIES};
 pub use glue::GlueCatalog;
+#[cfg(feature = "kinesis")]
+pub use kinesis::{KinesisReader, MAX_GET_RECORDS};
 pub use provision::{Provisioned, provision};
 pub use s3::S3Store;
 #[cfg(feature = "scheduler")]

@@ -12,9 +12,11 @@
 mod broker;
 mod catalog;
 mod dir_store;
+mod file_stream;
 mod secrets;
 
 pub use broker::{Broker, BrokerStats, QueueConfig, SendAs, Subscription};
 pub use catalog::{DirCatalog, LOCAL_BUCKET};
 pub use dir_store::DirStore;
+pub use file_stream::FileStream;
 pub use secrets::FileSecrets;

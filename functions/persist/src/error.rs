@@ -111,6 +111,15 @@ pub enum PersistError {
     /// The record body could not be read.
     #[error(transparent)]
     Body(#[from] BodyError),
+    /// A stream event or checkpoint that cannot be read (see
+    /// [`crate::stream`]).
+    #[error("stream batch: {field}: {problem}")]
+    Stream {
+        /// The field (`Records[3].eventID`) or checkpoint key.
+        field: String,
+        /// What is wrong with it.
+        problem: String,
+    },
 }
 
 impl RecordError for PersistError {
@@ -128,7 +137,8 @@ impl RecordError for PersistError {
             | PersistError::CompletedRun { .. }
             | PersistError::Tenant(_)
             | PersistError::Unplanned { .. }
-            | PersistError::Body(_) => true,
+            | PersistError::Body(_)
+            | PersistError::Stream { .. } => true,
         }
     }
 }

@@ -35,6 +35,7 @@ use tributary_core::json::tape as json;
 pub mod page;
 pub mod publish;
 mod source;
+pub mod stream;
 mod table;
 mod tenancy;
 

@@ -63,8 +63,15 @@ async fn main() -> Result<(), Error> {
         tables: tables.as_ref().map(|t| t as &dyn tributary_core::tables::TableCommitter),
         config: &config,
     };
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        Ok::<_, Error>(persist::handle_sqs(&event.payload, deps).await)
+    // SQS messages from the persist queue, or a stream batch from a Kinesis
+    // or Kafka event source mapping (`persist::stream`), told apart by
+    // their `eventSource`.
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
+        if persist::stream::stream_event_kind(&event.payload).is_some() {
+            return Ok::<_, Error>(persist::stream::handle_stream_event(event.payload, deps).await?);
+        }
+        let sqs: SqsEvent = serde_json::from_value(event.payload)?;
+        Ok::<_, Error>(serde_json::to_value(persist::handle_sqs(&sqs, deps).await)?)
     }))
     .await
 }

@@ -44,7 +44,11 @@ fn in_stack(name: Option<&Value>) -> Option<String> {
 /// The names every queue and every function of the template have in stack
 /// [`STACK`]: `(queues, functions)`.
 pub(super) fn template_names(template: &Template) -> (BTreeSet<String>, BTreeSet<String>) {
+    // A queue that exists only under a condition (the stream failure queue
+    // of a stack with a Kinesis stream) is not on the one dashboard body
+    // every stack shares.
     let queues = resources_of(template, "AWS::SQS::Queue")
+        .filter(|(_, q)| q.get("Condition").is_none())
         .map(|(id, q)| in_stack(prop(q, "QueueName")).unwrap_or_else(|| panic!("{id}: QueueName is not a !Sub")))
         .collect();
     let functions = functions(template)

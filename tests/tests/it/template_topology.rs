@@ -253,7 +253,11 @@ fn every_declared_queue_exists_with_its_redrive_and_visibility() {
             }
         }
     }
-    for (id, queue) in template.of_type("AWS::SQS::Queue") {
+    // The stream failure queue exists only in a stack with a Kinesis stream
+    // (condition HasKinesisStream); the local poller keeps its on-failure
+    // records in the lake instead (`tributary::stream`), so the topology
+    // does not declare it.
+    for (id, queue) in template.of_type("AWS::SQS::Queue").filter(|(_, q)| q.get("Condition").is_none()) {
         match stack_suffix(prop(queue, "QueueName")) {
             Some(name) if topology::queue(&name).is_some() => {}
             other => failures.push(format!("AWS::SQS::Queue {id} (name {other:?}) is not declared in the topology")),
@@ -1672,4 +1676,40 @@ fn custom_metrics_have_alarms_for_operations() {
         }
     }
     assert_no_failures("custom metric alarms", failures);
+}
+
+/// Issue 29: the stream resources exist only with `KinesisStreamArn` (a
+/// stack without streams is as before), and the Kinesis mapping has the
+/// event source mapping settings the stream handler relies on.
+#[test]
+fn the_stream_resources_are_behind_their_parameter_with_the_mapping_s_safety_settings() {
+    let template = Template::load();
+    for id in [
+        "StreamFailureQueue",
+        "PersistStreamMapping",
+        "NotifyStreamFailureMapping",
+        "PersistStreamPolicy",
+        "NotifyStreamPolicy",
+        "StreamIteratorAgeAlarm",
+    ] {
+        let resource = template.resource(id).unwrap_or_else(|| panic!("{id} is in the template"));
+        assert_eq!(resource.get("Condition").and_then(Value::as_str), Some("HasKinesisStream"), "{id}");
+    }
+    let mapping = template.resource("PersistStreamMapping").expect("mapping");
+    let property = |name: &str| prop(mapping, name).cloned().unwrap_or(Value::Null);
+    assert_eq!(property("BisectBatchOnFunctionError"), Value::Bool(true));
+    assert_eq!(
+        property("FunctionResponseTypes"),
+        serde_norway::from_str::<Value>("[ReportBatchItemFailures]").expect("yaml")
+    );
+    for name in [
+        "MaximumRetryAttempts",
+        "MaximumRecordAgeInSeconds",
+        "ParallelizationFactor",
+        "MaximumBatchingWindowInSeconds",
+        "BatchSize",
+        "DestinationConfig",
+    ] {
+        assert!(!property(name).is_null(), "PersistStreamMapping.{name}");
+    }
 }

@@ -7,4 +7,5 @@ mod handler;
 mod lifecycle;
 mod s3_calls;
 mod safety;
+mod stream;
 mod tenants;

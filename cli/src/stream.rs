@@ -1,0 +1,523 @@
+//! The local runtime's stream poller: what a Lambda event source mapping
+//! does for a Kinesis stream or a Kafka topic, on one machine, handing each
+//! batch to Persist's stream handler ([`persist::stream`]).
+//!
+//! Per shard (shards in parallel, each shard one batch at a time, as the
+//! mapping with `ParallelizationFactor` 1):
+//! 1. start where the shard's checkpoint in the lake says (the record after
+//!    `through`, or the unfinished batch's first record), else at the spec's
+//!    `starting_position`;
+//! 2. gather a batch: up to `batching.batch_size` records, reading on for up
+//!    to `batching.batch_window_secs` while the shard has more
+//!    (`MaximumBatchingWindowInSeconds`);
+//! 3. hand it over; a reported failure (`batchItemFailures`) is retried from
+//!    the failed record, bisected when `batching.bisect_on_error` is on
+//!    (`BisectBatchOnFunctionError`), up to `batching.maximum_retry_attempts`
+//!    (`MaximumRetryAttempts`); a batch past them is recorded for the
+//!    on-failure destination (`_streams/<pipeline>/<stream>/failed/`, in the
+//!    shape of Lambda's on-failure record for a stream) and skipped, as the
+//!    mapping does;
+//! 4. go on from the read's continuation, until the shard is read to its
+//!    tip (`--follow` keeps polling).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use contracts::stream::{StartingPosition, StreamSource, StreamSpec};
+use persist::Deps;
+use persist::stream::{checkpoint_key, persist_stream_batch, read_checkpoint};
+use serde_json::json;
+use tributary_core::ports::{ObjectStore, PortError};
+use tributary_core::streams::{StreamPosition, StreamReader, StreamRecord};
+
+/// How long a caught-up shard waits before reading again (`--follow`): the
+/// event source mapping polls each shard about once a second (Lambda
+/// developer guide, "How Lambda processes records from Kinesis").
+pub const IDLE_POLL: Duration = Duration::from_millis(1_000);
+
+/// How the poller stops.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PollOptions {
+    /// Keep polling a caught-up shard (`tributary run --follow`); otherwise
+    /// stop each shard at its tip.
+    pub follow: bool,
+    /// Stop each shard after this many batches (a consumer that dies
+    /// mid-stream, in tests; `None`: no limit).
+    pub max_batches_per_shard: Option<u64>,
+}
+
+/// What a poll did, per shard and in all.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PollReport {
+    /// Per shard (or topic-partition).
+    pub shards: BTreeMap<String, ShardReport>,
+}
+
+/// What a poll did on one shard.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ShardReport {
+    /// Batches handed over (retries and halves included).
+    pub invocations: u64,
+    /// Records written (rows and quarantined).
+    pub records_written: u64,
+    /// Records skipped as in the lake already (redeliveries).
+    pub records_skipped: u64,
+    /// Poison records quarantined.
+    pub records_poison: u64,
+    /// Batches retried after a failure.
+    pub retries: u64,
+    /// Batches split in two.
+    pub bisections: u64,
+    /// Batches given up on (sent to the on-failure record).
+    pub on_failure: u64,
+    /// Milliseconds behind the shard's tip at the last read (Kinesis
+    /// `MillisBehindLatest`), when the source says.
+    pub millis_behind_latest: Option<u64>,
+    /// Time spent on the shard.
+    pub elapsed: Duration,
+}
+
+impl PollReport {
+    /// Records written over every shard.
+    pub fn records_written(&self) -> u64 {
+        self.shards.values().map(|s| s.records_written).sum()
+    }
+
+    /// Batches given up on over every shard.
+    pub fn on_failure(&self) -> u64 {
+        self.shards.values().map(|s| s.on_failure).sum()
+    }
+}
+
+/// Polls every shard of `spec`'s stream through `reader` into the lake
+/// behind `deps`, as an event source mapping would.
+///
+/// # Errors
+/// [`PortError`] when the shards cannot be listed, or a shard cannot be
+/// read or its checkpoint written (a failing batch is not an error: it is
+/// retried, then recorded for the on-failure destination).
+pub async fn poll(
+    spec: &StreamSpec,
+    reader: &dyn StreamReader,
+    deps: Deps<'_>,
+    options: PollOptions,
+) -> Result<PollReport, PortError> {
+    let shards = reader.partitions(spec.source_name()).await?;
+    let polls = shards.iter().map(|shard| poll_shard(spec, reader, deps, shard, options));
+    let mut report = PollReport::default();
+    for (shard, result) in shards.iter().zip(futures::future::join_all(polls).await) {
+        report.shards.insert(shard.clone(), result?);
+    }
+    Ok(report)
+}
+
+/// Where a shard starts: after its checkpoint, at its unfinished batch, or
+/// at the spec's starting position.
+async fn start_position(spec: &StreamSpec, shard: &str, deps: Deps<'_>) -> Result<StreamPosition, PortError> {
+    let key = checkpoint_key(&spec.pipeline, spec.source_name(), shard);
+    let checkpoint = read_checkpoint(deps.store, &key)
+        .await
+        .map_err(|err| PortError::permanent_msg("read checkpoint", &key, err.to_string()))?;
+    Ok(match (checkpoint.pending, checkpoint.through) {
+        (Some(pending), _) => StreamPosition::AtSequence(pending.first),
+        (None, Some(through)) => StreamPosition::AfterSequence(through),
+        (None, None) => {
+            let (position, at) = match &spec.source {
+                StreamSource::Kinesis(k) => (k.starting_position, k.starting_timestamp),
+                StreamSource::Kafka(k) => (k.starting_position, k.starting_timestamp),
+                other => {
+                    return Err(PortError::permanent_msg(
+                        "poll",
+                        spec.source_name(),
+                        format!("no poller for {other:?}"),
+                    ));
+                }
+            };
+            match (position, at) {
+                (StartingPosition::Latest, _) => StreamPosition::Latest,
+                (StartingPosition::AtTimestamp, Some(at)) => StreamPosition::AtTimestamp(at),
+                _ => StreamPosition::TrimHorizon,
+            }
+        }
+    })
+}
+
+async fn poll_shard(
+    spec: &StreamSpec,
+    reader: &dyn StreamReader,
+    deps: Deps<'_>,
+    shard: &str,
+    options: PollOptions,
+) -> Result<ShardReport, PortError> {
+    let started = Instant::now();
+    let mut report = ShardReport::default();
+    let mut position = start_position(spec, shard, deps).await?;
+    let mut batches = 0u64;
+    loop {
+        if options.max_batches_per_shard.is_some_and(|max| batches >= max) {
+            break;
+        }
+        let (records, next, behind) = gather(spec, reader, shard, &position).await?;
+        report.millis_behind_latest = behind;
+        if records.is_empty() {
+            match next {
+                Some(next) if options.follow => {
+                    position = StreamPosition::Continue(next);
+                    tokio::time::sleep(IDLE_POLL).await;
+                    continue;
+                }
+                Some(next) if behind != Some(0) => {
+                    // An empty read short of the tip (a trimmed stretch): read on.
+                    position = StreamPosition::Continue(next);
+                    continue;
+                }
+                _ => break,
+            }
+        }
+        batches += 1;
+        deliver(spec, records, deps, &mut report).await?;
+        match next {
+            Some(next) => position = StreamPosition::Continue(next),
+            None => break,
+        }
+    }
+    report.elapsed = started.elapsed();
+    Ok(report)
+}
+
+/// Up to `batch_size` records from `position`, reading on within the batch
+/// window while the shard has more; the continuation and lag of the last
+/// read.
+async fn gather(
+    spec: &StreamSpec,
+    reader: &dyn StreamReader,
+    shard: &str,
+    position: &StreamPosition,
+) -> Result<(Vec<StreamRecord>, Option<String>, Option<u64>), PortError> {
+    let size = spec.batching.batch_size;
+    let window = Duration::from_secs(u64::from(spec.batching.batch_window_secs));
+    let opened = Instant::now();
+    let mut read = reader.read(spec.source_name(), shard, position, size).await?;
+    let mut records = std::mem::take(&mut read.records);
+    while records.len() < size as usize && !window.is_zero() && opened.elapsed() < window {
+        let Some(next) = read.next.clone() else { break };
+        let more = size - records.len() as u32;
+        read = reader.read(spec.source_name(), shard, &StreamPosition::Continue(next), more).await?;
+        if read.records.is_empty() && read.millis_behind_latest == Some(0) {
+            tokio::time::sleep(Duration::from_millis(200).min(window)).await;
+        }
+        records.append(&mut read.records);
+    }
+    Ok((records, read.next, read.millis_behind_latest))
+}
+
+/// Hands a batch over with the event source mapping's retry semantics.
+async fn deliver(
+    spec: &StreamSpec,
+    records: Vec<StreamRecord>,
+    deps: Deps<'_>,
+    report: &mut ShardReport,
+) -> Result<(), PortError> {
+    let mut queue = VecDeque::from([records]);
+    let mut attempts = 0u32;
+    while let Some(batch) = queue.pop_front() {
+        report.invocations += 1;
+        let outcome = persist_stream_batch(spec, &batch, deps).await;
+        report.records_written += outcome.records_written;
+        report.records_skipped += outcome.records_skipped;
+        report.records_poison += outcome.records_poison;
+        let Some((_, failed_at)) = outcome.failures.first() else { continue };
+        // Checkpoint before the failed record; retry from it.
+        let rest: Vec<StreamRecord> = batch.into_iter().skip_while(|r| r.sequence != *failed_at).collect();
+        attempts += 1;
+        if attempts > spec.batching.maximum_retry_attempts {
+            report.on_failure += 1;
+            record_on_failure(spec, &rest, attempts, deps).await?;
+            continue;
+        }
+        report.retries += 1;
+        if spec.batching.bisect_on_error && rest.len() > 1 {
+            report.bisections += 1;
+            let mut first = rest;
+            let second = first.split_off(first.len() / 2);
+            queue.push_front(second);
+            queue.push_front(first);
+        } else {
+            queue.push_front(rest);
+        }
+    }
+    Ok(())
+}
+
+/// The on-failure record of a batch given up on, in the shape of Lambda's
+/// on-failure destination record for a stream (`KinesisBatchInfo` /
+/// `KafkaBatchInfo`): written to `_streams/<pipeline>/<stream>/failed/`.
+async fn record_on_failure(
+    spec: &StreamSpec,
+    records: &[StreamRecord],
+    attempts: u32,
+    deps: Deps<'_>,
+) -> Result<(), PortError> {
+    let (Some(first), Some(last)) = (records.first(), records.last()) else { return Ok(()) };
+    let key =
+        format!("_streams/{}/{}/failed/{}-{}.json", spec.pipeline, spec.source_name(), first.partition, first.sequence);
+    let body = json!({
+        "requestContext": { "condition": "RetryAttemptsExhausted", "approximateInvokeCount": attempts },
+        "batchInfo": {
+            "shardId": first.partition,
+            "startSequenceNumber": first.sequence,
+            "endSequenceNumber": last.sequence,
+            "approximateArrivalOfFirstRecord": first.arrival,
+            "approximateArrivalOfLastRecord": last.arrival,
+            "batchSize": records.len(),
+            "streamArn": spec.source_name(),
+        }
+    });
+    tracing::error!(key, shard = %first.partition, from = %first.sequence, to = %last.sequence, "a stream batch failed past its retries; recorded for the on-failure destination");
+    deps.store.put(&key, Bytes::from(body.to_string())).await
+}
+
+/// Where a local stream run reads from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LocalSource {
+    /// The spec's Kinesis stream through the AWS SDK (the usual AWS
+    /// environment; `AWS_ENDPOINT_URL` for moto). Needs feature `aws`.
+    Kinesis,
+    /// A JSON-lines file of Kafka records ([`adapters::local::FileStream`]).
+    File(std::path::PathBuf),
+}
+
+/// Why a local stream run could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StreamRunError {
+    /// The spec could not be read or is invalid.
+    #[error("{path}: {source}")]
+    Spec {
+        /// The spec file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: contracts::spec::SpecError,
+    },
+    /// The spec file could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The spec file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The source cannot be read in this build or with these options.
+    #[error("{0}")]
+    Source(String),
+    /// The lake or the stream failed.
+    #[error(transparent)]
+    Port(#[from] PortError),
+}
+
+/// Reads a stream spec file.
+///
+/// # Errors
+/// [`StreamRunError::Read`], [`StreamRunError::Spec`] naming the field.
+pub fn load_stream_spec(path: &std::path::Path) -> Result<StreamSpec, StreamRunError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| StreamRunError::Read { path: path.to_path_buf(), source })?;
+    StreamSpec::from_yaml(&text).map_err(|source| StreamRunError::Spec { path: path.to_path_buf(), source })
+}
+
+/// Whether the spec file at `path` is a stream spec (it has `source:`).
+pub fn is_stream_spec(path: &std::path::Path) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|text| StreamSpec::is_stream_document(&text))
+}
+
+/// `tributary run` of a stream spec: polls the stream into the lake
+/// directory `lake` (Persist with the lake's local catalog and Iceberg
+/// committer), to each shard's tip, or on (`options.follow`).
+///
+/// With `from_trim_horizon` (a Kappa replay, `tributary run
+/// --from-trim-horizon`): the pipeline's checkpoints are removed first so
+/// every shard is read again from the oldest record retained, through the
+/// same code; batches of the same bounds get the same run ids and keys,
+/// so their files are rewritten in place (see `docs/streams.md`).
+///
+/// # Errors
+/// [`StreamRunError`]: the source is not readable in this build (Kinesis
+/// without feature `aws`, Kafka without a records file), the lake or the
+/// stream failed.
+pub async fn run_local(
+    spec: &StreamSpec,
+    lake: &std::path::Path,
+    source: &LocalSource,
+    options: PollOptions,
+    from_trim_horizon: bool,
+) -> Result<PollReport, StreamRunError> {
+    std::fs::create_dir_all(lake)
+        .map_err(|err| PortError::permanent("create lake", lake.display().to_string(), err))?;
+    let root = lake.canonicalize().map_err(|err| PortError::permanent("open lake", lake.display().to_string(), err))?;
+    let store = adapters::local::DirStore::new(&root);
+    let catalog = adapters::local::DirCatalog::new(&root);
+    let tables = tributary_iceberg::LocalCommitter::new(
+        root.clone(),
+        std::sync::Arc::new(adapters::local::DirStore::new(&root)),
+    );
+    let broker = adapters::local::Broker::new();
+    let config = persist::PersistConfig::default();
+    let deps = Deps {
+        store: &store,
+        queue: &broker,
+        run_events: None,
+        catalog: Some(&catalog),
+        tables: Some(&tables),
+        config: &config,
+    };
+    if from_trim_horizon {
+        forget_stream_history(spec, &store).await?;
+    }
+    // Where the Persist Lambda finds the spec on AWS; kept locally too.
+    let text =
+        serde_json::to_vec(spec).map_err(|err| PortError::permanent("encode spec", spec.pipeline.clone(), err))?;
+    store.put(&persist::stream::spec_key(spec.source_name()), bytes::Bytes::from(text)).await?;
+    let mut spec = spec.clone();
+    if from_trim_horizon {
+        match &mut spec.source {
+            StreamSource::Kinesis(k) => {
+                (k.starting_position, k.starting_timestamp) = (StartingPosition::TrimHorizon, None)
+            }
+            StreamSource::Kafka(k) => {
+                (k.starting_position, k.starting_timestamp) = (StartingPosition::TrimHorizon, None)
+            }
+            _ => {}
+        }
+    }
+    match (source, &spec.source) {
+        (LocalSource::File(path), _) => poll(&spec, &adapters::local::FileStream::new(path), deps, options).await.map_err(Into::into),
+        (LocalSource::Kinesis, StreamSource::Kinesis(_)) => kinesis_poll(&spec, deps, options).await,
+        (LocalSource::Kinesis, _) => Err(StreamRunError::Source(
+            "a Kafka topic is read locally from a file of records: add --records FILE (JSON lines in the MSK event's record shape)".into(),
+        )),
+    }
+}
+
+/// A Kappa replay's first step on a Parquet dataset: the pipeline's
+/// stream files in the dataset folder (`<pipeline>-s-*.parquet`, the keys
+/// [`persist::stream::stream_run_id`] derives), their runs' ledgers and the
+/// shard checkpoints are removed, so the stream read again from
+/// TRIM_HORIZON writes the dataset anew. Refused for an Iceberg dataset
+/// (its replay is one replace snapshot, not built yet: see
+/// `docs/streams.md`).
+async fn forget_stream_history(spec: &StreamSpec, store: &dyn ObjectStore) -> Result<(), StreamRunError> {
+    if spec.target.table_format == contracts::TableFormat::Iceberg {
+        return Err(StreamRunError::Source(format!(
+            "--from-trim-horizon rewrites a Parquet dataset; {} is an Iceberg table, whose replay (one replace snapshot) is not built yet",
+            spec.target.dataset
+        )));
+    }
+    let own_file = format!("{}-s-", spec.pipeline);
+    let mut doomed: Vec<String> = store
+        .list(&format!("{}/", spec.target.dataset))
+        .await?
+        .into_iter()
+        .filter(|key| key.rsplit('/').next().is_some_and(|name| name.starts_with(&own_file)))
+        .collect();
+    doomed.extend(store.list(&format!("{}{}/s-", tributary_core::keys::RUNS_PREFIX, spec.pipeline)).await?);
+    doomed.extend(
+        store.list(&format!("{}{}/{}/", persist::stream::STREAMS_PREFIX, spec.pipeline, spec.source_name())).await?,
+    );
+    for key in doomed {
+        store.delete(&key).await?;
+    }
+    Ok(())
+}
+
+#[cfg(feature = "aws")]
+async fn kinesis_poll(spec: &StreamSpec, deps: Deps<'_>, options: PollOptions) -> Result<PollReport, StreamRunError> {
+    let config = crate::aws::sdk_config().await.map_err(|err| StreamRunError::Source(err.to_string()))?;
+    Ok(poll(spec, &adapters::aws::KinesisReader::new(&config), deps, options).await?)
+}
+
+#[cfg(not(feature = "aws"))]
+async fn kinesis_poll(_: &StreamSpec, _: Deps<'_>, _: PollOptions) -> Result<PollReport, StreamRunError> {
+    Err(StreamRunError::Source(
+        "reading Kinesis needs a build with --features aws (the AWS SDK); or give --records FILE".into(),
+    ))
+}
+
+impl std::fmt::Display for PollReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (shard, s) in &self.shards {
+            let rate = s.records_written as f64 / s.elapsed.as_secs_f64().max(1e-3);
+            write!(
+                f,
+                "{shard}: {} records written ({} poison quarantined), {} skipped as in the lake, {} invocations, {} retries, {} bisections, {} to on-failure, {rate:.0} records/s",
+                s.records_written,
+                s.records_poison,
+                s.records_skipped,
+                s.invocations,
+                s.retries,
+                s.bisections,
+                s.on_failure
+            )?;
+            match s.millis_behind_latest {
+                Some(ms) => writeln!(f, ", {ms} ms behind the tip")?,
+                None => writeln!(f)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The stream checkpoints in the lake (`_streams/…`), a line per shard for
+/// `tributary status`: pipeline, stream, shard, the last sequence number
+/// in the lake, records landed, a batch in flight, and the lag (now minus
+/// the arrival of the newest record landed: the iterator age a caught-up
+/// consumer would report). Empty when the lake has no stream pipeline.
+///
+/// # Errors
+/// [`PortError`] from the store; an unreadable checkpoint is shown as such.
+pub async fn checkpoints_table(
+    store: &dyn ObjectStore,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<String, PortError> {
+    let keys = store.list(persist::stream::STREAMS_PREFIX).await?;
+    let mut lines = Vec::new();
+    for key in keys.iter().filter(|k| k.ends_with(".json") && !k.contains("/failed/")) {
+        let rest = key.trim_start_matches(persist::stream::STREAMS_PREFIX).trim_end_matches(".json");
+        let mut parts = rest.splitn(3, '/');
+        let (Some(pipeline), Some(stream), Some(shard)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let line = match read_checkpoint(store, key).await {
+            Ok(c) => {
+                let lag = c.last_arrival.map_or("-".to_string(), |at| {
+                    format!("{:.1} s", (now - at).num_milliseconds().max(0) as f64 / 1000.0)
+                });
+                let pending = c.pending.map_or("-".to_string(), |p| format!("{} records from {}", p.records, p.first));
+                format!(
+                    "{pipeline:<16} {stream:<16} {shard:<22} {:<24} {:>10} {lag:>10}  {pending}",
+                    c.through.unwrap_or_else(|| "-".into()),
+                    c.records
+                )
+            }
+            Err(err) => format!("{pipeline:<16} {stream:<16} {shard:<22} unreadable checkpoint: {err}"),
+        };
+        lines.push(line);
+    }
+    if lines.is_empty() {
+        return Ok(String::new());
+    }
+    let failed = keys.iter().filter(|k| k.contains("/failed/")).count();
+    let mut out = format!(
+        "\nstream checkpoints\n{:<16} {:<16} {:<22} {:<24} {:>10} {:>10}  in flight\n",
+        "pipeline", "stream", "shard", "through", "records", "lag"
+    );
+    for line in lines {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if failed > 0 {
+        out.push_str(&format!(
+            "{failed} batch(es) given up after their retries: see {}<pipeline>/<stream>/failed/\n",
+            persist::stream::STREAMS_PREFIX
+        ));
+    }
+    Ok(out)
+}

@@ -1,0 +1,379 @@
+//! The stream pipeline spec: records of a Kinesis data stream or a Kafka
+//! topic (Amazon MSK or self-managed) into the same datasets, with the same
+//! `target` block, as the REST pipelines.
+//!
+//! Written in YAML (or JSON) and checked strictly like [`crate::spec::PipelineSpec`]:
+//! unknown fields are errors, every failure names the field path and the
+//! value. A spec file is a stream spec when it has a `source` block.
+//!
+//! ```yaml
+//! version: 1
+//! pipeline: clicks
+//! source:
+//!   kind: kinesis          # kinesis | kafka
+//!   stream: clicks
+//!   starting_position: TRIM_HORIZON
+//! records:
+//!   records_pointer: /events   # absent: each stream record is one row
+//! target:
+//!   dataset: clicks
+//! ```
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::spec::{SpecError, check_name};
+use crate::{PersistTarget, V1};
+
+/// Largest `batching.batch_size`: 10,000 records, the `BatchSize` maximum of
+/// a Lambda event source mapping on Kinesis and on Kafka (AWS Lambda API
+/// reference, `CreateEventSourceMapping`); it is also `GetRecords`' `Limit`
+/// maximum (Kinesis API reference, `GetRecords`).
+pub const MAX_BATCH_SIZE: u32 = 10_000;
+/// Default `batching.batch_size`: 100, the event source mapping's default
+/// for Kinesis and Kafka.
+pub const DEFAULT_BATCH_SIZE: u32 = 100;
+/// Largest `batching.batch_window_secs`: 300 s, the event source mapping's
+/// `MaximumBatchingWindowInSeconds` maximum.
+pub const MAX_BATCH_WINDOW_SECS: u32 = 300;
+/// Largest `batching.maximum_retry_attempts`: 10,000, the event source
+/// mapping's `MaximumRetryAttempts` maximum (`-1` is infinite there; here
+/// a finite count is asked, so a poison batch reaches the on-failure
+/// destination).
+pub const MAX_RETRY_ATTEMPTS: u32 = 10_000;
+/// Default `batching.maximum_retry_attempts`.
+pub const DEFAULT_RETRY_ATTEMPTS: u32 = 3;
+
+/// A declared stream pipeline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StreamSpec {
+    /// Spec version, always `1`.
+    pub version: V1,
+    /// Pipeline name: 1–64 characters of `a-z 0-9 _ -`, starting with a
+    /// letter or digit. Part of run ids, logs and keys.
+    pub pipeline: String,
+    /// Free text for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The stream the records come from.
+    pub source: StreamSource,
+    /// How each stream record's data becomes rows.
+    #[serde(default)]
+    pub records: StreamRecords,
+    /// How records are batched (the event source mapping's settings on
+    /// AWS, the local poller's here).
+    #[serde(default)]
+    pub batching: StreamBatching,
+    /// Where the records go: the same block as a REST pipeline's.
+    pub target: PersistTarget,
+}
+
+/// The stream, tagged by `kind`. `#[non_exhaustive]`: a new kind of
+/// stream is an additive change, and a `match` outside this crate needs a
+/// wildcard arm.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
+pub enum StreamSource {
+    /// An Amazon Kinesis data stream.
+    Kinesis(KinesisSource),
+    /// A Kafka topic: Amazon MSK or a self-managed cluster.
+    Kafka(KafkaSource),
+}
+
+/// A Kinesis data stream.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KinesisSource {
+    /// Stream name: 1–128 characters of `a-z A-Z 0-9 _ . -` (Kinesis API
+    /// reference, `CreateStream` `StreamName`).
+    pub stream: String,
+    /// Where a consumer without a checkpoint starts.
+    #[serde(default)]
+    pub starting_position: StartingPosition,
+    /// The instant `AT_TIMESTAMP` starts at (RFC 3339, UTC); only with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starting_timestamp: Option<DateTime<Utc>>,
+}
+
+/// A Kafka topic.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KafkaSource {
+    /// Topic name: 1–249 characters of `a-z A-Z 0-9 _ . -` (Kafka's rule
+    /// for topic names).
+    pub topic: String,
+    /// Where a consumer group without committed offsets starts.
+    #[serde(default)]
+    pub starting_position: StartingPosition,
+    /// The instant `AT_TIMESTAMP` starts at (RFC 3339, UTC); only with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starting_timestamp: Option<DateTime<Utc>>,
+    /// Consumer group id of the event source mapping (default: the
+    /// pipeline's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer_group_id: Option<String>,
+}
+
+/// Where reading starts when nothing has been read yet (the event source
+/// mapping's `StartingPosition`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum StartingPosition {
+    /// The oldest record retained (the stream's whole retention: a Kappa
+    /// replay starts here).
+    #[default]
+    TrimHorizon,
+    /// Only records written after the consumer starts.
+    Latest,
+    /// The first record at or after `starting_timestamp`.
+    AtTimestamp,
+}
+
+/// How a stream record's data becomes rows.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StreamRecords {
+    /// RFC 6901 pointer to an array of rows inside each record's JSON,
+    /// e.g. `/events`; absent: each stream record is one row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_pointer: Option<String>,
+    /// Whether the data is gzip-compressed.
+    #[serde(default)]
+    pub compression: Compression,
+}
+
+/// Compression of a stream record's data (after base64 decoding).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Compression {
+    /// gzip when the data starts with gzip's magic bytes `1f 8b`, else none.
+    #[default]
+    Auto,
+    /// Never compressed.
+    None,
+    /// Always gzip (data that is not is a poison record).
+    Gzip,
+}
+
+/// How records are batched: on AWS the event source mapping's settings
+/// (the template's parameters), locally the poller's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StreamBatching {
+    /// Records per batch, 1–10,000 (default 100).
+    #[serde(default = "default_batch_size")]
+    pub batch_size: u32,
+    /// Seconds to gather records before a batch smaller than `batch_size`
+    /// is handed over, 0–300 (default 0).
+    #[serde(default)]
+    pub batch_window_secs: u32,
+    /// Retries of a failing batch before it goes to the on-failure
+    /// destination, 0–10,000 (default 3).
+    #[serde(default = "default_retry_attempts")]
+    pub maximum_retry_attempts: u32,
+    /// Split a failing batch in two and retry the halves (the event source
+    /// mapping's `BisectBatchOnFunctionError`; default true).
+    #[serde(default = "default_true")]
+    pub bisect_on_error: bool,
+}
+
+impl Default for StreamBatching {
+    fn default() -> Self {
+        StreamBatching {
+            batch_size: DEFAULT_BATCH_SIZE,
+            batch_window_secs: 0,
+            maximum_retry_attempts: DEFAULT_RETRY_ATTEMPTS,
+            bisect_on_error: true,
+        }
+    }
+}
+
+fn default_batch_size() -> u32 {
+    DEFAULT_BATCH_SIZE
+}
+
+fn default_retry_attempts() -> u32 {
+    DEFAULT_RETRY_ATTEMPTS
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl StreamSpec {
+    /// Parses and validates a stream spec from YAML (or JSON).
+    ///
+    /// # Errors
+    /// [`SpecError::Parse`] with the field path when the text does not match
+    /// the shape; [`SpecError::Invalid`] from [`StreamSpec::validate`].
+    pub fn from_yaml(text: &str) -> Result<Self, SpecError> {
+        let spec: StreamSpec = crate::spec::parse_yaml(text)?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Whether a spec document is a stream spec: it has a top-level
+    /// `source` key (a REST pipeline has `strategy` and `request`).
+    pub fn is_stream_document(text: &str) -> bool {
+        text.lines().any(|line| line.starts_with("source:") || line.trim_start().starts_with("\"source\""))
+    }
+
+    /// Checks the values serde cannot: names, positions, pointers, limits.
+    ///
+    /// # Errors
+    /// [`SpecError::Invalid`] naming the first offending field and its value.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        check_name("pipeline", &self.pipeline)?;
+        self.target.validate("target")?;
+        match &self.source {
+            StreamSource::Kinesis(kinesis) => {
+                check_stream_name("source.stream", &kinesis.stream, 128)?;
+                check_position(kinesis.starting_position, kinesis.starting_timestamp.as_ref())?;
+            }
+            StreamSource::Kafka(kafka) => {
+                check_stream_name("source.topic", &kafka.topic, 249)?;
+                check_position(kafka.starting_position, kafka.starting_timestamp.as_ref())?;
+                if let Some(group) = &kafka.consumer_group_id {
+                    check_stream_name("source.consumer_group_id", group, 200)?;
+                }
+            }
+        }
+        if let Some(pointer) = &self.records.records_pointer
+            && !pointer.starts_with('/')
+        {
+            return Err(invalid(
+                "records.records_pointer",
+                &format!("{pointer:?}"),
+                "must be an RFC 6901 JSON pointer starting with '/' (e.g. /events); leave it out for one row per record",
+            ));
+        }
+        let batching = &self.batching;
+        if !(1..=MAX_BATCH_SIZE).contains(&batching.batch_size) {
+            return Err(invalid(
+                "batching.batch_size",
+                &batching.batch_size.to_string(),
+                "must be 1-10000 (the event source mapping's BatchSize)",
+            ));
+        }
+        if batching.batch_window_secs > MAX_BATCH_WINDOW_SECS {
+            return Err(invalid(
+                "batching.batch_window_secs",
+                &batching.batch_window_secs.to_string(),
+                "must be 0-300 (the event source mapping's MaximumBatchingWindowInSeconds)",
+            ));
+        }
+        if batching.maximum_retry_attempts > MAX_RETRY_ATTEMPTS {
+            return Err(invalid(
+                "batching.maximum_retry_attempts",
+                &batching.maximum_retry_attempts.to_string(),
+                "must be 0-10000 (the event source mapping's MaximumRetryAttempts)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The stream's (or topic's) name.
+    pub fn source_name(&self) -> &str {
+        match &self.source {
+            StreamSource::Kinesis(kinesis) => &kinesis.stream,
+            StreamSource::Kafka(kafka) => &kafka.topic,
+        }
+    }
+}
+
+fn invalid(field: &str, value: &str, reason: &str) -> SpecError {
+    SpecError::Invalid { field: field.into(), value: value.into(), reason: reason.into() }
+}
+
+/// A Kinesis stream, Kafka topic or consumer group name: 1–`max` of
+/// `a-z A-Z 0-9 _ . -`.
+fn check_stream_name(field: &str, value: &str, max: usize) -> Result<(), SpecError> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
+    if value.is_empty() || value.len() > max || !value.chars().all(ok) {
+        return Err(invalid(field, &format!("{value:?}"), &format!("must be 1-{max} characters of a-z A-Z 0-9 _ . -")));
+    }
+    Ok(())
+}
+
+/// `AT_TIMESTAMP` needs `starting_timestamp`, the other positions refuse it.
+fn check_position(position: StartingPosition, timestamp: Option<&DateTime<Utc>>) -> Result<(), SpecError> {
+    match (position, timestamp) {
+        (StartingPosition::AtTimestamp, None) => Err(invalid(
+            "source.starting_timestamp",
+            "null",
+            "is required with starting_position AT_TIMESTAMP (an RFC 3339 instant, e.g. 2026-12-01T00:00:00Z)",
+        )),
+        (StartingPosition::TrimHorizon | StartingPosition::Latest, Some(at)) => Err(invalid(
+            "source.starting_timestamp",
+            &format!("{:?}", at.to_rfc3339()),
+            "is only read with starting_position AT_TIMESTAMP",
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KINESIS: &str = "
+version: 1
+pipeline: clicks
+source:
+  kind: kinesis
+  stream: clicks-stream
+  starting_position: TRIM_HORIZON
+records:
+  records_pointer: /events
+target:
+  dataset: clicks
+";
+
+    #[test]
+    fn a_kinesis_spec_parses_with_defaults() {
+        let spec = StreamSpec::from_yaml(KINESIS).unwrap();
+        assert_eq!(spec.source_name(), "clicks-stream");
+        assert_eq!(spec.batching, StreamBatching::default());
+        assert_eq!(spec.records.compression, Compression::Auto);
+        assert!(StreamSpec::is_stream_document(KINESIS));
+    }
+
+    #[test]
+    fn a_kafka_spec_parses() {
+        let text = "version: 1\npipeline: orders\nsource: { kind: kafka, topic: orders.v1, starting_position: LATEST }\ntarget: { dataset: orders }\n";
+        let spec = StreamSpec::from_yaml(text).unwrap();
+        assert!(matches!(spec.source, StreamSource::Kafka(ref kafka) if kafka.topic == "orders.v1"));
+    }
+
+    #[test]
+    fn errors_name_the_field_and_value() {
+        let cases = [
+            (KINESIS.replace("clicks-stream", "bad/name"), "source.stream", "\"bad/name\""),
+            (KINESIS.replace("TRIM_HORIZON", "AT_TIMESTAMP"), "source.starting_timestamp", "null"),
+            (KINESIS.replace("/events", "events"), "records.records_pointer", "\"events\""),
+            (format!("{KINESIS}batching: {{ batch_size: 20000 }}\n"), "batching.batch_size", "20000"),
+            (format!("{KINESIS}batching: {{ batch_window_secs: 301 }}\n"), "batching.batch_window_secs", "301"),
+        ];
+        for (text, field, value) in cases {
+            match StreamSpec::from_yaml(&text) {
+                Err(SpecError::Invalid { field: f, value: v, .. }) => {
+                    assert_eq!((f.as_str(), v.as_str()), (field, value), "{text}");
+                }
+                other => panic!("{field}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn shape_errors_name_the_path() {
+        let text = KINESIS.replace("TRIM_HORIZON", "EARLIEST");
+        let err = StreamSpec::from_yaml(&text).unwrap_err().to_string();
+        assert!(err.contains("source") && err.contains("EARLIEST"), "{err}");
+        let text = KINESIS.replace("stream: clicks-stream", "strem: clicks-stream");
+        let err = StreamSpec::from_yaml(&text).unwrap_err().to_string();
+        assert!(err.contains("strem"), "{err}");
+    }
+}

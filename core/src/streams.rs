@@ -1,0 +1,88 @@
+//! The stream port: reading a Kinesis data stream's shards or a Kafka
+//! topic's partitions from a position, for the local runtime's poller (on
+//! AWS the Lambda event source mapping reads the stream and hands batches
+//! to Persist).
+//!
+//! Two implementations (`adapters`): Kinesis through the AWS SDK
+//! (`GetShardIterator` / `GetRecords`, feature `kinesis`), and a file of
+//! records for Kafka where no broker runs.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use crate::ports::PortError;
+
+/// One record of a stream, whatever the stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamRecord {
+    /// Kinesis shard id (`shardId-000000000001`) or Kafka `<topic>-<partition>`.
+    pub partition: String,
+    /// Kinesis sequence number or Kafka offset, as decimal digits.
+    pub sequence: String,
+    /// The record's data, base64-decoded; `None` for a Kafka tombstone (no value).
+    pub data: Option<Vec<u8>>,
+    /// When the stream took the record (Kinesis `ApproximateArrivalTimestamp`,
+    /// Kafka `timestamp`), UTC.
+    pub arrival: DateTime<Utc>,
+}
+
+/// Where a read starts (the Kinesis `ShardIteratorType`s, and a
+/// continuation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamPosition {
+    /// The oldest record retained.
+    TrimHorizon,
+    /// After the newest record (only what is written from now on).
+    Latest,
+    /// The first record at or after the instant.
+    AtTimestamp(DateTime<Utc>),
+    /// The record with this sequence number.
+    AtSequence(String),
+    /// The record after this sequence number.
+    AfterSequence(String),
+    /// Where the previous read stopped ([`StreamRead::next`]).
+    Continue(String),
+}
+
+/// What one read returned.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StreamRead {
+    /// The records, in order.
+    pub records: Vec<StreamRecord>,
+    /// Where the next read continues; `None`: the shard is closed and read
+    /// to its end.
+    pub next: Option<String>,
+    /// How far behind the stream's tip the read is, in milliseconds
+    /// (Kinesis `MillisBehindLatest`); `None` when the source does not say.
+    pub millis_behind_latest: Option<u64>,
+}
+
+/// Reads a stream's partitions.
+#[async_trait]
+pub trait StreamReader: Send + Sync {
+    /// The stream's shards (or the topic's partitions), in order.
+    ///
+    /// # Errors
+    /// [`PortError`]: the stream does not exist (permanent), throttling
+    /// (transient).
+    async fn partitions(&self, stream: &str) -> Result<Vec<String>, PortError>;
+
+    /// Up to `limit` records of `partition` from `from`.
+    ///
+    /// # Errors
+    /// [`PortError`] as [`StreamReader::partitions`]; an expired
+    /// continuation is transient (read again from a sequence number).
+    async fn read(
+        &self,
+        stream: &str,
+        partition: &str,
+        from: &StreamPosition,
+        limit: u32,
+    ) -> Result<StreamRead, PortError>;
+}
+
+/// Compares two decimal sequence numbers (no leading zeros, as Kinesis and
+/// Kafka write them): by length, then digits.
+pub fn sequence_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
+}
