@@ -143,8 +143,8 @@ enum Command {
         #[arg(long, default_value_t = vendor::DemoData::default().customers)]
         customers: u32,
     },
-    /// List recent runs in a lake with their state (complete, failed,
-    /// incomplete, running), pages, records, dead letters, how many of
+    /// List recent runs in a lake with their state (complete, truncated,
+    /// failed, completing, incomplete, running), pages, records, dead letters, how many of
     /// them are resolved and what resolved them (how the run recovered),
     /// then how to recover each run with open dead letters; with
     /// `--stack`, also the subscriptions of the stack's operations and alerts

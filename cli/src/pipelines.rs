@@ -61,7 +61,9 @@ pub enum PipelinesError {
         error: env::EnvError,
     },
     /// A spec is invalid (the error names the field).
-    #[error("spec {path}: {error}; the spec reference, docs/spec.md, has every field")]
+    #[error(
+        "spec {path}: {error}; the spec reference, docs/spec.md, and the generated docs/contracts/pipeline-spec.v1.md have every field"
+    )]
     Spec {
         /// The file.
         path: PathBuf,
