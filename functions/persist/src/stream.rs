@@ -518,7 +518,10 @@ pub fn kinesis_response(outcome: &StreamOutcome) -> aws_lambda_events::event::st
 
 /// The Lambda response to a Kafka event: `batchItemFailures`, one per
 /// failed topic-partition, `itemIdentifier` `{"partition": "<topic>-<n>",
-/// "offset": <offset>}` at its first unwritten record.
+/// "offset": <offset>}` at its first unwritten record (an object, not the
+/// string of Kinesis and SQS: AWS Lambda Developer Guide, "Configuring
+/// error handling controls for Kafka event sources"; a string there fails
+/// the whole batch, retried whole).
 pub fn kafka_response(outcome: &StreamOutcome) -> serde_json::Value {
     let failures: Vec<serde_json::Value> = outcome
         .failures
