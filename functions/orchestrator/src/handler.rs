@@ -561,28 +561,21 @@ async fn resend_unpersisted(
 /// [`OrchestratorError`] when the ledger cannot be read or written.
 async fn flag_rerun(pipeline: &str, run_id: &RunId, deps: Deps<'_>) -> Result<(), OrchestratorError> {
     let Some(ledger) = deps.ledger else { return Ok(()) };
-    let key = tributary_core::keys::pages_sent_key(pipeline, run_id);
-    let Some((bytes, version)) = ledger.store.get_versioned(&key).await? else { return Ok(()) };
+    let mut checkpoint = Checkpoint::read(pipeline, run_id, 0, deps).await?;
+    if checkpoint.version.is_none() || checkpoint.sent.resend {
+        return Ok(());
+    }
     if ledger.store.get(&tributary_core::keys::success_key(pipeline, run_id)).await.is_ok() {
         return Ok(());
     }
-    let mut sent: PagesSent = serde_json::from_slice(&bytes).map_err(|err| OrchestratorError::BadField {
-        field: "pages-sent.json",
-        value: key.clone(),
-        reason: format!("the run's sending checkpoint cannot be read: {err}"),
-        source: Some(err.into()),
-    })?;
-    if sent.resend {
-        return Ok(());
-    }
-    sent.resend = true;
-    let body = serde_json::to_vec(&sent).unwrap_or_default();
-    if !ledger.store.put_if(&key, body.into(), Some(&version)).await? {
+    checkpoint.sent.resend = true;
+    let sent = checkpoint.sent.sent;
+    if checkpoint.advance(sent, deps).await? {
+        tracing::info!(sent, pages = checkpoint.sent.pages, "a re-run of the run: unpersisted pages will go again");
+    } else {
         // An earlier attempt moved it meanwhile: it is still sending, and
         // what it sends is not lost.
-        tracing::warn!(key, "the run's pages are being sent; the re-run leaves them to it");
-    } else {
-        tracing::info!(sent = sent.sent, pages = sent.pages, "a re-run of the run: unpersisted pages will go again");
+        tracing::warn!(sent, "the run's pages are being sent; the re-run leaves them to it");
     }
     Ok(())
 }

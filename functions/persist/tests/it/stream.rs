@@ -35,6 +35,34 @@ fn kinesis_spec() -> StreamSpec {
 
 type FailingStore = test_support::crash::FlakyWrites<DirStore>;
 
+/// A lake in a temporary folder whose store fails writes on demand
+/// (`store.fail`), with the queue and config Persist needs beside it.
+struct Lake {
+    dir: tempfile::TempDir,
+    store: FailingStore,
+    config: PersistConfig,
+    broker: Broker,
+}
+
+impl Lake {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = FailingStore::new(DirStore::new(dir.path()));
+        Self { dir, store, config: PersistConfig::default(), broker: Broker::new() }
+    }
+
+    fn deps(&self) -> Deps<'_> {
+        Deps {
+            store: &self.store,
+            queue: &self.broker,
+            config: &self.config,
+            run_events: None,
+            catalog: None,
+            tables: None,
+        }
+    }
+}
+
 /// Every value of `column` in the dataset's Parquet files, as JSON text.
 fn column_values(lake: &std::path::Path, dataset: &str, column: &str) -> Vec<String> {
     let mut files = Vec::new();
@@ -83,10 +111,8 @@ fn quarantined(lake: &std::path::Path, dataset: &str) -> Vec<Value> {
 
 #[tokio::test]
 async fn the_msk_fixture_lands_once_with_its_poison_quarantined() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = DirStore::new(dir.path());
-    let (config, broker) = (PersistConfig::default(), Broker::new());
-    let deps = Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None, tables: None };
+    let lake = Lake::new();
+    let (dir, store, deps) = (&lake.dir, &lake.store, lake.deps());
     let event: KafkaEvent = serde_json::from_str(MSK).expect("MSK event");
     let spec = kafka_spec();
     let response = stream::handle_kafka(&spec, &event, deps).await.expect("handled");
@@ -111,10 +137,8 @@ async fn the_msk_fixture_lands_once_with_its_poison_quarantined() {
 
 #[tokio::test]
 async fn a_partition_that_fails_reports_its_first_unwritten_offset_and_the_retry_lands_it_once() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = FailingStore::new(DirStore::new(dir.path()));
-    let (config, broker) = (PersistConfig::default(), Broker::new());
-    let deps = Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None, tables: None };
+    let lake = Lake::new();
+    let (dir, store, deps) = (&lake.dir, &lake.store, lake.deps());
     let event: KafkaEvent = serde_json::from_str(MSK).expect("MSK event");
     let spec = kafka_spec();
     // Partition 1's run dies writing its completion marker: its page files
@@ -135,10 +159,8 @@ async fn a_partition_that_fails_reports_its_first_unwritten_offset_and_the_retry
 
 #[tokio::test]
 async fn a_batch_retried_with_other_bounds_after_its_run_completed_commits_nothing_twice() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = FailingStore::new(DirStore::new(dir.path()));
-    let (config, broker) = (PersistConfig::default(), Broker::new());
-    let deps = Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None, tables: None };
+    let lake = Lake::new();
+    let (dir, store, deps) = (&lake.dir, &lake.store, lake.deps());
     let event: KinesisEvent = serde_json::from_str(KINESIS).expect("Kinesis event");
     let spec = kinesis_spec();
     let records = stream::kinesis_records(&event).expect("records");
@@ -165,10 +187,8 @@ async fn a_batch_retried_with_other_bounds_after_its_run_completed_commits_nothi
 
 #[tokio::test]
 async fn a_batch_that_died_before_its_completion_and_comes_back_bisected_lands_once() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = FailingStore::new(DirStore::new(dir.path()));
-    let (config, broker) = (PersistConfig::default(), Broker::new());
-    let deps = Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None, tables: None };
+    let lake = Lake::new();
+    let (dir, store, deps) = (&lake.dir, &lake.store, lake.deps());
     let event: KinesisEvent = serde_json::from_str(KINESIS).expect("Kinesis event");
     let spec = kinesis_spec();
     let records = stream::kinesis_records(&event).expect("records");
@@ -188,10 +208,8 @@ async fn a_batch_that_died_before_its_completion_and_comes_back_bisected_lands_o
 
 #[tokio::test]
 async fn the_lambda_entry_point_finds_the_spec_by_stream_and_answers_each_event_shape() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = DirStore::new(dir.path());
-    let (config, broker) = (PersistConfig::default(), Broker::new());
-    let deps = Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None, tables: None };
+    let lake = Lake::new();
+    let (dir, store, deps) = (&lake.dir, &lake.store, lake.deps());
     let kinesis: Value = serde_json::from_str(KINESIS).expect("JSON");
     let msk: Value = serde_json::from_str(MSK).expect("JSON");
     assert_eq!(stream::stream_event_kind(&kinesis), Some("kinesis"));
@@ -215,10 +233,8 @@ async fn the_lambda_entry_point_finds_the_spec_by_stream_and_answers_each_event_
 
 #[tokio::test]
 async fn a_batch_given_up_leaves_no_row_behind_and_the_next_one_lands() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = FailingStore::new(DirStore::new(dir.path()));
-    let (config, broker) = (PersistConfig::default(), Broker::new());
-    let deps = Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None, tables: None };
+    let lake = Lake::new();
+    let (dir, store, deps) = (&lake.dir, &lake.store, lake.deps());
     let event: KinesisEvent = serde_json::from_str(KINESIS).expect("Kinesis event");
     let spec = kinesis_spec();
     let records = stream::kinesis_records(&event).expect("records");
