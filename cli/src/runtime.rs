@@ -575,8 +575,7 @@ impl LocalRuntime {
         let archived_before = crate::dlq::archive_keys(store).await?;
         let receipts_prefix = tributary_core::keys::receipts_prefix(&spec.pipeline, &run_id);
         let receipts = tributary_core::ports::ObjectStore::list(store, &receipts_prefix).await?;
-        let pages_before =
-            receipts.iter().filter(|key| tributary_core::keys::receipt_page(key).is_some()).count() as u64;
+        let pages_before = tributary_core::keys::receipts_by_page(&receipts).len() as u64;
 
         let mut event = scheduler_event(spec, now);
         if let Some(token) = replace {

@@ -94,10 +94,24 @@ impl RunStatus {
 /// warning.
 pub async fn recent_runs(store: &dyn ObjectStore, limit: usize) -> Result<Vec<RunStatus>, PortError> {
     let mut runs: BTreeMap<(String, String), RunStatus> = BTreeMap::new();
-    for key in store.list(keys::RUNS_PREFIX).await? {
+    let listed = store.list(keys::RUNS_PREFIX).await?;
+    // A page delivered before and after receipts moved into shard folders
+    // has a receipt in each layout: it counts once, as the later says.
+    let in_shard_folders: std::collections::BTreeSet<(&str, u32)> = listed
+        .iter()
+        .filter(|key| key.contains("/receipts-"))
+        .filter_map(|key| Some((key.split("/receipts-").next()?, keys::receipt_page(key)?)))
+        .collect();
+    for key in &listed {
         // _runs/<pipeline>/<run_id>/<object>
         let parts: Vec<&str> = key.splitn(4, '/').collect();
         let [_, pipeline, run_id, object] = parts.as_slice() else { continue };
+        let superseded = keys::receipt_page(key).is_some_and(|page| {
+            !object.contains('/') && in_shard_folders.contains(&(key.rsplit_once('/').map_or("", |(run, _)| run), page))
+        });
+        if superseded {
+            continue;
+        }
         let run = runs.entry((run_id.to_string(), pipeline.to_string())).or_insert_with(|| RunStatus {
             pipeline: pipeline.to_string(),
             run_id: run_id.to_string(),
@@ -112,7 +126,7 @@ pub async fn recent_runs(store: &dyn ObjectStore, limit: usize) -> Result<Vec<Ru
             continue;
         }
         if *object == keys::EXPECTED_FILE {
-            let bytes = store.get(&key).await?;
+            let bytes = store.get(key).await?;
             match serde_json::from_slice::<Expected>(&bytes) {
                 Ok(expected) => {
                     run.pages_planned = Some(expected.pages);
@@ -125,10 +139,10 @@ pub async fn recent_runs(store: &dyn ObjectStore, limit: usize) -> Result<Vec<Ru
         }
         // Receipts only: not the probe and query records or the shard
         // summaries beside them.
-        if keys::receipt_page(&key).is_none() {
+        if keys::receipt_page(key).is_none() {
             continue;
         }
-        let bytes = store.get(&key).await?;
+        let bytes = store.get(key).await?;
         let Ok(receipt) = serde_json::from_slice::<PageReceipt>(&bytes) else {
             tracing::warn!(key, "unreadable page receipt skipped");
             continue;

@@ -16,7 +16,8 @@
 //! | the dataset's schema | `_schema/<dataset>.json` |
 //! | a table's catalog entry (local runtime: what Glue would get) | `_catalog/<table>.glue.json` |
 //! | quarantined records | `quarantine/<dataset>/dt=<YYYY-MM-DD>/<pipeline>-<run_id>-<page:05>.jsonl` |
-//! | page receipt (counts) | `_runs/<pipeline>/<run_id>/page-<page:05>.json` |
+//! | page receipt (counts), in its shard's folder | `_runs/<pipeline>/<run_id>/receipts-<s:05>/page-<page:05>.json` (`s` = page ÷ 1,000) |
+//! | page receipt written before 2026-12-06 (still read) | `_runs/<pipeline>/<run_id>/page-<page:05>.json` |
 //! | shard summary (the receipts of pages `1000·s .. 1000·s+999`) | `_runs/<pipeline>/<run_id>/shard-<s:05>.json` |
 //! | claim-check payload | `_claims/<pipeline>/<run_id>/page-<page:05>.json` |
 //! | dead letter, archived by Notify | `_dead_letters/<dlq>/<sent time>-<message id>.json` |
@@ -177,32 +178,78 @@ pub fn receipts_prefix(pipeline: &str, run_id: &RunId) -> String {
     format!("{RUNS_PREFIX}{pipeline}/{run_id}/")
 }
 
-/// Key of a page receipt.
+/// Key of a page receipt, in its shard's folder (see
+/// [`RECEIPT_SHARD_PAGES`]):
+/// `_runs/<pipeline>/<run_id>/receipts-<page ÷ 1000:05>/page-<page:05>.json`.
 pub fn receipt_key(pipeline: &str, run_id: &RunId, page: u32) -> String {
+    format!("{}page-{page:05}.json", receipt_shard_prefix(pipeline, run_id, page / RECEIPT_SHARD_PAGES))
+}
+
+/// Key of a page receipt as written before receipts had shard folders
+/// (before 2026-12-06): `_runs/<pipeline>/<run_id>/page-<page:05>.json`.
+/// Still read, so a run in flight across the upgrade completes and its
+/// redelivered pages find their receipts ([`crate::ledger`]).
+pub fn legacy_receipt_key(pipeline: &str, run_id: &RunId, page: u32) -> String {
     format!("{}page-{page:05}.json", receipts_prefix(pipeline, run_id))
 }
 
 /// Pages per receipt shard: 1,000, the most keys one S3 `ListObjectsV2`
-/// call returns. It is tied to the receipt key: `page-<page:05>` is the
-/// shard's number (2 digits or more) followed by the page's 3 digits
-/// within the shard, so [`receipt_shard_prefix`] lists one shard.
+/// call returns, so one LIST call reads a shard's folder.
 pub const RECEIPT_SHARD_PAGES: u32 = 1_000;
 
-/// Prefix of the receipts of shard `shard` (pages `1000·shard ..
-/// 1000·shard + 999`): `_runs/<pipeline>/<run_id>/page-<shard:02>`.
+/// Folder of the receipts of shard `shard` (pages `1000·shard ..
+/// 1000·shard + 999`): `_runs/<pipeline>/<run_id>/receipts-<shard:05>/`.
 ///
-/// Below page 100,000 (every paged and cursor run: `strategy.max_pages` is
-/// at most 100,000) it matches exactly the shard's receipts. Past it
-/// (Athena-driven runs of more rows) a shard's prefix also matches longer
-/// page numbers that begin with the same digits (`page-10` matches pages
-/// 10,000-10,999 and 100,000-109,999), so readers keep only the keys
-/// whose [`receipt_page`] is in the shard.
+/// Its own folder, so listing it reads only its receipts: on S3 a prefix
+/// LIST costs the same either way, but a local lake is a folder of files,
+/// where listing a prefix of a folder reads the whole folder (with every
+/// receipt of a 10,000-page run in one folder, each page's LIST read
+/// 10,000 names: the local runtime slowed as a run grew).
 pub fn receipt_shard_prefix(pipeline: &str, run_id: &RunId, shard: u32) -> String {
-    format!("{}page-{shard:02}", receipts_prefix(pipeline, run_id))
+    format!("{}receipts-{shard:05}/", receipts_prefix(pipeline, run_id))
 }
 
-/// The page of a receipt key (`…/page-<page>.json`), `None` for another
-/// object of the run's folder (`expected.json`, a shard summary, …).
+/// Prefix of the receipts written before receipts had shard folders
+/// ([`legacy_receipt_key`]): `_runs/<pipeline>/<run_id>/page-`.
+pub fn legacy_receipts_prefix(pipeline: &str, run_id: &RunId) -> String {
+    format!("{}page-", receipts_prefix(pipeline, run_id))
+}
+
+/// Prefix of shard `shard`'s receipts of the earlier layout:
+/// `_runs/<pipeline>/<run_id>/page-<shard:02>`. Below page 100,000 it
+/// matches exactly the shard's; past it, also longer page numbers that
+/// begin with the same digits, so readers keep the keys whose
+/// [`receipt_page`] is in the shard.
+pub fn legacy_receipt_shard_prefix(pipeline: &str, run_id: &RunId, shard: u32) -> String {
+    format!("{}{shard:02}", legacy_receipts_prefix(pipeline, run_id))
+}
+
+/// The receipt keys among `listed` (any listing of a run's folder), one per
+/// page, by page: a page with a receipt in its shard's folder and one of
+/// the earlier layout ([`legacy_receipt_key`], delivered before and after
+/// the upgrade) keeps the shard folder's, the later.
+pub fn receipts_by_page(listed: &[String]) -> std::collections::BTreeMap<u32, &str> {
+    let mut by_page = std::collections::BTreeMap::new();
+    for key in listed {
+        let Some(page) = receipt_page(key) else { continue };
+        let in_shard_folder = |key: &str| key.rsplit('/').nth(1).is_some_and(|folder| folder.starts_with("receipts-"));
+        match by_page.entry(page) {
+            std::collections::btree_map::Entry::Vacant(entry) => {
+                entry.insert(key.as_str());
+            }
+            std::collections::btree_map::Entry::Occupied(mut entry) => {
+                if in_shard_folder(key) && !in_shard_folder(entry.get()) {
+                    entry.insert(key.as_str());
+                }
+            }
+        }
+    }
+    by_page
+}
+
+/// The page of a receipt key (`…/page-<page>.json`, in a shard folder or
+/// not), `None` for another object of the run's folder (`expected.json`, a
+/// shard summary, …).
 pub fn receipt_page(key: &str) -> Option<u32> {
     let name = key.rsplit('/').next()?;
     name.strip_prefix("page-")?.strip_suffix(".json")?.parse().ok()
@@ -410,7 +457,7 @@ mod tests {
         );
         let other_pipeline = PageKey { pipeline: "erp", ..key };
         assert_ne!(key.data(), other_pipeline.data(), "two pipelines feeding one dataset never overwrite each other");
-        assert_eq!(receipt_key("p", &run, 12), "_runs/p/20261129T060000Z/page-00012.json");
+        assert_eq!(receipt_key("p", &run, 12), "_runs/p/20261129T060000Z/receipts-00000/page-00012.json");
         assert_eq!(catalog_key("web_events"), "_catalog/web_events.glue.json");
         assert_eq!(claim_key("crm", &run, 4), "_claims/crm/20261129T060000Z/page-00004.json");
         assert!(claim_key("crm", &run, 4).starts_with(&claims_prefix("crm")));
@@ -451,12 +498,34 @@ mod tests {
             assert_eq!(receipt_page(&key), Some(page));
             let shard = page / RECEIPT_SHARD_PAGES;
             assert!(key.starts_with(&receipt_shard_prefix("p", &run, shard)), "{key} in shard {shard}");
-            if page < 100_000 {
-                assert!(!key.starts_with(&receipt_shard_prefix("p", &run, shard + 1)));
-                assert!(shard == 0 || !key.starts_with(&receipt_shard_prefix("p", &run, shard - 1)));
-            }
+            assert!(!key.starts_with(&receipt_shard_prefix("p", &run, shard + 1)));
+            assert!(shard == 0 || !key.starts_with(&receipt_shard_prefix("p", &run, shard - 1)));
+            let legacy = legacy_receipt_key("p", &run, page);
+            assert_eq!(receipt_page(&legacy), Some(page), "a receipt of the earlier layout is still read");
+            assert!(legacy.starts_with(&legacy_receipts_prefix("p", &run)));
+            assert!(!key.starts_with(&legacy_receipts_prefix("p", &run)), "{key} is not listed as an earlier one");
         }
-        assert_eq!(receipt_shard_prefix("p", &run, 3), "_runs/p/r/page-03");
+        assert_eq!(receipt_shard_prefix("p", &run, 3), "_runs/p/r/receipts-00003/");
+        assert_eq!(receipt_key("p", &run, 3_042), "_runs/p/r/receipts-00003/page-03042.json");
+        assert_eq!(legacy_receipt_key("p", &run, 3_042), "_runs/p/r/page-03042.json");
+        assert!(!receipt_key("p", &run, 3).starts_with(&shard_summaries_prefix("p", &run)));
+        assert!(legacy_receipt_key("p", &run, 3_042).starts_with(&legacy_receipt_shard_prefix("p", &run, 3)));
+        let listed: Vec<String> = vec![
+            legacy_receipt_key("p", &run, 1),
+            receipt_key("p", &run, 1),
+            legacy_receipt_key("p", &run, 2),
+            expected_key("p", &run),
+            receipt_key("p", &run, 0),
+        ];
+        let by_page: Vec<(u32, &str)> = receipts_by_page(&listed).into_iter().collect();
+        let (zero, one, two) = (receipt_key("p", &run, 0), receipt_key("p", &run, 1), legacy_receipt_key("p", &run, 2));
+        assert_eq!(
+            by_page,
+            vec![(0, zero.as_str()), (1, one.as_str()), (2, two.as_str())],
+            "one per page, shard folder's first"
+        );
+        let reversed: Vec<String> = listed.iter().rev().cloned().collect();
+        assert_eq!(receipts_by_page(&reversed).get(&1).copied(), Some(one.as_str()), "whatever the listing's order");
         assert_eq!(shard_summary_key("p", &run, 3), "_runs/p/r/shard-00003.json");
         assert_eq!(summary_shard(&shard_summary_key("p", &run, 3)), Some(3));
         assert!(shard_summary_key("p", &run, 3).starts_with(&shard_summaries_prefix("p", &run)));

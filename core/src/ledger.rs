@@ -3,7 +3,7 @@
 //!
 //! | object | written by | key |
 //! |---|---|---|
-//! | page receipt ([`PageReceipt`]) | Persist, after the page's objects ([`record_page`]) | `_runs/<pipeline>/<run_id>/page-<page:05>.json` |
+//! | page receipt ([`PageReceipt`]) | Persist, after the page's objects ([`record_page`]) | `_runs/<pipeline>/<run_id>/receipts-<s:05>/page-<page:05>.json` (`s`: the page's shard, page ÷ 1,000) |
 //! | expected pages ([`Expected`]) | whoever learns the count: Orchestrator (simple: 1; paged: at the probe reply), Request (cursor: at the last page), Athena (at the end of the query) | `_runs/<pipeline>/<run_id>/expected.json` |
 //! | shard summary: the receipts of pages `1000·s .. 1000·s+999` | the first to see the shard whole | `_runs/<pipeline>/<run_id>/shard-<s:05>.json` |
 //! | manifest ([`Manifest`]) and `_SUCCESS` marker | the first to see every shard summarised | `_manifests/<pipeline>/<run_id>.json`, `_runs/<pipeline>/<run_id>/_SUCCESS` |
@@ -25,10 +25,10 @@
 //! Counting receipts by listing the run and reading every receipt after
 //! each page costs O(pages²) calls (a 10,000-page run: 50 million GETs).
 //! Instead the receipts are grouped in shards of 1,000 pages by page index
-//! ([`keys::RECEIPT_SHARD_PAGES`]; the receipt key `page-<page:05>` begins
-//! with its shard's number, so the keys are those of earlier versions and
-//! [`keys::receipt_shard_prefix`] lists one shard in one S3 LIST call).
-//! After writing its receipt, a page:
+//! ([`keys::RECEIPT_SHARD_PAGES`]), each shard in its own folder
+//! ([`keys::receipt_shard_prefix`]), listed in one S3 LIST call (and, in a
+//! local lake, by reading a folder of at most 1,000 names, whatever the
+//! run's size). After writing its receipt, a page:
 //!
 //! 1. GETs `expected.json` and LISTs its own shard (at most 1,000 keys).
 //!    The shard is whole when it holds all its pages: 1,000, or for the
@@ -50,7 +50,7 @@
 //! Steps 2 and 3 run only for the pages that find their shard whole (about
 //! one per shard, plus the pages finishing beside it), so a run of `n`
 //! pages costs about `4n` calls in all (measured with the receipts' PUTs,
-//! LISTs billed per 1,000 keys: 4,013 calls for 1,000 pages and 8,017 for
+//! LISTs billed per 1,000 keys: 4,015 calls for 1,000 pages and 8,019 for
 //! 2,000, 4.0 per page, against 503,509 and 2,008,010 before;
 //! `core/tests/it/ledger.rs`).
 //!
@@ -64,14 +64,33 @@
 //! per run), whichever writes last sees the other. A run of 0 pages has no
 //! shard and completes at [`record_expected`].
 //!
-//! Pages past 99,999 (Athena-driven runs of more rows) are correct too, but
-//! their shards' prefixes overlap (see [`keys::receipt_shard_prefix`]), so
-//! a LIST may return up to about ten times more keys there.
+//! # Lakes written by earlier versions
 //!
-//! Lakes written before the summaries existed read as before: receipts keep
-//! their keys, readers of every receipt ([`run_receipts`], [`run_totals`],
-//! `tributary status`) list them as they did, and a run in flight across
-//! the upgrade gets its summaries from its later pages or its count.
+//! Before 2026-12-06 every receipt was in the run's folder itself
+//! ([`keys::legacy_receipt_key`]: `page-<page:05>.json`, a shard being the
+//! keys that begin with its number). Those are still read:
+//! - Readers of every receipt ([`run_receipts`], [`run_totals`],
+//!   `tributary status`) list the run's folder, which holds both layouts;
+//!   a page with a receipt in both (delivered before and after the
+//!   upgrade) counts once, as its shard folder's receipt says
+//!   ([`keys::receipts_by_page`]).
+//! - A run in flight across the upgrade completes. [`record_expected`]
+//!   notes in `expected.json` whether the run's folder held an
+//!   earlier-layout receipt when the count was written (one LIST, once per
+//!   run): when it did not, pages list only their shard's folder; when it
+//!   did, or the count was written by an earlier version (no note), each
+//!   page also lists its shard's earlier-layout receipts; and completing
+//!   at the count ([`record_expected`], [`complete_if_done`]) always lists
+//!   both.
+//! - Persist finds a redelivered page's earlier receipt in either layout
+//!   ([`read_receipt`]).
+//!
+//! The one case left: an earlier version's Persist still running (a
+//! deployment's last invocations) after this version wrote the run's count
+//! with no earlier-layout receipt in the folder. Its receipt is in the
+//! earlier layout, which that run's pages no longer list, so the run waits
+//! at that page; sending the page again (its raw envelope, `tributary
+//! replay --stack`) completes it.
 
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
@@ -156,6 +175,20 @@ pub struct Expected {
     pub records: Option<u64>,
 }
 
+/// `expected.json` as written: the count, and whether the run's pages
+/// need to list receipts of the earlier layout (see the module's "Lakes
+/// written by earlier versions").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct ExpectedRecord {
+    #[serde(flatten)]
+    expected: Expected,
+    /// `true` when the run's folder held no earlier-layout receipt as the
+    /// count was written: its pages list only their shard's folder.
+    /// Absent (a count an earlier version wrote): `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    receipts_in_shard_folders: bool,
+}
+
 /// What a completed run wrote: read it instead of listing the lake.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -209,7 +242,9 @@ impl RunLedger<'_> {
     /// [`PortError`] from the store or the topic.
     pub async fn record_expected(&self, expected: &Expected) -> Result<Completion, PortError> {
         let key = keys::expected_key(&expected.pipeline, &expected.run_id);
-        self.store.put(&key, encode(&key, expected)?).await?;
+        let earlier = self.store.list(&keys::legacy_receipts_prefix(&expected.pipeline, &expected.run_id)).await?;
+        let record = ExpectedRecord { expected: expected.clone(), receipts_in_shard_folders: earlier.is_empty() };
+        self.store.put(&key, encode(&key, &record)?).await?;
         check_completion(self.store, &expected.pipeline, &expected.run_id, self.events).await
     }
 
@@ -392,15 +427,26 @@ async fn record_receipt(
     let key = keys::receipt_key(pipeline, run_id, receipt.page);
     store.put(&key, encode(&key, receipt)?).await?;
     let expected = read_expected(store, pipeline, run_id).await?;
-    let shard = Shard::of(receipt.page, expected.as_ref());
+    let shard = Shard::of(receipt.page, expected.as_ref().map(|e| &e.expected));
     if shard.pages.is_empty() {
         // A page past the run's count: not part of the run.
         return Ok(Completion::NotYet);
     }
-    let Some(receipt_keys) = shard.whole(store, pipeline, run_id).await? else { return Ok(Completion::NotYet) };
+    // Without a count, the count's writer completes the shards of both
+    // layouts (`check_completion`); with one an earlier version wrote, or
+    // written beside earlier-layout receipts, list those too.
+    let earlier = match &expected {
+        Some(record) if !record.receipts_in_shard_folders => {
+            store.list(&keys::legacy_receipt_shard_prefix(pipeline, run_id, shard.number)).await?
+        }
+        _ => Vec::new(),
+    };
+    let Some(receipt_keys) = shard.whole(store, pipeline, run_id, &earlier).await? else {
+        return Ok(Completion::NotYet);
+    };
     shard.summarise(store, pipeline, run_id, &receipt_keys, Some(receipt)).await?;
     match expected {
-        Some(expected) => complete(store, &expected, compactor, events).await,
+        Some(record) => complete(store, &record.expected, compactor, events).await,
         None => Ok(Completion::NotYet),
     }
 }
@@ -429,17 +475,50 @@ async fn check_completion(
     run_id: &RunId,
     events: Events<'_>,
 ) -> Result<Completion, PortError> {
-    let Some(expected) = read_expected(store, pipeline, run_id).await? else { return Ok(Completion::NotYet) };
+    let Some(ExpectedRecord { expected, .. }) = read_expected(store, pipeline, run_id).await? else {
+        return Ok(Completion::NotYet);
+    };
     let summarised = summarised_shards(store, pipeline, run_id).await?;
-    for shard in Shard::all(&expected).filter(|shard| !summarised.contains(&shard.number)) {
-        let Some(receipt_keys) = shard.whole(store, pipeline, run_id).await? else { return Ok(Completion::NotYet) };
+    let mut unsummarised = Shard::all(&expected).filter(|shard| !summarised.contains(&shard.number)).peekable();
+    // Once per run: the earlier layout's receipts of the whole run.
+    let earlier = match unsummarised.peek() {
+        Some(_) => store.list(&keys::legacy_receipts_prefix(pipeline, run_id)).await?,
+        None => Vec::new(),
+    };
+    for shard in unsummarised {
+        let Some(receipt_keys) = shard.whole(store, pipeline, run_id, &earlier).await? else {
+            return Ok(Completion::NotYet);
+        };
         shard.summarise(store, pipeline, run_id, &receipt_keys, None).await?;
     }
     complete(store, &expected, None, events).await
 }
 
-async fn read_expected(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -> Result<Option<Expected>, PortError> {
+async fn read_expected(
+    store: &dyn ObjectStore,
+    pipeline: &str,
+    run_id: &RunId,
+) -> Result<Option<ExpectedRecord>, PortError> {
     read_record(store, &keys::expected_key(pipeline, run_id)).await
+}
+
+/// The receipt of `page` of a run, in its shard's folder or, written by an
+/// earlier version, in the run's folder ([`keys::legacy_receipt_key`]);
+/// `None` when the page has none.
+///
+/// # Errors
+/// [`PortError`] from the store; an unreadable receipt is
+/// [`PortError::Permanent`] naming its key.
+pub async fn read_receipt(
+    store: &dyn ObjectStore,
+    pipeline: &str,
+    run_id: &RunId,
+    page: u32,
+) -> Result<Option<PageReceipt>, PortError> {
+    match read_record(store, &keys::receipt_key(pipeline, run_id, page)).await? {
+        Some(receipt) => Ok(Some(receipt)),
+        None => read_record(store, &keys::legacy_receipt_key(pipeline, run_id, page)).await,
+    }
 }
 
 /// The ledger's JSON record at `key` (a run's count, replacement record,
@@ -505,16 +584,23 @@ impl Shard {
     }
 
     /// The keys of the shard's receipts when every page of the shard has
-    /// one (one LIST), `None` while some are missing.
+    /// one (one LIST of the shard's folder), `None` while some are missing.
+    /// `earlier`: receipts of the earlier layout listed by the caller (any
+    /// of the run's, kept when in the shard), each counted unless its page
+    /// has one in the shard's folder too.
     async fn whole(
         &self,
         store: &dyn ObjectStore,
         pipeline: &str,
         run_id: &RunId,
+        earlier: &[String],
     ) -> Result<Option<Vec<String>>, PortError> {
         let mut listed = store.list(&keys::receipt_shard_prefix(pipeline, run_id, self.number)).await?;
-        listed.retain(|key| keys::receipt_page(key).is_some_and(|page| self.pages.contains(&page)));
-        Ok((listed.len() == self.pages.len()).then_some(listed))
+        listed.extend(earlier.iter().cloned());
+        let by_page = keys::receipts_by_page(&listed);
+        let keys: Vec<String> =
+            by_page.into_iter().filter(|(page, _)| self.pages.contains(page)).map(|(_, key)| key.to_string()).collect();
+        Ok((keys.len() == self.pages.len()).then_some(keys))
     }
 
     /// Makes the shard's summary hold every receipt of the shard and, with
@@ -740,11 +826,10 @@ fn decode<T: serde::de::DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T, 
 /// Every receipt of a run, listed and read one by one (status, replay and
 /// totals: once per run, never per page).
 async fn receipts(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -> Result<Vec<PageReceipt>, PortError> {
+    let listed = store.list(&keys::receipts_prefix(pipeline, run_id)).await?;
     let mut receipts = Vec::new();
-    for key in store.list(&keys::receipts_prefix(pipeline, run_id)).await? {
-        if keys::receipt_page(&key).is_some() {
-            receipts.push(decode(&key, &store.get(&key).await?)?);
-        }
+    for key in keys::receipts_by_page(&listed).into_values() {
+        receipts.push(decode(key, &store.get(key).await?)?);
     }
     Ok(receipts)
 }
@@ -853,11 +938,9 @@ pub async fn run_totals(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId)
     };
     // One receipt at a time: a run's receipts are kilobytes each.
     let mut changes = std::collections::BTreeSet::new();
-    for key in store.list(&keys::receipts_prefix(pipeline, run_id)).await? {
-        if keys::receipt_page(&key).is_none() {
-            continue;
-        }
-        let receipt: PageReceipt = decode(&key, &store.get(&key).await?)?;
+    let listed = store.list(&keys::receipts_prefix(pipeline, run_id)).await?;
+    for key in keys::receipts_by_page(&listed).into_values() {
+        let receipt: PageReceipt = decode(key, &store.get(key).await?)?;
         totals.pages += 1;
         totals.records_persisted += receipt.records_persisted;
         totals.records_quarantined += receipt.records_quarantined;

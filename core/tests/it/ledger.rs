@@ -47,6 +47,13 @@ async fn put_receipt(store: &dyn ObjectStore, receipt: &PageReceipt) {
     store.put(&key, serde_json::to_vec(receipt).expect("encode").into()).await.expect("put");
 }
 
+/// Writes a receipt where versions before 2026-12-06 did: in the run's
+/// folder, not its shard's.
+async fn put_earlier_receipt(store: &dyn ObjectStore, receipt: &PageReceipt) {
+    let key = keys::legacy_receipt_key(&receipt.pipeline, &receipt.run_id, receipt.page);
+    store.put(&key, serde_json::to_vec(receipt).expect("encode").into()).await.expect("put");
+}
+
 fn expected(pages: u64) -> Expected {
     Expected {
         pipeline: "p".into(),
@@ -109,7 +116,7 @@ impl ObjectStore for Counting {
 
     async fn list(&self, prefix: &str) -> Result<Vec<String>, PortError> {
         if let Some(barrier) = &self.rendezvous
-            && prefix.contains("/page-")
+            && prefix.contains("/receipts-")
             && self.waited.fetch_add(1, Ordering::Relaxed) < 2
         {
             barrier.wait().await;
@@ -255,6 +262,12 @@ async fn drive(n: u32) -> u64 {
     }
     let [manifest] = manifests.as_slice() else { panic!("one page completes the run, not {}", manifests.len()) };
     assert_eq!(manifest.pages, u64::from(n));
+    // Each page lists its shard's folder: the run's own folder holds a
+    // handful of names (count, summaries, shard folders, `_SUCCESS`), so a
+    // local lake reads at most 1,000 names per page whatever the run's size.
+    let run_folder = dir.path().join(keys::receipts_prefix("p", &run_id()));
+    let names = std::fs::read_dir(&run_folder).expect("run folder").count();
+    assert!(names <= 4 + 2 * n.div_ceil(1_000) as usize, "{names} names in {}", run_folder.display());
     assert_eq!(distinct_files(manifest), n as usize, "every page's file, once");
     assert_eq!(manifest.records_persisted, 9 * u64::from(n));
     let calls = store.calls.total();
@@ -392,4 +405,66 @@ async fn a_redelivered_page_rewrites_and_counts_once() {
         contracts::digest::fnv1a_hex(single_schema.schema.expect("schema").as_bytes()),
         "page 5's new schema counts"
     );
+}
+
+/// A run in flight when receipts moved into shard folders: its first pages'
+/// receipts (and its count) were written by an earlier version in the
+/// run's folder, its later pages' by this one. It completes, each page
+/// counted once, a page delivered before and after the change as the
+/// later delivery says.
+#[tokio::test]
+async fn a_run_in_flight_across_the_receipt_layout_change_completes_counting_each_page_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Counting::new(dir.path());
+    let (n, run) = (1_500u32, run_id());
+    // The count as an earlier version wrote it: no layout note.
+    let count_key = keys::expected_key("p", &run);
+    store.put(&count_key, serde_json::to_vec(&expected(n.into())).expect("encode").into()).await.expect("count");
+    for page in 0..700 {
+        put_earlier_receipt(&store, &receipt(page, "a")).await;
+    }
+    let mut again = receipt(5, "a");
+    again.records_persisted = 7;
+    assert_eq!(record_page(&store, &again, None).await.expect("redelivered"), Completion::NotYet);
+    let mut completed = Vec::new();
+    for page in 700..n {
+        if let Completion::Completed(manifest) = record_page(&store, &receipt(page, "a"), None).await.expect("page") {
+            completed.push(manifest);
+        }
+    }
+    let [manifest] = completed.as_slice() else { panic!("the last page completes the run, not {}", completed.len()) };
+    assert_eq!(manifest.pages, u64::from(n), "page 5 once");
+    assert_eq!(manifest.records_persisted, 9 * (u64::from(n) - 1) + 7, "page 5 as redelivered");
+    assert_eq!(distinct_files(manifest), n as usize);
+    let totals = tributary_core::ledger::run_totals(&store, "p", &run).await.expect("totals");
+    assert_eq!((totals.pages, totals.records_persisted), (u64::from(n), manifest.records_persisted));
+    let receipts = tributary_core::ledger::run_receipts(&store, "p", &run).await.expect("receipts");
+    assert_eq!(receipts.len(), n as usize, "one receipt per page");
+    assert_eq!(receipts.iter().find(|r| r.page == 5).map(|r| r.records_persisted), Some(7));
+    for page in [5, 6, 800] {
+        let found = tributary_core::ledger::read_receipt(&store, "p", &run, page).await.expect("read");
+        assert_eq!(found.map(|r| r.page), Some(page), "page {page}'s receipt, in either layout");
+    }
+}
+
+/// A cursor run in flight across the change learns its count after it:
+/// writing the count completes the shards of both layouts.
+#[tokio::test]
+async fn a_cursor_run_across_the_receipt_layout_change_completes_at_its_count() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Counting::new(dir.path());
+    let (n, run) = (1_200u32, run_id());
+    for page in 0..500 {
+        put_earlier_receipt(&store, &receipt(page, "a")).await;
+    }
+    for page in 500..n {
+        assert_eq!(record_page(&store, &receipt(page, "a"), None).await.expect("page"), Completion::NotYet);
+    }
+    let Completion::Completed(manifest) = record_expected(&store, &expected(n.into())).await.expect("count") else {
+        panic!("the count completes the run")
+    };
+    assert_eq!((manifest.pages, distinct_files(&manifest)), (u64::from(n), n as usize));
+    let count: serde_json::Value =
+        serde_json::from_slice(&store.get(&keys::expected_key("p", &run)).await.expect("count")).expect("json");
+    assert_eq!(count["receipts_in_shard_folders"], serde_json::Value::Null, "earlier receipts noted: {count}");
 }

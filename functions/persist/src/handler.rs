@@ -125,8 +125,6 @@ pub(crate) struct PageContext<'a> {
     pub raw_key: String,
     /// `raw/…/<stem>.payload`: the claim-check payload's copy.
     pub raw_payload_key: String,
-    /// `_runs/<pipeline>/<run_id>/page-<page>.json`.
-    pub receipt_key: String,
 }
 
 impl<'a> PageContext<'a> {
@@ -152,8 +150,17 @@ impl<'a> PageContext<'a> {
             page: page.index,
         };
         let (raw_key, raw_payload_key) = (key.raw(), key.raw_payload());
-        let receipt_key = keys::receipt_key(&message.pipeline, &run_id, page.index);
-        Ok(PageContext { message, deps, dataset, run_id, run_date, page, raw_key, raw_payload_key, receipt_key })
+        Ok(PageContext { message, deps, dataset, run_id, run_date, page, raw_key, raw_payload_key })
+    }
+
+    /// The receipt an earlier delivery of this page wrote (either layout:
+    /// [`ledger::read_receipt`]); `None` when there is none or it cannot
+    /// be read (the page is then handled as a first delivery).
+    async fn previous_receipt(&self) -> Option<PageReceipt> {
+        ledger::read_receipt(self.deps.store, &self.message.pipeline, &self.run_id, self.page.index)
+            .await
+            .ok()
+            .flatten()
     }
 
     /// The page's lake keys.
@@ -182,8 +189,7 @@ impl<'a> PageContext<'a> {
         {
             return Ok(None);
         }
-        let Ok(previous) = self.deps.store.get(&self.receipt_key).await else { return Ok(None) };
-        let Ok(previous) = serde_json::from_slice::<PageReceipt>(&previous) else { return Ok(None) };
+        let Some(previous) = self.previous_receipt().await else { return Ok(None) };
         if same_records(self.message, &self.raw_key, &self.raw_payload_key, self.deps.store).await? {
             tracing::info!("a page of a completed run delivered again; its rows are in the lake already");
             return Ok(Some(previous));
@@ -274,8 +280,7 @@ impl<'a> PageContext<'a> {
     /// dataset fed by the same pipeline, run and page must not delete that
     /// dataset's files).
     async fn delete_stale_parts(&self, data_keys: &[String]) -> Result<(), PersistError> {
-        let Ok(previous) = self.deps.store.get(&self.receipt_key).await else { return Ok(()) };
-        let Ok(previous) = serde_json::from_slice::<PageReceipt>(&previous) else { return Ok(()) };
+        let Some(previous) = self.previous_receipt().await else { return Ok(()) };
         let stem = format!("/{}", keys::page_stem(&self.message.pipeline, &self.run_id, self.page.index));
         let own = |key: &&String| {
             key.starts_with(&format!("{}/", self.dataset))

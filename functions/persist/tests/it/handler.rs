@@ -139,9 +139,10 @@ async fn non_object_record_is_quarantined_with_a_reason() {
     let reason = lines[0]["reason"].as_str().expect("reason");
     assert!(reason.contains("integer") && reason.contains("not a JSON object"), "{reason}");
 
-    let receipt: PageReceipt =
-        serde_json::from_slice(&store.get("_runs/customers/20261129T060000Z/page-00000.json").await.expect("receipt"))
-            .expect("a PageReceipt");
+    let receipt: PageReceipt = serde_json::from_slice(
+        &store.get("_runs/customers/20261129T060000Z/receipts-00000/page-00000.json").await.expect("receipt"),
+    )
+    .expect("a PageReceipt");
     assert_eq!((receipt.records_in, receipt.records_persisted, receipt.records_quarantined), (4, 3, 1));
     assert_eq!(receipt.data_keys, vec![PAGE_0.to_string()]);
     assert_eq!(receipt.quarantine_key.as_deref(), Some(QUARANTINE_0));

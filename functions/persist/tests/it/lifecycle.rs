@@ -197,9 +197,10 @@ async fn an_sqs_body_with_unrepresentable_numbers_reaches_persist_intact() {
     )
     .await;
     assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
-    let receipt: tributary_core::ledger::PageReceipt =
-        serde_json::from_slice(&store.get("_runs/orders/20261129T060000Z/page-00000.json").await.expect("receipt"))
-            .expect("receipt");
+    let receipt: tributary_core::ledger::PageReceipt = serde_json::from_slice(
+        &store.get("_runs/orders/20261129T060000Z/receipts-00000/page-00000.json").await.expect("receipt"),
+    )
+    .expect("receipt");
     assert_eq!((receipt.records_persisted, receipt.records_quarantined), (1, 1), "1e400 is set aside, the rest lands");
     let raw = String::from_utf8(store.get(&receipt.raw_key).await.expect("raw").to_vec()).expect("utf-8");
     assert!(raw.contains("123456789012345678901234567890") && raw.contains("12.50") && raw.contains("1e400"), "{raw}");

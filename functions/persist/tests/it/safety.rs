@@ -117,7 +117,7 @@ async fn quarantined(store: &DirStore, receipt: &PageReceipt) -> Vec<(u64, Strin
 
 /// The receipt of page 0 of run 20261129T060000Z of `pipeline`.
 async fn receipt(store: &DirStore, pipeline: &str) -> PageReceipt {
-    let key = format!("_runs/{pipeline}/20261129T060000Z/page-00000.json");
+    let key = format!("_runs/{pipeline}/20261129T060000Z/receipts-00000/page-00000.json");
     serde_json::from_slice(&store.get(&key).await.expect("receipt")).expect("a PageReceipt")
 }
 

@@ -128,7 +128,7 @@ async fn a_page_naming_the_victims_pipeline_copies_nothing_into_the_attackers_ta
     let reason = lake.send(&page("team-a", "team_b", 0, stolen), "AROATEAMB:mallory").await.expect("refused");
     assert!(reason.contains("tenant team-b does not own it") && reason.contains("`pipeline` = team-a"), "{reason}");
     assert!(lake.keys("team_b/").await.is_empty() && lake.keys("raw/team_b/").await.is_empty());
-    assert!(lake.keys("_runs/team-a/20261129T060000Z/page-").await.is_empty(), "no receipt in team A's ledger");
+    assert!(lake.keys("_runs/team-a/20261129T060000Z/receipts-").await.is_empty(), "no receipt in team A's ledger");
 }
 
 #[tokio::test]
