@@ -22,4 +22,5 @@ pub mod scheduler;
 pub mod schedules;
 pub mod status;
 pub mod stream;
+pub mod stream_specs;
 pub mod vendor;

@@ -86,6 +86,27 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Upload a stream spec (one with a `source` block) to a deployed stack's
+    /// lake, at `_streams/_specs/<stream or topic>.json`, where the Persist
+    /// Lambda finds it for each batch of that stream (docs/streams.md, On
+    /// AWS). The spec is validated first. Prints created / updated /
+    /// unchanged; a stream already feeding another pipeline is refused
+    /// unless --replace. Needs a build with `--features aws` and AWS
+    /// credentials.
+    DeployStream {
+        /// The stream spec (YAML or JSON).
+        spec: PathBuf,
+        /// CloudFormation stack of the deployment (its `LakeBucketName`
+        /// output names the lake).
+        #[arg(long)]
+        stack: String,
+        /// Print what would be written; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Replace another pipeline's spec for the same stream.
+        #[arg(long)]
+        replace: bool,
+    },
     /// Start runs of a pipeline on a deployed stack, now or for past times:
     /// sends run triggers to its orchestrator queue (`OrchestratorQueueUrl`
     /// output), which starts each like a scheduled run of that time (same run
@@ -564,6 +585,7 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             Ok(exit_code(&summaries))
         }
         Command::DeploySchedules { dir, stack, dry_run } => deploy_schedules(&dir, &stack, dry_run).await,
+        Command::DeployStream { spec, stack, dry_run, replace } => deploy_stream(&spec, &stack, dry_run, replace).await,
         Command::Trigger { spec: path, stack, scheduled_at, backfill, replace } => {
             let spec = load_spec(&path)?;
             let times = backfill.times(&spec, scheduled_at)?;
@@ -837,6 +859,45 @@ async fn deploy_schedules(dir: &Path, stack: &str, dry_run: bool) -> anyhow::Res
     let report = tributary::schedules::deploy_schedules(&sdk, stack, dir, dry_run).await?;
     out_raw!("{report}")?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(feature = "aws")]
+async fn deploy_stream(path: &Path, stack: &str, dry_run: bool, replace: bool) -> anyhow::Result<ExitCode> {
+    // The spec is read and checked before the SDK is even configured.
+    let spec = load_stream_spec_for_deploy(path)?;
+    let key = persist::stream::spec_key(spec.source_name());
+    let connected = tributary::aws::Stack::connect(stack).await?;
+    let bucket = connected.lake_bucket()?.to_string();
+    if dry_run {
+        out!("would upload {} (pipeline {}) to s3://{bucket}/{key}", path.display(), spec.pipeline)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let store = tributary::aws::s3_store(&bucket, "").await?;
+    let outcome = tributary::stream_specs::upload_spec(&spec, &store, replace).await?;
+    out!("s3://{bucket}/{key}: {outcome} (pipeline {}, dataset {})", spec.pipeline, spec.target.dataset)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(not(feature = "aws"))]
+async fn deploy_stream(path: &Path, _stack: &str, _dry_run: bool, _replace: bool) -> anyhow::Result<ExitCode> {
+    // The spec is still checked, so it can be validated anywhere.
+    let spec = load_stream_spec_for_deploy(path)?;
+    anyhow::bail!(
+        "{} (pipeline {}) is valid, but this build has no AWS support: build the CLI with `--features aws` (cargo build -p tributary-cli --features aws)",
+        path.display(),
+        spec.pipeline
+    )
+}
+
+/// The stream spec at `path`, refusing a REST spec with what to use instead.
+fn load_stream_spec_for_deploy(path: &Path) -> anyhow::Result<contracts::stream::StreamSpec> {
+    if !tributary::stream::is_stream_spec(path) && path.exists() {
+        anyhow::bail!(
+            "{}: not a stream spec (no `source` block); a REST pipeline's spec is deployed with `tributary deploy-schedules`",
+            path.display()
+        );
+    }
+    Ok(tributary::stream::load_stream_spec(path)?)
 }
 
 /// A new re-run token: the time asked and a random suffix, so that each

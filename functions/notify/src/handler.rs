@@ -142,7 +142,13 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
             }
             continue;
         }
-        let alert = alert_for(record, &meta);
+        let alert = match dropped_batch_of(record) {
+            Some(dropped) => {
+                let pipeline = crate::stream::stream_pipeline(deps.store, &dropped.stream).await;
+                stream_batch_alert(record, &meta, &dropped, pipeline)
+            }
+            None => alert_for(record, &meta),
+        };
         if let Some(store) = deps.store {
             let letter = dead_letter_of(record, &meta, &alert, &now);
             if let Err(err) = tributary_core::dead_letters::archive(store, &letter).await {
@@ -253,6 +259,15 @@ fn merge(alert: &mut Alert, other: Alert) {
         _ => "messages that name no pipeline".to_string(),
     };
     let first = alert.examples.first().and_then(|e| e.reason.clone()).unwrap_or_else(|| "see the examples".into());
+    if alert.function == crate::stream::STREAM_FUNCTION {
+        // Each example names its dropped range; the replay steps stay.
+        let steps = alert.summary.split_once("records are still in the stream").map(|(_, rest)| rest).unwrap_or("");
+        alert.summary = format!(
+            "{} stream batches of {what} dropped; first: {first}. The records are still in the stream{steps}",
+            alert.count
+        );
+        return;
+    }
     alert.summary = format!("{} gave up on {} messages of {what}; first: {first}", alert.function, alert.count);
 }
 
@@ -317,6 +332,11 @@ pub fn alert_for(record: &SqsMessage, meta: &RecordMeta) -> Alert {
     });
     let receive_count = attribute(batch::ATTR_RECEIVE_COUNT).and_then(|n| n.parse().ok()).unwrap_or(meta.receive_count);
     let parsed = decode_body(body).ok().map(|(value, _)| value);
+    // A stream mapping's on-failure record (the stream-failures queue): the
+    // dropped records and how to replay them.
+    if let Some(dropped) = parsed.as_ref().and_then(crate::stream::dropped_stream_batch) {
+        return stream_batch_alert(record, meta, &dropped, None);
+    }
     // A Lambda asynchronous invocation record (the Orchestrator's on-failure
     // destination) or an EventBridge Scheduler dead-letter event: the
     // failed trigger names the pipeline, the record or the attributes the
@@ -354,6 +374,47 @@ pub fn alert_for(record: &SqsMessage, meta: &RecordMeta) -> Alert {
         ),
     };
     let found = Found { pipeline, run_id, page, function, source_queue, receive_count, reason, summary };
+    one_alert(record, meta, body, parsed.as_ref(), found)
+}
+
+/// The dropped stream batch a record describes, if it is a stream mapping's
+/// on-failure record.
+fn dropped_batch_of(record: &SqsMessage) -> Option<crate::stream::DroppedStreamBatch> {
+    let (value, _) = decode_body(record.body.as_deref()?).ok()?;
+    crate::stream::dropped_stream_batch(&value)
+}
+
+/// The alert of a stream batch a mapping gave up on: which records, why,
+/// and how to replay them ([`crate::stream`]). `pipeline` is the one the
+/// stream's spec names, when Notify could read it.
+fn stream_batch_alert(
+    record: &SqsMessage,
+    meta: &RecordMeta,
+    dropped: &crate::stream::DroppedStreamBatch,
+    pipeline: Option<String>,
+) -> Alert {
+    let body = record.body.as_deref().unwrap_or("");
+    let parsed = decode_body(body).ok().map(|(value, _)| value);
+    let reason = dropped.reason();
+    let feeds = match &pipeline {
+        Some(p) => format!("pipeline {p}: "),
+        None => format!(
+            "no pipeline found for stream {} (no spec at {} in the lake): ",
+            dropped.stream,
+            crate::stream::stream_spec_key(&dropped.stream)
+        ),
+    };
+    let summary = format!("{feeds}{reason}. {}", dropped.replay_steps());
+    let found = Found {
+        pipeline,
+        run_id: None,
+        page: None,
+        function: crate::stream::STREAM_FUNCTION.to_string(),
+        source_queue: meta.source_queue.clone(),
+        receive_count: dropped.attempts,
+        reason: Some(reason),
+        summary,
+    };
     one_alert(record, meta, body, parsed.as_ref(), found)
 }
 
@@ -613,6 +674,8 @@ pub async fn publish(alert: &Alert, deps: Deps<'_>) -> Result<(), PortError> {
     let times = if alert.count == 1 { String::new() } else { format!(" {}x", alert.count) };
     let subject = if alert.function == SCHEMA_FUNCTION {
         sanitize_subject(&format!("tributary alert: pipeline {pipeline} changed its dataset's columns"))
+    } else if alert.function == crate::stream::STREAM_FUNCTION {
+        sanitize_subject(&format!("tributary alert: stream records dropped{times} for pipeline {pipeline}"))
     } else {
         sanitize_subject(&format!("tributary alert: {}{times} failed for pipeline {pipeline}", alert.function))
     };
@@ -667,6 +730,16 @@ pub fn email_text(alert: &Alert) -> String {
     let pipeline = alert.pipeline.as_deref().unwrap_or("(not named by the message)");
     let run = alert.run_id.as_deref().unwrap_or("(not named by the message)");
     let mut text = String::new();
+    if alert.function == crate::stream::STREAM_FUNCTION {
+        let _ = writeln!(text, "tributary alert: {} stream batch(es) dropped before reaching the lake\n", alert.count);
+        let _ = writeln!(text, "Pipeline:    {pipeline}");
+        let _ = writeln!(text, "Dropped:");
+        for (i, example) in alert.examples.iter().enumerate() {
+            let _ = writeln!(text, "{}. {}", i + 1, example.reason.as_deref().unwrap_or("(no range in the record)"));
+        }
+        let _ = writeln!(text, "\nWhat to do:\n{}", alert.summary);
+        return text;
+    }
     let _ = writeln!(text, "tributary alert: {} gave up on {} message(s)\n", alert.function, alert.count);
     let _ = writeln!(text, "Pipeline:    {pipeline}");
     let _ = writeln!(text, "Run:         {run}");

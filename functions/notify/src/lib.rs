@@ -28,6 +28,7 @@ mod config;
 mod deps;
 mod error;
 mod handler;
+pub mod stream;
 
 pub use config::LambdaConfig;
 

@@ -1678,38 +1678,113 @@ fn custom_metrics_have_alarms_for_operations() {
     assert_no_failures("custom metric alarms", failures);
 }
 
-/// Issue 29: the stream resources exist only with `KinesisStreamArn` (a
-/// stack without streams is as before), and the Kinesis mapping has the
-/// event source mapping settings the stream handler relies on.
+/// Issue 29: the stream resources exist only with `KinesisStreamArn` or
+/// `MskClusterArn` + `KafkaTopic` (a stack without streams is as before),
+/// and both mappings have the event source mapping settings the stream
+/// handler relies on.
 #[test]
 fn the_stream_resources_are_behind_their_parameter_with_the_mapping_s_safety_settings() {
     let template = Template::load();
-    for id in [
-        "StreamFailureQueue",
-        "PersistStreamMapping",
-        "NotifyStreamFailureMapping",
-        "PersistStreamPolicy",
-        "NotifyStreamPolicy",
-        "StreamIteratorAgeAlarm",
+    for (id, condition) in [
+        ("StreamFailureQueue", "HasStream"),
+        ("NotifyStreamFailureMapping", "HasStream"),
+        ("NotifyStreamPolicy", "HasStream"),
+        ("PersistStreamFailurePolicy", "HasStream"),
+        ("PersistStreamMapping", "HasKinesisStream"),
+        ("PersistStreamPolicy", "HasKinesisStream"),
+        ("StreamIteratorAgeAlarm", "HasKinesisStream"),
+        ("PersistKafkaMapping", "HasKafkaTopic"),
+        ("PersistKafkaPolicy", "HasKafkaTopic"),
+        ("StreamOffsetLagAlarm", "HasKafkaTopic"),
     ] {
         let resource = template.resource(id).unwrap_or_else(|| panic!("{id} is in the template"));
-        assert_eq!(resource.get("Condition").and_then(Value::as_str), Some("HasKinesisStream"), "{id}");
+        assert_eq!(resource.get("Condition").and_then(Value::as_str), Some(condition), "{id}");
     }
-    let mapping = template.resource("PersistStreamMapping").expect("mapping");
-    let property = |name: &str| prop(mapping, name).cloned().unwrap_or(Value::Null);
-    assert_eq!(property("BisectBatchOnFunctionError"), Value::Bool(true));
-    assert_eq!(
-        property("FunctionResponseTypes"),
-        serde_norway::from_str::<Value>("[ReportBatchItemFailures]").expect("yaml")
+    // Every resource behind a stream condition is one of the above: a new
+    // one must be added here, with its condition.
+    let conditioned: BTreeSet<&str> = template
+        .resources()
+        .iter()
+        .filter(|(_, r)| {
+            matches!(
+                r.get("Condition").and_then(Value::as_str),
+                Some("HasStream" | "HasKinesisStream" | "HasKafkaTopic")
+            )
+        })
+        .filter_map(|(id, _)| id.as_str())
+        .collect();
+    assert_eq!(conditioned.len(), 10, "stream resources: {conditioned:?}");
+    let conditions = template.root().get("Conditions").expect("Conditions");
+    let has_stream = serde_norway::to_string(conditions.get("HasStream").expect("HasStream")).expect("yaml");
+    assert!(
+        has_stream.contains("HasKinesisStream") && has_stream.contains("HasKafkaTopic"),
+        "HasStream is either source: {has_stream}"
     );
-    for name in [
-        "MaximumRetryAttempts",
-        "MaximumRecordAgeInSeconds",
-        "ParallelizationFactor",
-        "MaximumBatchingWindowInSeconds",
-        "BatchSize",
-        "DestinationConfig",
-    ] {
-        assert!(!property(name).is_null(), "PersistStreamMapping.{name}");
+    for id in ["PersistStreamMapping", "PersistKafkaMapping"] {
+        let mapping = template.resource(id).expect("mapping");
+        let property = |name: &str| prop(mapping, name).cloned().unwrap_or(Value::Null);
+        assert_eq!(property("BisectBatchOnFunctionError"), Value::Bool(true), "{id}");
+        assert_eq!(
+            property("FunctionResponseTypes"),
+            serde_norway::from_str::<Value>("[ReportBatchItemFailures]").expect("yaml"),
+            "{id}"
+        );
+        for name in [
+            "MaximumRetryAttempts",
+            "MaximumRecordAgeInSeconds",
+            "MaximumBatchingWindowInSeconds",
+            "BatchSize",
+            "StartingPosition",
+        ] {
+            assert!(!property(name).is_null(), "{id}.{name}");
+        }
+        let destination = property("DestinationConfig");
+        let destination = serde_norway::to_string(&destination).expect("yaml");
+        assert!(
+            destination.contains("StreamFailureQueue"),
+            "{id}: on-failure destination is the stream failure queue: {destination}"
+        );
     }
+    let kinesis = template.resource("PersistStreamMapping").expect("mapping");
+    assert!(prop(kinesis, "ParallelizationFactor").is_some(), "PersistStreamMapping.ParallelizationFactor");
+    let kafka = template.resource("PersistKafkaMapping").expect("mapping");
+    assert!(prop(kafka, "Topics").is_some(), "PersistKafkaMapping.Topics");
+    assert!(
+        prop(kafka, "ProvisionedPollerConfig").is_some(),
+        "PersistKafkaMapping.ProvisionedPollerConfig: Lambda's Kafka error handling controls need provisioned mode"
+    );
+}
+
+/// Issue 29: `ParallelizationFactor` above 1 breaks the per-shard checkpoint
+/// (a high-water mark), so the parameter allows 1 only.
+#[test]
+fn the_parallelization_factor_parameter_allows_one_only() {
+    let template = Template::load();
+    let parameter =
+        template.root().get("Parameters").and_then(|p| p.get("StreamParallelizationFactor")).expect("parameter");
+    assert_eq!(parameter.get("AllowedValues"), Some(&serde_norway::from_str::<Value>("[1]").expect("yaml")));
+}
+
+/// Issue 29: the Kafka mapping's role has what an MSK event source mapping
+/// needs (the Lambda developer guide's MSK permissions page), and the stack
+/// refuses `MskClusterArn` without `KafkaTopic`.
+#[test]
+fn the_kafka_mapping_s_role_and_parameters_are_complete() {
+    let template = Template::load();
+    let policy = serde_norway::to_string(template.resource("PersistKafkaPolicy").expect("policy")).expect("yaml");
+    for action in [
+        "kafka:DescribeClusterV2",
+        "kafka:GetBootstrapBrokers",
+        "ec2:CreateNetworkInterface",
+        "ec2:DescribeNetworkInterfaces",
+        "ec2:DeleteNetworkInterface",
+        "ec2:DescribeVpcs",
+        "ec2:DescribeSubnets",
+        "ec2:DescribeSecurityGroups",
+    ] {
+        assert!(policy.contains(action), "PersistKafkaPolicy lacks {action}");
+    }
+    let rule = template.root().get("Rules").and_then(|r| r.get("KafkaTopicWithMskCluster")).expect("rule");
+    let rule = serde_norway::to_string(rule).expect("yaml");
+    assert!(rule.contains("MskClusterArn") && rule.contains("KafkaTopic"), "{rule}");
 }

@@ -3,3 +3,4 @@
 
 mod archive;
 mod handler;
+mod stream;
