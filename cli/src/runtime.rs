@@ -206,6 +206,10 @@ pub struct RunSummary {
     /// Why the run holds less than the source (`strategy.max_pages`
     /// reached with a next page offered); `None` for a whole run.
     pub truncated: Option<String>,
+    /// Why the run holds records more than once (pages the vendor served
+    /// again, or more records than it announced); `None` when nothing says
+    /// it does (`tributary_core::ledger::duplicated`).
+    pub duplicated: Option<String>,
     /// How the run changed its dataset's columns (or, frozen, would
     /// have): one line per change.
     pub schema_changes: Vec<String>,
@@ -226,10 +230,14 @@ impl RunSummary {
     }
 
     /// Whether the run is a success: completed (its `_SUCCESS` marker),
-    /// nothing dead-lettered, not every record quarantined, and not
-    /// truncated.
+    /// nothing dead-lettered, not every record quarantined, not
+    /// truncated, and no record held twice.
     pub fn succeeded(&self) -> bool {
-        self.completed && self.dead_letters() == 0 && !self.all_quarantined() && self.truncated.is_none()
+        self.completed
+            && self.dead_letters() == 0
+            && !self.all_quarantined()
+            && self.truncated.is_none()
+            && self.duplicated.is_none()
     }
 }
 
@@ -260,6 +268,9 @@ impl std::fmt::Display for RunSummary {
         writeln!(f, "  alerts               {}", self.alerts.len())?;
         if let Some(reason) = &self.truncated {
             writeln!(f, "  truncated            {reason} (the run is not a success)")?;
+        }
+        if let Some(reason) = &self.duplicated {
+            writeln!(f, "  duplicated           {reason} (the run is not a success)")?;
         }
         for (i, change) in self.schema_changes.iter().enumerate() {
             let label = if i == 0 { "schema changes" } else { "" };
@@ -618,6 +629,7 @@ impl LocalRuntime {
             alerts,
             data_keys: totals.data_keys,
             truncated: totals.truncated,
+            duplicated: totals.duplicated,
             schema_changes: totals.schema_changes,
             wall_time: started.elapsed(),
         })

@@ -34,6 +34,15 @@ pub struct RunCompleted {
     /// run as failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<String>,
+    /// Set when the run's pages hold records more than once, saying which
+    /// pages and the likely cause: pages holding the same records (the
+    /// same count, first record and last record: a vendor that ignored
+    /// the page's offset and served one page again), or more records than
+    /// the vendor announced (records added while the run paged shift
+    /// offset pages). Absent otherwise. The dataset holds those records
+    /// twice: consumers treat such a run as failed; Notify alerts it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicated: Option<String>,
     /// How the run changed its dataset's columns, one line per change
     /// (`added column email (string) for /email`, `added variant column
     /// contact_id__string (string): /contact_id held string values beside

@@ -139,6 +139,13 @@ pub struct PageReceipt {
     /// learning the count last) leaves the run to Persist. Absent: `false`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub table_commit: bool,
+    /// The page's records told apart from another page's (16 hex digits:
+    /// Persist's `Framer::fingerprint`, over the record count, the first
+    /// record and the last one's beginning); absent for a page of no
+    /// records or written by an earlier version. Two pages of a run with
+    /// the same are reported as [`Manifest::duplicated`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records_fingerprint: Option<String>,
     /// How the page changed (or, frozen, would have changed) its dataset's
     /// columns, one line per change ([`RunCompleted::schema_changes`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -212,6 +219,10 @@ pub struct Manifest {
     /// [`Expected::truncated`]: why the run holds less than the source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncated: Option<String>,
+    /// Why the run holds records more than once ([`duplicated`]), if it
+    /// does ([`RunCompleted::duplicated`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicated: Option<String>,
     /// Its pages' schema changes, sorted and each once
     /// ([`RunCompleted::schema_changes`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -290,20 +301,77 @@ async fn announce(events: Events<'_>, manifest: &Manifest) -> Result<(), PortErr
         manifest_key: keys::manifest_key(&manifest.pipeline, &manifest.run_id),
         schema_hash: manifest.schema_hash.clone(),
         truncated: manifest.truncated.clone(),
+        duplicated: manifest.duplicated.clone(),
         schema_changes: manifest.schema_changes.clone(),
         on_schema_change: manifest.on_schema_change,
     };
     let body = String::from_utf8_lossy(&encode(topic, &event)?).into_owned();
-    // `schema_changed` lets a subscription filter on it (an SNS
-    // FilterPolicy matches message attributes).
-    let changed = if manifest.schema_changes.is_empty() { "false" } else { "true" };
+    // Attributes a subscription filters on (an SNS FilterPolicy matches
+    // message attributes): `schema_changed`, and `notify`, what Notify's
+    // subscription takes: a run whose changes it alerts (not under
+    // `on_schema_change: evolve`) or whose records are duplicated.
+    let changed = !manifest.schema_changes.is_empty();
+    let notify =
+        (changed && manifest.on_schema_change != contracts::SchemaChange::Evolve) || manifest.duplicated.is_some();
     let attributes = [
         ("pipeline".to_string(), manifest.pipeline.clone()),
         ("event".to_string(), "run_completed".to_string()),
         ("schema_changed".to_string(), changed.to_string()),
+        (NOTIFY_ATTRIBUTE.to_string(), notify.to_string()),
     ]
     .into();
     topics.publish(topic, vec![crate::ports::TopicMessage { body, attributes, ..Default::default() }]).await
+}
+
+/// The run-completed event's attribute Notify's subscription filters on
+/// (`"true"`: a run Notify alerts; `core::topology`, the template's
+/// `RunEventsToSchemaChangesQueue`).
+pub const NOTIFY_ATTRIBUTE: &str = "notify";
+
+/// Why a run's pages hold records more than once, `None` when nothing says
+/// they do:
+/// - pages with the same [`PageReceipt::records_fingerprint`] (a vendor
+///   that ignored the page's offset parameter, mistyped in the spec or
+///   not supported, and served its first page again);
+/// - more records `landed` than the vendor `announced` (offset pages over
+///   records added while the run paged: each insert shifts the records
+///   behind it into the next page, so the boundary records are fetched
+///   twice).
+pub fn duplicated(receipts: &[PageReceipt], announced: Option<u64>, landed: u64) -> Option<String> {
+    let mut by_fingerprint: std::collections::BTreeMap<&str, Vec<&PageReceipt>> = std::collections::BTreeMap::new();
+    for receipt in receipts {
+        if let Some(fingerprint) = &receipt.records_fingerprint {
+            by_fingerprint.entry(fingerprint).or_default().push(receipt);
+        }
+    }
+    let mut repeats: Vec<Vec<&PageReceipt>> = by_fingerprint.into_values().filter(|pages| pages.len() > 1).collect();
+    if !repeats.is_empty() {
+        for pages in &mut repeats {
+            pages.sort_by_key(|r| r.page);
+        }
+        repeats.sort_by_key(|pages| pages[0].page);
+        let copies: u64 = repeats.iter().map(|pages| (pages.len() as u64 - 1) * pages[0].records_in).sum();
+        let pages: usize = repeats.iter().map(Vec::len).sum();
+        let first = &repeats[0];
+        let listed: Vec<String> = first.iter().take(5).map(|r| r.page.to_string()).collect();
+        let more = if first.len() > 5 { format!(" and {} more", first.len() - 5) } else { String::new() };
+        return Some(format!(
+            "{pages} of the run's pages hold records another of its pages holds (pages {}{more} hold the same {} \
+             records: the same count, first and last record), {copies} records stored more than once: the vendor \
+             served a page again instead of the next one. It ignores the offset the run sends: check the spec's \
+             strategy.offset_param (and limit_param) against the vendor's API documentation, then start the run \
+             again (`--replace` its time for an Iceberg dataset; delete this run's files for a Parquet one)",
+            listed.join(", "),
+            first[0].records_in,
+        ));
+    }
+    let announced = announced.filter(|announced| landed > *announced)?;
+    Some(format!(
+        "the run's pages held {landed} records, {} more than the {announced} the vendor announced (the probe's \
+         total): records added while the run paged shift offset pages, so records at page boundaries were fetched \
+         twice. Deduplicate on the records' key (target.write: merge with a key) or page by a cursor",
+        landed - announced
+    ))
 }
 
 /// What [`complete_if_done`] found.
@@ -797,6 +865,7 @@ async fn complete(
         files,
         schema_hash: contracts::digest::fnv1a_hex(schemas.join("\n").as_bytes()),
         truncated: expected.truncated.clone().or(short),
+        duplicated: duplicated(&receipts, expected.records, landed),
         schema_changes: {
             let mut changes: Vec<String> = receipts.iter().flat_map(|r| r.schema_changes.iter().cloned()).collect();
             changes.sort_unstable();
@@ -912,6 +981,8 @@ pub struct RunTotals {
     pub data_keys: Vec<String>,
     /// The completed run's [`Manifest::truncated`].
     pub truncated: Option<String>,
+    /// The completed run's [`Manifest::duplicated`].
+    pub duplicated: Option<String>,
     /// Whether the run is complete (its `_SUCCESS` marker is written): an
     /// Iceberg dataset's rows are in the table only then.
     pub completed: bool,
@@ -953,6 +1024,7 @@ pub async fn run_totals(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId)
     if let Some(manifest) = manifest {
         totals.data_keys = manifest.files;
         totals.truncated = manifest.truncated;
+        totals.duplicated = manifest.duplicated;
     }
     Ok(totals)
 }

@@ -111,9 +111,9 @@ pub const NOTIFY_DLQ: &str = "notify-dlq";
 /// local broker delivers in process). Nothing consumes it: operators alarm
 /// on its depth.
 pub const QUERY_RESULTS_DLQ: &str = "query-results-dlq";
-/// Notify's subscription to the run-events topic: completed runs that
-/// changed their dataset's columns (`schema_changed = true`), alerted per
-/// `target.on_schema_change`.
+/// Notify's subscription to the run-events topic: completed runs Notify
+/// alerts (`notify = true`: they changed their dataset's columns, not
+/// under `target.on_schema_change: evolve`, or hold records twice).
 pub const SCHEMA_CHANGES_QUEUE: &str = "schema-changes";
 /// The topic Athena publishes rows on.
 pub const QUERY_RESULTS_TOPIC: &str = "query-results";
@@ -230,7 +230,7 @@ pub const QUEUE_SUBSCRIPTIONS: &[QueueSubscriptionDecl] = &[
         queue: SCHEMA_CHANGES_QUEUE,
         raw: true,
         dlq: Some(NOTIFY_DLQ),
-        filter: Some(("schema_changed", "true")),
+        filter: Some((crate::ledger::NOTIFY_ATTRIBUTE, "true")),
     },
 ];
 

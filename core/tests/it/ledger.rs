@@ -36,6 +36,7 @@ fn receipt(page: u32, schema: &str) -> PageReceipt {
         raw_key: String::new(),
         schema: Some(schema.into()),
         table_commit: false,
+        records_fingerprint: None,
         schema_changes: Vec::new(),
         on_schema_change: contracts::SchemaChange::default(),
     }
@@ -467,4 +468,29 @@ async fn a_cursor_run_across_the_receipt_layout_change_completes_at_its_count() 
     let count: serde_json::Value =
         serde_json::from_slice(&store.get(&keys::expected_key("p", &run)).await.expect("count")).expect("json");
     assert_eq!(count["receipts_in_shard_folders"], serde_json::Value::Null, "earlier receipts noted: {count}");
+}
+
+/// The completion reports pages holding the same records (a vendor that
+/// served a page again) and more records than the vendor announced, and
+/// nothing for a run of distinct pages.
+#[test]
+fn a_run_holding_records_twice_says_which_pages_and_why() {
+    use tributary_core::ledger::duplicated;
+    let page = |page: u32, fingerprint: &str| PageReceipt {
+        records_in: 30,
+        records_fingerprint: Some(fingerprint.into()),
+        ..receipt(page, "a")
+    };
+    let distinct = [page(0, "a0"), page(1, "b1"), page(2, "c2")];
+    assert_eq!(duplicated(&distinct, Some(90), 90), None);
+    let empty_pages = [PageReceipt { records_in: 0, records_fingerprint: None, ..receipt(3, "a") }, receipt(4, "a")];
+    assert_eq!(duplicated(&empty_pages, Some(0), 0), None, "pages without records repeat nothing");
+    let repeated = [page(0, "a0"), page(1, "a0"), page(2, "c2"), page(3, "a0"), page(4, "c2")];
+    let reason = duplicated(&repeated, Some(150), 150).expect("repeated pages");
+    assert!(reason.starts_with("5 of the run's pages hold records another of its pages holds"), "{reason}");
+    assert!(reason.contains("pages 0, 1, 3 hold the same 30 records"), "{reason}");
+    assert!(reason.contains("90 records stored more than once"), "two extra copies of page 0, one of page 2: {reason}");
+    let over = duplicated(&distinct, Some(85), 90).expect("more than announced");
+    assert!(over.contains("held 90 records, 5 more than the 85 the vendor announced"), "{over}");
+    assert!(over.contains("target.write: merge"), "{over}");
 }

@@ -138,6 +138,9 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
             // not a dead letter: alerted when it changed its dataset's
             // columns, never archived.
             if let Some(alert) = schema_alert(&completed, &meta) {
+                groups.push((alert, vec![meta.message_id.clone()]));
+            }
+            if let Some(alert) = duplicated_alert(&completed, &meta) {
                 groups.push((alert, vec![meta.message_id]));
             }
             continue;
@@ -220,23 +223,52 @@ pub fn schema_alert(event: &contracts::RunCompleted, meta: &RecordMeta) -> Optio
         }
     };
     let summary = format!("run {} of pipeline {} {what}: {}", event.run_id, event.pipeline, truncate(&changes, 600));
-    Some(Alert {
+    Some(run_alert(event, meta, SCHEMA_FUNCTION, &changes, summary))
+}
+
+/// An alert about a completed run as a whole (no page, no body): its
+/// `reason` cut to 1,024 characters.
+fn run_alert(
+    event: &contracts::RunCompleted,
+    meta: &RecordMeta,
+    function: &str,
+    reason: &str,
+    summary: String,
+) -> Alert {
+    Alert {
         version: V1,
         pipeline: Some(event.pipeline.clone()),
         run_id: Some(event.run_id.to_string()),
         page: None,
-        function: SCHEMA_FUNCTION.into(),
+        function: function.into(),
         source_queue: meta.source_queue.clone(),
         message_id: meta.message_id.clone(),
         receive_count: meta.receive_count,
-        reason: Some(truncate(&changes, 1024)),
+        reason: Some(truncate(reason, 1024)),
         summary,
         body_excerpt: String::new(),
         body_bytes: 0,
         count: 1,
         first_seen: None,
         examples: Vec::new(),
-    })
+    }
+}
+
+/// Function name of the alert for a run holding records twice.
+pub const DUPLICATED_FUNCTION: &str = "duplicated";
+
+/// The alert for a completed run whose pages hold records more than once
+/// ([`contracts::RunCompleted::duplicated`]: a vendor serving a page again,
+/// or more records than it announced); `None` for any other run.
+pub fn duplicated_alert(event: &contracts::RunCompleted, meta: &RecordMeta) -> Option<Alert> {
+    let reason = event.duplicated.as_ref()?;
+    let summary = format!(
+        "run {} of pipeline {} stored records more than once: {}",
+        event.run_id,
+        event.pipeline,
+        truncate(reason, 600)
+    );
+    Some(run_alert(event, meta, DUPLICATED_FUNCTION, reason, summary))
 }
 
 /// Adds `other` (a dead letter of the same pipeline, run and function) to

@@ -224,6 +224,10 @@ pub struct PageOutput {
     pub quarantine: Option<QuarantineFile>,
     /// Records in the payload.
     pub records_in: u64,
+    /// The records told apart from another page's
+    /// ([`crate::source::Framer::fingerprint`]); `None` for a page of no
+    /// records.
+    pub records_fingerprint: Option<String>,
     /// Rows written to Parquet.
     pub rows_written: u64,
     /// Payload bytes read (after decompression).
@@ -855,6 +859,7 @@ fn write_pass(
         files: sunk.files,
         quarantine: sunk.quarantine,
         records_in: framer.records_read(),
+        records_fingerprint: framer.fingerprint(),
         rows_written: sunk.rows,
         input_bytes: framer.bytes_read(),
         schema,

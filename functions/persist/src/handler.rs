@@ -319,6 +319,7 @@ impl<'a> PageContext<'a> {
             raw_key: self.raw_key.clone(),
             schema: (output.rows_written > 0).then(|| format!("{:?}", output.arrow_schema.fields())),
             table_commit: self.message.target.table_format == TableFormat::Iceberg,
+            records_fingerprint: output.records_fingerprint.clone(),
             schema_changes: output.schema_changes.clone(),
             on_schema_change: self.message.target.on_schema_change,
         };

@@ -136,6 +136,22 @@ pub struct Framer<R> {
     /// The last record's text with its bytes that are not UTF-8 escaped
     /// (see [`Framer::next_record`]).
     escaped: String,
+    /// What [`Framer::fingerprint`] is made of.
+    seen: Seen,
+}
+
+/// Bytes of the last record's beginning a page's fingerprint keeps: enough
+/// for the key fields records usually begin with (`{"id": 1042, ...`).
+const FINGERPRINT_HEAD: usize = 96;
+
+/// The first record's digest and the last record's length and beginning,
+/// kept as records are framed (a copy of at most [`FINGERPRINT_HEAD`]
+/// bytes per record).
+#[derive(Clone, Debug, Default)]
+struct Seen {
+    first: u64,
+    last_len: usize,
+    last_head: Vec<u8>,
 }
 
 impl Framer<Box<dyn BufRead + Send>> {
@@ -175,6 +191,7 @@ impl<R: Read> Framer<R> {
             scratch_tape: Tape::default(),
             escaped: String::new(),
             trailer: Trailer { enclosing: 0 },
+            seen: Seen::default(),
         };
         framer.fill()?;
         if framer.buf[framer.start..framer.end].starts_with(&[0xEF, 0xBB, 0xBF]) {
@@ -210,6 +227,25 @@ impl<R: Read> Framer<R> {
     /// Records read so far.
     pub fn records_read(&self) -> u64 {
         self.index
+    }
+
+    /// The records read so far, told apart from another page's: 16 hex
+    /// digits of FNV-1a over their count, the first record's text and the
+    /// last one's length and first 96 bytes; `None` before any record.
+    /// Two pages of a run with the same fingerprint hold the same records
+    /// (a vendor that ignored the page's offset and served one page
+    /// again), which the run's completion reports (`ledger`'s
+    /// `Manifest::repeated`). Pages of other records differ in their first
+    /// record, whatever their envelopes (`next` links, echoed offsets).
+    pub fn fingerprint(&self) -> Option<String> {
+        (self.index > 0).then(|| {
+            let mut bytes = Vec::with_capacity(32 + self.seen.last_head.len());
+            bytes.extend_from_slice(&self.index.to_le_bytes());
+            bytes.extend_from_slice(&self.seen.first.to_le_bytes());
+            bytes.extend_from_slice(&(self.seen.last_len as u64).to_le_bytes());
+            bytes.extend_from_slice(&self.seen.last_head);
+            contracts::digest::fnv1a_hex(&bytes)
+        })
     }
 
     /// Payload bytes consumed so far (after decompression).
@@ -472,7 +508,14 @@ impl<R: Read> Framer<R> {
                 &self.escaped
             }
         };
-        Ok(Some(text.trim_end_matches(['\r', ' ', '\t'])))
+        let text = text.trim_end_matches(['\r', ' ', '\t']);
+        if index == 0 {
+            self.seen.first = contracts::digest::fnv1a(text.as_bytes());
+        }
+        self.seen.last_len = text.len();
+        self.seen.last_head.clear();
+        self.seen.last_head.extend_from_slice(&text.as_bytes()[..text.len().min(FINGERPRINT_HEAD)]);
+        Ok(Some(text))
     }
 }
 

@@ -508,6 +508,66 @@ async fn a_vendor_page_size_cap_is_a_truncated_run_not_a_silent_loss() {
     assert_eq!(runs.iter().map(|r| r.state()).collect::<Vec<_>>(), ["truncated"], "tributary status");
 }
 
+/// A trial finding: a mistyped `offset_param` (the vendor ignores the
+/// unknown parameter and serves its first page for every offset) stored the
+/// first page once per page with exit 0. The run now completes but is not
+/// a success, says which pages repeat and what to check, and Notify alerts.
+#[tokio::test]
+async fn a_vendor_serving_its_first_page_again_is_a_duplicated_run_not_a_success() {
+    use axum::extract::{Query, State};
+    use test_support::vendor::serve;
+    // Answers `?offset=O&limit=L` properly but, like most APIs, ignores a
+    // parameter it does not know: `ofset` gets page 0 every time.
+    async fn page(
+        State(records): State<Vec<Value>>,
+        Query(query): Query<std::collections::HashMap<String, u32>>,
+    ) -> axum::Json<Value> {
+        let (offset, limit) = (query.get("offset").copied().unwrap_or(0), query.get("limit").copied().unwrap_or(10));
+        let results: Vec<&Value> = records.iter().skip(offset as usize).take(limit as usize).collect();
+        axum::Json(serde_json::json!({"meta": {"total": records.len()}, "results": results}))
+    }
+    let records: Vec<Value> = (0..90).map(|i| serde_json::json!({"id": i, "name": format!("n{i}")})).collect();
+    let addr = serve(axum::Router::new().route("/records", axum::routing::get(page)).with_state(records)).await;
+    let spec_text = |pipeline: &str, offset_param: &str| {
+        format!(
+            "version: 1\npipeline: {pipeline}\nstrategy: {{kind: paged, page_size: 30, total_pointer: /meta/total, \
+             params: {{style: offset_limit, offset_param: {offset_param}, limit_param: limit}}}}\n\
+             request: {{url: 'http://{addr}/records', records_pointer: /results, allow: {{loopback: true}}}}\n\
+             target: {{dataset: {pipeline}}}\n"
+        )
+    };
+    let time = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
+
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let spec = contracts::spec::PipelineSpec::from_yaml(&spec_text("mistyped", "ofset")).expect("spec");
+    let summary = runtime.run(&spec, time).await.expect("run");
+    assert!(summary.completed, "the run completes: {summary}");
+    assert_eq!(summary.records_persisted, 90, "three pages of the same 30 records: {summary}");
+    assert!(!summary.succeeded(), "a run that stored records three times is not a success: {summary}");
+    let reason = summary.duplicated.clone().unwrap_or_default();
+    assert!(reason.contains("pages 0, 1, 2 hold the same 30 records"), "{reason}");
+    assert!(
+        reason.contains("60 records stored more than once") && reason.contains("strategy.offset_param"),
+        "{reason}"
+    );
+    assert!(summary.to_string().contains("duplicated"), "{summary}");
+    let ids: BTreeSet<i64> = read_dataset(lake.path(), "mistyped").iter().filter_map(|r| r["id"].as_i64()).collect();
+    assert_eq!(ids, (0..30).collect::<BTreeSet<_>>(), "what the vendor served: its first page, three times");
+    let alerts = serde_json::to_string(&read_alerts(lake.path())).expect("alerts");
+    assert!(alerts.contains("\"function\":\"duplicated\"") && alerts.contains("strategy.offset_param"), "{alerts}");
+
+    // The same vendor paged by its real parameter: no duplicate reported.
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let spec = contracts::spec::PipelineSpec::from_yaml(&spec_text("right", "offset")).expect("spec");
+    let summary = runtime.run(&spec, time).await.expect("run");
+    assert!(summary.succeeded() && summary.duplicated.is_none(), "{summary}");
+    let ids: BTreeSet<i64> = read_dataset(lake.path(), "right").iter().filter_map(|r| r["id"].as_i64()).collect();
+    assert_eq!(ids.len(), 90);
+    assert!(!serde_json::to_string(&read_alerts(lake.path())).expect("alerts").contains("duplicated"));
+}
+
 #[tokio::test]
 async fn a_wrong_records_pointer_fails_the_run_once_naming_the_keys_present() {
     use test_support::vendor::{PagedRecords, serve_pages};
