@@ -615,6 +615,7 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             let runs = tributary::status::recent_runs(store.as_ref(), limit).await?;
             out_raw!("{}", tributary::status::table(&runs))?;
             out_raw!("{}", tributary::stream::checkpoints_table(store.as_ref(), chrono::Utc::now()).await?)?;
+            out_raw!("{}", tributary::stream::records_behind_table(store.as_ref()).await?)?;
             out_raw!("{}", tributary::status::recovery_hints(&runs, &place))?;
             if let Some(handle) = &handle {
                 out_raw!("{}", subscriptions(handle).await?)?;
