@@ -548,8 +548,8 @@ pub async fn checkpoints_table(
 }
 
 /// EMF metric of the local poller: the records of a shard (a Kafka
-/// topic-partition) after the last record handed over, [`Unit::Count`]
-/// (`tributary_core::metrics::Unit::Count`), one value per batch and one
+/// topic-partition) after the last record handed over,
+/// [`Count`](tributary_core::metrics::Unit::Count), one value per batch and one
 /// when the shard stops, under the dimensions `function` = [`POLLER`] and
 /// `pipeline`, with `stream` and `shard` properties. Only a source that can
 /// count them emits it: a file of records (Kinesis says time behind,
