@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use chrono::{DateTime, Utc};
+use contracts::TableFormat;
 use contracts::stream::StreamSpec;
 use serde_json::json;
 use tributary_core::ports::{ObjectStore, PortError};
@@ -147,6 +148,18 @@ pub enum DemoStreamError {
     /// The lake could not be read back.
     #[error(transparent)]
     Port(#[from] PortError),
+    /// The lake keeps the demo's dataset in the other table format (an
+    /// earlier demo with or without `--table-format iceberg`).
+    #[error(
+        "target.table_format is {wanted}, but dataset {PIPELINE} is kept as {kept} in this lake; a dataset keeps one \
+         table format: run the demo with --table-format {kept}, or with a new --lake"
+    )]
+    Format {
+        /// The format the demo was asked for.
+        wanted: &'static str,
+        /// The dataset's format in the lake.
+        kept: &'static str,
+    },
     /// The dataset could not be read back through the lake's SQL engine.
     #[error("reading {PIPELINE} back: {0}")]
     Query(String),
@@ -172,13 +185,19 @@ pub async fn run(lake: &Path, iceberg: bool) -> Result<StreamDemo, DemoStreamErr
     let spec = StreamSpec::from_yaml(&text)?;
     write(&spec_path, &text)?;
     if !records_path.exists() {
-        write(&records_path, &topic_lines(Utc::now()))?;
+        // Whole or not at all: a demo stopped mid-write must not leave a
+        // topic cut short that every later demo reads.
+        let partial = folder.join(format!("{PIPELINE}.jsonl.partial"));
+        write(&partial, &topic_lines(Utc::now()))?;
+        std::fs::rename(&partial, &records_path)
+            .map_err(|source| DemoStreamError::Write { path: records_path.clone(), source })?;
     }
+    let store = adapters::local::DirStore::new(lake);
+    refuse_other_format(&store, &spec).await?;
     let source = LocalSource::File(records_path.clone());
     let started = std::time::Instant::now();
     let report = crate::stream::run_local(&spec, lake, &source, PollOptions::default(), false).await?;
     let elapsed = started.elapsed();
-    let store = adapters::local::DirStore::new(lake);
     let mut checkpoints = Vec::new();
     for partition in report.shards.keys() {
         let key = persist::stream::checkpoint_key(PIPELINE, PIPELINE, partition);
@@ -227,6 +246,26 @@ pub async fn table_count(lake: &Path) -> Result<(u64, u64), DemoStreamError> {
     }
 }
 
+/// Refuses a lake whose demo dataset is kept in the other table format:
+/// the poll would land nothing new past the checkpoints and say nothing,
+/// and new records would be refused by Persist one batch at a time.
+async fn refuse_other_format(store: &dyn ObjectStore, spec: &StreamSpec) -> Result<(), DemoStreamError> {
+    let key = tributary_core::keys::schema_key(&spec.target.dataset);
+    let schema = persist::read_schema(store, &key)
+        .await
+        .map_err(|err| PortError::permanent_msg("read schema", &key, err.to_string()))?;
+    let name = |format: TableFormat| match format {
+        TableFormat::Iceberg => "iceberg",
+        _ => "parquet",
+    };
+    match schema.and_then(|(table, _)| table.table_format) {
+        Some(kept) if kept != spec.target.table_format => {
+            Err(DemoStreamError::Format { wanted: name(spec.target.table_format), kept: name(kept) })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The pipeline's quarantined records in the lake
 /// (`quarantine/<dataset>/dt=<date>/<pipeline>-…jsonl`, Persist's lines
 /// `{"index", "reason", …}`), as `reason (key)`.
@@ -272,6 +311,14 @@ impl std::fmt::Display for StreamDemo {
                 "  {partition:<17} {:>19}  {records:>14}  {:>14}",
                 through.as_deref().unwrap_or("-"),
                 behind.map_or("-".into(), |n| n.to_string())
+            )?;
+        }
+        let given_up = self.report.on_failure();
+        if given_up > 0 {
+            writeln!(
+                f,
+                "  FAILED: {given_up} batch(es) given up after their retries: see {}{PIPELINE}/{PIPELINE}/failed/ in the lake",
+                persist::stream::STREAMS_PREFIX
             )?;
         }
         for reason in &self.quarantined {
@@ -328,6 +375,18 @@ mod tests {
                 .collect();
             assert_eq!(offsets, (0..u64::from(RECORDS / PARTITIONS)).collect::<Vec<_>>());
         }
+    }
+
+    #[tokio::test]
+    async fn a_lake_keeping_the_dataset_in_the_other_format_is_refused_naming_both() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = run(dir.path(), false).await.expect("demo stream");
+        assert_eq!((first.rows_landed(), first.table), (59, (59, 59)), "{first}");
+        let err = run(dir.path(), true).await.expect_err("iceberg over parquet");
+        let text = err.to_string();
+        assert!(text.contains("target.table_format is iceberg") && text.contains("kept as parquet"), "{text}");
+        let again = run(dir.path(), false).await.expect("demo stream again");
+        assert_eq!((again.rows_landed(), again.table), (0, (59, 59)), "{again}");
     }
 
     #[tokio::test]
