@@ -9,6 +9,7 @@
 
 #[cfg(feature = "aws")]
 pub mod aws;
+pub mod demo_stream;
 pub mod dlq;
 pub mod init;
 pub mod lake;

@@ -141,7 +141,10 @@ enum Command {
     Init(tributary::init::command::InitArgs),
     /// Start the demo vendor API, run a paged, an Athena-driven and a simple
     /// pipeline against it, print the summaries and the first rows read back
-    /// from Parquet.
+    /// from Parquet; then a stream pipeline (a Kafka topic of orders from a
+    /// file of records, one poison record among them) into its own dataset,
+    /// printing what landed, what was quarantined and each partition's
+    /// checkpoint. Run again, the stream lands nothing twice.
     Demo {
         /// Lake directory (the bucket).
         #[arg(long, default_value = "lake")]
@@ -615,6 +618,7 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             let runs = tributary::status::recent_runs(store.as_ref(), limit).await?;
             out_raw!("{}", tributary::status::table(&runs))?;
             out_raw!("{}", tributary::stream::checkpoints_table(store.as_ref(), chrono::Utc::now()).await?)?;
+            out_raw!("{}", tributary::stream::records_behind_table(store.as_ref()).await?)?;
             out_raw!("{}", tributary::status::recovery_hints(&runs, &place))?;
             if let Some(handle) = &handle {
                 out_raw!("{}", subscriptions(handle).await?)?;
@@ -1252,9 +1256,10 @@ fn exit_code(summaries: &[RunSummary]) -> ExitCode {
     if summaries.iter().all(RunSummary::succeeded) { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
 
-/// The demo: three pipelines against the demo vendor API, writing Iceberg
-/// tables with `iceberg` (the Athena-driven one reads `demo_customers`'
-/// table).
+/// The demo: three pipelines against the demo vendor API, then a stream
+/// pipeline (a Kafka topic from a file of records,
+/// [`tributary::demo_stream`]), writing Iceberg tables with `iceberg` (the
+/// Athena-driven one reads `demo_customers`' table).
 async fn demo(lake: &Path, iceberg: bool) -> anyhow::Result<ExitCode> {
     let format = if iceberg { ", table_format: iceberg" } else { "" };
     let data = vendor::DemoData::default();
@@ -1318,7 +1323,10 @@ target: {{ dataset: demo_transactions{format} }}
         out!("{table}\n")?;
         summaries.push(summary);
     }
-    Ok(exit_code(&summaries))
+    let stream = tributary::demo_stream::run(lake, iceberg).await.context("the demo's stream pipeline")?;
+    out!("{stream}")?;
+    let stream_ok = stream.report.on_failure() == 0;
+    Ok(if stream_ok { exit_code(&summaries) } else { ExitCode::FAILURE })
 }
 
 /// Refuses a `--lake` that is not an existing directory.

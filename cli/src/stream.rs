@@ -74,6 +74,10 @@ pub struct ShardReport {
     /// Milliseconds behind the shard's tip at the last read (Kinesis
     /// `MillisBehindLatest`), when the source says.
     pub millis_behind_latest: Option<u64>,
+    /// Records of the shard after the last one handed over, at the last
+    /// read ([`RECORDS_BEHIND`]), when the source can count them (a file
+    /// of records; `None` for Kinesis).
+    pub records_behind: Option<u64>,
     /// Time spent on the shard.
     pub elapsed: Duration,
 }
@@ -159,7 +163,8 @@ async fn poll_shard(
             break;
         }
         let (records, next, behind) = gather(spec, reader, shard, &position).await?;
-        report.millis_behind_latest = behind;
+        report.millis_behind_latest = behind.millis;
+        report.records_behind = behind.records;
         if records.is_empty() {
             match next {
                 Some(next) if options.follow => {
@@ -167,16 +172,20 @@ async fn poll_shard(
                     tokio::time::sleep(IDLE_POLL).await;
                     continue;
                 }
-                Some(next) if behind != Some(0) => {
+                Some(next) if behind.millis != Some(0) => {
                     // An empty read short of the tip (a trimmed stretch): read on.
                     position = StreamPosition::Continue(next);
                     continue;
                 }
-                _ => break,
+                _ => {
+                    emit_records_behind(spec, shard, &report, deps).await;
+                    break;
+                }
             }
         }
         batches += 1;
         deliver(spec, records, deps, &mut report).await?;
+        emit_records_behind(spec, shard, &report, deps).await;
         match next {
             Some(next) => position = StreamPosition::Continue(next),
             None => break,
@@ -184,6 +193,15 @@ async fn poll_shard(
     }
     report.elapsed = started.elapsed();
     Ok(report)
+}
+
+/// How far behind its shard's tip a read ended.
+#[derive(Clone, Copy, Debug)]
+struct Behind {
+    /// Kinesis `MillisBehindLatest`.
+    millis: Option<u64>,
+    /// Records after the read's last one (a file of records).
+    records: Option<u64>,
 }
 
 /// Up to `batch_size` records from `position`, reading on within the batch
@@ -194,7 +212,7 @@ async fn gather(
     reader: &dyn StreamReader,
     shard: &str,
     position: &StreamPosition,
-) -> Result<(Vec<StreamRecord>, Option<String>, Option<u64>), PortError> {
+) -> Result<(Vec<StreamRecord>, Option<String>, Behind), PortError> {
     let size = spec.batching.batch_size;
     let window = Duration::from_secs(u64::from(spec.batching.batch_window_secs));
     let opened = Instant::now();
@@ -209,7 +227,7 @@ async fn gather(
         }
         records.append(&mut read.records);
     }
-    Ok((records, read.next, read.millis_behind_latest))
+    Ok((records, read.next, Behind { millis: read.millis_behind_latest, records: read.records_behind }))
 }
 
 /// Hands a batch over with the event source mapping's retry semantics.
@@ -362,7 +380,11 @@ pub async fn run_local(
         std::sync::Arc::new(adapters::local::DirStore::new(&root)),
     );
     let broker = adapters::local::Broker::new();
-    let config = persist::PersistConfig::default();
+    let config = persist::PersistConfig {
+        // Where the local runtime's EMF lines go (`LocalOptions::new`).
+        metrics: tributary_core::metrics::MetricsTarget::File(root.join("_metrics.jsonl")),
+        ..persist::PersistConfig::default()
+    };
     let deps = Deps {
         store: &store,
         queue: &broker,
@@ -458,6 +480,9 @@ impl std::fmt::Display for PollReport {
                 s.bisections,
                 s.on_failure
             )?;
+            if let Some(records) = s.records_behind {
+                write!(f, ", {records} records behind")?;
+            }
             match s.millis_behind_latest {
                 Some(ms) => writeln!(f, ", {ms} ms behind the tip")?,
                 None => writeln!(f)?,
@@ -481,7 +506,7 @@ pub async fn checkpoints_table(
 ) -> Result<String, PortError> {
     let keys = store.list(persist::stream::STREAMS_PREFIX).await?;
     let mut lines = Vec::new();
-    for key in keys.iter().filter(|k| k.ends_with(".json") && !k.contains("/failed/")) {
+    for key in keys.iter().filter(|k| k.ends_with(".json") && !k.contains("/failed/") && !k.contains(BEHIND_FOLDER)) {
         let rest = key.trim_start_matches(persist::stream::STREAMS_PREFIX).trim_end_matches(".json");
         let mut parts = rest.splitn(3, '/');
         let (Some(pipeline), Some(stream), Some(shard)) = (parts.next(), parts.next(), parts.next()) else { continue };
@@ -518,6 +543,88 @@ pub async fn checkpoints_table(
             "{failed} batch(es) given up after their retries: see {}<pipeline>/<stream>/failed/\n",
             persist::stream::STREAMS_PREFIX
         ));
+    }
+    Ok(out)
+}
+
+/// EMF metric of the local poller: the records of a shard (a Kafka
+/// topic-partition) after the last record handed over,
+/// [`Count`](tributary_core::metrics::Unit::Count), one value per batch and one
+/// when the shard stops, under the dimensions `function` = [`POLLER`] and
+/// `pipeline`, with `stream` and `shard` properties. Only a source that can
+/// count them emits it: a file of records (Kinesis says time behind,
+/// `MillisBehindLatest`; on AWS, Lambda's `OffsetLag` is the Kafka figure).
+pub const RECORDS_BEHIND: &str = "stream_records_behind";
+
+/// The `function` dimension of the local poller's metrics (it stands in
+/// for the event source mapping, not a Lambda function).
+pub const POLLER: &str = "poller";
+
+/// Folder, within `_streams/<pipeline>/<stream>/`, of each shard's
+/// [`RecordsBehind`] at the last local poll.
+const BEHIND_FOLDER: &str = "/behind/";
+
+/// A shard's records behind at the last local poll, for `tributary status`:
+/// `_streams/<pipeline>/<stream>/behind/<shard>.json`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RecordsBehind {
+    /// Records after the last one handed over.
+    pub records: u64,
+    /// When the poller counted them.
+    pub measured_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Where [`RecordsBehind`] of `shard` is kept.
+pub fn records_behind_key(pipeline: &str, stream: &str, shard: &str) -> String {
+    format!("{}{pipeline}/{stream}{BEHIND_FOLDER}{shard}.json", persist::stream::STREAMS_PREFIX)
+}
+
+/// Emits [`RECORDS_BEHIND`] for `shard` and keeps it for `tributary
+/// status`, when the source counted them. Observability must not stop the
+/// ingestion: a failed write is logged, and the poll goes on.
+async fn emit_records_behind(spec: &StreamSpec, shard: &str, report: &ShardReport, deps: Deps<'_>) {
+    let Some(records) = report.records_behind else { return };
+    let mut emf = tributary_core::metrics::Metrics::new(POLLER, &spec.pipeline);
+    emf.count(RECORDS_BEHIND, records);
+    emf.property("stream", serde_json::Value::String(spec.source_name().to_string()));
+    emf.property("shard", serde_json::Value::String(shard.to_string()));
+    emf.flush_to(&deps.config.metrics);
+    let key = records_behind_key(&spec.pipeline, spec.source_name(), shard);
+    let body = json!(RecordsBehind { records, measured_at: chrono::Utc::now() }).to_string();
+    if let Err(error) = deps.store.put(&key, Bytes::from(body)).await {
+        tracing::warn!(key, %error, "could not keep the records behind for `tributary status`");
+    }
+}
+
+/// The records behind each shard at the last local poll of a file of
+/// records (`_streams/<pipeline>/<stream>/behind/`), a line per shard for
+/// `tributary status`; empty when no such poll ran in the lake (a Kinesis
+/// stream has no count: its lag is the checkpoints' time).
+///
+/// # Errors
+/// [`PortError`] from the store; an unreadable figure is shown as such.
+pub async fn records_behind_table(store: &dyn ObjectStore) -> Result<String, PortError> {
+    let keys = store.list(persist::stream::STREAMS_PREFIX).await?;
+    let mut out = String::new();
+    for key in keys.iter().filter(|k| k.contains(BEHIND_FOLDER) && k.ends_with(".json")) {
+        let rest = key.trim_start_matches(persist::stream::STREAMS_PREFIX).trim_end_matches(".json");
+        let Some((path, shard)) = rest.split_once(BEHIND_FOLDER) else { continue };
+        let Some((pipeline, stream)) = path.split_once('/') else { continue };
+        let figure = match store.get(key).await {
+            Ok(body) => serde_json::from_slice::<RecordsBehind>(&body)
+                .map(|b| format!("{:>10}  {}", b.records, b.measured_at.format("%Y-%m-%d %H:%M:%SZ")))
+                .unwrap_or_else(|err| format!("unreadable {key}: {err}")),
+            // Removed since it was listed (a replay forgetting the stream).
+            Err(PortError::NotFound { .. }) => continue,
+            Err(err) => format!("unreadable {key}: {err}"),
+        };
+        if out.is_empty() {
+            out = format!(
+                "\nrecords behind (a file of Kafka records, at the last local poll)\n{:<16} {:<16} {:<22} {:>10}  measured\n",
+                "pipeline", "stream", "shard", "records"
+            );
+        }
+        out.push_str(&format!("{pipeline:<16} {stream:<16} {shard:<22} {figure}\n"));
     }
     Ok(out)
 }

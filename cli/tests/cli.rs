@@ -85,6 +85,57 @@ fn demo_persists_records_with_no_dead_letters() {
     let missing = query(&["10"]);
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("2 `?` placeholder(s) but 1 parameter(s)"));
+
+    // The stream pipeline: 60 Kafka records over 3 partitions, one poison.
+    assert!(stdout.contains("rows landed          59\n  poison quarantined   1\n"), "{stdout}");
+    for partition in 0..3 {
+        let checkpoint = format!("demo_orders-{partition}                      19              20               0");
+        assert!(stdout.contains(&checkpoint), "{checkpoint}:\n{stdout}");
+    }
+    assert_eq!(demo_orders(dir.path()), r#"{"n":59,"orders":59}"#);
+    let quarantine = stream_quarantine(&dir.path().join("quarantine/demo_orders"));
+    assert_eq!(quarantine.len(), 1, "{quarantine:?}");
+    // Order 42 (index 41): partition 41 % 3, offset 41 / 3; its value is cut short.
+    let reason = quarantine[0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("record 13 (demo_orders-2): not JSON: EOF while parsing"), "{reason}");
+    assert_eq!(quarantine[0]["record"]["partition"], "demo_orders-2");
+    assert!(table.contains("records behind") && table.contains("demo_orders-2"), "{table}");
+
+    // Run again: the REST pipelines run again, the stream lands nothing twice.
+    let again = tributary().arg("demo").arg("--lake").arg(dir.path()).output().expect("run demo again");
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert!(again.status.success(), "demo failed:\n{stdout}\n{}", String::from_utf8_lossy(&again.stderr));
+    assert!(stdout.contains("rows landed          0 (every partition is past its checkpoint)"), "{stdout}");
+    assert_eq!(demo_orders(dir.path()), r#"{"n":59,"orders":59}"#);
+    assert_eq!(stream_quarantine(&dir.path().join("quarantine/demo_orders")).len(), 1);
+}
+
+/// `demo_orders`' rows and distinct order ids, through `tributary query`.
+fn demo_orders(lake: &std::path::Path) -> String {
+    let output = tributary()
+        .arg("query")
+        .arg("--lake")
+        .arg(lake)
+        .arg("SELECT count(*) AS n, count(DISTINCT order_id) AS orders FROM demo_orders")
+        .output()
+        .expect("run query");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+/// The quarantined stream records under `folder` (its `dt=` folders).
+fn stream_quarantine(folder: &std::path::Path) -> Vec<serde_json::Value> {
+    let mut lines = Vec::new();
+    for day in std::fs::read_dir(folder).expect("quarantine folder") {
+        for file in std::fs::read_dir(day.expect("dt folder").path()).expect("dt folder") {
+            let path = file.expect("file").path();
+            if path.to_string_lossy().ends_with("-stream.jsonl") {
+                let text = std::fs::read_to_string(&path).expect("quarantine file");
+                lines.extend(text.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).expect("JSON line")));
+            }
+        }
+    }
+    lines
 }
 
 #[test]
@@ -117,6 +168,10 @@ fn demo_in_iceberg_mode_runs_all_three_pipelines_over_the_tables() {
     assert_eq!(count("demo_customers"), r#"{"n":230,"one_day":true}"#);
     assert_eq!(count("demo_customer_transactions"), r#"{"n":690,"one_day":true}"#);
     assert_eq!(count("demo_transactions"), r#"{"n":690,"one_day":true}"#);
+    // The stream pipeline lands in its own Iceberg table: 60 records, one poison.
+    assert!(stdout.contains("rows landed          59\n  poison quarantined   1\n"), "{stdout}");
+    assert_eq!(count("demo_orders"), r#"{"n":59,"one_day":true}"#);
+    assert_eq!(demo_orders(dir.path()), r#"{"n":59,"orders":59}"#);
 
     // `schema` names the Iceberg table, not a Hive definition it never registers.
     let schema = tributary()

@@ -55,6 +55,11 @@ pub struct StreamRead {
     /// How far behind the stream's tip the read is, in milliseconds
     /// (Kinesis `MillisBehindLatest`); `None` when the source does not say.
     pub millis_behind_latest: Option<u64>,
+    /// How many records of the partition follow the read's last record (or
+    /// its start, when it read none): records behind, exactly, where the
+    /// source can count them (a file of records); `None` when it cannot
+    /// (Kinesis tells time behind, not records).
+    pub records_behind: Option<u64>,
 }
 
 /// Reads a stream's partitions.

@@ -118,6 +118,8 @@ impl StreamReader for KinesisReader {
             records,
             next: answer.next_shard_iterator().map(str::to_string),
             millis_behind_latest: answer.millis_behind_latest().and_then(|ms| u64::try_from(ms).ok()),
+            // Kinesis publishes no count of the records after an iterator.
+            records_behind: None,
         })
     }
 }

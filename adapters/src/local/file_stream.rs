@@ -96,7 +96,8 @@ impl StreamReader for FileStream {
             }
         };
         let records: Vec<StreamRecord> = all.iter().skip(start).take(limit as usize).cloned().collect();
-        let caught_up = start + records.len() >= all.len();
+        let behind = all.len().saturating_sub(start + records.len());
+        let caught_up = behind == 0;
         let next = records.last().map(|r| r.sequence.clone()).or_else(|| match from {
             StreamPosition::Continue(s) | StreamPosition::AfterSequence(s) => Some(s.clone()),
             _ => None,
@@ -106,6 +107,41 @@ impl StreamReader for FileStream {
             next: if caught_up && records.is_empty() { None } else { next },
             records,
             millis_behind_latest: caught_up.then_some(0),
+            records_behind: Some(behind as u64),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Partition 0 has five records, partition 1 one.
+    fn topic(dir: &std::path::Path) -> FileStream {
+        let path = dir.join("topic.jsonl");
+        let lines: Vec<String> = (0..6)
+            .map(|i| {
+                let partition = u8::from(i == 5);
+                format!(r#"{{"topic": "t", "partition": {partition}, "timestamp": 0, "value": "e30="}}"#)
+            })
+            .collect();
+        std::fs::write(&path, lines.join("\n")).expect("write topic");
+        FileStream::new(path)
+    }
+
+    #[tokio::test]
+    async fn a_read_counts_the_records_after_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let topic = topic(dir.path());
+        let first = topic.read("t", "t-0", &StreamPosition::TrimHorizon, 2).await.expect("read");
+        assert_eq!((first.records.len(), first.records_behind, first.millis_behind_latest), (2, Some(3), None));
+        let rest = topic.read("t", "t-0", &StreamPosition::AfterSequence("1".into()), 10).await.expect("read");
+        assert_eq!((rest.records.len(), rest.records_behind, rest.millis_behind_latest), (3, Some(0), Some(0)));
+        let tip = topic.read("t", "t-0", &StreamPosition::Continue("4".into()), 10).await.expect("read");
+        assert_eq!((tip.records.len(), tip.records_behind), (0, Some(0)));
+        let other = topic.read("t", "t-1", &StreamPosition::Latest, 10).await.expect("read");
+        assert_eq!(other.records_behind, Some(0));
+        let unknown = topic.read("t", "t-9", &StreamPosition::TrimHorizon, 10).await.expect("read");
+        assert_eq!(unknown.records_behind, Some(0));
     }
 }
