@@ -561,6 +561,25 @@ fn report(err: &anyhow::Error) -> String {
     text
 }
 
+/// What `tributary run` prints when Ctrl-C stops it: the run it stopped
+/// and the command that finishes it (the same scheduled time is the same
+/// run: its persisted pages stay, the rest are requested).
+fn interrupted_message(run: Option<&tributary::runtime::InFlight>, spec: &Path, lake: &Path) -> String {
+    let Some(run) = run else { return "interrupted before a run started: nothing was requested".into() };
+    let at = run.scheduled_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    format!(
+        "interrupted: run {} of pipeline {} did not complete; the pages it persisted stay in the lake.\n\
+         finish it (the same scheduled time is the same run; it completes it, storing nothing twice):\n  \
+         tributary run {} --lake {} --scheduled-at {at}\n\
+         see it: tributary status --lake {}",
+        run.run_id,
+        run.pipeline,
+        spec.display(),
+        lake.display(),
+        lake.display(),
+    )
+}
+
 async fn execute(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Run { spec, lake, records, follow, from_trim_horizon, .. }
@@ -568,8 +587,8 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
         {
             run_stream(&spec, &lake, records, follow, from_trim_horizon).await
         }
-        Command::Run { spec, lake, concurrency, scheduled_at, backfill, replace, .. } => {
-            let spec = load_spec(&spec)?;
+        Command::Run { spec: path, lake, concurrency, scheduled_at, backfill, replace, .. } => {
+            let spec = load_spec(&path)?;
             let ad_hoc = scheduled_at.is_none() && backfill.from.is_none();
             let times = backfill.times(&spec, scheduled_at)?;
             let mut options = LocalOptions::new(&lake);
@@ -578,9 +597,20 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             let token = replace.then(rerun_token);
             let mut summaries = Vec::new();
             for time in times {
-                let summary = match (ad_hoc, token.as_deref()) {
-                    (true, None) => runtime.run_ad_hoc(&spec, time).await?,
-                    (_, token) => runtime.run_replacing(&spec, time, token).await?,
+                let run = async {
+                    match (ad_hoc, token.as_deref()) {
+                        (true, None) => runtime.run_ad_hoc(&spec, time).await,
+                        (_, token) => runtime.run_replacing(&spec, time, token).await,
+                    }
+                };
+                let summary = tokio::select! {
+                    summary = run => summary?,
+                    interrupted = tokio::signal::ctrl_c() => {
+                        interrupted.context("waiting for Ctrl-C")?;
+                        eprintln!("{}", interrupted_message(runtime.in_flight().as_ref(), &path, &lake));
+                        // 128 + SIGINT, as shells report a process Ctrl-C ended.
+                        return Ok(ExitCode::from(130));
+                    }
                 };
                 print_summary(&summary)?;
                 summaries.push(summary);

@@ -341,6 +341,21 @@ pub struct LocalRuntime {
     /// Request's and Persist's tenants: `options.request.tenants` plus a
     /// tenant per spec run so far ([`spec_tenant`]).
     tenants: std::sync::Mutex<Tenants>,
+    /// The run being driven, if any ([`LocalRuntime::in_flight`]).
+    in_flight: std::sync::Mutex<Option<InFlight>>,
+}
+
+/// The run a [`LocalRuntime`] is driving: what an interrupted `tributary
+/// run` names so that it can be finished.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InFlight {
+    /// The pipeline.
+    pub pipeline: String,
+    /// The run id.
+    pub run_id: RunId,
+    /// The scheduled time the run id derives from: `--scheduled-at` of
+    /// this time is the same run.
+    pub scheduled_at: DateTime<Utc>,
 }
 
 /// A failure of the runtime itself (not of a pipeline's messages).
@@ -442,6 +457,7 @@ impl LocalRuntime {
             ports,
             trust: std::sync::Mutex::new(options.request.trust.clone()),
             tenants: std::sync::Mutex::new(options.request.tenants.clone()),
+            in_flight: std::sync::Mutex::new(None),
             options,
         })
     }
@@ -549,6 +565,13 @@ impl LocalRuntime {
         }
     }
 
+    /// The run this runtime drives now, or drove last (set when a run
+    /// starts, never cleared): what a `tributary run` interrupted by
+    /// Ctrl-C names.
+    pub fn in_flight(&self) -> Option<InFlight> {
+        self.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
     /// Takes the lease of run `run_id` ([`crate::lease`]).
     fn lease(
         &self,
@@ -579,6 +602,8 @@ impl LocalRuntime {
         let dead_before = dead_letters(&self.ports.broker.stats());
         let alerts_before = read_alerts(&self.options.lake).len();
         let run_id = RunId::from_time(now);
+        *self.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some(InFlight { pipeline: spec.pipeline.clone(), run_id: run_id.clone(), scheduled_at: now });
         self.grant(spec);
         self.keep_spec(spec, &run_id).await?;
         let store = self.ports.store.as_ref();

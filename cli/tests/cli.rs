@@ -313,8 +313,14 @@ fn transactions_spec(port: u16) -> String {
 /// A loopback port nothing listens on (yet).
 /// `tributary vendor` on `127.0.0.1:port`, once it accepts connections.
 fn start_demo_vendor(port: u16) -> std::process::Child {
+    start_demo_vendor_with(port, &[])
+}
+
+/// [`start_demo_vendor`] with more arguments (`--customers N`).
+fn start_demo_vendor_with(port: u16, args: &[&str]) -> std::process::Child {
     let vendor = tributary()
         .args(["vendor", "--addr", &format!("127.0.0.1:{port}")])
+        .args(args)
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("start the vendor");
@@ -816,4 +822,92 @@ fn without_aws_credentials_the_error_is_one_line_naming_what_to_set() {
         "error: no AWS credentials in profile nope (AWS_PROFILE): check its name in ~/.aws/config, \
          or run aws configure --profile nope\n"
     );
+}
+
+/// A trial finding: Ctrl-C during `tributary run` printed nothing. It now
+/// names the run and the command that finishes it, exits 130, and that
+/// command completes the run with every record once.
+#[test]
+fn ctrl_c_names_the_run_and_the_command_that_finishes_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let mut vendor = start_demo_vendor_with(port, &["--customers", "20000"]);
+    let spec = write_spec(
+        dir.path(),
+        &format!(
+            "version: 1\npipeline: p\nstrategy: {{kind: paged, page_size: 20, total_pointer: /total}}\n\
+             request: {{url: 'http://127.0.0.1:{port}/customers', records_pointer: /items, allow: {{loopback: true}}}}\n\
+             target: {{dataset: d}}\n"
+        ),
+    );
+    let lake = dir.path().join("lake");
+    std::fs::create_dir_all(&lake).expect("lake");
+    let run = tributary()
+        .arg("run")
+        .arg(&spec)
+        .arg("--lake")
+        .arg(&lake)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the run");
+    // Interrupted once some of its 1,000 pages are persisted.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let receipts = || {
+        walk_files(&lake.join("_runs/p"))
+            .into_iter()
+            .filter(|path| path.to_string_lossy().contains("/receipts-"))
+            .count()
+    };
+    while receipts() < 5 {
+        assert!(std::time::Instant::now() < deadline, "no page persisted");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let killed = Command::new("kill").arg("-INT").arg(run.id().to_string()).status().expect("kill -INT");
+    assert!(killed.success());
+    let output = run.wait_with_output().expect("the run ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted: run ") && stderr.contains(" of pipeline p did not complete"), "{stderr}");
+    let finish = stderr.lines().find(|line| line.trim_start().starts_with("tributary run ")).expect("the command");
+    let at = finish.split("--scheduled-at ").nth(1).expect("its time").trim();
+    assert!(receipts() < 1_000, "interrupted before the end: {} pages", receipts());
+
+    let again = tributary()
+        .arg("run")
+        .arg(&spec)
+        .arg("--lake")
+        .arg(&lake)
+        .arg("--scheduled-at")
+        .arg(at)
+        .output()
+        .expect("finish the run");
+    let stdout = String::from_utf8_lossy(&again.stdout);
+    assert!(again.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&again.stderr));
+    let runs: std::collections::BTreeSet<_> =
+        std::fs::read_dir(lake.join("_runs/p")).expect("runs").map(|e| e.expect("entry").file_name()).collect();
+    assert_eq!(runs.len(), 1, "the same run, not a second one: {runs:?}");
+    let count = tributary()
+        .arg("query")
+        .arg("--lake")
+        .arg(&lake)
+        .arg("SELECT count(*) AS n, count(DISTINCT id) AS ids FROM d")
+        .output()
+        .expect("query");
+    let _ = vendor.kill();
+    let _ = vendor.wait();
+    let counted: serde_json::Value = serde_json::from_slice(&count.stdout).expect("one JSON row");
+    assert_eq!((counted["n"].as_u64(), counted["ids"].as_u64()), (Some(20_000), Some(20_000)), "{counted}");
+}
+
+/// Every file under `dir`, recursively.
+fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries
+        .flatten()
+        .flat_map(|entry| {
+            let path = entry.path();
+            if path.is_dir() { walk_files(&path) } else { vec![path] }
+        })
+        .collect()
 }
