@@ -107,6 +107,15 @@ pub(crate) async fn convert_against_table_schema(
         let lake_schema = lake_table.as_ref().map(|t| t.table.clone());
         let output =
             convert_once(message, kept, lake_schema, &temp_dir.join(format!("attempt-{attempt}")), deps).await?;
+        if output.rows_written == 0 {
+            // No file holds its schema, so the page neither makes the
+            // dataset's table nor changes it: an empty (or wholly
+            // quarantined) page that landed first would otherwise make a
+            // table of no columns, and the first page with records would
+            // then report every column as added (a schema-change alert on
+            // the dataset's first run).
+            return Ok(output);
+        }
         let lake = lake_table.clone().unwrap_or_default();
         let mut table = TableSchema { table: output.schema.clone(), ..lake.clone() }.with_layout(&message.target);
         table.note_partitions(output.files.iter().map(|f| f.partition.as_str()), chrono::Utc::now().date_naive());

@@ -428,3 +428,29 @@ async fn a_run_too_big_for_one_file_is_packed_into_several_in_page_order() {
         assert_eq!(seen, want, "{key}");
     }
 }
+
+/// A trial finding: on a dataset's first run, an empty page persisted
+/// before the first page with records made a table of no columns, and
+/// that page then reported every column as added (a schema-change alert).
+/// A page without rows makes no table and changes none.
+#[tokio::test]
+async fn an_empty_page_first_makes_no_table_so_the_first_records_change_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let (broker, config) = with_dlq();
+    let target = PersistTarget::new("orders");
+    let empty = persist(&store, &broker, &config, message(2, target.clone(), inline(json!([])))).await.expect("empty");
+    assert_eq!((empty.records_in, empty.records_persisted), (0, 0));
+    assert!(store.get(&tributary_core::keys::schema_key("orders")).await.is_err(), "no table made of no rows");
+    let records = inline(json!([{"id": 1, "amount": 2.5}, {"id": 2, "amount": 3}]));
+    let first = persist(&store, &broker, &config, message(0, target.clone(), records)).await.expect("records");
+    assert_eq!(first.records_persisted, 2);
+    assert!(first.schema_changes.is_empty(), "the dataset's first records make its table: {:?}", first.schema_changes);
+    assert!(store.get(&tributary_core::keys::schema_key("orders")).await.is_ok(), "their page made the table");
+    let later = persist(&store, &broker, &config, message(1, target, inline(json!([])))).await.expect("empty again");
+    assert!(later.schema_changes.is_empty());
+    let schema: Value =
+        serde_json::from_slice(&store.get(&tributary_core::keys::schema_key("orders")).await.expect("schema"))
+            .expect("json");
+    assert!(schema.to_string().contains("amount"), "an empty page leaves the table as it is: {schema}");
+}
