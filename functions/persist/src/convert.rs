@@ -297,6 +297,7 @@ pub fn infer_page(
 /// past `limits.max_page_records`.
 pub fn seen_in_page(source: &PageSource, format: &PayloadFormat, limits: PageLimits) -> Result<Seen, ConvertError> {
     let mut framer = Framer::open(source, format, limits.max_page_bytes)?;
+    let lines = framer.lines_are_records();
     // This thread frames records into chunks; two workers tokenize and
     // infer chunk i on worker i % n; the chunks' kinds are joined in order,
     // which gives the same fields (in first-seen order) as one pass.
@@ -304,7 +305,7 @@ pub fn seen_in_page(source: &PageSource, format: &PayloadFormat, limits: PageLim
         let workers: Vec<_> = (0..worker_count())
             .map(|_| {
                 let (sender, receiver) = std::sync::mpsc::sync_channel::<Chunk>(2);
-                (sender, scope.spawn(move || infer_chunks(receiver)))
+                (sender, scope.spawn(move || infer_chunks(receiver, lines)))
             })
             .collect();
         let senders: Vec<_> = workers.iter().map(|(sender, _)| sender.clone()).collect();
@@ -416,7 +417,11 @@ impl Chunk {
 }
 
 /// What each chunk's records hold; an error carries its record index.
-fn infer_chunks(receiver: std::sync::mpsc::Receiver<Chunk>) -> Result<Vec<(usize, Seen)>, (u64, ConvertError)> {
+/// `lines`: the records are NDJSON lines ([`screen`]).
+fn infer_chunks(
+    receiver: std::sync::mpsc::Receiver<Chunk>,
+    lines: bool,
+) -> Result<Vec<(usize, Seen)>, (u64, ConvertError)> {
     let mut tape = Tape::default();
     let mut scratch = String::new();
     let mut typed = Vec::new();
@@ -425,7 +430,7 @@ fn infer_chunks(receiver: std::sync::mpsc::Receiver<Chunk>) -> Result<Vec<(usize
         for &(from, to, index, offset) in &chunk.records {
             let text = &chunk.text[from..to];
             // A record set aside whole widens nothing.
-            if screen(index, offset, text, &mut tape, &mut scratch).map_err(|e| (index, e))?.is_none() {
+            if screen(index, offset, text, lines, &mut tape, &mut scratch).map_err(|e| (index, e))?.is_none() {
                 ty.absorb(text, &tape, 0, &mut scratch);
             }
         }
@@ -530,14 +535,17 @@ pub fn convert_page(
 /// [`MAX_NESTING_DEPTH`] (also beyond the tokenizer's
 /// `MAX_PARSE_DEPTH`, where it stops, so that such a record does not fail
 /// its page); a key that is not valid Unicode (a lone UTF-16 surrogate,
-/// `{"\ud800": 1}`), which no column can be named after.
+/// `{"\ud800": 1}`), which no column can be named after; an NDJSON line
+/// (`lines`) that is not JSON, which spoils no other line.
 ///
 /// # Errors
-/// [`ConvertError::Decode`] for invalid JSON: the page fails as a whole.
+/// [`ConvertError::Decode`] for invalid JSON in a JSON document (not
+/// NDJSON): the page fails as a whole.
 fn screen(
     index: u64,
     offset: u64,
     text: &str,
+    lines: bool,
     tape: &mut Tape,
     scratch: &mut String,
 ) -> Result<Option<String>, ConvertError> {
@@ -547,6 +555,13 @@ fn screen(
         let depth = nesting_depth(text);
         if depth > MAX_NESTING_DEPTH {
             return Ok(Some(too_deep(depth)));
+        }
+        if lines {
+            return Ok(Some(format!(
+                "record {index} is not valid JSON: {} at byte {} of its line (an NDJSON line is a record of its own: \
+                 the page's other lines are kept)",
+                err.message, err.offset
+            )));
         }
         return Err(syntax(index, offset, err));
     }
@@ -691,6 +706,7 @@ fn cap_columns(
 ) -> Result<(Ty, HashMap<u64, String>), ConvertError> {
     let max = settings.limits.max_columns;
     let mut framer = Framer::open(source, format, settings.limits.max_page_bytes)?;
+    let lines = framer.lines_are_records();
     let mut count = schema.columns();
     let mut checker = Col::new(&schema);
     let mut over_cap = HashMap::new();
@@ -707,7 +723,7 @@ fn cap_columns(
         if index >= settings.limits.max_page_records {
             return Err(ConvertError::TooManyRecords { max: settings.limits.max_page_records });
         }
-        if screen(index, offset, text, &mut tape, &mut scratch)?.is_some() {
+        if screen(index, offset, text, lines, &mut tape, &mut scratch)?.is_some() {
             continue;
         }
         let rec = Rec { text, tape: &tape };
@@ -816,6 +832,7 @@ fn write_pass(
         rows: 0,
     };
     let mut framer = Framer::open(source, format, settings.limits.max_page_bytes)?;
+    let lines = framer.lines_are_records();
     let batch_rows = settings.writer.batch_rows.max(1);
     let (framed, built, written) = std::thread::scope(|scope| {
         let mut inputs = Vec::new();
@@ -826,7 +843,7 @@ fn write_pass(
             let (output, results) = std::sync::mpsc::sync_channel::<Built>(2);
             let (schema, checker, arrow_schema) = (&schema, &checker, &arrow_schema);
             workers.push(scope.spawn(move || {
-                let checks = Checks { checker, over_cap, no_columns, strict };
+                let checks = Checks { checker, over_cap, no_columns, strict, lines };
                 build_chunks(chunks, output, settings, (schema, arrow_schema), checks)
             }));
             inputs.push(input);
@@ -901,6 +918,8 @@ struct Checks<'a> {
     no_columns: bool,
     /// Fast path: stop at the first record that needs a wider schema.
     strict: bool,
+    /// The records are NDJSON lines ([`screen`]).
+    lines: bool,
 }
 
 /// Pass 2's worker: checks each record of its chunks, quarantines what does
@@ -910,7 +929,7 @@ fn build_chunks(
     output: std::sync::mpsc::SyncSender<Built>,
     settings: PageSettings<'_>,
     (schema, arrow_schema): (&Ty, &SchemaRef),
-    Checks { checker, over_cap, no_columns, strict }: Checks<'_>,
+    Checks { checker, over_cap, no_columns, strict, lines }: Checks<'_>,
 ) -> Result<(), (u64, Stop)> {
     let mut tape = Tape::default();
     let mut scratch = String::new();
@@ -928,7 +947,7 @@ fn build_chunks(
         for &(from, to, index, offset) in &chunk.records {
             let text = &chunk.text[from..to];
             let screened =
-                screen(index, offset, text, &mut tape, &mut scratch).map_err(|e| (index, Stop::Failed(e)))?;
+                screen(index, offset, text, lines, &mut tape, &mut scratch).map_err(|e| (index, Stop::Failed(e)))?;
             if let Some(reason) = screened {
                 built.quarantined.push((index, reason, text.into()));
                 continue;

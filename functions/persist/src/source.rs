@@ -224,6 +224,13 @@ impl<R: Read> Framer<R> {
         Ok(framer)
     }
 
+    /// Whether each record is a line of its own (NDJSON), so that a line
+    /// that is not JSON spoils no other record; in a JSON document a
+    /// syntax error makes the whole document unreadable.
+    pub fn lines_are_records(&self) -> bool {
+        matches!(self.mode, Mode::Ndjson)
+    }
+
     /// Records read so far.
     pub fn records_read(&self) -> u64 {
         self.index

@@ -366,6 +366,30 @@ fn non_objects_and_too_deep_records_are_quarantined() {
     assert_eq!(quarantine.sample_reasons[3], "record 4 is nested 40 levels deep, more than 32");
 }
 
+/// A trial finding: an NDJSON page with one line that is not JSON was
+/// dead-lettered whole. Its lines are records of their own: the bad one
+/// is quarantined with its reason and text, the others written, with the
+/// schema known or not. (In a JSON array a syntax error still fails the
+/// page: the document is unreadable.)
+#[test]
+fn an_ndjson_line_that_is_not_json_is_quarantined_alone() {
+    let text = "{\"a\": 1}\n{\"a\": tru}\n{\"a\": NaN}\n{\"a\": 4}\n";
+    let first = convert(text, &target(), None).expect("convert");
+    let known = convert(text, &target(), Some(&first.schema)).expect("convert with the schema known");
+    for (label, out) in [("first page", &first), ("schema known", &known)] {
+        assert_eq!((out.records_in, out.rows_written), (4, 2), "{label}");
+        let quarantine = out.quarantine.as_ref().expect("quarantine");
+        assert_eq!(quarantine.records, 2, "{label}");
+        assert!(
+            quarantine.sample_reasons[0].starts_with("record 1 is not valid JSON: ")
+                && quarantine.sample_reasons[0].contains("the page's other lines are kept"),
+            "{label}: {:?}",
+            quarantine.sample_reasons
+        );
+        assert!(quarantine.sample_reasons[1].starts_with("record 2 is not valid JSON"), "{label}");
+    }
+}
+
 #[test]
 fn bad_payloads_fail_with_a_clear_error() {
     let err = convert(r#"[{"a": 1}, {"a": tru}]"#, &target(), None).expect_err("invalid JSON").to_string();
