@@ -661,8 +661,10 @@ fn check_paged(paged: &PagedSpec, request: &RequestTemplate) -> Result<(), SpecE
         (None, true) => {
             return Err(invalid(
                 "strategy.total_pointer",
-                "\"\"",
-                "must point inside the response, e.g. /total (or set strategy.total_header, e.g. X-Total-Count)",
+                "(not set)",
+                "a paged strategy needs the vendor's total: set strategy.total_pointer to where the response holds \
+                 it (e.g. /total, /meta/total_count), or strategy.total_header to the header that does (e.g. \
+                 X-Total-Count); a vendor that gives no total is paged with strategy.kind: cursor",
             ));
         }
         (Some(header), false) => {
@@ -1250,6 +1252,11 @@ target:
         assert!(parse_err(&both).contains("strategy.total_header"), "{}", parse_err(&both));
         let neither = PAGED.replace("  total_pointer: /total\n", "");
         assert!(parse_err(&neither).contains("strategy.total_header"), "the error says how: {}", parse_err(&neither));
+        assert!(
+            parse_err(&neither).contains("`strategy.total_pointer` = (not set)"),
+            "a missing field is not shown as an empty one: {}",
+            parse_err(&neither)
+        );
         let bad = PAGED.replace("total_pointer: /total", "total_header: \"X Total\"");
         assert!(parse_err(&bad).contains("not an HTTP header name"), "{}", parse_err(&bad));
     }

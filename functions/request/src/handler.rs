@@ -766,12 +766,30 @@ fn header_total(
     }
 }
 
+/// A JSON number as a count of records: an integer, or a float with no
+/// fraction (`1200.0`, `1.2e3`: some vendors' serializers write counts so)
+/// up to `u64::MAX`; otherwise why not (negative, a fraction, too large).
+fn count_of(n: &serde_json::Number) -> Result<u64, String> {
+    if let Some(count) = n.as_u64() {
+        return Ok(count);
+    }
+    let value = n.as_f64().unwrap_or(f64::NAN);
+    if value < 0.0 {
+        Err("a negative number, not a count of records".into())
+    } else if value.fract() != 0.0 {
+        Err("not a whole number of records".into())
+    } else if value >= u64::MAX as f64 {
+        Err(format!("more records than a run can count (at most {})", u64::MAX))
+    } else {
+        // Whole and in range: exact up to 2^53, the nearest integer above.
+        Ok(value as u64)
+    }
+}
+
 fn read_total(found: Option<&Value>, pointer: &str, target: &str) -> Result<u64, RequestError> {
     let problem = pointer_problem(target, "total_pointer", pointer);
     match found {
-        Some(Value::Number(n)) => {
-            n.as_u64().ok_or_else(|| problem(format!("leads to {n}, not a non-negative integer")))
-        }
+        Some(Value::Number(n)) => count_of(n).map_err(|why| problem(format!("leads to {n}, {why}"))),
         Some(Value::String(s)) => {
             s.trim().parse().map_err(|_| problem(format!("leads to {s:?}, not a non-negative integer")))
         }
@@ -955,4 +973,28 @@ pub(crate) const EXCERPT_BYTES: usize = 200;
 /// characters left at its edges redacted ([`Scrubber::excerpt`]).
 pub(crate) fn excerpt(body: &[u8], scrubber: &Scrubber) -> String {
     format!("{:?}", scrubber.excerpt(body, EXCERPT_BYTES))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A trial finding: `1e20` was "not a non-negative integer", which it
+    /// is; each refusal now says what is wrong, and a whole float is taken.
+    #[test]
+    fn a_total_is_taken_or_refused_saying_why() {
+        let total = |text: &str| {
+            let value: Value = serde_json::from_str(text).expect("JSON");
+            read_total(Some(&value), "/total", "GET https://vendor.example/items").map_err(|err| err.to_string())
+        };
+        assert_eq!(total("1200"), Ok(1200));
+        assert_eq!(total("1200.0"), Ok(1200), "a serializer's float of a count");
+        assert_eq!(total("1.2e3"), Ok(1200));
+        assert_eq!(total("\"1200\""), Ok(1200));
+        let err = total("1e20").expect_err("too large");
+        assert!(err.contains("leads to 1e+20") && err.contains("more records than a run can count"), "{err}");
+        assert!(total("-3").expect_err("negative").contains("a negative number"));
+        assert!(total("12.5").expect_err("fraction").contains("not a whole number"));
+        assert!(total("null").expect_err("null").contains("not a non-negative integer"));
+    }
 }
