@@ -413,3 +413,27 @@ async fn an_existing_spec_is_kept_unless_forced() {
     assert!(named.status.success(), "{}", text(&named.stderr));
     assert!(dir.path().join("customer_list.yaml").is_file(), "{}", text(&named.stdout));
 }
+
+/// A trial finding: init refused a sample holding `1e400` (beyond a 64-bit
+/// float) as not JSON, while `tributary run` of the same vendor
+/// quarantines that one record. Init now samples it as run reads it: the
+/// spec is written, and the run keeps the other records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_number_beyond_a_float_in_the_sample_is_no_reason_to_refuse() {
+    let body = {
+        let mut records: Vec<String> = records(0, TOTAL).iter().map(Value::to_string).collect();
+        records[3] = r#"{"id": 3, "name": "record 3", "amount": 1e400}"#.into();
+        format!(r#"{{"data": [{}]}}"#, records.join(","))
+    };
+    let base = vendor(move |_| EchoReply::json(200, body.clone())).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let inited = init(dir.path(), &format!("{base}/all"), &["--dataset", "huge"]).await;
+    assert!(inited.status.success(), "init: {}\n{}", text(&inited.stdout), text(&inited.stderr));
+    let mut run = tributary(dir.path());
+    run.args(["run", "spec.yaml", "--lake", "lake"]);
+    let ran = output(run).await;
+    let stdout = text(&ran.stdout);
+    assert!(ran.status.success(), "{stdout}\n{}", text(&ran.stderr));
+    assert!(stdout.contains(&format!("records persisted    {}", TOTAL - 1)), "{stdout}");
+    assert!(stdout.contains("records quarantined  1"), "{stdout}");
+}

@@ -494,7 +494,7 @@ fn read_page(fetched: &Fetched, target: &str, with_auth: bool) -> Result<PageBod
         });
     }
     let normalized = request::normalize_body(response);
-    match serde_json::from_slice::<Value>(&normalized) {
+    match serde_json::from_slice::<Value>(&normalized).or_else(|err| representable(&normalized).ok_or(err)) {
         Ok(body) => {
             let ndjson = media.contains("ndjson")
                 || media.contains("jsonl")
@@ -511,6 +511,23 @@ fn read_page(fetched: &Fetched, target: &str, with_auth: bool) -> Result<PageBod
             })
         }
     }
+}
+
+/// `body` read as Request reads a page's envelope when serde_json cannot
+/// hold a value of it (a number beyond `f64`'s range such as `1e400`, a
+/// lone UTF-16 surrogate): those values as `null`
+/// (`tributary_core::json::tape::without_unrepresentable`), so init
+/// samples the page as `tributary run` fetches it, where Persist
+/// quarantines the records holding them, naming the value. `None` when
+/// `body` is not JSON at all.
+pub(crate) fn representable(body: &[u8]) -> Option<Value> {
+    let text = std::str::from_utf8(body).ok()?;
+    let cleaned = tributary_core::json::tape::without_unrepresentable(text).ok()??;
+    tracing::warn!(
+        "the sample holds values JSON readers cannot hold (a number beyond a 64-bit float such as 1e400, or a lone \
+         UTF-16 surrogate): init reads them as null; `tributary run` quarantines the records holding them"
+    );
+    serde_json::from_str(&cleaned).ok()
 }
 
 /// A 401 or 403, naming what to give.

@@ -139,7 +139,11 @@ async fn page(caller: &Caller, message: RequestMessage) -> Result<Page, String> 
                 String::from_utf8_lossy(&bytes).into_owned()
             }
         };
-        let page: Vec<Value> = serde_json::from_str(&text).map_err(|err| err.to_string())?;
+        let page: Vec<Value> = serde_json::from_str(&text)
+            .or_else(|err| {
+                super::representable(text.as_bytes()).and_then(|value| serde_json::from_value(value).ok()).ok_or(err)
+            })
+            .map_err(|err| err.to_string())?;
         records.extend(page);
     }
     Ok(Page { call, records })
