@@ -129,6 +129,13 @@ impl ObjectStore for DirStore {
     /// `O_EXCL`, so writers in other processes are excluded too; a lock
     /// older than `STALE_LOCK` is taken as left by a crashed writer).
     ///
+    /// The lock is taken, the version compared, the file written and the
+    /// lock released in one blocking call, so the lock is held for the
+    /// microseconds of that work: held across awaits, it waited for tokio's
+    /// blocking pool, which a burst of pages (each reading a shard's
+    /// receipts) can fill for seconds, and the writers waiting for it gave
+    /// up after `LOCK_WAIT`.
+    ///
     /// # Errors
     /// As [`ObjectStore::put`]; [`PortError::Transient`] when the lock
     /// stays taken for `LOCK_WAIT`.
@@ -140,13 +147,30 @@ impl ObjectStore for DirStore {
         let mut lock = path.clone().into_os_string();
         lock.push(LOCK_SUFFIX);
         let lock = PathBuf::from(lock);
-        let _held = LockFile::acquire(&lock, key).await?;
-        let current = self.get_versioned(key).await?;
-        if current.as_ref().map(|(_, v)| v.as_str()) != version {
-            return Ok(false);
+        let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
+        let temp = path.with_extension(format!("tmp-{}-{n}", std::process::id()));
+        let version = version.map(str::to_string);
+        let started = std::time::Instant::now();
+        loop {
+            let (target, lock, temp, body, version) =
+                (path.clone(), lock.clone(), temp.clone(), body.clone(), version.clone());
+            let attempt =
+                tokio::task::spawn_blocking(move || swap_under_lock(&target, &lock, &temp, &body, version.as_deref()))
+                    .await
+                    .map_err(|err| PortError::transient("write object", key, err))?
+                    .map_err(|err| io_error("write object", key, err))?;
+            if let Some(swapped) = attempt {
+                return Ok(swapped);
+            }
+            if started.elapsed() > LOCK_WAIT {
+                return Err(PortError::transient_msg(
+                    "lock object",
+                    key,
+                    format!("{}{LOCK_SUFFIX} held for more than {LOCK_WAIT:?}", path.display()),
+                ));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
-        self.put(key, body).await?;
-        Ok(true)
     }
 
     /// Walks only the folder of the prefix's last `/` (the whole lake for
@@ -194,42 +218,46 @@ fn content_version(body: &[u8]) -> String {
     format!("{:x}-{}", body.len(), contracts::digest::fnv1a_hex(body))
 }
 
-/// A held lock file, removed on drop.
-struct LockFile(PathBuf);
-
-impl LockFile {
-    async fn acquire(path: &Path, key: &str) -> Result<Self, PortError> {
-        let started = std::time::Instant::now();
-        loop {
-            match std::fs::OpenOptions::new().write(true).create_new(true).open(path) {
-                Ok(_) => return Ok(LockFile(path.to_path_buf())),
-                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let stale = std::fs::metadata(path)
-                        .and_then(|m| m.modified())
-                        .is_ok_and(|at| at.elapsed().unwrap_or_default() > STALE_LOCK);
-                    if stale {
-                        let _ = std::fs::remove_file(path);
-                        continue;
-                    }
-                    if started.elapsed() > LOCK_WAIT {
-                        return Err(PortError::transient_msg(
-                            "lock object",
-                            key,
-                            format!("{} held for more than {LOCK_WAIT:?}", path.display()),
-                        ));
-                    }
-                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-                }
-                Err(err) => return Err(io_error("lock object", key, err)),
+/// One attempt of [`ObjectStore::put_if`]: takes the lock file `lock`
+/// (`O_EXCL`; one older than `STALE_LOCK` is removed as a crashed writer's
+/// and the attempt made again later), compares the file's version with
+/// `version`, writes `body` through `temp` and a rename, releases the lock.
+/// `None`: the lock is held by another writer.
+fn swap_under_lock(
+    path: &Path,
+    lock: &Path,
+    temp: &Path,
+    body: &[u8],
+    version: Option<&str>,
+) -> std::io::Result<Option<bool>> {
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(lock) {
+        Ok(_) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+            let stale = std::fs::metadata(lock)
+                .and_then(|m| m.modified())
+                .is_ok_and(|at| at.elapsed().unwrap_or_default() > STALE_LOCK);
+            if stale {
+                let _ = std::fs::remove_file(lock);
             }
+            return Ok(None);
         }
+        Err(err) => return Err(err),
     }
-}
-
-impl Drop for LockFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
+    let swapped = (|| {
+        let current = match std::fs::read(path) {
+            Ok(bytes) => Some(content_version(&bytes)),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+            Err(err) => return Err(err),
+        };
+        if current.as_deref() != version {
+            return Ok(false);
+        }
+        std::fs::write(temp, body)?;
+        std::fs::rename(temp, path)?;
+        Ok(true)
+    })();
+    let _ = std::fs::remove_file(lock);
+    swapped.map(Some)
 }
 
 /// Appends to `keys` the keys of the files under `dir` whose names in
