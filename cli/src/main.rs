@@ -854,6 +854,21 @@ async fn query(lake: &std::path::Path, sql: String, parameters: Vec<String>) -> 
     print_query(&engine, &query).await
 }
 
+/// What to look at after a failed query, by its reason: a dataset's columns
+/// for an unknown column, the datasets for an unknown table, nothing for a
+/// syntax error (the reason says where).
+fn query_hint(reason: &str) -> &'static str {
+    let lower = reason.to_ascii_lowercase();
+    if lower.contains("no field named") || (lower.contains("column") && lower.contains("not found")) {
+        " (tributary schema --dataset NAME lists a dataset's columns)"
+    } else if lower.contains("table") && lower.contains("not found") {
+        " (a dataset is queried by its target.dataset name, once a run has persisted it: tributary status lists \
+         the lake's runs)"
+    } else {
+        ""
+    }
+}
+
 /// Runs `query` on `engine` and prints its rows as JSON lines; a failed
 /// query is an error naming the engine's reason.
 async fn print_query(
@@ -866,9 +881,7 @@ async fn print_query(
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(600);
     match engine.wait(&id, deadline).await? {
         QueryState::Succeeded => {}
-        QueryState::Failed { reason, .. } => {
-            anyhow::bail!("query failed: {reason} (tributary schema --dataset NAME lists a dataset's columns)")
-        }
+        QueryState::Failed { reason, .. } => anyhow::bail!("query failed: {reason}{}", query_hint(&reason)),
         other => anyhow::bail!("query did not finish: {other:?}"),
     }
     let mut token = None;
@@ -1365,4 +1378,21 @@ fn require_lake(lake: &std::path::Path) -> anyhow::Result<()> {
         return Err(tributary::location::LocationError::NoDir(lake.to_path_buf()).into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::query_hint;
+
+    /// A trial finding: the schema hint followed every failed query, a
+    /// syntax error included.
+    #[test]
+    fn a_failed_query_gets_the_hint_its_reason_needs() {
+        let column = "Schema error: No field named nope. Valid fields are d.id.";
+        assert!(query_hint(column).contains("tributary schema --dataset"));
+        let table = "Error during planning: table 'datafusion.public.missing' not found";
+        assert!(query_hint(table).contains("target.dataset"));
+        let syntax = r#"SQL error: ParserError("Expected: an SQL statement, found: selec at Line: 1, Column: 1")"#;
+        assert_eq!(query_hint(syntax), "");
+    }
 }
