@@ -52,6 +52,9 @@ pub struct PollOptions {
 pub struct PollReport {
     /// Per shard (or topic-partition).
     pub shards: BTreeMap<String, ShardReport>,
+    /// Shards' windows closed at the end of the poll (the stream's tail
+    /// coalesced or committed; `docs/streams.md`, "Small files").
+    pub windows_closed: u32,
 }
 
 /// What a poll did on one shard.
@@ -91,7 +94,9 @@ impl PollReport {
 }
 
 /// Polls every shard of `spec`'s stream through `reader` into the lake
-/// behind `deps`, as an event source mapping would.
+/// behind `deps`, as an event source mapping would; once every shard is
+/// at its tip (no `max_batches_per_shard`), closes each shard's open
+/// window ([`persist::stream::close_windows`]).
 ///
 /// # Errors
 /// [`PortError`] when the shards cannot be listed, or a shard cannot be
@@ -108,6 +113,14 @@ pub async fn poll(
     let mut report = PollReport::default();
     for (shard, result) in shards.iter().zip(futures::future::join_all(polls).await) {
         report.shards.insert(shard.clone(), result?);
+    }
+    if options.max_batches_per_shard.is_none() {
+        // Every shard is at its tip: the tail of each shard's window is
+        // coalesced (Parquet) or committed (Iceberg) now rather than when
+        // its next batch comes, which on one machine may be never.
+        report.windows_closed = persist::stream::close_windows(spec, &shards, deps).await.map_err(|err| {
+            PortError::transient_msg("close the shards' windows", spec.source_name(), err.to_string())
+        })?;
     }
     Ok(report)
 }
@@ -469,7 +482,7 @@ impl std::fmt::Display for PollReport {
 
 /// The stream checkpoints in the lake (`_streams/…`), a line per shard for
 /// `tributary status`: pipeline, stream, shard, the last sequence number
-/// in the lake, records landed, a batch in flight, and the lag (now minus
+/// in the lake, records landed, a batch in flight and the open window, and the lag (now minus
 /// the arrival of the newest record landed: the iterator age a caught-up
 /// consumer would report). Empty when the lake has no stream pipeline.
 ///
@@ -490,7 +503,12 @@ pub async fn checkpoints_table(
                 let lag = c.last_arrival.map_or("-".to_string(), |at| {
                     format!("{:.1} s", (now - at).num_milliseconds().max(0) as f64 / 1000.0)
                 });
-                let pending = c.pending.map_or("-".to_string(), |p| format!("{} records from {}", p.records, p.first));
+                let mut pending =
+                    c.pending.map_or("-".to_string(), |p| format!("{} records from {}", p.records, p.first));
+                if let Some(w) = c.window {
+                    let closing = if w.closing { ", closing" } else { "" };
+                    pending.push_str(&format!("; window {} batches, {} bytes{closing}", w.batches, w.bytes));
+                }
                 format!(
                     "{pipeline:<16} {stream:<16} {shard:<22} {:<24} {:>10} {lag:>10}  {pending}",
                     c.through.unwrap_or_else(|| "-".into()),

@@ -105,6 +105,11 @@ pub struct PageReceipt {
     /// page has no rows).
     #[serde(default)]
     pub data_keys: Vec<String>,
+    /// Bytes of the Parquet files at `data_keys`, summed (absent in
+    /// receipts written before it was recorded: 0). A stream shard's
+    /// window closes on it (`persist::stream`).
+    #[serde(default)]
+    pub data_bytes: u64,
     /// Quarantine object key (absent when nothing was quarantined).
     pub quarantine_key: Option<String>,
     /// Raw payload key.
@@ -210,7 +215,7 @@ impl RunLedger<'_> {
     pub async fn record_expected(&self, expected: &Expected) -> Result<Completion, PortError> {
         let key = keys::expected_key(&expected.pipeline, &expected.run_id);
         self.store.put(&key, encode(&key, expected)?).await?;
-        check_completion(self.store, &expected.pipeline, &expected.run_id, self.events).await
+        check_completion(self.store, &expected.pipeline, &expected.run_id, None, self.events).await
     }
 
     /// [`complete_if_done`], announcing the run if this completed it.
@@ -218,7 +223,25 @@ impl RunLedger<'_> {
     /// # Errors
     /// [`PortError`] from the store or the topic.
     pub async fn complete_if_done(&self, pipeline: &str, run_id: &RunId) -> Result<Completion, PortError> {
-        check_completion(self.store, pipeline, run_id, self.events).await
+        check_completion(self.store, pipeline, run_id, None, self.events).await
+    }
+
+    /// [`complete_if_done`] with `compactor` rewriting the run's files
+    /// before its manifest and `_SUCCESS` are written, as the completion
+    /// by [`record_page`] does: for a run whose count is learnt after its
+    /// last page (a stream shard's window, closed once its batches are
+    /// recorded). Idempotent: a run complete already is
+    /// [`Completion::AlreadyComplete`].
+    ///
+    /// # Errors
+    /// [`PortError`] from the store, the compactor or the topic.
+    pub async fn complete_with(
+        &self,
+        pipeline: &str,
+        run_id: &RunId,
+        compactor: &dyn Compactor,
+    ) -> Result<Completion, PortError> {
+        check_completion(self.store, pipeline, run_id, Some(compactor), self.events).await
     }
 
     /// [`record_page`]: writes the page's receipt and completes the run if
@@ -419,7 +442,7 @@ pub async fn complete_if_done(
     pipeline: &str,
     run_id: &RunId,
 ) -> Result<Completion, PortError> {
-    check_completion(store, pipeline, run_id, None).await
+    check_completion(store, pipeline, run_id, None, None).await
 }
 
 /// [`complete_if_done`], announcing a completion on `events`.
@@ -427,6 +450,7 @@ async fn check_completion(
     store: &dyn ObjectStore,
     pipeline: &str,
     run_id: &RunId,
+    compactor: Option<&dyn Compactor>,
     events: Events<'_>,
 ) -> Result<Completion, PortError> {
     let Some(expected) = read_expected(store, pipeline, run_id).await? else { return Ok(Completion::NotYet) };
@@ -435,7 +459,7 @@ async fn check_completion(
         let Some(receipt_keys) = shard.whole(store, pipeline, run_id).await? else { return Ok(Completion::NotYet) };
         shard.summarise(store, pipeline, run_id, &receipt_keys, None).await?;
     }
-    complete(store, &expected, None, events).await
+    complete(store, &expected, compactor, events).await
 }
 
 async fn read_expected(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -> Result<Option<Expected>, PortError> {

@@ -2,8 +2,10 @@
 //! from a JSON-lines file of records (the MSK event's record shape), into a
 //! Parquet dataset and an Iceberg table; read again (a consumer restarted
 //! past its checkpoint) nothing is written twice; pyiceberg counts the
-//! Iceberg table's distinct keys; a replay from TRIM_HORIZON gives the same
-//! Parquet table; `tributary status`'s checkpoint lines.
+//! Iceberg table's distinct keys; the small-file rule (one file per shard
+//! window, none under `window.bytes` of batch files but each partition's
+//! tail); a replay from TRIM_HORIZON gives the same Parquet table;
+//! `tributary status`'s checkpoint lines.
 
 use std::io::Write;
 use std::path::Path;
@@ -44,16 +46,38 @@ fn write_topic(path: &Path) {
     }
 }
 
+/// A shard's window closes at 16 KiB of batch files: about three batches
+/// of 100 orders.
+const WINDOW_BYTES: u64 = 16 << 10;
+
 fn spec(format: &str) -> StreamSpec {
     StreamSpec::from_yaml(&format!(
         "version: 1
 pipeline: orders-{format}
 source: {{ kind: kafka, topic: orders }}
-batching: {{ batch_size: 1000 }}
+batching: {{ batch_size: 100 }}
+window: {{ bytes: {WINDOW_BYTES} }}
 target: {{ dataset: orders_{format}, table_format: {format} }}
 "
     ))
     .expect("spec")
+}
+
+/// The Parquet files under `folder`, as paths.
+fn parquet_files(folder: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![folder.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("folder").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "parquet") {
+                out.push(path.display().to_string());
+            }
+        }
+    }
+    out
 }
 
 fn run_python(script: &str, arg: &Path) -> Value {
@@ -83,7 +107,8 @@ catalog = SqlCatalog("tributary", uri=f"sqlite:///{lake}/_iceberg/catalog.sqlite
 table = catalog.load_table(("tributary", "orders_iceberg"))
 ids = table.scan(selected_fields=("order_id",)).to_arrow().column("order_id").to_pylist()
 runs = [s.summary.get("tributary.run-id") for s in table.snapshots()]
-print(json.dumps({"rows": len(ids), "distinct": len(set(ids)), "runs": sorted(r for r in runs if r)}))
+files = table.inspect.files().column("file_path").to_pylist()
+print(json.dumps({"rows": len(ids), "distinct": len(set(ids)), "runs": sorted(r for r in runs if r), "files": files}))
 "#;
 
 #[tokio::test]
@@ -111,12 +136,28 @@ async fn a_kafka_topic_from_a_file_lands_once_in_parquet_and_iceberg_and_replays
     assert_eq!(rows.len() as u64, expected);
     let iceberg = run_python(ICEBERG_COUNT, &lake);
     assert_eq!((iceberg["rows"].as_u64(), iceberg["distinct"].as_u64()), (Some(expected), Some(expected)), "{iceberg}");
-    // One commit per batch: 1,500 records a partition in batches of 1,000,
-    // each its own stream run (more when partitions' concurrent commits
-    // conflicted and a batch was retried bisected).
+    // One commit per shard window: 1,500 records a partition in batches
+    // of 100, a window closing at 16 KiB of their files (a few batches).
     let runs = iceberg["runs"].as_array().expect("runs");
     assert!(runs.len() as u64 >= 2 * PARTITIONS, "{iceberg}");
     assert!(runs.iter().all(|run| run.as_str().is_some_and(|r| r.starts_with("s-"))), "{iceberg}");
+
+    // The small-file rule: every file is a window's, none under the rule
+    // but each partition's last window (closed by the poller at the tip).
+    let iceberg_files: Vec<String> =
+        iceberg["files"].as_array().expect("files").iter().filter_map(|f| f.as_str().map(String::from)).collect();
+    for (format, files) in [("parquet", parquet_files(&lake.join("orders_parquet"))), ("iceberg", iceberg_files)] {
+        let store = adapters::local::DirStore::new(&lake);
+        let below =
+            tributary_e2e::windows::below_the_rule(&store, &format!("orders-{format}"), &files, WINDOW_BYTES).await;
+        let count = files.len();
+        eprintln!("{format}: {count} files for {} batches of 100; below the rule: {below:?}", RECORDS / 100);
+        assert!(below.len() as u64 <= PARTITIONS, "{format}: at most each partition's tail: {below:?}");
+        assert!((count as u64) < RECORDS / 100 / 2, "{format}: fewer files than batches: {count}");
+        if format == "iceberg" {
+            assert_eq!(count, runs.len(), "one data file per window commit");
+        }
+    }
 
     let status = checkpoints_table(&adapters::local::DirStore::new(&lake), chrono::Utc::now()).await.expect("status");
     assert!(status.contains("orders-parquet") && status.contains("orders-3") && status.contains("1499"), "{status}");
