@@ -352,12 +352,14 @@ pub fn is_stream_spec(path: &std::path::Path) -> bool {
 /// --from-trim-horizon`): the pipeline's checkpoints are removed first so
 /// every shard is read again from the oldest record retained, through the
 /// same code; batches of the same bounds get the same run ids and keys,
-/// so their files are rewritten in place (see `docs/streams.md`).
+/// so their files are rewritten in place (see `docs/streams.md`). An
+/// Iceberg dataset's replay lands in one snapshot ([`crate::kappa`]).
 ///
 /// # Errors
 /// [`StreamRunError`]: the source is not readable in this build (Kinesis
 /// without feature `aws`, Kafka without a records file), the lake or the
-/// stream failed.
+/// stream failed; an Iceberg replay that cannot be whole (see
+/// [`crate::kappa::Replay`]).
 pub async fn run_local(
     spec: &StreamSpec,
     lake: &std::path::Path,
@@ -376,12 +378,21 @@ pub async fn run_local(
     );
     let broker = adapters::local::Broker::new();
     let config = persist::PersistConfig::default();
+    // An Iceberg dataset's replay sets each window's files aside and
+    // commits them all in one snapshot at the end ([`crate::kappa`]).
+    let replay = match (from_trim_horizon, spec.target.table_format) {
+        (true, contracts::TableFormat::Iceberg) => Some(crate::kappa::Replay::begin(spec, &store).await?),
+        _ => None,
+    };
     let deps = Deps {
         store: &store,
         queue: &broker,
         run_events: None,
         catalog: Some(&catalog),
-        tables: Some(&tables),
+        tables: Some(match &replay {
+            Some(replay) => &replay.set_aside,
+            None => &tables,
+        }),
         config: &config,
     };
     if from_trim_horizon {
@@ -403,29 +414,50 @@ pub async fn run_local(
             _ => {}
         }
     }
-    match (source, &spec.source) {
-        (LocalSource::File(path), _) => poll(&spec, &adapters::local::FileStream::new(path), deps, options).await.map_err(Into::into),
-        (LocalSource::Kinesis, StreamSource::Kinesis(_)) => kinesis_poll(&spec, deps, options).await,
-        (LocalSource::Kinesis, _) => Err(StreamRunError::Source(
-            "a Kafka topic is read locally from a file of records: add --records FILE (JSON lines in the MSK event's record shape)".into(),
-        )),
+    let report = match (source, &spec.source) {
+        (LocalSource::File(path), _) => poll(&spec, &adapters::local::FileStream::new(path), deps, options).await?,
+        (LocalSource::Kinesis, StreamSource::Kinesis(_)) => kinesis_poll(&spec, deps, options).await?,
+        (LocalSource::Kinesis, _) => {
+            return Err(StreamRunError::Source(
+                "a Kafka topic is read locally from a file of records: add --records FILE (JSON lines in the MSK event's record shape)".into(),
+            ));
+        }
+    };
+    if let Some(replay) = replay {
+        let open = open_shards(&spec, &report, &store).await?;
+        replay.commit(&spec, &tables, &store, &open).await?;
     }
+    Ok(report)
 }
 
-/// A Kappa replay's first step on a Parquet dataset: the pipeline's
-/// stream files in the dataset folder (`<pipeline>-s-*.parquet`, the keys
-/// [`persist::stream::stream_run_id`] derives), their runs' ledgers and the
-/// shard checkpoints are removed, so the stream read again from
-/// TRIM_HORIZON writes the dataset anew. Refused for an Iceberg dataset
-/// (its replay is one replace snapshot, not built yet: see
-/// `docs/streams.md`).
-async fn forget_stream_history(spec: &StreamSpec, store: &dyn ObjectStore) -> Result<(), StreamRunError> {
-    if spec.target.table_format == contracts::TableFormat::Iceberg {
-        return Err(StreamRunError::Source(format!(
-            "--from-trim-horizon rewrites a Parquet dataset; {} is an Iceberg table, whose replay (one replace snapshot) is not built yet",
-            spec.target.dataset
-        )));
+/// The shards a poll did not end whole: a batch given up on, or a batch
+/// pending or a window open in its checkpoint.
+async fn open_shards(
+    spec: &StreamSpec,
+    report: &PollReport,
+    store: &dyn ObjectStore,
+) -> Result<Vec<String>, StreamRunError> {
+    let mut open = Vec::new();
+    for (shard, shard_report) in &report.shards {
+        let key = checkpoint_key(&spec.pipeline, spec.source_name(), shard);
+        let checkpoint = read_checkpoint(store, &key)
+            .await
+            .map_err(|err| PortError::permanent_msg("read checkpoint", &key, err.to_string()))?;
+        if shard_report.on_failure > 0 || checkpoint.pending.is_some() || checkpoint.window.is_some() {
+            open.push(shard.clone());
+        }
     }
+    Ok(open)
+}
+
+/// A Kappa replay's first step: the pipeline's stream files in the
+/// dataset folder (`<pipeline>-s-*.parquet`, the keys
+/// [`persist::stream::stream_run_id`] derives: a Parquet dataset's files,
+/// an Iceberg dataset's staged files), their runs' ledgers and the shard
+/// checkpoints are removed, so the stream read again from TRIM_HORIZON
+/// writes the dataset anew (an Iceberg table itself changes only at the
+/// replay's one snapshot, [`crate::kappa`]).
+async fn forget_stream_history(spec: &StreamSpec, store: &dyn ObjectStore) -> Result<(), StreamRunError> {
     let own_file = format!("{}-s-", spec.pipeline);
     let mut doomed: Vec<String> = store
         .list(&format!("{}/", spec.target.dataset))

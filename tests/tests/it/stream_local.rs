@@ -4,7 +4,9 @@
 //! past its checkpoint) nothing is written twice; pyiceberg counts the
 //! Iceberg table's distinct keys; the small-file rule (one file per shard
 //! window, none under `window.bytes` of batch files but each partition's
-//! tail); a replay from TRIM_HORIZON gives the same Parquet table;
+//! tail); a replay from TRIM_HORIZON gives the same Parquet table, and
+//! the same Iceberg table in one `overwrite` snapshot (pyiceberg and
+//! DuckDB read it whole; a replay stopped part-way commits nothing);
 //! `tributary status`'s checkpoint lines.
 
 use std::io::Write;
@@ -16,7 +18,9 @@ use serde_json::{Value, json};
 
 use contracts::stream::StreamSpec;
 use tributary::stream::{LocalSource, PollOptions, checkpoints_table, run_local};
-use tributary_e2e::readers::python;
+use tributary_e2e::readers::{duckdb_iceberg_python, python};
+
+use crate::iceberg::{READ, READ_DUCKDB, read_tables};
 
 const PARTITIONS: u64 = 4;
 const RECORDS: u64 = 6_000;
@@ -167,7 +171,91 @@ async fn a_kafka_topic_from_a_file_lands_once_in_parquet_and_iceberg_and_replays
     let replay = run_local(&spec, &lake, &source, PollOptions::default(), true).await.expect("replay");
     assert_eq!(replay.records_written(), RECORDS);
     assert_eq!(run_python(PARQUET_ROWS, &lake.join("orders_parquet")), parquet);
-    // An Iceberg table is refused (its replace snapshot is not built).
-    let refused = run_local(&self::spec("iceberg"), &lake, &source, PollOptions::default(), true).await;
-    assert!(refused.is_err_and(|err| err.to_string().contains("Iceberg")));
+}
+
+/// The Iceberg table as pyiceberg and DuckDB read it: each reader's rows
+/// (sorted), and pyiceberg's snapshots.
+fn iceberg_table(lake: &Path) -> (Vec<Value>, Vec<Value>, Vec<Value>) {
+    let sorted = |mut rows: Vec<Value>| {
+        rows.sort_by_key(|row| row["order_id"].as_str().unwrap_or_default().to_string());
+        rows
+    };
+    let py = read_tables(&python(), "TRIBUTARY_PYTHON", READ, lake);
+    let duck = read_tables(&duckdb_iceberg_python(), "TRIBUTARY_DUCKDB_ICEBERG_PYTHON", READ_DUCKDB, lake);
+    let table = "orders_iceberg";
+    let rows = |v: &Value| sorted(v[table]["rows"].as_array().cloned().unwrap_or_default());
+    (rows(&py), rows(&duck), py[table]["snapshots"].as_array().cloned().unwrap_or_default())
+}
+
+#[tokio::test]
+async fn a_kappa_replay_of_an_iceberg_dataset_lands_in_one_overwrite_snapshot_with_the_same_values() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let topic = dir.path().join("orders.jsonl");
+    write_topic(&topic);
+    let lake = dir.path().join("lake");
+    let source = LocalSource::File(topic);
+    let spec = spec("iceberg");
+    run_local(&spec, &lake, &source, PollOptions::default(), false).await.expect("run");
+    let (rows, duck_rows, snapshots) = iceberg_table(&lake);
+    assert_eq!(rows.len() as u64, RECORDS - 1);
+    assert_eq!(duck_rows, rows, "DuckDB reads what pyiceberg reads");
+
+    // A replay that stops part-way (each shard after one batch: windows
+    // left open) commits nothing: readers see the old table.
+    let stopped = PollOptions { follow: false, max_batches_per_shard: Some(1) };
+    let refused = run_local(&spec, &lake, &source, stopped, true).await.expect_err("an incomplete replay");
+    assert!(refused.to_string().contains("left as it was"), "{refused}");
+    let (after_stop, _, snapshots_after_stop) = iceberg_table(&lake);
+    assert_eq!((after_stop.len(), snapshots_after_stop.len()), (rows.len(), snapshots.len()));
+    assert_eq!(after_stop, rows);
+
+    // Replayed whole from TRIM_HORIZON: one new snapshot, an `overwrite`
+    // marked as the replay, and the same table value for value (lineage
+    // columns included: the same windows, run ids and arrival times).
+    let replay = run_local(&spec, &lake, &source, PollOptions::default(), true).await.expect("replay");
+    assert_eq!(replay.records_written(), RECORDS);
+    let (replayed, duck_replayed, snapshots_after) = iceberg_table(&lake);
+    assert_eq!(snapshots_after.len(), snapshots.len() + 1, "{snapshots_after:?}");
+    let last = snapshots_after.last().expect("a snapshot");
+    assert_eq!(last["operation"], "overwrite", "{last}");
+    assert!(last["tributary.run-id"].as_str().is_some_and(|id| id.starts_with("kappa-")), "{last}");
+    assert_eq!(last["total-records"], (RECORDS - 1).to_string(), "{last}");
+    assert_eq!(replayed.len(), rows.len());
+    let differing: Vec<(&Value, &Value)> = rows.iter().zip(&replayed).filter(|(a, b)| a != b).take(3).collect();
+    assert!(differing.is_empty(), "{differing:?}");
+    assert_eq!(duck_replayed, replayed, "DuckDB reads the replayed table whole");
+    // The staged files are gone: the dataset folder holds none of them.
+    assert!(parquet_files(&lake.join("orders_iceberg")).is_empty());
+
+    // A replay stopped part-way forgets the pipeline's run ledgers but
+    // records the runs whose rows the table holds; the next replay, with
+    // another window rule (so other window runs), still replaces them all:
+    // every order once, the same values but the lineage.
+    run_local(&spec, &lake, &source, stopped, true).await.expect_err("an incomplete replay");
+    let store = adapters::local::DirStore::new(&lake);
+    let record = tributary::kappa::record_key(&spec);
+    assert!(tributary_core::ports::ObjectStore::get(&store, &record).await.is_ok(), "the replay's record is kept");
+    let wider =
+        StreamSpec { window: contracts::stream::StreamWindow { bytes: 1 << 20, ..spec.window }, ..spec.clone() };
+    run_local(&wider, &lake, &source, PollOptions::default(), true).await.expect("replay with a wider window");
+    let (rewindowed, _, snapshots_rewindowed) = iceberg_table(&lake);
+    assert_eq!(snapshots_rewindowed.len(), snapshots_after.len() + 1);
+    let without_lineage = |rows: &[Value]| -> Vec<Value> {
+        rows.iter()
+            .map(|row| {
+                let mut row = row.clone();
+                row.as_object_mut().expect("a row").retain(|column, _| !column.starts_with("_tributary"));
+                row
+            })
+            .collect()
+    };
+    assert_eq!(without_lineage(&rewindowed), without_lineage(&rows), "every order once, the same values");
+    assert!(tributary_core::ports::ObjectStore::get(&store, &record).await.is_err(), "the record goes with the commit");
+
+    // `target.write: merge` is refused by name.
+    let mut merge = spec.clone();
+    merge.target.write = contracts::WriteDisposition::Merge;
+    merge.target.primary_key = vec!["/order_id".into()];
+    let refused = run_local(&merge, &lake, &source, PollOptions::default(), true).await.expect_err("merge");
+    assert!(refused.to_string().contains("target.write"), "{refused}");
 }
