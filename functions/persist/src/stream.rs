@@ -163,10 +163,10 @@ pub struct Checkpoint {
     /// The open window the shard's batches are recorded in, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<Window>,
-    /// Records the completed runs of this shard held (rows and quarantined).
+    /// Records of the shard's batches in the lake (rows and quarantined).
     #[serde(default)]
     pub records: u64,
-    /// When the latest completed batch's last record reached the stream.
+    /// When the latest batch in the lake's last record reached the stream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_arrival: Option<DateTime<Utc>>,
     /// When the checkpoint last moved (the writer's clock).
@@ -174,7 +174,8 @@ pub struct Checkpoint {
     pub updated_at: Option<DateTime<Utc>>,
 }
 
-/// A batch whose run has started but whose checkpoint has not moved.
+/// A batch being written: its page of the window started, its receipt not
+/// yet seen by the checkpoint.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingBatch {
     /// Its window's run id ([`Window::run_id`]).

@@ -416,3 +416,25 @@ async fn a_window_closes_only_after_its_pending_batch_lands_or_is_given_up() {
 fn the_window_limit_is_the_coalescer_bin() {
     assert_eq!(contracts::stream::MAX_WINDOW_BYTES, persist::coalesce::COALESCE_BELOW_BYTES);
 }
+
+#[tokio::test]
+async fn a_window_closes_on_stream_time_and_secs_zero_makes_a_window_per_batch() {
+    // Records a second apart in batches of 5: with `secs: 12` a window
+    // closes once its records span 12 s (the third batch: 0-14 s).
+    for (secs, files) in [(12, 4), (0, 10)] {
+        let lake = Lake::new();
+        let spec = StreamSpec::from_yaml(&format!(
+            "version: 1\npipeline: orders\nsource: {{ kind: kafka, topic: orders }}\nwindow: {{ secs: {secs} }}\ntarget: {{ dataset: orders }}\n"
+        ))
+        .expect("spec");
+        for batch in 0..10 {
+            let outcome = stream::persist_stream_batch(&spec, &orders(batch * 5, 5), lake.deps()).await;
+            assert!(outcome.failures.is_empty(), "{outcome:?}");
+        }
+        stream::close_windows(&spec, &["orders-0".to_string()], lake.deps()).await.expect("flush");
+        let found = dataset_files(&lake.store, "orders").await;
+        assert_eq!(found.len(), files, "secs {secs}: {found:?}");
+        let expected: Vec<String> = (0..50).map(|i| format!("o-{i:05}")).collect();
+        assert_eq!(column_values(lake.dir.path(), "orders", "order_id"), expected);
+    }
+}
