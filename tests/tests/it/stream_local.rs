@@ -6,7 +6,9 @@
 //! window, none under `window.bytes` of batch files but each partition's
 //! tail); a replay from TRIM_HORIZON gives the same Parquet table, and
 //! the same Iceberg table in one `overwrite` snapshot (pyiceberg and
-//! DuckDB read it whole; a replay stopped part-way commits nothing);
+//! DuckDB read it whole; a replay stopped part-way commits nothing); a
+//! window close that died between its Iceberg commit and the staged
+//! files' deletes is read once and finished by the next batch;
 //! `tributary status`'s checkpoint lines.
 
 use std::io::Write;
@@ -258,4 +260,56 @@ async fn a_kappa_replay_of_an_iceberg_dataset_lands_in_one_overwrite_snapshot_wi
     merge.target.primary_key = vec!["/order_id".into()];
     let refused = run_local(&merge, &lake, &source, PollOptions::default(), true).await.expect_err("merge");
     assert!(refused.to_string().contains("target.write"), "{refused}");
+}
+
+#[tokio::test]
+async fn an_iceberg_window_whose_close_died_between_its_commit_and_the_staged_deletes_is_read_once_and_finished() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let topic = dir.path().join("orders.jsonl");
+    write_topic(&topic);
+    let lake = dir.path().join("lake");
+    std::fs::create_dir_all(&lake).expect("lake");
+    let lake = lake.canonicalize().expect("lake");
+    // Windows of 2 batches of 100; the first delete of a staged file dies.
+    let spec =
+        StreamSpec { window: contracts::stream::StreamWindow { batches: 2, ..Default::default() }, ..spec("iceberg") };
+    let store = std::sync::Arc::new(test_support::crash::FlakyWrites::new(adapters::local::DirStore::new(&lake)));
+    // (The first page's staged file: a poison-free batch also deletes its
+    // stale stream quarantine key under `quarantine/orders_iceberg/`.)
+    store.fail_deletes("-00000.parquet", 0, 1);
+    let tables = tributary_iceberg::LocalCommitter::new(lake.clone(), store.clone());
+    let (catalog, broker, config) =
+        (adapters::local::DirCatalog::new(&lake), adapters::local::Broker::new(), persist::PersistConfig::default());
+    let deps = persist::Deps {
+        store: store.as_ref(),
+        queue: &broker,
+        run_events: None,
+        catalog: Some(&catalog),
+        tables: Some(&tables),
+        config: &config,
+    };
+    let reader = adapters::local::FileStream::new(&topic);
+    // Each partition's first window closes at its second batch; the poll
+    // stops there, with one close dead after its commit.
+    let stopped = PollOptions { follow: false, max_batches_per_shard: Some(2) };
+    tributary::stream::poll(&spec, &reader, deps, stopped).await.expect("poll");
+    assert_eq!(store.failed(), 1, "the close died at a staged file's delete");
+    assert!(!parquet_files(&lake.join("orders_iceberg")).is_empty(), "its staged files are left");
+    let (rows, duck_rows, _) = iceberg_table(&lake);
+    let ids: std::collections::BTreeSet<&str> = rows.iter().filter_map(|r| r["order_id"].as_str()).collect();
+    // The dead close's window is in the table (its commit landed); the
+    // other partitions' windows too, unless their concurrent commits
+    // conflicted past the committer's plans (then the next batch closes them).
+    eprintln!("at the crash: {} orders in the table", rows.len());
+    assert_eq!(rows.len(), ids.len(), "each order once");
+    assert!(rows.len() >= 200 && rows.len() % 200 == 0, "whole windows of 200 orders: {}", rows.len());
+    assert_eq!(duck_rows, rows);
+    // Read on to the tip: the dead close is finished (its commit found, not
+    // made again; the staged files deleted), every order once.
+    tributary::stream::poll(&spec, &reader, deps, PollOptions::default()).await.expect("poll on");
+    let (rows, duck_rows, _) = iceberg_table(&lake);
+    let ids: std::collections::BTreeSet<&str> = rows.iter().filter_map(|r| r["order_id"].as_str()).collect();
+    assert_eq!((rows.len() as u64, ids.len() as u64), (RECORDS - 1, RECORDS - 1));
+    assert_eq!(duck_rows, rows);
+    assert!(parquet_files(&lake.join("orders_iceberg")).is_empty(), "no staged file left");
 }

@@ -383,6 +383,12 @@ async fn a_window_whose_close_died_between_the_coalesced_file_and_the_deletes_is
     let run = format!("_runs/orders/{}/", window.run_id);
     let ledger = lake.store.list(&run).await.expect("ledger");
     assert!(ledger.iter().any(|k| k.ends_with("replacement.json")) && !ledger.iter().any(|k| k.ends_with("_SUCCESS")));
+    // What a folder reader sees at this instant (the documented limit of a
+    // Hive Parquet dataset, docs/streams.md): the closing window's orders
+    // twice, in its coalesced file and its batch files; every other once.
+    let seen = column_values(lake.dir.path(), "orders", "order_id");
+    let twice = seen.windows(2).filter(|pair| pair[0] == pair[1]).count() as u64;
+    assert_eq!(twice, window.records, "only the closing window's {} orders are seen twice", window.records);
     // The next batch (on a live store) finishes the close first.
     for batch in next..BATCHES {
         let outcome = stream::persist_stream_batch(&spec, &orders(batch * PER_BATCH, PER_BATCH), lake.deps()).await;
