@@ -1,6 +1,6 @@
 //! The `tributary` command line's library: the local runtime that runs whole
 //! pipelines on one machine, the demo vendor API, lake read-back, the
-//! dead-letter archive, folders of pipeline specs and backfill ranges
+//! dead-letter archive, a stream's Kappa replay ([`kappa`]), folders of pipeline specs and backfill ranges
 //! ([`pipelines`]), a spec inferred from a vendor's answers ([`init`]), and
 //! (feature `aws`) a deployed stack and its schedules.
 //!
@@ -12,6 +12,7 @@ pub mod aws;
 pub mod demo_stream;
 pub mod dlq;
 pub mod init;
+pub mod kappa;
 pub mod lake;
 pub mod lease;
 pub mod location;

@@ -63,7 +63,9 @@ enum Command {
         follow: bool,
         /// A stream spec: a Kappa replay. The pipeline's stream files,
         /// runs and checkpoints are removed and every shard is read again
-        /// from TRIM_HORIZON through the same code (Parquet datasets).
+        /// from TRIM_HORIZON through the same code. An Iceberg dataset
+        /// (`target.write: append`) changes in one `overwrite` snapshot
+        /// replacing the pipeline's rows, once every shard is read whole.
         #[arg(long)]
         from_trim_horizon: bool,
     },

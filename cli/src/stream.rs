@@ -52,6 +52,9 @@ pub struct PollOptions {
 pub struct PollReport {
     /// Per shard (or topic-partition).
     pub shards: BTreeMap<String, ShardReport>,
+    /// Shards' windows closed at the end of the poll (the stream's tail
+    /// coalesced or committed; `docs/streams.md`, "Small files").
+    pub windows_closed: u32,
 }
 
 /// What a poll did on one shard.
@@ -95,7 +98,9 @@ impl PollReport {
 }
 
 /// Polls every shard of `spec`'s stream through `reader` into the lake
-/// behind `deps`, as an event source mapping would.
+/// behind `deps`, as an event source mapping would; once every shard is
+/// at its tip (no `max_batches_per_shard`), closes each shard's open
+/// window ([`persist::stream::close_windows`]).
 ///
 /// # Errors
 /// [`PortError`] when the shards cannot be listed, or a shard cannot be
@@ -112,6 +117,14 @@ pub async fn poll(
     let mut report = PollReport::default();
     for (shard, result) in shards.iter().zip(futures::future::join_all(polls).await) {
         report.shards.insert(shard.clone(), result?);
+    }
+    if options.max_batches_per_shard.is_none() {
+        // Every shard is at its tip: the tail of each shard's window is
+        // coalesced (Parquet) or committed (Iceberg) now rather than when
+        // its next batch comes, which on one machine may be never.
+        report.windows_closed = persist::stream::close_windows(spec, &shards, deps).await.map_err(|err| {
+            PortError::transient_msg("close the shards' windows", spec.source_name(), err.to_string())
+        })?;
     }
     Ok(report)
 }
@@ -357,12 +370,14 @@ pub fn is_stream_spec(path: &std::path::Path) -> bool {
 /// --from-trim-horizon`): the pipeline's checkpoints are removed first so
 /// every shard is read again from the oldest record retained, through the
 /// same code; batches of the same bounds get the same run ids and keys,
-/// so their files are rewritten in place (see `docs/streams.md`).
+/// so their files are rewritten in place (see `docs/streams.md`). An
+/// Iceberg dataset's replay lands in one snapshot ([`crate::kappa`]).
 ///
 /// # Errors
 /// [`StreamRunError`]: the source is not readable in this build (Kinesis
 /// without feature `aws`, Kafka without a records file), the lake or the
-/// stream failed.
+/// stream failed; an Iceberg replay that cannot be whole (see
+/// [`crate::kappa::Replay`]).
 pub async fn run_local(
     spec: &StreamSpec,
     lake: &std::path::Path,
@@ -385,12 +400,21 @@ pub async fn run_local(
         metrics: tributary_core::metrics::MetricsTarget::File(root.join("_metrics.jsonl")),
         ..persist::PersistConfig::default()
     };
+    // An Iceberg dataset's replay sets each window's files aside and
+    // commits them all in one snapshot at the end ([`crate::kappa`]).
+    let replay = match (from_trim_horizon, spec.target.table_format) {
+        (true, contracts::TableFormat::Iceberg) => Some(crate::kappa::Replay::begin(spec, &store).await?),
+        _ => None,
+    };
     let deps = Deps {
         store: &store,
         queue: &broker,
         run_events: None,
         catalog: Some(&catalog),
-        tables: Some(&tables),
+        tables: Some(match &replay {
+            Some(replay) => &replay.set_aside,
+            None => &tables,
+        }),
         config: &config,
     };
     if from_trim_horizon {
@@ -412,29 +436,50 @@ pub async fn run_local(
             _ => {}
         }
     }
-    match (source, &spec.source) {
-        (LocalSource::File(path), _) => poll(&spec, &adapters::local::FileStream::new(path), deps, options).await.map_err(Into::into),
-        (LocalSource::Kinesis, StreamSource::Kinesis(_)) => kinesis_poll(&spec, deps, options).await,
-        (LocalSource::Kinesis, _) => Err(StreamRunError::Source(
-            "a Kafka topic is read locally from a file of records: add --records FILE (JSON lines in the MSK event's record shape)".into(),
-        )),
+    let report = match (source, &spec.source) {
+        (LocalSource::File(path), _) => poll(&spec, &adapters::local::FileStream::new(path), deps, options).await?,
+        (LocalSource::Kinesis, StreamSource::Kinesis(_)) => kinesis_poll(&spec, deps, options).await?,
+        (LocalSource::Kinesis, _) => {
+            return Err(StreamRunError::Source(
+                "a Kafka topic is read locally from a file of records: add --records FILE (JSON lines in the MSK event's record shape)".into(),
+            ));
+        }
+    };
+    if let Some(replay) = replay {
+        let open = open_shards(&spec, &report, &store).await?;
+        replay.commit(&spec, &tables, &store, &open).await?;
     }
+    Ok(report)
 }
 
-/// A Kappa replay's first step on a Parquet dataset: the pipeline's
-/// stream files in the dataset folder (`<pipeline>-s-*.parquet`, the keys
-/// [`persist::stream::stream_run_id`] derives), their runs' ledgers and the
-/// shard checkpoints are removed, so the stream read again from
-/// TRIM_HORIZON writes the dataset anew. Refused for an Iceberg dataset
-/// (its replay is one replace snapshot, not built yet: see
-/// `docs/streams.md`).
-async fn forget_stream_history(spec: &StreamSpec, store: &dyn ObjectStore) -> Result<(), StreamRunError> {
-    if spec.target.table_format == contracts::TableFormat::Iceberg {
-        return Err(StreamRunError::Source(format!(
-            "--from-trim-horizon rewrites a Parquet dataset; {} is an Iceberg table, whose replay (one replace snapshot) is not built yet",
-            spec.target.dataset
-        )));
+/// The shards a poll did not end whole: a batch given up on, or a batch
+/// pending or a window open in its checkpoint.
+async fn open_shards(
+    spec: &StreamSpec,
+    report: &PollReport,
+    store: &dyn ObjectStore,
+) -> Result<Vec<String>, StreamRunError> {
+    let mut open = Vec::new();
+    for (shard, shard_report) in &report.shards {
+        let key = checkpoint_key(&spec.pipeline, spec.source_name(), shard);
+        let checkpoint = read_checkpoint(store, &key)
+            .await
+            .map_err(|err| PortError::permanent_msg("read checkpoint", &key, err.to_string()))?;
+        if shard_report.on_failure > 0 || checkpoint.pending.is_some() || checkpoint.window.is_some() {
+            open.push(shard.clone());
+        }
     }
+    Ok(open)
+}
+
+/// A Kappa replay's first step: the pipeline's stream files in the
+/// dataset folder (`<pipeline>-s-*.parquet`, the keys
+/// [`persist::stream::stream_run_id`] derives: a Parquet dataset's files,
+/// an Iceberg dataset's staged files), their runs' ledgers and the shard
+/// checkpoints are removed, so the stream read again from TRIM_HORIZON
+/// writes the dataset anew (an Iceberg table itself changes only at the
+/// replay's one snapshot, [`crate::kappa`]).
+async fn forget_stream_history(spec: &StreamSpec, store: &dyn ObjectStore) -> Result<(), StreamRunError> {
     let own_file = format!("{}-s-", spec.pipeline);
     let mut doomed: Vec<String> = store
         .list(&format!("{}/", spec.target.dataset))
@@ -494,7 +539,7 @@ impl std::fmt::Display for PollReport {
 
 /// The stream checkpoints in the lake (`_streams/…`), a line per shard for
 /// `tributary status`: pipeline, stream, shard, the last sequence number
-/// in the lake, records landed, a batch in flight, and the lag (now minus
+/// in the lake, records landed, a batch in flight and the open window, and the lag (now minus
 /// the arrival of the newest record landed: the iterator age a caught-up
 /// consumer would report). Empty when the lake has no stream pipeline.
 ///
@@ -515,7 +560,12 @@ pub async fn checkpoints_table(
                 let lag = c.last_arrival.map_or("-".to_string(), |at| {
                     format!("{:.1} s", (now - at).num_milliseconds().max(0) as f64 / 1000.0)
                 });
-                let pending = c.pending.map_or("-".to_string(), |p| format!("{} records from {}", p.records, p.first));
+                let mut pending =
+                    c.pending.map_or("-".to_string(), |p| format!("{} records from {}", p.records, p.first));
+                if let Some(w) = c.window {
+                    let closing = if w.closing { ", closing" } else { "" };
+                    pending.push_str(&format!("; window {} batches, {} bytes{closing}", w.batches, w.bytes));
+                }
                 format!(
                     "{pipeline:<16} {stream:<16} {shard:<22} {:<24} {:>10} {lag:>10}  {pending}",
                     c.through.unwrap_or_else(|| "-".into()),

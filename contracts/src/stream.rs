@@ -44,6 +44,26 @@ pub const MAX_BATCH_WINDOW_SECS: u32 = 300;
 pub const MAX_RETRY_ATTEMPTS: u32 = 10_000;
 /// Default `batching.maximum_retry_attempts`.
 pub const DEFAULT_RETRY_ATTEMPTS: u32 = 3;
+/// Largest `window.bytes`: 64 MiB, the bin Persist coalesces a run's
+/// files of one partition into (`persist::coalesce::COALESCE_BELOW_BYTES`):
+/// a larger window would be cut into several files, the last of them small.
+pub const MAX_WINDOW_BYTES: u64 = 64 << 20;
+/// Smallest `window.bytes`: 1 KiB (a Parquet file's footer alone is
+/// about that; less is a window per batch, which `window.secs: 0` says).
+pub const MIN_WINDOW_BYTES: u64 = 1 << 10;
+/// Default `window.bytes`: 32 MiB, half of [`MAX_WINDOW_BYTES`], so a
+/// window closed at it plus one batch (a Lambda stream batch carries at
+/// most 6 MB of payload, the invocation payload quota) stays one file.
+pub const DEFAULT_WINDOW_BYTES: u64 = MAX_WINDOW_BYTES / 2;
+/// Largest and default `window.batches`: 1,000, one shard of the run
+/// ledger's receipts (`tributary_core::keys::RECEIPT_SHARD_PAGES`), so a
+/// window's completion reads one summary.
+pub const MAX_WINDOW_BATCHES: u32 = 1_000;
+/// Largest `window.secs`: a day, the `dt=` partition's span.
+pub const MAX_WINDOW_SECS: u64 = 86_400;
+/// Default `window.secs`: 300 s; an Iceberg table, whose rows show when
+/// their window commits, then lags a busy shard by about that at most.
+pub const DEFAULT_WINDOW_SECS: u64 = 300;
 
 /// A declared stream pipeline.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -66,6 +86,10 @@ pub struct StreamSpec {
     /// AWS, the local poller's here).
     #[serde(default)]
     pub batching: StreamBatching,
+    /// When a shard's batches, landed one by one, are coalesced into one
+    /// file per partition (Parquet) or committed in one snapshot (Iceberg).
+    #[serde(default)]
+    pub window: StreamWindow,
     /// Where the records go: the same block as a REST pipeline's.
     pub target: PersistTarget,
 }
@@ -191,6 +215,48 @@ impl Default for StreamBatching {
     }
 }
 
+/// A shard's window: its batches land one by one (each a page of the
+/// window's run: Parquet page files readers see at once; for Iceberg,
+/// staged files), and when the window closes they become one file per
+/// partition (Parquet: coalesced) or one snapshot (Iceberg: committed).
+/// It closes after the batch that makes any of these true; the local
+/// poller also closes it at the end of a run (docs/streams.md, "Small
+/// files and Iceberg commits").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StreamWindow {
+    /// Bytes of its batches' Parquet files, 1,024–67,108,864 (1 KiB–64
+    /// MiB; default 33,554,432, 32 MiB).
+    #[serde(default = "default_window_bytes")]
+    pub bytes: u64,
+    /// Batches in it, 1–1,000 (default 1,000).
+    #[serde(default = "default_window_batches")]
+    pub batches: u32,
+    /// Seconds of stream time from its first record's arrival to its
+    /// newest's, 0–86,400 (default 300; 0: every batch is a window of its
+    /// own, one file or commit per batch).
+    #[serde(default = "default_window_secs")]
+    pub secs: u64,
+}
+
+impl Default for StreamWindow {
+    fn default() -> Self {
+        StreamWindow { bytes: DEFAULT_WINDOW_BYTES, batches: MAX_WINDOW_BATCHES, secs: DEFAULT_WINDOW_SECS }
+    }
+}
+
+fn default_window_bytes() -> u64 {
+    DEFAULT_WINDOW_BYTES
+}
+
+fn default_window_batches() -> u32 {
+    MAX_WINDOW_BATCHES
+}
+
+fn default_window_secs() -> u64 {
+    DEFAULT_WINDOW_SECS
+}
+
 fn default_batch_size() -> u32 {
     DEFAULT_BATCH_SIZE
 }
@@ -272,6 +338,24 @@ impl StreamSpec {
                 "must be 0-10000 (the event source mapping's MaximumRetryAttempts)",
             ));
         }
+        let window = &self.window;
+        if !(MIN_WINDOW_BYTES..=MAX_WINDOW_BYTES).contains(&window.bytes) {
+            return Err(invalid(
+                "window.bytes",
+                &window.bytes.to_string(),
+                "must be 1024-67108864 (1 KiB to 64 MiB, the bin Persist coalesces a partition's files into)",
+            ));
+        }
+        if !(1..=MAX_WINDOW_BATCHES).contains(&window.batches) {
+            return Err(invalid(
+                "window.batches",
+                &window.batches.to_string(),
+                "must be 1-1000 (one shard of the run ledger's receipts)",
+            ));
+        }
+        if window.secs > MAX_WINDOW_SECS {
+            return Err(invalid("window.secs", &window.secs.to_string(), "must be 0-86400 (a day)"));
+        }
         Ok(())
     }
 
@@ -337,6 +421,7 @@ target:
         let spec = StreamSpec::from_yaml(KINESIS).unwrap();
         assert_eq!(spec.source_name(), "clicks-stream");
         assert_eq!(spec.batching, StreamBatching::default());
+        assert_eq!(spec.window, StreamWindow::default());
         assert_eq!(spec.records.compression, Compression::Auto);
         assert!(StreamSpec::is_stream_document(KINESIS));
     }
@@ -356,6 +441,10 @@ target:
             (KINESIS.replace("/events", "events"), "records.records_pointer", "\"events\""),
             (format!("{KINESIS}batching: {{ batch_size: 20000 }}\n"), "batching.batch_size", "20000"),
             (format!("{KINESIS}batching: {{ batch_window_secs: 301 }}\n"), "batching.batch_window_secs", "301"),
+            (format!("{KINESIS}window: {{ bytes: 100 }}\n"), "window.bytes", "100"),
+            (format!("{KINESIS}window: {{ bytes: 67108865 }}\n"), "window.bytes", "67108865"),
+            (format!("{KINESIS}window: {{ batches: 0 }}\n"), "window.batches", "0"),
+            (format!("{KINESIS}window: {{ secs: 86401 }}\n"), "window.secs", "86401"),
         ];
         for (text, field, value) in cases {
             match StreamSpec::from_yaml(&text) {

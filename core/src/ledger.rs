@@ -124,6 +124,11 @@ pub struct PageReceipt {
     /// page has no rows).
     #[serde(default)]
     pub data_keys: Vec<String>,
+    /// Bytes of the Parquet files at `data_keys`, summed (absent in
+    /// receipts written before it was recorded: 0). A stream shard's
+    /// window closes on it (`persist::stream`).
+    #[serde(default)]
+    pub data_bytes: u64,
     /// Quarantine object key (absent when nothing was quarantined).
     pub quarantine_key: Option<String>,
     /// Raw payload key.
@@ -256,7 +261,7 @@ impl RunLedger<'_> {
         let earlier = self.store.list(&keys::legacy_receipts_prefix(&expected.pipeline, &expected.run_id)).await?;
         let record = ExpectedRecord { expected: expected.clone(), receipts_in_shard_folders: earlier.is_empty() };
         self.store.put(&key, encode(&key, &record)?).await?;
-        check_completion(self.store, &expected.pipeline, &expected.run_id, self.events).await
+        check_completion(self.store, &expected.pipeline, &expected.run_id, None, self.events).await
     }
 
     /// [`complete_if_done`], announcing the run if this completed it.
@@ -264,7 +269,25 @@ impl RunLedger<'_> {
     /// # Errors
     /// [`PortError`] from the store or the topic.
     pub async fn complete_if_done(&self, pipeline: &str, run_id: &RunId) -> Result<Completion, PortError> {
-        check_completion(self.store, pipeline, run_id, self.events).await
+        check_completion(self.store, pipeline, run_id, None, self.events).await
+    }
+
+    /// [`complete_if_done`] with `compactor` rewriting the run's files
+    /// before its manifest and `_SUCCESS` are written, as the completion
+    /// by [`record_page`] does: for a run whose count is learnt after its
+    /// last page (a stream shard's window, closed once its batches are
+    /// recorded). Idempotent: a run complete already is
+    /// [`Completion::AlreadyComplete`].
+    ///
+    /// # Errors
+    /// [`PortError`] from the store, the compactor or the topic.
+    pub async fn complete_with(
+        &self,
+        pipeline: &str,
+        run_id: &RunId,
+        compactor: &dyn Compactor,
+    ) -> Result<Completion, PortError> {
+        check_completion(self.store, pipeline, run_id, Some(compactor), self.events).await
     }
 
     /// [`record_page`]: writes the page's receipt and completes the run if
@@ -533,7 +556,7 @@ pub async fn complete_if_done(
     pipeline: &str,
     run_id: &RunId,
 ) -> Result<Completion, PortError> {
-    check_completion(store, pipeline, run_id, None).await
+    check_completion(store, pipeline, run_id, None, None).await
 }
 
 /// [`complete_if_done`], announcing a completion on `events`.
@@ -541,6 +564,7 @@ async fn check_completion(
     store: &dyn ObjectStore,
     pipeline: &str,
     run_id: &RunId,
+    compactor: Option<&dyn Compactor>,
     events: Events<'_>,
 ) -> Result<Completion, PortError> {
     let Some(ExpectedRecord { expected, .. }) = read_expected(store, pipeline, run_id).await? else {
@@ -559,7 +583,7 @@ async fn check_completion(
         };
         shard.summarise(store, pipeline, run_id, &receipt_keys, None).await?;
     }
-    complete(store, &expected, None, events).await
+    complete(store, &expected, compactor, events).await
 }
 
 async fn read_expected(

@@ -53,6 +53,11 @@ pub struct RunFiles {
     /// (as a replay does) in a snapshot naming the token, and a snapshot
     /// naming the token means committed already.
     pub rerun: Option<String>,
+    /// For a replay ([`TableCommitter::replay_run`]): the runs whose rows
+    /// the replay's files replace (`_tributary_run_id`), when they are
+    /// other runs than `run_id` itself: a stream's replay from its start,
+    /// whose many window runs become one snapshot. Empty: `run_id`'s rows.
+    pub replaces: Vec<RunId>,
 }
 
 /// How a run's commit changes its table: the spec's `target.write` with
@@ -112,6 +117,7 @@ impl RunFiles {
             schema_key: keys::arrow_schema_key(dataset),
             write: RunWrite::Append,
             rerun: None,
+            replaces: Vec::new(),
         }
     }
 
@@ -127,6 +133,22 @@ impl RunFiles {
     pub fn with_rerun(mut self, token: Option<String>) -> Self {
         self.rerun = token;
         self
+    }
+
+    /// The same run, replaying the rows of `runs` ([`RunFiles::replaces`]).
+    #[must_use]
+    pub fn with_replaces(mut self, runs: Vec<RunId>) -> Self {
+        self.replaces = runs;
+        self
+    }
+
+    /// The run ids whose rows a replay of this run replaces: `replaces`,
+    /// or the run's own id.
+    pub fn replaced_run_ids(&self) -> Vec<String> {
+        if self.replaces.is_empty() {
+            return vec![self.run_id.to_string()];
+        }
+        self.replaces.iter().map(ToString::to_string).collect()
     }
 }
 

@@ -301,17 +301,23 @@ impl IcebergCommitter {
         }
     }
 
-    /// The pipelines other than `run`'s whose snapshots name `run`'s id.
+    /// The pipelines other than `run`'s whose snapshots name `run`'s id
+    /// (or one of the runs it replaces, [`RunFiles::replaces`]).
     async fn other_pipelines_with_run_id(&self, ident: &TableIdent, run: &RunFiles) -> Result<Vec<String>, PortError> {
         let target = ident.to_string();
         let table = self.catalog.load_table(ident).await.map_err(|e| port_error("load the table", &target, e))?;
-        let run_id = run.run_id.to_string();
+        let mut run_ids = run.replaced_run_ids();
+        run_ids.push(run.run_id.to_string());
         let mut others: Vec<String> = table
             .metadata()
             .snapshots()
             .filter_map(|s| {
                 let props = &s.summary().additional_properties;
-                (props.get(RUN_ID_PROPERTY) == Some(&run_id)).then(|| props.get(PIPELINE_PROPERTY).cloned()).flatten()
+                props
+                    .get(RUN_ID_PROPERTY)
+                    .is_some_and(|id| run_ids.contains(id))
+                    .then(|| props.get(PIPELINE_PROPERTY).cloned())
+                    .flatten()
             })
             .filter(|pipeline| *pipeline != run.pipeline)
             .collect();
@@ -324,7 +330,9 @@ impl IcebergCommitter {
     /// (`_tributary_run_id`; only files whose bounds can hold it are read)
     /// removed, copy-on-write, and the run's staged rows added. A
     /// `replace` table that no longer holds the run (a later run replaced
-    /// it) gains nothing: only the rows are swapped that are there.
+    /// it) gains nothing: only the rows are swapped that are there. With
+    /// [`RunFiles::replaces`] the rows of those runs are the ones removed
+    /// (a stream's windows replayed as one snapshot).
     async fn swap_run(&self, table: &Table, run: &RunFiles) -> Result<Change, PortError> {
         let target = table.identifier().to_string();
         let err = |operation: &'static str| {
@@ -333,9 +341,9 @@ impl IcebergCommitter {
         };
         let schema = table.metadata().current_schema();
         let arrow = Arc::new(schema_to_arrow_schema(schema).map_err(err("convert the table schema"))?);
-        let run_id = run.run_id.to_string();
+        let replaced: std::collections::BTreeSet<String> = run.replaced_run_ids().into_iter().collect();
         let field_id = schema.field_by_name(lake_format::lineage::LINEAGE_RUN_ID).map(|f| f.id);
-        let range = KeyRange::of_texts(vec![run_id.clone()]);
+        let range = KeyRange::of_texts(replaced.iter().cloned().collect());
         let prefix = format!("{}-{}-{}", run.pipeline, run.run_id, uuid::Uuid::new_v4().simple());
         let mut writer = TableWriter::new(table, &prefix).map_err(err("open the table's writers"))?;
         let mut removed = Vec::new();
@@ -348,7 +356,8 @@ impl IcebergCommitter {
             else {
                 continue;
             };
-            let keep: arrow_array::BooleanArray = ids.iter().map(|id| Some(id != Some(run_id.as_str()))).collect();
+            let keep: arrow_array::BooleanArray =
+                ids.iter().map(|id| Some(id.is_none_or(|id| !replaced.contains(id)))).collect();
             if keep.true_count() == rows.num_rows() {
                 continue;
             }

@@ -151,18 +151,26 @@ impl ObjectStore for CrashingStore<'_> {
 /// An [`ObjectStore`] whose writes (`put`, `put_file`, `put_if`) to keys
 /// holding a chosen text fail a few times after letting some through, then
 /// succeed again: a consumer that died at that write and was started again
-/// (a stream batch retried), where [`CrashingStore`] stays dead.
+/// (a stream batch retried), where [`CrashingStore`] stays dead. Deletes
+/// fail alike when asked ([`FlakyWrites::fail_deletes`]).
 pub struct FlakyWrites<S> {
     inner: S,
     /// (text in the key, writes to let through first, writes to fail).
     faults: Mutex<Vec<(String, usize, usize)>>,
+    /// The same for deletes.
+    delete_faults: Mutex<Vec<(String, usize, usize)>>,
     failed: AtomicUsize,
 }
 
 impl<S: ObjectStore> FlakyWrites<S> {
     /// `inner` with no fault yet.
     pub fn new(inner: S) -> Self {
-        FlakyWrites { inner, faults: Mutex::new(Vec::new()), failed: AtomicUsize::new(0) }
+        FlakyWrites {
+            inner,
+            faults: Mutex::new(Vec::new()),
+            delete_faults: Mutex::new(Vec::new()),
+            failed: AtomicUsize::new(0),
+        }
     }
 
     /// Fails `times` writes to keys containing `text`, after `skip` of them.
@@ -173,13 +181,27 @@ impl<S: ObjectStore> FlakyWrites<S> {
         self.faults.lock().expect("faults").push((text.to_string(), skip, times));
     }
 
-    /// Writes failed so far.
+    /// Fails `times` deletes of keys containing `text`, after `skip` of
+    /// them: a function that died between a write and the deletes that
+    /// follow it.
+    ///
+    /// # Panics
+    /// When a thread panicked while holding the fault list.
+    pub fn fail_deletes(&self, text: &str, skip: usize, times: usize) {
+        self.delete_faults.lock().expect("faults").push((text.to_string(), skip, times));
+    }
+
+    /// Writes (and deletes) failed so far.
     pub fn failed(&self) -> usize {
         self.failed.load(Ordering::SeqCst)
     }
 
     fn write(&self, key: &str) -> Result<(), PortError> {
-        let mut faults = self.faults.lock().map_err(|_| PortError::transient_msg("put", key, "fault list poisoned"))?;
+        self.check(&self.faults, key)
+    }
+
+    fn check(&self, faults: &Mutex<Vec<(String, usize, usize)>>, key: &str) -> Result<(), PortError> {
+        let mut faults = faults.lock().map_err(|_| PortError::transient_msg("put", key, "fault list poisoned"))?;
         for (text, skip, times) in faults.iter_mut().filter(|(text, ..)| key.contains(text.as_str())) {
             if *skip > 0 {
                 *skip -= 1;
@@ -210,6 +232,7 @@ impl<S: ObjectStore> ObjectStore for FlakyWrites<S> {
         self.inner.put_file(key, path).await
     }
     async fn delete(&self, key: &str) -> Result<(), PortError> {
+        self.check(&self.delete_faults, key)?;
         self.inner.delete(key).await
     }
     async fn get_versioned(&self, key: &str) -> Result<Option<(Bytes, String)>, PortError> {

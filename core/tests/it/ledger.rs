@@ -32,6 +32,7 @@ fn receipt(page: u32, schema: &str) -> PageReceipt {
         records_persisted: 9,
         records_quarantined: 1,
         data_keys: vec![format!("d/dt=2026-11-29/p-r1-{page:05}.parquet")],
+        data_bytes: 0,
         quarantine_key: None,
         raw_key: String::new(),
         schema: Some(schema.into()),

@@ -315,6 +315,7 @@ impl<'a> PageContext<'a> {
             records_persisted: output.rows_written,
             records_quarantined: output.quarantined(),
             data_keys: written.data_keys,
+            data_bytes: written.parquet_bytes,
             quarantine_key: written.quarantine_key,
             raw_key: self.raw_key.clone(),
             schema: (output.rows_written > 0).then(|| format!("{:?}", output.arrow_schema.fields())),

@@ -12,20 +12,31 @@
 //! gain.
 //!
 //! Exactly once, per shard (or Kafka topic-partition):
-//! - the batch's run id is derived from (stream, shard, first sequence
-//!   number) ([`stream_run_id`]); a retried batch (the event source
-//!   mapping retries from the same position, and a bisected batch's first
-//!   half starts there too) is the same run and page, so it rewrites the
-//!   same files and Persist deletes parts an earlier delivery left;
+//! - the shard's batches are pages of its open window, a run whose id is
+//!   derived from (stream, shard, first sequence number of the window)
+//!   ([`stream_run_id`]); a retried batch (the event source mapping
+//!   retries from the same position, and a bisected batch's first half
+//!   starts there too) is the same page of the same run, so it rewrites
+//!   the same files and Persist deletes parts an earlier delivery left;
 //! - the checkpoint (`_streams/<pipeline>/<stream>/<shard>.json`,
-//!   [`Checkpoint`]) holds the highest sequence number whose run is
-//!   complete (`through`) and the batch in flight (`pending`); records at
-//!   or below `through` are a redelivery and skipped, so a batch retried
-//!   after its run completed (a crash before the response) commits nothing
-//!   twice, whatever the retry's bounds;
+//!   [`Checkpoint`]) holds the highest sequence number whose page receipt
+//!   is written (`through`), the batch in flight (`pending`) and the open
+//!   window ([`Window`]); records at or below `through` are a redelivery
+//!   and skipped, so a batch retried after its page was recorded (a crash
+//!   before the response) writes nothing twice, whatever the retry's
+//!   bounds;
 //! - a batch that fails reports its first unwritten record
 //!   ([`StreamOutcome::failures`]): the event source mapping restarts
 //!   there, so nothing after it is lost and nothing before it repeated.
+//!
+//! Small files: a window closes when the spec's `window` rule says
+//! ([`Window::is_due`]: bytes of its batch files, batches, stream time),
+//! and its run completes as a REST run does: Parquet batch files coalesced
+//! into one file per partition ([`crate::coalesce`], resumable from its
+//! replacement record), Iceberg staged files committed in one snapshot.
+//! The checkpoint marks the window `closing` before the close writes
+//! anything, so no batch joins it after, and the next batch (or
+//! [`close_windows`]) finishes a close that died.
 //!
 //! The checkpoint is a high-water mark per shard, which holds while one
 //! batch per shard is in flight: `ParallelizationFactor` 1 (see
@@ -44,11 +55,11 @@ use aws_lambda_events::event::kinesis::KinesisEvent;
 use base64::Engine;
 use bytes::Bytes;
 use chrono::{DateTime, NaiveDate, Utc};
-use contracts::stream::{Compression, StreamSpec};
+use contracts::stream::{Compression, StreamSpec, StreamWindow};
 use contracts::{PageRef, Payload, PersistMessage, RawRecords, RunId, V1};
 use serde::{Deserialize, Serialize};
 use tributary_core::keys;
-use tributary_core::ledger::Expected;
+use tributary_core::ledger::{Completion, Expected, PageReceipt};
 use tributary_core::metrics::Metrics;
 use tributary_core::ports::{ObjectStore, PortError};
 
@@ -149,10 +160,13 @@ pub struct Checkpoint {
     /// The batch being written, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<PendingBatch>,
-    /// Records the completed runs of this shard held (rows and quarantined).
+    /// The open window the shard's batches are recorded in, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<Window>,
+    /// Records of the shard's batches in the lake (rows and quarantined).
     #[serde(default)]
     pub records: u64,
-    /// When the latest completed batch's last record reached the stream.
+    /// When the latest batch in the lake's last record reached the stream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_arrival: Option<DateTime<Utc>>,
     /// When the checkpoint last moved (the writer's clock).
@@ -160,11 +174,15 @@ pub struct Checkpoint {
     pub updated_at: Option<DateTime<Utc>>,
 }
 
-/// A batch whose run has started but whose checkpoint has not moved.
+/// A batch being written: its page of the window started, its receipt not
+/// yet seen by the checkpoint.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingBatch {
-    /// Its run id ([`stream_run_id`]).
+    /// Its window's run id ([`Window::run_id`]).
     pub run_id: RunId,
+    /// Its page in that run (checkpoints written before windows: 0).
+    #[serde(default)]
+    pub page: u32,
     /// Its first and last sequence numbers.
     pub first: String,
     /// Last sequence number.
@@ -173,6 +191,59 @@ pub struct PendingBatch {
     pub records: u64,
     /// When its last record reached the stream.
     pub last_arrival: DateTime<Utc>,
+}
+
+/// A shard's window: the batches recorded as pages of one run, coalesced
+/// (Parquet) or committed (Iceberg) together when it closes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Window {
+    /// Its run id ([`stream_run_id`] of its first record).
+    pub run_id: RunId,
+    /// Its run date (`dt=` of the run-date layout): the arrival date of its
+    /// first record, for every batch in it.
+    pub run_date: NaiveDate,
+    /// Sequence number of its first record.
+    pub first: String,
+    /// Batches recorded (pages `0..batches`).
+    pub batches: u32,
+    /// Bytes of their Parquet files.
+    pub bytes: u64,
+    /// Stream records in them.
+    pub records: u64,
+    /// When its first record reached the stream.
+    pub opened: DateTime<Utc>,
+    /// When its newest record reached the stream.
+    pub newest: DateTime<Utc>,
+    /// Its close has begun: its count is fixed, no batch joins it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub closing: bool,
+}
+
+impl Window {
+    /// A window opened by `first`, the first record of a shard's batch.
+    fn open(source: &str, partition: &str, first: &StreamRecord) -> Self {
+        Self {
+            run_id: stream_run_id(source, partition, &first.sequence),
+            run_date: first.arrival.date_naive(),
+            first: first.sequence.clone(),
+            batches: 0,
+            bytes: 0,
+            records: 0,
+            opened: first.arrival,
+            newest: first.arrival,
+            closing: false,
+        }
+    }
+
+    /// Whether it is to close under the spec's `window` rule: its files
+    /// reach `rule.bytes`, it has `rule.batches` batches, or its records
+    /// span `rule.secs` of stream time (arrival times, not the clock, so a
+    /// retry decides alike).
+    pub fn is_due(&self, rule: &StreamWindow) -> bool {
+        self.bytes >= rule.bytes
+            || self.batches >= rule.batches
+            || (self.newest - self.opened).num_seconds() >= i64::try_from(rule.secs).unwrap_or(i64::MAX)
+    }
 }
 
 /// Key of a shard's checkpoint.
@@ -237,7 +308,8 @@ struct PartitionDone {
     poison: u64,
 }
 
-/// One partition's records: checkpoint, page, checkpoint.
+/// One partition's records: checkpoint, page of the shard's window,
+/// checkpoint, and the window closed when it is due.
 async fn persist_partition(
     spec: &StreamSpec,
     partition: &str,
@@ -251,7 +323,8 @@ async fn persist_partition(
     };
     let source = spec.source_name();
     let key = checkpoint_key(&spec.pipeline, source, partition);
-    let mut checkpoint = read_checkpoint(deps.store, &key).await.map_err(fail(&first_of_batch))?;
+    let read = read_checkpoint(deps.store, &key).await.map_err(fail(&first_of_batch))?;
+    let mut checkpoint = read.clone();
     settle_pending(&spec.pipeline, &mut checkpoint, deps.store).await.map_err(fail(&first_of_batch))?;
     let fresh: Vec<&StreamRecord> = records
         .iter()
@@ -259,21 +332,30 @@ async fn persist_partition(
         .filter(|r| checkpoint.through.as_deref().is_none_or(|t| sequence_cmp(&r.sequence, t).is_gt()))
         .collect();
     let skipped = (records.len() - fresh.len()) as u64;
+    if let (Some(pending), Some(first)) = (&checkpoint.pending, fresh.first())
+        && pending.first != first.sequence
+    {
+        tracing::warn!(partition, abandoned = %pending.run_id, page = pending.page, from = %pending.first, "an unfinished batch was not retried (retries exhausted or records expired); it went to the on-failure destination");
+        drop_abandoned_batch(spec, pending, checkpoint.window.as_ref(), deps.store)
+            .await
+            .map_err(fail(&first.sequence))?;
+        checkpoint.pending = None;
+    }
+    close_window_if_due(spec, &key, &mut checkpoint, false, deps).await.map_err(fail(&first_of_batch))?;
     let (Some(first), Some(last)) = (fresh.first(), fresh.last()) else {
         if skipped > 0 {
             tracing::info!(partition, skipped, "a redelivered batch: every record is in the lake already");
         }
+        if checkpoint != read {
+            write_checkpoint(deps.store, &key, &checkpoint).await.map_err(fail(&first_of_batch))?;
+        }
         return Ok(PartitionDone { written: 0, skipped, poison: 0 });
     };
-    let run_id = stream_run_id(source, partition, &first.sequence);
-    if let Some(pending) = &checkpoint.pending
-        && pending.run_id != run_id
-    {
-        tracing::warn!(partition, abandoned = %pending.run_id, from = %pending.first, "an unfinished batch was not retried (retries exhausted or records expired); it went to the on-failure destination");
-        drop_abandoned_batch(&spec.pipeline, &pending.run_id, deps.store).await.map_err(fail(&first.sequence))?;
-    }
+    let window = checkpoint.window.get_or_insert_with(|| Window::open(source, partition, first));
+    let (run_id, run_date, page) = (window.run_id.clone(), window.run_date, window.batches);
     checkpoint.pending = Some(PendingBatch {
         run_id: run_id.clone(),
+        page,
         first: first.sequence.clone(),
         last: last.sequence.clone(),
         records: fresh.len() as u64,
@@ -282,57 +364,64 @@ async fn persist_partition(
     write_checkpoint(deps.store, &key, &checkpoint).await.map_err(fail(&first.sequence))?;
 
     let batch = decode_batch(spec, &fresh).map_err(fail(&first.sequence))?;
-    let run_date = first.arrival.date_naive();
-    write_poison(spec, &run_id, run_date, &batch.poison, deps.store).await.map_err(fail(&first.sequence))?;
+    write_poison(spec, &run_id, run_date, page, &batch.poison, deps.store).await.map_err(fail(&first.sequence))?;
     let message = PersistMessage {
         version: V1,
         pipeline: spec.pipeline.clone(),
         run_id: run_id.clone(),
         run_date,
-        page: PageRef { index: 0, count: 1 },
+        // The window's count is learnt when it closes ([`close_window`]).
+        page: PageRef { index: page, count: page + 1 },
         target: spec.target.clone(),
         payload: Payload::Inline { records: batch.rows },
         fetched_at: DateTime::from_timestamp_millis(last.arrival.timestamp_millis()),
     };
-    let expected = Expected {
-        pipeline: spec.pipeline.clone(),
-        run_id: run_id.clone(),
-        run_date,
-        pages: 1,
-        truncated: None,
-        records: None,
-    };
-    // The expected count only: asking the ledger to complete the run here
-    // would complete it with an earlier attempt's receipt (a longer batch
-    // that died before its `_SUCCESS`); this page's receipt completes it.
-    let expected_key = keys::expected_key(&spec.pipeline, &run_id);
-    let expected = serde_json::to_vec(&expected).map_err(|err| {
-        (first.sequence.clone(), PersistError::Stream { field: expected_key.clone(), problem: err.to_string() })
-    })?;
-    deps.store.put(&expected_key, Bytes::from(expected)).await.map_err(|err| (first.sequence.clone(), err.into()))?;
     persist_page(message, deps).await.map_err(fail(&first.sequence))?;
 
     settle_pending(&spec.pipeline, &mut checkpoint, deps.store).await.map_err(fail(&first.sequence))?;
     checkpoint.updated_at = Some(Utc::now());
     write_checkpoint(deps.store, &key, &checkpoint).await.map_err(fail(&first.sequence))?;
+    // The batch is in the lake and checkpointed: a window that fails to
+    // close here is closed by the shard's next batch (or flush), so this
+    // batch is not reported failed for it.
+    if let Err(err) = close_window_if_due(spec, &key, &mut checkpoint, false, deps).await {
+        tracing::warn!(partition, run_id = %run_id, error = %err, "the shard's window did not close; its next batch closes it");
+    }
     emit_stream_metrics(spec, partition, fresh.len() as u64, batch.poison.len() as u64, last.arrival, deps);
     Ok(PartitionDone { written: fresh.len() as u64, skipped, poison: batch.poison.len() as u64 })
 }
 
-/// The files an abandoned batch (given up by the event source mapping, so
-/// its records are in the on-failure destination) wrote before it died:
-/// its page's parts and quarantine, as its receipt lists them, so none of
-/// its rows stay in the table half-landed, and a replay of the on-failure
-/// record writes them once.
-async fn drop_abandoned_batch(pipeline: &str, run_id: &RunId, store: &dyn ObjectStore) -> Result<(), PersistError> {
-    let receipt = match store.get(&keys::receipt_key(pipeline, run_id, 0)).await {
-        Ok(bytes) => bytes,
-        Err(PortError::NotFound { .. }) => return Ok(()),
-        Err(err) => return Err(err.into()),
+/// What a batch given up on (the event source mapping's retries
+/// exhausted, or its records too old: its description is in the on-failure
+/// destination) left of page `pending.page` of its window: it died before
+/// its receipt, so nothing lists its files, and the shard's next batch
+/// takes the same page. Its data parts in the window's run-date folder
+/// (one LIST of the page's own file stem) and its quarantine file are
+/// deleted, so none of its rows stay in the table and a replay of the
+/// on-failure record writes them once. (The next batch rewrites the page's
+/// raw copy and stream quarantine file at the same keys.)
+async fn drop_abandoned_batch(
+    spec: &StreamSpec,
+    pending: &PendingBatch,
+    window: Option<&Window>,
+    store: &dyn ObjectStore,
+) -> Result<(), PersistError> {
+    let Some(window) = window.filter(|w| w.run_id == pending.run_id) else { return Ok(()) };
+    let page = keys::PageKey {
+        dataset: &spec.target.dataset,
+        run_date: window.run_date,
+        pipeline: &spec.pipeline,
+        run_id: &pending.run_id,
+        page: pending.page,
     };
-    let Ok(receipt) = serde_json::from_slice::<tributary_core::ledger::PageReceipt>(&receipt) else { return Ok(()) };
-    for key in receipt.data_keys.iter().chain(receipt.quarantine_key.as_ref()) {
-        match store.delete(key).await {
+    let stem = page.data();
+    let stem = stem.trim_end_matches(".parquet");
+    // The page's parts only: `<stem>.parquet`, `<stem>-001.parquet`…
+    let own = |key: &String| key.strip_prefix(stem).is_some_and(|rest| rest.starts_with(['.', '-']));
+    let mut doomed: Vec<String> = store.list(stem).await?.into_iter().filter(own).collect();
+    doomed.push(page.quarantine());
+    for key in doomed {
+        match store.delete(&key).await {
             Ok(()) | Err(PortError::NotFound { .. }) => {}
             Err(err) => return Err(err.into()),
         }
@@ -340,26 +429,150 @@ async fn drop_abandoned_batch(pipeline: &str, run_id: &RunId, store: &dyn Object
     Ok(())
 }
 
-/// A pending batch whose run is complete moves `through` to its last
-/// sequence number (its rows are in the lake: a crash came between the
-/// run's completion and the checkpoint).
+/// A pending batch whose page receipt exists moves `through` to its last
+/// sequence number and joins the shard's window (its rows are in the
+/// lake: a crash came between the receipt and the checkpoint). The
+/// receipt is this page's, whatever attempt wrote it: an earlier, longer
+/// attempt's receipt covers the records the pending batch names, since the
+/// pending batch is only ever rewritten before its page is.
 async fn settle_pending(
     pipeline: &str,
     checkpoint: &mut Checkpoint,
     store: &dyn ObjectStore,
 ) -> Result<(), PersistError> {
     let Some(pending) = checkpoint.pending.clone() else { return Ok(()) };
-    match store.get(&keys::success_key(pipeline, &pending.run_id)).await {
-        Ok(_) => {
-            checkpoint.through = Some(pending.last);
-            checkpoint.records += pending.records;
-            checkpoint.last_arrival = Some(pending.last_arrival);
-            checkpoint.pending = None;
+    let key = keys::receipt_key(pipeline, &pending.run_id, pending.page);
+    let receipt = match store.get(&key).await {
+        Ok(bytes) => bytes,
+        Err(PortError::NotFound { .. }) => return Ok(()),
+        Err(err) => return Err(err.into()),
+    };
+    let receipt: PageReceipt = serde_json::from_slice(&receipt)
+        .map_err(|err| PersistError::Stream { field: key.clone(), problem: format!("unreadable receipt: {err}") })?;
+    checkpoint.through = Some(pending.last.clone());
+    checkpoint.records += pending.records;
+    checkpoint.last_arrival = Some(pending.last_arrival);
+    checkpoint.pending = None;
+    match &mut checkpoint.window {
+        Some(window) if window.run_id == pending.run_id => {
+            window.batches = window.batches.max(pending.page + 1);
+            window.bytes += receipt.data_bytes;
+            window.records += pending.records;
+            window.newest = window.newest.max(pending.last_arrival);
+        }
+        // A checkpoint written before windows: its one-page run is a
+        // window of one batch.
+        _ => {
+            checkpoint.window = Some(Window {
+                run_id: pending.run_id.clone(),
+                run_date: receipt.run_date,
+                first: pending.first.clone(),
+                batches: pending.page + 1,
+                bytes: receipt.data_bytes,
+                records: pending.records,
+                opened: pending.last_arrival,
+                newest: pending.last_arrival,
+                closing: false,
+            })
+        }
+    }
+    Ok(())
+}
+
+/// Closes the shard's window when it is due ([`Window::is_due`]), is
+/// closing already (an attempt died part-way), or `force` says so (the
+/// local poller at the end of a run); never while a batch is pending (its
+/// page belongs to the window). Writes the checkpoint when it closes.
+async fn close_window_if_due(
+    spec: &StreamSpec,
+    key: &str,
+    checkpoint: &mut Checkpoint,
+    force: bool,
+    deps: Deps<'_>,
+) -> Result<bool, PersistError> {
+    if checkpoint.pending.is_some() {
+        return Ok(false);
+    }
+    let Some(window) = checkpoint.window.as_mut() else { return Ok(false) };
+    if !(window.closing || force || window.is_due(&spec.window)) {
+        return Ok(false);
+    }
+    if window.batches > 0 {
+        if !window.closing {
+            // From here on no batch joins this window, whatever instant
+            // the close dies at: the count is fixed.
+            window.closing = true;
+            write_checkpoint(deps.store, key, checkpoint).await?;
+        }
+        if let Some(window) = &checkpoint.window {
+            close_window(spec, window, deps).await?;
+        }
+    }
+    checkpoint.window = None;
+    write_checkpoint(deps.store, key, checkpoint).await?;
+    Ok(true)
+}
+
+/// A window's run completed: its count recorded, then the ledger's
+/// completion with Persist's coalescer, as a REST run's last page does:
+/// a Parquet dataset's batch files of each partition coalesced into one
+/// file ([`crate::coalesce`], its replacement record making every step
+/// resumable), an Iceberg dataset's committed in one snapshot. Idempotent.
+///
+/// # Errors
+/// Store, coalescer and committer failures; a batch receipt missing
+/// ([`PersistError::Stream`] naming the run).
+async fn close_window(spec: &StreamSpec, window: &Window, deps: Deps<'_>) -> Result<(), PersistError> {
+    let expected = Expected {
+        pipeline: spec.pipeline.clone(),
+        run_id: window.run_id.clone(),
+        run_date: window.run_date,
+        pages: u64::from(window.batches),
+        truncated: None,
+        records: None,
+    };
+    tributary_core::ledger::write_record(deps.store, &keys::expected_key(&spec.pipeline, &window.run_id), &expected)
+        .await?;
+    let coalescer = crate::coalesce::RunCoalescer {
+        store: deps.store,
+        table_format: spec.target.table_format,
+        tables: deps.tables,
+        write: tributary_core::tables::RunWrite::of(&spec.target),
+        bin_bytes: crate::coalesce::COALESCE_BELOW_BYTES,
+    };
+    let ledger = tributary_core::ledger::RunLedger { store: deps.store, events: deps.run_events };
+    match ledger.complete_with(&spec.pipeline, &window.run_id, &coalescer).await? {
+        Completion::NotYet => Err(PersistError::Stream {
+            field: keys::receipts_prefix(&spec.pipeline, &window.run_id),
+            problem: format!("the window's {} batch receipts are not all there", window.batches),
+        }),
+        _ => {
+            tracing::info!(run_id = %window.run_id, batches = window.batches, bytes = window.bytes, records = window.records, "the shard's window closed");
             Ok(())
         }
-        Err(PortError::NotFound { .. }) => Ok(()),
-        Err(err) => Err(err.into()),
     }
+}
+
+/// Closes each of `partitions`' open window of `spec`'s stream whatever
+/// its size (the local poller, once every shard is read to its tip): the
+/// tail of the stream coalesced, or committed to its Iceberg table. A
+/// shard with a batch pending (given up on, or in flight) keeps its
+/// window. Returns the windows closed.
+///
+/// # Errors
+/// [`PersistError`] from the store, the coalescer or the committer; the
+/// window stays closing and the next batch or flush finishes it.
+pub async fn close_windows(spec: &StreamSpec, partitions: &[String], deps: Deps<'_>) -> Result<u32, PersistError> {
+    let mut closed = 0;
+    for partition in partitions {
+        let key = checkpoint_key(&spec.pipeline, spec.source_name(), partition);
+        let mut checkpoint = read_checkpoint(deps.store, &key).await?;
+        settle_pending(&spec.pipeline, &mut checkpoint, deps.store).await?;
+        if checkpoint.window.is_some() && close_window_if_due(spec, &key, &mut checkpoint, true, deps).await? {
+            closed += 1;
+        }
+    }
+    Ok(closed)
 }
 
 async fn write_checkpoint(store: &dyn ObjectStore, key: &str, checkpoint: &Checkpoint) -> Result<(), PersistError> {
@@ -450,18 +663,23 @@ fn decode_record(spec: &StreamSpec, record: &StreamRecord) -> Result<Vec<String>
 }
 
 /// Key of a batch's poison records: beside Persist's quarantine file.
-pub fn poison_key(dataset: &str, run_date: NaiveDate, pipeline: &str, run_id: &RunId) -> String {
-    format!("quarantine/{}/{}-stream.jsonl", keys::data_prefix(dataset, run_date), keys::page_stem(pipeline, run_id, 0))
+pub fn poison_key(dataset: &str, run_date: NaiveDate, pipeline: &str, run_id: &RunId, page: u32) -> String {
+    format!(
+        "quarantine/{}/{}-stream.jsonl",
+        keys::data_prefix(dataset, run_date),
+        keys::page_stem(pipeline, run_id, page)
+    )
 }
 
 async fn write_poison(
     spec: &StreamSpec,
     run_id: &RunId,
     run_date: NaiveDate,
+    page: u32,
     poison: &[(u64, String, String)],
     store: &dyn ObjectStore,
 ) -> Result<(), PersistError> {
-    let key = poison_key(&spec.target.dataset, run_date, &spec.pipeline, run_id);
+    let key = poison_key(&spec.target.dataset, run_date, &spec.pipeline, run_id, page);
     if poison.is_empty() {
         // A retry of this batch that found no poison: no stale file stays.
         return match store.delete(&key).await {

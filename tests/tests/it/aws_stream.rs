@@ -3,11 +3,12 @@
 //! event source mapping's semantics (`tributary::stream`), and Persist's
 //! stream handler. 3 shards, 50,000 JSON records (clean and messy, some
 //! gzip), two of them poison; the consumer dies mid-stream and restarts
-//! from its checkpoints; writes fail mid-batch (after a run's files, before
-//! its completion; after its completion, before the checkpoint); a batch is
+//! from its checkpoints; writes fail mid-batch (after a batch's files, before
+//! its page receipt; after its receipt, before the checkpoint); a batch is
 //! redelivered. Every record lands exactly once: pyarrow and DuckDB count
-//! 49,998 distinct keys; the poison records are quarantined with reasons.
-//! Then a Kappa replay from TRIM_HORIZON gives the same table.
+//! 49,998 distinct keys; the poison records are quarantined with reasons;
+//! no file holds less than `window.bytes` of batch files but each shard's
+//! tail. Then a Kappa replay from TRIM_HORIZON gives the same table.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -38,6 +39,7 @@ fn spec() -> StreamSpec {
 pipeline: clicks
 source: { kind: kinesis, stream: clicks, starting_position: TRIM_HORIZON }
 batching: { batch_size: 2000, batch_window_secs: 0, maximum_retry_attempts: 5, bisect_on_error: true }
+window: { bytes: 40000 }
 target: { dataset: clicks }
 ",
     )
@@ -155,8 +157,8 @@ async fn kinesis_on_moto_lands_every_record_exactly_once_through_crashes_and_red
 
     let lake = tempfile::tempdir().expect("tempdir");
     let store = FlakyWrites::new(DirStore::new(lake.path()));
-    // A run dies after its files, before its completion marker.
-    store.fail("/_SUCCESS", 4, 1);
+    // A batch dies after its files, before its page receipt.
+    store.fail("/page-", 4, 1);
     // Another completes, and the consumer dies before its checkpoint moves.
     store.fail("_streams/clicks/clicks/shardId-000000000001.json", 5, 1);
     let (config, broker) = (PersistConfig::default(), Broker::new());
@@ -209,6 +211,13 @@ async fn kinesis_on_moto_lands_every_record_exactly_once_through_crashes_and_red
         assert!(reason.contains("not JSON"), "{reason}");
         assert!(record["record"]["data_base64"].is_string(), "the poison record's bytes are kept");
     }
+
+    // The small-file rule: every file is a shard window's, none holding
+    // less than `window.bytes` of batch files but each shard's tail.
+    let files = store.list("clicks/").await.expect("files");
+    let below = tributary_e2e::windows::below_the_rule(&store, "clicks", &files, 40_000).await;
+    eprintln!("{} files for {RECORDS} records; below the rule: {below:?}", files.len());
+    assert!(below.len() <= 3, "at most each shard's tail: {below:?}");
 
     // Each shard's checkpoint is at its last record.
     for shard in reader.partitions("clicks").await.expect("shards") {

@@ -141,10 +141,10 @@ async fn a_partition_that_fails_reports_its_first_unwritten_offset_and_the_retry
     let (dir, store, deps) = (&lake.dir, &lake.store, lake.deps());
     let event: KafkaEvent = serde_json::from_str(MSK).expect("MSK event");
     let spec = kafka_spec();
-    // Partition 1's run dies writing its completion marker: its page files
-    // are in the lake, its run and checkpoint are not.
+    // Partition 1's batch dies writing its page receipt: its page files
+    // are in the lake, its receipt and checkpoint are not.
     let run_1 = stream::stream_run_id("orders", "orders-1", "40");
-    store.fail(&format!("_runs/orders/{run_1}/_SUCCESS"), 0, 1);
+    store.fail(&format!("_runs/orders/{run_1}/page-00000.json"), 0, 1);
     let response = stream::handle_kafka(&spec, &event, deps).await.expect("handled");
     assert_eq!(
         response,
@@ -186,18 +186,18 @@ async fn a_batch_retried_with_other_bounds_after_its_run_completed_commits_nothi
 }
 
 #[tokio::test]
-async fn a_batch_that_died_before_its_completion_and_comes_back_bisected_lands_once() {
+async fn a_batch_that_died_before_its_receipt_and_comes_back_bisected_lands_once() {
     let lake = Lake::new();
     let (dir, store, deps) = (&lake.dir, &lake.store, lake.deps());
     let event: KinesisEvent = serde_json::from_str(KINESIS).expect("Kinesis event");
     let spec = kinesis_spec();
     let records = stream::kinesis_records(&event).expect("records");
-    // The whole batch's files and receipt are written; its `_SUCCESS` is not.
-    store.fail("/_SUCCESS", 0, 1);
+    // The whole batch's files are written; its page receipt is not.
+    store.fail("/page-00000.json", 0, 1);
     let outcome = stream::persist_stream_batch(&spec, &records, deps).await;
     assert_eq!(outcome.failures.len(), 1);
-    // Bisected: the first half is the same run (same first record), and
-    // must not complete with the whole batch's earlier receipt.
+    // Bisected: the first half is the same page of the same window (same
+    // first record), rewritten; the second half the window's next page.
     for half in [&records[..2], &records[2..]] {
         let done = stream::persist_stream_batch(&spec, half, deps).await;
         assert!(done.failures.is_empty(), "{done:?}");
@@ -238,13 +238,13 @@ async fn a_batch_given_up_leaves_no_row_behind_and_the_next_one_lands() {
     let event: KinesisEvent = serde_json::from_str(KINESIS).expect("Kinesis event");
     let spec = kinesis_spec();
     let records = stream::kinesis_records(&event).expect("records");
-    // The first two records' batch dies before its completion every time;
+    // The first two records' batch dies before its receipt every time;
     // the mapping gives up on it (on-failure destination) and moves on.
-    store.fail("/_SUCCESS", 0, 3);
+    store.fail("/page-00000.json", 0, 3);
     for _ in 0..3 {
         assert_eq!(stream::persist_stream_batch(&spec, &records[..2], deps).await.failures.len(), 1);
     }
-    assert_eq!(column_values(dir.path(), "clicks", "id"), ["1", "2"], "its files are written, not complete");
+    assert_eq!(column_values(dir.path(), "clicks", "id"), ["1", "2"], "its files are written, not recorded");
     let next = stream::persist_stream_batch(&spec, &records[2..], deps).await;
     assert!(next.failures.is_empty(), "{next:?}");
     assert_eq!(column_values(dir.path(), "clicks", "id"), ["3"], "the given-up batch's rows are gone; the next landed");
@@ -258,4 +258,189 @@ async fn the_run_id_is_derived_from_the_stream_position_only() {
     assert_ne!(a, stream::stream_run_id("clicks", "shardId-000000000001", "4960"));
     assert!(stream::sequence_cmp("100", "99").is_gt());
     assert!(stream::sequence_cmp("49590338271490256608559692538361571095921575989136588898", "4959").is_gt());
+}
+
+/// `count` Kafka records of `orders-0` from offset `from`, one order each,
+/// a second apart.
+fn orders(from: u64, count: u64) -> Vec<stream::StreamRecord> {
+    (from..from + count)
+        .map(|offset| stream::StreamRecord {
+            partition: "orders-0".into(),
+            sequence: offset.to_string(),
+            data: Some(
+                serde_json::json!({
+                    "order_id": format!("o-{offset:05}"),
+                    "amount": offset * 3,
+                    // Text that does not compress away, so a batch file is mostly rows.
+                    "note": (0..12).map(|i| format!("{:08x}", (offset * 2_654_435_761 + i * 40_503) % 4_294_967_291)).collect::<String>(),
+                })
+                    .to_string()
+                    .into_bytes(),
+            ),
+            arrival: chrono::DateTime::from_timestamp(1_764_583_200 + offset as i64, 0).expect("time"),
+        })
+        .collect()
+}
+
+/// A Kafka spec whose shard windows close at `window_bytes` of batch files.
+fn windowed_spec(window_bytes: u64) -> StreamSpec {
+    StreamSpec::from_yaml(&format!(
+        "version: 1\npipeline: orders\nsource: {{ kind: kafka, topic: orders }}\nwindow: {{ bytes: {window_bytes} }}\ntarget: {{ dataset: orders }}\n"
+    ))
+    .expect("spec")
+}
+
+/// The dataset's files: (key, bytes, the window run's batch bytes).
+async fn dataset_files(store: &dyn ObjectStore, dataset: &str) -> Vec<(String, u64, u64)> {
+    let mut out = Vec::new();
+    for key in store.list(&format!("{dataset}/")).await.expect("list") {
+        let bytes = store.get(&key).await.expect("file").len() as u64;
+        let name = key.rsplit('/').next().expect("name");
+        let run = name.trim_start_matches("orders-").split(['.', '-']).take(2).collect::<Vec<_>>().join("-");
+        let run_id = contracts::RunId::new(run).expect("run id");
+        let receipts = tributary_core::ledger::run_receipts(store, "orders", &run_id).await.expect("receipts");
+        out.push((key, bytes, receipts.iter().map(|r| r.data_bytes).sum()));
+    }
+    out
+}
+
+const BATCHES: u64 = 40;
+const PER_BATCH: u64 = 25;
+const WINDOW_BYTES: u64 = 32 << 10;
+
+/// Every order once, and the small-file rule: every file is a window's
+/// coalesced file holding at least the rule's bytes of batch files, but
+/// the stream's last window (closed by the flush), which holds its last
+/// record.
+async fn assert_one_file_per_window(lake: &Lake) {
+    let dir = lake.dir.path();
+    let expected: Vec<String> = (0..BATCHES * PER_BATCH).map(|i| format!("o-{i:05}")).collect();
+    assert_eq!(column_values(dir, "orders", "order_id"), expected, "every order once");
+    let files = dataset_files(&lake.store, "orders").await;
+    let small: Vec<_> = files.iter().filter(|(_, _, batch_bytes)| *batch_bytes < WINDOW_BYTES).collect();
+    assert!(small.len() <= 1, "one small file at most, the last: {files:?}");
+    for (key, ..) in small {
+        let ids = test_support::lake::parquet_batches(lake.store.get(key).await.expect("file"));
+        let last = format!("o-{:05}", BATCHES * PER_BATCH - 1);
+        let holds_last = ids.iter().any(|batch| {
+            let column = batch.column_by_name("order_id").expect("order_id");
+            let column = column.as_string::<i32>();
+            (0..column.len()).any(|i| column.value(i) == last)
+        });
+        assert!(holds_last, "the small file is the stream's tail: {key}");
+    }
+    assert!(files.len() < (BATCHES / 3) as usize, "fewer files than batches: {files:?}");
+    eprintln!(
+        "{} batches of {PER_BATCH} records -> {} files: {:?}",
+        BATCHES,
+        files.len(),
+        files.iter().map(|(_, bytes, batch_bytes)| (bytes, batch_bytes)).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+async fn many_small_batches_land_as_one_file_per_window_every_order_once() {
+    let lake = Lake::new();
+    let spec = windowed_spec(WINDOW_BYTES);
+    for batch in 0..BATCHES {
+        let records = orders(batch * PER_BATCH, PER_BATCH);
+        let outcome = stream::persist_stream_batch(&spec, &records, lake.deps()).await;
+        assert!(outcome.failures.is_empty(), "{outcome:?}");
+        // A redelivery of each batch (a crash before the response) writes nothing.
+        let again = stream::persist_stream_batch(&spec, &records, lake.deps()).await;
+        assert_eq!((again.records_written, again.records_skipped), (0, PER_BATCH));
+    }
+    let closed = stream::close_windows(&spec, &["orders-0".to_string()], lake.deps()).await.expect("flush");
+    assert!(closed <= 1, "the tail window, unless the last batch closed it: {closed}");
+    assert_one_file_per_window(&lake).await;
+    let checkpoint = stream::read_checkpoint(&lake.store, &stream::checkpoint_key("orders", "orders", "orders-0"))
+        .await
+        .expect("checkpoint");
+    assert_eq!(checkpoint.through, Some((BATCHES * PER_BATCH - 1).to_string()));
+    assert_eq!((checkpoint.window, checkpoint.pending), (None, None));
+}
+
+#[tokio::test]
+async fn a_window_whose_close_died_between_the_coalesced_file_and_the_deletes_is_finished_by_the_next_batch() {
+    let lake = Lake::new();
+    let spec = windowed_spec(WINDOW_BYTES);
+    // Killed at the first delete of a batch file in the dataset folder: the
+    // coalesced file is in place beside the files it replaces.
+    let crashing = test_support::crash::CrashingStore::new(&lake.store, 0)
+        .counting(|call| call.method == "delete" && call.key.starts_with("orders/"));
+    let crash_deps = Deps { store: &crashing, ..lake.deps() };
+    let mut next = 0;
+    while !crashing.calls().iter().any(|call| call.method == "delete" && call.key.starts_with("orders/")) {
+        let outcome = stream::persist_stream_batch(&spec, &orders(next * PER_BATCH, PER_BATCH), crash_deps).await;
+        assert!(outcome.failures.is_empty(), "the batch landed; only its window's close died: {outcome:?}");
+        next += 1;
+    }
+    // The window is closing: its replacement record written, no `_SUCCESS`.
+    let key = stream::checkpoint_key("orders", "orders", "orders-0");
+    let checkpoint = stream::read_checkpoint(&lake.store, &key).await.expect("checkpoint");
+    let window = checkpoint.window.expect("the window is still open");
+    assert!(window.closing, "{window:?}");
+    let run = format!("_runs/orders/{}/", window.run_id);
+    let ledger = lake.store.list(&run).await.expect("ledger");
+    assert!(ledger.iter().any(|k| k.ends_with("replacement.json")) && !ledger.iter().any(|k| k.ends_with("_SUCCESS")));
+    // What a folder reader sees at this instant (the documented limit of a
+    // Hive Parquet dataset, docs/streams.md): the closing window's orders
+    // twice, in its coalesced file and its batch files; every other once.
+    let seen = column_values(lake.dir.path(), "orders", "order_id");
+    let twice = seen.windows(2).filter(|pair| pair[0] == pair[1]).count() as u64;
+    assert_eq!(twice, window.records, "only the closing window's {} orders are seen twice", window.records);
+    // The next batch (on a live store) finishes the close first.
+    for batch in next..BATCHES {
+        let outcome = stream::persist_stream_batch(&spec, &orders(batch * PER_BATCH, PER_BATCH), lake.deps()).await;
+        assert!(outcome.failures.is_empty(), "{outcome:?}");
+    }
+    assert!(lake.store.list(&run).await.expect("ledger").iter().any(|k| k.ends_with("_SUCCESS")));
+    stream::close_windows(&spec, &["orders-0".to_string()], lake.deps()).await.expect("flush");
+    assert_one_file_per_window(&lake).await;
+}
+
+#[tokio::test]
+async fn a_window_closes_only_after_its_pending_batch_lands_or_is_given_up() {
+    let lake = Lake::new();
+    let spec = windowed_spec(1024);
+    // The batch dies before its receipt: the flush leaves the window open
+    // (the batch's page belongs to it), the retry lands it and closes it.
+    lake.store.fail("/page-00000.json", 0, 1);
+    let records = orders(0, PER_BATCH);
+    assert_eq!(stream::persist_stream_batch(&spec, &records, lake.deps()).await.failures.len(), 1);
+    let partitions = ["orders-0".to_string()];
+    assert_eq!(stream::close_windows(&spec, &partitions, lake.deps()).await.expect("flush"), 0);
+    let done = stream::persist_stream_batch(&spec, &records, lake.deps()).await;
+    assert!(done.failures.is_empty(), "{done:?}");
+    let files = dataset_files(&lake.store, "orders").await;
+    assert_eq!(files.len(), 1, "{files:?}");
+    let expected: Vec<String> = (0..PER_BATCH).map(|i| format!("o-{i:05}")).collect();
+    assert_eq!(column_values(lake.dir.path(), "orders", "order_id"), expected);
+}
+
+#[test]
+fn the_window_limit_is_the_coalescer_bin() {
+    assert_eq!(contracts::stream::MAX_WINDOW_BYTES, persist::coalesce::COALESCE_BELOW_BYTES);
+}
+
+#[tokio::test]
+async fn a_window_closes_on_stream_time_and_secs_zero_makes_a_window_per_batch() {
+    // Records a second apart in batches of 5: with `secs: 12` a window
+    // closes once its records span 12 s (the third batch: 0-14 s).
+    for (secs, files) in [(12, 4), (0, 10)] {
+        let lake = Lake::new();
+        let spec = StreamSpec::from_yaml(&format!(
+            "version: 1\npipeline: orders\nsource: {{ kind: kafka, topic: orders }}\nwindow: {{ secs: {secs} }}\ntarget: {{ dataset: orders }}\n"
+        ))
+        .expect("spec");
+        for batch in 0..10 {
+            let outcome = stream::persist_stream_batch(&spec, &orders(batch * 5, 5), lake.deps()).await;
+            assert!(outcome.failures.is_empty(), "{outcome:?}");
+        }
+        stream::close_windows(&spec, &["orders-0".to_string()], lake.deps()).await.expect("flush");
+        let found = dataset_files(&lake.store, "orders").await;
+        assert_eq!(found.len(), files, "secs {secs}: {found:?}");
+        let expected: Vec<String> = (0..50).map(|i| format!("o-{i:05}")).collect();
+        assert_eq!(column_values(lake.dir.path(), "orders", "order_id"), expected);
+    }
 }
