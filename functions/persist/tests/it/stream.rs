@@ -144,7 +144,7 @@ async fn a_partition_that_fails_reports_its_first_unwritten_offset_and_the_retry
     // Partition 1's batch dies writing its page receipt: its page files
     // are in the lake, its receipt and checkpoint are not.
     let run_1 = stream::stream_run_id("orders", "orders-1", "40");
-    store.fail(&format!("_runs/orders/{run_1}/page-00000.json"), 0, 1);
+    store.fail(&tributary_core::keys::receipt_key("orders", &run_1, 0), 0, 1);
     let response = stream::handle_kafka(&spec, &event, deps).await.expect("handled");
     assert_eq!(
         response,
