@@ -224,9 +224,10 @@ pub struct PageOutput {
     pub quarantine: Option<QuarantineFile>,
     /// Records in the payload.
     pub records_in: u64,
-    /// The records told apart from another page's
-    /// ([`crate::source::Framer::fingerprint`]); `None` for a page of no
-    /// records.
+    /// The records told apart from another page's: 16 hex digits of
+    /// FNV-1a over their count, the first record's text and the last one's
+    /// length and first 96 bytes (`source::Framer::fingerprint`); `None`
+    /// for a page of no records.
     pub records_fingerprint: Option<String>,
     /// Rows written to Parquet.
     pub rows_written: u64,
