@@ -169,7 +169,7 @@ impl HttpClient for ReqwestClient {
             port_error.with_message(message)
         })?;
         let status = response.status().as_u16();
-        let headers: BTreeMap<String, String> = response
+        let mut headers: BTreeMap<String, String> = response
             .headers()
             .iter()
             .filter_map(|(name, value)| Some((name.as_str().to_ascii_lowercase(), value.to_str().ok()?.to_string())))
@@ -206,8 +206,64 @@ impl HttpClient for ReqwestClient {
                 turn = Some(self.large_body_turn(request.timeout, &target).await?);
             }
         }
+        let body = match gunzipped(&mut headers, &body, limit) {
+            Ok(Some(decoded)) => decoded,
+            Ok(None) => body,
+            Err(Gunzip::TooLarge) => return Err(too_large(limit.saturating_add(1))),
+            Err(Gunzip::Corrupt(err)) => {
+                return Err(PortError::permanent_msg(
+                    "HTTP read body",
+                    target.clone(),
+                    format!("the body is gzip (its first bytes are 1f 8b) but does not decompress: {err}"),
+                ));
+            }
+        };
         Ok(HttpResponse { status, headers, body: bytes::Bytes::from(body), turn })
     }
+}
+
+/// Why a gzip body was not decompressed.
+#[derive(Debug)]
+enum Gunzip {
+    /// It decompresses past the response size limit (a zip bomb or a
+    /// page too large for the function).
+    TooLarge,
+    /// It is not valid gzip.
+    Corrupt(std::io::Error),
+}
+
+/// `body` decompressed when it is gzip: said so (`Content-Encoding: gzip`
+/// or `x-gzip`), or not said but starting with gzip's magic bytes `1f 8b`
+/// (no JSON text starts with them: some vendors and file hosts send
+/// `.json.gz` objects as they are). The header is then removed, as the
+/// body no longer has that encoding. `None`: not gzip, the body as it is.
+/// Decompressed bytes past `limit` are [`Gunzip::TooLarge`], read no
+/// further.
+fn gunzipped(headers: &mut BTreeMap<String, String>, body: &[u8], limit: u64) -> Result<Option<Vec<u8>>, Gunzip> {
+    use std::io::Read;
+    let declared = headers
+        .get("content-encoding")
+        .is_some_and(|e| e.eq_ignore_ascii_case("gzip") || e.eq_ignore_ascii_case("x-gzip"));
+    if !declared && !body.starts_with(&[0x1f, 0x8b]) {
+        return Ok(None);
+    }
+    let mut decoded = Vec::new();
+    flate2::read::MultiGzDecoder::new(body)
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut decoded)
+        .map_err(Gunzip::Corrupt)?;
+    if decoded.len() as u64 > limit {
+        return Err(Gunzip::TooLarge);
+    }
+    if !declared {
+        tracing::warn!(
+            compressed = body.len(),
+            decompressed = decoded.len(),
+            "the vendor sent a gzip body without Content-Encoding: decompressed"
+        );
+    }
+    headers.remove("content-encoding");
+    Ok(Some(decoded))
 }
 
 fn describe(err: &reqwest::Error) -> String {
@@ -235,6 +291,31 @@ fn describe(err: &reqwest::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(bytes).expect("gzip");
+        encoder.finish().expect("gzip")
+    }
+
+    /// A trial finding: a gzip body the vendor sent unasked (no
+    /// Content-Encoding) was reported as "not JSON".
+    #[test]
+    fn a_gzip_body_is_decompressed_said_or_not_within_the_limit() {
+        let json = br#"{"items": [{"id": 1}]}"#;
+        let mut unsaid = BTreeMap::new();
+        assert_eq!(gunzipped(&mut unsaid, &gzip(json), 1_000).expect("gzip").as_deref(), Some(&json[..]));
+        let mut said = BTreeMap::from([("content-encoding".to_string(), "gzip".to_string())]);
+        assert_eq!(gunzipped(&mut said, &gzip(json), 1_000).expect("gzip").as_deref(), Some(&json[..]));
+        assert!(!said.contains_key("content-encoding"), "the body is no longer gzip");
+        assert!(gunzipped(&mut BTreeMap::new(), json, 1_000).expect("plain").is_none(), "JSON is left as it is");
+        let bomb = gzip(&vec![b' '; 100_000]);
+        assert!(matches!(gunzipped(&mut BTreeMap::new(), &bomb, 10_000), Err(Gunzip::TooLarge)));
+        let mut cut = gzip(json);
+        cut.truncate(cut.len() / 2);
+        assert!(matches!(gunzipped(&mut BTreeMap::new(), &cut, 1_000), Err(Gunzip::Corrupt(_))));
+    }
 
     #[test]
     fn one_client_per_allowance() {

@@ -568,6 +568,32 @@ async fn a_vendor_serving_its_first_page_again_is_a_duplicated_run_not_a_success
     assert!(!serde_json::to_string(&read_alerts(lake.path())).expect("alerts").contains("duplicated"));
 }
 
+/// A trial finding: a vendor that serves its JSON gzipped without saying
+/// so (a `.json.gz` file host, `application/octet-stream`) failed the run
+/// as "not JSON". The body is decompressed and its records land.
+#[tokio::test]
+async fn a_gzip_body_sent_unasked_is_decompressed_and_lands() {
+    use std::io::Write;
+    let records: Vec<Value> = (0..40).map(|i| serde_json::json!({"id": i})).collect();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(serde_json::json!({ "data": records }).to_string().as_bytes()).expect("gzip");
+    let (addr, _calls) =
+        test_support::vendor::serve_bytes(gz.finish().expect("gzip"), "application/octet-stream").await;
+    let text = format!(
+        "version: 1\npipeline: gz\nstrategy: {{kind: simple}}\n\
+         request: {{url: 'http://{addr}/records', records_pointer: /data, allow: {{loopback: true}}}}\n\
+         target: {{dataset: gz}}\n"
+    );
+    let spec = contracts::spec::PipelineSpec::from_yaml(&text).expect("spec");
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let time = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
+    let summary = runtime.run(&spec, time).await.expect("run");
+    assert!(summary.succeeded(), "{summary}");
+    let ids: BTreeSet<i64> = read_dataset(lake.path(), "gz").iter().filter_map(|r| r["id"].as_i64()).collect();
+    assert_eq!(ids, (0..40).collect::<BTreeSet<_>>());
+}
+
 #[tokio::test]
 async fn a_wrong_records_pointer_fails_the_run_once_naming_the_keys_present() {
     use test_support::vendor::{PagedRecords, serve_pages};
