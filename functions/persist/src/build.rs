@@ -142,6 +142,9 @@ pub enum Col {
         /// The items' inferred type (`None` when declared): an item of a
         /// kind it does not take makes the list not fit.
         item_ty: Option<Box<Ty>>,
+        /// Refuse what the items' type takes but an inference over every
+        /// record would type otherwise ([`Col::check_kinds_exactly`]).
+        exact: bool,
     },
     /// A struct (the record itself is one).
     Struct {
@@ -159,6 +162,9 @@ pub enum Col {
         declared: Vec<bool>,
         /// Row stamp per child: `rows + 1` once set in the current row.
         stamps: Vec<usize>,
+        /// Refuse what a field's type takes but an inference over every
+        /// record would type otherwise ([`Col::check_kinds_exactly`]).
+        exact: bool,
         /// Validity.
         nulls: NullBufferBuilder,
         /// Rows appended.
@@ -190,6 +196,7 @@ impl Col {
                 nulls: NullBufferBuilder::new(CAPACITY),
                 item: Box::new(Col::new(item)),
                 item_ty: Some(item.clone()),
+                exact: false,
             },
             Ty::Struct { fields } => Col::Struct {
                 names: fields.clone(),
@@ -210,6 +217,7 @@ impl Col {
                 required: fields.list.iter().map(|f| matches!(f.ty, Ty::Declared { required: true, .. })).collect(),
                 declared: fields.list.iter().map(|f| matches!(f.ty, Ty::Declared { .. })).collect(),
                 stamps: vec![0; fields.list.len()],
+                exact: false,
                 nulls: NullBufferBuilder::new(CAPACITY),
                 rows: 0,
             },
@@ -236,6 +244,7 @@ impl Col {
                 nulls: NullBufferBuilder::new(CAPACITY),
                 item: Box::new(Col::declared(item)),
                 item_ty: None,
+                exact: false,
             },
         }
     }
@@ -380,9 +389,9 @@ impl Col {
                 }
                 None => Err(violation(found(rec, idx))),
             },
-            Col::List { item, item_ty, .. } => match tok {
+            Col::List { item, item_ty, exact, .. } => match tok {
                 Tok::Arr { end, .. } => {
-                    Self::check_items(item, item_ty.as_deref(), rec, (idx, end as usize), scratch, plan)
+                    Self::check_items(item, item_ty.as_deref(), *exact, rec, (idx, end as usize), scratch, plan)
                 }
                 _ if item_ty.is_some() => Err(violation(found(rec, idx))),
                 _ => item.check(rec, idx, scratch, plan),
@@ -394,10 +403,35 @@ impl Col {
         }
     }
 
+    /// Makes this checker (a column built from a schema inferred from a
+    /// page's first records only) also refuse, as needing a wider schema,
+    /// the strings its columns take but an inference over every record
+    /// could type otherwise: a timestamp in a text column (timestamps
+    /// outnumbering text would make the column a timestamp), a timestamp
+    /// with an offset in a timestamp column without its `__text`
+    /// companion, in fields and in list items. Every other value a column
+    /// takes is one [`Ty::from_seen`] gives the same type with
+    /// (`convert::one_kind_each` keeps out the places it decides by counts).
+    /// Only with timestamps detected (`target.timestamps: detect`).
+    pub fn check_kinds_exactly(&mut self) {
+        match self {
+            Col::List { item, item_ty, exact, .. } => {
+                *exact = item_ty.is_some();
+                item.check_kinds_exactly();
+            }
+            Col::Struct { children, exact, .. } => {
+                *exact = true;
+                children.iter_mut().for_each(Col::check_kinds_exactly);
+            }
+            _ => {}
+        }
+    }
+
     /// [`Col::check`] of a list's items, `idx` its `[`, `end` past its `]`.
     fn check_items(
         item: &Col,
         item_ty: Option<&Ty>,
+        exact: bool,
         rec: Rec<'_>,
         (idx, end): (usize, usize),
         scratch: &mut String,
@@ -407,7 +441,7 @@ impl Col {
         let mut n = 0;
         while i < end {
             let kind = kind_of(rec.text, rec.tape, i);
-            if kind != 0 && item_ty.is_some_and(|ty| !ty.takes(kind)) {
+            if kind != 0 && item_ty.is_some_and(|ty| !ty.takes(kind) || (exact && !takes_exactly(ty, kind, false))) {
                 return Err(Violation {
                     path: format!("/{n}"),
                     expected: item.expected(),
@@ -518,11 +552,25 @@ impl Col {
         scratch: &mut String,
         plan: &mut Plan,
     ) -> Result<usize, Violation> {
-        let Col::Struct { names, children, variants, declared, .. } = self else { return Ok(rec.tape.skip(value)) };
+        let Col::Struct { names, children, variants, declared, exact, .. } = self else {
+            return Ok(rec.tape.skip(value));
+        };
         // This field's step, then the steps inside its value.
         let step = plan.steps.len();
         plan.steps.push(0);
-        let (to, checked) = match route(&names.list[at].ty, declared[at], &variants[at], rec, value) {
+        let ty = &names.list[at].ty;
+        if *exact && !declared[at] && matches!(rec.tape.toks[value], Tok::Str { .. }) {
+            let kind = kind_of(rec.text, rec.tape, value);
+            if !takes_exactly(ty, kind, variants[at][Variant::Text.slot()].is_some()) {
+                return Err(Violation {
+                    path: String::new(),
+                    expected: format!("{} (as the page's first records had it)", children[at].expected()),
+                    found: found(rec, value),
+                    type_stands: false,
+                });
+            }
+        }
+        let (to, checked) = match route(ty, declared[at], &variants[at], rec, value) {
             Route::Base => (at, children[at].check(rec, value, scratch, plan)),
             Route::Variant(to) => (to, children[to].check(rec, value, scratch, plan)),
             Route::Missing(kind) => (
@@ -786,6 +834,19 @@ fn takes_token(ty: &Ty, text: &str, tok: Tok) -> bool {
             digits.len() - usize::from(digits.first() == Some(&b'-')) <= 15
         }
         _ => false,
+    }
+}
+
+/// Whether a column of inferred type `ty` takes a value of `kind` as
+/// [`Ty::from_seen`] would type a place that held both (for
+/// [`Col::check_kinds_exactly`]): text takes no timestamp, and a timestamp
+/// column takes a timestamp with an offset only beside its `__text`
+/// companion (`companion`). Only strings differ; other kinds are taken.
+fn takes_exactly(ty: &Ty, kind: u16, companion: bool) -> bool {
+    match ty {
+        Ty::Text => !matches!(kind, Kinds::TIMESTAMP | Kinds::ZONED),
+        Ty::Timestamp => kind != Kinds::ZONED || companion,
+        _ => true,
     }
 }
 

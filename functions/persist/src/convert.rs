@@ -1,7 +1,18 @@
-//! A page's payload -> Parquet files, in two streaming passes.
+//! A page's payload -> Parquet files, in two streaming passes, or one
+//! where the schema is known before the page is read:
+//! - a later page of a dataset whose schema is settled is written with it
+//!   in one pass, which stops at the first record that needs more;
+//! - a dataset's first page is typed from its first records (about 1 MiB)
+//!   and written in one pass when every other record fits exactly that
+//!   schema (`first_page_in_one_pass`); a page no longer than that is
+//!   inferred once.
+//!
+//! Either way the files are the bytes the two passes write: a record that
+//! does not fit stops the one pass (its work is lost, at worst one pass
+//! more), and the page goes through the two passes below.
 //!
 //! The reading thread frames records into chunks (about 1 MiB of text, at
-//! most `batch_rows` records); chunk `i` goes to worker `i % 2`.
+//! most `batch_rows` records); chunk `i` goes to worker `i % n`.
 //!
 //! 1. **Infer**: the workers tokenize every record and merge its types into
 //!    their chunk's schema (all records, never a sample — see
@@ -481,7 +492,14 @@ pub fn convert_page(
         && lake.is_settled()
         && *lake == schema
         && let Some(output) =
-            write_pass(source, format, settings, lake.clone(), conflicts.clone(), &HashMap::new(), true)?
+            write_pass(source, format, settings, lake.clone(), conflicts.clone(), &HashMap::new(), Fit::Stop)?
+    {
+        return Ok(output);
+    }
+    // A dataset's first page: typed from its first records, written in one
+    // pass when the rest fits exactly that (see `first_records`).
+    if settings.lake_schema.is_none()
+        && let Some(output) = first_page_in_one_pass(source, format, settings, &schema, names, &conflicts)?
     {
         return Ok(output);
     }
@@ -495,7 +513,7 @@ pub fn convert_page(
         // quarantined with the violation, and the refused changes reported.
         tracing::warn!(changes = ?changes, "target.on_schema_change: freeze: records that would change the dataset are quarantined");
         let declared_conflicts = conflicts.clone();
-        let output = write_pass(source, format, settings, schema, conflicts, &HashMap::new(), false)?;
+        let output = write_pass(source, format, settings, schema, conflicts, &HashMap::new(), Fit::Quarantine)?;
         let mut output =
             output.ok_or_else(|| ConvertError::Io(std::io::Error::other("the write pass stopped without a reason")))?;
         // The records refused are quarantined, as asked: not a conflict that
@@ -523,11 +541,112 @@ pub fn convert_page(
     if !changes.is_empty() {
         tracing::warn!(changes = ?changes, "the page changes its dataset's columns");
     }
-    let output = write_pass(source, format, settings, schema, conflicts, &over_cap, false)?;
+    let output = write_pass(source, format, settings, schema, conflicts, &over_cap, Fit::Quarantine)?;
     let mut output =
         output.ok_or_else(|| ConvertError::Io(std::io::Error::other("the write pass stopped without a reason")))?;
     output.schema_changes = changes;
     Ok(output)
+}
+
+/// Text of a page's first records read to type its first page
+/// ([`first_page_in_one_pass`]): one chunk, about 4,000 records of the
+/// bench pages; a page no longer than this is read whole.
+const FIRST_RECORDS_BYTES: usize = CHUNK_TEXT_BYTES;
+
+/// A dataset's first page in one pass, when it can be: the page's first
+/// records ([`FIRST_RECORDS_BYTES`]) are typed (`schema` evolved with what
+/// they hold), then the write pass checks every record against that
+/// schema ([`Fit::StopInexact`]). `Ok(None)` sends the page to the two
+/// passes, which type it from every record:
+/// - a record needs more than the first records did (a new field, a
+///   wider number, a timestamp among text, ...): the write pass stops
+///   there, and the work done is lost (at worst one more pass);
+/// - a place of the first records held values of two kinds (numbers and
+///   text, text and timestamps, ...), where the type is the majority's
+///   over the page ([`one_kind_each`]), or a JSON-text column: not tried;
+/// - past `max_columns`: the two passes cap it.
+///
+/// The output is the two passes' output, byte for byte: when every record
+/// fits, an inference over every record finds the same schema.
+///
+/// # Errors
+/// As [`convert_page`].
+fn first_page_in_one_pass(
+    source: &PageSource,
+    format: &PayloadFormat,
+    settings: PageSettings<'_>,
+    schema: &Ty,
+    names: Naming<'_>,
+    conflicts: &[String],
+) -> Result<Option<PageOutput>, ConvertError> {
+    let (seen, whole) = first_records(source, format, settings.limits)?;
+    let mut typed = schema.clone();
+    typed.evolve(&seen, names);
+    if typed.columns() > settings.limits.max_columns {
+        return Ok(None);
+    }
+    let fit = if whole {
+        // The first records are the page: its inference is done.
+        Fit::Quarantine
+    } else if typed.is_settled() && one_kind_each(&seen, names.timestamps) && !has_json(&typed) {
+        Fit::StopInexact
+    } else {
+        return Ok(None);
+    };
+    write_pass(source, format, settings, typed, conflicts.to_vec(), &HashMap::new(), fit)
+}
+
+/// What a page's first records hold (about [`FIRST_RECORDS_BYTES`] of
+/// them, records set aside whole left out, as in [`seen_in_page`]), and
+/// whether they are the whole page.
+///
+/// # Errors
+/// As [`seen_in_page`], for those records.
+fn first_records(
+    source: &PageSource,
+    format: &PayloadFormat,
+    limits: PageLimits,
+) -> Result<(Seen, bool), ConvertError> {
+    let mut framer = Framer::open(source, format, limits.max_page_bytes)?;
+    let lines = framer.lines_are_records();
+    let (mut tape, mut scratch, mut seen) = (Tape::default(), String::new(), Seen::default());
+    let mut read = 0;
+    while read < FIRST_RECORDS_BYTES {
+        let (index, offset) = (framer.records_read(), framer.bytes_read());
+        let Some(text) = framer.next_record()? else { return Ok((seen, true)) };
+        if index >= limits.max_page_records {
+            return Err(ConvertError::TooManyRecords { max: limits.max_page_records });
+        }
+        read += text.len();
+        if screen(index, offset, text, lines, &mut tape, &mut scratch)?.is_none() {
+            seen.absorb(text, &tape, 0, &mut scratch);
+        }
+    }
+    Ok((seen, framer.next_record()?.is_none()))
+}
+
+/// Whether every place of `seen` held values of one kind group only (as
+/// [`Ty::from_seen`] groups them; text and timestamps apart when
+/// `timestamps` are detected): then its type does not depend on how many
+/// values of each kind the page holds, only on which kinds, and a value
+/// of another kind later does not fit it.
+fn one_kind_each(seen: &Seen, timestamps: bool) -> bool {
+    let c = seen.counts;
+    let (text, stamps) = if timestamps { (c.strings, c.timestamps) } else { (c.strings + c.timestamps, 0) };
+    [c.objects, c.arrays, text, stamps, c.numbers, c.bools].iter().filter(|n| **n > 0).count() <= 1
+        && seen.fields.iter().all(|(_, field)| one_kind_each(field, timestamps))
+        && seen.item.as_deref().is_none_or(|item| one_kind_each(item, timestamps))
+}
+
+/// Whether `ty` has an inferred JSON-text column at any depth (it takes
+/// every value, so the first records cannot settle it).
+fn has_json(ty: &Ty) -> bool {
+    match ty {
+        Ty::Json => true,
+        Ty::List { item } => has_json(item),
+        Ty::Struct { fields } => fields.list.iter().any(|field| has_json(&field.ty)),
+        _ => false,
+    }
 }
 
 /// Why a record is set aside whole before its values are looked at, or
@@ -795,8 +914,24 @@ fn new_keys(ty: &Ty, rec: Rec<'_>, idx: usize, scratch: &mut String) -> usize {
     }
 }
 
-/// Pass 2 with `schema`. With `strict`, returns `Ok(None)` as soon as a
-/// record does not fit an inferred column (the schema must widen first).
+/// What the write pass does with a record that does not fit `schema`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fit {
+    /// Quarantine it with the violation: `schema` took every record of the
+    /// page into account (or is frozen).
+    Quarantine,
+    /// Stop (`Ok(None)`) at the first record that needs a wider inferred
+    /// column: `schema` is the dataset's, and the page needs two passes.
+    Stop,
+    /// As [`Fit::Stop`], and also at a value an inference over every
+    /// record could type otherwise ([`Col::check_kinds_exactly`]):
+    /// `schema` was inferred from the page's first records only.
+    StopInexact,
+}
+
+/// Pass 2 with `schema`. Unless `fit` is [`Fit::Quarantine`], returns
+/// `Ok(None)` as soon as a record does not fit an inferred column (the
+/// schema must widen first).
 fn write_pass(
     source: &PageSource,
     format: &PayloadFormat,
@@ -804,9 +939,13 @@ fn write_pass(
     schema: Ty,
     conflicts: Vec<String>,
     over_cap: &HashMap<u64, String>,
-    strict: bool,
+    fit: Fit,
 ) -> Result<Option<PageOutput>, ConvertError> {
-    let checker = Col::new(&schema);
+    let mut checker = Col::new(&schema);
+    if fit == Fit::StopInexact {
+        checker.check_kinds_exactly();
+    }
+    let strict = fit != Fit::Quarantine;
     let data_fields = checker.arrow_fields();
     let no_columns = data_fields.is_empty();
     let mut fields: Vec<arrow_schema::FieldRef> = data_fields.iter().cloned().collect();
@@ -1329,5 +1468,148 @@ fn lookup(rec: Rec<'_>, pointer: &str) -> Option<Tok> {
     match rec.tape.find(rec.text, pointer).map(|idx| rec.tape.toks[idx]) {
         Some(Tok::Null) | None => None,
         tok => tok,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// `records` then `late`, as NDJSON.
+    fn page(records: usize, late: &[Value]) -> PageSource {
+        let mut text = String::new();
+        for i in 0..records {
+            let record = json!({"id": i, "name": format!("name {i}"), "at": "2026-01-01T00:00:00Z",
+                "tags": ["a", "b"], "addr": {"city": "Recife"}});
+            text.push_str(&record.to_string());
+            text.push('\n');
+        }
+        for record in late {
+            text.push_str(&record.to_string());
+            text.push('\n');
+        }
+        PageSource::Bytes(Bytes::from(text))
+    }
+
+    /// Clean records past [`FIRST_RECORDS_BYTES`] (about 110 bytes each).
+    const CLEAN: usize = 12_000;
+
+    fn with<T>(run: impl FnOnce(PageSettings<'_>, Naming<'_>) -> T) -> T {
+        let target = PersistTarget::new("t");
+        let writer = WriterConfig::default();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let settings = PageSettings {
+            target: &target,
+            lineage: None,
+            lake_schema: None,
+            run_date: NaiveDate::from_ymd_opt(2026, 12, 6).expect("date"),
+            writer: &writer,
+            limits: PageLimits::default(),
+            temp_dir: dir.path(),
+        };
+        let names = Naming { policy: target.names, reserved: &[], timestamps: true };
+        run(settings, names)
+    }
+
+    /// The page in two passes: inferred from every record, then written.
+    fn two_passes(source: &PageSource, settings: PageSettings<'_>, names: Naming<'_>) -> PageOutput {
+        let seen = seen_in_page(source, &PayloadFormat::default(), settings.limits).expect("inference");
+        let mut schema = empty_table();
+        schema.evolve(&seen, names);
+        write_pass(source, &PayloadFormat::default(), settings, schema, Vec::new(), &HashMap::new(), Fit::Quarantine)
+            .expect("write")
+            .expect("written")
+    }
+
+    fn one_pass(source: &PageSource, settings: PageSettings<'_>, names: Naming<'_>) -> Option<PageOutput> {
+        first_page_in_one_pass(source, &PayloadFormat::default(), settings, &empty_table(), names, &[])
+            .expect("one pass")
+    }
+
+    fn bytes(output: &PageOutput) -> Vec<Vec<u8>> {
+        output.files.iter().map(|file| std::fs::read(&file.path).expect("read")).collect()
+    }
+
+    #[test]
+    fn a_first_page_that_fits_its_first_records_is_written_in_one_pass_the_same_bytes_as_in_two() {
+        with(|settings, names| {
+            let source = page(CLEAN, &[json!({"id": 1, "name": null, "tags": [], "addr": {}})]);
+            let one = one_pass(&source, settings, names).expect("written in one pass");
+            let two = two_passes(&source, settings, names);
+            assert_eq!(one.schema, two.schema);
+            assert_eq!(one.rows_written, CLEAN as u64 + 1);
+            assert_eq!(bytes(&one), bytes(&two));
+        });
+    }
+
+    #[test]
+    fn a_first_page_whose_later_records_type_otherwise_is_typed_from_every_record() {
+        let timestamps = |field: &str, n: usize| -> Vec<Value> {
+            (0..n).map(|i| json!({"id": i, field: "2026-01-02T00:00:00Z"})).collect()
+        };
+        let listed = (0..CLEAN + 1).map(|i| json!({"id": i, "tags": ["2026-01-02T00:00:00Z"]})).collect();
+        let cases: Vec<(&str, Vec<Value>)> = vec![
+            ("a new field", vec![json!({"id": 1, "late": true})]),
+            ("a float among integers", vec![json!({"id": 1.5})]),
+            (
+                "an integer beyond int64",
+                vec![json!({"id": 18446744073709551616_u128.to_string().parse::<Value>().unwrap()})],
+            ),
+            ("timestamps outnumbering text", timestamps("name", CLEAN + 1)),
+            ("one timestamp among text", timestamps("name", 1)),
+            ("a timestamp with an offset", vec![json!({"id": 1, "at": "2026-01-02T00:00:00+02:00"})]),
+            ("text among timestamps", vec![json!({"id": 1, "at": "soon"})]),
+            ("timestamps outnumbering text in a list", listed),
+            ("a new field in a nested object", vec![json!({"id": 1, "addr": {"zip": 5}})]),
+        ];
+        for (case, late) in cases {
+            with(|settings, names| {
+                let source = page(CLEAN, &late);
+                assert!(one_pass(&source, settings, names).is_none(), "{case}: not in one pass");
+                let converted = convert_page(&source, &PayloadFormat::default(), settings).expect("convert");
+                let two = two_passes(&source, settings, names);
+                assert_eq!(converted.schema, two.schema, "{case}");
+                assert_eq!(converted.rows_written, (CLEAN + late.len()) as u64, "{case}");
+                assert_eq!(bytes(&converted), bytes(&two), "{case}");
+            });
+        }
+    }
+
+    #[test]
+    fn a_first_page_whose_first_records_mix_kinds_is_not_tried_in_one_pass() {
+        with(|settings, names| {
+            // The column's type is the majority's over the page: text here,
+            // though the first records hold more numbers.
+            let mut late: Vec<Value> =
+                (0..CLEAN * 2).map(|i| json!({"id": i, "n": format!("v{i} {}", "x".repeat(80))})).collect();
+            let mut records: Vec<Value> = (0..100).map(|i| json!({"id": i, "n": i})).collect();
+            records.push(json!({"id": 100, "n": "x"}));
+            records.append(&mut late);
+            let text: String = records.iter().map(|r| format!("{r}\n")).collect();
+            let source = PageSource::Bytes(Bytes::from(text));
+            assert!(one_pass(&source, settings, names).is_none());
+            let converted = convert_page(&source, &PayloadFormat::default(), settings).expect("convert");
+            assert_eq!(converted.schema, two_passes(&source, settings, names).schema);
+            assert!(
+                converted
+                    .arrow_schema
+                    .field_with_name("n")
+                    .is_ok_and(|f| f.data_type() == &arrow_schema::DataType::Utf8)
+            );
+        });
+    }
+
+    #[test]
+    fn a_first_page_within_its_first_records_is_inferred_once() {
+        with(|settings, names| {
+            let source = page(50, &[json!({"id": 1.5, "name": 3})]);
+            let one = one_pass(&source, settings, names).expect("the page is its first records");
+            let two = two_passes(&source, settings, names);
+            assert_eq!(one.schema, two.schema);
+            assert_eq!(bytes(&one), bytes(&two));
+        });
     }
 }
