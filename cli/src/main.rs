@@ -170,9 +170,10 @@ enum Command {
         customers: u32,
     },
     /// List recent runs in a lake with their state (complete, truncated,
-    /// failed, completing, incomplete, running), pages, records, dead letters, how many of
+    /// duplicated, failed, completing, incomplete, running), pages, records, dead letters, how many of
     /// them are resolved and what resolved them (how the run recovered),
-    /// then how to recover each run with open dead letters; with
+    /// then why a duplicated run is one and how to recover each run with
+    /// open dead letters; with
     /// `--stack`, also the subscriptions of the stack's operations and alerts
     /// topics, warning of one pending confirmation (SNS delivers nothing to
     /// it) and of a topic with no confirmed subscription, and the console

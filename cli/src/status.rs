@@ -52,6 +52,11 @@ pub struct RunStatus {
     /// Records the vendor announced ([`Expected::records`]): a complete
     /// run whose pages held fewer is truncated (a page size cap).
     pub records_announced: Option<u64>,
+    /// Why the run's pages hold records more than once
+    /// ([`tributary_core::ledger::duplicated`]: pages with the same records,
+    /// or more records than announced), as the run's manifest and its
+    /// alert say it.
+    pub duplicated: Option<String>,
 }
 
 impl RunStatus {
@@ -68,7 +73,9 @@ impl RunStatus {
     /// twice), `incomplete` (pages missing) or `running` (total not known
     /// yet);
     /// `quarantined` for a complete run whose records were all quarantined
-    /// (nothing reached the table); `truncated` for a complete run that
+    /// (nothing reached the table); `duplicated` for a run whose pages hold
+    /// records more than once ([`RunStatus::duplicated`]: not a success,
+    /// complete or not); `truncated` for a complete run that
     /// stopped at `strategy.max_pages` with more pages offered, or whose
     /// pages held fewer records than the vendor announced.
     pub fn state(&self) -> &'static str {
@@ -77,6 +84,7 @@ impl RunStatus {
             .is_some_and(|announced| self.records_persisted + self.records_quarantined < announced);
         match self.pages_planned {
             _ if self.completed && self.records_persisted == 0 && self.records_quarantined > 0 => "quarantined",
+            _ if self.duplicated.is_some() => "duplicated",
             _ if self.completed && (self.truncated || short) => "truncated",
             _ if self.completed => "complete",
             _ if self.open_dead_letters() > 0 => "failed",
@@ -94,6 +102,7 @@ impl RunStatus {
 /// warning.
 pub async fn recent_runs(store: &dyn ObjectStore, limit: usize) -> Result<Vec<RunStatus>, PortError> {
     let mut runs: BTreeMap<(String, String), RunStatus> = BTreeMap::new();
+    let mut receipts: BTreeMap<(String, String), Vec<PageReceipt>> = BTreeMap::new();
     let listed = store.list(keys::RUNS_PREFIX).await?;
     // A page delivered before and after receipts moved into shard folders
     // has a receipt in each layout: it counts once, as the later says.
@@ -150,6 +159,15 @@ pub async fn recent_runs(store: &dyn ObjectStore, limit: usize) -> Result<Vec<Ru
         run.pages_persisted += 1;
         run.records_persisted += receipt.records_persisted;
         run.records_quarantined += receipt.records_quarantined;
+        receipts.entry((run_id.to_string(), pipeline.to_string())).or_default().push(receipt);
+    }
+    for (id, run) in &mut runs {
+        let landed = run.records_persisted + run.records_quarantined;
+        run.duplicated = tributary_core::ledger::duplicated(
+            receipts.get(id).map_or(&[][..], Vec::as_slice),
+            run.records_announced,
+            landed,
+        );
     }
     for key in tributary_core::dead_letters::list(store, None).await? {
         let Ok(letter) = tributary_core::dead_letters::read(store, &key).await else {
@@ -283,13 +301,19 @@ pub enum Place {
 /// run it again for its scheduled time (`run`/`trigger --scheduled-at`);
 /// for a run complete despite them (letters of a later attempt, or a
 /// recovery on AWS, which the CLI does not see), how to mark them resolved
-/// once read (`dlq resolve`). Empty when no run has open letters.
+/// once read (`dlq resolve`); and for a run whose pages hold records
+/// more than once, why and what to do. Empty when no run has either.
 pub fn recovery_hints(runs: &[RunStatus], place: &Place) -> String {
     let flag = match place {
         Place::Lake(dir) => format!("--lake {dir}"),
         Place::Stack(stack) => format!("--stack {stack}"),
     };
     let mut text = String::new();
+    for run in runs {
+        if let Some(reason) = &run.duplicated {
+            text.push_str(&format!("\n{} run {}: duplicated: {reason}\n", run.pipeline, run.run_id));
+        }
+    }
     for run in runs.iter().filter(|run| run.open_dead_letters() > 0) {
         let (pipeline, run_id, open) = (&run.pipeline, &run.run_id, run.open_dead_letters());
         text.push_str(&format!("\n{pipeline} run {run_id}: {open} open dead letter(s)\n"));

@@ -556,6 +556,16 @@ async fn a_vendor_serving_its_first_page_again_is_a_duplicated_run_not_a_success
     assert_eq!(ids, (0..30).collect::<BTreeSet<_>>(), "what the vendor served: its first page, three times");
     let alerts = serde_json::to_string(&read_alerts(lake.path())).expect("alerts");
     assert!(alerts.contains("\"function\":\"duplicated\"") && alerts.contains("strategy.offset_param"), "{alerts}");
+    // `tributary status` says so too, with the reason.
+    let store = adapters::local::DirStore::new(lake.path());
+    let runs = tributary::status::recent_runs(&store, 10).await.expect("status");
+    assert_eq!(runs.iter().map(|r| r.state()).collect::<Vec<_>>(), ["duplicated"], "tributary status");
+    let place = tributary::status::Place::Lake(lake.path().display().to_string());
+    let hints = tributary::status::recovery_hints(&runs, &place);
+    assert!(
+        hints.contains("duplicated: 3 of the run's pages hold records") && hints.contains("offset_param"),
+        "{hints}"
+    );
 
     // The same vendor paged by its real parameter: no duplicate reported.
     let lake = tempfile::tempdir().expect("tempdir");
@@ -566,6 +576,9 @@ async fn a_vendor_serving_its_first_page_again_is_a_duplicated_run_not_a_success
     let ids: BTreeSet<i64> = read_dataset(lake.path(), "right").iter().filter_map(|r| r["id"].as_i64()).collect();
     assert_eq!(ids.len(), 90);
     assert!(!serde_json::to_string(&read_alerts(lake.path())).expect("alerts").contains("duplicated"));
+    let store = adapters::local::DirStore::new(lake.path());
+    let runs = tributary::status::recent_runs(&store, 10).await.expect("status");
+    assert_eq!(runs.iter().map(|r| r.state()).collect::<Vec<_>>(), ["complete"], "tributary status");
 }
 
 /// A trial finding: a vendor that serves its JSON gzipped without saying
