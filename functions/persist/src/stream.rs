@@ -191,6 +191,32 @@ pub struct PendingBatch {
     pub records: u64,
     /// When its last record reached the stream.
     pub last_arrival: DateTime<Utc>,
+    /// When the invocation writing it started it (the writer's clock;
+    /// absent in checkpoints written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    /// When that invocation answered that it failed (its batch is then
+    /// retried or given up on by the event source mapping, not in flight).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_at: Option<DateTime<Utc>>,
+}
+
+/// How long a pending batch whose invocation has not answered counts as
+/// in flight: Lambda's maximum function timeout, 900 s ("Lambda quotas":
+/// function timeout, 900 seconds (15 minutes)), so the bound holds
+/// whatever `Timeout` the stack gives Persist (300 s in
+/// `infra/template.yaml`). An invocation older than this has ended,
+/// whether or not it could say so.
+pub const IN_FLIGHT_SECS: i64 = 900;
+
+impl PendingBatch {
+    /// Whether its invocation may still be running at `now`: started less
+    /// than [`IN_FLIGHT_SECS`] ago and not answered as failed. A batch of
+    /// the same shard with another first record arriving meanwhile is a
+    /// second batch in flight: `ParallelizationFactor` above 1.
+    pub fn in_flight(&self, now: DateTime<Utc>) -> bool {
+        self.failed_at.is_none() && self.started_at.is_some_and(|t| (now - t).num_seconds() < IN_FLIGHT_SECS)
+    }
 }
 
 /// A shard's window: the batches recorded as pages of one run, coalesced
@@ -295,11 +321,47 @@ pub async fn persist_stream_batch(spec: &StreamSpec, records: &[StreamRecord], d
             }
             Err((first_unwritten, err)) => {
                 tracing::error!(partition, first_unwritten, error = %err, "stream batch not written; reported for retry");
+                mark_failed(spec, partition, &first_unwritten, deps.store).await;
                 outcome.failures.push((partition.to_string(), first_unwritten));
             }
         }
     }
     outcome
+}
+
+/// The refusal of a batch that arrived while `pending`, another batch of
+/// the same shard, is in flight: two batches of one shard at once, which
+/// the checkpoint (a high-water mark) cannot take.
+fn overlapping_batch(partition: &str, pending: &PendingBatch, first: &str, last: &str) -> PersistError {
+    let since = pending.started_at.map_or_else(|| "?".into(), |t| t.to_rfc3339());
+    PersistError::Stream {
+        field: partition.to_string(),
+        problem: format!(
+            "batch {first}..{last} refused: batch {}..{} of the same shard has been in flight since {since}; two \
+             batches of one shard at once mean the event source mapping's ParallelizationFactor is above 1, and \
+             the shard's checkpoint holds only at ParallelizationFactor 1: set it to 1. This batch is retried by \
+             the mapping (and goes to its on-failure destination, alerted, if its retries run out)",
+            pending.first, pending.last
+        ),
+    }
+}
+
+/// After a partition failed at `first_unwritten`: its pending batch, when it
+/// is this invocation's (same first record), is marked answered
+/// ([`PendingBatch::failed_at`]), so the shard's next batch does not take
+/// it for one in flight. Best effort: a mark that cannot be written leaves
+/// the next batch waiting [`IN_FLIGHT_SECS`] at most.
+async fn mark_failed(spec: &StreamSpec, partition: &str, first_unwritten: &str, store: &dyn ObjectStore) {
+    let key = checkpoint_key(&spec.pipeline, spec.source_name(), partition);
+    let Ok(mut checkpoint) = read_checkpoint(store, &key).await else { return };
+    let Some(pending) = checkpoint.pending.as_mut() else { return };
+    if pending.first != first_unwritten || pending.failed_at.is_some() {
+        return;
+    }
+    pending.failed_at = Some(Utc::now());
+    if let Err(err) = write_checkpoint(store, &key, &checkpoint).await {
+        tracing::warn!(partition, error = %err, "the failed batch could not be marked answered");
+    }
 }
 
 struct PartitionDone {
@@ -332,9 +394,15 @@ async fn persist_partition(
         .filter(|r| checkpoint.through.as_deref().is_none_or(|t| sequence_cmp(&r.sequence, t).is_gt()))
         .collect();
     let skipped = (records.len() - fresh.len()) as u64;
-    if let (Some(pending), Some(first)) = (&checkpoint.pending, fresh.first())
+    if let (Some(pending), Some(first), Some(last)) = (&checkpoint.pending, fresh.first(), fresh.last())
         && pending.first != first.sequence
     {
+        if pending.in_flight(Utc::now()) {
+            return Err((
+                first.sequence.clone(),
+                overlapping_batch(partition, pending, &first.sequence, &last.sequence),
+            ));
+        }
         tracing::warn!(partition, abandoned = %pending.run_id, page = pending.page, from = %pending.first, "an unfinished batch was not retried (retries exhausted or records expired); it went to the on-failure destination");
         drop_abandoned_batch(spec, pending, checkpoint.window.as_ref(), deps.store)
             .await
@@ -360,6 +428,8 @@ async fn persist_partition(
         last: last.sequence.clone(),
         records: fresh.len() as u64,
         last_arrival: last.arrival,
+        started_at: Some(Utc::now()),
+        failed_at: None,
     });
     write_checkpoint(deps.store, &key, &checkpoint).await.map_err(fail(&first.sequence))?;
 

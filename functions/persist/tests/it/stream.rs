@@ -444,3 +444,76 @@ async fn a_window_closes_on_stream_time_and_secs_zero_makes_a_window_per_batch()
         assert_eq!(column_values(lake.dir.path(), "orders", "order_id"), expected);
     }
 }
+
+/// Writes `records`' batch into the shard's checkpoint as pending, started
+/// `age_secs` ago by an invocation that has not answered (one running
+/// beside this one, or one that crashed).
+async fn pending_in_flight(lake: &Lake, spec: &StreamSpec, records: &[stream::StreamRecord], age_secs: i64) {
+    let key = stream::checkpoint_key(&spec.pipeline, spec.source_name(), "orders-0");
+    let (first, last) = (records.first().expect("records"), records.last().expect("records"));
+    let checkpoint = Checkpoint {
+        pending: Some(stream::PendingBatch {
+            run_id: stream::stream_run_id("orders", "orders-0", &first.sequence),
+            page: 0,
+            first: first.sequence.clone(),
+            last: last.sequence.clone(),
+            records: records.len() as u64,
+            last_arrival: last.arrival,
+            started_at: Some(chrono::Utc::now() - chrono::Duration::seconds(age_secs)),
+            failed_at: None,
+        }),
+        ..Checkpoint::default()
+    };
+    lake.store.put(&key, Bytes::from(serde_json::to_vec(&checkpoint).expect("json"))).await.expect("put");
+}
+
+#[tokio::test]
+async fn a_second_batch_of_a_shard_while_one_is_in_flight_is_refused_and_lands_once_after_it() {
+    let lake = Lake::new();
+    let spec = windowed_spec(1024);
+    let (first_batch, second_batch) = (orders(0, 10), orders(10, 10));
+    pending_in_flight(&lake, &spec, &first_batch, 5).await;
+    let logs = test_support::logs::LogBuffer::new();
+    let refused = {
+        let _guard = logs.capture();
+        stream::persist_stream_batch(&spec, &second_batch, lake.deps()).await
+    };
+    // Reported at its first record, so the mapping retries it whole.
+    assert_eq!(refused.failures, [("orders-0".to_string(), "10".to_string())]);
+    assert_eq!(refused.records_written, 0);
+    assert!(!lake.dir.path().join("orders").exists(), "nothing written");
+    let text = logs.text();
+    for part in ["orders-0", "batch 10..19 refused", "batch 0..9 of the same shard", "ParallelizationFactor"] {
+        assert!(text.contains(part), "{part:?} not in {text}");
+    }
+    // The in-flight batch was not marked answered by the refused one.
+    let key = stream::checkpoint_key("orders", "orders", "orders-0");
+    let checkpoint = stream::read_checkpoint(&lake.store, &key).await.expect("checkpoint");
+    assert_eq!(checkpoint.pending.as_ref().map(|p| (p.first.as_str(), p.failed_at)), Some(("0", None)));
+
+    // A retry of the in-flight batch itself (same first record: a crash
+    // and redelivery) proceeds; then the refused one's retry lands.
+    for batch in [&first_batch, &second_batch] {
+        let done = stream::persist_stream_batch(&spec, batch, lake.deps()).await;
+        assert!(done.failures.is_empty(), "{done:?}");
+        assert_eq!(done.records_written, 10);
+    }
+    stream::close_windows(&spec, &["orders-0".to_string()], lake.deps()).await.expect("flush");
+    let expected: Vec<String> = (0..20).map(|i| format!("o-{i:05}")).collect();
+    let mut found = column_values(lake.dir.path(), "orders", "order_id");
+    found.sort();
+    assert_eq!(found, expected, "every order once");
+}
+
+#[tokio::test]
+async fn a_pending_batch_older_than_the_longest_invocation_is_given_up_not_in_flight() {
+    let lake = Lake::new();
+    let spec = windowed_spec(1024);
+    pending_in_flight(&lake, &spec, &orders(0, 10), stream::IN_FLIGHT_SECS + 1).await;
+    let next = stream::persist_stream_batch(&spec, &orders(10, 10), lake.deps()).await;
+    assert!(next.failures.is_empty(), "{next:?}");
+    assert_eq!(next.records_written, 10);
+    stream::close_windows(&spec, &["orders-0".to_string()], lake.deps()).await.expect("flush");
+    let expected: Vec<String> = (10..20).map(|i| format!("o-{i:05}")).collect();
+    assert_eq!(column_values(lake.dir.path(), "orders", "order_id"), expected);
+}
