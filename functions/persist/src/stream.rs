@@ -243,6 +243,10 @@ pub struct Window {
     /// Its close has begun: its count is fixed, no batch joins it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub closing: bool,
+    /// In a replay ([`crate::stream_replay`]): the original windows whose
+    /// first record is in it, whose rows its commit replaces.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaces: Vec<RunId>,
 }
 
 impl Window {
@@ -258,6 +262,7 @@ impl Window {
             opened: first.arrival,
             newest: first.arrival,
             closing: false,
+            replaces: Vec::new(),
         }
     }
 
@@ -312,8 +317,22 @@ pub async fn persist_stream_batch(spec: &StreamSpec, records: &[StreamRecord], d
         groups.entry(record.partition.as_str()).or_default().push(record);
     }
     let mut outcome = StreamOutcome::default();
+    // A replay in progress ([`crate::stream_replay`]): one GET per batch,
+    // of an Iceberg dataset only.
+    let replay = match crate::stream_replay::read_replay(spec, deps.store).await {
+        Ok(replay) => replay,
+        Err(err) => {
+            tracing::error!(error = %err, "the stream's replay record is unreadable; the batch is reported for retry");
+            outcome.failures = groups.iter().map(|(p, r)| (p.to_string(), r[0].sequence.clone())).collect();
+            return outcome;
+        }
+    };
     for (partition, records) in groups {
-        match persist_partition(spec, partition, &records, deps).await {
+        let done = match &replay {
+            Some(replay) => persist_replayed(spec, partition, &records, replay, deps).await,
+            None => persist_partition(spec, partition, &records, None, deps).await,
+        };
+        match done {
             Ok(done) => {
                 outcome.records_written += done.written;
                 outcome.records_skipped += done.skipped;
@@ -370,12 +389,34 @@ struct PartitionDone {
     poison: u64,
 }
 
+/// One partition's records in a replay: each segment between boundaries
+/// ([`crate::stream_replay::segments`]) a page of its own, in order; the
+/// first that fails stops the rest (reported at its first unwritten record).
+async fn persist_replayed(
+    spec: &StreamSpec,
+    partition: &str,
+    records: &[&StreamRecord],
+    replay: &crate::stream_replay::StreamReplay,
+    deps: Deps<'_>,
+) -> Result<PartitionDone, (String, PersistError)> {
+    let mut total = PartitionDone { written: 0, skipped: 0, poison: 0 };
+    for segment in crate::stream_replay::segments(replay, spec.source_name(), partition, records) {
+        let done = persist_partition(spec, partition, segment, Some(replay), deps).await?;
+        total.written += done.written;
+        total.skipped += done.skipped;
+        total.poison += done.poison;
+    }
+    Ok(total)
+}
+
 /// One partition's records: checkpoint, page of the shard's window,
-/// checkpoint, and the window closed when it is due.
+/// checkpoint, and the window closed when it is due (in a `replay`, only
+/// where a boundary allows, [`crate::stream_replay`]).
 async fn persist_partition(
     spec: &StreamSpec,
     partition: &str,
     records: &[&StreamRecord],
+    replay: Option<&crate::stream_replay::StreamReplay>,
     deps: Deps<'_>,
 ) -> Result<PartitionDone, (String, PersistError)> {
     let first_of_batch = records.first().map(|r| r.sequence.clone()).unwrap_or_default();
@@ -409,7 +450,12 @@ async fn persist_partition(
             .map_err(fail(&first.sequence))?;
         checkpoint.pending = None;
     }
-    close_window_if_due(spec, &key, &mut checkpoint, false, deps).await.map_err(fail(&first_of_batch))?;
+    let may_close =
+        replay.is_none_or(|r| fresh.first().is_some_and(|f| r.boundary_before(source, partition, &f.sequence)));
+    let token = replay.map(|r| r.token.as_str());
+    close_window_if_due(spec, &key, &mut checkpoint, Close { force: false, may_close, token }, deps)
+        .await
+        .map_err(fail(&first_of_batch))?;
     let (Some(first), Some(last)) = (fresh.first(), fresh.last()) else {
         if skipped > 0 {
             tracing::info!(partition, skipped, "a redelivered batch: every record is in the lake already");
@@ -420,6 +466,14 @@ async fn persist_partition(
         return Ok(PartitionDone { written: 0, skipped, poison: 0 });
     };
     let window = checkpoint.window.get_or_insert_with(|| Window::open(source, partition, first));
+    if let Some(replay) = replay {
+        // Written with the pending batch, so a retry finds them; a batch
+        // given up on leaves its originals replaced (its records are in
+        // the on-failure alert, to be put into the stream again).
+        window.replaces.extend(fresh.iter().filter_map(|r| replay.original_started_by(source, partition, &r.sequence)));
+        window.replaces.sort();
+        window.replaces.dedup();
+    }
     let (run_id, run_date, page) = (window.run_id.clone(), window.run_date, window.batches);
     checkpoint.pending = Some(PendingBatch {
         run_id: run_id.clone(),
@@ -454,7 +508,10 @@ async fn persist_partition(
     // The batch is in the lake and checkpointed: a window that fails to
     // close here is closed by the shard's next batch (or flush), so this
     // batch is not reported failed for it.
-    if let Err(err) = close_window_if_due(spec, &key, &mut checkpoint, false, deps).await {
+    let may_close = replay.is_none_or(|r| r.boundary_after(partition, &last.sequence));
+    if let Err(err) =
+        close_window_if_due(spec, &key, &mut checkpoint, Close { force: false, may_close, token }, deps).await
+    {
         tracing::warn!(partition, run_id = %run_id, error = %err, "the shard's window did not close; its next batch closes it");
     }
     emit_stream_metrics(spec, partition, fresh.len() as u64, batch.poison.len() as u64, last.arrival, deps);
@@ -543,28 +600,41 @@ async fn settle_pending(
                 opened: pending.last_arrival,
                 newest: pending.last_arrival,
                 closing: false,
+                replaces: Vec::new(),
             })
         }
     }
     Ok(())
 }
 
-/// Closes the shard's window when it is due ([`Window::is_due`]), is
-/// closing already (an attempt died part-way), or `force` says so (the
-/// local poller at the end of a run); never while a batch is pending (its
-/// page belongs to the window). Writes the checkpoint when it closes.
+/// When [`close_window_if_due`] may close a window.
+#[derive(Clone, Copy)]
+struct Close<'a> {
+    /// Close whatever the rule says (the local poller at the end of a run).
+    force: bool,
+    /// The rule may close it here (in a replay: at a boundary only).
+    may_close: bool,
+    /// The replay's token, in a replay.
+    token: Option<&'a str>,
+}
+
+/// Closes the shard's window when it is due ([`Window::is_due`]) and
+/// `close.may_close`, is closing already (an attempt died part-way), or
+/// `close.force` says so (the local poller at the end of a run); never
+/// while a batch is pending (its page belongs to the window). Writes the
+/// checkpoint when it closes.
 async fn close_window_if_due(
     spec: &StreamSpec,
     key: &str,
     checkpoint: &mut Checkpoint,
-    force: bool,
+    close: Close<'_>,
     deps: Deps<'_>,
 ) -> Result<bool, PersistError> {
     if checkpoint.pending.is_some() {
         return Ok(false);
     }
     let Some(window) = checkpoint.window.as_mut() else { return Ok(false) };
-    if !(window.closing || force || window.is_due(&spec.window)) {
+    if !(window.closing || close.force || (close.may_close && window.is_due(&spec.window))) {
         return Ok(false);
     }
     if window.batches > 0 {
@@ -575,7 +645,7 @@ async fn close_window_if_due(
             write_checkpoint(deps.store, key, checkpoint).await?;
         }
         if let Some(window) = &checkpoint.window {
-            close_window(spec, window, deps).await?;
+            close_window(spec, window, close.token, deps).await?;
         }
     }
     checkpoint.window = None;
@@ -592,7 +662,16 @@ async fn close_window_if_due(
 /// # Errors
 /// Store, coalescer and committer failures; a batch receipt missing
 /// ([`PersistError::Stream`] naming the run).
-async fn close_window(spec: &StreamSpec, window: &Window, deps: Deps<'_>) -> Result<(), PersistError> {
+///
+/// In a replay (`token`), a window holding original windows
+/// ([`Window::replaces`]) commits as their replacement
+/// ([`crate::coalesce::ReplayCommit`]).
+async fn close_window(
+    spec: &StreamSpec,
+    window: &Window,
+    token: Option<&str>,
+    deps: Deps<'_>,
+) -> Result<(), PersistError> {
     let expected = Expected {
         pipeline: spec.pipeline.clone(),
         run_id: window.run_id.clone(),
@@ -609,6 +688,8 @@ async fn close_window(spec: &StreamSpec, window: &Window, deps: Deps<'_>) -> Res
         tables: deps.tables,
         write: tributary_core::tables::RunWrite::of(&spec.target),
         bin_bytes: crate::coalesce::COALESCE_BELOW_BYTES,
+        replay: token
+            .map(|token| crate::coalesce::ReplayCommit { token: token.to_string(), replaces: window.replaces.clone() }),
     };
     let ledger = tributary_core::ledger::RunLedger { store: deps.store, events: deps.run_events };
     match ledger.complete_with(&spec.pipeline, &window.run_id, &coalescer).await? {
@@ -633,12 +714,14 @@ async fn close_window(spec: &StreamSpec, window: &Window, deps: Deps<'_>) -> Res
 /// [`PersistError`] from the store, the coalescer or the committer; the
 /// window stays closing and the next batch or flush finishes it.
 pub async fn close_windows(spec: &StreamSpec, partitions: &[String], deps: Deps<'_>) -> Result<u32, PersistError> {
+    let replay = crate::stream_replay::read_replay(spec, deps.store).await?;
+    let close = Close { force: true, may_close: true, token: replay.as_ref().map(|r| r.token.as_str()) };
     let mut closed = 0;
     for partition in partitions {
         let key = checkpoint_key(&spec.pipeline, spec.source_name(), partition);
         let mut checkpoint = read_checkpoint(deps.store, &key).await?;
         settle_pending(&spec.pipeline, &mut checkpoint, deps.store).await?;
-        if checkpoint.window.is_some() && close_window_if_due(spec, &key, &mut checkpoint, true, deps).await? {
+        if checkpoint.window.is_some() && close_window_if_due(spec, &key, &mut checkpoint, close, deps).await? {
             closed += 1;
         }
     }
