@@ -40,7 +40,13 @@
 //!
 //! The checkpoint is a high-water mark per shard, which holds while one
 //! batch per shard is in flight: `ParallelizationFactor` 1 (see
-//! `docs/streams.md` for what a higher factor costs).
+//! `docs/streams.md` for what a higher factor costs). A batch arriving
+//! while another of its shard is in flight ([`PendingBatch::in_flight`])
+//! is refused, naming both.
+//!
+//! In a replay ([`crate::stream_replay`]) a batch is split where original
+//! windows begin, and a window closes only there, committing as the
+//! replacement of the original windows it holds.
 //!
 //! Poison records (not base64, not gzip when said to be, not UTF-8 JSON,
 //! no pointer target) never fail the batch: they are quarantined with the
