@@ -103,9 +103,7 @@ impl Replay {
                 spec.target.write, spec.target.dataset
             )));
         }
-        let mut replaced = persist::stream_replay::window_runs(&spec.pipeline, store)
-            .await
-            .map_err(|err| StreamRunError::Source(format!("list the stream's window runs: {err}")))?;
+        let mut replaced = persist::stream_replay::window_runs(&spec.pipeline, store).await?;
         // A replay that stopped before its commit forgot the ledgers of the
         // runs whose rows the table still holds: its record names them.
         let record = record_key(spec);

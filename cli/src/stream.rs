@@ -347,6 +347,19 @@ pub enum StreamRunError {
     Port(#[from] PortError),
 }
 
+/// Persist's stream code shared with the local runtime
+/// ([`persist::stream_replay`]): a lake failure stays a lake failure
+/// ([`StreamRunError::Port`], retryable or not as the store said); any other
+/// refusal is told as Persist words it.
+impl From<persist::PersistError> for StreamRunError {
+    fn from(err: persist::PersistError) -> Self {
+        match err {
+            persist::PersistError::Store(err) => StreamRunError::Port(err),
+            other => StreamRunError::Source(other.to_string()),
+        }
+    }
+}
+
 /// Reads a stream spec file.
 ///
 /// # Errors
@@ -478,9 +491,7 @@ async fn open_shards(
 /// Iceberg table itself changes only at the replay's one snapshot,
 /// [`crate::kappa`]).
 async fn forget_stream_history(spec: &StreamSpec, store: &dyn ObjectStore) -> Result<(), StreamRunError> {
-    persist::stream_replay::forget_history(spec, store)
-        .await
-        .map_err(|err| StreamRunError::Source(format!("forget the stream's history: {err}")))
+    Ok(persist::stream_replay::forget_history(spec, store).await?)
 }
 
 #[cfg(feature = "aws")]
