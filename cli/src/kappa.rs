@@ -103,14 +103,7 @@ impl Replay {
                 spec.target.write, spec.target.dataset
             )));
         }
-        let prefix = format!("{}{}/s-", tributary_core::keys::RUNS_PREFIX, spec.pipeline);
-        let mut replaced: Vec<RunId> = store
-            .list(&prefix)
-            .await?
-            .iter()
-            .filter_map(|key| key.strip_prefix(tributary_core::keys::RUNS_PREFIX)?.split('/').nth(1))
-            .filter_map(|run| RunId::new(run).ok())
-            .collect();
+        let mut replaced = persist::stream_replay::window_runs(&spec.pipeline, store).await?;
         // A replay that stopped before its commit forgot the ledgers of the
         // runs whose rows the table still holds: its record names them.
         let record = record_key(spec);

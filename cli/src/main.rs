@@ -108,6 +108,14 @@ enum Command {
         /// Replace another pipeline's spec for the same stream.
         #[arg(long)]
         replace: bool,
+        /// Begin a Kappa replay of the pipeline (docs/streams.md, "Replay
+        /// on AWS"): records the original windows an Iceberg dataset's
+        /// replayed windows replace, one `overwrite` snapshot each, and
+        /// forgets the stream's checkpoints; then create a new event source
+        /// mapping at TRIM_HORIZON or AT_TIMESTAMP. Refused while a batch
+        /// is in flight: disable the live mapping first.
+        #[arg(long)]
+        replay: bool,
     },
     /// Start runs of a pipeline on a deployed stack, now or for past times:
     /// sends run triggers to its orchestrator queue (`OrchestratorQueueUrl`
@@ -621,7 +629,9 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             Ok(exit_code(&summaries))
         }
         Command::DeploySchedules { dir, stack, dry_run } => deploy_schedules(&dir, &stack, dry_run).await,
-        Command::DeployStream { spec, stack, dry_run, replace } => deploy_stream(&spec, &stack, dry_run, replace).await,
+        Command::DeployStream { spec, stack, dry_run, replace, replay } => {
+            deploy_stream(&spec, &stack, dry_run, replace, replay).await
+        }
         Command::Trigger { spec: path, stack, scheduled_at, backfill, replace } => {
             let spec = load_spec(&path)?;
             let times = backfill.times(&spec, scheduled_at)?;
@@ -912,7 +922,13 @@ async fn deploy_schedules(dir: &Path, stack: &str, dry_run: bool) -> anyhow::Res
 }
 
 #[cfg(feature = "aws")]
-async fn deploy_stream(path: &Path, stack: &str, dry_run: bool, replace: bool) -> anyhow::Result<ExitCode> {
+async fn deploy_stream(
+    path: &Path,
+    stack: &str,
+    dry_run: bool,
+    replace: bool,
+    replay: bool,
+) -> anyhow::Result<ExitCode> {
     // The spec is read and checked before the SDK is even configured.
     let spec = load_stream_spec_for_deploy(path)?;
     let key = persist::stream::spec_key(spec.source_name());
@@ -920,16 +936,29 @@ async fn deploy_stream(path: &Path, stack: &str, dry_run: bool, replace: bool) -
     let bucket = connected.lake_bucket()?.to_string();
     if dry_run {
         out!("would upload {} (pipeline {}) to s3://{bucket}/{key}", path.display(), spec.pipeline)?;
+        if replay {
+            let record = persist::stream_replay::replay_key(&spec.pipeline, spec.source_name());
+            out!("would begin a replay: s3://{bucket}/{record}, the stream's checkpoints and window ledgers removed")?;
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let store = tributary::aws::s3_store(&bucket, "").await?;
     let outcome = tributary::stream_specs::upload_spec(&spec, &store, replace).await?;
     out!("s3://{bucket}/{key}: {outcome} (pipeline {}, dataset {})", spec.pipeline, spec.target.dataset)?;
+    if replay {
+        out_raw!("{}", tributary::stream_specs::begin_replay(&spec, &store, chrono::Utc::now()).await?)?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(not(feature = "aws"))]
-async fn deploy_stream(path: &Path, _stack: &str, _dry_run: bool, _replace: bool) -> anyhow::Result<ExitCode> {
+async fn deploy_stream(
+    path: &Path,
+    _stack: &str,
+    _dry_run: bool,
+    _replace: bool,
+    _replay: bool,
+) -> anyhow::Result<ExitCode> {
     // The spec is still checked, so it can be validated anywhere.
     let spec = load_stream_spec_for_deploy(path)?;
     anyhow::bail!(

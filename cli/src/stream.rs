@@ -347,6 +347,19 @@ pub enum StreamRunError {
     Port(#[from] PortError),
 }
 
+/// Persist's stream code shared with the local runtime
+/// ([`persist::stream_replay`]): a lake failure stays a lake failure
+/// ([`StreamRunError::Port`], retryable or not as the store said); any other
+/// refusal is told as Persist words it.
+impl From<persist::PersistError> for StreamRunError {
+    fn from(err: persist::PersistError) -> Self {
+        match err {
+            persist::PersistError::Store(err) => StreamRunError::Port(err),
+            other => StreamRunError::Source(other.to_string()),
+        }
+    }
+}
+
 /// Reads a stream spec file.
 ///
 /// # Errors
@@ -472,29 +485,13 @@ async fn open_shards(
     Ok(open)
 }
 
-/// A Kappa replay's first step: the pipeline's stream files in the
-/// dataset folder (`<pipeline>-s-*.parquet`, the keys
-/// [`persist::stream::stream_run_id`] derives: a Parquet dataset's files,
-/// an Iceberg dataset's staged files), their runs' ledgers and the shard
-/// checkpoints are removed, so the stream read again from TRIM_HORIZON
-/// writes the dataset anew (an Iceberg table itself changes only at the
-/// replay's one snapshot, [`crate::kappa`]).
+/// A Kappa replay's first step ([`persist::stream_replay::forget_history`]):
+/// the pipeline's stream files, window ledgers and checkpoints removed, so
+/// the stream read again from TRIM_HORIZON writes the dataset anew (an
+/// Iceberg table itself changes only at the replay's one snapshot,
+/// [`crate::kappa`]).
 async fn forget_stream_history(spec: &StreamSpec, store: &dyn ObjectStore) -> Result<(), StreamRunError> {
-    let own_file = format!("{}-s-", spec.pipeline);
-    let mut doomed: Vec<String> = store
-        .list(&format!("{}/", spec.target.dataset))
-        .await?
-        .into_iter()
-        .filter(|key| key.rsplit('/').next().is_some_and(|name| name.starts_with(&own_file)))
-        .collect();
-    doomed.extend(store.list(&format!("{}{}/s-", tributary_core::keys::RUNS_PREFIX, spec.pipeline)).await?);
-    doomed.extend(
-        store.list(&format!("{}{}/{}/", persist::stream::STREAMS_PREFIX, spec.pipeline, spec.source_name())).await?,
-    );
-    for key in doomed {
-        store.delete(&key).await?;
-    }
-    Ok(())
+    Ok(persist::stream_replay::forget_history(spec, store).await?)
 }
 
 #[cfg(feature = "aws")]

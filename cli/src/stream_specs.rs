@@ -112,6 +112,40 @@ impl std::fmt::Display for Uploaded {
     }
 }
 
+/// Begins a Kappa replay of `spec`'s stream in the lake `store` at `now`
+/// ([`persist::stream_replay::begin`]) and says what to do next: the
+/// text names the replay's token and what it replaces, and the event source
+/// mapping to create.
+///
+/// # Errors
+/// As [`persist::stream_replay::begin`]: `target.write` not `append` for
+/// an Iceberg dataset, a batch in flight (the live mapping still running),
+/// store failures.
+pub async fn begin_replay(
+    spec: &StreamSpec,
+    store: &dyn ObjectStore,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<String, persist::PersistError> {
+    let replay = persist::stream_replay::begin(spec, store, now).await?;
+    let next = "now create a new event source mapping on Persist at TRIM_HORIZON (or AT_TIMESTAMP) with the \
+                 stack's settings; it is the live mapping once it reaches the tip";
+    Ok(match replay {
+        Some(replay) => format!(
+            "replay {} of pipeline {} begun: {} original windows of {} shard(s) to replace, one overwrite snapshot \
+             per replayed window; {next}\n",
+            replay.token,
+            spec.pipeline,
+            replay.replaced.len(),
+            replay.through.len()
+        ),
+        None => format!(
+            "replay of pipeline {} begun: its Parquet files and checkpoints are removed, readers see the rows \
+             replayed so far; {next}\n",
+            spec.pipeline
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +174,26 @@ mod tests {
         let kept: serde_json::Value =
             serde_json::from_slice(&store.get("_streams/_specs/orders.json").await.expect("spec")).expect("json");
         assert_eq!(kept["pipeline"], "orders-v2");
+    }
+
+    #[tokio::test]
+    async fn a_replay_begins_in_the_lake_and_says_which_mapping_to_create() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = adapters::local::DirStore::new(dir.path());
+        let iceberg = StreamSpec::from_yaml(
+            "version: 1\npipeline: orders\nsource: { kind: kafka, topic: orders }\ntarget: { dataset: orders, table_format: iceberg }\n",
+        )
+        .expect("valid spec");
+        let now = chrono::DateTime::from_timestamp(1_764_583_200, 0).expect("time");
+        let text = begin_replay(&iceberg, &store, now).await.expect("begun");
+        assert!(
+            text.starts_with("replay kappa-20251201T100000Z of pipeline orders begun: 0 original windows"),
+            "{text}"
+        );
+        assert!(text.contains("new event source mapping"), "{text}");
+        let record = persist::stream_replay::replay_key("orders", "orders");
+        assert!(store.get(&record).await.is_ok(), "the replay is recorded at {record}");
+        let text = begin_replay(&spec("orders", 100), &store, now).await.expect("begun");
+        assert!(text.contains("Parquet files and checkpoints are removed"), "{text}");
     }
 }

@@ -173,7 +173,9 @@ pub trait TableCommitter: Send + Sync {
     /// staged files. Idempotent: when a snapshot of the run exists,
     /// returns it and writes nothing. A re-run ([`RunFiles::rerun`]) is
     /// committed when no snapshot names its token: the run's rows in the
-    /// table replaced as [`TableCommitter::replay_run`] does.
+    /// table replaced as [`TableCommitter::replay_run`] does. A re-run
+    /// with [`RunFiles::replaces`] (a replayed stream window) replaces
+    /// those runs' rows whether or not its own run has a snapshot.
     ///
     /// # Errors
     /// [`PortError::Transient`] while another completion holds the run's

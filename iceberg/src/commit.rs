@@ -266,6 +266,9 @@ impl IcebergCommitter {
             (PIPELINE_PROPERTY.to_string(), run.pipeline.clone()),
         ]);
         properties.insert(marker.0.to_string(), marker.1.to_string());
+        if !run.replaces.is_empty() {
+            properties.insert(REPLAY_PROPERTY.to_string(), "true".to_string());
+        }
         let mut attempt = 1;
         loop {
             let change = match &run.write {
@@ -392,8 +395,12 @@ impl IcebergCommitter {
     async fn commit_claimed(&self, ident: &TableIdent, run: &RunFiles) -> Result<CommittedRun, PortError> {
         let target = ident.to_string();
         if let Some(token) = &run.rerun {
+            // A re-run of a committed run, or a stream window of a replay
+            // (`replaces`: the original windows it re-derives): the rows
+            // replaced in one snapshot naming the token.
             let table = self.catalog.load_table(ident).await.ok();
-            if table.is_some_and(|table| find_snapshot(&table, &run.clone().with_rerun(None)).is_some()) {
+            let replaces = !run.replaces.is_empty();
+            if table.is_some_and(|table| replaces || find_snapshot(&table, &run.clone().with_rerun(None)).is_some()) {
                 let done = self.replace_run(run, (RERUN_PROPERTY, token)).await?;
                 tracing::info!(snapshot_id = done.snapshot_id, token, "the re-run replaced the run's rows");
                 return Ok(done);

@@ -164,6 +164,24 @@ pub struct RunCoalescer<'a> {
     /// order, into coalesced files of less than this many bytes of page
     /// files each ([`COALESCE_BELOW_BYTES`] in production).
     pub bin_bytes: u64,
+    /// A stream window of a replay on AWS ([`crate::stream_replay`]): its
+    /// Iceberg commit replaces the rows of the original windows it
+    /// re-derives, in one `overwrite` snapshot naming the replay. `None`:
+    /// every other run.
+    pub replay: Option<ReplayCommit>,
+}
+
+/// How a replayed stream window commits ([`RunCoalescer::replay`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplayCommit {
+    /// The replay's token (`tributary.rerun` of its snapshots): a snapshot
+    /// of the window's run naming it is the window committed, so a close
+    /// delivered again commits nothing twice.
+    pub token: String,
+    /// The original window runs whose rows (`_tributary_run_id`) the
+    /// window's commit removes; empty: the window re-derives none (records
+    /// newer than the replay's start), and commits as any window does.
+    pub replaces: Vec<RunId>,
 }
 
 #[async_trait::async_trait]
@@ -404,7 +422,10 @@ impl RunCoalescer<'_> {
         for receipt in receipts {
             by_dataset.entry(&receipt.dataset).or_default().extend(receipt.data_keys.iter().cloned());
         }
-        let rerun = tributary_core::rerun::reopened_token(self.store, &first.pipeline, &first.run_id).await?;
+        let (rerun, replaces) = match &self.replay {
+            Some(replay) if !replay.replaces.is_empty() => (None, Some(replay)),
+            _ => (tributary_core::rerun::reopened_token(self.store, &first.pipeline, &first.run_id).await?, None),
+        };
         let mut files = Vec::new();
         for (dataset, keys) in by_dataset {
             if keys.is_empty() {
@@ -417,9 +438,12 @@ impl RunCoalescer<'_> {
                     "target.table_format is iceberg but this Persist has no table committer",
                 ));
             };
-            let run = RunFiles::new(dataset, &first.pipeline, &first.run_id, &keys)
+            let mut run = RunFiles::new(dataset, &first.pipeline, &first.run_id, &keys)
                 .with_write(self.write.clone())
                 .with_rerun(rerun.clone());
+            if let Some(replay) = replaces {
+                run = run.with_rerun(Some(replay.token.clone())).with_replaces(replay.replaces.clone());
+            }
             files.extend(tables.commit_run(&run).await?.files);
         }
         if let Some(token) = &rerun {
@@ -480,6 +504,7 @@ pub async fn recoalesce_run(
         tables: None,
         write: RunWrite::Append,
         bin_bytes: COALESCE_BELOW_BYTES,
+        replay: None,
     }
     .compact(&receipts)
     .await?;

@@ -330,6 +330,7 @@ impl<'a> PageContext<'a> {
             tables: self.deps.tables,
             write: tributary_core::tables::RunWrite::of(&self.message.target),
             bin_bytes: crate::coalesce::COALESCE_BELOW_BYTES,
+            replay: None,
         };
         let completion = ledger::RunLedger { store: self.deps.store, events: self.deps.run_events }
             .record_page(&receipt, Some(&coalescer))

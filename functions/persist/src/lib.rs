@@ -36,6 +36,7 @@ pub mod page;
 pub mod publish;
 mod source;
 pub mod stream;
+pub mod stream_replay;
 mod table;
 mod tenancy;
 

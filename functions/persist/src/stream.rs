@@ -40,7 +40,13 @@
 //!
 //! The checkpoint is a high-water mark per shard, which holds while one
 //! batch per shard is in flight: `ParallelizationFactor` 1 (see
-//! `docs/streams.md` for what a higher factor costs).
+//! `docs/streams.md` for what a higher factor costs). A batch arriving
+//! while another of its shard is in flight ([`PendingBatch::in_flight`])
+//! is refused, naming both.
+//!
+//! In a replay ([`crate::stream_replay`]) a batch is split where original
+//! windows begin, and a window closes only there, committing as the
+//! replacement of the original windows it holds.
 //!
 //! Poison records (not base64, not gzip when said to be, not UTF-8 JSON,
 //! no pointer target) never fail the batch: they are quarantined with the
@@ -191,6 +197,32 @@ pub struct PendingBatch {
     pub records: u64,
     /// When its last record reached the stream.
     pub last_arrival: DateTime<Utc>,
+    /// When the invocation writing it started it (the writer's clock;
+    /// absent in checkpoints written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
+    /// When that invocation answered that it failed (its batch is then
+    /// retried or given up on by the event source mapping, not in flight).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_at: Option<DateTime<Utc>>,
+}
+
+/// How long a pending batch whose invocation has not answered counts as
+/// in flight: Lambda's maximum function timeout, 900 s ("Lambda quotas":
+/// function timeout, 900 seconds (15 minutes)), so the bound holds
+/// whatever `Timeout` the stack gives Persist (300 s in
+/// `infra/template.yaml`). An invocation older than this has ended,
+/// whether or not it could say so.
+pub const IN_FLIGHT_SECS: i64 = 900;
+
+impl PendingBatch {
+    /// Whether its invocation may still be running at `now`: started less
+    /// than [`IN_FLIGHT_SECS`] ago and not answered as failed. A batch of
+    /// the same shard with another first record arriving meanwhile is a
+    /// second batch in flight: `ParallelizationFactor` above 1.
+    pub fn in_flight(&self, now: DateTime<Utc>) -> bool {
+        self.failed_at.is_none() && self.started_at.is_some_and(|t| (now - t).num_seconds() < IN_FLIGHT_SECS)
+    }
 }
 
 /// A shard's window: the batches recorded as pages of one run, coalesced
@@ -217,6 +249,10 @@ pub struct Window {
     /// Its close has begun: its count is fixed, no batch joins it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub closing: bool,
+    /// In a replay ([`crate::stream_replay`]): the original windows whose
+    /// first record is in it, whose rows its commit replaces.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaces: Vec<RunId>,
 }
 
 impl Window {
@@ -232,6 +268,7 @@ impl Window {
             opened: first.arrival,
             newest: first.arrival,
             closing: false,
+            replaces: Vec::new(),
         }
     }
 
@@ -286,8 +323,22 @@ pub async fn persist_stream_batch(spec: &StreamSpec, records: &[StreamRecord], d
         groups.entry(record.partition.as_str()).or_default().push(record);
     }
     let mut outcome = StreamOutcome::default();
+    // A replay in progress ([`crate::stream_replay`]): one GET per batch,
+    // of an Iceberg dataset only.
+    let replay = match crate::stream_replay::read_replay(spec, deps.store).await {
+        Ok(replay) => replay,
+        Err(err) => {
+            tracing::error!(error = %err, "the stream's replay record is unreadable; the batch is reported for retry");
+            outcome.failures = groups.iter().map(|(p, r)| (p.to_string(), r[0].sequence.clone())).collect();
+            return outcome;
+        }
+    };
     for (partition, records) in groups {
-        match persist_partition(spec, partition, &records, deps).await {
+        let done = match &replay {
+            Some(replay) => persist_replayed(spec, partition, &records, replay, deps).await,
+            None => persist_partition(spec, partition, &records, None, deps).await,
+        };
+        match done {
             Ok(done) => {
                 outcome.records_written += done.written;
                 outcome.records_skipped += done.skipped;
@@ -295,11 +346,47 @@ pub async fn persist_stream_batch(spec: &StreamSpec, records: &[StreamRecord], d
             }
             Err((first_unwritten, err)) => {
                 tracing::error!(partition, first_unwritten, error = %err, "stream batch not written; reported for retry");
+                mark_failed(spec, partition, &first_unwritten, deps.store).await;
                 outcome.failures.push((partition.to_string(), first_unwritten));
             }
         }
     }
     outcome
+}
+
+/// The refusal of a batch that arrived while `pending`, another batch of
+/// the same shard, is in flight: two batches of one shard at once, which
+/// the checkpoint (a high-water mark) cannot take.
+fn overlapping_batch(partition: &str, pending: &PendingBatch, first: &str, last: &str) -> PersistError {
+    let since = pending.started_at.map_or_else(|| "?".into(), |t| t.to_rfc3339());
+    PersistError::Stream {
+        field: partition.to_string(),
+        problem: format!(
+            "batch {first}..{last} refused: batch {}..{} of the same shard has been in flight since {since}; two \
+             batches of one shard at once mean the event source mapping's ParallelizationFactor is above 1, and \
+             the shard's checkpoint holds only at ParallelizationFactor 1: set it to 1. This batch is retried by \
+             the mapping (and goes to its on-failure destination, alerted, if its retries run out)",
+            pending.first, pending.last
+        ),
+    }
+}
+
+/// After a partition failed at `first_unwritten`: its pending batch, when it
+/// is this invocation's (same first record), is marked answered
+/// ([`PendingBatch::failed_at`]), so the shard's next batch does not take
+/// it for one in flight. Best effort: a mark that cannot be written leaves
+/// the next batch waiting [`IN_FLIGHT_SECS`] at most.
+async fn mark_failed(spec: &StreamSpec, partition: &str, first_unwritten: &str, store: &dyn ObjectStore) {
+    let key = checkpoint_key(&spec.pipeline, spec.source_name(), partition);
+    let Ok(mut checkpoint) = read_checkpoint(store, &key).await else { return };
+    let Some(pending) = checkpoint.pending.as_mut() else { return };
+    if pending.first != first_unwritten || pending.failed_at.is_some() {
+        return;
+    }
+    pending.failed_at = Some(Utc::now());
+    if let Err(err) = write_checkpoint(store, &key, &checkpoint).await {
+        tracing::warn!(partition, error = %err, "the failed batch could not be marked answered");
+    }
 }
 
 struct PartitionDone {
@@ -308,12 +395,34 @@ struct PartitionDone {
     poison: u64,
 }
 
+/// One partition's records in a replay: each segment between boundaries
+/// ([`crate::stream_replay::segments`]) a page of its own, in order; the
+/// first that fails stops the rest (reported at its first unwritten record).
+async fn persist_replayed(
+    spec: &StreamSpec,
+    partition: &str,
+    records: &[&StreamRecord],
+    replay: &crate::stream_replay::StreamReplay,
+    deps: Deps<'_>,
+) -> Result<PartitionDone, (String, PersistError)> {
+    let mut total = PartitionDone { written: 0, skipped: 0, poison: 0 };
+    for segment in crate::stream_replay::segments(replay, spec.source_name(), partition, records) {
+        let done = persist_partition(spec, partition, segment, Some(replay), deps).await?;
+        total.written += done.written;
+        total.skipped += done.skipped;
+        total.poison += done.poison;
+    }
+    Ok(total)
+}
+
 /// One partition's records: checkpoint, page of the shard's window,
-/// checkpoint, and the window closed when it is due.
+/// checkpoint, and the window closed when it is due (in a `replay`, only
+/// where a boundary allows, [`crate::stream_replay`]).
 async fn persist_partition(
     spec: &StreamSpec,
     partition: &str,
     records: &[&StreamRecord],
+    replay: Option<&crate::stream_replay::StreamReplay>,
     deps: Deps<'_>,
 ) -> Result<PartitionDone, (String, PersistError)> {
     let first_of_batch = records.first().map(|r| r.sequence.clone()).unwrap_or_default();
@@ -332,16 +441,27 @@ async fn persist_partition(
         .filter(|r| checkpoint.through.as_deref().is_none_or(|t| sequence_cmp(&r.sequence, t).is_gt()))
         .collect();
     let skipped = (records.len() - fresh.len()) as u64;
-    if let (Some(pending), Some(first)) = (&checkpoint.pending, fresh.first())
+    if let (Some(pending), Some(first), Some(last)) = (&checkpoint.pending, fresh.first(), fresh.last())
         && pending.first != first.sequence
     {
+        if pending.in_flight(Utc::now()) {
+            return Err((
+                first.sequence.clone(),
+                overlapping_batch(partition, pending, &first.sequence, &last.sequence),
+            ));
+        }
         tracing::warn!(partition, abandoned = %pending.run_id, page = pending.page, from = %pending.first, "an unfinished batch was not retried (retries exhausted or records expired); it went to the on-failure destination");
         drop_abandoned_batch(spec, pending, checkpoint.window.as_ref(), deps.store)
             .await
             .map_err(fail(&first.sequence))?;
         checkpoint.pending = None;
     }
-    close_window_if_due(spec, &key, &mut checkpoint, false, deps).await.map_err(fail(&first_of_batch))?;
+    let may_close =
+        replay.is_none_or(|r| fresh.first().is_some_and(|f| r.boundary_before(source, partition, &f.sequence)));
+    let token = replay.map(|r| r.token.as_str());
+    close_window_if_due(spec, &key, &mut checkpoint, Close { force: false, may_close, token }, deps)
+        .await
+        .map_err(fail(&first_of_batch))?;
     let (Some(first), Some(last)) = (fresh.first(), fresh.last()) else {
         if skipped > 0 {
             tracing::info!(partition, skipped, "a redelivered batch: every record is in the lake already");
@@ -352,6 +472,14 @@ async fn persist_partition(
         return Ok(PartitionDone { written: 0, skipped, poison: 0 });
     };
     let window = checkpoint.window.get_or_insert_with(|| Window::open(source, partition, first));
+    if let Some(replay) = replay {
+        // Written with the pending batch, so a retry finds them; a batch
+        // given up on leaves its originals replaced (its records are in
+        // the on-failure alert, to be put into the stream again).
+        window.replaces.extend(fresh.iter().filter_map(|r| replay.original_started_by(source, partition, &r.sequence)));
+        window.replaces.sort();
+        window.replaces.dedup();
+    }
     let (run_id, run_date, page) = (window.run_id.clone(), window.run_date, window.batches);
     checkpoint.pending = Some(PendingBatch {
         run_id: run_id.clone(),
@@ -360,6 +488,8 @@ async fn persist_partition(
         last: last.sequence.clone(),
         records: fresh.len() as u64,
         last_arrival: last.arrival,
+        started_at: Some(Utc::now()),
+        failed_at: None,
     });
     write_checkpoint(deps.store, &key, &checkpoint).await.map_err(fail(&first.sequence))?;
 
@@ -384,7 +514,10 @@ async fn persist_partition(
     // The batch is in the lake and checkpointed: a window that fails to
     // close here is closed by the shard's next batch (or flush), so this
     // batch is not reported failed for it.
-    if let Err(err) = close_window_if_due(spec, &key, &mut checkpoint, false, deps).await {
+    let may_close = replay.is_none_or(|r| r.boundary_after(partition, &last.sequence));
+    if let Err(err) =
+        close_window_if_due(spec, &key, &mut checkpoint, Close { force: false, may_close, token }, deps).await
+    {
         tracing::warn!(partition, run_id = %run_id, error = %err, "the shard's window did not close; its next batch closes it");
     }
     emit_stream_metrics(spec, partition, fresh.len() as u64, batch.poison.len() as u64, last.arrival, deps);
@@ -473,28 +606,41 @@ async fn settle_pending(
                 opened: pending.last_arrival,
                 newest: pending.last_arrival,
                 closing: false,
+                replaces: Vec::new(),
             })
         }
     }
     Ok(())
 }
 
-/// Closes the shard's window when it is due ([`Window::is_due`]), is
-/// closing already (an attempt died part-way), or `force` says so (the
-/// local poller at the end of a run); never while a batch is pending (its
-/// page belongs to the window). Writes the checkpoint when it closes.
+/// When [`close_window_if_due`] may close a window.
+#[derive(Clone, Copy)]
+struct Close<'a> {
+    /// Close whatever the rule says (the local poller at the end of a run).
+    force: bool,
+    /// The rule may close it here (in a replay: at a boundary only).
+    may_close: bool,
+    /// The replay's token, in a replay.
+    token: Option<&'a str>,
+}
+
+/// Closes the shard's window when it is due ([`Window::is_due`]) and
+/// `close.may_close`, is closing already (an attempt died part-way), or
+/// `close.force` says so (the local poller at the end of a run); never
+/// while a batch is pending (its page belongs to the window). Writes the
+/// checkpoint when it closes.
 async fn close_window_if_due(
     spec: &StreamSpec,
     key: &str,
     checkpoint: &mut Checkpoint,
-    force: bool,
+    close: Close<'_>,
     deps: Deps<'_>,
 ) -> Result<bool, PersistError> {
     if checkpoint.pending.is_some() {
         return Ok(false);
     }
     let Some(window) = checkpoint.window.as_mut() else { return Ok(false) };
-    if !(window.closing || force || window.is_due(&spec.window)) {
+    if !(window.closing || close.force || (close.may_close && window.is_due(&spec.window))) {
         return Ok(false);
     }
     if window.batches > 0 {
@@ -505,7 +651,7 @@ async fn close_window_if_due(
             write_checkpoint(deps.store, key, checkpoint).await?;
         }
         if let Some(window) = &checkpoint.window {
-            close_window(spec, window, deps).await?;
+            close_window(spec, window, close.token, deps).await?;
         }
     }
     checkpoint.window = None;
@@ -522,7 +668,16 @@ async fn close_window_if_due(
 /// # Errors
 /// Store, coalescer and committer failures; a batch receipt missing
 /// ([`PersistError::Stream`] naming the run).
-async fn close_window(spec: &StreamSpec, window: &Window, deps: Deps<'_>) -> Result<(), PersistError> {
+///
+/// In a replay (`token`), a window holding original windows
+/// ([`Window::replaces`]) commits as their replacement
+/// ([`crate::coalesce::ReplayCommit`]).
+async fn close_window(
+    spec: &StreamSpec,
+    window: &Window,
+    token: Option<&str>,
+    deps: Deps<'_>,
+) -> Result<(), PersistError> {
     let expected = Expected {
         pipeline: spec.pipeline.clone(),
         run_id: window.run_id.clone(),
@@ -539,6 +694,8 @@ async fn close_window(spec: &StreamSpec, window: &Window, deps: Deps<'_>) -> Res
         tables: deps.tables,
         write: tributary_core::tables::RunWrite::of(&spec.target),
         bin_bytes: crate::coalesce::COALESCE_BELOW_BYTES,
+        replay: token
+            .map(|token| crate::coalesce::ReplayCommit { token: token.to_string(), replaces: window.replaces.clone() }),
     };
     let ledger = tributary_core::ledger::RunLedger { store: deps.store, events: deps.run_events };
     match ledger.complete_with(&spec.pipeline, &window.run_id, &coalescer).await? {
@@ -563,12 +720,14 @@ async fn close_window(spec: &StreamSpec, window: &Window, deps: Deps<'_>) -> Res
 /// [`PersistError`] from the store, the coalescer or the committer; the
 /// window stays closing and the next batch or flush finishes it.
 pub async fn close_windows(spec: &StreamSpec, partitions: &[String], deps: Deps<'_>) -> Result<u32, PersistError> {
+    let replay = crate::stream_replay::read_replay(spec, deps.store).await?;
+    let close = Close { force: true, may_close: true, token: replay.as_ref().map(|r| r.token.as_str()) };
     let mut closed = 0;
     for partition in partitions {
         let key = checkpoint_key(&spec.pipeline, spec.source_name(), partition);
         let mut checkpoint = read_checkpoint(deps.store, &key).await?;
         settle_pending(&spec.pipeline, &mut checkpoint, deps.store).await?;
-        if checkpoint.window.is_some() && close_window_if_due(spec, &key, &mut checkpoint, true, deps).await? {
+        if checkpoint.window.is_some() && close_window_if_due(spec, &key, &mut checkpoint, close, deps).await? {
             closed += 1;
         }
     }

@@ -8,41 +8,48 @@
 //! redelivered. Every record lands exactly once: pyarrow and DuckDB count
 //! 49,998 distinct keys; the poison records are quarantined with reasons;
 //! no file holds less than `window.bytes` of batch files but each shard's
-//! tail. Then a Kappa replay from TRIM_HORIZON gives the same table.
+//! tail. The same stream through the same crashes into an Iceberg copy of
+//! the dataset: pyiceberg and DuckDB (`iceberg_scan`) count 49,998 rows and
+//! distinct keys. Then a Kappa replay from TRIM_HORIZON gives the same
+//! table.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use aws_sdk_kinesis::primitives::Blob;
 use aws_sdk_kinesis::types::PutRecordsRequestEntry;
 use serde_json::{Value, json};
 
 use adapters::aws::KinesisReader;
-use adapters::local::{Broker, DirStore};
+use adapters::local::{Broker, DirCatalog, DirStore};
 use contracts::stream::StreamSpec;
 use persist::{Deps, PersistConfig};
 use test_support::crash::FlakyWrites;
-use tributary::stream::{PollOptions, poll};
+use tributary::stream::{PollOptions, PollReport, poll};
 use tributary_core::ports::ObjectStore;
 use tributary_core::streams::{StreamPosition, StreamReader};
 use tributary_e2e::emulator::reset_emulator;
-use tributary_e2e::readers::python;
+use tributary_e2e::readers::{duckdb_iceberg_python, python};
+
+use crate::iceberg::{READ, READ_DUCKDB, read_tables};
 
 const RECORDS: u64 = 50_000;
 const POISON: [u64; 2] = [1_234, 40_000];
 
-fn spec() -> StreamSpec {
-    StreamSpec::from_yaml(
+/// The pipeline, into a dataset of `table_format` (`parquet` or `iceberg`).
+fn spec(table_format: &str) -> StreamSpec {
+    StreamSpec::from_yaml(&format!(
         "version: 1
 pipeline: clicks
-source: { kind: kinesis, stream: clicks, starting_position: TRIM_HORIZON }
-batching: { batch_size: 2000, batch_window_secs: 0, maximum_retry_attempts: 5, bisect_on_error: true }
-window: { bytes: 40000 }
-target: { dataset: clicks }
-",
-    )
+source: {{ kind: kinesis, stream: clicks, starting_position: TRIM_HORIZON }}
+batching: {{ batch_size: 2000, batch_window_secs: 0, maximum_retry_attempts: 5, bisect_on_error: true }}
+window: {{ bytes: 40000 }}
+target: {{ dataset: clicks, table_format: {table_format} }}
+"
+    ))
     .expect("spec")
 }
 
@@ -146,6 +153,40 @@ fn quarantined(lake: &Path) -> Vec<Value> {
     out
 }
 
+/// Lands the whole stream in `store`'s lake through the crashes and the
+/// redelivery: a batch dies after its files, before its page receipt;
+/// another completes and the consumer dies before its checkpoint moves; the
+/// consumer dies after 3 batches a shard and starts again from its
+/// checkpoints; then the first 2,000 records of a shard are delivered again
+/// (as a mapping that lost its position would send them) and nothing is
+/// written. Returns the poll after the restart and how long it took.
+async fn land_through_crashes(
+    spec: &StreamSpec,
+    reader: &KinesisReader,
+    deps: Deps<'_>,
+    store: &FlakyWrites<DirStore>,
+) -> (PollReport, Duration) {
+    store.fail("/page-", 4, 1);
+    store.fail("_streams/clicks/clicks/shardId-000000000001.json", 5, 1);
+    let died = poll(spec, reader, deps, PollOptions { follow: false, max_batches_per_shard: Some(3) })
+        .await
+        .expect("first poll");
+    assert!(died.records_written() < RECORDS, "{died:?}");
+    let started = Instant::now();
+    let rest = poll(spec, reader, deps, PollOptions::default()).await.expect("second poll");
+    let elapsed = started.elapsed();
+    assert_eq!(store.failed(), 2, "both crashes happened");
+    let retries: u64 = died.shards.values().chain(rest.shards.values()).map(|s| s.retries).sum();
+    assert!(retries >= 2, "each crash is a retried batch: {died:?} {rest:?}");
+    assert_eq!(died.on_failure() + rest.on_failure(), 0);
+
+    let again = reader.read("clicks", "shardId-000000000000", &StreamPosition::TrimHorizon, 2_000).await.expect("read");
+    let outcome = persist::stream::persist_stream_batch(spec, &again.records, deps).await;
+    assert!(outcome.failures.is_empty());
+    assert_eq!((outcome.records_written, outcome.records_skipped), (0, again.records.len() as u64));
+    (rest, elapsed)
+}
+
 #[tokio::test]
 async fn kinesis_on_moto_lands_every_record_exactly_once_through_crashes_and_redelivery() {
     let emulator = reset_emulator().await;
@@ -157,26 +198,10 @@ async fn kinesis_on_moto_lands_every_record_exactly_once_through_crashes_and_red
 
     let lake = tempfile::tempdir().expect("tempdir");
     let store = FlakyWrites::new(DirStore::new(lake.path()));
-    // A batch dies after its files, before its page receipt.
-    store.fail("/page-", 4, 1);
-    // Another completes, and the consumer dies before its checkpoint moves.
-    store.fail("_streams/clicks/clicks/shardId-000000000001.json", 5, 1);
     let (config, broker) = (PersistConfig::default(), Broker::new());
     let deps = Deps { store: &store, queue: &broker, config: &config, run_events: None, catalog: None, tables: None };
-    let spec = spec();
-
-    // The consumer dies after 3 batches a shard, then starts again from its checkpoints.
-    let died = poll(&spec, &reader, deps, PollOptions { follow: false, max_batches_per_shard: Some(3) })
-        .await
-        .expect("first poll");
-    assert!(died.records_written() < RECORDS, "{died:?}");
-    let started = Instant::now();
-    let rest = poll(&spec, &reader, deps, PollOptions::default()).await.expect("second poll");
-    let elapsed = started.elapsed();
-    assert_eq!(store.failed(), 2, "both crashes happened");
-    let retries: u64 = died.shards.values().chain(rest.shards.values()).map(|s| s.retries).sum();
-    assert!(retries >= 2, "each crash is a retried batch: {died:?} {rest:?}");
-    assert_eq!(died.on_failure() + rest.on_failure(), 0);
+    let (spec, iceberg_spec) = (spec("parquet"), spec("iceberg"));
+    let (rest, elapsed) = land_through_crashes(&spec, &reader, deps, &store).await;
     for (shard, report) in &rest.shards {
         let per_second = report.records_written as f64 / report.elapsed.as_secs_f64().max(1e-3);
         eprintln!(
@@ -189,14 +214,6 @@ async fn kinesis_on_moto_lands_every_record_exactly_once_through_crashes_and_red
         assert_eq!(report.millis_behind_latest, Some(0), "{shard} read to its tip");
     }
     eprintln!("3 shards: {} records after the restart in {:.2} s", rest.records_written(), elapsed.as_secs_f64());
-
-    // A batch delivered again (the first 2,000 records of a shard, as a
-    // mapping that lost its position would send them): nothing is written.
-    let shard = "shardId-000000000000";
-    let again = reader.read("clicks", shard, &StreamPosition::TrimHorizon, 2_000).await.expect("read");
-    let outcome = persist::stream::persist_stream_batch(&spec, &again.records, deps).await;
-    assert!(outcome.failures.is_empty());
-    assert_eq!((outcome.records_written, outcome.records_skipped), (0, again.records.len() as u64));
 
     let counts = count_with_readers(&lake.path().join("clicks"));
     let expected = RECORDS - POISON.len() as u64;
@@ -238,6 +255,43 @@ async fn kinesis_on_moto_lands_every_record_exactly_once_through_crashes_and_red
         }
         assert_eq!(checkpoint.through, last, "{shard}");
     }
+
+    // The same stream through the same crashes into an Iceberg copy of the
+    // dataset (its own lake, the local catalog and committer): pyiceberg
+    // and DuckDB's `iceberg_scan` read every record once, and no staged
+    // file is left beside the table.
+    let started = Instant::now();
+    let iceberg_lake = tempfile::tempdir().expect("tempdir");
+    let root = iceberg_lake.path().canonicalize().expect("lake");
+    let iceberg_store = Arc::new(FlakyWrites::new(DirStore::new(&root)));
+    let (catalog, tables) =
+        (DirCatalog::new(&root), tributary_iceberg::LocalCommitter::new(root.clone(), iceberg_store.clone()));
+    let iceberg_deps = Deps { store: iceberg_store.as_ref(), catalog: Some(&catalog), tables: Some(&tables), ..deps };
+    land_through_crashes(&iceberg_spec, &reader, iceberg_deps, &iceberg_store).await;
+    let landed = started.elapsed();
+    let py_read = Instant::now();
+    let pyiceberg = read_tables(&python(), "TRIBUTARY_PYTHON", READ, &root);
+    let (py_read, duck_read) = (py_read.elapsed(), Instant::now());
+    let duckdb = read_tables(&duckdb_iceberg_python(), "TRIBUTARY_DUCKDB_ICEBERG_PYTHON", READ_DUCKDB, &root);
+    let duck_read = duck_read.elapsed();
+    for (name, tables) in [("pyiceberg", &pyiceberg), ("duckdb", &duckdb)] {
+        let rows = tables["clicks"]["rows"].as_array().expect("the clicks table's rows");
+        let ids: std::collections::BTreeSet<u64> = rows.iter().filter_map(|row| row["id"].as_u64()).collect();
+        eprintln!("iceberg copy, {name}: {} rows, {} distinct ids", rows.len(), ids.len());
+        assert_eq!((rows.len() as u64, ids.len() as u64), (expected, expected), "{name}: rows, distinct ids");
+    }
+    let snapshots = pyiceberg["clicks"]["snapshots"].as_array().expect("snapshots");
+    assert!(snapshots.iter().all(|s| s["operation"] == "append"), "one append a window: {snapshots:?}");
+    assert_eq!(quarantined(&root).len(), 2);
+    let staged = iceberg_store.list("clicks/").await.expect("files");
+    assert!(staged.iter().all(|key| !key.ends_with(".parquet")), "staged files left: {staged:?}");
+    eprintln!(
+        "iceberg copy: {} snapshots; landed in {:.2} s; read by pyiceberg in {:.2} s, by DuckDB in {:.2} s",
+        snapshots.len(),
+        landed.as_secs_f64(),
+        py_read.as_secs_f64(),
+        duck_read.as_secs_f64()
+    );
 
     // Put to visible: one more record, polled as the mapping would.
     let put_at = Instant::now();

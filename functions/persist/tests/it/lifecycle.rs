@@ -353,6 +353,7 @@ async fn two_pages_completing_a_run_together_both_succeed_and_keep_every_row() {
         tables: None,
         write: tributary_core::tables::RunWrite::Append,
         bin_bytes: persist::coalesce::COALESCE_BELOW_BYTES,
+        replay: None,
     };
     let coalesced = "orders/dt=2026-11-29/orders-20261129T060000Z.parquet";
     assert_eq!(coalescer.compact(&receipts).await.expect("first completion"), [coalesced]);
@@ -399,6 +400,7 @@ async fn a_run_too_big_for_one_file_is_packed_into_several_in_page_order() {
         tables: None,
         write: tributary_core::tables::RunWrite::Append,
         bin_bytes: largest * 5 / 2,
+        replay: None,
     };
     let files = coalescer.compact(&receipts).await.expect("completion");
     let folder = "orders/dt=2026-11-29";

@@ -42,13 +42,31 @@ struct Lake {
     store: FailingStore,
     config: PersistConfig,
     broker: Broker,
+    /// Commits Iceberg datasets to the local catalog in the lake (`None`:
+    /// no Iceberg).
+    tables: Option<tributary_iceberg::LocalCommitter>,
 }
 
 impl Lake {
     fn new() -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = FailingStore::new(DirStore::new(dir.path()));
-        Self { dir, store, config: PersistConfig::default(), broker: Broker::new() }
+        Self { dir, store, config: PersistConfig::default(), broker: Broker::new(), tables: None }
+    }
+
+    /// A lake whose Iceberg datasets commit to its local catalog.
+    fn iceberg() -> Self {
+        let mut lake = Self::new();
+        let root = lake.dir.path().canonicalize().expect("lake path");
+        lake.tables =
+            Some(tributary_iceberg::LocalCommitter::new(root.clone(), std::sync::Arc::new(DirStore::new(&root))));
+        lake
+    }
+
+    /// The dataset's Iceberg table, as it is now.
+    async fn table(&self, dataset: &str) -> iceberg::table::Table {
+        let committer = self.tables.as_ref().expect("an Iceberg lake").committer().await.expect("catalog");
+        committer.catalog().load_table(&committer.table_ident(dataset)).await.expect("table")
     }
 
     fn deps(&self) -> Deps<'_> {
@@ -58,7 +76,7 @@ impl Lake {
             config: &self.config,
             run_events: None,
             catalog: None,
-            tables: None,
+            tables: self.tables.as_ref().map(|t| t as &dyn tributary_core::tables::TableCommitter),
         }
     }
 }
@@ -443,4 +461,206 @@ async fn a_window_closes_on_stream_time_and_secs_zero_makes_a_window_per_batch()
         let expected: Vec<String> = (0..50).map(|i| format!("o-{i:05}")).collect();
         assert_eq!(column_values(lake.dir.path(), "orders", "order_id"), expected);
     }
+}
+
+/// Writes `records`' batch into the shard's checkpoint as pending, started
+/// `age_secs` ago by an invocation that has not answered (one running
+/// beside this one, or one that crashed).
+async fn pending_in_flight(lake: &Lake, spec: &StreamSpec, records: &[stream::StreamRecord], age_secs: i64) {
+    let key = stream::checkpoint_key(&spec.pipeline, spec.source_name(), "orders-0");
+    let (first, last) = (records.first().expect("records"), records.last().expect("records"));
+    let checkpoint = Checkpoint {
+        pending: Some(stream::PendingBatch {
+            run_id: stream::stream_run_id("orders", "orders-0", &first.sequence),
+            page: 0,
+            first: first.sequence.clone(),
+            last: last.sequence.clone(),
+            records: records.len() as u64,
+            last_arrival: last.arrival,
+            started_at: Some(chrono::Utc::now() - chrono::Duration::seconds(age_secs)),
+            failed_at: None,
+        }),
+        ..Checkpoint::default()
+    };
+    lake.store.put(&key, Bytes::from(serde_json::to_vec(&checkpoint).expect("json"))).await.expect("put");
+}
+
+#[tokio::test]
+async fn a_second_batch_of_a_shard_while_one_is_in_flight_is_refused_and_lands_once_after_it() {
+    let lake = Lake::new();
+    let spec = windowed_spec(1024);
+    let (first_batch, second_batch) = (orders(0, 10), orders(10, 10));
+    pending_in_flight(&lake, &spec, &first_batch, 5).await;
+    let logs = test_support::logs::LogBuffer::new();
+    let refused = {
+        let _guard = logs.capture();
+        stream::persist_stream_batch(&spec, &second_batch, lake.deps()).await
+    };
+    // Reported at its first record, so the mapping retries it whole.
+    assert_eq!(refused.failures, [("orders-0".to_string(), "10".to_string())]);
+    assert_eq!(refused.records_written, 0);
+    assert!(!lake.dir.path().join("orders").exists(), "nothing written");
+    let text = logs.text();
+    for part in ["orders-0", "batch 10..19 refused", "batch 0..9 of the same shard", "ParallelizationFactor"] {
+        assert!(text.contains(part), "{part:?} not in {text}");
+    }
+    // The in-flight batch was not marked answered by the refused one.
+    let key = stream::checkpoint_key("orders", "orders", "orders-0");
+    let checkpoint = stream::read_checkpoint(&lake.store, &key).await.expect("checkpoint");
+    assert_eq!(checkpoint.pending.as_ref().map(|p| (p.first.as_str(), p.failed_at)), Some(("0", None)));
+
+    // A retry of the in-flight batch itself (same first record: a crash
+    // and redelivery) proceeds; then the refused one's retry lands.
+    for batch in [&first_batch, &second_batch] {
+        let done = stream::persist_stream_batch(&spec, batch, lake.deps()).await;
+        assert!(done.failures.is_empty(), "{done:?}");
+        assert_eq!(done.records_written, 10);
+    }
+    stream::close_windows(&spec, &["orders-0".to_string()], lake.deps()).await.expect("flush");
+    let expected: Vec<String> = (0..20).map(|i| format!("o-{i:05}")).collect();
+    let mut found = column_values(lake.dir.path(), "orders", "order_id");
+    found.sort();
+    assert_eq!(found, expected, "every order once");
+}
+
+#[tokio::test]
+async fn a_pending_batch_older_than_the_longest_invocation_is_given_up_not_in_flight() {
+    let lake = Lake::new();
+    let spec = windowed_spec(1024);
+    pending_in_flight(&lake, &spec, &orders(0, 10), stream::IN_FLIGHT_SECS + 1).await;
+    let next = stream::persist_stream_batch(&spec, &orders(10, 10), lake.deps()).await;
+    assert!(next.failures.is_empty(), "{next:?}");
+    assert_eq!(next.records_written, 10);
+    stream::close_windows(&spec, &["orders-0".to_string()], lake.deps()).await.expect("flush");
+    let expected: Vec<String> = (10..20).map(|i| format!("o-{i:05}")).collect();
+    assert_eq!(column_values(lake.dir.path(), "orders", "order_id"), expected);
+}
+
+fn iceberg_spec(window_batches: u32) -> StreamSpec {
+    StreamSpec::from_yaml(&format!(
+        "version: 1\npipeline: orders\nsource: {{ kind: kafka, topic: orders }}\nwindow: {{ batches: {window_batches} }}\ntarget: {{ dataset: orders, table_format: iceberg }}\n"
+    ))
+    .expect("spec")
+}
+
+/// The table's rows as (order id, run id), read with iceberg-rust's reader.
+async fn table_rows(lake: &Lake) -> Vec<(String, String)> {
+    let table = lake.table("orders").await;
+    let mut rows = Vec::new();
+    for batch in test_support::iceberg::scan(&table, &["order_id", "_tributary_run_id"]).await {
+        let ids = batch.column_by_name("order_id").expect("order_id").as_string::<i32>().clone();
+        let runs = batch.column_by_name("_tributary_run_id").expect("run id").as_string::<i32>().clone();
+        rows.extend((0..batch.num_rows()).map(|i| (ids.value(i).to_string(), runs.value(i).to_string())));
+    }
+    rows
+}
+
+/// Every order `0..count` is in the table exactly once.
+async fn assert_each_order_once(lake: &Lake, count: u64, when: &str) {
+    let mut found: Vec<String> = table_rows(lake).await.into_iter().map(|(id, _)| id).collect();
+    found.sort();
+    let expected: Vec<String> = (0..count).map(|i| format!("o-{i:05}")).collect();
+    assert_eq!(found, expected, "{when}: every order exactly once");
+}
+
+/// The table's snapshots, oldest first: (operation, summary properties).
+async fn snapshots(lake: &Lake) -> Vec<(iceberg::spec::Operation, std::collections::HashMap<String, String>)> {
+    let table = lake.table("orders").await;
+    let mut snapshots: Vec<_> = table.metadata().snapshots().cloned().collect();
+    snapshots.sort_by_key(|s| s.sequence_number());
+    snapshots.iter().map(|s| (s.summary().operation.clone(), s.summary().additional_properties.clone())).collect()
+}
+
+#[tokio::test]
+async fn a_replay_through_the_handler_commits_one_overwrite_per_window_and_every_order_is_in_the_table_once_throughout()
+{
+    let lake = Lake::iceberg();
+    // The original ingestion: 12 batches of 10, a window every 2 batches:
+    // 6 windows of 20 orders, 6 append snapshots.
+    let original = iceberg_spec(2);
+    for batch in 0..12 {
+        let done = stream::persist_stream_batch(&original, &orders(batch * 10, 10), lake.deps()).await;
+        assert!(done.failures.is_empty(), "{done:?}");
+    }
+    assert_each_order_once(&lake, 120, "after the original ingestion").await;
+    assert_eq!(snapshots(&lake).await.len(), 6);
+
+    // The replay begins (the old mapping disabled); a new mapping reads
+    // from TRIM_HORIZON with other bounds: batches of 15, a window every 3.
+    let replay = persist::stream_replay::begin(&original, &lake.store, chrono::Utc::now())
+        .await
+        .expect("begin")
+        .expect("an Iceberg replay is recorded");
+    assert_eq!(replay.replaced.len(), 6, "{replay:?}");
+    assert_eq!(replay.through.get("orders-0").map(String::as_str), Some("119"));
+    let spec = iceberg_spec(3);
+    let batch = |i: u64| orders(i * 15, 15);
+    for i in 0..5 {
+        let done = stream::persist_stream_batch(&spec, &batch(i), lake.deps()).await;
+        assert!(done.failures.is_empty(), "batch {i}: {done:?}");
+        assert_each_order_once(&lake, 120, &format!("after replay batch {i}")).await;
+    }
+    // One replayed window closed so far, where an original window ends:
+    // 0-39, before order 40 (batch 2); 40-79 waits for order 80.
+    assert_eq!(snapshots(&lake).await.len(), 7);
+    // A batch delivered again after it landed writes nothing and commits nothing.
+    let again = stream::persist_stream_batch(&spec, &batch(2), lake.deps()).await;
+    assert_eq!((again.records_written, again.records_skipped, again.failures.len()), (0, 15, 0));
+    assert_eq!(snapshots(&lake).await.len(), 7);
+
+    // The next batch closes the window 40-79 before its order 80; the
+    // close commits, then dies before the ledger's `_SUCCESS` and the
+    // checkpoint: the batch fails at order 80, the table already holds
+    // the window once.
+    lake.store.fail("/_SUCCESS", 0, 1);
+    let crashed = stream::persist_stream_batch(&spec, &batch(5), lake.deps()).await;
+    assert_eq!(crashed.failures, [("orders-0".to_string(), "80".to_string())]);
+    assert_eq!(snapshots(&lake).await.len(), 8);
+    assert_each_order_once(&lake, 120, "after a close that died after its commit").await;
+    // The mapping retries from order 80: the close is finished without a
+    // second snapshot, and the replay goes on.
+    let retried = stream::persist_stream_batch(&spec, &orders(80, 10), lake.deps()).await;
+    assert!(retried.failures.is_empty(), "{retried:?}");
+    assert_eq!(snapshots(&lake).await.len(), 8, "the redone close committed nothing twice");
+    for i in 6..8 {
+        let done = stream::persist_stream_batch(&spec, &batch(i), lake.deps()).await;
+        assert!(done.failures.is_empty(), "batch {i}: {done:?}");
+        assert_each_order_once(&lake, 120, &format!("after replay batch {i}")).await;
+    }
+    // The last window (80-119) closed after the shard's last original record.
+    let all = snapshots(&lake).await;
+    assert_eq!(all.len(), 9, "6 original windows, 3 replayed ones");
+    for (operation, summary) in &all[6..] {
+        assert_eq!(*operation, iceberg::spec::Operation::Overwrite, "{summary:?}");
+        assert_eq!(summary.get("tributary.replay").map(String::as_str), Some("true"));
+        assert_eq!(summary.get("tributary.rerun"), Some(&replay.token));
+    }
+    // Every row is now a replayed window's: 0-39, 40-79, 80-119.
+    let mut runs: Vec<String> = table_rows(&lake).await.into_iter().map(|(_, run)| run).collect();
+    runs.sort();
+    runs.dedup();
+    let mut windows: Vec<String> =
+        ["0", "40", "80"].iter().map(|first| stream::stream_run_id("orders", "orders-0", first).to_string()).collect();
+    windows.sort();
+    assert_eq!(runs, windows);
+    // Records after the replay began are plain windows (nothing to
+    // replace): the replay's mapping is the live one from here on.
+    for i in 8..11 {
+        let live = stream::persist_stream_batch(&spec, &batch(i), lake.deps()).await;
+        assert!(live.failures.is_empty(), "{live:?}");
+    }
+    assert_each_order_once(&lake, 165, "after records newer than the replay").await;
+    let last = snapshots(&lake).await.pop().expect("snapshot");
+    assert_eq!(last.0, iceberg::spec::Operation::Append, "{last:?}");
+}
+
+#[tokio::test]
+async fn a_replay_is_refused_while_a_batch_of_the_pipeline_is_in_flight() {
+    let lake = Lake::new();
+    let spec = iceberg_spec(2);
+    pending_in_flight(&lake, &spec, &orders(0, 10), 5).await;
+    let err = persist::stream_replay::begin(&spec, &lake.store, chrono::Utc::now()).await.expect_err("in flight");
+    let text = err.to_string();
+    assert!(text.contains("batch 0..9 of shard orders-0 is in flight") && text.contains("disable it"), "{text}");
+    assert!(lake.store.list("_streams/orders/orders/").await.expect("list").len() == 1, "nothing forgotten");
 }
