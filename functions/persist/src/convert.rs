@@ -942,7 +942,9 @@ fn write_pass(
     fit: Fit,
 ) -> Result<Option<PageOutput>, ConvertError> {
     let mut checker = Col::new(&schema);
-    if fit == Fit::StopInexact {
+    // Timestamps kept as text: no column's type depends on which strings
+    // are timestamps.
+    if fit == Fit::StopInexact && settings.target.timestamps == contracts::Timestamps::Detect {
         checker.check_kinds_exactly();
     }
     let strict = fit != Fit::Quarantine;
@@ -1498,7 +1500,10 @@ mod tests {
     const CLEAN: usize = 12_000;
 
     fn with<T>(run: impl FnOnce(PageSettings<'_>, Naming<'_>) -> T) -> T {
-        let target = PersistTarget::new("t");
+        with_target(PersistTarget::new("t"), run)
+    }
+
+    fn with_target<T>(target: PersistTarget, run: impl FnOnce(PageSettings<'_>, Naming<'_>) -> T) -> T {
         let writer = WriterConfig::default();
         let dir = tempfile::tempdir().expect("tempdir");
         let settings = PageSettings {
@@ -1510,7 +1515,11 @@ mod tests {
             limits: PageLimits::default(),
             temp_dir: dir.path(),
         };
-        let names = Naming { policy: target.names, reserved: &[], timestamps: true };
+        let names = Naming {
+            policy: target.names,
+            reserved: &[],
+            timestamps: target.timestamps == contracts::Timestamps::Detect,
+        };
         run(settings, names)
     }
 
@@ -1599,6 +1608,23 @@ mod tests {
                     .field_with_name("n")
                     .is_ok_and(|f| f.data_type() == &arrow_schema::DataType::Utf8)
             );
+        });
+    }
+
+    #[test]
+    fn with_timestamps_kept_as_text_a_timestamp_among_text_is_text_in_one_pass() {
+        let mut target = PersistTarget::new("t");
+        target.timestamps = contracts::Timestamps::Text;
+        with_target(target, |settings, names| {
+            let late: Vec<Value> = (0..CLEAN + 1).map(|i| json!({"id": i, "name": "2026-01-02T00:00:00Z"})).collect();
+            let source = page(CLEAN, &late);
+            let one = one_pass(&source, settings, names).expect("written in one pass");
+            let two = two_passes(&source, settings, names);
+            assert_eq!(one.schema, two.schema);
+            assert!(
+                one.arrow_schema.field_with_name("name").is_ok_and(|f| f.data_type() == &arrow_schema::DataType::Utf8)
+            );
+            assert_eq!(bytes(&one), bytes(&two));
         });
     }
 
