@@ -836,16 +836,29 @@ pub fn is_credential_name(name: &str) -> bool {
         || ["token", "secret", "password", "apikey", "api_key", "api-key"].iter().any(|part| name.contains(part))
 }
 
-/// Refuses a credential-looking parameter name ([`is_credential_name`]) in
+/// Whether a header (or a message's parameter) name looks like it carries
+/// a credential: [`is_credential_name`], or any containing `auth`
+/// (`X-Vendor-Auth`), `signature`, `credential`, `session` or `passw`
+/// (case ignored): the names whose query values [`crate::redacted_url`]
+/// masks ([`crate::is_credential_param`]) but for those ending in `key`,
+/// as `Idempotency-Key` and cursor parameters (`startKey`) do.
+pub fn is_credential_like(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    is_credential_name(&lower)
+        || ["auth", "signature", "credential", "session", "passw"].iter().any(|part| lower.contains(part))
+}
+
+/// Refuses a credential-looking parameter name ([`crate::is_credential_param`],
+/// the names whose values logs and alerts mask: `key`, `session_id`, …) in
 /// `request.query` or in the query string of `request.url`: its value
 /// would travel in every message, DLQ and alert (Request refuses the same
 /// names in a message's `http.query` and URL).
 fn check_query_names(query: &BTreeMap<String, String>, url: &url::Url) -> Result<(), SpecError> {
     let reason = "looks like a credential; credentials are referenced by secret id (`request.auth: {kind: api_key, secret_id: …, query_param: …}`), never written in a spec";
-    if let Some(name) = query.keys().find(|name| is_credential_name(name)) {
+    if let Some(name) = query.keys().find(|name| crate::is_credential_param(name)) {
         return Err(invalid(&format!("request.query.{name}"), "<redacted>", reason));
     }
-    if let Some((name, _)) = url.query_pairs().find(|(name, _)| is_credential_name(name)) {
+    if let Some((name, _)) = url.query_pairs().find(|(name, _)| crate::is_credential_param(name)) {
         return Err(invalid("request.url", &format!("{name:?} in {}", crate::redacted_url(url)), reason));
     }
     let re_method = "would re-method the call in frameworks that read it; the spec's `method` is the call's method";
@@ -944,7 +957,7 @@ fn check_header(name: &str, value: &str) -> Result<(), SpecError> {
     if let Some(why) = refused_header(name) {
         return Err(invalid(&field, &format!("{name:?}"), why));
     }
-    if is_credential_name(name) {
+    if is_credential_like(name) {
         return Err(invalid(
             &field,
             "<redacted>",
@@ -1333,6 +1346,25 @@ target:
         assert!(!err.contains("SUPERSECRET123"), "{err}");
         let err = parse_err(&with("  query: { access_token: SUPERSECRET456 }"));
         assert!(err.contains("request.query.access_token") && !err.contains("SUPERSECRET456"), "{err}");
+        // A trial finding: names whose values logs and alerts mask were
+        // taken, their values then in the run's spec copy, dead letters
+        // and alerts.
+        for (extra, field) in [
+            ("  query: { key: sekrit-QRY-42 }", "request.query.key"),
+            ("  query: { session_id: sekrit-QRY-42 }", "request.query.session_id"),
+            ("  headers: { X-Vendor-Auth: sekrit-QRY-42 }", "request.headers.X-Vendor-Auth"),
+            ("  headers: { X-Signature: sekrit-QRY-42 }", "request.headers.X-Signature"),
+        ] {
+            let err = parse_err(&with(extra));
+            assert!(err.contains(field) && !err.contains("sekrit"), "{extra}: {err}");
+        }
+        let err = parse_err(&PAGED.replace("/customers", "/customers?key=sekrit-URL-42"));
+        assert!(err.contains("request.url") && !err.contains("sekrit"), "{err}");
+        // Not credentials: a header ending in `key` and ordinary parameters.
+        assert!(
+            PipelineSpec::from_yaml(&with("  headers: { Idempotency-Key: run-1 }\n  query: { sort: name, q: x }"))
+                .is_ok()
+        );
         let err = parse_err(&PAGED.replace("dataset: customers", "dataset: raw"));
         assert!(err.contains("target.dataset") && err.contains("reserved"), "{err}");
         // The lake bucket's lifecycle expires athena-results/ (Athena's result files).

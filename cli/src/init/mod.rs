@@ -324,7 +324,7 @@ fn check_url(text: &str) -> Result<url::Url, InitError> {
                 .into(),
         ));
     }
-    if let Some((name, _)) = url.query_pairs().find(|(name, _)| contracts::spec::is_credential_name(name)) {
+    if let Some((name, _)) = url.query_pairs().find(|(name, _)| contracts::is_credential_param(name)) {
         return Err(InitError::Input(format!(
             "the URL's query holds a credential ({name}=…): give it by secret id instead: --auth api_key --secret ID --query-param {name}"
         )));

@@ -438,7 +438,7 @@ fn check_message(message: &RequestMessage) -> Result<(), RequestError> {
         return Err(refuse("http.body", "(a JSON body)", "a GET sends no body (RFC 9110 §9.3.1); use `POST`"));
     }
     let credential_query =
-        url.query_pairs().map(|(k, _)| k.into_owned()).find(|k| contracts::spec::is_credential_name(k));
+        url.query_pairs().map(|(k, _)| k.into_owned()).find(|k| contracts::spec::is_credential_like(k));
     for (field, name) in message
         .http
         .headers
@@ -447,7 +447,7 @@ fn check_message(message: &RequestMessage) -> Result<(), RequestError> {
         .chain(message.http.query.keys().map(|name| ("http.query", name.clone())))
         .chain(credential_query.map(|name| ("http.url", name)))
     {
-        if contracts::spec::is_credential_name(&name) {
+        if contracts::spec::is_credential_like(&name) {
             return Err(refuse(
                 field,
                 &format!("{name:?}"),

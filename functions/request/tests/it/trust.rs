@@ -103,6 +103,16 @@ async fn messages_get_the_specs_credential_checks() {
     let err = refused(&harness, userinfo.clone()).await;
     assert!(err.to_string().contains("http.headers") && !err.to_string().contains(KEY), "{err}");
     userinfo.http.headers.clear();
+    // Names whose values logs and alerts mask (a trial finding: the spec
+    // took them, and their values reached dead letters and alerts).
+    userinfo.http.headers.insert("X-Vendor-Auth".into(), KEY.into());
+    let err = refused(&harness, userinfo.clone()).await;
+    assert!(err.to_string().contains("X-Vendor-Auth") && !err.to_string().contains(KEY), "{err}");
+    userinfo.http.headers.clear();
+    userinfo.http.query.insert("session_id".into(), KEY.into());
+    let err = refused(&harness, userinfo.clone()).await;
+    assert!(err.to_string().contains("session_id") && !err.to_string().contains(KEY), "{err}");
+    userinfo.http.query.clear();
     userinfo.pipeline = String::new();
     assert!(refused(&harness, userinfo.clone()).await.to_string().contains("pipeline"));
     userinfo.pipeline = "../other".into();
