@@ -598,7 +598,27 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
         {
             run_stream(&spec, &lake, records, follow, from_trim_horizon).await
         }
-        Command::Run { spec: path, lake, concurrency, scheduled_at, backfill, replace, .. } => {
+        Command::Run {
+            spec: path,
+            lake,
+            concurrency,
+            scheduled_at,
+            backfill,
+            replace,
+            records,
+            follow,
+            from_trim_horizon,
+        } => {
+            // Stream options on a REST spec would be ignored: say so rather
+            // than run something else than asked (a trial finding).
+            let stream_only =
+                [("--records", records.is_some()), ("--follow", follow), ("--from-trim-horizon", from_trim_horizon)];
+            if let Some((flag, _)) = stream_only.iter().find(|(_, given)| *given) {
+                anyhow::bail!(
+                    "{flag} is for a stream spec (one with `source:`); {} is a REST pipeline spec",
+                    path.display()
+                );
+            }
             let spec = load_spec(&path)?;
             let ad_hoc = scheduled_at.is_none() && backfill.from.is_none();
             let times = backfill.times(&spec, scheduled_at)?;

@@ -534,6 +534,19 @@ impl std::fmt::Display for PollReport {
     }
 }
 
+/// A shard's lag as people read it: tenths of a second under a minute
+/// (`3.2 s`), then minutes (`4 min`), hours (`5.1 h`) and days (`12 d`): a
+/// shard idle since a month ago reads `31 d`, not `2678400.0 s`.
+fn lag_text(lag: chrono::TimeDelta) -> String {
+    let seconds = lag.num_milliseconds().max(0) as f64 / 1000.0;
+    match seconds {
+        s if s < 60.0 => format!("{s:.1} s"),
+        s if s < 3600.0 => format!("{:.0} min", s / 60.0),
+        s if s < 86_400.0 => format!("{:.1} h", s / 3600.0),
+        s => format!("{:.0} d", s / 86_400.0),
+    }
+}
+
 /// The stream checkpoints in the lake (`_streams/…`), a line per shard for
 /// `tributary status`: pipeline, stream, shard, the last sequence number
 /// in the lake, records landed, a batch in flight and the open window, and the lag (now minus
@@ -554,9 +567,7 @@ pub async fn checkpoints_table(
         let (Some(pipeline), Some(stream), Some(shard)) = (parts.next(), parts.next(), parts.next()) else { continue };
         let line = match read_checkpoint(store, key).await {
             Ok(c) => {
-                let lag = c.last_arrival.map_or("-".to_string(), |at| {
-                    format!("{:.1} s", (now - at).num_milliseconds().max(0) as f64 / 1000.0)
-                });
+                let lag = c.last_arrival.map_or("-".to_string(), |at| lag_text(now - at));
                 let mut pending =
                     c.pending.map_or("-".to_string(), |p| format!("{} records from {}", p.records, p.first));
                 if let Some(w) = c.window {
@@ -674,4 +685,19 @@ pub async fn records_behind_table(store: &dyn ObjectStore) -> Result<String, Por
         out.push_str(&format!("{pipeline:<16} {stream:<16} {shard:<22} {figure}\n"));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lag_text;
+    use chrono::TimeDelta;
+
+    #[test]
+    fn a_lag_reads_in_the_unit_that_fits_it() {
+        assert_eq!(lag_text(TimeDelta::milliseconds(3_250)), "3.2 s");
+        assert_eq!(lag_text(TimeDelta::seconds(240)), "4 min");
+        assert_eq!(lag_text(TimeDelta::seconds(5 * 3600 + 360)), "5.1 h");
+        assert_eq!(lag_text(TimeDelta::seconds(31_955_558)), "370 d");
+        assert_eq!(lag_text(TimeDelta::seconds(-5)), "0.0 s", "a clock ahead of the record reads as no lag");
+    }
 }

@@ -381,9 +381,11 @@ pub fn duplicated(receipts: &[PageReceipt], announced: Option<u64>, landed: u64)
         return Some(format!(
             "{pages} of the run's pages hold records another of its pages holds (pages {}{more} hold the same {} \
              records: the same count, first and last record), {copies} records stored more than once: the vendor \
-             served a page again instead of the next one. It ignores the offset the run sends: check the spec's \
-             strategy.offset_param (and limit_param) against the vendor's API documentation, then start the run \
-             again (`--replace` its time for an Iceberg dataset; delete this run's files for a Parquet one)",
+             served a page again instead of the next one. Paged by offset or page number, it ignores the one the \
+             run sends: check the spec's strategy.offset_param (and limit_param) against the vendor's API \
+             documentation. Paged by cursor, its cursors lead back to a page already read (a cycle): report it \
+             to the vendor; strategy.max_pages bounds such a run. Then start the run again (`--replace` its time \
+             for an Iceberg dataset; delete this run's files for a Parquet one)",
             listed.join(", "),
             first[0].records_in,
         ));
