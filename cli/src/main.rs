@@ -58,7 +58,9 @@ enum Command {
         /// SDK (build with `--features aws`; `AWS_ENDPOINT_URL` for moto).
         #[arg(long)]
         records: Option<PathBuf>,
-        /// A stream spec: keep polling each shard at its tip (Ctrl-C stops).
+        /// A stream spec: keep polling each shard at its tip (Ctrl-C stops);
+        /// with --records, follow the file as `tail -f` does, reading the
+        /// lines appended to it.
         #[arg(long)]
         follow: bool,
         /// A stream spec: a Kappa replay. The pipeline's stream files,
