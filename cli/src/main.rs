@@ -1312,7 +1312,9 @@ async fn run_stream(
     let source = records.map_or(LocalSource::Kinesis, LocalSource::File);
     let options = PollOptions { follow, max_batches_per_shard: None };
     let report = run_local(&spec, lake, &source, options, from_trim_horizon).await?;
-    out!("{}: {} records into {}", spec.pipeline, report.records_written(), spec.target.dataset)?;
+    let poison = report.records_poison();
+    let rows = report.records_written() - poison;
+    out!("{}: {rows} records into {}, {poison} quarantined", spec.pipeline, spec.target.dataset)?;
     out!("{report}")?;
     Ok(if report.on_failure() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
