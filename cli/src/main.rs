@@ -58,7 +58,9 @@ enum Command {
         /// SDK (build with `--features aws`; `AWS_ENDPOINT_URL` for moto).
         #[arg(long)]
         records: Option<PathBuf>,
-        /// A stream spec: keep polling each shard at its tip (Ctrl-C stops).
+        /// A stream spec: keep polling each shard at its tip (Ctrl-C stops);
+        /// with --records, follow the file as `tail -f` does, reading the
+        /// lines appended to it.
         #[arg(long)]
         follow: bool,
         /// A stream spec: a Kappa replay. The pipeline's stream files,
@@ -1330,7 +1332,9 @@ async fn run_stream(
     let source = records.map_or(LocalSource::Kinesis, LocalSource::File);
     let options = PollOptions { follow, max_batches_per_shard: None };
     let report = run_local(&spec, lake, &source, options, from_trim_horizon).await?;
-    out!("{}: {} records into {}", spec.pipeline, report.records_written(), spec.target.dataset)?;
+    let poison = report.records_poison();
+    let rows = report.records_written() - poison;
+    out!("{}: {rows} records into {}, {poison} quarantined", spec.pipeline, spec.target.dataset)?;
     out!("{report}")?;
     Ok(if report.on_failure() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

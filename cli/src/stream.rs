@@ -18,7 +18,8 @@
 //!    shape of Lambda's on-failure record for a stream) and skipped, as the
 //!    mapping does;
 //! 4. go on from the read's continuation, until the shard is read to its
-//!    tip (`--follow` keeps polling).
+//!    tip (`--follow` keeps polling: a file of records is then followed,
+//!    its appended lines read, [`adapters::local::FileStream::following`]).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -62,7 +63,8 @@ pub struct PollReport {
 pub struct ShardReport {
     /// Batches handed over (retries and halves included).
     pub invocations: u64,
-    /// Records written (rows and quarantined).
+    /// Records written (rows and poison quarantined: the report's line
+    /// shows them apart, as "14 records written, 2 quarantined").
     pub records_written: u64,
     /// Records skipped as in the lake already (redeliveries).
     pub records_skipped: u64,
@@ -89,6 +91,12 @@ impl PollReport {
     /// Records written over every shard.
     pub fn records_written(&self) -> u64 {
         self.shards.values().map(|s| s.records_written).sum()
+    }
+
+    /// Poison records quarantined over every shard (counted in
+    /// [`PollReport::records_written`] too).
+    pub fn records_poison(&self) -> u64 {
+        self.shards.values().map(|s| s.records_poison).sum()
     }
 
     /// Batches given up on over every shard.
@@ -388,7 +396,9 @@ pub fn is_stream_spec(path: &std::path::Path) -> bool {
 ///
 /// # Errors
 /// [`StreamRunError`]: the source is not readable in this build (Kinesis
-/// without feature `aws`, Kafka without a records file), the lake or the
+/// without feature `aws`, Kafka without a records file), a file of records
+/// refused ([`adapters::local::FileStream::records`], naming the line: the
+/// whole file is checked before anything is written), the lake or the
 /// stream failed; an Iceberg replay that cannot be whole (see
 /// [`crate::kappa::Replay`]).
 pub async fn run_local(
@@ -398,6 +408,11 @@ pub async fn run_local(
     options: PollOptions,
     from_trim_horizon: bool,
 ) -> Result<PollReport, StreamRunError> {
+    if let LocalSource::File(path) = source {
+        // The whole file checked before anything is written or forgotten
+        // (a replay's first step removes the stream's history).
+        adapters::local::FileStream::new(path).following(options.follow).records(spec.source_name())?;
+    }
     std::fs::create_dir_all(lake)
         .map_err(|err| PortError::permanent("create lake", lake.display().to_string(), err))?;
     let root = lake.canonicalize().map_err(|err| PortError::permanent("open lake", lake.display().to_string(), err))?;
@@ -450,7 +465,10 @@ pub async fn run_local(
         }
     }
     let report = match (source, &spec.source) {
-        (LocalSource::File(path), _) => poll(&spec, &adapters::local::FileStream::new(path), deps, options).await?,
+        (LocalSource::File(path), _) => {
+            let reader = adapters::local::FileStream::new(path).following(options.follow);
+            poll(&spec, &reader, deps, options).await?
+        }
         (LocalSource::Kinesis, StreamSource::Kinesis(_)) => kinesis_poll(&spec, deps, options).await?,
         (LocalSource::Kinesis, _) => {
             return Err(StreamRunError::Source(
@@ -513,8 +531,8 @@ impl std::fmt::Display for PollReport {
             let rate = s.records_written as f64 / s.elapsed.as_secs_f64().max(1e-3);
             write!(
                 f,
-                "{shard}: {} records written ({} poison quarantined), {} skipped as in the lake, {} invocations, {} retries, {} bisections, {} to on-failure, {rate:.0} records/s",
-                s.records_written,
+                "{shard}: {} records written, {} quarantined, {} skipped as in the lake, {} invocations, {} retries, {} bisections, {} to on-failure, {rate:.0} records/s",
+                s.records_written.saturating_sub(s.records_poison),
                 s.records_poison,
                 s.records_skipped,
                 s.invocations,
@@ -689,11 +707,108 @@ pub async fn records_behind_table(store: &dyn ObjectStore) -> Result<String, Por
 
 #[cfg(test)]
 mod tests {
-    use super::lag_text;
-    use chrono::TimeDelta;
+    use super::*;
+    use base64::Engine;
+
+    const SPEC: &str = "version: 1
+pipeline: orders
+source: { kind: kafka, topic: orders }
+batching: { batch_size: 10, batch_window_secs: 0 }
+target: { dataset: orders }
+";
+
+    /// A record line of topic `orders`, partition 0; `value` none: poison
+    /// (not JSON).
+    fn line(offset: u64, value: Option<&str>) -> String {
+        let data = value.map_or_else(|| b"not json".to_vec(), |v| v.as_bytes().to_vec());
+        serde_json::json!({
+            "topic": "orders", "partition": 0, "offset": offset, "timestamp": 1_764_583_200_000_u64 + offset,
+            "value": base64::engine::general_purpose::STANDARD.encode(data),
+        })
+        .to_string()
+            + "\n"
+    }
+
+    fn order(offset: u64) -> String {
+        line(offset, Some(&format!(r#"{{"order_id": "o-{offset}"}}"#)))
+    }
+
+    #[tokio::test]
+    async fn a_refused_file_of_records_lands_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (lake, topic) = (dir.path().join("lake"), dir.path().join("topic.jsonl"));
+        // Good records first: the bad line is refused before any batch.
+        let bad = r#"{"topic": "orders", "partition": 0, "value": "e30="}"#;
+        std::fs::write(&topic, format!("{}{}{bad}\n", order(0), order(1))).expect("topic");
+        let spec = StreamSpec::from_yaml(SPEC).expect("spec");
+        let source = LocalSource::File(topic);
+        let err = run_local(&spec, &lake, &source, PollOptions::default(), false).await.expect_err("refused");
+        assert!(err.to_string().contains("topic.jsonl:3") && err.to_string().contains("`offset` is missing"), "{err}");
+        assert!(!lake.exists(), "nothing written, not even the lake folder");
+    }
+
+    #[tokio::test]
+    async fn follow_reads_the_lines_appended_to_a_file_of_records() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (lake, topic) = (dir.path().join("lake"), dir.path().join("topic.jsonl"));
+        std::fs::write(&topic, format!("{}{}", order(0), order(1))).expect("topic");
+        let spec = StreamSpec::from_yaml(SPEC).expect("spec");
+        let following = {
+            let (lake, source) = (lake.clone(), LocalSource::File(topic.clone()));
+            let options = PollOptions { follow: true, max_batches_per_shard: None };
+            tokio::spawn(async move { run_local(&spec, &lake, &source, options, false).await })
+        };
+        let through = || async {
+            let store = adapters::local::DirStore::new(&lake);
+            let key = checkpoint_key("orders", "orders", "orders-0");
+            read_checkpoint(&store, &key).await.ok().and_then(|c| c.through)
+        };
+        let wait_for = |offset: &'static str| async move {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while through().await.as_deref() != Some(offset) {
+                assert!(Instant::now() < deadline, "offset {offset} not in the lake after 30 s");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        wait_for("1").await;
+        assert!(!following.is_finished(), "still following at the end of the file");
+        let mut file = std::fs::OpenOptions::new().append(true).open(&topic).expect("open");
+        std::io::Write::write_all(&mut file, format!("{}{}", order(2), order(3)).as_bytes()).expect("append");
+        wait_for("3").await;
+        assert!(!following.is_finished(), "still following");
+        // What Ctrl-C does: the run stops where it is.
+        following.abort();
+        assert!(following.await.expect_err("stopped").is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn poison_records_count_as_quarantined_in_the_receipt_status_and_manifest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (lake, topic) = (dir.path().join("lake"), dir.path().join("topic.jsonl"));
+        let lines: String = (0..16).map(|i| if i == 3 || i == 9 { line(i, None) } else { order(i) }).collect();
+        std::fs::write(&topic, lines).expect("topic");
+        let spec = StreamSpec::from_yaml(&SPEC.replace("batch_size: 10", "batch_size: 100")).expect("spec");
+        let report =
+            run_local(&spec, &lake, &LocalSource::File(topic), PollOptions::default(), false).await.expect("run");
+        assert!(report.to_string().starts_with("orders-0: 14 records written, 2 quarantined, "), "{report}");
+        let store = adapters::local::DirStore::new(&lake);
+        let runs = crate::status::recent_runs(&store, 10).await.expect("status");
+        let counts: Vec<(u64, u64, &str)> =
+            runs.iter().map(|r| (r.records_persisted, r.records_quarantined, r.state())).collect();
+        assert_eq!(counts, vec![(14, 2, "complete")], "{runs:?}");
+        let manifests = store.list("_manifests/orders/").await.expect("manifests");
+        assert_eq!(manifests.len(), 1, "{manifests:?}");
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&store.get(&manifests[0]).await.expect("manifest")).expect("json");
+        assert_eq!(
+            (manifest["records_persisted"].as_u64(), manifest["records_quarantined"].as_u64()),
+            (Some(14), Some(2))
+        );
+    }
 
     #[test]
     fn a_lag_reads_in_the_unit_that_fits_it() {
+        use chrono::TimeDelta;
         assert_eq!(lag_text(TimeDelta::milliseconds(3_250)), "3.2 s");
         assert_eq!(lag_text(TimeDelta::seconds(240)), "4 min");
         assert_eq!(lag_text(TimeDelta::seconds(5 * 3600 + 360)), "5.1 h");

@@ -100,6 +100,16 @@ fn demo_persists_records_with_no_dead_letters() {
     assert!(reason.starts_with("record 13 (demo_orders-2): not JSON: EOF while parsing"), "{reason}");
     assert_eq!(quarantine[0]["record"]["partition"], "demo_orders-2");
     assert!(table.contains("records behind") && table.contains("demo_orders-2"), "{table}");
+    // Status counts the poison record quarantined, as the demo does: the
+    // quarantined column of demo_orders' runs (one per partition window).
+    let quarantined: u64 = table
+        .lines()
+        .filter(|l| {
+            l.starts_with("demo_orders ") && l.split_whitespace().nth(1).is_some_and(|run| run.starts_with("s-"))
+        })
+        .map(|l| l.split_whitespace().nth(5).and_then(|n| n.parse::<u64>().ok()).expect("quarantined column"))
+        .sum();
+    assert_eq!(quarantined, 1, "{table}");
 
     // Run again: the REST pipelines run again, the stream lands nothing twice.
     let again = tributary().arg("demo").arg("--lake").arg(dir.path()).output().expect("run demo again");

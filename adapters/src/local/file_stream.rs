@@ -4,9 +4,22 @@
 //! The file is JSON lines, one record each, in the shape of a record of the
 //! Lambda MSK event (Lambda developer guide, "Using Lambda with Amazon
 //! MSK"): `{"topic", "partition", "offset", "timestamp" (epoch ms),
-//! "value" (base64, or null for a tombstone)}`; a record without `offset`
-//! takes its line's index within its partition. Partitions are named
+//! "value" (base64, or null for a tombstone)}`. Partitions are named
 //! `<topic>-<partition>` as the event's `records` keys are.
+//!
+//! The file is checked whole at every read, as a broker would never serve
+//! it otherwise: every record is of the stream's topic, and has an
+//! `offset`, a non-negative integer, greater than the offset of the line
+//! before it in its partition (Kafka offsets strictly increase within a
+//! partition). A missing offset is not guessed: taken as 0 or as the
+//! line's index it would clash with a real record's offset, and the
+//! checkpoint would then skip that record as in the lake.
+//!
+//! A file read without [`FileStream::following`] is a closed shard: read to
+//! its end, it has no continuation. A followed file is an open one (`tail
+//! -f`): at its end a read returns a continuation, and lines appended later
+//! are read from it; a last line without its newline yet is left for a
+//! later read (the writer may be midway through it).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -22,68 +35,99 @@ use tributary_core::streams::{StreamPosition, StreamRead, StreamReader, StreamRe
 #[derive(Clone, Debug)]
 pub struct FileStream {
     path: PathBuf,
+    follow: bool,
 }
 
 impl FileStream {
-    /// The records in `path`.
+    /// The records in `path`, a closed shard per partition.
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into() }
+        Self { path: path.into(), follow: false }
     }
 
-    /// Every record by partition, in offset order.
+    /// The same file followed (`tributary run --follow`): at its end a
+    /// partition is at its tip, not closed, and lines appended later are
+    /// read (see the module documentation).
+    #[must_use]
+    pub fn following(mut self, follow: bool) -> Self {
+        self.follow = follow;
+        self
+    }
+
+    /// Every record of `topic` by partition, in offset order.
     ///
     /// # Errors
     /// [`PortError::Permanent`] naming the file and line of a record that is
-    /// not in the documented shape.
-    pub fn records(&self) -> Result<BTreeMap<String, Vec<StreamRecord>>, PortError> {
+    /// not in the documented shape (naming the field), of another topic
+    /// (naming both), or whose offset does not follow the one before it in
+    /// its partition (naming the partition and both offsets).
+    pub fn records(&self, topic: &str) -> Result<BTreeMap<String, Vec<StreamRecord>>, PortError> {
         let target = self.path.display().to_string();
-        let text = std::fs::read_to_string(&self.path).map_err(|err| PortError::permanent("read", &target, err))?;
+        let mut text = std::fs::read_to_string(&self.path).map_err(|err| PortError::permanent("read", &target, err))?;
+        if self.follow {
+            // A line being appended is read once its newline is written.
+            text.truncate(text.rfind('\n').map_or(0, |end| end + 1));
+        }
         let mut partitions: BTreeMap<String, Vec<StreamRecord>> = BTreeMap::new();
         for (number, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
             let bad = |problem: String| PortError::permanent_msg("read", format!("{target}:{}", number + 1), problem);
-            let value: serde_json::Value = serde_json::from_str(line).map_err(|err| bad(err.to_string()))?;
-            let topic = value["topic"].as_str().ok_or_else(|| bad("`topic` must be a string".into()))?;
-            let partition = value["partition"].as_i64().ok_or_else(|| bad("`partition` must be an integer".into()))?;
-            let key = format!("{topic}-{partition}");
-            let list = partitions.entry(key.clone()).or_default();
-            let offset = match &value["offset"] {
-                serde_json::Value::Null => list.len() as i64,
-                other => other.as_i64().ok_or_else(|| bad("`offset` must be an integer".into()))?,
-            };
-            let data = match &value["value"] {
-                serde_json::Value::Null => None,
-                serde_json::Value::String(b64) => Some(
-                    base64::engine::general_purpose::STANDARD
-                        .decode(b64)
-                        .map_err(|err| bad(format!("`value` is not base64: {err}")))?,
-                ),
-                _ => return Err(bad("`value` must be base64 text or null".into())),
-            };
-            let arrival =
-                value["timestamp"].as_i64().and_then(DateTime::<Utc>::from_timestamp_millis).unwrap_or_default();
-            list.push(StreamRecord { partition: key, sequence: offset.to_string(), data, arrival });
-        }
-        for list in partitions.values_mut() {
-            list.sort_by(|a, b| sequence_cmp(&a.sequence, &b.sequence));
+            let record = parse_record(line, topic).map_err(bad)?;
+            let list = partitions.entry(record.partition.clone()).or_default();
+            if let Some(before) = list.last()
+                && sequence_cmp(&record.sequence, &before.sequence).is_le()
+            {
+                return Err(bad(format!(
+                    "offset {} of partition {} does not follow offset {} before it: Kafka offsets strictly increase within a partition (a record twice, or the file out of order)",
+                    record.sequence, record.partition, before.sequence
+                )));
+            }
+            list.push(record);
         }
         Ok(partitions)
     }
 }
 
+/// One line of the file as a record of `topic`, or what is wrong with it.
+fn parse_record(line: &str, topic: &str) -> Result<StreamRecord, String> {
+    let value: serde_json::Value = serde_json::from_str(line).map_err(|err| err.to_string())?;
+    let of = value["topic"].as_str().ok_or("`topic` must be a string")?;
+    if of != topic {
+        return Err(format!("`topic` is {of:?}, not the spec's topic {topic:?}"));
+    }
+    let partition = value["partition"].as_i64().ok_or("`partition` must be an integer")?;
+    let offset = match &value["offset"] {
+        serde_json::Value::Null => return Err("`offset` is missing: every record needs its Kafka offset".into()),
+        other => other.as_i64().ok_or("`offset` must be an integer")?,
+    };
+    if offset < 0 {
+        return Err(format!("`offset` must be 0 or more, not {offset}"));
+    }
+    let data = match &value["value"] {
+        serde_json::Value::Null => None,
+        serde_json::Value::String(b64) => Some(
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .map_err(|err| format!("`value` is not base64: {err}"))?,
+        ),
+        _ => return Err("`value` must be base64 text or null".into()),
+    };
+    let arrival = value["timestamp"].as_i64().and_then(DateTime::<Utc>::from_timestamp_millis).unwrap_or_default();
+    Ok(StreamRecord { partition: format!("{of}-{partition}"), sequence: offset.to_string(), data, arrival })
+}
+
 #[async_trait]
 impl StreamReader for FileStream {
-    async fn partitions(&self, _stream: &str) -> Result<Vec<String>, PortError> {
-        Ok(self.records()?.into_keys().collect())
+    async fn partitions(&self, stream: &str) -> Result<Vec<String>, PortError> {
+        Ok(self.records(stream)?.into_keys().collect())
     }
 
     async fn read(
         &self,
-        _stream: &str,
+        stream: &str,
         partition: &str,
         from: &StreamPosition,
         limit: u32,
     ) -> Result<StreamRead, PortError> {
-        let all = self.records()?.remove(partition).unwrap_or_default();
+        let all = self.records(stream)?.remove(partition).unwrap_or_default();
         let start = match from {
             StreamPosition::TrimHorizon => 0,
             StreamPosition::Latest => all.len(),
@@ -100,11 +144,13 @@ impl StreamReader for FileStream {
         let caught_up = behind == 0;
         let next = records.last().map(|r| r.sequence.clone()).or_else(|| match from {
             StreamPosition::Continue(s) | StreamPosition::AfterSequence(s) => Some(s.clone()),
+            // Followed, at the end: on after the partition's last record.
+            _ if self.follow => all.last().map(|r| r.sequence.clone()),
             _ => None,
         });
         Ok(StreamRead {
-            // A file read to its end is a closed shard: nothing comes after.
-            next: if caught_up && records.is_empty() { None } else { next },
+            // A file read to its end is a closed shard, unless followed.
+            next: if caught_up && records.is_empty() && !self.follow { None } else { next },
             records,
             millis_behind_latest: caught_up.then_some(0),
             records_behind: Some(behind as u64),
@@ -121,8 +167,10 @@ mod tests {
         let path = dir.join("topic.jsonl");
         let lines: Vec<String> = (0..6)
             .map(|i| {
-                let partition = u8::from(i == 5);
-                format!(r#"{{"topic": "t", "partition": {partition}, "timestamp": 0, "value": "e30="}}"#)
+                let (partition, offset) = if i == 5 { (1, 0) } else { (0, i) };
+                format!(
+                    r#"{{"topic": "t", "partition": {partition}, "offset": {offset}, "timestamp": 0, "value": "e30="}}"#
+                )
             })
             .collect();
         std::fs::write(&path, lines.join("\n")).expect("write topic");
@@ -143,5 +191,79 @@ mod tests {
         assert_eq!(other.records_behind, Some(0));
         let unknown = topic.read("t", "t-9", &StreamPosition::TrimHorizon, 10).await.expect("read");
         assert_eq!(unknown.records_behind, Some(0));
+    }
+
+    /// The error of reading a file of `lines` as topic `t`.
+    fn refusal(lines: &[&str]) -> String {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("topic.jsonl");
+        std::fs::write(&path, lines.join("\n")).expect("write topic");
+        let err = FileStream::new(&path).records("t").expect_err("refused");
+        let text = err.to_string();
+        assert!(text.contains(&format!("{}:", path.display())), "names the file: {text}");
+        text
+    }
+
+    const OK: &str = r#"{"topic": "t", "partition": 0, "offset": 0, "value": "e30="}"#;
+
+    #[test]
+    fn a_record_without_an_offset_is_refused_not_taken_as_zero() {
+        let text = refusal(&[r#"{"topic": "t", "partition": 0, "value": "e30="}"#, OK]);
+        assert!(text.contains("topic.jsonl:1") && text.contains("`offset` is missing"), "{text}");
+    }
+
+    #[test]
+    fn an_offset_that_is_not_a_non_negative_integer_is_refused() {
+        let text = refusal(&[OK, r#"{"topic": "t", "partition": 0, "offset": "7", "value": "e30="}"#]);
+        assert!(text.contains("topic.jsonl:2") && text.contains("`offset` must be an integer"), "{text}");
+        let text = refusal(&[r#"{"topic": "t", "partition": 0, "offset": 1.5, "value": "e30="}"#]);
+        assert!(text.contains("`offset` must be an integer"), "{text}");
+        let text = refusal(&[r#"{"topic": "t", "partition": 0, "offset": -3, "value": "e30="}"#]);
+        assert!(text.contains("topic.jsonl:1") && text.contains("`offset` must be 0 or more, not -3"), "{text}");
+    }
+
+    #[test]
+    fn a_record_of_another_topic_is_refused_naming_both() {
+        let text = refusal(&[OK, r#"{"topic": "other", "partition": 0, "offset": 1, "value": "e30="}"#]);
+        assert!(text.contains("topic.jsonl:2") && text.contains(r#""other", not the spec's topic "t""#), "{text}");
+    }
+
+    #[test]
+    fn offsets_must_increase_within_a_partition() {
+        let again = r#"{"topic": "t", "partition": 0, "offset": 0, "value": "eyJhIjoxfQ=="}"#;
+        let text = refusal(&[OK, again]);
+        assert!(
+            text.contains("topic.jsonl:2") && text.contains("offset 0 of partition t-0 does not follow offset 0"),
+            "{text}"
+        );
+        let five = r#"{"topic": "t", "partition": 0, "offset": 5, "value": "e30="}"#;
+        let other = r#"{"topic": "t", "partition": 1, "offset": 2, "value": "e30="}"#;
+        let text = refusal(&[five, other, OK]);
+        assert!(
+            text.contains("topic.jsonl:3") && text.contains("offset 0 of partition t-0 does not follow offset 5"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_followed_file_is_read_on_as_lines_are_appended() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("topic.jsonl");
+        std::fs::write(&path, format!("{OK}\n")).expect("write topic");
+        let closed = FileStream::new(&path).read("t", "t-0", &StreamPosition::Continue("0".into()), 10).await;
+        assert_eq!(closed.expect("read").next, None, "a file not followed is closed at its end");
+        let topic = FileStream::new(&path).following(true);
+        let tip = topic.read("t", "t-0", &StreamPosition::Latest, 10).await.expect("read");
+        assert_eq!((tip.records.len(), tip.next.as_deref(), tip.millis_behind_latest), (0, Some("0"), Some(0)));
+        let mut file = std::fs::OpenOptions::new().append(true).open(&path).expect("open");
+        // A line whose newline is not written yet waits.
+        write!(file, r#"{{"topic": "t", "partition": 0, "offset": 1, "value": "e30="}}"#).expect("append");
+        let partial = topic.read("t", "t-0", &StreamPosition::Continue("0".into()), 10).await.expect("read");
+        assert_eq!((partial.records.len(), partial.next.as_deref()), (0, Some("0")));
+        writeln!(file).expect("append");
+        let more = topic.read("t", "t-0", &StreamPosition::Continue("0".into()), 10).await.expect("read");
+        let offsets: Vec<&str> = more.records.iter().map(|r| r.sequence.as_str()).collect();
+        assert_eq!((offsets, more.next.as_deref()), (vec!["1"], Some("1")));
     }
 }

@@ -87,8 +87,24 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
 /// and conversion failures are permanent (the message is
 /// dead-lettered with an alert, its raw payload already kept); store
 /// failures are transient.
-#[tracing::instrument(skip_all, fields(pipeline = %message.pipeline, run_id = %message.run_id, page = message.page.index))]
 pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<PageReceipt, PersistError> {
+    persist_page_after_poison(message, 0, deps).await
+}
+
+/// [`persist_page`] of a stream batch, `poison` of whose records
+/// ([`crate::stream`]) were quarantined before conversion, beside the
+/// page's quarantine file: the receipt counts them among its records in
+/// and quarantined, so the run's manifest, its summary and `tributary
+/// status` count every record the batch quarantined.
+///
+/// # Errors
+/// As [`persist_page`].
+#[tracing::instrument(skip_all, fields(pipeline = %message.pipeline, run_id = %message.run_id, page = message.page.index))]
+pub(crate) async fn persist_page_after_poison(
+    message: PersistMessage,
+    poison: u64,
+    deps: Deps<'_>,
+) -> Result<PageReceipt, PersistError> {
     let page = PageContext::check(&message, deps)?;
     if let Some(receipt) = page.settle_completed_run().await? {
         return Ok(receipt);
@@ -101,7 +117,7 @@ pub async fn persist_page(message: PersistMessage, deps: Deps<'_>) -> Result<Pag
         alert_schema_conflict(&kept.raw, &output, written.quarantine_key.as_deref(), deps).await?;
     }
     let parquet_bytes = written.parquet_bytes;
-    let receipt = page.record_receipt(&output, written).await?;
+    let receipt = page.record_receipt(&output, written, poison).await?;
     emit_metrics(&receipt, &output, parquet_bytes, deps);
     Ok(receipt)
 }
@@ -303,7 +319,14 @@ impl<'a> PageContext<'a> {
     /// # Errors
     /// Store failures; a completion that fails (permanent or transient, as
     /// the coalescer or committer says).
-    async fn record_receipt(&self, output: &PageOutput, written: Written) -> Result<PageReceipt, PersistError> {
+    /// `poison`: records of a stream batch quarantined before conversion
+    /// ([`persist_page_after_poison`]), counted in and quarantined.
+    async fn record_receipt(
+        &self,
+        output: &PageOutput,
+        written: Written,
+        poison: u64,
+    ) -> Result<PageReceipt, PersistError> {
         let receipt = PageReceipt {
             pipeline: self.message.pipeline.clone(),
             run_id: self.run_id.clone(),
@@ -311,9 +334,9 @@ impl<'a> PageContext<'a> {
             dataset: self.dataset.clone(),
             page: self.page.index,
             page_count: self.page.count,
-            records_in: output.records_in,
+            records_in: output.records_in + poison,
             records_persisted: output.rows_written,
-            records_quarantined: output.quarantined(),
+            records_quarantined: output.quarantined() + poison,
             data_keys: written.data_keys,
             data_bytes: written.parquet_bytes,
             quarantine_key: written.quarantine_key,
@@ -389,7 +412,9 @@ fn emit_metrics(receipt: &PageReceipt, output: &PageOutput, parquet_bytes: u64, 
     let mut emf = Metrics::new("persist", &receipt.pipeline);
     emf.count(metrics::PAGES_PERSISTED, 1);
     emf.count(metrics::RECORDS_PERSISTED, receipt.records_persisted);
-    emf.count(metrics::RECORDS_QUARANTINED, receipt.records_quarantined);
+    // The page's own quarantine: a stream batch's poison records, counted
+    // in the receipt, are emitted per shard by `crate::stream`, once.
+    emf.count(metrics::RECORDS_QUARANTINED, output.quarantined());
     emf.bytes(metrics::BYTES_PERSISTED, parquet_bytes);
     emf.property("run_id", Value::String(receipt.run_id.to_string()));
     emf.property("page", Value::from(receipt.page));

@@ -71,7 +71,7 @@ use tributary_core::ports::{ObjectStore, PortError};
 
 use crate::deps::Deps;
 use crate::error::PersistError;
-use crate::handler::persist_page;
+use crate::handler::persist_page_after_poison;
 
 /// Folder of the stream checkpoints: `_streams/<pipeline>/<stream>/<shard>.json`.
 pub const STREAMS_PREFIX: &str = "_streams/";
@@ -506,7 +506,9 @@ async fn persist_partition(
         payload: Payload::Inline { records: batch.rows },
         fetched_at: DateTime::from_timestamp_millis(last.arrival.timestamp_millis()),
     };
-    persist_page(message, deps).await.map_err(fail(&first.sequence))?;
+    // The poison records count in the page's receipt: the run's manifest
+    // and `tributary status` quarantined them as the poller reports.
+    persist_page_after_poison(message, batch.poison.len() as u64, deps).await.map_err(fail(&first.sequence))?;
 
     settle_pending(&spec.pipeline, &mut checkpoint, deps.store).await.map_err(fail(&first.sequence))?;
     checkpoint.updated_at = Some(Utc::now());
