@@ -72,6 +72,10 @@ pub struct Tape {
     pub toks: Vec<Tok>,
     /// Deepest nesting seen (a scalar is 0, `{}` is 1).
     pub depth: usize,
+    /// Whether some string (key or value) holds a `\u` escape: only such
+    /// an escape can spell a lone UTF-16 surrogate, so a record without one
+    /// needs no look at its keys' Unicode.
+    pub unicode_escapes: bool,
 }
 
 /// Invalid JSON text.
@@ -102,6 +106,7 @@ impl Tape {
     pub fn parse(&mut self, text: &str) -> Result<(), SyntaxError> {
         self.toks.clear();
         self.depth = 0;
+        self.unicode_escapes = false;
         let mut parser = Parser { bytes: text.as_bytes(), pos: 0, tape: self };
         parser.skip_ws();
         parser.value(0)?;
@@ -314,6 +319,7 @@ impl Parser<'_, '_> {
                                 return Err(self.error("invalid \\u escape"));
                             }
                             self.pos += 6;
+                            self.tape.unicode_escapes = true;
                         }
                         _ => return Err(self.error("invalid escape")),
                     }

@@ -321,13 +321,20 @@ impl Col {
     /// # Errors
     /// The first [`Violation`], its path relative to this value (the
     /// caller prefixes its own segment).
-    pub fn check(&self, rec: Rec<'_>, idx: usize, scratch: &mut String, plan: &mut Plan) -> Result<usize, Violation> {
+    pub fn check(
+        &self,
+        rec: Rec<'_>,
+        idx: usize,
+        scratch: &mut String,
+        plan: &mut Plan,
+    ) -> Result<usize, Box<Violation>> {
         let tok = rec.tape.toks[idx];
         let next = rec.tape.skip(idx);
-        let violation =
-            |found: String| Violation { path: String::new(), expected: self.expected(), found, type_stands: false };
+        let violation = |found: String| {
+            Box::new(Violation { path: String::new(), expected: self.expected(), found, type_stands: false })
+        };
         // No column type could hold the value: widening would not help.
-        let unrepresentable = |found: String| Violation { type_stands: true, ..violation(found) };
+        let unrepresentable = |found: String| Box::new(Violation { type_stands: true, ..*violation(found) });
         if tok == Tok::Null {
             return Ok(next);
         }
@@ -427,6 +434,12 @@ impl Col {
         }
     }
 
+    /// Whether [`Col::check_kinds_exactly`] was called on this (struct)
+    /// column.
+    pub fn checks_kinds_exactly(&self) -> bool {
+        matches!(self, Col::Struct { exact: true, .. })
+    }
+
     /// [`Col::check`] of a list's items, `idx` its `[`, `end` past its `]`.
     fn check_items(
         item: &Col,
@@ -436,18 +449,18 @@ impl Col {
         (idx, end): (usize, usize),
         scratch: &mut String,
         plan: &mut Plan,
-    ) -> Result<usize, Violation> {
+    ) -> Result<usize, Box<Violation>> {
         let mut i = idx + 1;
         let mut n = 0;
         while i < end {
             let kind = kind_of(rec.text, rec.tape, i);
             if kind != 0 && item_ty.is_some_and(|ty| !ty.takes(kind) || (exact && !takes_exactly(ty, kind, false))) {
-                return Err(Violation {
+                return Err(Box::new(Violation {
                     path: format!("/{n}"),
                     expected: item.expected(),
                     found: found(rec, i),
                     type_stands: false,
-                });
+                }));
             }
             i = item.check(rec, i, scratch, plan).map_err(|mut v| {
                 v.path = format!("/{n}{}", v.path);
@@ -469,7 +482,7 @@ impl Col {
         end: usize,
         scratch: &mut String,
         plan: &mut Plan,
-    ) -> Result<usize, Violation> {
+    ) -> Result<usize, Box<Violation>> {
         let Col::Struct { names, children, required, .. } = self else { return Ok(rec.tape.skip(idx)) };
         let mut i = idx + 1;
         let mut hint = 0;
@@ -491,12 +504,12 @@ impl Col {
                 key.replace('~', "~0").replace('/', "~1")
             };
             let Some(at) = at else {
-                return Err(Violation {
+                return Err(Box::new(Violation {
                     path: format!("/{}", key_of(scratch)),
                     expected: "a field of the dataset".into(),
                     found: "an undeclared field".into(),
                     type_stands: false,
-                });
+                }));
             };
             hint = at + 1;
             let repeated = if at < 64 {
@@ -514,12 +527,12 @@ impl Col {
                 // JSON leaves a repeated key's meaning open (RFC 8259
                 // §4): readers keep the first or the last. One column
                 // cannot hold both, so the record is set aside whole.
-                return Err(Violation {
+                return Err(Box::new(Violation {
                     path: format!("/{}", key_of(scratch)),
                     expected: "one value per key".into(),
                     found: "the key repeated in the same object".into(),
                     type_stands: true,
-                });
+                }));
             }
             if let Err(mut v) = self.check_field(at, rec, value, scratch, plan) {
                 v.path = format!("/{}{}", key_of(scratch), v.path);
@@ -529,12 +542,12 @@ impl Col {
         }
         for (at, _) in required.iter().enumerate().filter(|(_, r)| **r) {
             if !has_value(rec, idx, &names.list[at].source, scratch) {
-                return Err(Violation {
+                return Err(Box::new(Violation {
                     path: format!("/{}", names.list[at].source),
                     expected: format!("{} (required)", children[at].expected()),
                     found: "no value".into(),
                     type_stands: true,
-                });
+                }));
             }
         }
         Ok(rec.tape.skip(idx))
@@ -551,7 +564,7 @@ impl Col {
         value: usize,
         scratch: &mut String,
         plan: &mut Plan,
-    ) -> Result<usize, Violation> {
+    ) -> Result<usize, Box<Violation>> {
         let Col::Struct { names, children, variants, declared, exact, .. } = self else {
             return Ok(rec.tape.skip(value));
         };
@@ -562,12 +575,12 @@ impl Col {
         if *exact && !declared[at] && matches!(rec.tape.toks[value], Tok::Str { .. }) {
             let kind = kind_of(rec.text, rec.tape, value);
             if !takes_exactly(ty, kind, variants[at][Variant::Text.slot()].is_some()) {
-                return Err(Violation {
+                return Err(Box::new(Violation {
                     path: String::new(),
                     expected: format!("{} (as the page's first records had it)", children[at].expected()),
                     found: found(rec, value),
                     type_stands: false,
-                });
+                }));
             }
         }
         let (to, checked) = match route(ty, declared[at], &variants[at], rec, value) {
@@ -575,12 +588,12 @@ impl Col {
             Route::Variant(to) => (to, children[to].check(rec, value, scratch, plan)),
             Route::Missing(kind) => (
                 at,
-                Err(Violation {
+                Err(Box::new(Violation {
                     path: String::new(),
                     expected: format!("{} (or a `__{}` variant column)", children[at].expected(), kind.suffix()),
                     found: found(rec, value),
                     type_stands: false,
-                }),
+                })),
             ),
         };
         // A value that does not fit the base column goes to its kind's
@@ -610,6 +623,170 @@ impl Col {
             v.type_stands |= declared[at];
             v
         })
+    }
+
+    /// [`Col::check`] and [`Col::append`] in one walk, for the common case:
+    /// appends the value at `idx` and returns the index after it, or `None`
+    /// without saying why as soon as the value is anything but plainly
+    /// taken (a violation, an escaped or repeated key, a value that goes to
+    /// a variant column because its own column refused it, ...).
+    ///
+    /// On `None` the builders hold part of the value: the caller throws the
+    /// chunk's builders away and builds the chunk again with check, then
+    /// append (which quarantine and route exactly). Whatever this takes, it
+    /// appends exactly what check, then append, would: the columns, values
+    /// and nulls (the tests in `convert::tests` compare the files byte for
+    /// byte). The steady state of a daily pipeline, every record fitting
+    /// the dataset's schema, walks each record once instead of twice (the
+    /// profile in docs/persist-bench.md had the two walks at a fifth of a
+    /// page).
+    pub fn append_checked(&mut self, rec: Rec<'_>, idx: usize, scratch: &mut String, plan: &mut Plan) -> Option<usize> {
+        let tok = rec.tape.toks[idx];
+        let next = rec.tape.skip(idx);
+        if tok == Tok::Null {
+            self.append_null();
+            return Some(next);
+        }
+        match self {
+            Col::Text(b, _) => match tok {
+                Tok::Str { start, end, escaped } => {
+                    b.append_value(unescape(rec.text, start, end, escaped, scratch).ok()?)
+                }
+                _ => b.append_value(rec.raw(idx)),
+            },
+            Col::Bool(b) => match tok {
+                Tok::Bool(value) => b.append_value(value),
+                _ => return None,
+            },
+            Col::Int64(b) => match tok {
+                Tok::Num { int: true, .. } => b.append_value(rec.raw(idx).parse::<i64>().ok()?),
+                _ => return None,
+            },
+            Col::Float64(b) => match tok {
+                Tok::Num { .. } => b.append_value(rec.raw(idx).parse::<f64>().ok().filter(|v| v.is_finite())?),
+                _ => return None,
+            },
+            Col::Timestamp(b, unit, _) => {
+                let unit = *unit;
+                let value = timestamp_of(rec, idx, unit, scratch)?;
+                // Seconds are stored as milliseconds (see `arrow_unit`).
+                b.append_value(if unit == TimeUnit::Second { value * 1000 } else { value });
+            }
+            Col::List { offsets, nulls, item, item_ty, exact } => {
+                let Tok::Arr { end, .. } = tok else {
+                    // A declared list takes a single value as its one item.
+                    if item_ty.is_some() {
+                        return None;
+                    }
+                    item.append_checked(rec, idx, scratch, plan)?;
+                    let last = *offsets.last().unwrap_or(&0);
+                    offsets.push(last + 1);
+                    nulls.append_non_null();
+                    return Some(next);
+                };
+                if let Some(ty) = item_ty.as_deref()
+                    && !items_fit(ty, *exact, rec, idx)
+                {
+                    return None;
+                }
+                let mut i = idx + 1;
+                let mut count = 0;
+                while i < end as usize {
+                    i = item.append_checked(rec, i, scratch, plan)?;
+                    count += 1;
+                }
+                let last = *offsets.last().unwrap_or(&0);
+                offsets.push(last + count);
+                nulls.append_non_null();
+            }
+            Col::Struct { names, children, variants, required, declared, stamps, exact, nulls, rows } => {
+                let Tok::Obj { end, .. } = tok else { return None };
+                let stamp = *rows + 1;
+                let mut i = idx + 1;
+                let mut hint = 0;
+                // Keys seen (a repeated one is check's to refuse): a
+                // bitmask for the first 64 fields, a vector only beyond;
+                // and which of the first 64 have a value (`required`).
+                let (mut seen, mut seen_high, mut valued) = (0u64, Vec::new(), 0u64);
+                while i < end as usize {
+                    let Tok::Str { start, end: key_end, escaped: false } = rec.tape.toks[i] else { return None };
+                    let value = i + 1;
+                    let at = names.position(&rec.text[start as usize..key_end as usize], hint)?;
+                    let value_tok = rec.tape.toks[value];
+                    if at < 64 {
+                        if seen & (1 << at) != 0 {
+                            return None;
+                        }
+                        seen |= 1 << at;
+                        valued |= u64::from(value_tok != Tok::Null) << at;
+                    } else {
+                        if seen_high.is_empty() {
+                            seen_high = vec![false; names.list.len()];
+                        }
+                        if std::mem::replace(&mut seen_high[at], true) {
+                            return None;
+                        }
+                    }
+                    hint = at + 1;
+                    let ty = &names.list[at].ty;
+                    if *exact && !declared[at] && matches!(value_tok, Tok::Str { .. }) {
+                        let kind = kind_of(rec.text, rec.tape, value);
+                        if !takes_exactly(ty, kind, variants[at][Variant::Text.slot()].is_some()) {
+                            return None;
+                        }
+                    }
+                    let to = match route(ty, declared[at], &variants[at], rec, value) {
+                        // A list whose items its column does not take goes
+                        // to the field's `__json` column, as check decides.
+                        Route::Base
+                            if let Col::List { item_ty: Some(item_ty), exact, .. } = &children[at]
+                                && matches!(value_tok, Tok::Arr { .. })
+                                && !items_fit(item_ty, *exact, rec, value) =>
+                        {
+                            variants[at][Variant::for_kind(Kinds::ARRAY).slot()]?
+                        }
+                        Route::Base => at,
+                        Route::Variant(to) => to,
+                        Route::Missing(_) => return None,
+                    };
+                    stamps[to] = stamp;
+                    children[to].append_checked(rec, value, scratch, plan)?;
+                    if to == at
+                        && let Some(text) = variants[at][Variant::Text.slot()]
+                        && kind_of(rec.text, rec.tape, value) == Kinds::ZONED
+                    {
+                        stamps[text] = stamp;
+                        children[text].append_checked(rec, value, scratch, plan)?;
+                    }
+                    i = rec.tape.skip(value);
+                }
+                for (at, _) in required.iter().enumerate().filter(|(_, r)| **r) {
+                    let has = if at < 64 {
+                        valued & (1 << at) != 0
+                    } else {
+                        has_value(rec, idx, &names.list[at].source, scratch)
+                    };
+                    if !has {
+                        return None;
+                    }
+                }
+                for (child, stamp_of) in children.iter_mut().zip(stamps.iter_mut()) {
+                    if *stamp_of != stamp {
+                        child.append_null();
+                        *stamp_of = stamp;
+                    }
+                }
+                nulls.append_non_null();
+                *rows += 1;
+            }
+            // The other columns (declared types, decimals, dates, no type
+            // yet): check, then append, on the one value.
+            _ => {
+                self.check(rec, idx, scratch, plan).ok()?;
+                self.append(rec, idx, scratch, plan);
+            }
+        }
+        Some(next)
     }
 
     /// Appends the value at `idx`, which [`Col::check`] accepted, following
@@ -784,6 +961,27 @@ impl Col {
             _ => StructArray::new_empty_fields(0, None),
         }
     }
+}
+
+/// Whether every item of the array at `idx` is of a kind its list's
+/// inferred `item_ty` takes (exactly, with `exact`): [`Col::check`]'s
+/// first look at a list, before its items' own checks.
+fn items_fit(item_ty: &Ty, exact: bool, rec: Rec<'_>, idx: usize) -> bool {
+    let end = rec.tape.skip(idx);
+    let mut i = idx + 1;
+    while i < end {
+        let tok = rec.tape.toks[i];
+        // `takes_token` answers the common case without the item's exact
+        // kind; `exact` asks about strings.
+        if !takes_token(item_ty, rec.text, tok) || (exact && matches!(tok, Tok::Str { .. })) {
+            let kind = kind_of(rec.text, rec.tape, i);
+            if kind != 0 && (!item_ty.takes(kind) || (exact && !takes_exactly(item_ty, kind, false))) {
+                return false;
+            }
+        }
+        i = rec.tape.skip(i);
+    }
+    true
 }
 
 /// Where a struct field's value goes.

@@ -694,7 +694,7 @@ fn screen(
     }
     // Only a `\u` escape can spell a surrogate; the path is only worked out
     // for a record that has such a key.
-    if memchr::memmem::find(text.as_bytes(), b"\\u").is_some()
+    if tape.unicode_escapes
         && has_invalid_key(text, tape, scratch)
         && let Some((path, key, message)) = invalid_key(text, tape, 0, &mut String::new(), scratch)
     {
@@ -985,7 +985,7 @@ fn write_pass(
             let (output, results) = std::sync::mpsc::sync_channel::<Built>(2);
             let (schema, checker, arrow_schema) = (&schema, &checker, &arrow_schema);
             workers.push(scope.spawn(move || {
-                let checks = Checks { checker, over_cap, no_columns, strict, lines };
+                let checks = Checks { checker, over_cap, no_columns, strict, lines, one_walk: !two_walks_only() };
                 build_chunks(chunks, output, settings, (schema, arrow_schema), checks)
             }));
             inputs.push(input);
@@ -1062,89 +1062,172 @@ struct Checks<'a> {
     strict: bool,
     /// The records are NDJSON lines ([`screen`]).
     lines: bool,
+    /// Build chunks in one walk per record first ([`Col::append_checked`]).
+    one_walk: bool,
 }
 
 /// Pass 2's worker: checks each record of its chunks, quarantines what does
 /// not fit, builds the rest per partition; an error carries its record index.
+///
+/// Each chunk is first built in one walk per record
+/// ([`Col::append_checked`]); a record that walk does not take plainly
+/// sends the chunk back to be built again with check, then append (which
+/// quarantine and route exactly), and the worker keeps to that for its
+/// later chunks: a page whose records need it pays for one chunk twice.
 fn build_chunks(
     chunks: std::sync::mpsc::Receiver<Chunk>,
     output: std::sync::mpsc::SyncSender<Built>,
     settings: PageSettings<'_>,
     (schema, arrow_schema): (&Ty, &SchemaRef),
-    Checks { checker, over_cap, no_columns, strict, lines }: Checks<'_>,
+    checks: Checks<'_>,
 ) -> Result<(), (u64, Stop)> {
-    let mut tape = Tape::default();
-    let mut scratch = String::new();
-    let mut plan = Plan::default();
+    let mut work = Work { tape: Tape::default(), scratch: String::new(), plan: Plan::default() };
     // By run date, the whole page is one partition: its name is made once,
     // not per record (formatting the date was a twentieth of the work).
     let run_date_partition = match settings.target.partition {
         Partitioning::RunDate => Some(format!("dt={}", settings.run_date)),
         Partitioning::Field { .. } => None,
     };
+    let mut one_walk = checks.one_walk;
     for chunk in chunks {
-        let mut built = Built { parts: Vec::new(), quarantined: Vec::new(), conflicts: Vec::new(), rows: 0 };
-        let mut cols: Vec<(String, Col)> = Vec::new();
-        let mut index_of: HashMap<String, usize> = HashMap::new();
-        for &(from, to, index, offset) in &chunk.records {
-            let text = &chunk.text[from..to];
-            let screened =
-                screen(index, offset, text, lines, &mut tape, &mut scratch).map_err(|e| (index, Stop::Failed(e)))?;
-            if let Some(reason) = screened {
-                built.quarantined.push((index, reason, text.into()));
-                continue;
+        let mut built = None;
+        if one_walk {
+            built = build_chunk(&chunk, true, settings, schema, checks, run_date_partition.as_deref(), &mut work)?;
+            one_walk = built.is_some();
+            #[cfg(test)]
+            if one_walk {
+                tests::ONE_WALK_CHUNKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            let rec = Rec { text, tape: &tape };
-            plan.clear();
-            if let Err(violation) = checker.check(rec, 0, &mut scratch, &mut plan) {
-                if strict && !violation.type_stands {
-                    return Err((index, Stop::Widen));
-                }
-                built.set_aside(index, text, violation, over_cap, settings.limits.max_columns);
-                continue;
-            }
-            let partition = match &run_date_partition {
-                Some(_) => None,
-                None => match partition_of(&settings.target.partition, rec, settings.run_date, &mut scratch) {
-                    Ok(partition) => Some(partition),
-                    Err(reason) => {
-                        built.quarantined.push((index, format!("record {index}: {reason}"), text.into()));
-                        continue;
-                    }
-                },
-            };
-            built.rows += 1;
-            if no_columns {
-                // Only `{}` records: nothing to write as columns; counted as written.
-                continue;
-            }
-            let at = match (&run_date_partition, partition) {
-                (Some(name), _) => {
-                    if cols.is_empty() {
-                        cols.push((name.clone(), Col::new(schema)));
-                    }
-                    0
-                }
-                (None, partition) => {
-                    let partition = partition.unwrap_or_default();
-                    match index_of.get(&partition) {
-                        Some(at) => *at,
-                        None => {
-                            index_of.insert(partition.clone(), cols.len());
-                            cols.push((partition, Col::new(schema)));
-                            cols.len() - 1
-                        }
-                    }
-                }
-            };
-            cols[at].1.append(rec, 0, &mut scratch, &mut plan);
         }
+        let (mut built, cols) = match built {
+            Some(built) => built,
+            // Without the one walk a chunk is always built.
+            None => build_chunk(&chunk, false, settings, schema, checks, run_date_partition.as_deref(), &mut work)?
+                .ok_or_else(|| (0, Stop::Failed(thread_panicked("build"))))?,
+        };
         built.parts = finish_parts(cols, settings.lineage, arrow_schema)?;
         if output.send(built).is_err() {
             break;
         }
     }
     Ok(())
+}
+
+/// Whether pass 2 is to check, then append, every record (tests compare
+/// the one walk with it); never in the function.
+#[cfg(not(test))]
+fn two_walks_only() -> bool {
+    false
+}
+
+#[cfg(test)]
+fn two_walks_only() -> bool {
+    tests::TWO_WALKS_ONLY.with(std::cell::Cell::get)
+}
+
+/// A chunk built: its records' outcome, and its partitions' columns.
+type BuiltChunk = (Built, Vec<(String, Col)>);
+
+/// A build worker's buffers, reused from record to record.
+struct Work {
+    tape: Tape,
+    scratch: String,
+    plan: Plan,
+}
+
+/// Builds one chunk: each record screened, checked (quarantined when it
+/// does not fit), partitioned and appended to its partition's columns.
+/// With `one_walk`, a record is checked and appended in one walk
+/// ([`Col::append_checked`]), and `Ok(None)` says a record needs check,
+/// then append: the chunk is to be built again without `one_walk`.
+fn build_chunk(
+    chunk: &Chunk,
+    one_walk: bool,
+    settings: PageSettings<'_>,
+    schema: &Ty,
+    Checks { checker, over_cap, no_columns, strict, lines, .. }: Checks<'_>,
+    run_date_partition: Option<&str>,
+    Work { tape, scratch, plan }: &mut Work,
+) -> Result<Option<BuiltChunk>, (u64, Stop)> {
+    let mut built = Built { parts: Vec::new(), quarantined: Vec::new(), conflicts: Vec::new(), rows: 0 };
+    let mut cols: Vec<(String, Col)> = Vec::new();
+    let mut index_of: HashMap<String, usize> = HashMap::new();
+    // The columns appended to follow the checker's rules (`exact` on a
+    // first page in one pass), as the one walk checks against them.
+    let new_col = || {
+        let mut col = Col::new(schema);
+        if checker.checks_kinds_exactly() {
+            col.check_kinds_exactly();
+        }
+        col
+    };
+    for &(from, to, index, offset) in &chunk.records {
+        let text = &chunk.text[from..to];
+        let screened = screen(index, offset, text, lines, tape, scratch).map_err(|e| (index, Stop::Failed(e)))?;
+        if let Some(reason) = screened {
+            built.quarantined.push((index, reason, text.into()));
+            continue;
+        }
+        let rec = Rec { text, tape };
+        plan.clear();
+        if !one_walk && let Err(violation) = checker.check(rec, 0, scratch, plan) {
+            if strict && !violation.type_stands {
+                return Err((index, Stop::Widen));
+            }
+            built.set_aside(index, text, *violation, over_cap, settings.limits.max_columns);
+            continue;
+        }
+        let partition = match run_date_partition {
+            Some(_) => None,
+            None => match partition_of(&settings.target.partition, rec, settings.run_date, scratch) {
+                Ok(partition) => Some(partition),
+                // Check's reason comes first for a record that also does
+                // not fit: the chunk is built again with check.
+                Err(_) if one_walk => return Ok(None),
+                Err(reason) => {
+                    built.quarantined.push((index, format!("record {index}: {reason}"), text.into()));
+                    continue;
+                }
+            },
+        };
+        if no_columns {
+            // Only `{}` records: nothing to write as columns; counted as
+            // written (when they fit).
+            if one_walk && checker.check(rec, 0, scratch, plan).is_err() {
+                return Ok(None);
+            }
+            built.rows += 1;
+            continue;
+        }
+        let at = match (run_date_partition, partition) {
+            (Some(name), _) => {
+                if cols.is_empty() {
+                    cols.push((name.to_string(), new_col()));
+                }
+                0
+            }
+            (None, partition) => {
+                let partition = partition.unwrap_or_default();
+                match index_of.get(&partition) {
+                    Some(at) => *at,
+                    None => {
+                        index_of.insert(partition.clone(), cols.len());
+                        cols.push((partition, new_col()));
+                        cols.len() - 1
+                    }
+                }
+            }
+        };
+        if one_walk {
+            if cols[at].1.append_checked(rec, 0, scratch, plan).is_none() {
+                return Ok(None);
+            }
+        } else {
+            cols[at].1.append(rec, 0, scratch, plan);
+        }
+        built.rows += 1;
+    }
+    Ok(Some((built, cols)))
 }
 
 impl Built {
@@ -1479,6 +1562,143 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+
+    thread_local! {
+        /// Set: pass 2 checks, then appends, every record.
+        pub(super) static TWO_WALKS_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// Chunks built in one walk, in this process.
+    pub(super) static ONE_WALK_CHUNKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    /// A record of one of nine shapes: plain, or with values its columns
+    /// route to variant columns (`__text`, `__json`, ...), a timestamp
+    /// with an offset (its `__text` companion), nulls, escaped strings,
+    /// big integers, lists with nulls and of two kinds, empty objects.
+    fn mixed(i: usize) -> Value {
+        match i % 9 {
+            0 | 7 => json!({"id": i, "name": format!("n{i}"), "at": "2026-01-01T00:00:00Z", "tags": ["a", "b"],
+                "addr": {"city": "Recife", "zip": i % 100}, "amount": i as f64 / 4.0, "ok": i.is_multiple_of(2)}),
+            1 => json!({"id": format!("x{i}"), "name": null, "at": "2026-01-01T00:00:00+02:00", "tags": [],
+                "addr": null, "amount": 3}),
+            2 => {
+                json!({"id": i, "name": "é \"q\" \u{1F600}\\", "at": "soon", "tags": ["b", null], "addr": {"city": null}})
+            }
+            3 => json!({"id": 1.5, "tags": "solo", "addr": "somewhere", "extra": {"k": [1, 2]}, "ok": "yes"}),
+            4 => json!({"id": 12_345_678_901_234_567_890_u64, "amount": "12.5", "tags": [1, "a"]}),
+            5 => json!({}),
+            6 => json!({"id": i, "at": 1_764_388_800, "addr": {"city": ["x"], "zip": "01000-000"}}),
+            _ => json!({"id": -(i as i64), "at": "2026-01-01T00:00:00.123456Z", "extra": {"k": []}}),
+        }
+    }
+
+    fn ndjson(lines: impl IntoIterator<Item = String>) -> PageSource {
+        let mut text = String::new();
+        for line in lines {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        PageSource::Bytes(Bytes::from(text))
+    }
+
+    /// Everything a page's conversion gives: files, quarantine, counts,
+    /// schema and conflicts.
+    fn outcome(output: &PageOutput) -> (Vec<Vec<u8>>, Option<Vec<u8>>, u64, String, Ty) {
+        let quarantine = output.quarantine.as_ref().map(|q| std::fs::read(&q.path).expect("quarantine"));
+        let files: Vec<_> = output.files.iter().map(|f| (f.partition.clone(), f.rows)).collect();
+        let summary = format!("{:?} {:?} {files:?}", output.conflicts, output.schema_changes);
+        (bytes(output), quarantine, output.rows_written, summary, output.schema.clone())
+    }
+
+    /// `source` converted with the one walk and with check, then append
+    /// only: the same outcome. Returns whether it converted.
+    fn same_both_ways(case: &str, source: &PageSource, settings: PageSettings<'_>) -> bool {
+        let one = convert_page(source, &PayloadFormat::default(), settings);
+        TWO_WALKS_ONLY.with(|two| two.set(true));
+        let two = convert_page(source, &PayloadFormat::default(), settings);
+        TWO_WALKS_ONLY.with(|two| two.set(false));
+        match (one, two) {
+            (Ok(one), Ok(two)) => {
+                let (one, two) = (outcome(&one), outcome(&two));
+                assert!(one.4 == two.4, "{case}: the schemas differ");
+                assert_eq!(one.3, two.3, "{case}: conflicts, files");
+                assert_eq!(one.2, two.2, "{case}: rows written");
+                assert_eq!(one.1.map(String::from_utf8), two.1.map(String::from_utf8), "{case}: quarantine");
+                assert!(one.0 == two.0, "{case}: the files' bytes differ");
+                true
+            }
+            (one, two) => {
+                assert_eq!(one.err().map(|e| e.to_string()), two.err().map(|e| e.to_string()), "{case}");
+                false
+            }
+        }
+    }
+
+    #[test]
+    fn one_walk_per_record_writes_what_check_then_append_writes() {
+        // Each case's records follow 13,000 mixed ones (more than a chunk),
+        // converted as a first page and against the table the mixed
+        // records make (variant columns and a `__text` companion).
+        let base: Vec<String> = (0..13_000).map(|i| mixed(i).to_string()).collect();
+        let wide = {
+            let mut record = serde_json::Map::new();
+            for k in 0..80 {
+                record.insert(format!("f{k}"), json!(k));
+            }
+            Value::Object(record).to_string()
+        };
+        let cases: Vec<(&str, Vec<String>)> = vec![
+            ("nothing more", vec![]),
+            ("an escaped key", vec![r#"{"na\u006de": "x", "id": 1}"#.into()]),
+            ("a repeated key", vec![r#"{"id": 1, "name": "a", "id": 2}"#.into()]),
+            ("a key that is a lone surrogate", vec![r#"{"\ud800": 1}"#.into()]),
+            ("a new field", vec![r#"{"id": 1, "late": true}"#.into()]),
+            ("a new nested field", vec![r#"{"id": 1, "addr": {"street": "x"}}"#.into()]),
+            ("a value no variant takes yet", vec![r#"{"id": 1, "ok": 2.5}"#.into()]),
+            ("an integer beyond every column", vec![r#"{"id": 1e400}"#.into()]),
+            ("a string that is not Unicode", vec![r#"{"name": "\udc00"}"#.into()]),
+            ("a record of 80 fields", vec![wide.clone(), wide]),
+            ("not an object, and not JSON", vec!["[1]".into(), "{".into()]),
+        ];
+        let before = ONE_WALK_CHUNKS.load(std::sync::atomic::Ordering::Relaxed);
+        for (case, late) in &cases {
+            let lines = || base.iter().cloned().chain(late.iter().cloned());
+            with(|settings, _| {
+                let source = ndjson(lines());
+                assert!(same_both_ways(&format!("{case}, a first page"), &source, settings));
+                let lake = convert_page(&ndjson(base.iter().take(900).cloned()), &PayloadFormat::default(), settings)
+                    .expect("the table")
+                    .schema;
+                let known = PageSettings { lake_schema: Some(&lake), ..settings };
+                assert!(same_both_ways(&format!("{case}, the table known"), &source, known));
+            });
+        }
+        // Declared columns (with a required one) and a field partition.
+        let mut target = PersistTarget::new("t");
+        for (name, ty, required) in [
+            ("id", "string", true),
+            ("amount", "decimal(12, 2)", false),
+            ("at", "timestamp(ms)", false),
+            ("tags", "list<string>", false),
+            ("addr", "json", false),
+            ("ok", "bool", false),
+        ] {
+            target.schema.push(contracts::DeclaredField {
+                name: name.into(),
+                data_type: ty.parse().expect("type"),
+                required,
+            });
+        }
+        target.partition =
+            Partitioning::Field { field: "/addr/city".into(), granularity: Granularity::Value, column: "city".into() };
+        with_target(target, |settings, _| {
+            let late =
+                [r#"{"amount": 1.005, "addr": {"city": "../x"}}"#, r#"{"id": null}"#, r#"{"id": 5, "at": "1 May"}"#];
+            let source = ndjson(base.iter().cloned().chain(late.iter().map(|l| l.to_string())));
+            assert!(same_both_ways("declared columns, partitioned by a field", &source, settings));
+        });
+        assert!(ONE_WALK_CHUNKS.load(std::sync::atomic::Ordering::Relaxed) > before, "some chunks took the one walk");
+    }
 
     /// `records` then `late`, as NDJSON.
     fn page(records: usize, late: &[Value]) -> PageSource {
