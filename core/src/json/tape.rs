@@ -109,10 +109,10 @@ impl Tape {
         self.unicode_escapes = false;
         let mut parser = Parser { bytes: text.as_bytes(), pos: 0, tape: self };
         parser.skip_ws();
-        parser.value(0)?;
+        parser.value(0).map_err(|err| *err)?;
         parser.skip_ws();
         if parser.pos != parser.bytes.len() {
-            return Err(parser.error("unexpected text after the value"));
+            return Err(*parser.error("unexpected text after the value"));
         }
         Ok(())
     }
@@ -183,13 +183,17 @@ struct Parser<'a, 't> {
 }
 
 impl Parser<'_, '_> {
-    fn error(&self, message: &str) -> SyntaxError {
+    /// Boxed: the parser's calls return `Result<(), Box<_>>` in a
+    /// register; a 32-byte error made every token's return go through
+    /// memory.
+    #[cold]
+    fn error(&self, message: &str) -> Box<SyntaxError> {
         let found = match self.bytes.get(self.pos) {
             Some(b) if b.is_ascii_graphic() => format!(", found `{}`", *b as char),
             Some(b) => format!(", found byte 0x{b:02x}"),
             None => ", found the end of the text".to_string(),
         };
-        SyntaxError { offset: self.pos, message: format!("{message}{found}") }
+        Box::new(SyntaxError { offset: self.pos, message: format!("{message}{found}") })
     }
 
     #[inline]
@@ -199,7 +203,7 @@ impl Parser<'_, '_> {
         }
     }
 
-    fn value(&mut self, depth: usize) -> Result<(), SyntaxError> {
+    fn value(&mut self, depth: usize) -> Result<(), Box<SyntaxError>> {
         match self.bytes.get(self.pos) {
             Some(b'{') => self.container::<true>(depth + 1),
             Some(b'[') => self.container::<false>(depth + 1),
@@ -212,7 +216,7 @@ impl Parser<'_, '_> {
         }
     }
 
-    fn literal(&mut self, word: &[u8], tok: Tok) -> Result<(), SyntaxError> {
+    fn literal(&mut self, word: &[u8], tok: Tok) -> Result<(), Box<SyntaxError>> {
         // Fixed-size compares (one integer load each), not a memcmp call.
         let matches = match word.len() {
             4 => {
@@ -233,7 +237,7 @@ impl Parser<'_, '_> {
         }
     }
 
-    fn enter(&mut self, depth: usize) -> Result<usize, SyntaxError> {
+    fn enter(&mut self, depth: usize) -> Result<usize, Box<SyntaxError>> {
         if depth > MAX_PARSE_DEPTH {
             return Err(self.error(&format!("nested deeper than {MAX_PARSE_DEPTH} levels")));
         }
@@ -248,7 +252,7 @@ impl Parser<'_, '_> {
     /// then its children (key and value pairs, or items), then the token
     /// completed with the index after its last child. A const parameter, so
     /// each kind compiles to its own branch-free loop.
-    fn container<const OBJECT: bool>(&mut self, depth: usize) -> Result<(), SyntaxError> {
+    fn container<const OBJECT: bool>(&mut self, depth: usize) -> Result<(), Box<SyntaxError>> {
         let object = OBJECT;
         let (close, what) = if object { (b'}', "`,` or `}` in the object") } else { (b']', "`,` or `]` in the array") };
         let at = self.enter(depth)?;
@@ -295,7 +299,7 @@ impl Parser<'_, '_> {
     /// pushing rather than returning the token: a `Result<Tok, _>` came
     /// back through the stack and stalled every string on a store forward.
     #[inline(always)]
-    fn string(&mut self) -> Result<(), SyntaxError> {
+    fn string(&mut self) -> Result<(), Box<SyntaxError>> {
         self.pos += 1;
         let start = self.pos;
         let bytes = self.bytes;
@@ -334,7 +338,7 @@ impl Parser<'_, '_> {
         Ok(())
     }
 
-    fn number(&mut self) -> Result<(), SyntaxError> {
+    fn number(&mut self) -> Result<(), Box<SyntaxError>> {
         let start = self.pos;
         let bytes = self.bytes;
         let mut pos = self.pos;

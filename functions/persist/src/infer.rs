@@ -176,11 +176,41 @@ pub fn timestamp_micros(text: &str) -> Option<(i64, bool)> {
         }
         _ => return None,
     };
-    let year = i32::try_from(num(0, 4)?).ok().filter(|y| *y >= 1)?;
-    let date = chrono::NaiveDate::from_ymd_opt(year, num(5, 2)?, num(8, 2)?)?;
-    let time = chrono::NaiveTime::from_hms_micro_opt(num(11, 2)?, num(14, 2)?, num(17, 2)?, micros)?;
-    let local = date.and_time(time).and_utc().timestamp_micros();
-    Some((local - offset_seconds * 1_000_000, zoned))
+    let days = days_from_civil(num(0, 4)?, num(5, 2)?, num(8, 2)?)?;
+    let (hours, minutes, seconds) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
+    if hours > 23 || minutes > 59 || seconds > 59 {
+        return None;
+    }
+    let local_seconds = days * 86_400 + i64::from(hours * 3600 + minutes * 60 + seconds);
+    Some(((local_seconds - offset_seconds) * 1_000_000 + i64::from(micros), zoned))
+}
+
+/// Days from 1970-01-01 to the date `year`-`month`-`day` of the proleptic
+/// Gregorian calendar (chrono's), years 1 to 9999; `None` for a date that
+/// does not exist (month 13, February 30, February 29 of a common year).
+/// Howard Hinnant's `days_from_civil` ("chrono-Compatible Low-Level Date
+/// Algorithms"): no table, no allocation, where chrono's `NaiveDate`
+/// was a hundredth of a page's conversion.
+fn days_from_civil(year: u32, month: u32, day: u32) -> Option<i64> {
+    let leap = year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400));
+    let month_days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return None,
+    };
+    if !(1..=9999).contains(&year) || day == 0 || day > month_days {
+        return None;
+    }
+    // Years start in March, so that February's leap day is the last.
+    let year = i64::from(year) - i64::from(month <= 2);
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month_from_march = i64::from((month + 9) % 12);
+    let day_of_year = (153 * month_from_march + 2) / 5 + i64::from(day) - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    Some(era * 146_097 + day_of_era - 719_468)
 }
 
 /// How many non-null values one place held, per group of kinds that one
@@ -1083,6 +1113,42 @@ mod props;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn days_from_civil_is_chronos_calendar_from_year_1_to_9999() {
+        let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).expect("epoch");
+        for year in (1..=9999).step_by(3).chain([1, 4, 100, 400, 1900, 2000, 2024, 2100, 9999]) {
+            for month in 0..=13 {
+                for day in 0..=32 {
+                    let expected =
+                        chrono::NaiveDate::from_ymd_opt(year as i32, month, day).map(|date| (date - epoch).num_days());
+                    assert_eq!(days_from_civil(year, month, day), expected, "{year}-{month}-{day}");
+                }
+            }
+        }
+        assert_eq!(days_from_civil(0, 1, 1), None);
+        assert_eq!(days_from_civil(10_000, 1, 1), None);
+    }
+
+    #[test]
+    fn timestamps_are_chronos_instants() {
+        for text in [
+            "2024-02-29T23:59:59.999999Z",
+            "2023-02-29T00:00:00Z",
+            "2026-11-29T24:00:00Z",
+            "2026-11-29T06:60:00Z",
+            "0001-01-01T00:00:00+01:00",
+            "9999-12-31T23:59:59-23:59",
+            "1969-12-31T23:59:59.5Z",
+            "1900-03-01T12:00:00Z",
+            "2000-02-29T00:00:00.000001+05:45",
+        ] {
+            let chrono = chrono::DateTime::parse_from_rfc3339(text).ok().map(|t| t.timestamp_micros());
+            assert_eq!(timestamp_micros(text).map(|(micros, _)| micros), chrono, "{text}");
+        }
+        // A leap second, which chrono reads as the next second: refused.
+        assert_eq!(timestamp_micros("2026-11-29T06:00:60Z"), None);
+    }
 
     /// The instant of RFC 3339 text written with `Z`.
     fn utc_timestamp_micros(text: &str) -> Option<i64> {

@@ -503,9 +503,13 @@ impl<R: Read> Framer<R> {
         self.index += 1;
         let offset = self.consumed - len as u64;
         let bytes = &self.buf[from..from + len];
-        let text = match std::str::from_utf8(bytes) {
+        // SIMD validation first (every record's bytes are read here); the
+        // standard library's only for a record that fails, for its error.
+        let valid = simdutf8::basic::from_utf8(bytes).map_err(|_| std::str::from_utf8(bytes));
+        let text = match valid {
             Ok(text) => text,
-            Err(err) => {
+            Err(Ok(text)) => text,
+            Err(Err(err)) => {
                 let escaped = escape_invalid_utf8(bytes).map_err(|_| DecodeError::Record {
                     index,
                     offset,
