@@ -742,11 +742,33 @@ impl Col {
                         }
                     }
                     let ty = &names.list[at].ty;
-                    if *exact && !declared[at] && matches!(value_tok, Tok::Str { .. }) {
-                        let kind = kind_of(rec.text, rec.tape, value);
-                        if !takes_exactly(ty, kind, variants[at][Variant::Text.slot()].is_some()) {
-                            return None;
+                    let companion = variants[at][Variant::Text.slot()];
+                    if *exact
+                        && !declared[at]
+                        && matches!(value_tok, Tok::Str { .. })
+                        && !exactly_taken(ty, rec, value, companion.is_some())
+                    {
+                        return None;
+                    }
+                    // An inferred timestamp column's RFC 3339 text: read
+                    // once, into the instant (and its `__text` companion
+                    // when sent with an offset), where route, check and
+                    // append would each read it.
+                    if let (Ty::Timestamp, Tok::Str { start, end: text_end, escaped: false }) = (ty, value_tok)
+                        && !declared[at]
+                        && let Col::Timestamp(b, TimeUnit::Microsecond, _) = &mut children[at]
+                        && let Some((micros, zoned)) =
+                            crate::infer::timestamp_micros(&rec.text[start as usize..text_end as usize])
+                        && let Some(micros) = readable(micros, TimeUnit::Microsecond)
+                    {
+                        b.append_value(micros);
+                        stamps[at] = stamp;
+                        if zoned && let Some(text) = companion {
+                            stamps[text] = stamp;
+                            children[text].append_checked(rec, value, scratch, plan)?;
                         }
+                        i = rec.tape.skip(value);
+                        continue;
                     }
                     let to = match route(ty, declared[at], &variants[at], rec, value) {
                         // A list whose items its column does not take goes
@@ -765,7 +787,7 @@ impl Col {
                     stamps[to] = stamp;
                     children[to].append_checked(rec, value, scratch, plan)?;
                     if to == at
-                        && let Some(text) = variants[at][Variant::Text.slot()]
+                        && let Some(text) = companion
                         && kind_of(rec.text, rec.tape, value) == Kinds::ZONED
                     {
                         stamps[text] = stamp;
@@ -985,12 +1007,15 @@ fn items_fit(item_ty: &Ty, exact: bool, rec: Rec<'_>, idx: usize) -> bool {
     while i < end {
         let tok = rec.tape.toks[i];
         // `takes_token` answers the common case without the item's exact
-        // kind; `exact` asks about strings.
-        if !takes_token(item_ty, rec.text, tok) || (exact && matches!(tok, Tok::Str { .. })) {
+        // kind (what it takes, `ty.takes(kind)` does); `exact` asks about
+        // strings.
+        if !takes_token(item_ty, rec.text, tok) {
             let kind = kind_of(rec.text, rec.tape, i);
             if kind != 0 && (!item_ty.takes(kind) || (exact && !takes_exactly(item_ty, kind, false))) {
                 return false;
             }
+        } else if exact && matches!(tok, Tok::Str { .. }) && !exactly_taken(item_ty, rec, i, false) {
+            return false;
         }
         i = rec.tape.skip(i);
     }
@@ -1057,6 +1082,20 @@ fn takes_exactly(ty: &Ty, kind: u16, companion: bool) -> bool {
     match ty {
         Ty::Text => !matches!(kind, Kinds::TIMESTAMP | Kinds::ZONED),
         Ty::Timestamp => kind != Kinds::ZONED || companion,
+        _ => true,
+    }
+}
+
+/// [`takes_exactly`] of the string at `idx` for a column of inferred type
+/// `ty`, asking for the string's kind only where the answer depends on it:
+/// a text column (is it a timestamp?), a timestamp column without its
+/// `__text` companion (is it one with an offset? Not when it ends in `Z`).
+fn exactly_taken(ty: &Ty, rec: Rec<'_>, idx: usize, companion: bool) -> bool {
+    match (ty, rec.tape.toks[idx]) {
+        (Ty::Text, _) => takes_exactly(ty, kind_of(rec.text, rec.tape, idx), companion),
+        (Ty::Timestamp, _) if companion => true,
+        (Ty::Timestamp, Tok::Str { end, .. }) if rec.text.as_bytes().get(end as usize - 1) == Some(&b'Z') => true,
+        (Ty::Timestamp, _) => takes_exactly(ty, kind_of(rec.text, rec.tape, idx), companion),
         _ => true,
     }
 }
@@ -1274,6 +1313,12 @@ fn timestamp_of(rec: Rec<'_>, idx: usize, unit: TimeUnit, scratch: &mut String) 
         }
         _ => return None,
     };
+    readable(value, unit)
+}
+
+/// `value` (in `unit` since the epoch) when it is within
+/// [`READABLE_SECONDS`].
+fn readable(value: i64, unit: TimeUnit) -> Option<i64> {
     let per_second = match unit {
         TimeUnit::Second => 1,
         TimeUnit::Millisecond => 1_000,
