@@ -772,13 +772,21 @@ impl Col {
                     }
                     let to = match route(ty, declared[at], &variants[at], rec, value) {
                         // A list whose items its column does not take goes
-                        // to the field's `__json` column, as check decides.
+                        // to the field's `__json` column, as check decides:
+                        // unless an item before the first such one does not
+                        // fit with a violation that stands (`1e400`, a lone
+                        // surrogate), which quarantines the record.
                         Route::Base
                             if let Col::List { item_ty: Some(item_ty), exact, .. } = &children[at]
                                 && matches!(value_tok, Tok::Arr { .. })
                                 && !items_fit(item_ty, *exact, rec, value) =>
                         {
-                            variants[at][Variant::for_kind(Kinds::ARRAY).slot()]?
+                            match children[at].check(rec, value, scratch, plan) {
+                                Err(violation) if !violation.type_stands && !declared[at] => {
+                                    variants[at][Variant::for_kind(Kinds::ARRAY).slot()]?
+                                }
+                                _ => return None,
+                            }
                         }
                         Route::Base => at,
                         Route::Variant(to) => to,

@@ -976,6 +976,8 @@ fn write_pass(
     let mut framer = Framer::open(source, format, settings.limits.max_page_bytes)?;
     let lines = framer.lines_are_records();
     let batch_rows = settings.writer.batch_rows.max(1);
+    // Read here, on the caller's thread (tests set it per thread).
+    let one_walk = !two_walks_only();
     let (framed, built, written) = std::thread::scope(|scope| {
         let mut inputs = Vec::new();
         let mut outputs = Vec::new();
@@ -985,7 +987,7 @@ fn write_pass(
             let (output, results) = std::sync::mpsc::sync_channel::<Built>(2);
             let (schema, checker, arrow_schema) = (&schema, &checker, &arrow_schema);
             workers.push(scope.spawn(move || {
-                let checks = Checks { checker, over_cap, no_columns, strict, lines, one_walk: !two_walks_only() };
+                let checks = Checks { checker, over_cap, no_columns, strict, lines, one_walk };
                 build_chunks(chunks, output, settings, (schema, arrow_schema), checks)
             }));
             inputs.push(input);
@@ -1657,6 +1659,9 @@ mod tests {
             ("a value no variant takes yet", vec![r#"{"id": 1, "ok": 2.5}"#.into()]),
             ("an integer beyond every column", vec![r#"{"id": 1e400}"#.into()]),
             ("a string that is not Unicode", vec![r#"{"name": "\udc00"}"#.into()]),
+            // Items of a list its `__json` column would take, after one
+            // that fits no column: quarantined, not sent to `__json`.
+            ("a list with an unrepresentable item", vec![r#"{"tags": ["\ud800", 1]}"#.into()]),
             ("a record of 80 fields", vec![wide.clone(), wide]),
             ("not an object, and not JSON", vec!["[1]".into(), "{".into()]),
         ];
