@@ -16,12 +16,10 @@ mod pages;
 mod report;
 mod wide;
 
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
 use contracts::{PayloadFormat, PersistTarget};
 use persist::page::PageSource;
@@ -102,11 +100,10 @@ fn convert(input: &Path, output: &Path, known_schema: bool) -> anyhow::Result<(u
         None
     };
     let started = Instant::now();
-    let file = std::fs::File::create(output).with_context(|| format!("creating {}", output.display()))?;
-    let mut writer = BufWriter::with_capacity(1 << 20, file);
-    let stats = persist::convert_with_schema(&source, &PayloadFormat::default(), &target, lake.as_ref(), &mut writer)
+    // Written beside `output` and renamed into place, as the peers write
+    // their file: no copy.
+    let stats = persist::convert_to_file(&source, &PayloadFormat::default(), &target, lake.as_ref(), output)
         // The converter's own message (its source chain repeats it).
         .map_err(|err| anyhow::anyhow!("{err}"))?;
-    writer.flush().with_context(|| format!("writing {}", output.display()))?;
     Ok((stats.rows_written, started.elapsed().as_secs_f64()))
 }

@@ -495,10 +495,7 @@ impl Col {
         let Col::Struct { names, children, required, .. } = self else { return Ok(rec.tape.skip(idx)) };
         let mut i = idx + 1;
         let mut hint = 0;
-        // Columns seen in this object: a repeated key is refused.
-        // A bitmask for the first 64, a vector only beyond.
-        let mut seen_low = 0u64;
-        let mut seen_high: Vec<bool> = Vec::new();
+        let mut named = Named::default();
         while i < end {
             let Tok::Str { start, end: key_end, escaped } = rec.tape.toks[i] else { break };
             let value = i + 1;
@@ -521,18 +518,7 @@ impl Col {
                 }));
             };
             hint = at + 1;
-            let repeated = if at < 64 {
-                let bit = 1u64 << at;
-                let repeated = seen_low & bit != 0;
-                seen_low |= bit;
-                repeated
-            } else {
-                if seen_high.is_empty() {
-                    seen_high = vec![false; names.list.len()];
-                }
-                std::mem::replace(&mut seen_high[at], true)
-            };
-            if repeated {
+            if named.repeated(at, names.list.len(), rec.tape.toks[value] != Tok::Null) {
                 // JSON leaves a repeated key's meaning open (RFC 8259
                 // §4): readers keep the first or the last. One column
                 // cannot hold both, so the record is set aside whole.
@@ -549,15 +535,13 @@ impl Col {
             }
             i = rec.tape.skip(value);
         }
-        for (at, _) in required.iter().enumerate().filter(|(_, r)| **r) {
-            if !has_value(rec, idx, &names.list[at].source, scratch) {
-                return Err(Box::new(Violation {
-                    path: format!("/{}", names.list[at].source),
-                    expected: format!("{} (required)", children[at].expected()),
-                    found: "no value".into(),
-                    type_stands: true,
-                }));
-            }
+        if let Some(at) = named.missing(required, names, rec, idx, scratch) {
+            return Err(Box::new(Violation {
+                path: format!("/{}", names.list[at].source),
+                expected: format!("{} (required)", children[at].expected()),
+                found: "no value".into(),
+                type_stands: true,
+            }));
         }
         Ok(rec.tape.skip(idx))
     }
@@ -713,10 +697,9 @@ impl Col {
                 let stamp = *rows + 1;
                 let mut i = idx + 1;
                 let mut prev = 0;
-                // Keys seen (a repeated one is check's to refuse): a
-                // bitmask for the first 64 fields, a vector only beyond;
-                // and which of the first 64 have a value (`required`).
-                let (mut seen, mut seen_high, mut valued) = (0u64, Vec::new(), 0u64);
+                // A repeated key, or a required field without a value, is
+                // check's to refuse.
+                let mut named = Named::default();
                 while i < end as usize {
                     let Tok::Str { start, end: key_end, escaped: false } = rec.tape.toks[i] else { return None };
                     let value = i + 1;
@@ -727,19 +710,8 @@ impl Col {
                     }
                     prev = at + 1;
                     let value_tok = rec.tape.toks[value];
-                    if at < 64 {
-                        if seen & (1 << at) != 0 {
-                            return None;
-                        }
-                        seen |= 1 << at;
-                        valued |= u64::from(value_tok != Tok::Null) << at;
-                    } else {
-                        if seen_high.is_empty() {
-                            seen_high = vec![false; names.list.len()];
-                        }
-                        if std::mem::replace(&mut seen_high[at], true) {
-                            return None;
-                        }
+                    if named.repeated(at, names.list.len(), value_tok != Tok::Null) {
+                        return None;
                     }
                     let ty = &names.list[at].ty;
                     let companion = variants[at][Variant::Text.slot()];
@@ -803,15 +775,8 @@ impl Col {
                     }
                     i = rec.tape.skip(value);
                 }
-                for (at, _) in required.iter().enumerate().filter(|(_, r)| **r) {
-                    let has = if at < 64 {
-                        valued & (1 << at) != 0
-                    } else {
-                        has_value(rec, idx, &names.list[at].source, scratch)
-                    };
-                    if !has {
-                        return None;
-                    }
+                if named.missing(required, names, rec, idx, scratch).is_some() {
+                    return None;
                 }
                 for (child, stamp_of) in children.iter_mut().zip(stamps.iter_mut()) {
                     if *stamp_of != stamp {
@@ -1134,6 +1099,57 @@ fn is_empty_value(tape: &Tape, idx: usize) -> bool {
             true
         }
         _ => false,
+    }
+}
+
+/// The fields an object has named so far, for [`Col::check_fields`] and
+/// [`Col::append_checked`]: a repeated key is refused, and a required field
+/// must have a non-null value. Bitmasks for the first 64 fields; beyond
+/// them, a vector allocated at the first such field, and a look-up by name.
+#[derive(Default)]
+struct Named {
+    /// Fields `0..64` named.
+    seen: u64,
+    /// Fields `0..64` named with a non-null value.
+    valued: u64,
+    /// Fields from 64 on named (empty until one is).
+    seen_high: Vec<bool>,
+}
+
+impl Named {
+    /// Marks field `at` of a struct of `fields` fields as named (with a
+    /// non-null value when `valued`); true when this object named it
+    /// before: a repeated key.
+    #[inline]
+    fn repeated(&mut self, at: usize, fields: usize, valued: bool) -> bool {
+        if at < 64 {
+            let bit = 1u64 << at;
+            let repeated = self.seen & bit != 0;
+            self.seen |= bit;
+            self.valued |= u64::from(valued) << at;
+            repeated
+        } else {
+            if self.seen_high.is_empty() {
+                self.seen_high = vec![false; fields];
+            }
+            std::mem::replace(&mut self.seen_high[at], true)
+        }
+    }
+
+    /// The first of the `required` fields that the object at `idx` has no
+    /// non-null value for, once all its keys are marked.
+    #[inline]
+    fn missing(
+        &self,
+        required: &[bool],
+        names: &Fields,
+        rec: Rec<'_>,
+        idx: usize,
+        scratch: &mut String,
+    ) -> Option<usize> {
+        required.iter().enumerate().filter(|(_, r)| **r).map(|(at, _)| at).find(|&at| {
+            if at < 64 { self.valued & (1 << at) == 0 } else { !has_value(rec, idx, &names.list[at].source, scratch) }
+        })
     }
 }
 
