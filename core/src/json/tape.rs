@@ -340,48 +340,58 @@ impl Parser<'_, '_> {
 
     fn number(&mut self) -> Result<(), Box<SyntaxError>> {
         let start = self.pos;
-        let bytes = self.bytes;
-        let mut pos = self.pos;
-        if bytes[pos] == b'-' {
-            pos += 1;
-        }
-        let digits = |pos: &mut usize| {
-            let from = *pos;
-            while bytes.get(*pos).is_some_and(u8::is_ascii_digit) {
-                *pos += 1;
+        match number_end(self.bytes, start) {
+            Ok((end, int)) => {
+                self.pos = end;
+                self.tape.toks.push(Tok::Num { start: start as u32, end: end as u32, int });
+                Ok(())
             }
-            *pos - from
-        };
-        let int_start = pos;
-        let n = digits(&mut pos);
-        if n == 0 || (n > 1 && bytes[int_start] == b'0') {
-            self.pos = int_start;
-            return Err(self.error("invalid number"));
-        }
-        let mut int = true;
-        if bytes.get(pos) == Some(&b'.') {
-            pos += 1;
-            int = false;
-            if digits(&mut pos) == 0 {
-                self.pos = pos;
-                return Err(self.error("expected digits after the decimal point"));
+            Err((at, message)) => {
+                self.pos = at;
+                Err(self.error(message))
             }
         }
-        if let Some(b'e' | b'E') = bytes.get(pos) {
-            pos += 1;
-            int = false;
-            if let Some(b'+' | b'-') = bytes.get(pos) {
-                pos += 1;
-            }
-            if digits(&mut pos) == 0 {
-                self.pos = pos;
-                return Err(self.error("expected digits in the exponent"));
-            }
-        }
-        self.pos = pos;
-        self.tape.toks.push(Tok::Num { start: start as u32, end: pos as u32, int });
-        Ok(())
     }
+}
+
+/// The JSON number (RFC 8259 §6) starting at `start` in `bytes` (a `-` or
+/// a digit): the offset one past its last byte, and whether it is an
+/// integer literal (no fraction, no exponent). Or, when the text there is
+/// not a number, the offset where it goes wrong and what was expected.
+#[inline]
+pub fn number_end(bytes: &[u8], start: usize) -> Result<(usize, bool), (usize, &'static str)> {
+    let mut pos = start + usize::from(bytes.get(start) == Some(&b'-'));
+    let digits = |pos: &mut usize| {
+        let from = *pos;
+        while bytes.get(*pos).is_some_and(u8::is_ascii_digit) {
+            *pos += 1;
+        }
+        *pos - from
+    };
+    let int_start = pos;
+    let n = digits(&mut pos);
+    if n == 0 || (n > 1 && bytes[int_start] == b'0') {
+        return Err((int_start, "invalid number"));
+    }
+    let mut int = true;
+    if bytes.get(pos) == Some(&b'.') {
+        pos += 1;
+        int = false;
+        if digits(&mut pos) == 0 {
+            return Err((pos, "expected digits after the decimal point"));
+        }
+    }
+    if let Some(b'e' | b'E') = bytes.get(pos) {
+        pos += 1;
+        int = false;
+        if let Some(b'+' | b'-') = bytes.get(pos) {
+            pos += 1;
+        }
+        if digits(&mut pos) == 0 {
+            return Err((pos, "expected digits in the exponent"));
+        }
+    }
+    Ok((pos, int))
 }
 
 /// The offset of the first `"`, `\\` or byte below 0x20 at or after `from`

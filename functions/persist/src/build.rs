@@ -23,6 +23,8 @@ use crate::json::{Tape, Tok, kind_name, unescape};
 
 use lake_format::meta::{META_SOURCE, META_VARIANT_OF};
 
+mod direct;
+
 /// Why a value does not fit its column.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {

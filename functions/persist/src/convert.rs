@@ -976,8 +976,14 @@ fn write_pass(
     let mut framer = Framer::open(source, format, settings.limits.max_page_bytes)?;
     let lines = framer.lines_are_records();
     let batch_rows = settings.writer.batch_rows.max(1);
-    // Read here, on the caller's thread (tests set it per thread).
-    let one_walk = !two_walks_only();
+    // Read here, on the caller's thread (tests set it per thread). The
+    // direct walk writes every record to one partition, the run date's.
+    let eligible = if matches!(settings.target.partition, Partitioning::RunDate) && !no_columns {
+        Walk::Direct
+    } else {
+        Walk::One
+    };
+    let walk = eligible.max(walk_limit());
     let (framed, built, written) = std::thread::scope(|scope| {
         let mut inputs = Vec::new();
         let mut outputs = Vec::new();
@@ -987,7 +993,7 @@ fn write_pass(
             let (output, results) = std::sync::mpsc::sync_channel::<Built>(2);
             let (schema, checker, arrow_schema) = (&schema, &checker, &arrow_schema);
             workers.push(scope.spawn(move || {
-                let checks = Checks { checker, over_cap, no_columns, strict, lines, one_walk };
+                let checks = Checks { checker, over_cap, no_columns, strict, lines, walk };
                 build_chunks(chunks, output, settings, (schema, arrow_schema), checks)
             }));
             inputs.push(input);
@@ -1064,18 +1070,35 @@ struct Checks<'a> {
     strict: bool,
     /// The records are NDJSON lines ([`screen`]).
     lines: bool,
-    /// Build chunks in one walk per record first ([`Col::append_checked`]).
-    one_walk: bool,
+    /// The walk each chunk is built with first.
+    walk: Walk,
+}
+
+/// How pass 2 builds a chunk's records into columns, fastest first; a
+/// chunk a walk does not take is built again with the next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Walk {
+    /// Each record's text straight into the builders, no tape
+    /// ([`Col::append_direct`]): records whose keys and values are all
+    /// their columns' own, every record in the run date's partition.
+    Direct,
+    /// Each record tokenized, then checked and appended in one walk of its
+    /// tape ([`Col::append_checked`]).
+    One,
+    /// Each record checked ([`Col::check`]: quarantined with its reason
+    /// when it does not fit), then appended: takes every record.
+    Two,
 }
 
 /// Pass 2's worker: checks each record of its chunks, quarantines what does
 /// not fit, builds the rest per partition; an error carries its record index.
 ///
-/// Each chunk is first built in one walk per record
-/// ([`Col::append_checked`]); a record that walk does not take plainly
-/// sends the chunk back to be built again with check, then append (which
-/// quarantine and route exactly), and the worker keeps to that for its
-/// later chunks: a page whose records need it pays for one chunk twice.
+/// Each chunk is first built with the fastest [`Walk`] the page allows; a
+/// record that walk does not take plainly sends the chunk back to be
+/// built again with the next (check, then append, last: it quarantines and
+/// routes exactly), and the worker keeps to that walk for its later
+/// chunks: a page whose records need it pays for one chunk twice or three
+/// times.
 fn build_chunks(
     chunks: std::sync::mpsc::Receiver<Chunk>,
     output: std::sync::mpsc::SyncSender<Built>,
@@ -1090,23 +1113,23 @@ fn build_chunks(
         Partitioning::RunDate => Some(format!("dt={}", settings.run_date)),
         Partitioning::Field { .. } => None,
     };
-    let mut one_walk = checks.one_walk;
+    let mut walk = checks.walk;
     for chunk in chunks {
-        let mut built = None;
-        if one_walk {
-            built = build_chunk(&chunk, true, settings, schema, checks, run_date_partition.as_deref(), &mut work)?;
-            one_walk = built.is_some();
-            #[cfg(test)]
-            if one_walk {
-                tests::ONE_WALK_CHUNKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (mut built, cols) = loop {
+            match build_chunk(&chunk, walk, settings, schema, checks, run_date_partition.as_deref(), &mut work)? {
+                Some(built) => break built,
+                None => {
+                    walk = match walk {
+                        Walk::Direct => Walk::One,
+                        Walk::One => Walk::Two,
+                        // Check, then append, takes every record.
+                        Walk::Two => return Err((0, Stop::Failed(thread_panicked("build")))),
+                    }
+                }
             }
-        }
-        let (mut built, cols) = match built {
-            Some(built) => built,
-            // Without the one walk a chunk is always built.
-            None => build_chunk(&chunk, false, settings, schema, checks, run_date_partition.as_deref(), &mut work)?
-                .ok_or_else(|| (0, Stop::Failed(thread_panicked("build"))))?,
         };
+        #[cfg(test)]
+        tests::CHUNKS_BY_WALK[walk as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         built.parts = finish_parts(cols, settings.lineage, arrow_schema)?;
         if output.send(built).is_err() {
             break;
@@ -1115,16 +1138,16 @@ fn build_chunks(
     Ok(())
 }
 
-/// Whether pass 2 is to check, then append, every record (tests compare
-/// the one walk with it); never in the function.
+/// The fastest walk pass 2 may take (tests compare the walks); never
+/// limited in the function.
 #[cfg(not(test))]
-fn two_walks_only() -> bool {
-    false
+fn walk_limit() -> Walk {
+    Walk::Direct
 }
 
 #[cfg(test)]
-fn two_walks_only() -> bool {
-    tests::TWO_WALKS_ONLY.with(std::cell::Cell::get)
+fn walk_limit() -> Walk {
+    tests::WALK_LIMIT.with(std::cell::Cell::get)
 }
 
 /// A chunk built: its records' outcome, and its partitions' columns.
@@ -1139,12 +1162,11 @@ struct Work {
 
 /// Builds one chunk: each record screened, checked (quarantined when it
 /// does not fit), partitioned and appended to its partition's columns.
-/// With `one_walk`, a record is checked and appended in one walk
-/// ([`Col::append_checked`]), and `Ok(None)` says a record needs check,
-/// then append: the chunk is to be built again without `one_walk`.
+/// `Ok(None)` says a record needs a slower [`Walk`] than `walk`: the chunk
+/// is to be built again with the next.
 fn build_chunk(
     chunk: &Chunk,
-    one_walk: bool,
+    walk: Walk,
     settings: PageSettings<'_>,
     schema: &Ty,
     Checks { checker, over_cap, no_columns, strict, lines, .. }: Checks<'_>,
@@ -1163,8 +1185,22 @@ fn build_chunk(
         }
         col
     };
+    let one_walk = walk == Walk::One;
     for &(from, to, index, offset) in &chunk.records {
         let text = &chunk.text[from..to];
+        if walk == Walk::Direct {
+            // Not tokenized: a record the direct walk takes is valid JSON,
+            // an object, as deep as the schema, with valid keys.
+            let Some(name) = run_date_partition else { return Ok(None) };
+            if cols.is_empty() {
+                cols.push((name.to_string(), new_col()));
+            }
+            if cols[0].1.append_direct(text, scratch).is_none() {
+                return Ok(None);
+            }
+            built.rows += 1;
+            continue;
+        }
         let screened = screen(index, offset, text, lines, tape, scratch).map_err(|e| (index, Stop::Failed(e)))?;
         if let Some(reason) = screened {
             built.quarantined.push((index, reason, text.into()));
@@ -1566,12 +1602,17 @@ mod tests {
     use super::*;
 
     thread_local! {
-        /// Set: pass 2 checks, then appends, every record.
-        pub(super) static TWO_WALKS_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        /// The fastest walk pass 2 may take on this thread.
+        pub(super) static WALK_LIMIT: std::cell::Cell<Walk> = const { std::cell::Cell::new(Walk::Direct) };
     }
 
-    /// Chunks built in one walk, in this process.
-    pub(super) static ONE_WALK_CHUNKS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    /// Chunks built with each [`Walk`] (by its `as usize`), in this process.
+    pub(super) static CHUNKS_BY_WALK: [std::sync::atomic::AtomicUsize; 3] =
+        [const { std::sync::atomic::AtomicUsize::new(0) }; 3];
+
+    fn chunks_by(walk: Walk) -> usize {
+        CHUNKS_BY_WALK[walk as usize].load(std::sync::atomic::Ordering::Relaxed)
+    }
 
     /// A record of one of nine shapes: plain, or with values its columns
     /// route to variant columns (`__text`, `__json`, ...), a timestamp
@@ -1612,28 +1653,35 @@ mod tests {
         (bytes(output), quarantine, output.rows_written, summary, output.schema.clone())
     }
 
-    /// `source` converted with the one walk and with check, then append
-    /// only: the same outcome. Returns whether it converted.
-    fn same_both_ways(case: &str, source: &PageSource, settings: PageSettings<'_>) -> bool {
-        let one = convert_page(source, &PayloadFormat::default(), settings);
-        TWO_WALKS_ONLY.with(|two| two.set(true));
-        let two = convert_page(source, &PayloadFormat::default(), settings);
-        TWO_WALKS_ONLY.with(|two| two.set(false));
-        match (one, two) {
-            (Ok(one), Ok(two)) => {
-                let (one, two) = (outcome(&one), outcome(&two));
-                assert!(one.4 == two.4, "{case}: the schemas differ");
-                assert_eq!(one.3, two.3, "{case}: conflicts, files");
-                assert_eq!(one.2, two.2, "{case}: rows written");
-                assert_eq!(one.1.map(String::from_utf8), two.1.map(String::from_utf8), "{case}: quarantine");
-                assert!(one.0 == two.0, "{case}: the files' bytes differ");
-                true
-            }
-            (one, two) => {
-                assert_eq!(one.err().map(|e| e.to_string()), two.err().map(|e| e.to_string()), "{case}");
-                false
+    /// `source` converted with each [`Walk`] as the fastest allowed: the
+    /// same outcome. Returns whether it converted.
+    fn same_every_way(case: &str, source: &PageSource, settings: PageSettings<'_>) -> bool {
+        let mut outcomes = Vec::new();
+        for walk in [Walk::Direct, Walk::One, Walk::Two] {
+            WALK_LIMIT.with(|limit| limit.set(walk));
+            outcomes.push((walk, convert_page(source, &PayloadFormat::default(), settings)));
+        }
+        WALK_LIMIT.with(|limit| limit.set(Walk::Direct));
+        let (_, two) = outcomes.pop().expect("three");
+        let mut converted = true;
+        for (walk, one) in outcomes {
+            let case = format!("{case}, {walk:?} against two walks");
+            match (one, &two) {
+                (Ok(one), Ok(two)) => {
+                    let (one, two) = (outcome(&one), outcome(two));
+                    assert!(one.4 == two.4, "{case}: the schemas differ");
+                    assert_eq!(one.3, two.3, "{case}: conflicts, files");
+                    assert_eq!(one.2, two.2, "{case}: rows written");
+                    assert_eq!(one.1.map(String::from_utf8), two.1.map(String::from_utf8), "{case}: quarantine");
+                    assert!(one.0 == two.0, "{case}: the files' bytes differ");
+                }
+                (one, two) => {
+                    assert_eq!(one.err().map(|e| e.to_string()), two.as_ref().err().map(|e| e.to_string()), "{case}");
+                    converted = false;
+                }
             }
         }
+        converted
     }
 
     #[test]
@@ -1665,17 +1713,17 @@ mod tests {
             ("a record of 80 fields", vec![wide.clone(), wide]),
             ("not an object, and not JSON", vec!["[1]".into(), "{".into()]),
         ];
-        let before = ONE_WALK_CHUNKS.load(std::sync::atomic::Ordering::Relaxed);
+        let before = chunks_by(Walk::One);
         for (case, late) in &cases {
             let lines = || base.iter().cloned().chain(late.iter().cloned());
             with(|settings, _| {
                 let source = ndjson(lines());
-                assert!(same_both_ways(&format!("{case}, a first page"), &source, settings));
+                assert!(same_every_way(&format!("{case}, a first page"), &source, settings));
                 let lake = convert_page(&ndjson(base.iter().take(900).cloned()), &PayloadFormat::default(), settings)
                     .expect("the table")
                     .schema;
                 let known = PageSettings { lake_schema: Some(&lake), ..settings };
-                assert!(same_both_ways(&format!("{case}, the table known"), &source, known));
+                assert!(same_every_way(&format!("{case}, the table known"), &source, known));
             });
         }
         // Declared columns (with a required one) and a field partition.
@@ -1700,9 +1748,79 @@ mod tests {
             let late =
                 [r#"{"amount": 1.005, "addr": {"city": "../x"}}"#, r#"{"id": null}"#, r#"{"id": 5, "at": "1 May"}"#];
             let source = ndjson(base.iter().cloned().chain(late.iter().map(|l| l.to_string())));
-            assert!(same_both_ways("declared columns, partitioned by a field", &source, settings));
+            assert!(same_every_way("declared columns, partitioned by a field", &source, settings));
         });
-        assert!(ONE_WALK_CHUNKS.load(std::sync::atomic::Ordering::Relaxed) > before, "some chunks took the one walk");
+        assert!(chunks_by(Walk::One) > before, "some chunks took the one walk");
+    }
+
+    /// A record the direct walk takes against the table such records make:
+    /// keys in two orders, some missing, nulls, empty lists and objects,
+    /// lists of structs and of timestamps, timestamps with an offset (their
+    /// `__text` companion), integers in a float column, text beyond ASCII,
+    /// whitespace between tokens.
+    fn plain(i: usize) -> String {
+        let at = if i.is_multiple_of(5) { "2026-01-01T00:00:00+02:00" } else { "2026-01-01T00:00:00.5Z" };
+        let amount = if i.is_multiple_of(3) { json!(i) } else { json!(i as f64 / 4.0) };
+        let record = match i % 4 {
+            0 => json!({"id": i, "name": format!("Nguyễn {i}"), "at": at, "tags": ["a", "b"], "amount": amount,
+                "addr": {"city": "Recife", "zip": i % 100}, "ok": true,
+                "items": [{"sku": "s1", "qty": 2}, {"sku": null, "qty": -3}], "seen": ["2026-02-01T00:00:00Z"]}),
+            1 => json!({"ok": false, "addr": {"zip": 7, "city": null}, "tags": [], "name": "", "id": -(i as i64),
+                "items": [], "seen": [null]}),
+            2 => json!({"id": i, "addr": null, "tags": ["x", null], "amount": amount, "items": [{}], "ok": null}),
+            _ => json!({"id": 0, "addr": {}, "name": "n", "at": at}),
+        };
+        if i.is_multiple_of(7) {
+            // Whitespace wherever JSON allows it.
+            record
+                .to_string()
+                .replace("\":", "\" :\t")
+                .replace(",\"", " ,\r\t \"")
+                .replace('{', "{ ")
+                .replace(']', " ]")
+        } else {
+            record.to_string()
+        }
+    }
+
+    #[test]
+    fn the_direct_walk_writes_what_check_then_append_writes() {
+        // 13,000 records the direct walk takes (more than a chunk), then
+        // each case's: converted as a first page and against the table the
+        // first records make.
+        let base: Vec<String> = (0..13_000).map(plain).collect();
+        let cases: Vec<(&str, Vec<String>)> = vec![
+            ("nothing more", vec![]),
+            ("an escaped string", vec![r#"{"id": 1, "name": "a\"b"}"#.into()]),
+            ("an escaped key", vec![r#"{"na\u006de": "x", "id": 1}"#.into()]),
+            ("a repeated key", vec![r#"{"id": 1, "name": "a", "id": 2}"#.into()]),
+            ("a new field", vec![r#"{"id": 1, "late": true}"#.into()]),
+            ("a value of another kind", vec![r#"{"id": "one"}"#.into(), r#"{"ok": 1}"#.into()]),
+            ("an integer of 16 digits", vec![r#"{"id": 1234567890123456}"#.into()]),
+            ("a float beyond f64", vec![r#"{"amount": 1e400}"#.into()]),
+            ("a timestamp in the text column", vec![r#"{"name": "2026-01-01T00:00:00Z"}"#.into()]),
+            ("a timestamp among a list's text", vec![r#"{"tags": ["a", "2026-01-01T00:00:00Z"]}"#.into()]),
+            ("an escaped timestamp in the text column", vec![r#"{"name": "2026-01-01T00:00:00\u005a"}"#.into()]),
+            ("text in a timestamp list", vec![r#"{"seen": ["soon"]}"#.into()]),
+            ("a control character", vec!["{\"name\": \"a\u{1}b\"}".into()]),
+            ("not JSON", vec![r#"{"id": 1,}"#.into(), r#"{"id": 01}"#.into(), r#"{"id": 1} x"#.into()]),
+            ("not an object", vec!["[1]".into(), "7".into()]),
+            ("nested too deep", vec![format!("{{\"addr\": {}1{}}}", "[".repeat(40), "]".repeat(40))]),
+        ];
+        let before = chunks_by(Walk::Direct);
+        for (case, late) in &cases {
+            let lines = || base.iter().cloned().chain(late.iter().cloned());
+            with(|settings, _| {
+                let source = ndjson(lines());
+                same_every_way(&format!("{case}, a first page"), &source, settings);
+                let lake = convert_page(&ndjson(base.iter().take(900).cloned()), &PayloadFormat::default(), settings)
+                    .expect("the table")
+                    .schema;
+                let known = PageSettings { lake_schema: Some(&lake), ..settings };
+                same_every_way(&format!("{case}, the table known"), &source, known);
+            });
+        }
+        assert!(chunks_by(Walk::Direct) > before, "some chunks took the direct walk");
     }
 
     /// `records` then `late`, as NDJSON.
