@@ -594,7 +594,7 @@ impl Fields {
 
     /// Position of the base field of key `source`, checking `hint` first
     /// (records usually list their keys in the same order).
-    #[inline]
+    #[inline(always)]
     pub fn position(&self, source: &str, hint: usize) -> Option<usize> {
         match self.list.get(hint) {
             Some(f) if f.variant.is_none() && same_key(&f.source, source) => Some(hint),

@@ -54,7 +54,7 @@ impl<'a> Cursor<'a, '_> {
     /// tokenizer checks them: its content's byte range and whether it has
     /// an escape; the position moves past its closing quote. `None` for a
     /// control character, an invalid escape or no closing quote.
-    #[inline]
+    #[inline(always)]
     fn span(&mut self) -> Option<(usize, usize, bool)> {
         let bytes = self.text.as_bytes();
         let start = self.pos + 1;
