@@ -172,6 +172,46 @@ fn small_int(text: &str) -> i64 {
     if negative { -value } else { value }
 }
 
+/// The value of a number literal (RFC 8259 grammar, already checked) with
+/// no exponent and at most [`PLAIN_DIGITS`] digits, `None` for any other:
+/// its digits as an integer `m` (below 2^53, so exact in an `f64`) divided
+/// by `10^f` for its `f` fraction digits (exact too, `f` <= 22): IEEE
+/// division rounds the quotient of two exact values correctly, which is
+/// the correctly rounded value of the decimal, what `str::parse::<f64>`
+/// gives (Clinger's fast path, which the standard parser also takes first,
+/// after its general parse of the text). Prices and amounts are such
+/// numbers; the profile of a page of them had the standard parser at 3 %.
+#[inline]
+fn plain_f64(text: &str) -> Option<f64> {
+    let (negative, digits) = match text.as_bytes() {
+        [b'-', rest @ ..] => (true, rest),
+        all => (false, all),
+    };
+    if digits.len() > PLAIN_DIGITS + 1 {
+        return None;
+    }
+    let (mut mantissa, mut fraction, mut point) = (0_u64, 0_usize, false);
+    for &d in digits {
+        match d {
+            b'0'..=b'9' => {
+                mantissa = mantissa * 10 + u64::from(d - b'0');
+                fraction += usize::from(point);
+            }
+            b'.' => point = true,
+            _ => return None,
+        }
+    }
+    if digits.len() - usize::from(point) > PLAIN_DIGITS {
+        return None;
+    }
+    let value = mantissa as f64 / POWERS_OF_TEN[fraction];
+    Some(if negative { -value } else { value })
+}
+
+/// `10^k` for `k` up to [`PLAIN_DIGITS`], each exact in an `f64`.
+const POWERS_OF_TEN: [f64; PLAIN_DIGITS + 1] =
+    [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15];
+
 /// Whether an integer literal has at most [`PLAIN_DIGITS`] digits.
 #[inline]
 fn plain_int(text: &str) -> bool {
@@ -345,9 +385,10 @@ impl Cursor<'_, '_> {
         let (text, int) = self.number()?;
         match (ty, col) {
             (Ty::Int, Col::Int64(b)) if int && plain_int(text) => b.append_value(small_int(text)),
-            (Ty::Float, Col::Float64(b)) if !int || plain_int(text) => {
-                b.append_value(text.parse::<f64>().ok().filter(|v| v.is_finite())?)
-            }
+            (Ty::Float, Col::Float64(b)) if !int || plain_int(text) => b.append_value(match plain_f64(text) {
+                Some(value) => value,
+                None => text.parse::<f64>().ok().filter(|v| v.is_finite())?,
+            }),
             _ => return None,
         }
         Some(())
@@ -366,6 +407,40 @@ mod tests {
         }
         assert!(!plain_int("1234567890123456"));
         assert!(plain_int("-123456789012345"));
+    }
+
+    #[test]
+    fn plain_decimals_read_as_the_standard_parser_reads_them() {
+        let mut texts: Vec<String> =
+            ["0", "-0", "0.0", "-0.0", "0.05", "284.05", "-1039.24", "999999999999999", "0.000000000000001", "1.5"]
+                .map(String::from)
+                .to_vec();
+        // Every split of pseudo-random digit strings of 1 to 15 digits
+        // into integer and fraction parts, both signs.
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64;
+        for _ in 0..20_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let len = (state % 15 + 1) as usize;
+            let digits: String = (0..len).map(|i| char::from(b'0' + ((state >> (i * 4)) % 10) as u8)).collect();
+            let at = (state >> 60) as usize % len;
+            let int = digits[..at].trim_start_matches('0');
+            let int = if int.is_empty() { "0" } else { int };
+            let text = if at == 0 { format!("{int}.{digits}") } else { format!("{int}.{}", &digits[at..]) };
+            texts.push(text.clone());
+            texts.push(format!("-{text}"));
+        }
+        for text in &texts {
+            let expected: f64 = text.parse().expect("a number");
+            match plain_f64(text) {
+                Some(value) => assert_eq!(value.to_bits(), expected.to_bits(), "{text}"),
+                None => assert!(text.trim_start_matches('-').len() > PLAIN_DIGITS, "{text} left to the parser"),
+            }
+        }
+        for other in ["1e5", "1.5E-3", "1234567890123456", "0.1234567890123456"] {
+            assert_eq!(plain_f64(other), None, "{other}");
+        }
     }
 
     #[test]
