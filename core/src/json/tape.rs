@@ -315,17 +315,12 @@ impl Parser<'_, '_> {
                 Some(b'"') => break,
                 Some(b'\\') => {
                     escaped = true;
-                    match bytes.get(self.pos + 1) {
-                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.pos += 2,
-                        Some(b'u') => {
-                            let hex = bytes.get(self.pos + 2..self.pos + 6);
-                            if !hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
-                                return Err(self.error("invalid \\u escape"));
-                            }
-                            self.pos += 6;
-                            self.tape.unicode_escapes = true;
+                    match escape_len(bytes, self.pos) {
+                        Ok(len) => {
+                            self.tape.unicode_escapes |= len == UNICODE_ESCAPE_LEN;
+                            self.pos += len;
                         }
-                        _ => return Err(self.error("invalid escape")),
+                        Err(message) => return Err(self.error(message)),
                     }
                 }
                 Some(b) if *b < 0x20 => return Err(self.error("control character in a string")),
@@ -392,6 +387,24 @@ pub fn number_end(bytes: &[u8], start: usize) -> Result<(usize, bool), (usize, &
         }
     }
     Ok((pos, int))
+}
+
+/// The length in bytes of a `\\uXXXX` escape.
+pub const UNICODE_ESCAPE_LEN: usize = 6;
+
+/// The escape whose backslash is at `at` in `bytes` (RFC 8259 §7): its
+/// length in bytes (2, or [`UNICODE_ESCAPE_LEN`] for `\\u` and four hex
+/// digits), or what is wrong with it.
+#[inline]
+pub fn escape_len(bytes: &[u8], at: usize) -> Result<usize, &'static str> {
+    match bytes.get(at + 1) {
+        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(2),
+        Some(b'u') if bytes.get(at + 2..at + 6).is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) => {
+            Ok(UNICODE_ESCAPE_LEN)
+        }
+        Some(b'u') => Err("invalid \\u escape"),
+        _ => Err("invalid escape"),
+    }
 }
 
 /// The offset of the first `"`, `\\` or byte below 0x20 at or after `from`

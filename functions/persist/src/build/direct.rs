@@ -22,7 +22,7 @@ use contracts::TimeUnit;
 use super::{Col, Named, readable};
 use crate::convert::MAX_NESTING_DEPTH;
 use crate::infer::{Ty, Variant, timestamp_micros};
-use crate::json::{number_end, string_run_end, unescape};
+use crate::json::{escape_len, number_end, string_run_end, unescape};
 
 /// Integers of at most this many digits fit every integer and float column
 /// (`Kinds::INT`, see `takes_token`); longer ones are the one walk's.
@@ -66,13 +66,7 @@ impl<'a> Cursor<'a, '_> {
                 b'"' => break,
                 b'\\' => {
                     escaped = true;
-                    match bytes.get(pos + 1)? {
-                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => pos += 2,
-                        b'u' if bytes.get(pos + 2..pos + 6).is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) => {
-                            pos += 6
-                        }
-                        _ => return None,
-                    }
+                    pos += escape_len(bytes, pos).ok()?;
                 }
                 _ => return None,
             }
