@@ -804,6 +804,17 @@ target: { dataset: orders }
             (manifest["records_persisted"].as_u64(), manifest["records_quarantined"].as_u64()),
             (Some(14), Some(2))
         );
+        // The EMF counts agree, each record counted once: the page's line
+        // counts the records written, the shard's line the poison.
+        let emf = std::fs::read_to_string(lake.join("_metrics.jsonl")).expect("metrics file");
+        let sum = |metric: &str| -> u64 {
+            emf.lines()
+                .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("EMF line"))
+                .filter(|line| line["function"] == "persist")
+                .filter_map(|line| line[metric].as_u64())
+                .sum()
+        };
+        assert_eq!((sum("records_persisted"), sum("records_quarantined")), (14, 2), "{emf}");
     }
 
     #[test]

@@ -522,7 +522,7 @@ async fn persist_partition(
     {
         tracing::warn!(partition, run_id = %run_id, error = %err, "the shard's window did not close; its next batch closes it");
     }
-    emit_stream_metrics(spec, partition, fresh.len() as u64, batch.poison.len() as u64, last.arrival, deps);
+    emit_stream_metrics(spec, partition, batch.poison.len() as u64, last.arrival, deps);
     Ok(PartitionDone { written: fresh.len() as u64, skipped, poison: batch.poison.len() as u64 })
 }
 
@@ -858,20 +858,15 @@ async fn write_poison(
     Ok(())
 }
 
-/// EMF: records persisted and poison, and the iterator age (milliseconds
-/// from the batch's last record reaching the stream to now, the event
-/// source mapping's `IteratorAge` as the function sees it), per shard.
-fn emit_stream_metrics(
-    spec: &StreamSpec,
-    partition: &str,
-    records: u64,
-    poison: u64,
-    last: DateTime<Utc>,
-    deps: Deps<'_>,
-) {
+/// EMF, per shard: the batch's poison records and the iterator age
+/// (milliseconds from the batch's last record reaching the stream to now,
+/// the event source mapping's `IteratorAge` as the function sees it). The
+/// records written (and those the converter quarantined) are the page's
+/// own line, from [`persist_page_after_poison`]: counting them here too
+/// doubled `records_persisted`.
+fn emit_stream_metrics(spec: &StreamSpec, partition: &str, poison: u64, last: DateTime<Utc>, deps: Deps<'_>) {
     let age_ms = (Utc::now() - last).num_milliseconds().max(0) as f64;
     let mut emf = Metrics::new("persist", &spec.pipeline);
-    emf.count(tributary_core::metrics::RECORDS_PERSISTED, records - poison);
     emf.count(tributary_core::metrics::RECORDS_QUARANTINED, poison);
     emf.duration_ms(ITERATOR_AGE, age_ms);
     emf.property("stream", serde_json::Value::String(spec.source_name().to_string()));
