@@ -410,7 +410,7 @@ mod tests {
             assert_eq!(checkpoint.through.as_deref(), Some("9"), "{shard}: behind counts after the checkpoint");
         }
         let behind = format!("{:>10}", per_partition - u64::from(BATCH_SIZE));
-        let table = records_behind_table(&store).await.expect("table");
+        let table = records_behind_table(&store, None).await.expect("table");
         assert_eq!(table.lines().filter(|l| l.starts_with(PIPELINE) && l.contains(&behind)).count(), 3, "{table}");
 
         // Read on to the tip: nothing behind.
@@ -422,7 +422,7 @@ mod tests {
             // One value per batch, and one where the shard stopped at its tip.
             assert_eq!(values, &[per_partition - u64::from(BATCH_SIZE), 0, 0]);
         }
-        let table = records_behind_table(&store).await.expect("table");
+        let table = records_behind_table(&store, None).await.expect("table");
         assert_eq!(table.lines().filter(|l| l.starts_with(PIPELINE) && l.contains(&format!("{:>10}", 0))).count(), 3);
     }
 }

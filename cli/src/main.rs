@@ -200,6 +200,10 @@ enum Command {
         /// Runs to show, newest first.
         #[arg(long, default_value_t = 20)]
         limit: usize,
+        /// Only this pipeline's runs, stream checkpoints and records behind
+        /// (its `pipeline:` name); `--limit` counts its runs only.
+        #[arg(long)]
+        pipeline: Option<String>,
     },
     /// The dead letters Notify archived in the lake (`_dead_letters/`):
     /// list them, show one whole, or send them back where they failed.
@@ -672,7 +676,15 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Status { lake, stack, limit } => {
+        Command::Status { lake, stack, limit, pipeline } => {
+            if let Some(name) = &pipeline
+                && contracts::spec::check_name("pipeline", name).is_err()
+            {
+                anyhow::bail!(
+                    "--pipeline {name:?}: a pipeline's name is 1-64 characters of a-z 0-9 _ -, starting with a letter \
+                     or digit (its spec's `pipeline:`)"
+                );
+            }
             let place = match (&stack, &lake) {
                 (Some(stack), _) => tributary::status::Place::Stack(stack.clone()),
                 (None, lake) => {
@@ -680,10 +692,18 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
                 }
             };
             let (store, handle) = open_lake(lake, stack.as_deref()).await?;
-            let runs = tributary::status::recent_runs(store.as_ref(), limit).await?;
+            let only = pipeline.as_deref();
+            let runs = tributary::status::recent_runs(store.as_ref(), only, limit).await?;
             out_raw!("{}", tributary::status::table(&runs))?;
-            out_raw!("{}", tributary::stream::checkpoints_table(store.as_ref(), chrono::Utc::now()).await?)?;
-            out_raw!("{}", tributary::stream::records_behind_table(store.as_ref()).await?)?;
+            let checkpoints = tributary::stream::checkpoints_table(store.as_ref(), only, chrono::Utc::now()).await?;
+            out_raw!("{checkpoints}")?;
+            if let Some(name) = only
+                && runs.is_empty()
+                && checkpoints.is_empty()
+            {
+                out_raw!("{}", tributary::status::no_runs_of(store.as_ref(), name).await?)?;
+            }
+            out_raw!("{}", tributary::stream::records_behind_table(store.as_ref(), only).await?)?;
             out_raw!("{}", tributary::status::recovery_hints(&runs, &place))?;
             if let Some(handle) = &handle {
                 out_raw!("{}", subscriptions(handle).await?)?;

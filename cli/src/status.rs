@@ -95,15 +95,22 @@ impl RunStatus {
     }
 }
 
-/// Runs found in the lake, newest first (by run id), at most `limit`.
+/// Runs found in the lake, newest first (by run id), at most `limit`;
+/// with `pipeline`, that pipeline's only (its `_runs/<pipeline>/` folder
+/// is all that is listed).
 ///
 /// # Errors
 /// [`PortError`] from the store; an unreadable receipt is skipped with a
 /// warning.
-pub async fn recent_runs(store: &dyn ObjectStore, limit: usize) -> Result<Vec<RunStatus>, PortError> {
+pub async fn recent_runs(
+    store: &dyn ObjectStore,
+    pipeline: Option<&str>,
+    limit: usize,
+) -> Result<Vec<RunStatus>, PortError> {
     let mut runs: BTreeMap<(String, String), RunStatus> = BTreeMap::new();
     let mut receipts: BTreeMap<(String, String), Vec<PageReceipt>> = BTreeMap::new();
-    let listed = store.list(keys::RUNS_PREFIX).await?;
+    let prefix = pipeline.map_or_else(|| keys::RUNS_PREFIX.to_string(), |p| format!("{}{p}/", keys::RUNS_PREFIX));
+    let listed = store.list(&prefix).await?;
     // A page delivered before and after receipts moved into shard folders
     // has a receipt in each layout: it counts once, as the later says.
     let in_shard_folders: std::collections::BTreeSet<(&str, u32)> = listed
@@ -174,7 +181,11 @@ pub async fn recent_runs(store: &dyn ObjectStore, limit: usize) -> Result<Vec<Ru
             tracing::warn!(key, "unreadable dead letter skipped");
             continue;
         };
-        let (Some(pipeline), Some(run_id)) = (letter.pipeline, letter.run_id) else { continue };
+        let (Some(of), Some(run_id)) = (letter.pipeline, letter.run_id) else { continue };
+        if pipeline.is_some_and(|p| p != of) {
+            continue;
+        }
+        let pipeline = of;
         let run = runs.entry((run_id.clone(), pipeline.clone())).or_insert_with(|| RunStatus {
             pipeline,
             run_id,
@@ -187,6 +198,24 @@ pub async fn recent_runs(store: &dyn ObjectStore, limit: usize) -> Result<Vec<Ru
         }
     }
     Ok(runs.into_values().rev().take(limit).collect())
+}
+
+/// What `tributary status --pipeline NAME` says when the lake has no run
+/// and no stream checkpoint of `name`: that, and the pipelines it has runs
+/// of (a mistyped name reads as such, not as an empty history).
+///
+/// # Errors
+/// [`PortError`] from listing `_runs/`.
+pub async fn no_runs_of(store: &dyn ObjectStore, name: &str) -> Result<String, PortError> {
+    let listed = store.list(keys::RUNS_PREFIX).await?;
+    let known: std::collections::BTreeSet<&str> =
+        listed.iter().filter_map(|key| key.strip_prefix(keys::RUNS_PREFIX)?.split('/').next()).collect();
+    let known: Vec<&str> = known.into_iter().collect();
+    Ok(if known.is_empty() {
+        format!("\nno run of pipeline `{name}`: this lake has no runs yet\n")
+    } else {
+        format!("\nno run of pipeline `{name}` in this lake; it has runs of: {}\n", known.join(", "))
+    })
 }
 
 /// SNS's `SubscriptionArn` of a subscription whose endpoint has not

@@ -565,6 +565,15 @@ fn lag_text(lag: chrono::TimeDelta) -> String {
     }
 }
 
+/// Where the streams' checkpoints are kept: all pipelines', or with
+/// `pipeline` that pipeline's (`_streams/<pipeline>/`).
+fn streams_prefix(pipeline: Option<&str>) -> String {
+    pipeline.map_or_else(
+        || persist::stream::STREAMS_PREFIX.to_string(),
+        |p| format!("{}{p}/", persist::stream::STREAMS_PREFIX),
+    )
+}
+
 /// The stream checkpoints in the lake (`_streams/…`), a line per shard for
 /// `tributary status`: pipeline, stream, shard, the last sequence number
 /// in the lake, records landed, a batch in flight and the open window, and the lag (now minus
@@ -575,9 +584,10 @@ fn lag_text(lag: chrono::TimeDelta) -> String {
 /// [`PortError`] from the store; an unreadable checkpoint is shown as such.
 pub async fn checkpoints_table(
     store: &dyn ObjectStore,
+    pipeline: Option<&str>,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<String, PortError> {
-    let keys = store.list(persist::stream::STREAMS_PREFIX).await?;
+    let keys = store.list(&streams_prefix(pipeline)).await?;
     let mut lines = Vec::new();
     for key in keys.iter().filter(|k| k.ends_with(".json") && !k.contains("/failed/") && !k.contains(BEHIND_FOLDER)) {
         let rest = key.trim_start_matches(persist::stream::STREAMS_PREFIX).trim_end_matches(".json");
@@ -679,8 +689,8 @@ async fn emit_records_behind(spec: &StreamSpec, shard: &str, report: &ShardRepor
 ///
 /// # Errors
 /// [`PortError`] from the store; an unreadable figure is shown as such.
-pub async fn records_behind_table(store: &dyn ObjectStore) -> Result<String, PortError> {
-    let keys = store.list(persist::stream::STREAMS_PREFIX).await?;
+pub async fn records_behind_table(store: &dyn ObjectStore, pipeline: Option<&str>) -> Result<String, PortError> {
+    let keys = store.list(&streams_prefix(pipeline)).await?;
     let mut out = String::new();
     for key in keys.iter().filter(|k| k.contains(BEHIND_FOLDER) && k.ends_with(".json")) {
         let rest = key.trim_start_matches(persist::stream::STREAMS_PREFIX).trim_end_matches(".json");
@@ -792,7 +802,7 @@ target: { dataset: orders }
             run_local(&spec, &lake, &LocalSource::File(topic), PollOptions::default(), false).await.expect("run");
         assert!(report.to_string().starts_with("orders-0: 14 records written, 2 quarantined, "), "{report}");
         let store = adapters::local::DirStore::new(&lake);
-        let runs = crate::status::recent_runs(&store, 10).await.expect("status");
+        let runs = crate::status::recent_runs(&store, None, 10).await.expect("status");
         let counts: Vec<(u64, u64, &str)> =
             runs.iter().map(|r| (r.records_persisted, r.records_quarantined, r.state())).collect();
         assert_eq!(counts, vec![(14, 2, "complete")], "{runs:?}");

@@ -67,6 +67,29 @@ fn demo_persists_records_with_no_dead_letters() {
     assert!(customers.contains("complete") && customers.contains("6/6") && customers.contains("230"), "{customers}");
     let athena = line("demo_customer_transactions ");
     assert!(athena.contains("complete") && athena.contains("230/230") && athena.contains("690"), "{athena}");
+    assert!(table.contains("stream checkpoints"), "{table}");
+
+    // `status --pipeline` shows that pipeline only; an unknown name says
+    // which pipelines the lake has runs of; a malformed one is refused.
+    let status_of =
+        |name: &str| tributary().args(["status", "--pipeline", name]).arg("--lake").arg(dir.path()).output();
+    let only = status_of("demo_customers").expect("run status --pipeline");
+    let only_table = String::from_utf8_lossy(&only.stdout);
+    assert!(only.status.success(), "{only_table}");
+    let runs: Vec<&str> = only_table.lines().skip(1).take_while(|l| !l.trim().is_empty()).collect();
+    assert!(!runs.is_empty() && runs.iter().all(|l| l.starts_with("demo_customers ")), "{only_table}");
+    assert!(!only_table.contains("stream checkpoints"), "another pipeline's checkpoints: {only_table}");
+    let unknown = status_of("demo_customer").expect("run status --pipeline");
+    let said = String::from_utf8_lossy(&unknown.stdout);
+    assert!(unknown.status.success(), "{said}");
+    assert!(
+        said.contains("no run of pipeline `demo_customer` in this lake; it has runs of: ")
+            && said.contains("demo_customers"),
+        "{said}"
+    );
+    let bad = status_of("Demo/Customers").expect("run status --pipeline");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--pipeline \"Demo/Customers\""), "{bad:?}");
 
     // `query --param` binds the placeholders in order.
     let query = |params: &[&str]| {

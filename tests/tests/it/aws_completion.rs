@@ -106,7 +106,7 @@ async fn manifest(lake: &dyn ObjectStore, name: &str) -> Option<Manifest> {
 
 /// `tributary status`'s state of run `name`.
 async fn state(lake: &dyn ObjectStore, name: &str) -> String {
-    let runs = tributary::status::recent_runs(lake, 10_000).await.expect("status");
+    let runs = tributary::status::recent_runs(lake, None, 10_000).await.expect("status");
     runs.iter().find(|run| run.pipeline == name).map_or("none", |run| run.state()).to_string()
 }
 

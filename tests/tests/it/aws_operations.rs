@@ -132,7 +132,7 @@ async fn a_dead_letter_survives_notify_and_is_redriven_to_success() {
     settle(&sqs, dlq_url, &dead, &response).await;
     assert_eq!(tributary_e2e::emulator::depth(&sqs, dlq_url).await, 0, "Notify deleted it from the DLQ");
 
-    let runs = tributary::status::recent_runs(&store, 10).await.expect("status on S3");
+    let runs = tributary::status::recent_runs(&store, None, 10).await.expect("status on S3");
     assert_eq!((runs[0].state(), runs[0].dead_letters), ("failed", 1), "{runs:?}");
 
     // The operator fixes the cause and redrives through the stack.
@@ -149,7 +149,7 @@ async fn a_dead_letter_survives_notify_and_is_redriven_to_success() {
     assert_eq!(persist_once(&emulator, &provisioned, &store).await, 0, "persisted this time");
     let totals = ledger::run_totals(&store, "ops", &run_id()).await.expect("totals");
     assert_eq!((totals.pages, totals.records_persisted), (1, 2));
-    let runs = tributary::status::recent_runs(&store, 10).await.expect("status on S3");
+    let runs = tributary::status::recent_runs(&store, None, 10).await.expect("status on S3");
     assert_eq!(runs[0].state(), "complete", "{runs:?}");
 
     let (_, letter) = dead_letters::find(&store, &outcomes[0].message_id).await.expect("archived");

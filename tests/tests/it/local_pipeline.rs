@@ -504,7 +504,7 @@ async fn a_vendor_page_size_cap_is_a_truncated_run_not_a_silent_loss() {
     );
     assert!(summary.to_string().contains("truncated"), "{summary}");
     let store = adapters::local::DirStore::new(lake.path());
-    let runs = tributary::status::recent_runs(&store, 10).await.expect("status");
+    let runs = tributary::status::recent_runs(&store, None, 10).await.expect("status");
     assert_eq!(runs.iter().map(|r| r.state()).collect::<Vec<_>>(), ["truncated"], "tributary status");
 }
 
@@ -558,7 +558,7 @@ async fn a_vendor_serving_its_first_page_again_is_a_duplicated_run_not_a_success
     assert!(alerts.contains("\"function\":\"duplicated\"") && alerts.contains("strategy.offset_param"), "{alerts}");
     // `tributary status` says so too, with the reason.
     let store = adapters::local::DirStore::new(lake.path());
-    let runs = tributary::status::recent_runs(&store, 10).await.expect("status");
+    let runs = tributary::status::recent_runs(&store, None, 10).await.expect("status");
     assert_eq!(runs.iter().map(|r| r.state()).collect::<Vec<_>>(), ["duplicated"], "tributary status");
     let place = tributary::status::Place::Lake(lake.path().display().to_string());
     let hints = tributary::status::recovery_hints(&runs, &place);
@@ -577,7 +577,7 @@ async fn a_vendor_serving_its_first_page_again_is_a_duplicated_run_not_a_success
     assert_eq!(ids.len(), 90);
     assert!(!serde_json::to_string(&read_alerts(lake.path())).expect("alerts").contains("duplicated"));
     let store = adapters::local::DirStore::new(lake.path());
-    let runs = tributary::status::recent_runs(&store, 10).await.expect("status");
+    let runs = tributary::status::recent_runs(&store, None, 10).await.expect("status");
     assert_eq!(runs.iter().map(|r| r.state()).collect::<Vec<_>>(), ["complete"], "tributary status");
 }
 

@@ -135,6 +135,6 @@ async fn a_cursor_run_stopped_by_max_pages_with_more_offered_is_truncated_not_a_
     assert!(summary.to_string().contains("truncated"), "{summary}");
     assert_eq!(manifest(lake.path(), &summary.run_id).truncated.as_deref(), Some(reason.as_str()));
     let store = adapters::local::DirStore::new(lake.path());
-    let runs = tributary::status::recent_runs(&store, 5).await.expect("status");
+    let runs = tributary::status::recent_runs(&store, None, 5).await.expect("status");
     assert_eq!(runs[0].state(), "truncated", "{runs:?}");
 }

@@ -35,6 +35,6 @@ async fn a_rerun_whose_pages_all_go_to_a_dlq_persisted_no_page() {
 
     // It is a new failure of a complete run: open, not resolved.
     let store = adapters::local::DirStore::new(lake.path());
-    let runs = tributary::status::recent_runs(&store, 10).await.expect("status");
+    let runs = tributary::status::recent_runs(&store, None, 10).await.expect("status");
     assert_eq!((runs[0].state(), runs[0].dead_letters, runs[0].resolved), ("complete", 1, 0), "{runs:?}");
 }

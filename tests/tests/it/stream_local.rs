@@ -165,7 +165,8 @@ async fn a_kafka_topic_from_a_file_lands_once_in_parquet_and_iceberg_and_replays
         }
     }
 
-    let status = checkpoints_table(&adapters::local::DirStore::new(&lake), chrono::Utc::now()).await.expect("status");
+    let status =
+        checkpoints_table(&adapters::local::DirStore::new(&lake), None, chrono::Utc::now()).await.expect("status");
     assert!(status.contains("orders-parquet") && status.contains("orders-3") && status.contains("1499"), "{status}");
 
     // Kappa: replayed from TRIM_HORIZON, the same table, value for value.

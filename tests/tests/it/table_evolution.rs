@@ -163,7 +163,7 @@ async fn a_run_whose_records_are_all_quarantined_is_not_a_success() {
     assert!(!summary.succeeded(), "nothing reached the table: {summary}");
     assert!(summary.to_string().contains("the run is not a success"), "{summary}");
     let store = adapters::local::DirStore::new(lake.path());
-    let runs = tributary::status::recent_runs(&store, 5).await.expect("status");
+    let runs = tributary::status::recent_runs(&store, None, 5).await.expect("status");
     assert_eq!(runs[0].state(), "quarantined", "{runs:?}");
 }
 
