@@ -363,18 +363,27 @@ async fn apply(
                 record_cursor(message, page, cursor_max, deps).await?;
             }
             if repeats_previous {
-                // Its count is recorded first, so Persist's receipt of this
-                // last page completes the run (with its coalescing or table
-                // commit); a count recorded after every page is in would
-                // complete it here, where no commit is made.
                 tracing::warn!(
                     page = page.index,
                     "this page repeats the page before: the vendor has no more; stopping"
                 );
-                end_run(message, page.index.saturating_add(1), None, deps).await?;
-                let empty = RawRecords::from_text("[]".into()).map_err(encode_error)?;
-                let claim_check = forward_records(message, page, dataset, empty, deps).await?;
-                return Ok(Outcome::Records { count: 0, claim_check });
+                return end_with_empty_page(message, page, dataset, None, deps).await;
+            }
+            if next.is_some()
+                && count > 0
+                && let Some(earlier) = first_page_with(message, page, &digest, deps).await?
+            {
+                // The vendor's cursor led back to records already fetched:
+                // following it would fetch the same pages again until
+                // `max_pages`, each one's records landing again.
+                let reason = format!(
+                    "the vendor's cursor cycled: page {} holds the records of page {earlier}; paging stopped there, \
+                     the run holds pages 0 to {} (what the vendor served after the cycle, if anything, was not reached)",
+                    page.index,
+                    page.index.saturating_sub(1)
+                );
+                tracing::warn!(page = page.index, earlier, reason, "run truncated");
+                return end_with_empty_page(message, page, dataset, Some(reason), deps).await;
             }
             let continuation = match next {
                 Some(next) => {
@@ -456,6 +465,59 @@ fn check_message(message: &RequestMessage) -> Result<(), RequestError> {
         }
     }
     Ok(())
+}
+
+/// Ends a cursor run at `page`, which repeats an earlier page: its count
+/// (`page.index + 1`, and why the run is `truncated`, if it is) goes to the
+/// ledger first, then the page is forwarded empty, so Persist's receipt of
+/// it completes the run (with its coalescing or table commit); a count
+/// recorded after every page is in would complete it here, where no commit
+/// is made.
+///
+/// # Errors
+/// Store and queue failures (transient).
+async fn end_with_empty_page(
+    message: &RequestMessage,
+    page: PageRef,
+    dataset: &PersistTarget,
+    truncated: Option<String>,
+    deps: Deps<'_>,
+) -> Result<Outcome, RequestError> {
+    end_run(message, page.index.saturating_add(1), truncated, deps).await?;
+    let empty = RawRecords::from_text("[]".into()).map_err(encode_error)?;
+    let claim_check = forward_records(message, page, dataset, empty, deps).await?;
+    Ok(Outcome::Records { count: 0, claim_check })
+}
+
+/// A cursor run's page whose records (FNV-1a `digest`) an earlier page of
+/// the run already held: that page's index, or `None` when no other page
+/// did. The page claims its digest with a marker created only if absent
+/// ([`tributary_core::keys::page_digest_key`], S3 `If-None-Match: *`),
+/// holding its index, so a redelivery of the same page finds its own index
+/// and goes on. One PUT per page (and one GET when the marker is there).
+///
+/// # Errors
+/// [`RequestError::Forward`] (transient) from the store.
+async fn first_page_with(
+    message: &RequestMessage,
+    page: PageRef,
+    digest: &str,
+    deps: Deps<'_>,
+) -> Result<Option<u32>, RequestError> {
+    let key = tributary_core::keys::page_digest_key(&message.pipeline, &message.run_id, digest);
+    let failed = |source| RequestError::Forward { destination: "the run ledger (page digests)".into(), source };
+    let mine = serde_json::json!({ "page": page.index }).to_string();
+    if deps.store.put_if(&key, mine.into(), None).await.map_err(failed)? {
+        return Ok(None);
+    }
+    let held = deps.store.get(&key).await.map_err(failed)?;
+    let earlier = serde_json::from_slice::<Value>(&held).ok().and_then(|v| v["page"].as_u64());
+    Ok(match earlier {
+        Some(earlier) if earlier != u64::from(page.index) => Some(u32::try_from(earlier).unwrap_or(u32::MAX)),
+        // This page's own marker (a redelivery), or one unreadable: not a
+        // cycle it can name.
+        _ => None,
+    })
 }
 
 /// Incremental loading: records the page's highest cursor value in the

@@ -61,6 +61,13 @@ async fn vendor() -> (std::net::SocketAddr, Log) {
                 let page = number("page").unwrap_or(1).min(2);
                 reply(200, &[], json!({"items": records_n((page - 1) * SIZE, SIZE)}))
             }
+            // A cursor that cycles: after the last page, back to `back_to`.
+            "/cycle" => {
+                let from = seen.query("cursor").map_or(0, |c| c.trim_start_matches('c').parse().unwrap_or(0));
+                let back_to = seen.query("back_to").unwrap_or_else(|| "c3".into());
+                let next = if from + SIZE < TOTAL { format!("c{}", from + SIZE) } else { back_to };
+                reply(200, &[], json!({"items": records(from), "meta": {"next_cursor": next}}))
+            }
             _ => reply(404, &[], json!({})),
         }
     })
@@ -256,4 +263,55 @@ async fn a_page_that_repeats_the_page_before_ends_the_run_as_an_empty_last_page(
         ["/repeats?page=1", "/repeats?page=2", "/repeats?page=3"],
         "one call past the end, not 1,000"
     );
+}
+
+/// The ledger's `expected.json` of the test run.
+async fn expected(harness: &Harness) -> Value {
+    let run_id = RunId::new("20261129T060000Z").expect("run id");
+    let bytes = harness.store.get(&tributary_core::keys::expected_key("events", &run_id)).await.expect("expected.json");
+    serde_json::from_slice(&bytes).expect("json")
+}
+
+#[tokio::test]
+async fn a_cursor_that_cycles_ends_the_run_truncated_at_the_first_page_it_repeats() {
+    for (back_to, earlier) in [("c3", 1), ("c0", 0)] {
+        let (addr, log) = vendor().await;
+        let harness = Harness::new();
+        let next = json!({"kind": "body_token", "pointer": "/meta/next_cursor", "param": "cursor"});
+        let first = first_page(addr, "/cycle", json!({"back_to": back_to}), next, 1000);
+        let (pages, count) = run(&harness, first).await;
+        // Page 3 holds page `earlier`'s records again: it goes to Persist
+        // empty, as the run's last page, and nothing more is fetched.
+        assert_eq!(pages, [all_pages(), vec![(3, vec![])]].concat(), "back to {back_to}");
+        assert_eq!(count, 4);
+        assert_eq!(uris(&log).len(), 4, "one call into the cycle, not 1,000: {:?}", uris(&log));
+        let reason = expected(&harness).await["truncated"].as_str().expect("truncated, with the reason").to_string();
+        assert!(
+            reason.contains("cursor cycled") && reason.contains(&format!("page 3 holds the records of page {earlier}")),
+            "{reason}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_cursor_page_delivered_twice_is_not_taken_for_a_cycle() {
+    let (addr, _log) = vendor().await;
+    let harness = Harness::new();
+    let next = json!({"kind": "body_token", "pointer": "/meta/next_cursor", "param": "cursor"});
+    request::handle_message(first_page(addr, "/token", json!({}), next, 100), harness.deps()).await.expect("page 0");
+    let second: RequestMessage = contracts::decode(harness.drain(REQUEST_QUEUE).remove(0)).expect("page 1");
+    for delivery in 0..2 {
+        request::handle_message(second.clone(), harness.deps()).await.expect("page 1");
+        let sent = harness.drain(REQUEST_QUEUE);
+        assert_eq!(sent.len(), 1, "delivery {delivery} of page 1 sends page 2 on");
+    }
+    let run_id = RunId::new("20261129T060000Z").expect("run id");
+    let ended = harness.store.get(&tributary_core::keys::expected_key("events", &run_id)).await;
+    assert!(ended.is_err(), "the run goes on: no page count yet");
+    let persisted: Vec<u32> = harness
+        .drain(PERSIST_QUEUE)
+        .into_iter()
+        .map(|v| contracts::decode::<PersistMessage>(v).expect("persist").page.index)
+        .collect();
+    assert_eq!(persisted, [0, 1, 1], "page 1's records both times (Persist's receipt dedupes)");
 }
