@@ -1057,6 +1057,11 @@ struct Built {
     rows: u64,
 }
 
+/// Why a record is quarantined when neither its dataset nor its page has
+/// a column: it holds no value (only `null`, `{}` or `[]`, at any depth).
+pub const NO_COLUMN_YET: &str = "no field with a value (only null, {} or []) and the dataset has no column yet: \
+                                 a row of no column is not written; a later page's values make the columns";
+
 /// How pass 2 checks records.
 #[derive(Clone, Copy)]
 struct Checks<'a> {
@@ -1229,12 +1234,16 @@ fn build_chunk(
             },
         };
         if no_columns {
-            // Only `{}` records: nothing to write as columns; counted as
-            // written (when they fit).
+            // The dataset has no column yet, and the page's records no
+            // value to give it one (only `{}`, `null`, `[]`): a row of no
+            // column is no row a reader can see, so the record is set
+            // aside with the reason rather than counted as written. A later
+            // page's first value makes the dataset's first column; the
+            // raw page stays replayable.
             if one_walk && checker.check(rec, 0, scratch, plan).is_err() {
                 return Ok(None);
             }
-            built.rows += 1;
+            built.quarantined.push((index, format!("record {index}: {NO_COLUMN_YET}"), text.into()));
             continue;
         }
         let at = match (run_date_partition, partition) {

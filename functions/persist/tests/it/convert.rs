@@ -159,6 +159,30 @@ fn empty_objects_and_arrays_have_no_column_alone_and_stay_empty_in_typed_columns
 }
 
 #[test]
+fn records_with_no_value_for_a_dataset_with_no_column_are_quarantined_with_the_reason() {
+    // A first page of records that hold no value at any depth: no column,
+    // so no row a reader could see; set aside with the reason, not
+    // counted as written.
+    let text = r#"[{}, {"a": null}, {"l": [], "o": {"p": {}}}]"#;
+    let out = convert(text, &target(), None).expect("convert");
+    assert_eq!((out.rows_written, out.quarantined()), (0, 3));
+    assert!(out.files.is_empty(), "no file of no column");
+    let quarantine = std::fs::read_to_string(&out.quarantine.as_ref().expect("quarantine file").path).expect("read");
+    let lines: Vec<Value> = quarantine.lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
+    assert_eq!(lines.len(), 3);
+    for line in &lines {
+        let reason = line.to_string();
+        assert!(reason.contains(persist::NO_COLUMN_YET), "{reason}");
+    }
+    // With one value among them, the page makes its column and the
+    // others are rows of nulls in it.
+    let out = convert(r#"[{}, {"a": null}, {"a": 7}]"#, &target(), None).expect("convert");
+    assert_eq!((out.rows_written, out.quarantined()), (3, 0));
+    let (rows, _) = single(&out);
+    assert_eq!(rows, [json!({}), json!({}), json!({"a": 7})]);
+}
+
+#[test]
 fn nested_objects_and_lists_of_objects_keep_their_shape_and_names_become_snake_case() {
     let text = r#"[{"First Name": "Ana", "address": {"city": "Recife", "geoPoint": {"lat": -8.05}},
                     "items": [{"sku": "a", "qty": 1}, {"sku": "b", "qty": 2, "note": "x"}]},
