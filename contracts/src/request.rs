@@ -136,6 +136,25 @@ pub struct Continuation {
     /// there and the repeat is not forwarded. Absent on the first page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_page: Option<String>,
+    /// Digests (FNV-1a 64, hex, of the call's JSON: method, URL, query,
+    /// headers, body) of the calls this run's pages were fetched with,
+    /// oldest first, at most [`Continuation::MAX_FOLLOWED`] (the most
+    /// recent), set by Request on each next page's message. A next page
+    /// whose call is among them, or is this page's own, would fetch an
+    /// earlier page again and every page after it, in a loop: the vendor's
+    /// cursor cycled, and the run ends there, truncated. Absent on the
+    /// first page.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub followed: Vec<String>,
+}
+
+impl Continuation {
+    /// Calls [`Continuation::followed`] keeps: a cycle longer than this is
+    /// not seen while paging (the run then ends at `max_pages`, and its
+    /// completion reports the repeated pages as `duplicated`). 1,000 digests
+    /// are about 19 KB of the message (SQS allows 1 MiB, "Amazon SQS
+    /// message quotas").
+    pub const MAX_FOLLOWED: usize = 1_000;
 }
 
 /// The count-first total a page was planned from.

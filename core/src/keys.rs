@@ -304,19 +304,6 @@ pub fn claim_key(pipeline: &str, run_id: &RunId, page: u32) -> String {
     format!("{}{run_id}/page-{page:05}.json", claims_prefix(pipeline))
 }
 
-/// Key of the marker that the page whose records have FNV-1a digest
-/// `digest` (16 hex digits) is page `n` of a cursor run, which Request
-/// creates only if absent (`If-None-Match: *`) to catch a vendor's cursor
-/// that cycles: `_runs/<pipeline>/<run_id>/digests/<digest>.json`.
-pub fn page_digest_key(pipeline: &str, run_id: &RunId, digest: &str) -> String {
-    format!("{}{digest}.json", page_digests_prefix(pipeline, run_id))
-}
-
-/// Folder of a run's page digest markers ([`page_digest_key`]).
-pub fn page_digests_prefix(pipeline: &str, run_id: &RunId) -> String {
-    format!("{}digests/", receipts_prefix(pipeline, run_id))
-}
-
 /// Key of a run's expected page count.
 pub fn expected_key(pipeline: &str, run_id: &RunId) -> String {
     format!("{}{EXPECTED_FILE}", receipts_prefix(pipeline, run_id))

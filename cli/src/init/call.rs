@@ -18,7 +18,7 @@ use contracts::RequestMessage;
 use request::http::ReqwestClient;
 use request::{Fetched, Outcome, RequestError};
 use tributary_core::metrics::Metrics;
-use tributary_core::ports::{HttpClient, HttpRequest, HttpResponse, ObjectStore, PortError};
+use tributary_core::ports::{HttpClient, HttpRequest, HttpResponse, PortError};
 use tributary_core::topology;
 
 /// Most HTTP calls one `tributary init` makes, retries and redirects
@@ -128,17 +128,6 @@ impl Caller {
     /// [`RequestError`], as the handler reports it.
     pub async fn handle(&self, message: RequestMessage) -> Result<Outcome, RequestError> {
         request::handle_message(message, self.deps()).await
-    }
-
-    /// Forgets the page digests `message`'s run has claimed
-    /// (`_runs/<pipeline>/<run_id>/digests/`), with which Request ends a
-    /// cursor run at a page repeating an earlier one: `init` wants to see a
-    /// vendor serve page 1 again, to say so, not to have it end quietly.
-    pub async fn forget_page_digests(&self, message: &RequestMessage) {
-        let prefix = tributary_core::keys::page_digests_prefix(&message.pipeline, &message.run_id);
-        for key in self.store.list(&prefix).await.unwrap_or_default() {
-            let _ = self.store.delete(&key).await;
-        }
     }
 
     /// The message bodies waiting on `queue`, which is left empty.

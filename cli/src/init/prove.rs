@@ -95,7 +95,6 @@ async fn fetch_pages(caller: &Caller, spec: &PipelineSpec, proof: &mut Proof) ->
         StrategySpec::Cursor(_) => {
             let mut next = Some(first);
             while let Some(message) = next.take().filter(|_| proof.pages.len() < 2) {
-                caller.forget_page_digests(&message).await;
                 proof.pages.push(page(caller, message).await?);
                 next =
                     caller.take(topology::REQUEST_QUEUE).into_iter().next().map(|body| following(&body)).transpose()?;

@@ -369,22 +369,6 @@ async fn apply(
                 );
                 return end_with_empty_page(message, page, dataset, None, deps).await;
             }
-            if next.is_some()
-                && count > 0
-                && let Some(earlier) = first_page_with(message, page, &digest, deps).await?
-            {
-                // The vendor's cursor led back to records already fetched:
-                // following it would fetch the same pages again until
-                // `max_pages`, each one's records landing again.
-                let reason = format!(
-                    "the vendor's cursor cycled: page {} holds the records of page {earlier}; paging stopped there, \
-                     the run holds pages 0 to {} (what the vendor served after the cycle, if anything, was not reached)",
-                    page.index,
-                    page.index.saturating_sub(1)
-                );
-                tracing::warn!(page = page.index, earlier, reason, "run truncated");
-                return end_with_empty_page(message, page, dataset, Some(reason), deps).await;
-            }
             let continuation = match next {
                 Some(next) => {
                     let this = ThisPage { page, records: count, last: last.as_ref(), digest: &digest };
@@ -489,37 +473,6 @@ async fn end_with_empty_page(
     Ok(Outcome::Records { count: 0, claim_check })
 }
 
-/// A cursor run's page whose records (FNV-1a `digest`) an earlier page of
-/// the run already held: that page's index, or `None` when no other page
-/// did. The page claims its digest with a marker created only if absent
-/// ([`tributary_core::keys::page_digest_key`], S3 `If-None-Match: *`),
-/// holding its index, so a redelivery of the same page finds its own index
-/// and goes on. One PUT per page (and one GET when the marker is there).
-///
-/// # Errors
-/// [`RequestError::Forward`] (transient) from the store.
-async fn first_page_with(
-    message: &RequestMessage,
-    page: PageRef,
-    digest: &str,
-    deps: Deps<'_>,
-) -> Result<Option<u32>, RequestError> {
-    let key = tributary_core::keys::page_digest_key(&message.pipeline, &message.run_id, digest);
-    let failed = |source| RequestError::Forward { destination: "the run ledger (page digests)".into(), source };
-    let mine = serde_json::json!({ "page": page.index }).to_string();
-    if deps.store.put_if(&key, mine.into(), None).await.map_err(failed)? {
-        return Ok(None);
-    }
-    let held = deps.store.get(&key).await.map_err(failed)?;
-    let earlier = serde_json::from_slice::<Value>(&held).ok().and_then(|v| v["page"].as_u64());
-    Ok(match earlier {
-        Some(earlier) if earlier != u64::from(page.index) => Some(u32::try_from(earlier).unwrap_or(u32::MAX)),
-        // This page's own marker (a redelivery), or one unreadable: not a
-        // cycle it can name.
-        _ => None,
-    })
-}
-
 /// Incremental loading: records the page's highest cursor value in the
 /// lake before the page is forwarded, so it is there when the run
 /// completes (see `tributary_core::state`).
@@ -593,6 +546,26 @@ async fn continue_with(
         None => None,
     };
     let index = page.index.saturating_add(1);
+    // The calls of this run's pages so far, this one's last: a next call
+    // among them starts the same pages over (the cursor cycled).
+    let mut followed = next.followed.clone();
+    followed.push(call_digest(&message.http));
+    if let Some(call) = &call
+        && let Some(at) = followed.iter().rposition(|d| *d == call_digest(call))
+    {
+        // Where the repeated call was made: its page index, counted back
+        // from this page (the list keeps the most recent calls).
+        let earlier = page.index.saturating_sub((followed.len() - 1 - at) as u32);
+        let reason = format!(
+            "the vendor's cursor cycled: page {}'s next page is page {earlier} again (the same call); paging \
+             stopped, the run holds pages 0 to {} (what the vendor would have served after the cycle, if \
+             anything, was not reached)",
+            page.index, page.index
+        );
+        tracing::warn!(page = page.index, earlier, reason, "run truncated");
+        end_run(message, index, Some(reason), deps).await?;
+        return Ok(None);
+    }
     match call {
         Some(http) if index < next.max_pages => {
             let mut following = message.clone();
@@ -600,6 +573,9 @@ async fn continue_with(
             following.page = Some(PageRef { index, count: 0 });
             if let RequestMode::Records { next: Some(next), .. } = &mut following.mode {
                 next.previous_page = Some(digest.to_string());
+                let drop = followed.len().saturating_sub(contracts::Continuation::MAX_FOLLOWED);
+                followed.drain(..drop);
+                next.followed = followed;
             }
             Ok(Some(following))
         }
@@ -617,6 +593,13 @@ async fn continue_with(
             Ok(None)
         }
     }
+}
+
+/// FNV-1a 64 (hex) of a call's JSON (method, URL, query, headers, body):
+/// what [`contracts::Continuation::followed`] holds. The query and headers
+/// are ordered maps, so the same call always has the same digest.
+fn call_digest(call: &HttpCall) -> String {
+    contracts::digest::fnv1a_hex(&serde_json::to_vec(call).unwrap_or_default())
 }
 
 /// The next page's call, made safe to travel and to send: the credential's

@@ -47,6 +47,7 @@ impl CallStrategy for Cursor<'_> {
                 max_pages: self.0.max_pages,
                 queue: run.request_queue.clone(),
                 previous_page: None,
+                followed: Vec::new(),
             }));
         }
         // The page count is written by Request when it reaches the last page.

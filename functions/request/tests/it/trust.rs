@@ -152,6 +152,7 @@ fn cursor(url: &str, policy: Value) -> contracts::RequestMessage {
         max_pages: 10,
         queue: REQUEST_QUEUE.into(),
         previous_page: None,
+        followed: Vec::new(),
     }));
     first
 }
