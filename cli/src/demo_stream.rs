@@ -122,7 +122,7 @@ pub struct StreamDemo {
 impl StreamDemo {
     /// Records landed as rows by this poll (written less quarantined).
     pub fn rows_landed(&self) -> u64 {
-        let poison: u64 = self.report.shards.values().map(|s| s.records_poison).sum();
+        let poison: u64 = self.report.shards.values().map(|s| s.records_quarantined).sum();
         self.report.records_written() - poison
     }
 }
@@ -290,7 +290,7 @@ async fn quarantined(store: &dyn ObjectStore, spec: &StreamSpec) -> Result<Vec<S
 
 impl std::fmt::Display for StreamDemo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let poison: u64 = self.report.shards.values().map(|s| s.records_poison).sum();
+        let poison: u64 = self.report.shards.values().map(|s| s.records_quarantined).sum();
         writeln!(
             f,
             "stream {PIPELINE}: Kafka topic {PIPELINE}, {} partitions, from {} (the MSK record shape)",

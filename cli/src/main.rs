@@ -697,7 +697,9 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             out_raw!("{}", tributary::status::table(&runs))?;
             let checkpoints = tributary::stream::checkpoints_table(store.as_ref(), only, chrono::Utc::now()).await?;
             out_raw!("{checkpoints}")?;
+            // (`--limit 0` shows no run, and says nothing of there being none.)
             if let Some(name) = only
+                && limit > 0
                 && runs.is_empty()
                 && checkpoints.is_empty()
             {
@@ -1352,7 +1354,7 @@ async fn run_stream(
     let source = records.map_or(LocalSource::Kinesis, LocalSource::File);
     let options = PollOptions { follow, max_batches_per_shard: None };
     let report = run_local(&spec, lake, &source, options, from_trim_horizon).await?;
-    let poison = report.records_poison();
+    let poison = report.records_quarantined();
     let rows = report.records_written() - poison;
     out!("{}: {rows} records into {}, {poison} quarantined", spec.pipeline, spec.target.dataset)?;
     out!("{report}")?;

@@ -46,9 +46,9 @@ pub struct RunStatus {
     /// dataset folder may hold a coalesced file beside page files it
     /// replaces until a retry of that completion deletes them.
     pub completing: bool,
-    /// The ledger says the run stopped before the source ended
-    /// ([`Expected::truncated`]).
-    pub truncated: bool,
+    /// Why the run stopped before the source ended, as the ledger says
+    /// ([`Expected::truncated`]): `max_pages`, a cursor that cycled, ...
+    pub truncated: Option<String>,
     /// Records the vendor announced ([`Expected::records`]): a complete
     /// run whose pages held fewer is truncated (a page size cap).
     pub records_announced: Option<u64>,
@@ -85,7 +85,7 @@ impl RunStatus {
         match self.pages_planned {
             _ if self.completed && self.records_persisted == 0 && self.records_quarantined > 0 => "quarantined",
             _ if self.duplicated.is_some() => "duplicated",
-            _ if self.completed && (self.truncated || short) => "truncated",
+            _ if self.completed && (self.truncated.is_some() || short) => "truncated",
             _ if self.completed => "complete",
             _ if self.open_dead_letters() > 0 => "failed",
             _ if self.completing => "completing",
@@ -146,7 +146,7 @@ pub async fn recent_runs(
             match serde_json::from_slice::<Expected>(&bytes) {
                 Ok(expected) => {
                     run.pages_planned = Some(expected.pages);
-                    run.truncated = expected.truncated.is_some();
+                    run.truncated = expected.truncated;
                     run.records_announced = expected.records;
                 }
                 Err(_) => tracing::warn!(key, "unreadable expected page count skipped"),
@@ -331,7 +331,8 @@ pub enum Place {
 /// for a run complete despite them (letters of a later attempt, or a
 /// recovery on AWS, which the CLI does not see), how to mark them resolved
 /// once read (`dlq resolve`); and for a run whose pages hold records
-/// more than once, why and what to do. Empty when no run has either.
+/// more than once, or truncated, why (and for the former what to do).
+/// Empty when no run has any of these.
 pub fn recovery_hints(runs: &[RunStatus], place: &Place) -> String {
     let flag = match place {
         Place::Lake(dir) => format!("--lake {dir}"),
@@ -341,6 +342,9 @@ pub fn recovery_hints(runs: &[RunStatus], place: &Place) -> String {
     for run in runs {
         if let Some(reason) = &run.duplicated {
             text.push_str(&format!("\n{} run {}: duplicated: {reason}\n", run.pipeline, run.run_id));
+        }
+        if let Some(reason) = &run.truncated {
+            text.push_str(&format!("\n{} run {}: truncated: {reason}\n", run.pipeline, run.run_id));
         }
     }
     for run in runs.iter().filter(|run| run.open_dead_letters() > 0) {

@@ -68,8 +68,9 @@ pub struct ShardReport {
     pub records_written: u64,
     /// Records skipped as in the lake already (redeliveries).
     pub records_skipped: u64,
-    /// Poison records quarantined.
-    pub records_poison: u64,
+    /// Of `records_written`, quarantined: poison records and those the
+    /// converter set aside (not an object, ...).
+    pub records_quarantined: u64,
     /// Batches retried after a failure.
     pub retries: u64,
     /// Batches split in two.
@@ -93,10 +94,10 @@ impl PollReport {
         self.shards.values().map(|s| s.records_written).sum()
     }
 
-    /// Poison records quarantined over every shard (counted in
-    /// [`PollReport::records_written`] too).
-    pub fn records_poison(&self) -> u64 {
-        self.shards.values().map(|s| s.records_poison).sum()
+    /// Records quarantined over every shard, poison and the converter's
+    /// (counted in [`PollReport::records_written`] too).
+    pub fn records_quarantined(&self) -> u64 {
+        self.shards.values().map(|s| s.records_quarantined).sum()
     }
 
     /// Batches given up on over every shard.
@@ -265,7 +266,7 @@ async fn deliver(
         let outcome = persist_stream_batch(spec, &batch, deps).await;
         report.records_written += outcome.records_written;
         report.records_skipped += outcome.records_skipped;
-        report.records_poison += outcome.records_poison;
+        report.records_quarantined += outcome.records_quarantined;
         let Some((_, failed_at)) = outcome.failures.first() else { continue };
         // Checkpoint before the failed record; retry from it.
         let rest: Vec<StreamRecord> = batch.into_iter().skip_while(|r| r.sequence != *failed_at).collect();
@@ -532,8 +533,8 @@ impl std::fmt::Display for PollReport {
             write!(
                 f,
                 "{shard}: {} records written, {} quarantined, {} skipped as in the lake, {} invocations, {} retries, {} bisections, {} to on-failure, {rate:.0} records/s",
-                s.records_written.saturating_sub(s.records_poison),
-                s.records_poison,
+                s.records_written.saturating_sub(s.records_quarantined),
+                s.records_quarantined,
                 s.records_skipped,
                 s.invocations,
                 s.retries,
@@ -795,24 +796,32 @@ target: { dataset: orders }
     async fn poison_records_count_as_quarantined_in_the_receipt_status_and_manifest() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (lake, topic) = (dir.path().join("lake"), dir.path().join("topic.jsonl"));
-        let lines: String = (0..16).map(|i| if i == 3 || i == 9 { line(i, None) } else { order(i) }).collect();
+        // Two poison records (not JSON) and one the converter sets aside
+        // (JSON, but not an object): three quarantined, thirteen rows.
+        let lines: String = (0..16)
+            .map(|i| match i {
+                3 | 9 => line(i, None),
+                12 => line(i, Some("42")),
+                _ => order(i),
+            })
+            .collect();
         std::fs::write(&topic, lines).expect("topic");
         let spec = StreamSpec::from_yaml(&SPEC.replace("batch_size: 10", "batch_size: 100")).expect("spec");
         let report =
             run_local(&spec, &lake, &LocalSource::File(topic), PollOptions::default(), false).await.expect("run");
-        assert!(report.to_string().starts_with("orders-0: 14 records written, 2 quarantined, "), "{report}");
+        assert!(report.to_string().starts_with("orders-0: 13 records written, 3 quarantined, "), "{report}");
         let store = adapters::local::DirStore::new(&lake);
         let runs = crate::status::recent_runs(&store, None, 10).await.expect("status");
         let counts: Vec<(u64, u64, &str)> =
             runs.iter().map(|r| (r.records_persisted, r.records_quarantined, r.state())).collect();
-        assert_eq!(counts, vec![(14, 2, "complete")], "{runs:?}");
+        assert_eq!(counts, vec![(13, 3, "complete")], "{runs:?}");
         let manifests = store.list("_manifests/orders/").await.expect("manifests");
         assert_eq!(manifests.len(), 1, "{manifests:?}");
         let manifest: serde_json::Value =
             serde_json::from_slice(&store.get(&manifests[0]).await.expect("manifest")).expect("json");
         assert_eq!(
             (manifest["records_persisted"].as_u64(), manifest["records_quarantined"].as_u64()),
-            (Some(14), Some(2))
+            (Some(13), Some(3))
         );
         // The EMF counts agree, each record counted once: the page's line
         // counts the records written, the shard's line the poison.
@@ -824,7 +833,7 @@ target: { dataset: orders }
                 .filter_map(|line| line[metric].as_u64())
                 .sum()
         };
-        assert_eq!((sum("records_persisted"), sum("records_quarantined")), (14, 2), "{emf}");
+        assert_eq!((sum("records_persisted"), sum("records_quarantined")), (13, 3), "{emf}");
     }
 
     #[test]

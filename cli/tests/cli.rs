@@ -87,6 +87,13 @@ fn demo_persists_records_with_no_dead_letters() {
             && said.contains("demo_customers"),
         "{said}"
     );
+    let none_asked = tributary()
+        .args(["status", "--pipeline", "demo_customers", "--limit", "0"])
+        .arg("--lake")
+        .arg(dir.path())
+        .output()
+        .expect("run status --limit 0");
+    assert!(!String::from_utf8_lossy(&none_asked.stdout).contains("no run of pipeline"), "{none_asked:?}");
     let bad = status_of("Demo/Customers").expect("run status --pipeline");
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--pipeline \"Demo/Customers\""), "{bad:?}");

@@ -153,8 +153,11 @@ pub struct StreamOutcome {
     pub records_written: u64,
     /// Records skipped as already in the lake (at or below the checkpoint).
     pub records_skipped: u64,
-    /// Poison records quarantined by this call.
-    pub records_poison: u64,
+    /// Records quarantined by this call: poison records (not gzip, UTF-8
+    /// or JSON, tombstones) and those the converter set aside (not an
+    /// object, a value no column takes, ...), as the pages' receipts count
+    /// them.
+    pub records_quarantined: u64,
 }
 
 /// A shard's position in the lake.
@@ -342,7 +345,7 @@ pub async fn persist_stream_batch(spec: &StreamSpec, records: &[StreamRecord], d
             Ok(done) => {
                 outcome.records_written += done.written;
                 outcome.records_skipped += done.skipped;
-                outcome.records_poison += done.poison;
+                outcome.records_quarantined += done.quarantined;
             }
             Err((first_unwritten, err)) => {
                 tracing::error!(partition, first_unwritten, error = %err, "stream batch not written; reported for retry");
@@ -392,7 +395,8 @@ async fn mark_failed(spec: &StreamSpec, partition: &str, first_unwritten: &str, 
 struct PartitionDone {
     written: u64,
     skipped: u64,
-    poison: u64,
+    /// Of `written`, quarantined (poison, and the converter's).
+    quarantined: u64,
 }
 
 /// One partition's records in a replay: each segment between boundaries
@@ -405,12 +409,12 @@ async fn persist_replayed(
     replay: &crate::stream_replay::StreamReplay,
     deps: Deps<'_>,
 ) -> Result<PartitionDone, (String, PersistError)> {
-    let mut total = PartitionDone { written: 0, skipped: 0, poison: 0 };
+    let mut total = PartitionDone { written: 0, skipped: 0, quarantined: 0 };
     for segment in crate::stream_replay::segments(replay, spec.source_name(), partition, records) {
         let done = persist_partition(spec, partition, segment, Some(replay), deps).await?;
         total.written += done.written;
         total.skipped += done.skipped;
-        total.poison += done.poison;
+        total.quarantined += done.quarantined;
     }
     Ok(total)
 }
@@ -469,7 +473,7 @@ async fn persist_partition(
         if checkpoint != read {
             write_checkpoint(deps.store, &key, &checkpoint).await.map_err(fail(&first_of_batch))?;
         }
-        return Ok(PartitionDone { written: 0, skipped, poison: 0 });
+        return Ok(PartitionDone { written: 0, skipped, quarantined: 0 });
     };
     let window = checkpoint.window.get_or_insert_with(|| Window::open(source, partition, first));
     if let Some(replay) = replay {
@@ -508,7 +512,8 @@ async fn persist_partition(
     };
     // The poison records count in the page's receipt: the run's manifest
     // and `tributary status` quarantined them as the poller reports.
-    persist_page_after_poison(message, batch.poison.len() as u64, deps).await.map_err(fail(&first.sequence))?;
+    let receipt =
+        persist_page_after_poison(message, batch.poison.len() as u64, deps).await.map_err(fail(&first.sequence))?;
 
     settle_pending(&spec.pipeline, &mut checkpoint, deps.store).await.map_err(fail(&first.sequence))?;
     checkpoint.updated_at = Some(Utc::now());
@@ -523,7 +528,7 @@ async fn persist_partition(
         tracing::warn!(partition, run_id = %run_id, error = %err, "the shard's window did not close; its next batch closes it");
     }
     emit_stream_metrics(spec, partition, batch.poison.len() as u64, last.arrival, deps);
-    Ok(PartitionDone { written: fresh.len() as u64, skipped, poison: batch.poison.len() as u64 })
+    Ok(PartitionDone { written: fresh.len() as u64, skipped, quarantined: receipt.records_quarantined })
 }
 
 /// What a batch given up on (the event source mapping's retries

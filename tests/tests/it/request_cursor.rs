@@ -137,4 +137,7 @@ async fn a_cursor_run_stopped_by_max_pages_with_more_offered_is_truncated_not_a_
     let store = adapters::local::DirStore::new(lake.path());
     let runs = tributary::status::recent_runs(&store, None, 5).await.expect("status");
     assert_eq!(runs[0].state(), "truncated", "{runs:?}");
+    // `tributary status` says why, under the table.
+    let hints = tributary::status::recovery_hints(&runs, &tributary::status::Place::Lake("lake".into()));
+    assert!(hints.contains(&format!("events run {}: truncated: {reason}", summary.run_id)), "{hints}");
 }

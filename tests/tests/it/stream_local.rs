@@ -131,7 +131,7 @@ async fn a_kafka_topic_from_a_file_lands_once_in_parquet_and_iceberg_and_replays
         let report = run_local(&spec, &lake, &source, PollOptions::default(), false).await.expect("run");
         assert_eq!(report.records_written(), RECORDS, "{format}: {report}");
         assert_eq!(report.shards.len(), PARTITIONS as usize);
-        assert_eq!(report.shards.values().map(|s| s.records_poison).sum::<u64>(), 1);
+        assert_eq!(report.shards.values().map(|s| s.records_quarantined).sum::<u64>(), 1);
         // Started again: every partition is past its checkpoint.
         let again = run_local(&spec, &lake, &source, PollOptions::default(), false).await.expect("run again");
         assert_eq!(again.records_written(), 0, "{format}: {again}");
