@@ -122,8 +122,8 @@ pub struct StreamDemo {
 impl StreamDemo {
     /// Records landed as rows by this poll (written less quarantined).
     pub fn rows_landed(&self) -> u64 {
-        let poison: u64 = self.report.shards.values().map(|s| s.records_quarantined).sum();
-        self.report.records_written() - poison
+        let quarantined = self.report.records_quarantined();
+        self.report.records_written() - quarantined
     }
 }
 
@@ -290,7 +290,7 @@ async fn quarantined(store: &dyn ObjectStore, spec: &StreamSpec) -> Result<Vec<S
 
 impl std::fmt::Display for StreamDemo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let poison: u64 = self.report.shards.values().map(|s| s.records_quarantined).sum();
+        let poison = self.report.records_quarantined();
         writeln!(
             f,
             "stream {PIPELINE}: Kafka topic {PIPELINE}, {} partitions, from {} (the MSK record shape)",

@@ -1354,9 +1354,9 @@ async fn run_stream(
     let source = records.map_or(LocalSource::Kinesis, LocalSource::File);
     let options = PollOptions { follow, max_batches_per_shard: None };
     let report = run_local(&spec, lake, &source, options, from_trim_horizon).await?;
-    let poison = report.records_quarantined();
-    let rows = report.records_written() - poison;
-    out!("{}: {rows} records into {}, {poison} quarantined", spec.pipeline, spec.target.dataset)?;
+    let quarantined = report.records_quarantined();
+    let rows = report.records_written() - quarantined;
+    out!("{}: {rows} records into {}, {quarantined} quarantined", spec.pipeline, spec.target.dataset)?;
     out!("{report}")?;
     Ok(if report.on_failure() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -109,7 +109,7 @@ pub async fn recent_runs(
 ) -> Result<Vec<RunStatus>, PortError> {
     let mut runs: BTreeMap<(String, String), RunStatus> = BTreeMap::new();
     let mut receipts: BTreeMap<(String, String), Vec<PageReceipt>> = BTreeMap::new();
-    let prefix = pipeline.map_or_else(|| keys::RUNS_PREFIX.to_string(), |p| format!("{}{p}/", keys::RUNS_PREFIX));
+    let prefix = pipeline.map_or_else(|| keys::RUNS_PREFIX.to_string(), keys::pipeline_runs_prefix);
     let listed = store.list(&prefix).await?;
     // A page delivered before and after receipts moved into shard folders
     // has a receipt in each layout: it counts once, as the later says.

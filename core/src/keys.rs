@@ -173,9 +173,14 @@ pub const SUCCESS_MARKER: &str = "_SUCCESS";
 /// Name of a run's expected page count in its ledger folder ([`expected_key`]).
 pub const EXPECTED_FILE: &str = "expected.json";
 
+/// Folder of a pipeline's runs: `_runs/<pipeline>/`.
+pub fn pipeline_runs_prefix(pipeline: &str) -> String {
+    format!("{RUNS_PREFIX}{pipeline}/")
+}
+
 /// Folder of a run's page receipts.
 pub fn receipts_prefix(pipeline: &str, run_id: &RunId) -> String {
-    format!("{RUNS_PREFIX}{pipeline}/{run_id}/")
+    format!("{}{run_id}/", pipeline_runs_prefix(pipeline))
 }
 
 /// Key of a page receipt, in its shard's folder (see

@@ -367,7 +367,14 @@ async fn apply(
                     page = page.index,
                     "this page repeats the page before: the vendor has no more; stopping"
                 );
-                return end_with_empty_page(message, page, dataset, None, deps).await;
+                // Its count is recorded first, so Persist's receipt of this
+                // last page completes the run (with its coalescing or table
+                // commit); a count recorded after every page is in would
+                // complete it here, where no commit is made.
+                end_run(message, page.index.saturating_add(1), None, deps).await?;
+                let empty = RawRecords::from_text("[]".into()).map_err(encode_error)?;
+                let claim_check = forward_records(message, page, dataset, empty, deps).await?;
+                return Ok(Outcome::Records { count: 0, claim_check });
             }
             let continuation = match next {
                 Some(next) => {
@@ -451,28 +458,6 @@ fn check_message(message: &RequestMessage) -> Result<(), RequestError> {
     Ok(())
 }
 
-/// Ends a cursor run at `page`, which repeats an earlier page: its count
-/// (`page.index + 1`, and why the run is `truncated`, if it is) goes to the
-/// ledger first, then the page is forwarded empty, so Persist's receipt of
-/// it completes the run (with its coalescing or table commit); a count
-/// recorded after every page is in would complete it here, where no commit
-/// is made.
-///
-/// # Errors
-/// Store and queue failures (transient).
-async fn end_with_empty_page(
-    message: &RequestMessage,
-    page: PageRef,
-    dataset: &PersistTarget,
-    truncated: Option<String>,
-    deps: Deps<'_>,
-) -> Result<Outcome, RequestError> {
-    end_run(message, page.index.saturating_add(1), truncated, deps).await?;
-    let empty = RawRecords::from_text("[]".into()).map_err(encode_error)?;
-    let claim_check = forward_records(message, page, dataset, empty, deps).await?;
-    Ok(Outcome::Records { count: 0, claim_check })
-}
-
 /// Incremental loading: records the page's highest cursor value in the
 /// lake before the page is forwarded, so it is there when the run
 /// completes (see `tributary_core::state`).
@@ -550,8 +535,9 @@ async fn continue_with(
     // among them starts the same pages over (the cursor cycled).
     let mut followed = next.followed.clone();
     followed.push(call_digest(&message.http));
-    if let Some(call) = &call
-        && let Some(at) = followed.iter().rposition(|d| *d == call_digest(call))
+    let next_digest = call.as_ref().map(call_digest);
+    if let Some(next_digest) = &next_digest
+        && let Some(at) = followed.iter().rposition(|d| d == next_digest)
     {
         // Where the repeated call was made: its page index, counted back
         // from this page (the list keeps the most recent calls).
