@@ -105,7 +105,7 @@ pub struct StreamDemo {
     /// The poll's report, per partition.
     pub report: PollReport,
     /// Each partition's checkpoint after the poll: (partition, through,
-    /// records landed in all runs).
+    /// records taken in all runs: rows and quarantined).
     pub checkpoints: Vec<(String, Option<String>, u64)>,
     /// Every quarantined record of the pipeline in the lake, with its
     /// reason, as `reason (key)`.
@@ -303,7 +303,8 @@ impl std::fmt::Display for StreamDemo {
         writeln!(f, "  poison quarantined   {poison}")?;
         writeln!(f, "  {:<20} {} rows, {} distinct order_id", format!("table {PIPELINE}"), self.table.0, self.table.1)?;
         writeln!(f, "  wall time            {:.2} s", self.elapsed.as_secs_f64())?;
-        writeln!(f, "  partition         checkpoint (offset)  records landed  records behind")?;
+        // The checkpoint counts every record taken: rows and quarantined.
+        writeln!(f, "  partition         checkpoint (offset)   records taken  records behind")?;
         for (partition, through, records) in &self.checkpoints {
             let behind = self.report.shards.get(partition).and_then(|s| s.records_behind);
             writeln!(

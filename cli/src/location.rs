@@ -34,11 +34,27 @@ pub enum LocationError {
     /// The directory does not exist.
     #[error("lake directory {0} does not exist: {step}", step = NO_LAKE_STEP)]
     NoDir(PathBuf),
+    /// The path is a file (or something else that is not a directory).
+    #[error("--lake {0} is a file, not a lake directory: point --lake at the lake's directory")]
+    NotDir(PathBuf),
     /// An S3 lake in a build without the AWS adapters.
     #[error(
         "--lake {0}: this tributary was built without the `aws` feature; build it with `cargo build --release -p tributary-cli --features aws` to reach a deployed stack"
     )]
     NoAws(String),
+}
+
+/// Checks that `path` is an existing lake directory.
+///
+/// # Errors
+/// [`LocationError::NoDir`] when nothing is there, [`LocationError::NotDir`]
+/// when a file is.
+pub fn require_dir(path: &std::path::Path) -> Result<(), LocationError> {
+    match path.metadata() {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(LocationError::NotDir(path.to_path_buf())),
+        Err(_) => Err(LocationError::NoDir(path.to_path_buf())),
+    }
 }
 
 impl std::str::FromStr for LakeLocation {
@@ -72,12 +88,12 @@ impl LakeLocation {
     /// The directory, checked to exist.
     ///
     /// # Errors
-    /// [`LocationError::NoDir`]; [`LocationError::NoAws`] for an S3 lake
+    /// [`LocationError::NoDir`], [`LocationError::NotDir`];
+    /// [`LocationError::NoAws`] for an S3 lake
     /// (a command that only works on a local lake).
     pub fn existing_dir(&self) -> Result<&std::path::Path, LocationError> {
         match self {
-            Self::Dir(path) if path.is_dir() => Ok(path),
-            Self::Dir(path) => Err(LocationError::NoDir(path.clone())),
+            Self::Dir(path) => require_dir(path).map(|()| path.as_path()),
             Self::S3 { .. } => Err(LocationError::NoAws(self.to_string())),
         }
     }

@@ -698,12 +698,15 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             let checkpoints = tributary::stream::checkpoints_table(store.as_ref(), only, chrono::Utc::now()).await?;
             out_raw!("{checkpoints}")?;
             // (`--limit 0` shows no run, and says nothing of there being none.)
+            // A pipeline with no run is a failure, so that a mistyped name in
+            // a script does not pass for an empty history.
             if let Some(name) = only
                 && limit > 0
                 && runs.is_empty()
                 && checkpoints.is_empty()
             {
-                out_raw!("{}", tributary::status::no_runs_of(store.as_ref(), name).await?)?;
+                eprint!("{}", tributary::status::no_runs_of(store.as_ref(), name).await?);
+                return Ok(ExitCode::FAILURE);
             }
             out_raw!("{}", tributary::stream::records_behind_table(store.as_ref(), only).await?)?;
             out_raw!("{}", tributary::status::recovery_hints(&runs, &place))?;
@@ -1452,10 +1455,7 @@ target: {{ dataset: demo_transactions{format} }}
 
 /// Refuses a `--lake` that is not an existing directory.
 fn require_lake(lake: &std::path::Path) -> anyhow::Result<()> {
-    if !lake.is_dir() {
-        return Err(tributary::location::LocationError::NoDir(lake.to_path_buf()).into());
-    }
-    Ok(())
+    Ok(tributary::location::require_dir(lake)?)
 }
 
 #[cfg(test)]

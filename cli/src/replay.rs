@@ -63,9 +63,9 @@ pub enum ReplayError {
         /// Last date.
         to: NaiveDate,
     },
-    /// The lake directory does not exist.
-    #[error("lake directory {0} does not exist: {step}", step = crate::location::NO_LAKE_STEP)]
-    NoLake(std::path::PathBuf),
+    /// The lake directory does not exist, or is a file.
+    #[error(transparent)]
+    NoLake(#[from] crate::location::LocationError),
     /// The raw archive could not be listed.
     #[error("listing the raw pages: {0}")]
     List(#[source] PortError),
@@ -347,12 +347,10 @@ pub async fn replay_lake(
     dataset: &str,
     range: DateRange,
 ) -> Result<ReplaySummary, ReplayError> {
-    if !lake.is_dir() {
-        return Err(ReplayError::NoLake(lake.to_path_buf()));
-    }
+    crate::location::require_dir(lake)?;
     let store = adapters::local::DirStore::new(lake);
     let catalog = adapters::local::DirCatalog::new(lake);
-    let root = lake.canonicalize().map_err(|_| ReplayError::NoLake(lake.to_path_buf()))?;
+    let root = lake.canonicalize().map_err(|_| crate::location::LocationError::NoDir(lake.to_path_buf()))?;
     let tables = tributary_iceberg::LocalCommitter::new(
         root.clone(),
         std::sync::Arc::new(adapters::local::DirStore::new(&root)),

@@ -577,7 +577,7 @@ fn streams_prefix(pipeline: Option<&str>) -> String {
 
 /// The stream checkpoints in the lake (`_streams/…`), a line per shard for
 /// `tributary status`: pipeline, stream, shard, the last sequence number
-/// in the lake, records landed, a batch in flight and the open window, and the lag (now minus
+/// in the lake, records taken (rows and quarantined), a batch in flight and the open window, and the lag (now minus
 /// the arrival of the newest record landed: the iterator age a caught-up
 /// consumer would report). Empty when the lake has no stream pipeline.
 ///

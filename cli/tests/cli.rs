@@ -80,8 +80,8 @@ fn demo_persists_records_with_no_dead_letters() {
     assert!(!runs.is_empty() && runs.iter().all(|l| l.starts_with("demo_customers ")), "{only_table}");
     assert!(!only_table.contains("stream checkpoints"), "another pipeline's checkpoints: {only_table}");
     let unknown = status_of("demo_customer").expect("run status --pipeline");
-    let said = String::from_utf8_lossy(&unknown.stdout);
-    assert!(unknown.status.success(), "{said}");
+    let said = String::from_utf8_lossy(&unknown.stderr);
+    assert_eq!(unknown.status.code(), Some(1), "{said}");
     assert!(
         said.contains("no run of pipeline `demo_customer` in this lake; it has runs of: ")
             && said.contains("demo_customers"),
@@ -340,6 +340,19 @@ fn freshness_alerts_until_a_run_of_the_day_completes() {
         "{stderr}"
     );
     assert!(!missing.exists(), "the missing lake is not created");
+
+    // A file given as the lake is named as a file, by every command that
+    // reads a lake.
+    let file = dir.path().join("lake.txt");
+    std::fs::write(&file, "not a lake").expect("write file");
+    for args in [vec!["freshness", spec.to_str().expect("utf-8 path")], vec!["status"], vec!["query", "SELECT 1"]] {
+        let output = tributary().args(&args).arg("--lake").arg(&file).output().expect("run");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success() && stderr.contains("lake.txt is a file, not a lake directory"),
+            "{args:?}: {stderr}"
+        );
+    }
 }
 
 /// A simple spec of pipeline `p` reading the demo vendor's transactions
