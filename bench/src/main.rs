@@ -15,6 +15,7 @@ mod check;
 mod pages;
 mod report;
 mod wide;
+mod writer_cost;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -42,6 +43,10 @@ enum Command {
     /// One record of 20k to 200k keys per page: Persist's time per key at
     /// each width (linear in the keys: flat).
     Wide(wide::WideOptions),
+    /// What arrow-rs's Parquet writer costs per top-level column of a file
+    /// Persist wrote (zstd level 1 and uncompressed): the writer's part of
+    /// the profile, by column.
+    WriterCost(writer_cost::WriterCostOptions),
     /// Convert one page with Persist's converter and print one JSON line
     /// (rows, seconds, peak RSS); used by `run`, one process per case.
     RunOne {
@@ -63,6 +68,7 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Run(options) => finish(cases::run(&options)),
         Command::Wide(options) => finish(wide::run(&options)),
+        Command::WriterCost(options) => finish(writer_cost::run(&options)),
         Command::RunOne { input, output, known_schema } => {
             let report = match convert(&input, &output, known_schema) {
                 Ok((rows, seconds)) => ChildReport::success(rows, seconds),
