@@ -567,6 +567,9 @@ impl PipelineSpec {
         if self.request.method == HttpMethod::Get && self.request.body.is_some() {
             return Err(invalid("request.body", "(a JSON body)", "a GET request sends no body; set `method: POST`"));
         }
+        if let Some(body) = &self.request.body {
+            check_body_credentials(body)?;
+        }
         let url_template = self.request.url.as_str().replace("%7B", "{").replace("%7D", "}");
         if let Some(problem) = crate::template::malformed_template(&url_template) {
             return Err(invalid("request.url", &url_template, &format!("malformed template: {problem}")));
@@ -949,6 +952,59 @@ pub fn refused_header(name: &str) -> Option<&'static str> {
     None
 }
 
+/// Schemes of the HTTP `Authorization` header (RFC 9110 §11.6.2, the IANA
+/// HTTP Authentication Scheme Registry, and AWS Signature Version 4), each
+/// with the space after it: a header value starting with one carries a
+/// credential, whatever the header's name (`X-Custom: Bearer …`).
+const CREDENTIAL_SCHEMES: &[&str] = &[
+    "basic ",
+    "bearer ",
+    "digest ",
+    "dpop ",
+    "hoba ",
+    "mutual ",
+    "negotiate ",
+    "privatetoken ",
+    "scram-sha-1 ",
+    "scram-sha-256 ",
+    "token ",
+    "vapid ",
+    "aws4-hmac-sha256 ",
+];
+
+/// Whether a header value carries a credential by its form: it starts with
+/// an authentication scheme ([`CREDENTIAL_SCHEMES`], case ignored).
+pub fn is_credential_value(value: &str) -> bool {
+    let value = value.trim_start().to_ascii_lowercase();
+    CREDENTIAL_SCHEMES.iter().any(|scheme| value.starts_with(scheme))
+}
+
+/// Refuses a credential written in `request.body`: a string under a key
+/// named like one ([`is_credential_name`], the keys whose values alerts
+/// mask) that is not a lone placeholder bound at run time (`"{cursor}"`).
+/// The body travels in every message, dead letter and the run's copy of
+/// its spec, where no alert's masking reaches.
+fn check_body_credentials(body: &serde_json::Value) -> Result<(), SpecError> {
+    let mut strings = Vec::new();
+    body_strings("request.body", body, &mut strings);
+    for (path, text) in strings {
+        let key = path.trim_end_matches(|c: char| c == ']' || c == '[' || c.is_ascii_digit());
+        let key = key.rsplit('.').next().unwrap_or(key);
+        let placeholder = text.len() > 2
+            && text.starts_with('{')
+            && text.ends_with('}')
+            && !text[1..text.len() - 1].contains(['{', '}']);
+        if is_credential_name(key) && !text.is_empty() && !placeholder {
+            return Err(invalid(
+                &path,
+                "<redacted>",
+                "looks like a credential; credentials are referenced by secret id (`request.auth`), never written in a spec",
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn check_header(name: &str, value: &str) -> Result<(), SpecError> {
     let field = format!("request.headers.{name}");
     if http::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
@@ -957,7 +1013,7 @@ fn check_header(name: &str, value: &str) -> Result<(), SpecError> {
     if let Some(why) = refused_header(name) {
         return Err(invalid(&field, &format!("{name:?}"), why));
     }
-    if is_credential_like(name) {
+    if is_credential_like(name) || is_credential_value(value) {
         return Err(invalid(
             &field,
             "<redacted>",
@@ -1360,6 +1416,24 @@ target:
         }
         let err = parse_err(&PAGED.replace("/customers", "/customers?key=sekrit-URL-42"));
         assert!(err.contains("request.url") && !err.contains("sekrit"), "{err}");
+        // A trial finding: a credential scheme under a neutral header name,
+        // and credentials in a POST body, were taken and reached the dead
+        // letters and the run's spec copy.
+        for (extra, field) in [
+            ("  headers: { X-Custom: 'Bearer sekrit-HDR-8' }", "request.headers.X-Custom"),
+            ("  headers: { X-Custom: 'basic c2Vrcml0' }", "request.headers.X-Custom"),
+            ("  method: POST\n  body: { user: me, password: sekrit-BODY-5 }", "request.body.password"),
+            ("  method: POST\n  body: { auth: { client_secret: sekrit-BODY-5 } }", "request.body.auth.client_secret"),
+            ("  method: POST\n  body: { tokens: [sekrit-BODY-5] }", "request.body.tokens[0]"),
+        ] {
+            let err = parse_err(&with(&extra.replace("\\n", "\n")));
+            assert!(err.contains(field) && !err.contains("sekrit") && !err.contains("c2Vrcml0"), "{extra}: {err}");
+        }
+        // Not credentials: a token bound at run time, an empty one, and a
+        // header value that only mentions a scheme.
+        let bound = "  method: POST\n  body: { page_token: '{run_date}', token: '', q: 'Bearer of news' }\n  headers: { X-Note: 'a Bearer token' }";
+        let spec = with(&bound.replace("\\n", "\n"));
+        assert!(PipelineSpec::from_yaml(&spec).is_ok(), "{:?}", PipelineSpec::from_yaml(&spec).err());
         // Not credentials: a header ending in `key` and ordinary parameters.
         assert!(
             PipelineSpec::from_yaml(&with("  headers: { Idempotency-Key: run-1 }\n  query: { sort: name, q: x }"))

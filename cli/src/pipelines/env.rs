@@ -15,8 +15,9 @@
 //! value may hold YAML's own characters (`: `, ` #`). Secrets are never
 //! substituted: a spec references them by id (`request.auth.secret_id`),
 //! and a variable named like a credential
-//! ([`contracts::spec::is_credential_name`]: `*TOKEN*`, `*SECRET*`,
-//! `*PASSWORD*`, `*API_KEY*`, …) or one of the local runtime's secrets
+//! ([`contracts::is_credential_param`], the names whose values logs and
+//! alerts mask: `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*AUTH*`, `*SESSION*`,
+//! `*KEY`, …) or one of the local runtime's secrets
 //! (`TRIBUTARY_SECRET_*`) is refused ([`EnvError::Credential`]), since its
 //! value would travel in every message, dead letter and alert.
 
@@ -121,7 +122,7 @@ fn value(inner: &str, line: usize, lookup: &impl Fn(&str) -> Option<String>) -> 
     if !valid {
         return Err(EnvError::BadName { text: inner.to_string(), line });
     }
-    if contracts::spec::is_credential_name(name) || name.to_ascii_uppercase().starts_with(SECRET_VARIABLE_PREFIX) {
+    if contracts::is_credential_param(name) || name.to_ascii_uppercase().starts_with(SECRET_VARIABLE_PREFIX) {
         return Err(EnvError::Credential { name: name.to_string(), line });
     }
     match (lookup(name).filter(|v| !v.is_empty()), default) {
@@ -179,7 +180,16 @@ mod tests {
 
     #[test]
     fn a_credential_is_never_substituted() {
-        for name in ["VENDOR_TOKEN", "api_key", "DB_PASSWORD", "CLIENT_SECRET", "TRIBUTARY_SECRET_VENDOR"] {
+        for name in [
+            "VENDOR_TOKEN",
+            "api_key",
+            "DB_PASSWORD",
+            "CLIENT_SECRET",
+            "TRIBUTARY_SECRET_VENDOR",
+            "VENDOR_KEY",
+            "VENDOR_AUTH",
+            "SESSION_ID",
+        ] {
             let err = substitute(&format!("h: ${{{name}:-x}}"), |_| Some("s3cr3t".into())).expect_err(name);
             assert_eq!(err, EnvError::Credential { name: name.into(), line: 1 });
             assert!(!err.to_string().contains("s3cr3t"), "{err}");

@@ -455,6 +455,18 @@ fn check_message(message: &RequestMessage) -> Result<(), RequestError> {
             ));
         }
     }
+    if let Some(name) = message
+        .http
+        .headers
+        .iter()
+        .find_map(|(name, value)| contracts::spec::is_credential_value(value).then_some(name))
+    {
+        return Err(refuse(
+            "http.headers",
+            &format!("{name:?}"),
+            "carries a credential (its value starts with an authentication scheme, `Bearer …`); reference a secret in `policy.auth` instead (messages travel in clear through queues and DLQs)",
+        ));
+    }
     Ok(())
 }
 

@@ -109,6 +109,11 @@ async fn messages_get_the_specs_credential_checks() {
     let err = refused(&harness, userinfo.clone()).await;
     assert!(err.to_string().contains("X-Vendor-Auth") && !err.to_string().contains(KEY), "{err}");
     userinfo.http.headers.clear();
+    // A credential scheme under a neutral name (another trial finding).
+    userinfo.http.headers.insert("X-Custom".into(), format!("Bearer {KEY}"));
+    let err = refused(&harness, userinfo.clone()).await;
+    assert!(err.to_string().contains("X-Custom") && !err.to_string().contains(KEY), "{err}");
+    userinfo.http.headers.clear();
     userinfo.http.query.insert("session_id".into(), KEY.into());
     let err = refused(&harness, userinfo.clone()).await;
     assert!(err.to_string().contains("session_id") && !err.to_string().contains(KEY), "{err}");
