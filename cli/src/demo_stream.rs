@@ -151,10 +151,12 @@ pub enum DemoStreamError {
     /// The lake keeps the demo's dataset in the other table format (an
     /// earlier demo with or without `--table-format iceberg`).
     #[error(
-        "target.table_format is {wanted}, but dataset {PIPELINE} is kept as {kept} in this lake; a dataset keeps one \
+        "target.table_format is {wanted}, but dataset {dataset} is kept as {kept} in this lake; a dataset keeps one \
          table format: run the demo with --table-format {kept}, or with a new --lake"
     )]
     Format {
+        /// The dataset.
+        dataset: String,
         /// The format the demo was asked for.
         wanted: &'static str,
         /// The dataset's format in the lake.
@@ -193,7 +195,7 @@ pub async fn run(lake: &Path, iceberg: bool) -> Result<StreamDemo, DemoStreamErr
             .map_err(|source| DemoStreamError::Write { path: records_path.clone(), source })?;
     }
     let store = adapters::local::DirStore::new(lake);
-    refuse_other_format(&store, &spec).await?;
+    refuse_other_format(&store, &spec.target.dataset, spec.target.table_format).await?;
     let source = LocalSource::File(records_path.clone());
     let started = std::time::Instant::now();
     let report = crate::stream::run_local(&spec, lake, &source, PollOptions::default(), false).await?;
@@ -246,11 +248,31 @@ pub async fn table_count(lake: &Path) -> Result<(u64, u64), DemoStreamError> {
     }
 }
 
-/// Refuses a lake whose demo dataset is kept in the other table format:
-/// the poll would land nothing new past the checkpoints and say nothing,
-/// and new records would be refused by Persist one batch at a time.
-async fn refuse_other_format(store: &dyn ObjectStore, spec: &StreamSpec) -> Result<(), DemoStreamError> {
-    let key = tributary_core::keys::schema_key(&spec.target.dataset);
+/// Refuses a lake that keeps one of the demo's datasets (`datasets`, and
+/// the stream's, [`PIPELINE`]) in the other table format than `iceberg`
+/// asks, before anything runs: the REST pipelines' pages would each be
+/// dead-lettered by Persist (a first trial left 237 dead letters), and the
+/// stream's poll would land nothing new past the checkpoints.
+///
+/// # Errors
+/// [`DemoStreamError::Format`] naming the first such dataset;
+/// [`DemoStreamError::Port`] when a table schema cannot be read.
+pub async fn refuse_other_formats(lake: &Path, datasets: &[&str], iceberg: bool) -> Result<(), DemoStreamError> {
+    let store = adapters::local::DirStore::new(lake);
+    let wanted = if iceberg { TableFormat::Iceberg } else { TableFormat::default() };
+    for dataset in datasets.iter().copied().chain([PIPELINE]) {
+        refuse_other_format(&store, dataset, wanted).await?;
+    }
+    Ok(())
+}
+
+/// [`refuse_other_formats`] for one dataset.
+async fn refuse_other_format(
+    store: &dyn ObjectStore,
+    dataset: &str,
+    wanted: TableFormat,
+) -> Result<(), DemoStreamError> {
+    let key = tributary_core::keys::schema_key(dataset);
     let schema = persist::read_schema(store, &key)
         .await
         .map_err(|err| PortError::permanent_msg("read schema", &key, err.to_string()))?;
@@ -259,8 +281,8 @@ async fn refuse_other_format(store: &dyn ObjectStore, spec: &StreamSpec) -> Resu
         _ => "parquet",
     };
     match schema.and_then(|(table, _)| table.table_format) {
-        Some(kept) if kept != spec.target.table_format => {
-            Err(DemoStreamError::Format { wanted: name(spec.target.table_format), kept: name(kept) })
+        Some(kept) if kept != wanted => {
+            Err(DemoStreamError::Format { dataset: dataset.to_string(), wanted: name(wanted), kept: name(kept) })
         }
         _ => Ok(()),
     }

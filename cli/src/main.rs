@@ -498,6 +498,16 @@ struct Place {
 /// prefix: `tributary` alone would take in `tributary_core` too.)
 const CLI_LOGS: &str = "off,tributary=warn,tributary_core=off,tributary_contracts=off,tributary_iceberg=off";
 
+/// A line to stderr that, unlike `eprintln!`, does not panic when stderr's
+/// reader has gone (`2>&1 | head -1`): the message is lost, the exit code
+/// stays the command's.
+macro_rules! err_raw {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // init reports what Request met itself, on one line.
@@ -507,7 +517,7 @@ fn main() -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_stack_size(8 << 20).build() {
         Ok(runtime) => runtime,
         Err(err) => {
-            eprintln!("error: cannot start the async runtime: {err}");
+            err_raw!("error: cannot start the async runtime: {err}");
             return ExitCode::FAILURE;
         }
     };
@@ -515,7 +525,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) if closed_stdout(&err) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {}{}", report(&err), next_step(&err).unwrap_or_default());
+            err_raw!("error: {}{}", report(&err), next_step(&err).unwrap_or_default());
             ExitCode::FAILURE
         }
     }
@@ -644,7 +654,7 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
                     summary = run => summary?,
                     interrupted = tokio::signal::ctrl_c() => {
                         interrupted.context("waiting for Ctrl-C")?;
-                        eprintln!("{}", interrupted_message(runtime.in_flight().as_ref(), &path, &lake));
+                        err_raw!("{}", interrupted_message(runtime.in_flight().as_ref(), &path, &lake));
                         // 128 + SIGINT, as shells report a process Ctrl-C ended.
                         return Ok(ExitCode::from(130));
                     }
@@ -694,9 +704,7 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             let (store, handle) = open_lake(lake, stack.as_deref()).await?;
             let only = pipeline.as_deref();
             let runs = tributary::status::recent_runs(store.as_ref(), only, limit).await?;
-            out_raw!("{}", tributary::status::table(&runs))?;
             let checkpoints = tributary::stream::checkpoints_table(store.as_ref(), only, chrono::Utc::now()).await?;
-            out_raw!("{checkpoints}")?;
             // (`--limit 0` shows no run, and says nothing of there being none.)
             // A pipeline with no run is a failure, so that a mistyped name in
             // a script does not pass for an empty history.
@@ -705,9 +713,11 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
                 && runs.is_empty()
                 && checkpoints.is_empty()
             {
-                eprint!("{}", tributary::status::no_runs_of(store.as_ref(), name).await?);
+                err_raw!("{}", tributary::status::no_runs_of(store.as_ref(), name).await?.trim());
                 return Ok(ExitCode::FAILURE);
             }
+            out_raw!("{}", tributary::status::table(&runs))?;
+            out_raw!("{checkpoints}")?;
             out_raw!("{}", tributary::stream::records_behind_table(store.as_ref(), only).await?)?;
             out_raw!("{}", tributary::status::recovery_hints(&runs, &place))?;
             if let Some(handle) = &handle {
@@ -1386,6 +1396,10 @@ fn exit_code(summaries: &[RunSummary]) -> ExitCode {
 /// Athena-driven one reads `demo_customers`' table).
 async fn demo(lake: &Path, iceberg: bool) -> anyhow::Result<ExitCode> {
     let format = if iceberg { ", table_format: iceberg" } else { "" };
+    if lake.is_dir() {
+        let datasets = ["demo_customers", "demo_customer_transactions", "demo_transactions"];
+        tributary::demo_stream::refuse_other_formats(lake, &datasets, iceberg).await?;
+    }
     let data = vendor::DemoData::default();
     let addr = vendor::spawn("127.0.0.1:0".parse()?, data).await.context("starting the demo vendor API")?;
     out!(

@@ -57,6 +57,21 @@ fn demo_persists_records_with_no_dead_letters() {
     assert!(stdout.contains("strategy athena") && stdout.contains("requests made        230"), "{stdout}");
     assert!(stdout.contains("Customer 1 "), "first rows are printed:\n{stdout}");
 
+    // The demo again as Iceberg over this Parquet lake is refused before
+    // anything runs (a trial's run left 237 dead letters).
+    let letters = |dir: &std::path::Path| walk_count(&dir.join("_dead_letters"));
+    let before = letters(dir.path());
+    let iceberg = tributary()
+        .args(["demo", "--table-format", "iceberg", "--lake"])
+        .arg(dir.path())
+        .output()
+        .expect("run demo --table-format iceberg");
+    let stderr = String::from_utf8_lossy(&iceberg.stderr);
+    assert!(!iceberg.status.success(), "{stderr}");
+    assert!(stderr.contains("dataset demo_customers is kept as parquet"), "{stderr}");
+    assert!(iceberg.stdout.is_empty(), "nothing ran: {}", String::from_utf8_lossy(&iceberg.stdout));
+    assert_eq!(letters(dir.path()), before, "no dead letter");
+
     let status = tributary().arg("status").arg("--lake").arg(dir.path()).output().expect("run status");
     let table = String::from_utf8_lossy(&status.stdout);
     assert!(status.status.success(), "{table}");
@@ -82,6 +97,7 @@ fn demo_persists_records_with_no_dead_letters() {
     let unknown = status_of("demo_customer").expect("run status --pipeline");
     let said = String::from_utf8_lossy(&unknown.stderr);
     assert_eq!(unknown.status.code(), Some(1), "{said}");
+    assert!(unknown.stdout.is_empty(), "no empty table before the message: {unknown:?}");
     assert!(
         said.contains("no run of pipeline `demo_customer` in this lake; it has runs of: ")
             && said.contains("demo_customers"),
@@ -963,4 +979,11 @@ fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
             if path.is_dir() { walk_files(&path) } else { vec![path] }
         })
         .collect()
+}
+
+/// Files under `dir`, at any depth (0 when it does not exist).
+fn walk_count(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries.flatten().map(|entry| if entry.path().is_dir() { walk_count(&entry.path()) } else { 1 }).sum()
+    })
 }
