@@ -224,7 +224,7 @@ enum Command {
         #[arg(long)]
         date: Option<chrono::NaiveDate>,
     },
-    /// Check a pipeline spec; print it normalised.
+    /// Check a pipeline spec (REST, or a stream spec: one with `source:`); print it normalised.
     Validate {
         /// Pipeline spec (YAML or JSON).
         spec: PathBuf,
@@ -764,6 +764,12 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
                     Ok(ExitCode::FAILURE)
                 }
             }
+        }
+        Command::Validate { spec } if tributary::stream::is_stream_spec(&spec) => {
+            let parsed = tributary::stream::load_stream_spec(&spec)?;
+            out!("{} is a valid stream spec:", spec.display())?;
+            out!("{}", serde_json::to_string_pretty(&parsed)?)?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Validate { spec } => {
             let parsed = load_spec(&spec)?;

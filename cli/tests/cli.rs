@@ -43,6 +43,19 @@ fn validate_accepts_the_examples() {
         let output = tributary().arg("validate").arg(&path).output().expect("run tributary");
         assert!(output.status.success(), "{example}: {}", String::from_utf8_lossy(&output.stderr));
     }
+    // A stream spec is validated as one (a trial finding: it was refused
+    // for its `source`), and its errors name its fields.
+    let stream = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/streams/orders.yaml");
+    let output = tributary().arg("validate").arg(&stream).output().expect("run tributary");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success() && stdout.contains("is a valid stream spec"), "{output:?}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bad = dir.path().join("bad.yaml");
+    let text = std::fs::read_to_string(&stream).expect("read example");
+    std::fs::write(&bad, text.replace("pipeline:", "pipline:")).expect("write spec");
+    let output = tributary().arg("validate").arg(&bad).output().expect("run tributary");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("pipline"), "{stderr}");
 }
 
 #[test]
