@@ -63,8 +63,10 @@ pub struct PersistTarget {
     #[serde(default, skip_serializing_if = "WriteDisposition::is_default")]
     pub write: WriteDisposition,
     /// `write: merge`: the record's key, one or more RFC 6901 pointers
-    /// (`[/id]`, `[/account/id, /line]`). A record without a value at one
-    /// of them is quarantined.
+    /// (`[/id]`, `[/account/id, /line]`). A record without a value (or
+    /// null) at one of them has no key: it is added as it is, never
+    /// matched, and counted as `unkeyed` in the commit's log line
+    /// (docs/persist.md, "Write dispositions").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub primary_key: Vec<String>,
     /// `write: merge`: the pointer whose greatest value wins among the
