@@ -384,12 +384,12 @@ impl Col {
                 // Without an exponent, fewer than 309 digits stay below
                 // f64::MAX (1.8e308): finite without parsing.
                 Tok::Num { start, end, .. } if end - start < 300 && !rec.raw(idx).contains(['e', 'E']) => Ok(next),
-                Tok::Num { .. } if rec.raw(idx).parse::<f64>().is_ok_and(f64::is_finite) => Ok(next),
+                Tok::Num { .. } if faithful_f64(rec.raw(idx)).is_some() => Ok(next),
                 Tok::Num { .. } => Err(unrepresentable(found(rec, idx))),
                 _ => Err(violation(found(rec, idx))),
             },
             Col::Float32(_) => match tok {
-                Tok::Num { .. } if rec.raw(idx).parse::<f32>().is_ok_and(f32::is_finite) => Ok(next),
+                Tok::Num { .. } if faithful_f32(rec.raw(idx)).is_some() => Ok(next),
                 _ => Err(violation(found(rec, idx))),
             },
             Col::Decimal(_, p, s) => match decimal_text(rec, idx, scratch) {
@@ -658,7 +658,7 @@ impl Col {
                 _ => return None,
             },
             Col::Float64(b) => match tok {
-                Tok::Num { .. } => b.append_value(rec.raw(idx).parse::<f64>().ok().filter(|v| v.is_finite())?),
+                Tok::Num { .. } => b.append_value(faithful_f64(rec.raw(idx))?),
                 _ => return None,
             },
             Col::Timestamp(b, unit, _) => {
@@ -976,6 +976,28 @@ impl Col {
 /// Whether every item of the array at `idx` is of a kind its list's
 /// inferred `item_ty` takes (exactly, with `exact`): [`Col::check`]'s
 /// first look at a list, before its items' own checks.
+/// A JSON number's text as the `f64` it stands for, when that is faithful:
+/// finite (not beyond `f64::MAX`, about 1.8e308) and not a non-zero number
+/// rounded to zero (below the smallest subnormal, about 4.9e-324: `1e-400`).
+/// `None` otherwise, and the record is quarantined, as for any value its
+/// column cannot hold unaltered.
+pub(crate) fn faithful_f64(text: &str) -> Option<f64> {
+    let value = text.parse::<f64>().ok().filter(|v| v.is_finite())?;
+    (value != 0.0 || !has_nonzero_digit(text)).then_some(value)
+}
+
+/// [`faithful_f64`] for a declared `float32` column (`f32::MAX`, about
+/// 3.4e38; the smallest subnormal, about 1.4e-45).
+fn faithful_f32(text: &str) -> Option<f32> {
+    let value = text.parse::<f32>().ok().filter(|v| v.is_finite())?;
+    (value != 0.0 || !has_nonzero_digit(text)).then_some(value)
+}
+
+/// Whether a number's digits before its exponent hold one that is not 0.
+fn has_nonzero_digit(text: &str) -> bool {
+    text.split(['e', 'E']).next().unwrap_or(text).bytes().any(|b| matches!(b, b'1'..=b'9'))
+}
+
 fn items_fit(item_ty: &Ty, exact: bool, rec: Rec<'_>, idx: usize) -> bool {
     let end = rec.tape.skip(idx);
     let mut i = idx + 1;

@@ -1807,6 +1807,7 @@ mod tests {
             ("a value of another kind", vec![r#"{"id": "one"}"#.into(), r#"{"ok": 1}"#.into()]),
             ("an integer of 16 digits", vec![r#"{"id": 1234567890123456}"#.into()]),
             ("a float beyond f64", vec![r#"{"amount": 1e400}"#.into()]),
+            ("a float rounded to zero", vec![r#"{"amount": 1e-400}"#.into(), r#"{"amount": 0.0e-400}"#.into()]),
             ("a timestamp in the text column", vec![r#"{"name": "2026-01-01T00:00:00Z"}"#.into()]),
             ("a timestamp among a list's text", vec![r#"{"tags": ["a", "2026-01-01T00:00:00Z"]}"#.into()]),
             ("an escaped timestamp in the text column", vec![r#"{"name": "2026-01-01T00:00:00\u005a"}"#.into()]),

@@ -381,7 +381,7 @@ impl Cursor<'_, '_> {
             (Ty::Int, Col::Int64(b)) if int && plain_int(text) => b.append_value(small_int(text)),
             (Ty::Float, Col::Float64(b)) if !int || plain_int(text) => b.append_value(match plain_f64(text) {
                 Some(value) => value,
-                None => text.parse::<f64>().ok().filter(|v| v.is_finite())?,
+                None => super::faithful_f64(text)?,
             }),
             _ => return None,
         }

@@ -486,14 +486,23 @@ fn inference_across_chunks_keeps_first_seen_order_and_the_rules() {
 fn values_that_cannot_be_stored_faithfully_are_quarantined_not_altered() {
     let mut target = target();
     target.schema = serde_json::from_value(json!([{"name": "f32", "type": "float32"}])).expect("declared");
-    let text = r#"[{"f32": 1.5, "s": "ok"}, {"f32": 1e39}, {"s": "\ud800 lone"}, {"f64": 1e400}, {"f64": 2.5}]"#;
+    // A trial finding: 1e-400 (below the smallest subnormal) was stored as
+    // 0.0 while 1e400 was quarantined; a zero written with an exponent
+    // and the smallest subnormal are kept.
+    let text = r#"[{"f32": 1.5, "s": "ok"}, {"f32": 1e39}, {"s": "\ud800 lone"}, {"f64": 1e400}, {"f64": 2.5},
+        {"f64": 1e-400}, {"f32": 1e-50}, {"f64": 0.0e-400}, {"f64": 4.9e-324}]"#;
     let out = convert(text, &target, None).expect("convert");
     let reasons = &out.quarantine.as_ref().expect("quarantine").sample_reasons;
-    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert_eq!(reasons.len(), 5, "{reasons:?}");
     assert!(reasons[0].contains("/f32: expected float32, found a number 1e39"), "{reasons:?}");
     assert!(reasons[1].contains("/s: expected string, found a string that is not valid Unicode"), "{reasons:?}");
     assert!(reasons[2].contains("/f64: expected float64, found a number 1e400"), "{reasons:?}");
-    assert_eq!(out.rows_written, 2);
+    assert!(reasons[3].contains("/f64: expected float64, found a number 1e-400"), "{reasons:?}");
+    assert!(reasons[4].contains("/f32: expected float32, found a number 1e-50"), "{reasons:?}");
+    assert_eq!(out.rows_written, 4);
+    let (rows, _) = single(&out);
+    let kept: Vec<&Value> = rows.iter().map(|row| &row["f64"]).filter(|v| !v.is_null()).collect();
+    assert_eq!(kept, [&json!(2.5), &json!(0.0), &json!(4.9e-324)], "{rows:?}");
 }
 
 #[test]
