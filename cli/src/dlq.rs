@@ -68,16 +68,32 @@ pub async fn select(store: &dyn ObjectStore, selection: &Selection) -> Result<Ve
     Ok(chosen)
 }
 
+/// Characters of a reason `dlq list` shows; a longer one ends in `…` and
+/// the command that shows it whole.
+pub const LISTED_REASON_CHARS: usize = 240;
+
+/// The reason as `dlq list` shows it: on one line, up to
+/// [`LISTED_REASON_CHARS`], a cut marked as one (a cut at 80 characters,
+/// unmarked, hid the cause of a merge's failure behind its context).
+fn shown_reason(reason: &str) -> String {
+    let line = reason.replace('\n', " ");
+    if line.chars().count() <= LISTED_REASON_CHARS {
+        return line;
+    }
+    let cut: String = line.chars().take(LISTED_REASON_CHARS).collect();
+    format!("{cut}… (dlq show ID: the whole reason)")
+}
+
 /// The letters as a text table: message id, DLQ, function, pipeline, run,
-/// page, sent time, redrives, what resolved it (`-`: open), and the start
-/// of the reason.
+/// page, sent time, redrives, what resolved it (`-`: open), and the reason
+/// (see [`shown_reason`]).
 pub fn table(letters: &[(String, DeadLetter)]) -> String {
     let mut text = format!(
         "{:<38} {:<18} {:<12} {:<24} {:<20} {:>5} {:<24} {:>8} {:<11}  reason\n",
         "message id", "dlq", "function", "pipeline", "run", "page", "sent", "redriven", "resolved"
     );
     for (_, letter) in letters {
-        let reason: String = letter.reason.as_deref().unwrap_or("(none recorded)").chars().take(80).collect();
+        let reason = shown_reason(letter.reason.as_deref().unwrap_or("(none recorded)"));
         let resolved = letter.resolved.as_ref().map_or_else(|| "-".to_string(), |r| r.by.to_string());
         text.push_str(&format!(
             "{:<38} {:<18} {:<12} {:<24} {:<20} {:>5} {:<24} {:>8} {:<11}  {}\n",
@@ -90,7 +106,7 @@ pub fn table(letters: &[(String, DeadLetter)]) -> String {
             letter.sent_at.as_deref().unwrap_or("-"),
             letter.redriven.len(),
             resolved,
-            reason.replace('\n', " ")
+            reason
         ));
     }
     text
@@ -358,6 +374,20 @@ mod tests {
             body: body.to_string(),
             ..DeadLetter::default()
         }
+    }
+
+    #[test]
+    fn the_listed_reason_is_one_line_and_a_cut_says_so() {
+        let short = "resolve target.primary_key failed:\n/deleted names no column";
+        assert_eq!(shown_reason(short), "resolve target.primary_key failed: /deleted names no column");
+        let long = format!("{}: the cause", "context ".repeat(40));
+        let shown = shown_reason(&long);
+        assert!(shown.ends_with("… (dlq show ID: the whole reason)"), "{shown}");
+        assert_eq!(shown.chars().count(), LISTED_REASON_CHARS + "… (dlq show ID: the whole reason)".chars().count());
+        let mut letter = letter("persist", "persist", Value::Null);
+        letter.reason = Some(short.into());
+        let table = table(&[("k".into(), letter)]);
+        assert!(table.lines().nth(1).is_some_and(|line| line.ends_with("/deleted names no column")), "{table}");
     }
 
     #[test]

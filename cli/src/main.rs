@@ -636,6 +636,9 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
                 );
             }
             let spec = load_spec(&path)?;
+            if replace && spec.target.table_format != contracts::TableFormat::Iceberg {
+                anyhow::bail!("--replace: {}", orchestrator::no_atomic_replace(&spec.target.dataset));
+            }
             let ad_hoc = scheduled_at.is_none() && backfill.from.is_none();
             let times = backfill.times(&spec, scheduled_at)?;
             let mut options = LocalOptions::new(&lake);

@@ -343,7 +343,17 @@ pub struct LocalRuntime {
     tenants: std::sync::Mutex<Tenants>,
     /// The run being driven, if any ([`LocalRuntime::in_flight`]).
     in_flight: std::sync::Mutex<Option<InFlight>>,
+    /// When the vendor's last pause said on stderr ends (with no progress
+    /// bar, stderr not a terminal), so that each pause is said once.
+    pause_said: std::sync::Mutex<Option<std::time::Instant>>,
 }
+
+/// A vendor's pause (`Retry-After`, a rate limit) held in the request
+/// queue at least this long is said on stderr when no progress bar shows
+/// it: a run waiting in silence reads as hung. (Request waits out a
+/// `Retry-After` of up to `MAX_RETRY_AFTER_SECS`, 30 s, inside the call;
+/// a longer one holds the page in its queue.)
+pub const PAUSE_SAID_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The run a [`LocalRuntime`] is driving: what an interrupted `tributary
 /// run` names so that it can be finished.
@@ -458,6 +468,7 @@ impl LocalRuntime {
             trust: std::sync::Mutex::new(options.request.trust.clone()),
             tenants: std::sync::Mutex::new(options.request.tenants.clone()),
             in_flight: std::sync::Mutex::new(None),
+            pause_said: std::sync::Mutex::new(None),
             options,
         })
     }
@@ -728,8 +739,19 @@ impl LocalRuntime {
         let persisted = done(topology::PERSIST_QUEUE).saturating_sub(given_up);
         let mut message = format!("{persisted} pages persisted  {dead} dead letters");
         if let Some(until) = self.ports.broker.next_release() {
-            let secs = until.saturating_duration_since(std::time::Instant::now()).as_secs_f64().ceil();
+            let wait = until.saturating_duration_since(std::time::Instant::now());
+            let secs = wait.as_secs_f64().ceil();
             message.push_str(&format!("  the vendor asked for a pause: calling again in {secs} s"));
+            let mut said = self.pause_said.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if progress.is_hidden() && wait >= PAUSE_SAID_AFTER && *said != Some(until) {
+                *said = Some(until);
+                use std::io::Write as _;
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "the vendor asked for a pause (Retry-After or a rate limit): calling again in {secs} s; \
+                     Ctrl-C stops the run and says how to finish it"
+                );
+            }
         }
         progress.set_message(message);
     }

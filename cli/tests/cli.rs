@@ -37,6 +37,21 @@ fn invalid_specs_fail_naming_the_field_and_write_nothing() {
 }
 
 #[test]
+fn replace_of_a_parquet_dataset_is_refused_naming_the_flag_and_writing_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = write_spec(dir.path(), GOOD);
+    let lake = dir.path().join("lake");
+    let output = tributary().arg("run").arg(&spec).arg("--replace").arg("--lake").arg(&lake).output().expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    // A trial finding: it said `orchestrator event: `replace` = "<token>"`,
+    // an internal token for a flag the user gave with no value.
+    assert!(stderr.contains("--replace: dataset d is kept as Parquet folders"), "{stderr}");
+    assert!(!stderr.contains("orchestrator event"), "{stderr}");
+    assert!(!lake.exists(), "nothing is written");
+}
+
+#[test]
 fn validate_accepts_the_examples() {
     for example in ["customers.yaml", "transactions.yaml", "events.yaml"] {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").join(example);

@@ -296,21 +296,52 @@ async fn a_bearer_secret_is_used_by_id_and_never_shown() {
     assert!(!text(&ran.stdout).contains(SECRET));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_retry_after_is_waited_out() {
+/// A vendor whose first answer is a 429 with `Retry-After: secs`, then
+/// every record in one page; its base URL and its count of calls.
+async fn throttled_once(secs: u64) -> (String, Arc<AtomicUsize>) {
     let calls = Arc::new(AtomicUsize::new(0));
     let seen = calls.clone();
     let base = vendor(move |_| {
         if seen.fetch_add(1, Ordering::SeqCst) == 0 {
-            return EchoReply::json(429, r#"{"detail": "slow down"}"#).with_header("retry-after", "1");
+            return EchoReply::json(429, r#"{"detail": "slow down"}"#).with_header("retry-after", secs.to_string());
         }
         ok(json!({"data": records(0, TOTAL)}))
     })
     .await;
+    (base, calls)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_is_waited_out() {
+    let (base, _) = throttled_once(1).await;
     let started = std::time::Instant::now();
     let stdout = init_and_run(&format!("{base}/throttled"), "throttled", &[]).await;
     assert!(started.elapsed() >= std::time::Duration::from_secs(1), "the pause is honoured");
     assert!(stdout.contains("kind: simple"), "{stdout}");
+}
+
+/// A long pause is said once on stderr when no progress bar shows it (a
+/// trial finding: `Retry-After: 3600` looked like a hung run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_pause_is_said_on_stderr() {
+    // Past Request's 30 s waited inside an invocation
+    // (`MAX_RETRY_AFTER_SECS`): the page is held in its queue.
+    let (base, calls) = throttled_once(31).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = format!(
+        "version: 1\npipeline: paused\nstrategy: {{kind: simple}}\n\
+         request: {{url: '{base}/x', records_pointer: /data, allow: {{loopback: true}}}}\ntarget: {{dataset: paused}}\n"
+    );
+    std::fs::write(dir.path().join("spec.yaml"), spec).expect("write spec");
+    let mut run = tributary(dir.path());
+    run.args(["run", "spec.yaml", "--lake", "lake"]);
+    let ran = output(run).await;
+    let stderr = text(&ran.stderr);
+    assert!(ran.status.success(), "{stderr}\n{}", text(&ran.stdout));
+    let said: Vec<&str> = stderr.lines().filter(|l| l.contains("the vendor asked for a pause")).collect();
+    assert_eq!(said.len(), 1, "said once:\n{stderr}");
+    assert!(said[0].contains("calling again in 3") && said[0].contains("Ctrl-C"), "{stderr}");
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "called again after the pause");
 }
 
 /// Init against `url` fails with one line on stderr holding each of

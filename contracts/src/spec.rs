@@ -1253,6 +1253,16 @@ fn check_pointer(field: &str, pointer: &str) -> Result<(), SpecError> {
             "must be an RFC 6901 JSON pointer: empty or starting with '/' (e.g. /items)",
         ));
     }
+    let mut bytes = pointer.bytes();
+    while let Some(byte) = bytes.next() {
+        if byte == b'~' && !matches!(bytes.next(), Some(b'0' | b'1')) {
+            return Err(invalid(
+                field,
+                &format!("{pointer:?}"),
+                "has a `~` not followed by 0 or 1: RFC 6901 §3 writes `~` as ~0 and `/` as ~1 inside a key",
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -1438,6 +1448,14 @@ target:
         assert!(
             PipelineSpec::from_yaml(&with("  headers: { Idempotency-Key: run-1 }\n  query: { sort: name, q: x }"))
                 .is_ok()
+        );
+        // RFC 6901 §3: `~` only as ~0 or ~1 (a trial finding: `/it~2ems` passed).
+        for pointer in ["/it~2ems", "/items~"] {
+            let err = parse_err(&PAGED.replace("records_pointer: /items", &format!("records_pointer: '{pointer}'")));
+            assert!(err.contains("request.records_pointer") && err.contains("~0 and"), "{pointer}: {err}");
+        }
+        assert!(
+            PipelineSpec::from_yaml(&PAGED.replace("records_pointer: /items", "records_pointer: /a~1b~0c")).is_ok()
         );
         let err = parse_err(&PAGED.replace("dataset: customers", "dataset: raw"));
         assert!(err.contains("target.dataset") && err.contains("reserved"), "{err}");

@@ -372,13 +372,15 @@ impl PersistTarget {
             ));
         }
         if self.write != WriteDisposition::Merge {
-            for (field, set) in [
-                ("primary_key", !self.primary_key.is_empty()),
-                ("order_by", self.order_by.is_some()),
-                ("hard_delete", self.hard_delete.is_some()),
+            let key = (!self.primary_key.is_empty()).then(|| format!("{:?}", self.primary_key));
+            for (field, value) in [
+                ("primary_key", key),
+                ("order_by", self.order_by.as_ref().map(|p| format!("{p:?}"))),
+                ("hard_delete", self.hard_delete.as_ref().map(|p| format!("{p:?}"))),
             ] {
-                if set {
-                    return Err(invalid(field, write.into(), "is only read with write: merge"));
+                if let Some(value) = value {
+                    let reason = format!("is only read with write: merge (this target's write is {write})");
+                    return Err(invalid(field, value, &reason));
                 }
             }
             return Ok(());
@@ -882,12 +884,12 @@ mod tests {
             (
                 "{dataset: c, table_format: iceberg, primary_key: [/id]}",
                 "target.primary_key",
-                "only read with write: merge",
+                "[\"/id\"]: is only read with write: merge (this target's write is append)",
             ),
             (
                 "{dataset: c, table_format: iceberg, write: replace, order_by: /at}",
                 "target.order_by",
-                "only read with write: merge",
+                "\"/at\": is only read with write: merge (this target's write is replace)",
             ),
         ] {
             let err = target(yaml).validate("target").expect_err(yaml).to_string();

@@ -142,9 +142,14 @@ fn every_contract_round_trips() {
 fn unknown_version_is_refused_with_a_clear_error() {
     let mut value = serde_json::to_value(request_message()).expect("json");
     value["version"] = json!(2);
-    let err = decode::<RequestMessage>(value).expect_err("version 2");
+    let err = decode::<RequestMessage>(value.clone()).expect_err("version 2");
     assert_eq!(err.path, "version");
     assert!(err.to_string().contains("unsupported contract version 2: this build reads version 1"), "{err}");
+    // The right version quoted says so (a trial finding: it read as
+    // "unsupported contract version \"1\": this build reads version 1").
+    value["version"] = json!("1");
+    let err = decode::<RequestMessage>(value).expect_err("version \"1\"");
+    assert!(err.to_string().contains("contract version \"1\" is text: write the number 1 without quotes"), "{err}");
 }
 
 #[test]

@@ -29,6 +29,13 @@ impl<'de> Deserialize<'de> for V1 {
         let found = serde_json::Value::deserialize(deserializer)?;
         match found.as_u64() {
             Some(Self::NUMBER) => Ok(V1),
+            // `"1"` (a quoted number) is the right version as the wrong type.
+            _ if found.as_str().is_some_and(|text| text.trim() == Self::NUMBER.to_string()) => {
+                Err(serde::de::Error::custom(format!(
+                    "contract version {found} is text: write the number {} without quotes",
+                    Self::NUMBER
+                )))
+            }
             _ => Err(serde::de::Error::custom(format!(
                 "unsupported contract version {found}: this build reads version {}",
                 Self::NUMBER

@@ -211,6 +211,16 @@ pub fn run_context(config: &OrchestratorConfig, run_id: RunId, run_date: NaiveDa
     }
 }
 
+/// Why a run of a Parquet dataset cannot be re-run replacing its rows
+/// (`replace` in the Orchestrator's event, `tributary run --replace`).
+pub fn no_atomic_replace(dataset: &str) -> String {
+    format!(
+        "dataset {dataset} is kept as Parquet folders (target.table_format: parquet), which have no atomic replace: \
+         readers would see the old and new rows together; re-run only Iceberg datasets, or re-derive the run \
+         with `tributary replay`"
+    )
+}
+
 /// Starts a run as [`start_run`] does; with a re-run token (`replace`),
 /// first reopens the run when it completed ([`tributary_core::rerun::begin`]),
 /// and starts nothing when this token's re-run completed already. Returns
@@ -230,12 +240,7 @@ pub async fn begin_run(
     let refuse =
         |reason: String| OrchestratorError::BadField { field: "replace", value: excerpt(token), reason, source: None };
     if spec.target.table_format != contracts::TableFormat::Iceberg {
-        return Err(refuse(format!(
-            "dataset {} is kept as Parquet folders (target.table_format: parquet), which have no atomic replace: \
-             readers would see the old and new rows together; re-run only Iceberg datasets, or re-derive the run \
-             with `tributary replay`",
-            spec.target.dataset
-        )));
+        return Err(refuse(no_atomic_replace(&spec.target.dataset)));
     }
     let Some(ledger) = deps.ledger else {
         return Err(refuse("this Orchestrator keeps no run ledger in the lake to reopen the run in".into()));

@@ -44,6 +44,6 @@ pub use deps::{Deps, OrchestratorConfig};
 pub use error::OrchestratorError;
 pub use fanout::Fanout;
 pub use handler::{
-    Inbox, Trigger, begin_run, handle, handle_sqs, on_probe_reply, on_query_row, parse_trigger, run_context, start_run,
-    with_incremental_start,
+    Inbox, Trigger, begin_run, handle, handle_sqs, no_atomic_replace, on_probe_reply, on_query_row, parse_trigger,
+    run_context, start_run, with_incremental_start,
 };
