@@ -956,7 +956,7 @@ pub fn refused_header(name: &str) -> Option<&'static str> {
 /// HTTP Authentication Scheme Registry, and AWS Signature Version 4), each
 /// with the space after it: a header value starting with one carries a
 /// credential, whatever the header's name (`X-Custom: Bearer …`).
-const CREDENTIAL_SCHEMES: &[&str] = &[
+pub const CREDENTIAL_SCHEMES: &[&str] = &[
     "basic ",
     "bearer ",
     "digest ",
