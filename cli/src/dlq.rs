@@ -86,7 +86,7 @@ fn shown_reason(reason: &str) -> String {
 
 /// The letters as a text table: message id, DLQ, function, pipeline, run,
 /// page, sent time, redrives, what resolved it (`-`: open), and the reason
-/// (see [`shown_reason`]).
+/// (one line, up to [`LISTED_REASON_CHARS`], a cut marked).
 pub fn table(letters: &[(String, DeadLetter)]) -> String {
     let mut text = format!(
         "{:<38} {:<18} {:<12} {:<24} {:<20} {:>5} {:<24} {:>8} {:<11}  reason\n",
