@@ -1436,13 +1436,13 @@ target:
             ("  method: POST\n  body: { auth: { client_secret: sekrit-BODY-5 } }", "request.body.auth.client_secret"),
             ("  method: POST\n  body: { tokens: [sekrit-BODY-5] }", "request.body.tokens[0]"),
         ] {
-            let err = parse_err(&with(&extra.replace("\\n", "\n")));
+            let err = parse_err(&with(extra));
             assert!(err.contains(field) && !err.contains("sekrit") && !err.contains("c2Vrcml0"), "{extra}: {err}");
         }
         // Not credentials: a token bound at run time, an empty one, and a
         // header value that only mentions a scheme.
         let bound = "  method: POST\n  body: { page_token: '{run_date}', token: '', q: 'Bearer of news' }\n  headers: { X-Note: 'a Bearer token' }";
-        let spec = with(&bound.replace("\\n", "\n"));
+        let spec = with(bound);
         assert!(PipelineSpec::from_yaml(&spec).is_ok(), "{:?}", PipelineSpec::from_yaml(&spec).err());
         // Not credentials: a header ending in `key` and ordinary parameters.
         assert!(
