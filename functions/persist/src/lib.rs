@@ -20,6 +20,7 @@
 //! steps), `table.rs` (the dataset's table schema in the lake), and the
 //! converter: `source.rs` (framing), `infer.rs` (schema inference and
 //! evolution), `build.rs` (Arrow builders), `convert.rs` (the two passes),
+//! `dictionary.rs` (which columns of a file get a Parquet dictionary),
 //! `publish.rs` (the published schema and catalog table), `coalesce.rs`
 //! (run completion), `page.rs` (whole-page conversion for tools).
 
@@ -28,6 +29,7 @@ pub mod coalesce;
 mod config;
 mod convert;
 mod deps;
+mod dictionary;
 mod error;
 mod handler;
 mod infer;
