@@ -553,6 +553,16 @@ impl PipelineSpec {
     /// body, the records pointer.
     fn check_request(&self) -> Result<(), SpecError> {
         check_no_userinfo("request.url", &self.request.url)?;
+        if self.request.url.fragment().is_some() {
+            let mut shown = self.request.url.clone();
+            shown.set_fragment(None);
+            return Err(invalid(
+                "request.url",
+                &format!("{}#<redacted>", crate::redacted_url(&shown)),
+                "has a fragment (`#…`), which an HTTP client never sends to the vendor (RFC 3986 §3.5); it would only \
+                 travel in messages, dead letters and alerts",
+            ));
+        }
         for (name, value) in &self.request.headers {
             check_header(name, value)?;
         }
@@ -712,7 +722,9 @@ impl PipelineSpec {
                         run_names()
                     )
                 };
-                return Err(invalid(&field, &format!("{text:?}"), &reason));
+                let shown =
+                    if is_credential_field(last_key(&field)) { "<redacted>".into() } else { format!("{text:?}") };
+                return Err(invalid(&field, &shown, &reason));
             }
         }
         Ok(())
@@ -953,56 +965,120 @@ pub fn refused_header(name: &str) -> Option<&'static str> {
 }
 
 /// Schemes of the HTTP `Authorization` header (RFC 9110 §11.6.2, the IANA
-/// HTTP Authentication Scheme Registry, and AWS Signature Version 4), each
-/// with the space after it: a header value starting with one carries a
-/// credential, whatever the header's name (`X-Custom: Bearer …`).
+/// HTTP Authentication Scheme Registry, AWS Signature Version 4) and
+/// vendors' own (`OAuth` of OAuth 1.0, `ApiKey`, Okta's `SSWS`, Azure's
+/// `SharedKey`), lower case: a header value whose first word is one carries
+/// a credential, whatever the header's name (`X-Custom: Bearer …`).
 pub const CREDENTIAL_SCHEMES: &[&str] = &[
-    "basic ",
-    "bearer ",
-    "digest ",
-    "dpop ",
-    "hoba ",
-    "mutual ",
-    "negotiate ",
-    "privatetoken ",
-    "scram-sha-1 ",
-    "scram-sha-256 ",
-    "token ",
-    "vapid ",
-    "aws4-hmac-sha256 ",
+    "basic",
+    "bearer",
+    "digest",
+    "dpop",
+    "hoba",
+    "mutual",
+    "negotiate",
+    "privatetoken",
+    "scram-sha-1",
+    "scram-sha-256",
+    "token",
+    "vapid",
+    "aws4-hmac-sha256",
+    "oauth",
+    "apikey",
+    "api-key",
+    "key",
+    "ssws",
+    "sharedkey",
+    "hmac",
 ];
 
-/// Whether a header value carries a credential by its form: it starts with
-/// an authentication scheme ([`CREDENTIAL_SCHEMES`], case ignored).
+/// Whether a text carries a credential by its form: its first word (up to
+/// any whitespace) is an authentication scheme ([`CREDENTIAL_SCHEMES`],
+/// case ignored) followed by one token or by auth-params (`a=b, …`), or it
+/// is a JSON Web Token (`eyJ…`, three
+/// dot-separated base64url parts; RFC 7519).
 pub fn is_credential_value(value: &str) -> bool {
-    let value = value.trim_start().to_ascii_lowercase();
-    CREDENTIAL_SCHEMES.iter().any(|scheme| value.starts_with(scheme))
+    let value = value.trim_start();
+    let mut words = value.splitn(2, char::is_whitespace);
+    let first = words.next().unwrap_or("").to_ascii_lowercase();
+    // The credentials after the scheme: one token (`Bearer abc…`), or
+    // auth-params (`Digest username="…", …`); not prose ("Bearer of news").
+    let credentials = words
+        .next()
+        .map(str::trim)
+        .is_some_and(|rest| !rest.is_empty() && (!rest.contains(char::is_whitespace) || rest.contains('=')));
+    let scheme = credentials && CREDENTIAL_SCHEMES.contains(&first.as_str());
+    let jwt = value.starts_with("eyJ")
+        && value.split('.').count() == 3
+        && value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'='));
+    scheme || jwt
+}
+
+/// Whether a body key or an environment variable name holds a credential:
+/// the names whose values logs and alerts mask
+/// ([`crate::is_credential_param`]: `*token*`, `*secret*`, `*passw*`,
+/// `*auth*`, `*session*`, `*key`, `pwd`, `sig`, `jwt`, …), and `pat`,
+/// `*_pat`, `*creds*`, `*private*`, `*assertion*` (`client_assertion`,
+/// RFC 7523), `*_key_*`. Case ignored.
+pub fn is_credential_field(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    crate::is_credential_param(&lower)
+        || lower == "pat"
+        || lower.ends_with("_pat")
+        || ["creds", "private", "assertion", "_key_", "jwt", "cookie"].iter().any(|part| lower.contains(part))
+}
+
+/// Whether a header name carries a credential: [`is_credential_like`], or
+/// [`is_credential_field`] (`X-Vendor-Key`, Azure's
+/// `Ocp-Apim-Subscription-Key`, `X-Jwt`, `Set-Cookie`) but for
+/// `Idempotency-Key` and its `X-` form, which name a request, not a caller.
+pub fn is_credential_header(name: &str) -> bool {
+    is_credential_like(name) || (is_credential_field(name) && !name.to_ascii_lowercase().contains("idempotency"))
+}
+
+/// The last key of a field path (`request.body.auth.pass` → `pass`,
+/// `request.body.tokens[0]` → `tokens`).
+fn last_key(path: &str) -> &str {
+    let key = path.trim_end_matches(|c: char| c == ']' || c == '[' || c.is_ascii_digit());
+    key.rsplit('.').next().unwrap_or(key)
 }
 
 /// Refuses a credential written in `request.body`: a string under a key
-/// named like one ([`is_credential_name`], the keys whose values alerts
-/// mask) that is not a lone placeholder bound at run time (`"{cursor}"`).
-/// The body travels in every message, dead letter and the run's copy of
-/// its spec, where no alert's masking reaches.
+/// named like one ([`is_credential_field`], also as a part of a dotted key
+/// such as `"password.value"`) that is not a lone placeholder bound at run
+/// time (`"{cursor}"`), a string that is one by its form
+/// ([`is_credential_value`]), or a form-encoded string
+/// (`grant_type=password&password=…`) with such a parameter. The body
+/// travels in every message, dead letter and the run's copy of its spec,
+/// where no alert's masking reaches.
 fn check_body_credentials(body: &serde_json::Value) -> Result<(), SpecError> {
-    let mut strings = Vec::new();
-    body_strings("request.body", body, &mut strings);
-    for (path, text) in strings {
-        let key = path.trim_end_matches(|c: char| c == ']' || c == '[' || c.is_ascii_digit());
-        let key = key.rsplit('.').next().unwrap_or(key);
-        let placeholder = text.len() > 2
-            && text.starts_with('{')
-            && text.ends_with('}')
-            && !text[1..text.len() - 1].contains(['{', '}']);
-        if is_credential_name(key) && !text.is_empty() && !placeholder {
-            return Err(invalid(
-                &path,
-                "<redacted>",
-                "looks like a credential; credentials are referenced by secret id (`request.auth`), never written in a spec",
-            ));
+    fn walk(path: &str, key: &str, value: &serde_json::Value) -> Option<String> {
+        match value {
+            serde_json::Value::String(text) => {
+                let placeholder = crate::template::whole_placeholder(text).is_some();
+                let named = key.split(['.', '/']).any(is_credential_field) && !text.is_empty() && !placeholder;
+                let form = text.contains('=')
+                    && url::form_urlencoded::parse(text.as_bytes())
+                        .any(|(name, value)| is_credential_field(&name) && !value.is_empty());
+                (named || form || is_credential_value(text)).then(|| path.to_string())
+            }
+            serde_json::Value::Array(items) => {
+                items.iter().enumerate().find_map(|(i, item)| walk(&format!("{path}[{i}]"), key, item))
+            }
+            serde_json::Value::Object(map) => {
+                map.iter().find_map(|(name, item)| walk(&format!("{path}.{name}"), name, item))
+            }
+            _ => None,
         }
     }
-    Ok(())
+    match walk("request.body", "", body) {
+        Some(path) => Err(invalid(
+            &path,
+            "<redacted>",
+            "looks like a credential; credentials are referenced by secret id (`request.auth`), never written in a spec",
+        )),
+        None => Ok(()),
+    }
 }
 
 fn check_header(name: &str, value: &str) -> Result<(), SpecError> {
@@ -1013,7 +1089,7 @@ fn check_header(name: &str, value: &str) -> Result<(), SpecError> {
     if let Some(why) = refused_header(name) {
         return Err(invalid(&field, &format!("{name:?}"), why));
     }
-    if is_credential_like(name) || is_credential_value(value) {
+    if is_credential_header(name) || is_credential_value(value) {
         return Err(invalid(
             &field,
             "<redacted>",
@@ -1076,9 +1152,15 @@ pub fn check_policy(policy: &CallPolicy) -> Result<(), SpecError> {
                 // RFC 9110 §11.1: auth-scheme = token; never a space, a
                 // line break or a `:`, so the header stays one field.
                 if !is_header_name(scheme) || scheme.len() > MAX_AUTH_SCHEME_LEN {
+                    // Not one word: it may hold the token (`Bearer abc…`).
+                    let shown = if scheme.contains(char::is_whitespace) || scheme.len() > MAX_AUTH_SCHEME_LEN {
+                        "<redacted>".to_string()
+                    } else {
+                        format!("{scheme:?}")
+                    };
                     return Err(invalid(
                         "request.auth.scheme",
-                        &format!("{scheme:?}"),
+                        &shown,
                         "must be one word of letters, digits and !#$%&'*+-.^_`|~ (at most 64), \
                          such as Bearer or Token",
                     ));
@@ -1426,29 +1508,57 @@ target:
         }
         let err = parse_err(&PAGED.replace("/customers", "/customers?key=sekrit-URL-42"));
         assert!(err.contains("request.url") && !err.contains("sekrit"), "{err}");
-        // A trial finding: a credential scheme under a neutral header name,
-        // and credentials in a POST body, were taken and reached the dead
-        // letters and the run's spec copy.
+        // Trial findings: a credential scheme under a neutral header name
+        // and credentials in a POST body were taken and reached the dead
+        // letters and the run's spec copy; then the routes around that
+        // first fix: names ending in `key`, JWTs, cookies, other schemes, a
+        // tab after the scheme, wider body keys, dotted keys, form-encoded
+        // bodies, fragments.
         for (extra, field) in [
             ("  headers: { X-Custom: 'Bearer sekrit-HDR-8' }", "request.headers.X-Custom"),
             ("  headers: { X-Custom: 'basic c2Vrcml0' }", "request.headers.X-Custom"),
             ("  method: POST\n  body: { user: me, password: sekrit-BODY-5 }", "request.body.password"),
             ("  method: POST\n  body: { auth: { client_secret: sekrit-BODY-5 } }", "request.body.auth.client_secret"),
             ("  method: POST\n  body: { tokens: [sekrit-BODY-5] }", "request.body.tokens[0]"),
+            ("  headers: { X-Vendor-Key: sekrit-K }", "request.headers.X-Vendor-Key"),
+            ("  headers: { Ocp-Apim-Subscription-Key: sekrit-K }", "request.headers.Ocp-Apim-Subscription-Key"),
+            ("  headers: { X-Jwt: eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2VrcmV0 }", "request.headers.X-Jwt"),
+            ("  headers: { X-Any: eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.c2VrcmV0 }", "request.headers.X-Any"),
+            ("  headers: { Set-Cookie: 'sid=sekrit-K' }", "request.headers.Set-Cookie"),
+            ("  headers: { X-Custom: 'OAuth sekrit-K' }", "request.headers.X-Custom"),
+            ("  headers: { X-Custom: 'SSWS sekrit-K' }", "request.headers.X-Custom"),
+            ("  headers: { X-Custom: \"Bearer\tsekrit-K\" }", "request.headers.X-Custom"),
+            ("  method: POST\n  body: { passwd: sekrit-K }", "request.body.passwd"),
+            ("  method: POST\n  body: { pwd: sekrit-K }", "request.body.pwd"),
+            ("  method: POST\n  body: { access_key: sekrit-K }", "request.body.access_key"),
+            ("  method: POST\n  body: { client_assertion: sekrit-K }", "request.body.client_assertion"),
+            ("  method: POST\n  body: { credentials: { pass: sekrit-K } }", "request.body.credentials.pass"),
+            ("  method: POST\n  body: { 'password.value': sekrit-K }", "request.body.password.value"),
+            ("  method: POST\n  body: { note: 'Bearer sekrit-K' }", "request.body.note"),
+            ("  method: POST\n  body: 'grant_type=password&password=sekrit-K'", "request.body"),
+            ("  method: POST\n  body: { password: '{sekrit-K}' }", "request.body.password"),
+            ("  auth: { kind: bearer, secret_id: x, scheme: 'Bearer sekrit-K' }", "request.auth.scheme"),
         ] {
             let err = parse_err(&with(extra));
             assert!(err.contains(field) && !err.contains("sekrit") && !err.contains("c2Vrcml0"), "{extra}: {err}");
         }
+        let err = parse_err(&PAGED.replace("/customers", "/customers#access_token=sekrit-K"));
+        assert!(err.contains("request.url") && err.contains("fragment") && !err.contains("sekrit"), "{err}");
         // Not credentials: a token bound at run time, an empty one, and a
         // header value that only mentions a scheme.
         let bound = "  method: POST\n  body: { page_token: '{run_date}', token: '', q: 'Bearer of news' }\n  headers: { X-Note: 'a Bearer token' }";
         let spec = with(bound);
         assert!(PipelineSpec::from_yaml(&spec).is_ok(), "{:?}", PipelineSpec::from_yaml(&spec).err());
-        // Not credentials: a header ending in `key` and ordinary parameters.
+        // Not credentials: an idempotency key, ordinary parameters, body
+        // keys that only contain a credential word's letters, a bare scheme.
         assert!(
-            PipelineSpec::from_yaml(&with("  headers: { Idempotency-Key: run-1 }\n  query: { sort: name, q: x }"))
-                .is_ok()
+            PipelineSpec::from_yaml(&with(
+                "  headers: { Idempotency-Key: run-1, X-Idempotency-Key: run-1, X-Mode: Basic }\n  query: { sort: name, q: x }"
+            ))
+            .is_ok()
         );
+        let plain = "  method: POST\n  body: { sort: name, page: '{run_date}', filter: { kind: basic, passage: x } }";
+        assert!(PipelineSpec::from_yaml(&with(plain)).is_ok(), "{:?}", PipelineSpec::from_yaml(&with(plain)).err());
         // RFC 6901 §3: `~` only as ~0 or ~1 (a trial finding: `/it~2ems` passed).
         for pointer in ["/it~2ems", "/items~"] {
             let err = parse_err(&PAGED.replace("records_pointer: /items", &format!("records_pointer: '{pointer}'")));

@@ -15,9 +15,9 @@
 //! value may hold YAML's own characters (`: `, ` #`). Secrets are never
 //! substituted: a spec references them by id (`request.auth.secret_id`),
 //! and a variable named like a credential
-//! ([`contracts::is_credential_param`], the names whose values logs and
-//! alerts mask: `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*AUTH*`, `*SESSION*`,
-//! `*KEY`, …) or one of the local runtime's secrets
+//! ([`contracts::spec::is_credential_field`]: the names whose values logs
+//! and alerts mask, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*AUTH*`,
+//! `*SESSION*`, `*KEY`, `*PWD`, and `*_PAT`, `*CREDS*`, `*PRIVATE*`, …) or one of the local runtime's secrets
 //! (`TRIBUTARY_SECRET_*`) is refused ([`EnvError::Credential`]), since its
 //! value would travel in every message, dead letter and alert.
 
@@ -122,7 +122,7 @@ fn value(inner: &str, line: usize, lookup: &impl Fn(&str) -> Option<String>) -> 
     if !valid {
         return Err(EnvError::BadName { text: inner.to_string(), line });
     }
-    if contracts::is_credential_param(name) || name.to_ascii_uppercase().starts_with(SECRET_VARIABLE_PREFIX) {
+    if contracts::spec::is_credential_field(name) || name.to_ascii_uppercase().starts_with(SECRET_VARIABLE_PREFIX) {
         return Err(EnvError::Credential { name: name.to_string(), line });
     }
     match (lookup(name).filter(|v| !v.is_empty()), default) {

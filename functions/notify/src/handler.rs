@@ -633,8 +633,10 @@ fn invocation_alert(
 }
 
 /// The body with the values of credential-looking fields (`authorization`,
-/// `*token*`, `*secret*`, … — [`contracts::spec::is_credential_name`]) replaced
-/// by `<redacted>`, at any depth, and likewise the values of such
+/// `*token*`, `*secret*`, `*key`, `pwd`, … — [`contracts::spec::is_credential_field`])
+/// and strings that are credentials by their form (`Bearer …`, a JSON Web
+/// Token: [`contracts::spec::is_credential_value`]) replaced by
+/// `<redacted>`, at any depth, and likewise the values of such
 /// parameters in the query string of any `http(s)://` URL string
 /// (`…?api_key=<redacted>`), so an alert e-mail never carries a secret
 /// another team put in a header or a URL. A body that is not JSON is
@@ -648,7 +650,7 @@ pub fn redacted_body(body: &str, parsed: Option<&Value>) -> String {
         match value {
             Value::Object(map) => {
                 for (key, field) in map.iter_mut() {
-                    if contracts::spec::is_credential_name(key) && !field.is_object() && !field.is_array() {
+                    if contracts::spec::is_credential_field(key) && !field.is_object() && !field.is_array() {
                         *field = Value::String("<redacted>".into());
                         changed = true;
                     } else {
@@ -657,6 +659,10 @@ pub fn redacted_body(body: &str, parsed: Option<&Value>) -> String {
                 }
             }
             Value::Array(items) => stack.extend(items.iter_mut()),
+            Value::String(text) if contracts::spec::is_credential_value(text) => {
+                *text = "<redacted>".into();
+                changed = true;
+            }
             Value::String(text) => {
                 if let Some(redacted) = redacted_url_query(text) {
                     *text = redacted;
@@ -678,11 +684,11 @@ fn redacted_url_query(text: &str) -> Option<String> {
     }
     let mut url = url::Url::parse(text).ok()?;
     let pairs: Vec<(String, String)> = url.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
-    if !pairs.iter().any(|(name, _)| contracts::spec::is_credential_name(name)) {
+    if !pairs.iter().any(|(name, _)| contracts::spec::is_credential_field(name)) {
         return None;
     }
     url.query_pairs_mut().clear().extend_pairs(pairs.iter().map(|(name, value)| {
-        (name.as_str(), if contracts::spec::is_credential_name(name) { "<redacted>" } else { value.as_str() })
+        (name.as_str(), if contracts::spec::is_credential_field(name) { "<redacted>" } else { value.as_str() })
     }));
     Some(url.to_string())
 }

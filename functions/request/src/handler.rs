@@ -447,7 +447,12 @@ fn check_message(message: &RequestMessage) -> Result<(), RequestError> {
         .chain(message.http.query.keys().map(|name| ("http.query", name.clone())))
         .chain(credential_query.map(|name| ("http.url", name)))
     {
-        if contracts::spec::is_credential_like(&name) {
+        let credential = if field == "http.headers" {
+            contracts::spec::is_credential_header(&name)
+        } else {
+            contracts::spec::is_credential_like(&name)
+        };
+        if credential {
             return Err(refuse(
                 field,
                 &format!("{name:?}"),
