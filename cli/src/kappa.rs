@@ -99,7 +99,7 @@ impl Replay {
         if spec.target.write != WriteDisposition::Append {
             return Err(StreamRunError::Source(format!(
                 "--from-trim-horizon replays an Iceberg dataset in one snapshot only with `target.write: append`; \
-                 target.write is {:?} in {}: re-create the table instead",
+                 target.write is {} in {}: re-create the table instead",
                 spec.target.write, spec.target.dataset
             )));
         }

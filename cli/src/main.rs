@@ -609,9 +609,23 @@ fn interrupted_message(run: Option<&tributary::runtime::InFlight>, spec: &Path, 
 
 async fn execute(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Run { spec, lake, records, follow, from_trim_horizon, .. }
+        Command::Run { spec, lake, records, follow, from_trim_horizon, scheduled_at, backfill, replace, .. }
             if tributary::stream::is_stream_spec(&spec) =>
         {
+            // REST options on a stream spec would be ignored: say so rather
+            // than run something else than asked (a trial finding).
+            let rest_only = [
+                ("--scheduled-at", scheduled_at.is_some()),
+                ("--from/--to", backfill.from.is_some() || backfill.to.is_some()),
+                ("--replace", replace),
+            ];
+            if let Some((flag, _)) = rest_only.iter().find(|(_, given)| *given) {
+                anyhow::bail!(
+                    "{flag} is for a REST pipeline spec; {} is a stream spec (a stream's history is replayed with \
+                     --from-trim-horizon)",
+                    spec.display()
+                );
+            }
             run_stream(&spec, &lake, records, follow, from_trim_horizon).await
         }
         Command::Run {
@@ -734,6 +748,13 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             // A mistyped lake must not read as "no run completed" (and an
             // alert), nor be created by the alert it would write.
             require_lake(&lake)?;
+            if tributary::stream::is_stream_spec(&spec) {
+                anyhow::bail!(
+                    "{} is a stream spec: freshness checks a REST pipeline's runs of the day; a stream's lag and \
+                     records behind are in `tributary status`",
+                    spec.display()
+                );
+            }
             let spec = load_spec(&spec)?;
             let Some(freshness) = &spec.freshness else {
                 anyhow::bail!(

@@ -52,6 +52,36 @@ fn replace_of_a_parquet_dataset_is_refused_naming_the_flag_and_writing_nothing()
 }
 
 #[test]
+fn rest_options_on_a_stream_spec_are_refused_naming_the_flag() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stream = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/streams/orders.yaml");
+    let records = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/streams/orders.jsonl");
+    let lake = dir.path().join("lake");
+    for (flag, extra) in [
+        ("--replace", vec!["--replace"]),
+        ("--scheduled-at", vec!["--scheduled-at", "2026-12-01T00:00:00Z"]),
+        ("--from/--to", vec!["--from", "2026-12-01", "--to", "2026-12-02"]),
+    ] {
+        let output = tributary()
+            .arg("run")
+            .arg(&stream)
+            .arg("--records")
+            .arg(&records)
+            .args(&extra)
+            .arg("--lake")
+            .arg(&lake)
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !output.status.success() && stderr.contains(&format!("{flag} is for a REST pipeline spec")),
+            "{stderr}"
+        );
+        assert!(!lake.exists(), "{flag}: nothing is written");
+    }
+}
+
+#[test]
 fn validate_accepts_the_examples() {
     for example in ["customers.yaml", "transactions.yaml", "events.yaml"] {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").join(example);

@@ -213,6 +213,21 @@ impl WriteDisposition {
     pub fn is_default(&self) -> bool {
         *self == WriteDisposition::Append
     }
+
+    /// As a spec writes it: `append`, `merge` or `replace`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            WriteDisposition::Append => "append",
+            WriteDisposition::Merge => "merge",
+            WriteDisposition::Replace => "replace",
+        }
+    }
+}
+
+impl std::fmt::Display for WriteDisposition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The table format of a dataset (`target.table_format`).
@@ -357,11 +372,7 @@ impl PersistTarget {
             value,
             reason: reason.to_string(),
         };
-        let write = match self.write {
-            WriteDisposition::Append => "append",
-            WriteDisposition::Merge => "merge",
-            WriteDisposition::Replace => "replace",
-        };
+        let write = self.write.as_str();
         if self.write != WriteDisposition::Append && self.table_format != TableFormat::Iceberg {
             return Err(invalid(
                 "write",

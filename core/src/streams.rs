@@ -26,6 +26,29 @@ pub struct StreamRecord {
     pub arrival: DateTime<Utc>,
 }
 
+/// The last millisecond a record's arrival may be: 9999-12-31T23:59:59.999Z,
+/// the last instant Athena, Spark and Arrow's date casts show (a `dt=`
+/// partition beyond it, or before the year 1, breaks readers: pyarrow fails
+/// the whole dataset with "date value out of range").
+pub const LAST_ARRIVAL_MILLIS: i64 = 253_402_300_799_999;
+
+impl StreamRecord {
+    /// A Kafka record timestamp (milliseconds since the epoch) as the
+    /// record's arrival. Kafka's timestamps are never negative but for
+    /// `-1`, "no timestamp" (KIP-32), and a producer sets `CreateTime` as it
+    /// likes: one before the epoch or after [`LAST_ARRIVAL_MILLIS`] is taken
+    /// as the epoch, 1970-01-01T00:00:00Z, the same on every read (a replay
+    /// must write the record where the first read did; the time of reading
+    /// would move it), and readable by every reader.
+    pub fn kafka_arrival(millis: i64) -> DateTime<Utc> {
+        (0..=LAST_ARRIVAL_MILLIS)
+            .contains(&millis)
+            .then(|| DateTime::<Utc>::from_timestamp_millis(millis))
+            .flatten()
+            .unwrap_or_default()
+    }
+}
+
 /// Where a read starts (the Kinesis `ShardIteratorType`s, and a
 /// continuation).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -70,6 +70,10 @@ pub fn init_cli(default_level: &str) {
         .with_target(false)
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
+        // A failed write of a log line (stderr's reader gone: `2>&1 | head`)
+        // is not reported with `eprintln!`, which would panic on the same
+        // closed stderr (exit 101).
+        .log_internal_errors(false)
         .try_init();
 }
 

@@ -26,7 +26,6 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 use base64::Engine;
-use chrono::{DateTime, Utc};
 
 use tributary_core::ports::PortError;
 use tributary_core::streams::{StreamPosition, StreamRead, StreamReader, StreamRecord, sequence_cmp};
@@ -93,10 +92,18 @@ fn parse_record(line: &str, topic: &str) -> Result<StreamRecord, String> {
     if of != topic {
         return Err(format!("`topic` is {of:?}, not the spec's topic {topic:?}"));
     }
-    let partition = value["partition"].as_i64().ok_or("`partition` must be an integer")?;
+    let partition = match &value["partition"] {
+        serde_json::Value::Null => return Err("`partition` is missing: every record needs its Kafka partition".into()),
+        other => other.as_i64().ok_or("`partition` must be an integer")?,
+    };
+    if !(0..=i64::from(i32::MAX)).contains(&partition) {
+        return Err(format!("`partition` must be 0 to 2147483647 (Kafka's int32 partitions), not {partition}"));
+    }
     let offset = match &value["offset"] {
         serde_json::Value::Null => return Err("`offset` is missing: every record needs its Kafka offset".into()),
-        other => other.as_i64().ok_or("`offset` must be an integer")?,
+        other => {
+            other.as_i64().ok_or("`offset` must be an integer from 0 to 9223372036854775807 (Kafka's int64 offsets)")?
+        }
     };
     if offset < 0 {
         return Err(format!("`offset` must be 0 or more, not {offset}"));
@@ -110,7 +117,14 @@ fn parse_record(line: &str, topic: &str) -> Result<StreamRecord, String> {
         ),
         _ => return Err("`value` must be base64 text or null".into()),
     };
-    let arrival = value["timestamp"].as_i64().and_then(DateTime::<Utc>::from_timestamp_millis).unwrap_or_default();
+    // The MSK event's `timestamp`: milliseconds since the epoch; none is
+    // Kafka's -1, "no timestamp" (see `StreamRecord::kafka_arrival`).
+    let arrival = match &value["timestamp"] {
+        serde_json::Value::Null => StreamRecord::kafka_arrival(-1),
+        other => StreamRecord::kafka_arrival(
+            other.as_i64().ok_or("`timestamp` must be an integer: the Kafka timestamp in ms since the epoch")?,
+        ),
+    };
     Ok(StreamRecord { partition: format!("{of}-{partition}"), sequence: offset.to_string(), data, arrival })
 }
 
@@ -220,6 +234,39 @@ mod tests {
         assert!(text.contains("`offset` must be an integer"), "{text}");
         let text = refusal(&[r#"{"topic": "t", "partition": 0, "offset": -3, "value": "e30="}"#]);
         assert!(text.contains("topic.jsonl:1") && text.contains("`offset` must be 0 or more, not -3"), "{text}");
+    }
+
+    #[test]
+    fn a_timestamp_is_an_integer_and_one_out_of_range_is_the_epoch() {
+        // A trial finding: an ISO text was taken as no timestamp, and
+        // -99999999999999 made a dt=-1199-02-15 partition pyarrow cannot read.
+        let text = refusal(&[r#"{"topic": "t", "partition": 0, "offset": 0, "timestamp": "2026-12-01T00:00:00Z"}"#]);
+        assert!(text.contains("topic.jsonl:1") && text.contains("`timestamp` must be an integer"), "{text}");
+        let text = refusal(&[r#"{"topic": "t", "partition": -1, "offset": 0}"#]);
+        assert!(text.contains("`partition` must be 0 to 2147483647"), "{text}");
+        let text = refusal(&[r#"{"topic": "t", "offset": 0}"#]);
+        assert!(text.contains("`partition` is missing"), "{text}");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("topic.jsonl");
+        let lines: Vec<String> = [-99_999_999_999_999_i64, -1, 99_999_999_999_999_999, 1_764_583_200_000]
+            .iter()
+            .enumerate()
+            .map(|(offset, at)| {
+                format!(r#"{{"topic": "t", "partition": 0, "offset": {offset}, "timestamp": {at}, "value": "e30="}}"#)
+            })
+            .collect();
+        std::fs::write(&path, lines.join("\n")).expect("write topic");
+        let records = FileStream::new(&path).records("t").expect("read");
+        let arrivals: Vec<String> = records["t-0"].iter().map(|r| r.arrival.to_rfc3339()).collect();
+        assert_eq!(
+            arrivals,
+            [
+                "1970-01-01T00:00:00+00:00",
+                "1970-01-01T00:00:00+00:00",
+                "1970-01-01T00:00:00+00:00",
+                "2025-12-01T10:00:00+00:00"
+            ]
+        );
     }
 
     #[test]

@@ -136,7 +136,7 @@ pub fn kafka_records(event: &KafkaEvent) -> Result<Vec<StreamRecord>, PersistErr
                 partition: key.clone(),
                 sequence: record.offset.to_string(),
                 data,
-                arrival: record.timestamp.0,
+                arrival: StreamRecord::kafka_arrival(record.timestamp.0.timestamp_millis()),
             })
         }
     }
