@@ -400,7 +400,15 @@ impl IcebergCommitter {
             // replaced in one snapshot naming the token.
             let table = self.catalog.load_table(ident).await.ok();
             let replaces = !run.replaces.is_empty();
-            if table.is_some_and(|table| replaces || find_snapshot(&table, &run.clone().with_rerun(None)).is_some()) {
+            // Committed before: its snapshot is there, or (that snapshot
+            // expired by `compact --expire-older-than`) its rows are: a
+            // trial found the re-run then appended beside them.
+            let committed = match &table {
+                None => false,
+                Some(table) if replaces || find_snapshot(table, &run.clone().with_rerun(None)).is_some() => true,
+                Some(table) => holds_rows_of(table, &run.run_id.to_string()).await?,
+            };
+            if committed {
                 let done = self.replace_run(run, (RERUN_PROPERTY, token)).await?;
                 tracing::info!(snapshot_id = done.snapshot_id, token, "the re-run replaced the run's rows");
                 return Ok(done);
@@ -916,6 +924,31 @@ fn check_folder(folder: &str) -> Result<(), String> {
 
 /// The run's snapshot: the one whose summary names its pipeline and run
 /// (and, for a re-run, its token).
+/// Whether a live data file of `table` holds a row of run `run_id`
+/// (`_tributary_run_id`; only the files whose bounds can hold it are read).
+async fn holds_rows_of(table: &Table, run_id: &str) -> Result<bool, PortError> {
+    let target = table.identifier().to_string();
+    let schema = table.metadata().current_schema();
+    let Some(field_id) = schema.field_by_name(lake_format::lineage::LINEAGE_RUN_ID).map(|f| f.id) else {
+        return Ok(false);
+    };
+    let arrow =
+        Arc::new(schema_to_arrow_schema(schema).map_err(|e| port_error("convert the table schema", &target, e))?);
+    let range = KeyRange::of_texts(vec![run_id.to_string()]);
+    let files = live_files(table).await.map_err(|e| port_error("list the table's files", &target, e))?;
+    for file in files.iter().filter(|file| range.may_hold(file, Some(field_id))) {
+        let rows = read_data_file(table, file, &arrow).await?;
+        let holds = rows
+            .column_by_name(lake_format::lineage::LINEAGE_RUN_ID)
+            .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>().cloned())
+            .is_some_and(|ids| ids.iter().any(|id| id == Some(run_id)));
+        if holds {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 fn find_snapshot(table: &Table, run: &RunFiles) -> Option<SnapshotRef> {
     let run_id = run.run_id.to_string();
     table

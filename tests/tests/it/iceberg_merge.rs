@@ -266,6 +266,36 @@ async fn a_completed_run_re_run_with_replace_swaps_its_rows_in_one_snapshot() {
     assert!(text.contains("replace") && text.contains("table_format: parquet"), "{text}");
 }
 
+/// A trial finding: once `compact --expire-older-than` had expired the
+/// run's snapshot, a re-run with `--replace` appended its rows beside the
+/// old ones (25 rows for 5). The run's rows are found by their run id.
+#[tokio::test]
+async fn a_re_run_after_its_snapshot_expired_still_replaces_its_rows() {
+    let Setup { records, spec, lake, runtime, .. } = setup("write: append").await;
+    records.set((0..90).map(|id| contact(id, "v1", "2026-11-01T00:00:00Z")).collect());
+    assert!(runtime.run(&spec, at(1)).await.expect("day 1").succeeded());
+    records.set((100..130).map(|id| contact(id, "v1", "2026-11-02T00:00:00Z")).collect());
+    assert!(runtime.run(&spec, at(2)).await.expect("day 2").succeeded());
+    let root = std::fs::canonicalize(lake.path()).expect("lake");
+    let catalog = tributary_iceberg::local_catalog(&root).await.expect("catalog");
+    let ident = tributary_iceberg::table_ident("contacts");
+    let expired = tributary_iceberg::compact::expire_snapshots(&catalog, &ident, chrono::Duration::zero(), 1)
+        .await
+        .expect("expire");
+    assert!(expired.failed.is_empty(), "{expired}");
+
+    records.set((0..60).map(|id| contact(id, "v2", "2026-11-01T00:00:00Z")).collect());
+    let summary = runtime.run_replacing(&spec, at(1), Some("fix-day-1")).await.expect("day 1 re-run");
+    assert!(summary.succeeded(), "{summary}");
+    let mut expected: Vec<(i64, String)> = (0..60).map(|id| (id, format!("v2 {id}"))).collect();
+    expected.extend((100..130).map(|id| (id, format!("v1 {id}"))));
+    let tables = read_tables(&python(), "TRIBUTARY_PYTHON", READ, lake.path());
+    assert_eq!(id_names(tables["contacts"]["rows"].as_array().expect("rows")), expected, "pyiceberg's rows");
+    let snapshots = tables["contacts"]["snapshots"].as_array().expect("snapshots");
+    let last = snapshots.last().expect("a snapshot");
+    assert_eq!((&last["operation"], &last["deleted-records"]), (&json!("overwrite"), &json!("90")), "{last}");
+}
+
 #[tokio::test]
 async fn a_replay_through_the_persist_queue_swaps_each_run_in_one_snapshot() {
     // `tributary replay --stack` sends the raw pages to Persist's queue;
