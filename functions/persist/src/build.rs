@@ -578,6 +578,26 @@ impl Col {
                 }));
             }
         }
+        // A timestamp sent with an offset keeps its text in the `__text`
+        // companion: without one, the value does not fit the table as it
+        // is (a known table's one pass stops, and inference adds it; a
+        // frozen table quarantines it), rather than lose the offset.
+        if !declared[at]
+            && matches!(ty, Ty::Timestamp)
+            && variants[at][Variant::Text.slot()].is_none()
+            && matches!(rec.tape.toks[value], Tok::Str { .. })
+            && kind_of(rec.text, rec.tape, value) == Kinds::ZONED
+        {
+            return Err(Box::new(Violation {
+                path: String::new(),
+                expected: format!(
+                    "{} (with a `__text` column for the offset it was sent with)",
+                    children[at].expected()
+                ),
+                found: found(rec, value),
+                type_stands: false,
+            }));
+        }
         let (to, checked) = match route(ty, declared[at], &variants[at], rec, value) {
             Route::Base => (at, children[at].check(rec, value, scratch, plan)),
             Route::Variant(to) => (to, children[to].check(rec, value, scratch, plan)),
@@ -735,6 +755,11 @@ impl Col {
                             crate::infer::timestamp_micros(&rec.text[start as usize..text_end as usize])
                         && let Some(micros) = readable(micros, TimeUnit::Microsecond)
                     {
+                        if zoned && companion.is_none() {
+                            // The text as sent needs the `__text` column:
+                            // check decides (see `check_field`).
+                            return None;
+                        }
                         b.append_value(micros);
                         stamps[at] = stamp;
                         if zoned && let Some(text) = companion {

@@ -1082,6 +1082,15 @@ fn struct_changes(path: &str, pointer: &str, before: &Ty, after: &Ty, out: &mut 
         let place = format!("{pointer}/{}", escape(&field.source));
         let was = before.list.iter().find(|f| f.name == field.name);
         match (was, field.variant) {
+            (None, Some(Variant::Text)) => {
+                // Not a variant of another kind: the values are in the
+                // timestamp column too (a trial read "values that are not
+                // timestamp" as the timestamps lost).
+                out.push(format!(
+                    "added column {column} (string): the text of {place}'s timestamps sent with an offset other \
+                     than Z, whose instants are in its timestamp column"
+                ));
+            }
             (None, Some(_)) => {
                 let base = after.list.iter().find(|f| f.variant.is_none() && f.source == field.source);
                 let base_ty = base.map_or_else(|| "its column".to_string(), |b| b.ty.name());

@@ -283,10 +283,10 @@ impl Col {
                             b.append_value(text);
                             stamps[to] = stamp;
                         }
-                        // A first page's column is what inference over
-                        // every record makes it: an offset without the
-                        // companion would widen it.
-                        None if zoned && exact => return None,
+                        // An offset without the companion: the text as
+                        // sent needs a column this table does not have
+                        // yet (inference adds it), or it would be lost.
+                        None if zoned => return None,
                         _ => {}
                     }
                 }

@@ -648,3 +648,24 @@ fn rfc3339_timestamps_become_a_timestamp_column_offsets_keep_their_text_and_othe
     assert_eq!(field_type(&schema, "ts"), DataType::Utf8, "the column's type is decided once");
     assert_eq!(rows[0], json!({"ts": "2026-11-29T06:00:00Z"}));
 }
+
+/// A trial read "added variant column ts__text (string): /ts held values
+/// that are not timestamp" as timestamps lost: the companion's line says
+/// what it holds.
+#[test]
+fn a_timestamp_columns_text_companion_is_announced_as_such() {
+    let first = convert(r#"[{"updated_at": "2026-01-01T00:00:00Z"}]"#, &target(), None).expect("first page");
+    assert!(matches!(field_type(&first.arrow_schema, "updated_at"), DataType::Timestamp(..)));
+    let zoned = convert(r#"[{"updated_at": "2026-01-01T02:00:00+02:00"}]"#, &target(), Some(&first.schema))
+        .expect("second page");
+    assert_eq!(zoned.rows_written, 1);
+    // A trial finding behind the message: with the table known, the
+    // offset's text was dropped (the instant kept, `__text` never made).
+    let (rows, _) = single(&zoned);
+    assert_eq!(rows[0]["updated_at__text"], "2026-01-01T02:00:00+02:00", "{rows:?}");
+    assert_eq!(
+        zoned.schema_changes,
+        ["added column updated_at__text (string): the text of /updated_at's timestamps sent with an offset other \
+             than Z, whose instants are in its timestamp column"],
+    );
+}
