@@ -268,12 +268,13 @@ async fn deliver(
         report.records_skipped += outcome.records_skipped;
         report.records_quarantined += outcome.records_quarantined;
         let Some((_, failed_at)) = outcome.failures.first() else { continue };
+        let reason = outcome.failure_reason.clone().unwrap_or_default();
         // Checkpoint before the failed record; retry from it.
         let rest: Vec<StreamRecord> = batch.into_iter().skip_while(|r| r.sequence != *failed_at).collect();
         attempts += 1;
         if attempts > spec.batching.maximum_retry_attempts {
             report.on_failure += 1;
-            record_on_failure(spec, &rest, attempts, deps).await?;
+            record_on_failure(spec, &rest, attempts, &reason, deps).await?;
             continue;
         }
         report.retries += 1;
@@ -297,6 +298,7 @@ async fn record_on_failure(
     spec: &StreamSpec,
     records: &[StreamRecord],
     attempts: u32,
+    reason: &str,
     deps: Deps<'_>,
 ) -> Result<(), PortError> {
     let (Some(first), Some(last)) = (records.first(), records.last()) else { return Ok(()) };
@@ -314,7 +316,7 @@ async fn record_on_failure(
             "streamArn": spec.source_name(),
         }
     });
-    tracing::error!(key, shard = %first.partition, from = %first.sequence, to = %last.sequence, "a stream batch failed past its retries; recorded for the on-failure destination");
+    tracing::error!(key, shard = %first.partition, from = %first.sequence, to = %last.sequence, reason, "a stream batch failed past its retries; recorded for the on-failure destination");
     deps.store.put(&key, Bytes::from(body.to_string())).await
 }
 

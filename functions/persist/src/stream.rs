@@ -149,6 +149,9 @@ pub struct StreamOutcome {
     /// Per partition that failed, its first record not written (the
     /// event source mapping's `itemIdentifier`): `(partition, sequence)`.
     pub failures: Vec<(String, String)>,
+    /// Why the first of [`StreamOutcome::failures`] failed, for the
+    /// poller's and the on-failure destination's messages.
+    pub failure_reason: Option<String>,
     /// Records written (to the table or quarantine) by this call.
     pub records_written: u64,
     /// Records skipped as already in the lake (at or below the checkpoint).
@@ -333,6 +336,7 @@ pub async fn persist_stream_batch(spec: &StreamSpec, records: &[StreamRecord], d
         Err(err) => {
             tracing::error!(error = %err, "the stream's replay record is unreadable; the batch is reported for retry");
             outcome.failures = groups.iter().map(|(p, r)| (p.to_string(), r[0].sequence.clone())).collect();
+            outcome.failure_reason = Some(format!("the stream's replay record is unreadable: {err}"));
             return outcome;
         }
     };
@@ -351,6 +355,7 @@ pub async fn persist_stream_batch(spec: &StreamSpec, records: &[StreamRecord], d
                 tracing::error!(partition, first_unwritten, error = %err, "stream batch not written; reported for retry");
                 mark_failed(spec, partition, &first_unwritten, deps.store).await;
                 outcome.failures.push((partition.to_string(), first_unwritten));
+                outcome.failure_reason.get_or_insert_with(|| err.to_string());
             }
         }
     }
