@@ -633,8 +633,9 @@ fn invocation_alert(
 }
 
 /// The body with the values of credential-looking fields (`authorization`,
-/// `*token*`, `*secret*`, `*key`, `pwd`, … — [`contracts::spec::is_credential_field`])
-/// and strings that are credentials by their form (`Bearer …`, a JSON Web
+/// `*token*`, `*secret*`, … — [`contracts::spec::is_credential_name`]; not
+/// every `*key`, which would hide a claim check's `key`) and strings that
+/// are credentials by their form (`Bearer …`, a JSON Web
 /// Token: [`contracts::spec::is_credential_value`]) replaced by
 /// `<redacted>`, at any depth, and likewise the values of such
 /// parameters in the query string of any `http(s)://` URL string
@@ -650,7 +651,7 @@ pub fn redacted_body(body: &str, parsed: Option<&Value>) -> String {
         match value {
             Value::Object(map) => {
                 for (key, field) in map.iter_mut() {
-                    if contracts::spec::is_credential_field(key) && !field.is_object() && !field.is_array() {
+                    if contracts::spec::is_credential_name(key) && !field.is_object() && !field.is_array() {
                         *field = Value::String("<redacted>".into());
                         changed = true;
                     } else {
