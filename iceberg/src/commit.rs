@@ -353,10 +353,7 @@ impl IcebergCommitter {
         let candidates = live_files(table).await.map_err(err("list the table's files"))?;
         for file in candidates.iter().filter(|file| range.may_hold(file, field_id)) {
             let rows = read_data_file(table, file, &arrow).await?;
-            let Some(ids) = rows
-                .column_by_name(lake_format::lineage::LINEAGE_RUN_ID)
-                .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>().cloned())
-            else {
+            let Some(ids) = run_ids(&rows) else {
                 continue;
             };
             let keep: arrow_array::BooleanArray =
@@ -924,6 +921,12 @@ fn check_folder(folder: &str) -> Result<(), String> {
 
 /// The run's snapshot: the one whose summary names its pipeline and run
 /// (and, for a re-run, its token).
+/// The rows' run ids (`_tributary_run_id`), when they have the column.
+fn run_ids(rows: &arrow_array::RecordBatch) -> Option<arrow_array::StringArray> {
+    rows.column_by_name(lake_format::lineage::LINEAGE_RUN_ID)
+        .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>().cloned())
+}
+
 /// Whether a live data file of `table` holds a row of run `run_id`
 /// (`_tributary_run_id`; only the files whose bounds can hold it are read).
 async fn holds_rows_of(table: &Table, run_id: &str) -> Result<bool, PortError> {
@@ -938,11 +941,7 @@ async fn holds_rows_of(table: &Table, run_id: &str) -> Result<bool, PortError> {
     let files = live_files(table).await.map_err(|e| port_error("list the table's files", &target, e))?;
     for file in files.iter().filter(|file| range.may_hold(file, Some(field_id))) {
         let rows = read_data_file(table, file, &arrow).await?;
-        let holds = rows
-            .column_by_name(lake_format::lineage::LINEAGE_RUN_ID)
-            .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>().cloned())
-            .is_some_and(|ids| ids.iter().any(|id| id == Some(run_id)));
-        if holds {
+        if run_ids(&rows).is_some_and(|ids| ids.iter().any(|id| id == Some(run_id))) {
             return Ok(true);
         }
     }
