@@ -66,18 +66,24 @@ pub struct PersistTarget {
     /// (`[/id]`, `[/account/id, /line]`). A record without a value (or
     /// null) at one of them has no key: it is added as it is, never
     /// matched, and counted as `unkeyed` in the commit's log line
-    /// (docs/persist.md, "Write dispositions").
+    /// (docs/persist.md, "Write dispositions"). A value of another type
+    /// than its column's (`"A-17"` beside integers) is a key too: it
+    /// matches the same value sent the same way.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub primary_key: Vec<String>,
     /// `write: merge`: the pointer whose greatest value wins among the
     /// versions of a key, in the table and in the run (e.g. `/updated_at`;
-    /// ties and records without it: the one fetched last wins). Absent:
-    /// the run's version always wins, the last fetched within a run.
+    /// ties: the one fetched last wins; a record without it, or null, is
+    /// the oldest version; a value of another type than the column's, such
+    /// as epoch seconds beside timestamps, cannot be ranked and ties with
+    /// every version). Absent: the run's version always wins, the last
+    /// fetched within a run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order_by: Option<String>,
-    /// `write: merge`: a record whose value at this pointer is `true` or a
-    /// non-null string (a deletion timestamp) removes its key from the
-    /// table (e.g. `/deleted` or `/archived_at`).
+    /// `write: merge`: a record whose value at this pointer is `true`, a
+    /// number other than 0, a timestamp, or text other than empty, `false`
+    /// or `0` (a deletion time) removes its key from the table (e.g.
+    /// `/deleted` or `/archived_at`), whatever the column's type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hard_delete: Option<String>,
     /// Whether a new field whose values are RFC 3339 UTC timestamps (text

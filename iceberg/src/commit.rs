@@ -555,7 +555,11 @@ impl IcebergCommitter {
             .map_err(problem("key the run's rows"))?;
         let mut plan = Plan::of_run(&keyed);
         drop(keyed);
-        let range = KeyRange::of(&batches.iter().map(|(b, _)| b.clone()).collect::<Vec<_>>(), &columns);
+        let range = if plan.has_variant_keys() {
+            KeyRange::all()
+        } else {
+            KeyRange::of(&batches.iter().map(|(b, _)| b.clone()).collect::<Vec<_>>(), &columns)
+        };
         let first_key_id = columns
             .key
             .first()
@@ -609,9 +613,11 @@ impl IcebergCommitter {
         let added = writer.close().await?;
         let (keys, unkeyed) = plan.counts();
         let (deleted, stale) = plan.outcome();
+        let unranked = plan.unranked();
         tracing::info!(
             keys,
             unkeyed,
+            unranked,
             deleted,
             stale,
             table_files = candidates.len(),
@@ -622,6 +628,13 @@ impl IcebergCommitter {
             tracing::warn!(
                 unkeyed,
                 "rows without a value in a primary-key column were added as they are (no key to merge on)"
+            );
+        }
+        if unranked > 0 {
+            tracing::warn!(
+                unranked,
+                "versions whose order_by value is not of the column's type (it is in a variant column) could not \
+                 be ranked: for their keys the row fetched last won"
             );
         }
         Ok(Change { added, removed, base: Some(base), operation: None })

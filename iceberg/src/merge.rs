@@ -11,6 +11,15 @@
 //!    without an `order_by` going to the row fetched last. A row with a
 //!    null in a key column has no key: it is added as it is (counted as
 //!    `unkeyed` in the log).
+//!
+//!    A merge column is read with its variant columns (its *family*,
+//!    `lake_format::variant`): a key sent once as `17` and once as
+//!    `"A-17"` is a key either way (the value and the member holding it
+//!    make the key), a `hard_delete` value in a variant column deletes by
+//!    the same rule, and a version whose `order_by` value landed in a
+//!    variant (`"2026-12-01 10:00"` beside timestamps) is *unranked*: it
+//!    ties with every version, so the row fetched last wins (the run's
+//!    over the table's), and is counted as `unranked` in the log.
 //! 2. The table's live data files whose key bounds (the manifests'
 //!    `lower_bounds`/`upper_bounds` of the first key column, integers and
 //!    short strings) can hold a run key are the *candidates*; the others
@@ -131,20 +140,56 @@ pub fn column(batch: &RecordBatch, path: &[String]) -> Result<ArrayRef, String> 
 
 /// Keys, versions and deletions of a batch's rows, encoded to compare.
 pub struct Keyed {
-    /// The key of each row (arrow row format), `None` with a null in a key column.
+    /// The key of each row (arrow row format), `None` when a key column
+    /// and its variants are all null.
     keys: Vec<Option<Box<[u8]>>>,
     /// The `order_by` value of each row (row format: bytes compare as the
     /// values do, null lowest).
     orders: Option<Rows>,
+    /// Whether each row's `order_by` value is in a variant column (the
+    /// column itself null): a version that cannot be ranked.
+    unranked: Vec<bool>,
     /// Whether each row deletes its key.
     deletes: Vec<bool>,
+    /// Whether a row's key is held by a variant column only (the first
+    /// key column null): the first column's bounds cannot prune files.
+    variant_keys: bool,
 }
 
 /// Encodes the merge columns of batches (of one table schema) as bytes.
 pub struct KeyEncoder {
     columns: MergeColumns,
+    /// Per key column, its family: the column, then its variants.
+    key_families: Vec<Vec<ColumnPath>>,
     keys: RowConverter,
     order: Option<RowConverter>,
+    /// The `order_by` column's variants.
+    order_variants: Vec<ColumnPath>,
+    /// The `hard_delete` column and its variants.
+    delete_family: Vec<ColumnPath>,
+}
+
+/// The variant columns of the column at `path` in `schema`: its siblings
+/// named `<name>__<suffix>` (`lake_format::variant::SUFFIXES`), but the
+/// `__text` companion, which repeats the column's own value as text.
+fn variants_of(schema: &ArrowSchema, path: &ColumnPath) -> Vec<ColumnPath> {
+    let Some((name, parent)) = path.split_last() else { return Vec::new() };
+    let mut fields = schema.fields().clone();
+    for step in parent {
+        match fields.iter().find(|f| f.name() == step).map(|f| f.data_type()) {
+            Some(DataType::Struct(children)) => fields = children.clone(),
+            _ => return Vec::new(),
+        }
+    }
+    fields
+        .iter()
+        .filter(|f| {
+            f.name() != name
+                && lake_format::variant::family_of_name(f.name()) == name
+                && !f.name().ends_with(&format!("__{}", lake_format::variant::TEXT))
+        })
+        .map(|f| parent.iter().cloned().chain([f.name().clone()]).collect())
+        .collect()
 }
 
 impl KeyEncoder {
@@ -157,8 +202,14 @@ impl KeyEncoder {
         let field = |path: &ColumnPath| -> Result<SortField, String> {
             Ok(SortField::new(column(&empty, path)?.data_type().clone()))
         };
-        let keys = RowConverter::new(columns.key.iter().map(field).collect::<Result<_, _>>()?)
+        let family = |path: &ColumnPath| -> Vec<ColumnPath> {
+            std::iter::once(path.clone()).chain(variants_of(schema, path)).collect()
+        };
+        let key_families: Vec<Vec<ColumnPath>> = columns.key.iter().map(family).collect();
+        let keys = RowConverter::new(key_families.iter().flatten().map(field).collect::<Result<_, _>>()?)
             .map_err(|e| format!("the primary key's columns cannot be compared: {e}"))?;
+        let order_variants = columns.order_by.as_ref().map(|path| variants_of(schema, path)).unwrap_or_default();
+        let delete_family = columns.hard_delete.as_ref().map(family).unwrap_or_default();
         let order = match &columns.order_by {
             Some(path) => Some(
                 RowConverter::new(vec![field(path)?])
@@ -166,7 +217,7 @@ impl KeyEncoder {
             ),
             None => None,
         };
-        Ok(Self { columns, keys, order })
+        Ok(Self { columns, key_families, keys, order, order_variants, delete_family })
     }
 
     /// The keys, versions and deletions of `batch`'s rows.
@@ -174,45 +225,55 @@ impl KeyEncoder {
     /// # Errors
     /// A merge column missing from `batch`.
     pub fn encode(&self, batch: &RecordBatch) -> Result<Keyed, String> {
-        let key_columns =
-            self.columns.key.iter().map(|path| column(batch, path)).collect::<Result<Vec<_>, String>>()?;
-        let rows = self.keys.convert_columns(&key_columns).map_err(|e| e.to_string())?;
+        let columns =
+            |paths: &[ColumnPath]| paths.iter().map(|path| column(batch, path)).collect::<Result<Vec<_>, _>>();
+        let families = self.key_families.iter().map(|family| columns(family)).collect::<Result<Vec<_>, _>>()?;
+        let rows = self.keys.convert_columns(&families.concat()).map_err(|e| e.to_string())?;
         let keys = (0..batch.num_rows())
-            .map(|i| key_columns.iter().all(|c| c.is_valid(i)).then(|| Box::from(rows.row(i).as_ref())))
+            .map(|i| {
+                families
+                    .iter()
+                    .all(|family| family.iter().any(|c| c.is_valid(i)))
+                    .then(|| Box::from(rows.row(i).as_ref()))
+            })
             .collect();
-        let orders = match (&self.order, &self.columns.order_by) {
+        let variant_keys = families.first().is_some_and(|family| {
+            (0..batch.num_rows()).any(|i| family[0].is_null(i) && family[1..].iter().any(|c| c.is_valid(i)))
+        });
+        let (orders, unranked) = match (&self.order, &self.columns.order_by) {
             (Some(converter), Some(path)) => {
-                Some(converter.convert_columns(&[column(batch, path)?]).map_err(|e| e.to_string())?)
+                let order = column(batch, path)?;
+                let variants = columns(&self.order_variants)?;
+                let unranked =
+                    (0..batch.num_rows()).map(|i| order.is_null(i) && variants.iter().any(|v| v.is_valid(i))).collect();
+                (Some(converter.convert_columns(&[order]).map_err(|e| e.to_string())?), unranked)
             }
-            _ => None,
+            _ => (None, vec![false; batch.num_rows()]),
         };
-        let deletes = match &self.columns.hard_delete {
-            Some(path) => {
-                let flags = column(batch, path)?;
-                (0..batch.num_rows()).map(|i| deletes(&flags, i)).collect()
-            }
-            None => vec![false; batch.num_rows()],
-        };
-        Ok(Keyed { keys, orders, deletes })
+        let flags = columns(&self.delete_family)?;
+        let deletes = (0..batch.num_rows()).map(|i| flags.iter().any(|flag| deletes(flag, i))).collect();
+        Ok(Keyed { keys, orders, unranked, deletes, variant_keys })
     }
 }
 
-/// Whether the `hard_delete` value at row `i` removes the key: `true`; a
-/// timestamp or date; text other than empty, `false` or `0` (a deletion
-/// time sent as text). Null, `false` and other types: no.
+/// Whether the `hard_delete` value at row `i` (of the column or one of its
+/// variants) removes the key: `true`; a number other than 0; a timestamp
+/// or date; text other than empty, `false` or `0` (a deletion time sent as
+/// text). Null, `false`, `0` and other types: no.
 fn deletes(column: &ArrayRef, i: usize) -> bool {
     if column.is_null(i) {
         return false;
     }
+    let text = || {
+        arrow_cast::display::ArrayFormatter::try_new(column.as_ref(), &Default::default())
+            .map(|f| f.value(i).to_string())
+            .unwrap_or_default()
+    };
     match column.data_type() {
         DataType::Boolean => column.as_any().downcast_ref::<BooleanArray>().is_some_and(|b| b.value(i)),
         DataType::Timestamp(..) | DataType::Date32 | DataType::Date64 => true,
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
-            let text = arrow_cast::display::ArrayFormatter::try_new(column.as_ref(), &Default::default())
-                .map(|f| f.value(i).to_string())
-                .unwrap_or_default();
-            !matches!(text.trim(), "" | "false" | "0")
-        }
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => !matches!(text().trim(), "" | "false" | "0"),
+        data_type if data_type.is_numeric() => text().parse::<f64>().is_ok_and(|n| n != 0.0),
         _ => false,
     }
 }
@@ -231,6 +292,8 @@ pub struct RowAt {
 struct Winner {
     at: RowAt,
     order: Option<Box<[u8]>>,
+    /// Its `order_by` value is in a variant column: it ties with every version.
+    unranked: bool,
     delete: bool,
     /// A table row is newer: the run's row is not added.
     superseded: bool,
@@ -250,6 +313,10 @@ struct TableRow {
 pub struct Plan {
     winners: HashMap<Box<[u8]>, Winner>,
     unkeyed: Vec<RowAt>,
+    /// Rows of the run and the table whose version could not be ranked.
+    unranked: usize,
+    /// Whether a run key is held by a variant column only.
+    variant_keys: bool,
     /// Per key the run lost, the table's row that stays.
     table_keeps: HashMap<Box<[u8]>, TableRow>,
     /// Whether `order_by` decides (else the run always wins).
@@ -262,6 +329,7 @@ impl Plan {
     pub fn of_run(keyed: &[Keyed]) -> Self {
         let mut winners: HashMap<Box<[u8]>, Winner> = HashMap::new();
         let mut unkeyed = Vec::new();
+        let mut unranked = 0;
         let ordered = keyed.iter().any(|k| k.orders.is_some());
         for (batch, rows) in keyed.iter().enumerate() {
             for (row, key) in rows.keys.iter().enumerate() {
@@ -271,10 +339,14 @@ impl Plan {
                     continue;
                 };
                 let order = rows.orders.as_ref().map(|o| Box::from(o.row(row).as_ref()));
-                let candidate = Winner { at, order, delete: rows.deletes[row], superseded: false };
+                unranked += usize::from(rows.unranked[row]);
+                let candidate =
+                    Winner { at, order, unranked: rows.unranked[row], delete: rows.deletes[row], superseded: false };
                 match winners.get_mut(key) {
-                    // Ties go to the row fetched last.
-                    Some(current) if candidate.order >= current.order => *current = candidate,
+                    // Ties go to the row fetched last; an unranked version ties with every one.
+                    Some(current) if candidate.unranked || current.unranked || candidate.order >= current.order => {
+                        *current = candidate
+                    }
                     Some(_) => {}
                     None => {
                         winners.insert(key.clone(), candidate);
@@ -282,12 +354,27 @@ impl Plan {
                 }
             }
         }
-        Self { winners, unkeyed, table_keeps: HashMap::new(), ordered }
+        let variant_keys = keyed.iter().any(|k| k.variant_keys);
+        Self { winners, unkeyed, unranked, variant_keys, table_keeps: HashMap::new(), ordered }
     }
 
     /// How many keys the run has, how many rows had none.
     pub fn counts(&self) -> (usize, usize) {
         (self.winners.len(), self.unkeyed.len())
+    }
+
+    /// How many versions (of the run, and of the table files weighed so
+    /// far) had their `order_by` value in a variant column, so the row
+    /// fetched last won.
+    pub fn unranked(&self) -> usize {
+        self.unranked
+    }
+
+    /// Whether a key of the run is held by a variant column only, so the
+    /// first key column's file bounds cannot rule a file out
+    /// ([`KeyRange::of`] is then to be opened).
+    pub fn has_variant_keys(&self) -> bool {
+        self.variant_keys
     }
 
     /// Whether `order_by` decides, so the table's versions must be read
@@ -309,6 +396,12 @@ impl Plan {
         for (row, key) in keyed.keys.iter().enumerate() {
             let Some(key) = key else { continue };
             let Some(winner) = self.winners.get_mut(key) else { continue };
+            // An unranked version, the table's or the run's, ties: the
+            // run's row, fetched last, wins.
+            if keyed.unranked[row] || winner.unranked {
+                self.unranked += usize::from(keyed.unranked[row]);
+                continue;
+            }
             let order: Box<[u8]> = Box::from(orders.row(row).as_ref());
             let beats_run = winner.order.as_ref().is_none_or(|run| order.as_ref() > run.as_ref());
             let beats_table = self.table_keeps.get(key).is_none_or(|best| order.as_ref() > best.order.as_ref());
@@ -366,6 +459,11 @@ pub struct KeyRange {
 }
 
 impl KeyRange {
+    /// A range that rules out no file.
+    pub fn all() -> Self {
+        Self { open: true, ..Self::default() }
+    }
+
     /// A range of these text values (e.g. one run id).
     pub fn of_texts(mut texts: Vec<String>) -> Self {
         texts.sort_unstable();
@@ -526,6 +624,117 @@ mod tests {
         assert_eq!(resolved.order_by, Some(vec!["updated_at".to_string()]));
         let err = MergeColumns::resolve(&published, &["/id".into()], None, None).expect_err("no id");
         assert!(err.contains("/id") && err.contains("no column"), "{err}");
+    }
+
+    /// Rows of `id`, `id__string`, `updated_at`, `updated_at__int64`,
+    /// `updated_at__text` (the companion, no member), `deleted`,
+    /// `deleted__int64`, `deleted__string`.
+    #[allow(clippy::type_complexity)]
+    fn family_batch(
+        rows: &[(Option<i64>, Option<&str>, Option<&str>, Option<i64>, Option<bool>, Option<i64>, Option<&str>)],
+    ) -> RecordBatch {
+        let schema = Arc::new(ArrowSchema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("id__string", DataType::Utf8, true),
+            Field::new("updated_at", DataType::Utf8, true),
+            Field::new("updated_at__int64", DataType::Int64, true),
+            Field::new("updated_at__text", DataType::Utf8, true),
+            Field::new("deleted", DataType::Boolean, true),
+            Field::new("deleted__int64", DataType::Int64, true),
+            Field::new("deleted__string", DataType::Utf8, true),
+        ]));
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
+                Arc::new(StringArray::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
+                Arc::new(StringArray::from(rows.iter().map(|r| r.2).collect::<Vec<_>>())),
+                Arc::new(Int64Array::from(rows.iter().map(|r| r.3).collect::<Vec<_>>())),
+                // The companion repeats the column's value: never a version of its own.
+                Arc::new(StringArray::from(rows.iter().map(|r| r.2).collect::<Vec<_>>())),
+                Arc::new(BooleanArray::from(rows.iter().map(|r| r.4).collect::<Vec<_>>())),
+                Arc::new(Int64Array::from(rows.iter().map(|r| r.5).collect::<Vec<_>>())),
+                Arc::new(StringArray::from(rows.iter().map(|r| r.6).collect::<Vec<_>>())),
+            ],
+        )
+        .expect("batch")
+    }
+
+    #[test]
+    fn a_version_whose_order_by_is_in_a_variant_ties_so_the_row_fetched_last_wins() {
+        // The table's version of key 1 is dated; the run's came as an
+        // epoch number (`updated_at__int64`): it cannot be ranked, and the
+        // run's row, fetched last, replaces the table's. Key 2's run row
+        // is dated and older than the table's: the table's stays.
+        let table = family_batch(&[
+            (Some(1), None, Some("2026-01-09"), None, None, None, None),
+            (Some(2), None, Some("2026-01-09"), None, None, None, None),
+        ]);
+        let run = family_batch(&[
+            (Some(1), None, None, Some(1_767_225_600), None, None, None),
+            (Some(2), None, Some("2026-01-01"), None, None, None, None),
+        ]);
+        let encoder = KeyEncoder::new(columns(true), run.schema().as_ref()).expect("encoder");
+        let mut plan = Plan::of_run(&[encoder.encode(&run).expect("keys")]);
+        let table_keys = encoder.encode(&table).expect("keys");
+        plan.weigh_table_rows("f", &table_keys);
+        assert_eq!(plan.kept_rows("f", &table_keys), Some(BooleanArray::from(vec![false, true])));
+        assert_eq!(plan.run_rows(&[2])[0], BooleanArray::from(vec![true, false]));
+        assert_eq!(plan.unranked(), 1);
+        assert_eq!(plan.outcome(), (0, 1));
+
+        // Within a run, an unranked version ties too: the one fetched last wins.
+        let run = family_batch(&[
+            (Some(1), None, None, Some(1_767_225_600), None, None, None),
+            (Some(1), None, Some("2026-01-01"), None, None, None, None),
+            (Some(2), None, Some("2026-01-09"), None, None, None, None),
+            (Some(2), None, None, Some(5), None, None, None),
+        ]);
+        let plan = Plan::of_run(&[encoder.encode(&run).expect("keys")]);
+        assert_eq!(plan.run_rows(&[4])[0], BooleanArray::from(vec![false, true, false, true]));
+        assert_eq!(plan.unranked(), 2);
+    }
+
+    #[test]
+    fn a_key_held_by_a_variant_column_is_a_key_and_matches_the_same_value_only() {
+        // `"A-17"` in `id__string` is a key (it was added again on every
+        // run as unkeyed); `17` and `"17"` are different keys.
+        let table = family_batch(&[
+            (None, Some("A-17"), Some("2026-01-01"), None, None, None, None),
+            (Some(17), None, Some("2026-01-01"), None, None, None, None),
+        ]);
+        let run = family_batch(&[
+            (None, Some("A-17"), Some("2026-01-02"), None, None, None, None),
+            (None, Some("17"), Some("2026-01-02"), None, None, None, None),
+        ]);
+        let encoder = KeyEncoder::new(columns(true), run.schema().as_ref()).expect("encoder");
+        let keyed = encoder.encode(&run).expect("keys");
+        assert!(keyed.variant_keys);
+        let mut plan = Plan::of_run(&[keyed]);
+        assert_eq!(plan.counts(), (2, 0));
+        assert!(plan.has_variant_keys());
+        let table_keys = encoder.encode(&table).expect("keys");
+        plan.weigh_table_rows("f", &table_keys);
+        assert_eq!(plan.kept_rows("f", &table_keys), Some(BooleanArray::from(vec![false, true])));
+        assert_eq!(plan.run_rows(&[2])[0], BooleanArray::from(vec![true, true]));
+    }
+
+    #[test]
+    fn a_hard_delete_value_in_a_variant_column_deletes_by_the_same_rule() {
+        // A deletion time sent as text beside booleans (`deleted__string`)
+        // and a 1 (`deleted__int64`) delete; a 0, "false" and null do not.
+        let run = family_batch(&[
+            (Some(1), None, Some("2026-01-02"), None, None, None, Some("2026-12-01T10:00:00+02:00")),
+            (Some(2), None, Some("2026-01-02"), None, None, Some(1), None),
+            (Some(3), None, Some("2026-01-02"), None, None, Some(0), None),
+            (Some(4), None, Some("2026-01-02"), None, None, None, Some("false")),
+            (Some(5), None, Some("2026-01-02"), None, Some(true), None, None),
+            (Some(6), None, Some("2026-01-02"), None, None, None, None),
+        ]);
+        let encoder = KeyEncoder::new(columns(true), run.schema().as_ref()).expect("encoder");
+        let plan = Plan::of_run(&[encoder.encode(&run).expect("keys")]);
+        assert_eq!(plan.run_rows(&[6])[0], BooleanArray::from(vec![false, false, true, true, false, true]));
+        assert_eq!(plan.outcome(), (3, 0));
     }
 
     #[test]

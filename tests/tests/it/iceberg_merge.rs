@@ -140,6 +140,50 @@ async fn a_merge_keeps_the_latest_row_per_key_across_runs_in_every_reader() {
 }
 
 #[tokio::test]
+async fn merge_values_in_variant_columns_still_key_rank_and_delete() {
+    let Setup { records, spec, lake, runtime, .. } =
+        setup("write: merge, primary_key: [/id], order_by: /updatedAt, hard_delete: /deleted").await;
+    // Run 1: 30 dated keys, and a key sent as text (`id__string`).
+    let mut first: Vec<Value> = (0..30).map(|id| contact(id, "v1", "2026-11-01T00:00:00Z")).collect();
+    first.push(json!({"id": "A-1", "name": "v1 A-1", "updatedAt": "2026-11-01T00:00:00Z", "deleted": false}));
+    records.set(first);
+    let summary = runtime.run(&spec, at(1)).await.expect("run 1");
+    assert!(summary.succeeded(), "run 1: {summary}");
+    // Run 2: the vendor now sends epoch seconds for keys 0-9 (their
+    // versions land in `updatedAt__int64`: unranked, the run's row wins;
+    // they were kept back before), a deletion time as text for keys
+    // 10-14 (`deleted__string`: they go), and the text key again.
+    let mut second: Vec<Value> = (0..10)
+        .map(|id| json!({"id": id, "name": format!("v2 {id}"), "updatedAt": 1_764_633_600, "deleted": false}))
+        .collect();
+    second.extend((10..15).map(|id| {
+        json!({"id": id, "name": format!("gone {id}"), "updatedAt": "2026-11-02T00:00:00Z", "deleted": "2026-11-02T00:00:00Z"})
+    }));
+    second.push(json!({"id": "A-1", "name": "v2 A-1", "updatedAt": "2026-11-02T00:00:00Z", "deleted": false}));
+    records.set(second);
+    let summary = runtime.run(&spec, at(2)).await.expect("run 2");
+    assert!(summary.succeeded(), "run 2: {summary}");
+
+    let rows = query_lake(
+        lake.path(),
+        "SELECT coalesce(CAST(id AS VARCHAR), id__string) AS key, name FROM contacts ORDER BY name",
+    )
+    .await;
+    let mut got: Vec<(String, String)> = rows
+        .iter()
+        .map(|r| (r["key"].as_str().unwrap_or("").to_string(), r["name"].as_str().unwrap_or("").to_string()))
+        .collect();
+    got.sort();
+    let mut expected: Vec<(String, String)> = (0..30)
+        .filter(|id| !(10..15).contains(id))
+        .map(|id| (id.to_string(), format!("{} {id}", if id < 10 { "v2" } else { "v1" })))
+        .chain([("A-1".to_string(), "v2 A-1".to_string())])
+        .collect();
+    expected.sort();
+    assert_eq!(got, expected, "one row per key, the run's versions in, the deleted keys out");
+}
+
+#[tokio::test]
 async fn a_replace_makes_each_run_the_whole_table() {
     let Setup { records, spec, lake, runtime, .. } = setup("write: replace").await;
     records.set((0..90).map(|id| contact(id, "v1", "2026-11-01T00:00:00Z")).collect());
