@@ -33,6 +33,7 @@ use iceberg::table::Table;
 use iceberg::transaction::{AddColumn, ApplyTransactionAction, Transaction};
 use iceberg::{Catalog, ErrorKind, NamespaceIdent, TableCreation, TableIdent};
 use lake_format::align::{Cast, align};
+use lake_format::lineage::LINEAGE_COLUMNS;
 use lake_format::meta::{
     META_LINEAGE, META_PARTITION, META_PARTITION_BY, META_PARTITION_KIND, META_SOURCE, META_VARIANT_OF,
 };
@@ -424,9 +425,25 @@ impl IcebergCommitter {
         let (table, added) = loop {
             let change = match &run.write {
                 RunWrite::Append => Change::append(self.write(&table, run).await?),
-                RunWrite::Replace => Change::replace(&table, self.write(&table, run).await?)
-                    .await
-                    .map_err(|err| port_error("list the table's files", &target, err))?,
+                RunWrite::Replace => {
+                    let added = self.write(&table, run).await?;
+                    if let Some(rows) = rows_without_values(&table, &added) {
+                        let paths: Vec<String> = added.iter().map(|f| f.file_path().to_string()).collect();
+                        delete_files(&table, &paths).await;
+                        return Err(PortError::permanent_msg(
+                            "replace the table with the run",
+                            target,
+                            format!(
+                                "none of the run's {rows} rows holds a value (the vendor sent only {{}} records or \
+                                 nulls): a replace would make them the whole table, so nothing was committed and the \
+                                 table is as it was (the run's raw pages are kept)"
+                            ),
+                        ));
+                    }
+                    Change::replace(&table, added)
+                        .await
+                        .map_err(|err| port_error("list the table's files", &target, err))?
+                }
                 RunWrite::Merge { primary_key, order_by, hard_delete } => {
                     let columns =
                         MergeColumns::resolve(&published, primary_key, order_by.as_deref(), hard_delete.as_deref())
@@ -913,6 +930,29 @@ impl IcebergCommitter {
         }
         writer.close().await
     }
+}
+
+/// The rows of `files` when none of them holds a value: every column but
+/// the lineage and the identity partitions (values from the folder) is
+/// null in every row, by the files' `null_value_counts`. `None` when a
+/// row holds a value, when there is no row, or when a file has no counts
+/// (nothing to decide on). A `write: replace` run of such rows would
+/// empty the table of everything the vendor sent before.
+fn rows_without_values(table: &Table, files: &[DataFile]) -> Option<u64> {
+    let schema = table.metadata().current_schema();
+    let mut skip: HashSet<i32> =
+        LINEAGE_COLUMNS.iter().filter_map(|name| schema.field_by_name(name)).map(|field| field.id).collect();
+    for field in table.metadata().default_partition_spec().fields() {
+        if field.transform == Transform::Identity {
+            skip.insert(field.source_id);
+        }
+    }
+    let rows: u64 = files.iter().map(DataFile::record_count).sum();
+    let empty = files.iter().all(|file| {
+        let mut counts = file.null_value_counts().iter().filter(|(id, _)| !skip.contains(id)).peekable();
+        counts.peek().is_some() && counts.all(|(_, nulls)| *nulls == file.record_count())
+    });
+    (rows > 0 && empty).then_some(rows)
 }
 
 /// A staged file's folder is safe as a path under the table: segments

@@ -739,3 +739,47 @@ async fn a_dataset_keeps_its_partition_transforms() {
     let table = lake.table().await.expect("table");
     assert_eq!(snapshot_runs(&table).len(), 1, "r2 committed nothing");
 }
+
+/// A `write: replace` run's target.
+fn replace_page(run: &str, index: u32, count: u32, records: &str) -> PersistMessage {
+    let target = PersistTarget {
+        table_format: TableFormat::Iceberg,
+        write: contracts::WriteDisposition::Replace,
+        ..PersistTarget::new(DATASET)
+    };
+    runs::page(PIPELINE, target, run, index, count, records)
+}
+
+/// A full-refresh vendor in trouble answering `[{}, {}]` (or records of
+/// nulls) must not replace the table with rows of nothing: the commit
+/// fails loudly (permanent: DLQ and alert), the table is as it was; a run
+/// with one value replaces it.
+#[tokio::test]
+async fn a_replace_run_whose_rows_hold_no_value_fails_and_leaves_the_table() {
+    let lake = Lake::new().await;
+    lake.expect("r1", 1).await;
+    lake.persist(replace_page("r1", 0, 1, r#"[{"id":1,"name":"a"},{"id":2,"name":"b"}]"#)).await.expect("r1");
+    lake.expect("r2", 1).await;
+    let err = lake.persist(replace_page("r2", 0, 1, r#"[{}, {"id":null}, {}]"#)).await.expect_err("r2 refused");
+    let message = err.to_string();
+    assert!(
+        message.contains("none of the run's 3 rows holds a value") && message.contains("nothing was committed"),
+        "{message}"
+    );
+    let table = lake.table().await.expect("table");
+    assert_eq!(snapshot_runs(&table).len(), 1, "no snapshot for r2");
+    assert_eq!(ids_with(&rows(&table).await, "name"), [(1, Some("a".into())), (2, Some("b".into()))]);
+    lake.expect("r3", 1).await;
+    lake.persist(replace_page("r3", 0, 1, r#"[{}, {"name":"c"}]"#)).await.expect("r3: a value is a table");
+    let table = lake.table().await.expect("table");
+    let names: Vec<Option<String>> = scan(&table, &["name"])
+        .await
+        .iter()
+        .flat_map(|b| {
+            let names = b.column(0).as_any().downcast_ref::<arrow_array::StringArray>().expect("names").clone();
+            names.iter().map(|n| n.map(str::to_string)).collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(names.len(), 2, "r3's two rows");
+    assert!(names.contains(&Some("c".into())), "{names:?}");
+}
