@@ -605,45 +605,89 @@ struct Merger {
     /// Its staged key, for errors and the upload.
     staged: String,
     target: SchemaRef,
-    writer: ArrowWriter<std::io::BufWriter<std::fs::File>>,
+    /// The writer, opened on the first batch (its dictionaries decided
+    /// from it, `crate::dictionary`), and the file until then.
+    writer: Sink,
     file: tempfile::TempPath,
     rows: u64,
+}
+
+/// A coalesced file's writer, or the file it will write before the first
+/// batch.
+enum Sink {
+    Unopened(std::fs::File),
+    Open(Box<ArrowWriter<std::io::BufWriter<std::fs::File>>>),
+    /// Taken while the writer is opened.
+    Taken,
 }
 
 impl Merger {
     fn new(staged: String, target: &SchemaRef) -> Result<Self, PortError> {
         let local = |err: std::io::Error| PortError::transient("create the coalesced file", &staged, err);
         let (file, path) = tempfile::NamedTempFile::new().map_err(local)?.into_parts();
-        let properties = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).map_err(|err| permanent(&staged, err))?))
-            .set_dictionary_page_size_limit(crate::convert::DICTIONARY_PAGE_BYTES)
-            .build();
-        let writer = ArrowWriter::try_new(std::io::BufWriter::new(file), target.clone(), Some(properties))
-            .map_err(|err| permanent(&staged, err))?;
-        Ok(Self { staged, target: target.clone(), writer, file: path, rows: 0 })
+        Ok(Self { staged, target: target.clone(), writer: Sink::Unopened(file), file: path, rows: 0 })
+    }
+
+    /// The writer, opened with `first`'s dictionary choice when it is not
+    /// yet (the same choice as Persist's page files: a column whose
+    /// distinct values would overflow the dictionary is written plain).
+    fn writer(
+        &mut self,
+        first: &arrow_array::RecordBatch,
+    ) -> Result<&mut ArrowWriter<std::io::BufWriter<std::fs::File>>, PortError> {
+        self.writer = match std::mem::replace(&mut self.writer, Sink::Taken) {
+            Sink::Unopened(file) => {
+                let level = ZstdLevel::try_new(1).map_err(|err| permanent(&self.staged, err))?;
+                let base = WriterProperties::builder()
+                    .set_compression(Compression::ZSTD(level))
+                    .set_dictionary_page_size_limit(crate::convert::DICTIONARY_PAGE_BYTES)
+                    .build();
+                let properties =
+                    crate::dictionary::for_first_batch(&base, first, crate::convert::DICTIONARY_PAGE_BYTES);
+                let writer = ArrowWriter::try_new(std::io::BufWriter::new(file), self.target.clone(), Some(properties))
+                    .map_err(|err| permanent(&self.staged, err))?;
+                Sink::Open(Box::new(writer))
+            }
+            other => other,
+        };
+        match &mut self.writer {
+            Sink::Open(writer) => Ok(writer),
+            _ => Err(permanent(&self.staged, "the coalesced file's writer did not open")),
+        }
     }
 
     /// Page file `key`'s rows, in order, aligned to the table schema.
     fn add(&mut self, key: &str, bytes: Bytes) -> Result<(), PortError> {
-        let page = |err: &dyn std::fmt::Display| permanent(&self.staged, format!("{key}: {err}"));
+        let staged = self.staged.clone();
+        let page = |err: &dyn std::fmt::Display| permanent(&staged, format!("{key}: {err}"));
+        // Batches large enough for the first to decide the dictionaries.
         let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .and_then(|builder| builder.build())
+            .and_then(|builder| builder.with_batch_size(crate::dictionary::SAMPLE_VALUES).build())
             .map_err(|err| page(&err))?;
         for batch in reader {
             let batch = batch.map_err(|err| page(&err))?;
             let aligned = align_batch(&batch, &self.target, Cast::Exact).map_err(|err| page(&err))?;
             self.rows += batch.num_rows() as u64;
-            self.writer.write(&aligned).map_err(|err| page(&err))?;
-            if self.writer.in_progress_size() >= MERGE_ROW_GROUP_BYTES {
-                self.writer.flush().map_err(|err| page(&err))?;
+            let writer = self.writer(&aligned)?;
+            writer.write(&aligned).map_err(|err| page(&err))?;
+            if writer.in_progress_size() >= MERGE_ROW_GROUP_BYTES {
+                writer.flush().map_err(|err| page(&err))?;
             }
         }
         Ok(())
     }
 
     /// The finished file (deleted when dropped) and its rows.
-    fn finish(self) -> Result<(tempfile::TempPath, u64), PortError> {
+    fn finish(mut self) -> Result<(tempfile::TempPath, u64), PortError> {
+        if !matches!(self.writer, Sink::Open(_)) {
+            // Pages of no rows: the file is the table schema's, empty.
+            let empty = arrow_array::RecordBatch::new_empty(self.target.clone());
+            self.writer(&empty)?;
+        }
         let Self { staged, writer, file, rows, .. } = self;
+        let Sink::Open(writer) = writer else {
+            return Err(permanent(&staged, "the coalesced file's writer did not open"));
+        };
         let out = writer.into_inner().map_err(|err| permanent(&staged, err))?;
         out.into_inner().map_err(|err| PortError::transient("write the coalesced file", &staged, err.into_error()))?;
         Ok((file, rows))
@@ -653,4 +697,81 @@ impl Merger {
 /// Why the run's files cannot be coalesced into `staged`.
 fn permanent(staged: &str, err: impl std::fmt::Display) -> PortError {
     PortError::permanent_msg("coalesce the run's files", staged.to_string(), err.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{RecordBatch, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+    use parquet::arrow::ArrowWriter;
+    use parquet::basic::Encoding;
+
+    use super::*;
+
+    /// A page file of `rows` rows from `from`: distinct ids, five currencies.
+    fn page(schema: &SchemaRef, from: usize, rows: usize) -> (RecordBatch, Bytes) {
+        let ids = StringArray::from_iter_values((from..from + rows).map(|i| format!("order-{i:08}")));
+        let currencies = StringArray::from_iter_values((from..from + rows).map(|i| ["USD", "EUR", "BRL"][i % 3]));
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(ids), Arc::new(currencies)]).expect("batch");
+        let mut bytes = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut bytes, schema.clone(), None).expect("writer");
+        writer.write(&batch).expect("write");
+        writer.close().expect("close");
+        (batch, Bytes::from(bytes))
+    }
+
+    #[test]
+    fn a_coalesced_file_takes_the_dictionary_choice_of_its_first_batch_and_keeps_every_value() {
+        let schema: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Utf8, true),
+            Field::new("currency", DataType::Utf8, true),
+        ]));
+        let (one, first) = page(&schema, 0, 3_000);
+        let (two, second) = page(&schema, 3_000, 3_000);
+        let mut merger = Merger::new("staged/x.parquet".into(), &schema).expect("merger");
+        merger.add("p0", first).expect("page 0");
+        merger.add("p1", second).expect("page 1");
+        let (file, rows) = merger.finish().expect("finish");
+        assert_eq!(rows, 6_000);
+        let bytes = Bytes::from(std::fs::read(&file).expect("read"));
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes).expect("reader");
+        let dictionary: Vec<(String, bool)> = reader
+            .metadata()
+            .row_group(0)
+            .columns()
+            .iter()
+            .map(|c| (c.column_path().string(), c.encodings().any(|e| e == Encoding::RLE_DICTIONARY)))
+            .collect();
+        // 6,000 distinct ids would overflow a dictionary: plain from the start.
+        assert_eq!(dictionary, [("id".to_string(), false), ("currency".to_string(), true)]);
+        let back: Vec<RecordBatch> = reader.build().expect("build").map(|b| b.expect("batch")).collect();
+        let values = |batches: &[&RecordBatch]| -> Vec<(String, String)> {
+            batches
+                .iter()
+                .flat_map(|b| {
+                    let column = |i: usize| b.column(i).as_any().downcast_ref::<StringArray>().expect("text").clone();
+                    let (ids, currencies) = (column(0), column(1));
+                    (0..b.num_rows()).map(move |r| (ids.value(r).to_string(), currencies.value(r).to_string()))
+                })
+                .collect()
+        };
+        assert_eq!(values(&back.iter().collect::<Vec<_>>()), values(&[&one, &two]), "every value, in order");
+    }
+
+    #[test]
+    fn a_coalesced_file_of_pages_without_rows_is_an_empty_file_of_the_schema() {
+        let schema: SchemaRef = Arc::new(Schema::new(vec![Field::new("id", DataType::Utf8, true)]));
+        let mut bytes = Vec::new();
+        ArrowWriter::try_new(&mut bytes, schema.clone(), None).expect("writer").close().expect("close");
+        let mut merger = Merger::new("staged/y.parquet".into(), &schema).expect("merger");
+        merger.add("p0", Bytes::from(bytes)).expect("page 0");
+        let (file, rows) = merger.finish().expect("finish");
+        assert_eq!(rows, 0);
+        let reader = ParquetRecordBatchReaderBuilder::try_new(Bytes::from(std::fs::read(&file).expect("read")))
+            .expect("a Parquet file");
+        assert_eq!(reader.schema().fields().len(), 1);
+        assert_eq!(reader.metadata().file_metadata().num_rows(), 0);
+    }
 }
