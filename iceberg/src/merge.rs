@@ -69,41 +69,70 @@ impl MergeColumns {
     /// (the record key each column came from is its `tributary.source`
     /// metadata; a column without one is matched by name).
     ///
+    /// An `order_by` or `hard_delete` pointer that names no column yet
+    /// (no record of the dataset has had a value there: a soft-delete
+    /// field null on every live record, a version field the vendor sends
+    /// later) resolves to `None` for this run, with a warning: no version
+    /// is ranked by it (nulls are the lowest anyway) and nothing is
+    /// deleted by it.
+    ///
     /// # Errors
-    /// The pointer and why when a pointer names no column (no record of
-    /// the dataset has had that field yet, or it is spelt otherwise).
+    /// The pointer and why when a `primary_key` pointer names no column (no
+    /// record of the dataset has had that field yet, or it is spelt
+    /// otherwise), or when a pointer steps into a value that is not an
+    /// object.
     pub fn resolve(
         published: &ArrowSchema,
         primary_key: &[String],
         order_by: Option<&str>,
         hard_delete: Option<&str>,
     ) -> Result<Self, String> {
-        let key = primary_key.iter().map(|p| column_for(published, p)).collect::<Result<Vec<_>, _>>()?;
-        Ok(Self {
-            key,
-            order_by: order_by.map(|p| column_for(published, p)).transpose()?,
-            hard_delete: hard_delete.map(|p| column_for(published, p)).transpose()?,
-        })
+        let key = primary_key
+            .iter()
+            .map(|pointer| column_for(published, pointer)?.map_err(|token| no_column(pointer, &token)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let optional = |field: &str, pointer: Option<&str>| -> Result<Option<ColumnPath>, String> {
+            let Some(pointer) = pointer else { return Ok(None) };
+            Ok(match column_for(published, pointer)? {
+                Ok(path) => Some(path),
+                Err(token) => {
+                    tracing::warn!(
+                        pointer,
+                        "target.{field}: no record of the dataset has had a value at {pointer} yet (the field \
+                         {token:?} has no column): this run's merge goes on without it"
+                    );
+                    None
+                }
+            })
+        };
+        Ok(Self { key, order_by: optional("order_by", order_by)?, hard_delete: optional("hard_delete", hard_delete)? })
     }
 }
 
-/// The column path a record pointer (`/customer/id`) lands in.
-fn column_for(published: &ArrowSchema, pointer: &str) -> Result<ColumnPath, String> {
+/// Why a pointer names no column.
+fn no_column(pointer: &str, token: &str) -> String {
+    format!(
+        "{pointer} names no column of the table: no record of the dataset has had the field {token:?} \
+         (as a value of one type: a field whose values conflict lands in variant columns)"
+    )
+}
+
+/// The column path a record pointer (`/customer/id`) lands in; `Ok(Err(token))`
+/// when the field `token` has no column (yet).
+///
+/// # Errors
+/// A pointer of no field, or stepping into a column that is not a struct.
+fn column_for(published: &ArrowSchema, pointer: &str) -> Result<Result<ColumnPath, String>, String> {
     let tokens: Vec<String> =
         pointer.split('/').skip(1).map(|token| token.replace("~1", "/").replace("~0", "~")).collect();
     let mut fields = published.fields().clone();
     let mut path = Vec::new();
     for (depth, token) in tokens.iter().enumerate() {
-        let field = fields
+        let found = fields
             .iter()
             .find(|f| f.metadata().get(META_SOURCE) == Some(token))
-            .or_else(|| fields.iter().find(|f| f.name() == token && !f.metadata().contains_key(META_SOURCE)))
-            .ok_or_else(|| {
-                format!(
-                    "{pointer} names no column of the table: no record of the dataset has had the field {token:?} \
-                     (as a value of one type: a field whose values conflict lands in variant columns)"
-                )
-            })?;
+            .or_else(|| fields.iter().find(|f| f.name() == token && !f.metadata().contains_key(META_SOURCE)));
+        let Some(field) = found else { return Ok(Err(token.clone())) };
         path.push(field.name().clone());
         if depth + 1 < tokens.len() {
             match field.data_type() {
@@ -115,7 +144,7 @@ fn column_for(published: &ArrowSchema, pointer: &str) -> Result<ColumnPath, Stri
     if path.is_empty() {
         return Err(format!("{pointer:?} names no field"));
     }
-    Ok(path)
+    Ok(Ok(path))
 }
 
 /// The column at `path` of `batch`, with the nulls of the structs above it.
@@ -624,6 +653,14 @@ mod tests {
         assert_eq!(resolved.order_by, Some(vec!["updated_at".to_string()]));
         let err = MergeColumns::resolve(&published, &["/id".into()], None, None).expect_err("no id");
         assert!(err.contains("/id") && err.contains("no column"), "{err}");
+        // A version or deletion field no record has had a value in yet
+        // (null on every live record): the run merges without it.
+        let resolved =
+            MergeColumns::resolve(&published, &["/account/accountId".into()], Some("/version"), Some("/deletedAt"))
+                .expect("resolved without them");
+        assert_eq!((resolved.order_by, resolved.hard_delete), (None, None));
+        let err = MergeColumns::resolve(&published, &["/updatedAt/x".into()], None, None).expect_err("not an object");
+        assert!(err.contains("not an object"), "{err}");
     }
 
     /// Rows of `id`, `id__string`, `updated_at`, `updated_at__int64`,

@@ -184,6 +184,28 @@ async fn merge_values_in_variant_columns_still_key_rank_and_delete() {
 }
 
 #[tokio::test]
+async fn a_first_run_whose_deletion_field_is_null_everywhere_merges_and_a_later_deletion_removes_its_key() {
+    let Setup { records, spec, lake, runtime, .. } =
+        setup("write: merge, primary_key: [/id], order_by: /updatedAt, hard_delete: /deletedAt").await;
+    // Every live record has `deletedAt: null` (and `updatedAt` is absent
+    // from the first run): no column yet for either; the merge goes on.
+    records.set((0..5).map(|id| json!({"id": id, "name": format!("v1 {id}"), "deletedAt": null})).collect());
+    let summary = runtime.run(&spec, at(1)).await.expect("run 1");
+    assert!(summary.succeeded(), "run 1: {summary}");
+    records.set(vec![
+        json!({"id": 1, "name": "gone 1", "updatedAt": "2026-11-02T00:00:00Z", "deletedAt": "2026-11-02T00:00:00Z"}),
+        json!({"id": 2, "name": "v2 2", "updatedAt": "2026-11-02T00:00:00Z", "deletedAt": null}),
+    ]);
+    let summary = runtime.run(&spec, at(2)).await.expect("run 2");
+    assert!(summary.succeeded(), "run 2: {summary}");
+    let rows = query_lake(lake.path(), "SELECT id, name FROM contacts ORDER BY id").await;
+    let rows: Vec<Value> = rows.into_iter().map(Value::Object).collect();
+    let expected: Vec<(i64, String)> =
+        vec![(0, "v1 0".into()), (2, "v2 2".into()), (3, "v1 3".into()), (4, "v1 4".into())];
+    assert_eq!(id_names(&rows), expected);
+}
+
+#[tokio::test]
 async fn a_replace_makes_each_run_the_whole_table() {
     let Setup { records, spec, lake, runtime, .. } = setup("write: replace").await;
     records.set((0..90).map(|id| contact(id, "v1", "2026-11-01T00:00:00Z")).collect());
