@@ -81,9 +81,11 @@ pub struct PersistTarget {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order_by: Option<String>,
     /// `write: merge`: a record whose value at this pointer is `true`, a
-    /// number other than 0, a timestamp, or text other than empty, `false`
-    /// or `0` (a deletion time) removes its key from the table (e.g.
-    /// `/deleted` or `/archived_at`), whatever the column's type.
+    /// number other than 0, a timestamp, or text saying so (`true`, `yes`,
+    /// `y`, `t` in any case, a non-zero number, a date or time: a deletion
+    /// time) removes its key from the table (e.g. `/deleted` or
+    /// `/archived_at`), whatever the column's type; `false`, `no`, `n`,
+    /// `0`, `null` and other text keep it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hard_delete: Option<String>,
     /// Whether a new field whose values are RFC 3339 UTC timestamps (text

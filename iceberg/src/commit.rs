@@ -647,6 +647,14 @@ impl IcebergCommitter {
                 "rows without a value in a primary-key column were added as they are (no key to merge on)"
             );
         }
+        let unclear = plan.unclear_deletions();
+        if unclear > 0 {
+            tracing::warn!(
+                unclear,
+                "hard_delete values of text that is neither yes/no, a number nor a time (e.g. \"active\") kept \
+                 their keys"
+            );
+        }
         if unranked > 0 {
             tracing::warn!(
                 unranked,

@@ -180,6 +180,8 @@ pub struct Keyed {
     unranked: Vec<bool>,
     /// Whether each row deletes its key.
     deletes: Vec<bool>,
+    /// Rows whose `hard_delete` text said neither yes nor no ([`Deletion::Unclear`]).
+    unclear: usize,
     /// Whether a row's key is held by a variant column only (the first
     /// key column null): the first column's bounds cannot prune files.
     variant_keys: bool,
@@ -280,18 +282,40 @@ impl KeyEncoder {
             _ => (None, vec![false; batch.num_rows()]),
         };
         let flags = columns(&self.delete_family)?;
-        let deletes = (0..batch.num_rows()).map(|i| flags.iter().any(|flag| deletes(flag, i))).collect();
-        Ok(Keyed { keys, orders, unranked, deletes, variant_keys })
+        let mut unclear = 0;
+        let deletes = (0..batch.num_rows())
+            .map(|i| {
+                let said: Vec<Deletion> = flags.iter().map(|flag| deletion(flag, i)).collect();
+                unclear += usize::from(said.contains(&Deletion::Unclear));
+                said.contains(&Deletion::Delete)
+            })
+            .collect();
+        Ok(Keyed { keys, orders, unranked, deletes, unclear, variant_keys })
     }
 }
 
-/// Whether the `hard_delete` value at row `i` (of the column or one of its
-/// variants) removes the key: `true`; a number other than 0; a timestamp
-/// or date; text other than empty, `false` or `0` (a deletion time sent as
-/// text). Null, `false`, `0` and other types: no.
-fn deletes(column: &ArrayRef, i: usize) -> bool {
+/// What a `hard_delete` value says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Deletion {
+    /// Removes the key.
+    Delete,
+    /// Keeps it: null, `false`, `0`, or a "no" word.
+    Keep,
+    /// Text that is neither a yes/no word, a number nor a time
+    /// (`"active"`): kept, and counted for a warning.
+    Unclear,
+}
+
+/// What the `hard_delete` value at row `i` (of the column or one of its
+/// variants) says: `true`, a number other than 0, a timestamp or date
+/// delete; text deletes when it is `true`, `t`, `yes`, `y` (any case), a
+/// number other than 0, or a date or time (`2026-12-01…`, a deletion time
+/// sent as text); `false`, `f`, `no`, `n`, `null`, `none`, empty text and
+/// `0` keep the key; other text keeps it too, as [`Deletion::Unclear`].
+fn deletion(column: &ArrayRef, i: usize) -> Deletion {
+    let says = |yes: bool| if yes { Deletion::Delete } else { Deletion::Keep };
     if column.is_null(i) {
-        return false;
+        return Deletion::Keep;
     }
     let text = || {
         arrow_cast::display::ArrayFormatter::try_new(column.as_ref(), &Default::default())
@@ -299,12 +323,30 @@ fn deletes(column: &ArrayRef, i: usize) -> bool {
             .unwrap_or_default()
     };
     match column.data_type() {
-        DataType::Boolean => column.as_any().downcast_ref::<BooleanArray>().is_some_and(|b| b.value(i)),
-        DataType::Timestamp(..) | DataType::Date32 | DataType::Date64 => true,
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => !matches!(text().trim(), "" | "false" | "0"),
-        data_type if data_type.is_numeric() => text().parse::<f64>().is_ok_and(|n| n != 0.0),
-        _ => false,
+        DataType::Boolean => says(column.as_any().downcast_ref::<BooleanArray>().is_some_and(|b| b.value(i))),
+        DataType::Timestamp(..) | DataType::Date32 | DataType::Date64 => Deletion::Delete,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => text_deletion(&text()),
+        data_type if data_type.is_numeric() => says(text().parse::<f64>().is_ok_and(|n| n != 0.0)),
+        _ => Deletion::Keep,
     }
+}
+
+/// [`deletion`] of a text value.
+fn text_deletion(text: &str) -> Deletion {
+    let word = text.trim().to_ascii_lowercase();
+    match word.as_str() {
+        "true" | "t" | "yes" | "y" => return Deletion::Delete,
+        "" | "false" | "f" | "no" | "n" | "null" | "none" => return Deletion::Keep,
+        _ => {}
+    }
+    if let Ok(number) = word.parse::<f64>() {
+        return if number != 0.0 { Deletion::Delete } else { Deletion::Keep };
+    }
+    // A date, or a time after it (`2026-12-01`, `2026-12-01T10:00:00+02:00`, `2026-12-01 10:00`).
+    if word.get(..10).is_some_and(|date| chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").is_ok()) {
+        return Deletion::Delete;
+    }
+    Deletion::Unclear
 }
 
 /// A row of the run: which batch, which row.
@@ -344,6 +386,8 @@ pub struct Plan {
     unkeyed: Vec<RowAt>,
     /// Rows of the run and the table whose version could not be ranked.
     unranked: usize,
+    /// Rows of the run whose `hard_delete` text said neither yes nor no.
+    unclear: usize,
     /// Whether a run key is held by a variant column only.
     variant_keys: bool,
     /// Per key the run lost, the table's row that stays.
@@ -384,7 +428,8 @@ impl Plan {
             }
         }
         let variant_keys = keyed.iter().any(|k| k.variant_keys);
-        Self { winners, unkeyed, unranked, variant_keys, table_keeps: HashMap::new(), ordered }
+        let unclear = keyed.iter().map(|k| k.unclear).sum();
+        Self { winners, unkeyed, unranked, unclear, variant_keys, table_keeps: HashMap::new(), ordered }
     }
 
     /// How many keys the run has, how many rows had none.
@@ -397,6 +442,12 @@ impl Plan {
     /// fetched last won.
     pub fn unranked(&self) -> usize {
         self.unranked
+    }
+
+    /// How many of the run's rows had a `hard_delete` text that said
+    /// neither yes nor no (`"active"`): their keys were kept.
+    pub fn unclear_deletions(&self) -> usize {
+        self.unclear
     }
 
     /// Whether a key of the run is held by a variant column only, so the
@@ -772,6 +823,30 @@ mod tests {
         let plan = Plan::of_run(&[encoder.encode(&run).expect("keys")]);
         assert_eq!(plan.run_rows(&[6])[0], BooleanArray::from(vec![false, false, true, true, false, true]));
         assert_eq!(plan.outcome(), (3, 0));
+    }
+
+    #[test]
+    fn hard_delete_text_deletes_on_yes_words_numbers_and_times_only() {
+        // A trial's vendor sent "False" (Python, .NET) and "N": every
+        // active record was deleted by the rule "text other than false or 0".
+        for keep in ["False", "FALSE", "no", "N", "null", "None", "0.0", "0", "", " ", "f"] {
+            assert_eq!(text_deletion(keep), Deletion::Keep, "{keep:?}");
+        }
+        for delete in ["true", "True", "YES", "y", "1", "2", "2026-01-02", "2026-01-02 10:00", "2026-01-02T10:00:00Z"] {
+            assert_eq!(text_deletion(delete), Deletion::Delete, "{delete:?}");
+        }
+        for unclear in ["active", "deleted", "2026-13-45"] {
+            assert_eq!(text_deletion(unclear), Deletion::Unclear, "{unclear:?}");
+        }
+        let run = family_batch(&[
+            (Some(1), None, Some("2026-01-02"), None, None, None, Some("active")),
+            (Some(2), None, Some("2026-01-02"), None, None, None, Some("False")),
+            (Some(3), None, Some("2026-01-02"), None, None, None, Some("yes")),
+        ]);
+        let encoder = KeyEncoder::new(columns(true), run.schema().as_ref()).expect("encoder");
+        let plan = Plan::of_run(&[encoder.encode(&run).expect("keys")]);
+        assert_eq!(plan.run_rows(&[3])[0], BooleanArray::from(vec![true, true, false]));
+        assert_eq!(plan.unclear_deletions(), 1);
     }
 
     #[test]
