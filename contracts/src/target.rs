@@ -74,10 +74,11 @@ pub struct PersistTarget {
     /// `write: merge`: the pointer whose greatest value wins among the
     /// versions of a key, in the table and in the run (e.g. `/updated_at`;
     /// ties: the one fetched last wins; a record without it, or null, is
-    /// the oldest version; a value of another type than the column's, such
-    /// as epoch seconds beside timestamps, cannot be ranked and ties with
-    /// every version). Absent: the run's version always wins, the last
-    /// fetched within a run.
+    /// the oldest version; beside timestamps, epoch numbers and text like
+    /// `2026-12-01 10:00:00` (UTC) compare as instants; another value of
+    /// another type than the column's cannot be ranked and ties with every
+    /// version). Absent: the run's version always wins, the last fetched
+    /// within a run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order_by: Option<String>,
     /// `write: merge`: a record whose value at this pointer is `true`, a

@@ -273,8 +273,8 @@ impl KeyEncoder {
         });
         let (orders, unranked) = match (&self.order, &self.columns.order_by) {
             (Some(converter), Some(path)) => {
-                let order = column(batch, path)?;
                 let variants = columns(&self.order_variants)?;
+                let order = as_instants(column(batch, path)?, &variants);
                 let unranked =
                     (0..batch.num_rows()).map(|i| order.is_null(i) && variants.iter().any(|v| v.is_valid(i))).collect();
                 (Some(converter.convert_columns(&[order]).map_err(|e| e.to_string())?), unranked)
@@ -291,6 +291,59 @@ impl KeyEncoder {
             })
             .collect();
         Ok(Keyed { keys, orders, unranked, deletes, unclear, variant_keys })
+    }
+}
+
+/// A timestamp `order_by` column with the instants its variants hold
+/// filled in where it is null: epoch numbers (`__int64`, `__float64`:
+/// seconds, or milliseconds when beyond 1e11, as a time partition reads
+/// them) and text in another common form (`__string`: `2026-12-01
+/// 10:00:00`, `2026-12-01`, taken as UTC). Another column type, or a
+/// value none of these reads, stays as it is (null: unranked).
+fn as_instants(order: ArrayRef, variants: &[ArrayRef]) -> ArrayRef {
+    use arrow_array::TimestampMicrosecondArray;
+    let Some(base) = order.as_any().downcast_ref::<TimestampMicrosecondArray>() else { return order };
+    if variants.is_empty() || base.null_count() == 0 {
+        return order;
+    }
+    let filled: TimestampMicrosecondArray = (0..base.len())
+        .map(|i| {
+            if base.is_valid(i) {
+                return Some(base.value(i));
+            }
+            variants.iter().find_map(|variant| instant_micros(variant, i))
+        })
+        .collect();
+    Arc::new(filled.with_timezone_opt(base.timezone()))
+}
+
+/// The instant (µs since the epoch, UTC) that row `i` of a variant column
+/// holds, when it reads as one ([`as_instants`]).
+fn instant_micros(variant: &ArrayRef, i: usize) -> Option<i64> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float64Type, Int64Type};
+    if variant.is_null(i) {
+        return None;
+    }
+    let epoch = |n: f64| -> Option<i64> {
+        let millis = if n.abs() < 1e11 { n * 1000.0 } else { n };
+        chrono::DateTime::from_timestamp_millis(millis as i64).map(|t| t.timestamp_micros())
+    };
+    match variant.data_type() {
+        DataType::Int64 => epoch(variant.as_primitive::<Int64Type>().value(i) as f64),
+        DataType::Float64 => epoch(variant.as_primitive::<Float64Type>().value(i)),
+        DataType::Utf8 => {
+            let text = variant.as_string::<i32>().value(i).trim();
+            if let Ok(t) = chrono::DateTime::parse_from_rfc3339(text) {
+                return Some(t.timestamp_micros());
+            }
+            ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M"]
+                .iter()
+                .find_map(|format| chrono::NaiveDateTime::parse_from_str(text, format).ok())
+                .or_else(|| chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?.and_hms_opt(0, 0, 0))
+                .map(|t| t.and_utc().timestamp_micros())
+        }
+        _ => None,
     }
 }
 
@@ -823,6 +876,34 @@ mod tests {
         let plan = Plan::of_run(&[encoder.encode(&run).expect("keys")]);
         assert_eq!(plan.run_rows(&[6])[0], BooleanArray::from(vec![false, false, true, true, false, true]));
         assert_eq!(plan.outcome(), (3, 0));
+    }
+
+    #[test]
+    fn epoch_numbers_and_other_time_text_beside_a_timestamp_order_by_rank_as_instants() {
+        use arrow_array::{Float64Array, TimestampMicrosecondArray};
+        let micros = |text: &str| chrono::DateTime::parse_from_rfc3339(text).expect("time").timestamp_micros();
+        let base =
+            TimestampMicrosecondArray::from(vec![Some(micros("2026-01-09T00:00:00Z")), None, None, None, None, None])
+                .with_timezone("+00:00");
+        let ints = Int64Array::from(vec![None, Some(1_700_000_000), Some(1_700_000_000_000), None, None, None]);
+        let floats = Float64Array::from(vec![None, None, None, Some(1_700_000_000.5), None, None]);
+        let texts = StringArray::from(vec![None, None, None, None, Some("2025-06-01 10:00:00"), Some("soon")]);
+        let filled = as_instants(Arc::new(base), &[Arc::new(ints), Arc::new(floats), Arc::new(texts)]);
+        let filled = filled.as_any().downcast_ref::<TimestampMicrosecondArray>().expect("timestamps");
+        assert_eq!(filled.timezone(), Some("+00:00"));
+        let got: Vec<Option<i64>> = filled.iter().collect();
+        assert_eq!(
+            got,
+            [
+                Some(micros("2026-01-09T00:00:00Z")),
+                Some(1_700_000_000_000_000),
+                Some(1_700_000_000_000_000),
+                Some(1_700_000_000_500_000),
+                Some(micros("2025-06-01T10:00:00Z")),
+                // No instant: the row stays unranked.
+                None,
+            ]
+        );
     }
 
     #[test]

@@ -149,16 +149,27 @@ async fn merge_values_in_variant_columns_still_key_rank_and_delete() {
     records.set(first);
     let summary = runtime.run(&spec, at(1)).await.expect("run 1");
     assert!(summary.succeeded(), "run 1: {summary}");
-    // Run 2: the vendor now sends epoch seconds for keys 0-9 (their
-    // versions land in `updatedAt__int64`: unranked, the run's row wins;
-    // they were kept back before), a deletion time as text for keys
-    // 10-14 (`deleted__string`: they go), and the text key again.
+    // Run 2: the vendor now sends other time formats (they land in
+    // `updatedAt__int64` and `updatedAt__string`): epoch seconds of
+    // 2026-12-01 for keys 0-4 (newer: they win), of 2023 for keys 5-7 and
+    // `2025-06-01 10:00:00` for keys 8-9 (older: the table's rows stay),
+    // `soon` for key 15 (no instant: unranked, the row fetched last wins);
+    // a deletion time as text for keys 10-14 (`deletedAt__string`: they
+    // go), and the text key again.
     let mut second: Vec<Value> = (0..10)
-        .map(|id| json!({"id": id, "name": format!("v2 {id}"), "updatedAt": 1_764_633_600, "deleted": false}))
+        .map(|id| {
+            let version: Value = match id {
+                0..5 => json!(1_796_083_200),
+                5..8 => json!(1_700_000_000),
+                _ => json!("2025-06-01 10:00:00"),
+            };
+            json!({"id": id, "name": format!("v2 {id}"), "updatedAt": version, "deleted": false})
+        })
         .collect();
     second.extend((10..15).map(|id| {
         json!({"id": id, "name": format!("gone {id}"), "updatedAt": "2026-11-02T00:00:00Z", "deleted": "2026-11-02T00:00:00Z"})
     }));
+    second.push(json!({"id": 15, "name": "v2 15", "updatedAt": "soon", "deleted": false}));
     second.push(json!({"id": "A-1", "name": "v2 A-1", "updatedAt": "2026-11-02T00:00:00Z", "deleted": false}));
     records.set(second);
     let summary = runtime.run(&spec, at(2)).await.expect("run 2");
@@ -176,11 +187,11 @@ async fn merge_values_in_variant_columns_still_key_rank_and_delete() {
     got.sort();
     let mut expected: Vec<(String, String)> = (0..30)
         .filter(|id| !(10..15).contains(id))
-        .map(|id| (id.to_string(), format!("{} {id}", if id < 10 { "v2" } else { "v1" })))
+        .map(|id| (id.to_string(), format!("{} {id}", if id < 5 || id == 15 { "v2" } else { "v1" })))
         .chain([("A-1".to_string(), "v2 A-1".to_string())])
         .collect();
     expected.sort();
-    assert_eq!(got, expected, "one row per key, the run's versions in, the deleted keys out");
+    assert_eq!(got, expected, "one row per key, the newer versions in, the older out, the deleted keys out");
 }
 
 #[tokio::test]
