@@ -279,7 +279,7 @@ impl IcebergCommitter {
                             .map_err(|message| {
                                 PortError::permanent_msg("resolve target.primary_key", target.clone(), message)
                             })?;
-                    self.merge(&table, run, columns).await?
+                    self.merge(&table, run, columns, true).await?
                 }
                 _ => self.swap_run(&table, run).await?,
             };
@@ -454,7 +454,7 @@ impl IcebergCommitter {
                                     message,
                                 )
                             })?;
-                    self.merge(&table, run, columns).await?
+                    self.merge(&table, run, columns, false).await?
                 }
             };
             let added: Vec<String> = change.added.iter().map(|f| f.file_path().to_string()).collect();
@@ -548,7 +548,17 @@ impl IcebergCommitter {
     /// A merge's change: the run's rows deduplicated by key against the
     /// table's (see [`crate::merge`]), the table files that hold replaced
     /// or deleted keys rewritten without them.
-    async fn merge(&self, table: &Table, run: &RunFiles, columns: MergeColumns) -> Result<Change, PortError> {
+    /// The merge of `run` into `table` ([`crate::merge`]). `replacing`: the
+    /// run is a re-run or a replay, so the table's rows of the runs it
+    /// replaces ([`RunFiles::replaced_run_ids`]) are removed first, neither
+    /// kept nor weighed: the new fetch merges against the rest of the table.
+    async fn merge(
+        &self,
+        table: &Table,
+        run: &RunFiles,
+        columns: MergeColumns,
+        replacing: bool,
+    ) -> Result<Change, PortError> {
         let target = table.identifier().to_string();
         let target = target.as_str();
         let err = |operation: &'static str| move |err: iceberg::Error| port_error(operation, target, err);
@@ -582,20 +592,40 @@ impl IcebergCommitter {
             .first()
             .and_then(|path| table.metadata().current_schema().field_by_name(&path.join(".")))
             .map(|field| field.id);
-        // 2. The table files that may hold a run key, weighed when order_by decides.
+        // The rows of the runs a re-run or replay replaces go, whatever their keys.
+        let replaced: std::collections::BTreeSet<String> =
+            if replacing { run.replaced_run_ids().into_iter().collect() } else { Default::default() };
+        let run_id_field =
+            table.metadata().current_schema().field_by_name(lake_format::lineage::LINEAGE_RUN_ID).map(|f| f.id);
+        let replaced_range = KeyRange::of_texts(replaced.iter().cloned().collect());
+        let replaced_rows = |rows: &RecordBatch| -> Vec<bool> {
+            match run_ids(rows) {
+                Some(ids) if !replaced.is_empty() => {
+                    ids.iter().map(|id| id.is_some_and(|id| replaced.contains(id))).collect()
+                }
+                _ => vec![false; rows.num_rows()],
+            }
+        };
+        // 2. The table files that may hold a run key (or a replaced run's
+        // row), weighed when order_by decides.
         let candidates: Vec<DataFile> = live_files(table)
             .await
             .map_err(err("list the table's files"))?
             .into_iter()
-            .filter(|file| range.may_hold(file, first_key_id))
+            .filter(|file| {
+                range.may_hold(file, first_key_id)
+                    || (!replaced.is_empty() && replaced_range.may_hold(file, run_id_field))
+            })
             .collect();
         let mut touched = Vec::new();
         for file in &candidates {
             let rows = read_data_file(table, file, &arrow).await?;
-            let keys = encoder.encode(&rows).map_err(problem("key a table file's rows"))?;
-            if plan.touches(&keys) {
+            let mut keys = encoder.encode(&rows).map_err(problem("key a table file's rows"))?;
+            let gone = replaced_rows(&rows);
+            keys.forget(&gone);
+            if plan.touches(&keys) || gone.contains(&true) {
                 plan.weigh_table_rows(file.file_path(), &keys);
-                touched.push((file, if plan.ordered() { None } else { Some((rows, keys)) }));
+                touched.push((file, if plan.ordered() { None } else { Some((rows, keys, gone)) }));
             }
         }
         // 3. The rewrites and the run's rows, written per partition.
@@ -603,15 +633,23 @@ impl IcebergCommitter {
         let mut writer = TableWriter::new(table, &prefix).map_err(err("open the table's writers"))?;
         let mut removed = Vec::new();
         for (file, read) in touched {
-            let (rows, keys) = match read {
+            let (rows, keys, gone) = match read {
                 Some(read) => read,
                 None => {
                     let rows = read_data_file(table, file, &arrow).await?;
-                    let keys = encoder.encode(&rows).map_err(problem("key a table file's rows"))?;
-                    (rows, keys)
+                    let mut keys = encoder.encode(&rows).map_err(problem("key a table file's rows"))?;
+                    let gone = replaced_rows(&rows);
+                    keys.forget(&gone);
+                    (rows, keys, gone)
                 }
             };
-            let Some(keep) = plan.kept_rows(file.file_path(), &keys) else { continue };
+            let merged = plan.kept_rows(file.file_path(), &keys);
+            if merged.is_none() && !gone.contains(&true) {
+                continue;
+            }
+            let keep: arrow_array::BooleanArray = (0..rows.num_rows())
+                .map(|i| Some(!gone[i] && merged.as_ref().is_none_or(|keep| keep.value(i))))
+                .collect();
             let kept = arrow_select::filter::filter_record_batch(&rows, &keep)
                 .map_err(|e| problem("rewrite a table file")(e.to_string()))?;
             if kept.num_rows() > 0 {

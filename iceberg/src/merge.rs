@@ -187,6 +187,19 @@ pub struct Keyed {
     variant_keys: bool,
 }
 
+impl Keyed {
+    /// Takes the rows marked in `rows` out of the merge: no key, so they
+    /// neither weigh nor are matched (a replaced run's rows, removed by
+    /// the caller).
+    pub fn forget(&mut self, rows: &[bool]) {
+        for (key, forget) in self.keys.iter_mut().zip(rows) {
+            if *forget {
+                *key = None;
+            }
+        }
+    }
+}
+
 /// Encodes the merge columns of batches (of one table schema) as bytes.
 pub struct KeyEncoder {
     columns: MergeColumns,

@@ -277,6 +277,35 @@ async fn a_replay_swaps_a_run_s_rows_in_one_snapshot_and_every_value_stays() {
 }
 
 #[tokio::test]
+async fn a_re_run_with_replace_of_a_merge_run_swaps_its_rows_for_the_new_fetch() {
+    let Setup { records, spec, lake, runtime, .. } =
+        setup("write: merge, primary_key: [/id], order_by: /updatedAt").await;
+    // Day 1 was bad: a wrong name and a key that should not exist, with a
+    // version greater than the corrected one.
+    records.set(vec![
+        json!({"id": 1, "name": "bad 1", "updatedAt": "2026-11-01T10:00:00Z"}),
+        json!({"id": 2, "name": "bad 2", "updatedAt": "2026-11-01T10:00:00Z"}),
+    ]);
+    assert!(runtime.run(&spec, at(1)).await.expect("day 1").succeeded());
+    // Day 2 adds key 3.
+    records.set(vec![json!({"id": 3, "name": "v1 3", "updatedAt": "2026-11-02T00:00:00Z"})]);
+    assert!(runtime.run(&spec, at(2)).await.expect("day 2").succeeded());
+    // The vendor corrects day 1 (key 1 only, an earlier version); the
+    // re-run's rows replace day 1's, whatever their versions.
+    records.set(vec![json!({"id": 1, "name": "good 1", "updatedAt": "2026-11-01T09:00:00Z"})]);
+    let summary = runtime.run_replacing(&spec, at(1), Some("fix-day-1")).await.expect("day 1 re-run");
+    assert!(summary.succeeded(), "the re-run: {summary}");
+    let rows = query_lake(lake.path(), "SELECT id, name FROM contacts ORDER BY id").await;
+    let rows: Vec<Value> = rows.into_iter().map(Value::Object).collect();
+    assert_eq!(id_names(&rows), vec![(1, "good 1".to_string()), (3, "v1 3".to_string())]);
+    // A replay of the dataset re-derives the same table from the raw pages.
+    tributary::replay::replay_lake(lake.path(), "contacts", Default::default()).await.expect("replay");
+    let rows = query_lake(lake.path(), "SELECT id, name FROM contacts ORDER BY id").await;
+    let rows: Vec<Value> = rows.into_iter().map(Value::Object).collect();
+    assert_eq!(id_names(&rows), vec![(1, "good 1".to_string()), (3, "v1 3".to_string())], "after the replay");
+}
+
+#[tokio::test]
 async fn a_completed_run_re_run_with_replace_swaps_its_rows_in_one_snapshot() {
     let Setup { records, addr, spec, lake, runtime } = setup("write: append").await;
     // Day 1 fetched 90 records (3 pages of 40), day 2 30 others.
