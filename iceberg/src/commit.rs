@@ -582,11 +582,16 @@ impl IcebergCommitter {
             .map_err(problem("key the run's rows"))?;
         let mut plan = Plan::of_run(&keyed);
         drop(keyed);
-        let range = if plan.has_variant_keys() {
-            KeyRange::all()
-        } else {
-            KeyRange::of(&batches.iter().map(|(b, _)| b.clone()).collect::<Vec<_>>(), &columns)
-        };
+        let run_batches: Vec<RecordBatch> = batches.iter().map(|(b, _)| b.clone()).collect();
+        if let Some(value) = crate::merge::text_order_hazard(&run_batches, &columns) {
+            tracing::warn!(
+                value,
+                "target.order_by's column is text, so versions compare character by character (\"9\" after \"10\", \
+                 \"12/31/2025\" after \"01/02/2026\"): a value like this one may lose to an older version; send or \
+                 declare (target.schema) times as RFC 3339 or numbers as numbers"
+            );
+        }
+        let range = if plan.has_variant_keys() { KeyRange::all() } else { KeyRange::of(&run_batches, &columns) };
         let first_key_id = columns
             .key
             .first()

@@ -360,6 +360,27 @@ fn instant_micros(variant: &ArrayRef, i: usize) -> Option<i64> {
     }
 }
 
+/// A value of a text `order_by` column in `batches` that does not sort as
+/// text the way it reads (anything but a date or time written
+/// `YYYY-MM-DD…`: `"9"` sorts after `"10"`, `"12/31/2025"` after
+/// `"01/02/2026"`), to warn with; `None` for a column of another type or
+/// when every value starts with a date.
+pub fn text_order_hazard(batches: &[RecordBatch], columns: &MergeColumns) -> Option<String> {
+    use arrow_array::cast::AsArray;
+    let path = columns.order_by.as_ref()?;
+    batches.iter().find_map(|batch| {
+        let values = column(batch, path).ok()?;
+        let texts = values.as_string_opt::<i32>()?;
+        texts
+            .iter()
+            .flatten()
+            .find(|text| {
+                text.trim().get(..10).is_none_or(|date| chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").is_err())
+            })
+            .map(|text| text.chars().take(40).collect())
+    })
+}
+
 /// What a `hard_delete` value says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Deletion {
@@ -941,6 +962,15 @@ mod tests {
         let plan = Plan::of_run(&[encoder.encode(&run).expect("keys")]);
         assert_eq!(plan.run_rows(&[3])[0], BooleanArray::from(vec![true, true, false]));
         assert_eq!(plan.unclear_deletions(), 1);
+    }
+
+    #[test]
+    fn a_text_order_by_that_does_not_sort_as_it_reads_is_named() {
+        let dated = batch(&[Some(1)], &["2026-01-02T00:00:00+02:00"], &[false]);
+        assert_eq!(text_order_hazard(std::slice::from_ref(&dated), &columns(true)), None);
+        let slashed = batch(&[Some(1), Some(2)], &["2026-01-02", "12/31/2025"], &[false, false]);
+        assert_eq!(text_order_hazard(&[dated, slashed], &columns(true)), Some("12/31/2025".to_string()));
+        assert_eq!(text_order_hazard(&[batch(&[Some(1)], &["9"], &[false])], &columns(false)), None, "no order_by");
     }
 
     #[test]
