@@ -70,7 +70,7 @@ impl TableCommitter for SetAside {
             .map_err(|_| PortError::transient_msg("set a replayed window aside", run.run_id.to_string(), "poisoned"))?;
         runs.retain(|(id, _)| *id != run.run_id);
         runs.push((run.run_id.clone(), run.files.iter().map(|f| f.key.clone()).collect()));
-        Ok(CommittedRun { snapshot_id: 0, files: Vec::new(), already_committed: false })
+        Ok(CommittedRun { snapshot_id: 0, files: Vec::new(), already_committed: false, notes: Vec::new() })
     }
 }
 

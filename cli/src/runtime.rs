@@ -213,6 +213,9 @@ pub struct RunSummary {
     /// How the run changed its dataset's columns (or, frozen, would
     /// have): one line per change.
     pub schema_changes: Vec<String>,
+    /// What the run's table commit found worth a look (a merge's rows
+    /// without a key, versions it could not rank): one line each.
+    pub table_notes: Vec<String>,
     /// Wall time.
     pub wall_time: Duration,
 }
@@ -275,6 +278,10 @@ impl std::fmt::Display for RunSummary {
         for (i, change) in self.schema_changes.iter().enumerate() {
             let label = if i == 0 { "schema changes" } else { "" };
             writeln!(f, "  {label:<20} {change}")?;
+        }
+        for (i, note) in self.table_notes.iter().enumerate() {
+            let label = if i == 0 { "table notes" } else { "" };
+            writeln!(f, "  {label:<20} {note}")?;
         }
         write!(f, "  wall time            {:.2} s", self.wall_time.as_secs_f64())
     }
@@ -667,6 +674,7 @@ impl LocalRuntime {
             truncated: totals.truncated,
             duplicated: totals.duplicated,
             schema_changes: totals.schema_changes,
+            table_notes: totals.table_notes,
             wall_time: started.elapsed(),
         })
     }

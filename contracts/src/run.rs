@@ -55,4 +55,11 @@ pub struct RunCompleted {
     /// alerts a run with schema changes unless it is `evolve`.
     #[serde(default, skip_serializing_if = "crate::SchemaChange::is_default")]
     pub on_schema_change: crate::SchemaChange,
+    /// What the run's table commit found worth a data engineer's look, one
+    /// line each: a `write: merge` run's rows without a key (added as
+    /// they are), versions it could not rank, `hard_delete` text it could
+    /// not read, a text `order_by` that does not sort as it reads. Absent
+    /// when none (and for Parquet datasets).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub table_notes: Vec<String>,
 }

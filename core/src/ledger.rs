@@ -235,6 +235,10 @@ pub struct Manifest {
     /// Its dataset's `target.on_schema_change`.
     #[serde(default, skip_serializing_if = "contracts::SchemaChange::is_default")]
     pub on_schema_change: contracts::SchemaChange,
+    /// What its table commit found worth a look ([`Compacted::notes`];
+    /// [`RunCompleted::table_notes`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub table_notes: Vec<String>,
 }
 
 /// The ledger as a function uses it: the lake, and optionally the topic on
@@ -327,6 +331,7 @@ async fn announce(events: Events<'_>, manifest: &Manifest) -> Result<(), PortErr
         duplicated: manifest.duplicated.clone(),
         schema_changes: manifest.schema_changes.clone(),
         on_schema_change: manifest.on_schema_change,
+        table_notes: manifest.table_notes.clone(),
     };
     let body = String::from_utf8_lossy(&encode(topic, &event)?).into_owned();
     // Attributes a subscription filters on (an SNS FilterPolicy matches
@@ -400,6 +405,9 @@ pub fn duplicated(receipts: &[PageReceipt], announced: Option<u64>, landed: u64)
 }
 
 /// What [`complete_if_done`] found.
+// One is returned per page and none is kept: the size of `Completed` costs
+// nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Completion {
     /// The expected count is not known yet, or pages are missing.
@@ -481,12 +489,23 @@ pub async fn record_expected(store: &dyn ObjectStore, expected: &Expected) -> Re
 /// manifest sorts them).
 #[async_trait::async_trait]
 pub trait Compactor: Send + Sync {
-    /// The run's data keys after compaction.
+    /// The run's data keys after compaction, and what its table commit
+    /// found worth a look.
     ///
     /// # Errors
     /// [`PortError`] from the store; the run then stays incomplete and the
     /// message that completed it is retried.
-    async fn compact(&self, receipts: &[PageReceipt]) -> Result<Vec<String>, PortError>;
+    async fn compact(&self, receipts: &[PageReceipt]) -> Result<Compacted, PortError>;
+}
+
+/// What a [`Compactor`] leaves of a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Compacted {
+    /// The run's final data keys (sorted or not; the manifest sorts them).
+    pub files: Vec<String>,
+    /// Lines from the table commit ([`crate::tables::CommittedRun::notes`]),
+    /// for [`Manifest::table_notes`].
+    pub notes: Vec<String>,
 }
 
 /// Writes a page's receipt and completes the run if this page was its last,
@@ -865,9 +884,11 @@ async fn complete(
         return Ok(Completion::NotYet);
     }
     let schemas: Vec<&str> = schemas.iter().map(String::as_str).collect();
-    let mut files: Vec<String> = match compactor {
+    let Compacted { mut files, notes: table_notes } = match compactor {
         Some(compactor) => compactor.compact(&receipts).await?,
-        None => receipts.iter().flat_map(|r| r.data_keys.iter().cloned()).collect(),
+        None => {
+            Compacted { files: receipts.iter().flat_map(|r| r.data_keys.iter().cloned()).collect(), notes: Vec::new() }
+        }
     };
     files.sort();
     let records_persisted: u64 = receipts.iter().map(|r| r.records_persisted).sum();
@@ -899,6 +920,7 @@ async fn complete(
             changes
         },
         on_schema_change: receipts.first().map(|r| r.on_schema_change).unwrap_or_default(),
+        table_notes,
     };
     let key = keys::manifest_key(pipeline, run_id);
     store.put(&key, encode(&key, &manifest)?).await?;
@@ -1015,6 +1037,8 @@ pub struct RunTotals {
     /// The pages' schema changes, sorted and each once
     /// ([`Manifest::schema_changes`]).
     pub schema_changes: Vec<String>,
+    /// The completed run's [`Manifest::table_notes`].
+    pub table_notes: Vec<String>,
 }
 
 /// Sums the receipts of `run_id` of `pipeline`.
@@ -1051,6 +1075,7 @@ pub async fn run_totals(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId)
         totals.data_keys = manifest.files;
         totals.truncated = manifest.truncated;
         totals.duplicated = manifest.duplicated;
+        totals.table_notes = manifest.table_notes;
     }
     Ok(totals)
 }

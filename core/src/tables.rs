@@ -163,6 +163,11 @@ pub struct CommittedRun {
     /// Whether the snapshot existed before this call (a completion
     /// delivered again): nothing was written.
     pub already_committed: bool,
+    /// What the commit found worth a data engineer's look, one line each
+    /// (a merge's rows without a key, versions it could not rank,
+    /// `hard_delete` text it could not read); they reach the run's
+    /// manifest and run-completed event ([`crate::ledger::Manifest::table_notes`]).
+    pub notes: Vec<String>,
 }
 
 /// Commits a run's staged files to its dataset's table, in one snapshot.

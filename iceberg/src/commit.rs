@@ -284,12 +284,13 @@ impl IcebergCommitter {
                 _ => self.swap_run(&table, run).await?,
             };
             let added: Vec<String> = change.added.iter().map(|f| f.file_path().to_string()).collect();
+            let notes = change.notes.clone();
             match change.commit(&table, self.catalog.as_ref(), properties.clone()).await {
                 Ok(committed) => {
                     let snapshot = committed.metadata().current_snapshot().map(|s| s.snapshot_id()).unwrap_or_default();
                     self.delete_staged(run).await?;
                     tracing::info!(snapshot_id = snapshot, files = added.len(), "the replayed run committed");
-                    return Ok(CommittedRun { snapshot_id: snapshot, files: added, already_committed: false });
+                    return Ok(CommittedRun { snapshot_id: snapshot, files: added, already_committed: false, notes });
                 }
                 Err(err) if err.kind() == ErrorKind::CatalogCommitConflicts && attempt < PLAN_ATTEMPTS => {
                     delete_files(&table, &added).await;
@@ -383,6 +384,7 @@ impl IcebergCommitter {
             removed,
             base: Some(table.metadata().current_snapshot_id()),
             operation: Some(Operation::Overwrite),
+            notes: Vec::new(),
         })
     }
 
@@ -422,7 +424,7 @@ impl IcebergCommitter {
             properties.insert(RERUN_PROPERTY.to_string(), token.clone());
         }
         let mut attempt = 1;
-        let (table, added) = loop {
+        let (table, added, notes) = loop {
             let change = match &run.write {
                 RunWrite::Append => Change::append(self.write(&table, run).await?),
                 RunWrite::Replace => {
@@ -458,8 +460,9 @@ impl IcebergCommitter {
                 }
             };
             let added: Vec<String> = change.added.iter().map(|f| f.file_path().to_string()).collect();
+            let notes = change.notes.clone();
             match change.commit(&table, self.catalog.as_ref(), properties.clone()).await {
-                Ok(committed) => break (committed, added),
+                Ok(committed) => break (committed, added, notes),
                 Err(err) if err.kind() == ErrorKind::CatalogCommitConflicts && attempt < PLAN_ATTEMPTS => {
                     tracing::warn!(attempt, error = %err, "the table changed while the run was planned; planning again");
                     delete_files(&table, &added).await;
@@ -483,7 +486,7 @@ impl IcebergCommitter {
             files = added.len(),
             "the run committed in one snapshot"
         );
-        Ok(CommittedRun { snapshot_id: snapshot.snapshot_id(), files: added, already_committed: false })
+        Ok(CommittedRun { snapshot_id: snapshot.snapshot_id(), files: added, already_committed: false, notes })
     }
 }
 
@@ -502,17 +505,25 @@ pub(crate) struct Change {
     /// The snapshot's operation; `None`: `overwrite` when files are
     /// removed, else `append`.
     pub(crate) operation: Option<Operation>,
+    /// What the planning found worth a look ([`CommittedRun::notes`]).
+    pub(crate) notes: Vec<String>,
 }
 
 impl Change {
     fn append(added: Vec<DataFile>) -> Self {
-        Self { added, removed: Vec::new(), base: None, operation: None }
+        Self { added, removed: Vec::new(), base: None, operation: None, notes: Vec::new() }
     }
 
     /// Every live data file of `table` removed, `added` added.
     async fn replace(table: &Table, added: Vec<DataFile>) -> iceberg::Result<Self> {
         let removed = live_files(table).await?.into_iter().map(|f| f.file_path().to_string()).collect();
-        Ok(Self { added, removed, base: Some(table.metadata().current_snapshot_id()), operation: None })
+        Ok(Self {
+            added,
+            removed,
+            base: Some(table.metadata().current_snapshot_id()),
+            operation: None,
+            notes: Vec::new(),
+        })
     }
 
     /// Commits the change in one snapshot carrying `properties`.
@@ -583,13 +594,13 @@ impl IcebergCommitter {
         let mut plan = Plan::of_run(&keyed);
         drop(keyed);
         let run_batches: Vec<RecordBatch> = batches.iter().map(|(b, _)| b.clone()).collect();
+        let mut notes = Vec::new();
         if let Some(value) = crate::merge::text_order_hazard(&run_batches, &columns) {
-            tracing::warn!(
-                value,
-                "target.order_by's column is text, so versions compare character by character (\"9\" after \"10\", \
-                 \"12/31/2025\" after \"01/02/2026\"): a value like this one may lose to an older version; send or \
-                 declare (target.schema) times as RFC 3339 or numbers as numbers"
-            );
+            notes.push(format!(
+                "merge: target.order_by's column is text, so versions compare character by character (\"9\" after \
+                 \"10\", \"12/31/2025\" after \"01/02/2026\"): a value like {value:?} may lose to an older version; \
+                 send or declare (target.schema) times as RFC 3339 or numbers as numbers"
+            ));
         }
         let range = if plan.has_variant_keys() { KeyRange::all() } else { KeyRange::of(&run_batches, &columns) };
         let first_key_id = columns
@@ -685,27 +696,28 @@ impl IcebergCommitter {
             "the run merged by primary key"
         );
         if unkeyed > 0 {
-            tracing::warn!(
-                unkeyed,
-                "rows without a value in a primary-key column were added as they are (no key to merge on)"
-            );
+            notes.push(format!(
+                "merge: {unkeyed} rows without a value in a primary-key column were added as they are (no key to \
+                 merge on)"
+            ));
         }
         let unclear = plan.unclear_deletions();
         if unclear > 0 {
-            tracing::warn!(
-                unclear,
-                "hard_delete values of text that is neither yes/no, a number nor a time (e.g. \"active\") kept \
-                 their keys"
-            );
+            notes.push(format!(
+                "merge: {unclear} hard_delete values were text that says neither yes/no, a number nor a time (e.g. \
+                 \"active\"): their keys were kept"
+            ));
         }
         if unranked > 0 {
-            tracing::warn!(
-                unranked,
-                "versions whose order_by value is not of the column's type (it is in a variant column) could not \
-                 be ranked: for their keys the row fetched last won"
-            );
+            notes.push(format!(
+                "merge: {unranked} versions had an order_by value that reads as no instant and is not of the \
+                 column's type (it is in a variant column): for their keys the row fetched last won"
+            ));
         }
-        Ok(Change { added, removed, base: Some(base), operation: None })
+        for line in &notes {
+            tracing::warn!(note = line.as_str(), "the merge has something to look at");
+        }
+        Ok(Change { added, removed, base: Some(base), operation: None, notes })
     }
 
     /// A staged file's rows as batches of the table's schema, with its folder.
@@ -779,7 +791,12 @@ impl IcebergCommitter {
         let Some(snapshot) = find_snapshot(&table, run) else { return Ok(None) };
         let files =
             added_files(&table, &snapshot).await.map_err(|err| port_error("read the run's snapshot", &target, err))?;
-        Ok(Some(CommittedRun { snapshot_id: snapshot.snapshot_id(), files, already_committed: true }))
+        Ok(Some(CommittedRun {
+            snapshot_id: snapshot.snapshot_id(),
+            files,
+            already_committed: true,
+            notes: Vec::new(),
+        }))
     }
 
     /// The published Arrow schema at `key`.

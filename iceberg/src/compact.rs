@@ -275,7 +275,7 @@ async fn rewrite(table: &Table, plan: &CompactionPlan) -> Result<Change, PortErr
             ));
         }
     }
-    Ok(Change { added, removed, base: Some(plan.base), operation: Some(Operation::Replace) })
+    Ok(Change { added, removed, base: Some(plan.base), operation: Some(Operation::Replace), notes: Vec::new() })
 }
 
 /// The `total-records` of a snapshot's summary (0 without one).

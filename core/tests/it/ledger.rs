@@ -174,8 +174,11 @@ struct Committing;
 
 #[async_trait]
 impl tributary_core::ledger::Compactor for Committing {
-    async fn compact(&self, receipts: &[PageReceipt]) -> Result<Vec<String>, PortError> {
-        Ok(receipts.iter().flat_map(|r| r.data_keys.iter().map(|k| format!("committed:{k}"))).collect())
+    async fn compact(&self, receipts: &[PageReceipt]) -> Result<tributary_core::ledger::Compacted, PortError> {
+        Ok(tributary_core::ledger::Compacted {
+            files: receipts.iter().flat_map(|r| r.data_keys.iter().map(|k| format!("committed:{k}"))).collect(),
+            notes: Vec::new(),
+        })
     }
 }
 

@@ -75,7 +75,7 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 use tributary_core::keys;
-use tributary_core::ledger::{Compactor, PageReceipt};
+use tributary_core::ledger::{Compacted, Compactor, PageReceipt};
 use tributary_core::ports::{ObjectStore, PortError};
 use tributary_core::tables::{RunFiles, RunWrite, TableCommitter};
 
@@ -195,8 +195,8 @@ impl Compactor for RunCoalescer<'_> {
     /// [`PortError`] from the store; a page file missing while the run has
     /// no replacement record is [`PortError::Transient`] naming it (retried,
     /// then dead-lettered with an alert).
-    async fn compact(&self, receipts: &[PageReceipt]) -> Result<Vec<String>, PortError> {
-        let Some(first) = receipts.first() else { return Ok(Vec::new()) };
+    async fn compact(&self, receipts: &[PageReceipt]) -> Result<Compacted, PortError> {
+        let Some(first) = receipts.first() else { return Ok(Compacted::default()) };
         let mut receipts: Vec<&PageReceipt> = receipts.iter().collect();
         receipts.sort_by_key(|r| r.page);
         if self.table_format == TableFormat::Iceberg {
@@ -210,7 +210,7 @@ impl Compactor for RunCoalescer<'_> {
             None => self.plan(&receipts, &first.pipeline, &first.run_id).await?,
         };
         self.replace(&replacement).await?;
-        Ok(replacement.files)
+        Ok(Compacted { files: replacement.files, notes: Vec::new() })
     }
 }
 
@@ -416,8 +416,8 @@ impl RunCoalescer<'_> {
     /// An Iceberg dataset's completion: the run's staged files, per
     /// dataset in page order, committed in one snapshot by the table
     /// committer; the table's data files are the run's files.
-    async fn commit_to_table(&self, receipts: &[&PageReceipt]) -> Result<Vec<String>, PortError> {
-        let Some(first) = receipts.first() else { return Ok(Vec::new()) };
+    async fn commit_to_table(&self, receipts: &[&PageReceipt]) -> Result<Compacted, PortError> {
+        let Some(first) = receipts.first() else { return Ok(Compacted::default()) };
         let mut by_dataset: BTreeMap<&str, Vec<String>> = BTreeMap::new();
         for receipt in receipts {
             by_dataset.entry(&receipt.dataset).or_default().extend(receipt.data_keys.iter().cloned());
@@ -426,7 +426,7 @@ impl RunCoalescer<'_> {
             Some(replay) if !replay.replaces.is_empty() => (None, Some(replay)),
             _ => (tributary_core::rerun::reopened_token(self.store, &first.pipeline, &first.run_id).await?, None),
         };
-        let mut files = Vec::new();
+        let mut compacted = Compacted::default();
         for (dataset, keys) in by_dataset {
             if keys.is_empty() {
                 continue;
@@ -444,13 +444,15 @@ impl RunCoalescer<'_> {
             if let Some(replay) = replaces {
                 run = run.with_rerun(Some(replay.token.clone())).with_replaces(replay.replaces.clone());
             }
-            files.extend(tables.commit_run(&run).await?.files);
+            let committed = tables.commit_run(&run).await?;
+            compacted.files.extend(committed.files);
+            compacted.notes.extend(committed.notes);
         }
         if let Some(token) = &rerun {
             self.drop_old_fetch(receipts).await?;
             tributary_core::rerun::mark_committed(self.store, &first.pipeline, &first.run_id, token).await?;
         }
-        Ok(files)
+        Ok(compacted)
     }
 
     /// A re-run's cleanup once committed: the raw and quarantine pages of
@@ -507,7 +509,8 @@ pub async fn recoalesce_run(
         replay: None,
     }
     .compact(&receipts)
-    .await?;
+    .await?
+    .files;
     tributary_core::ledger::replace_manifest_files(store, pipeline, run_id, files).await
 }
 

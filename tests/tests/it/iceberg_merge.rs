@@ -174,6 +174,11 @@ async fn merge_values_in_variant_columns_still_key_rank_and_delete() {
     records.set(second);
     let summary = runtime.run(&spec, at(2)).await.expect("run 2");
     assert!(summary.succeeded(), "run 2: {summary}");
+    // The one version read as no instant is said in the run's summary
+    // (and its manifest and run-completed event), not only in the logs.
+    assert_eq!(summary.table_notes.len(), 1, "{summary}");
+    assert!(summary.table_notes[0].contains("1 versions had an order_by value that reads as no instant"), "{summary}");
+    assert!(summary.to_string().contains("table notes"), "{summary}");
 
     let rows = query_lake(
         lake.path(),
