@@ -629,7 +629,14 @@ impl LocalRuntime {
         let archived_before = crate::dlq::archive_keys(store).await?;
         let receipts_prefix = tributary_core::keys::receipts_prefix(&spec.pipeline, &run_id);
         let receipts = tributary_core::ports::ObjectStore::list(store, &receipts_prefix).await?;
-        let pages_before = tributary_core::keys::receipts_by_page(&receipts).len() as u64;
+        // A re-run (`--replace`) of a completed run fetches every page
+        // again (its reopen deletes the old fetch's receipts): none is from
+        // an earlier attempt.
+        let pages_before = if replace.is_some() && complete_before {
+            0
+        } else {
+            tributary_core::keys::receipts_by_page(&receipts).len() as u64
+        };
 
         let mut event = scheduler_event(spec, now);
         if let Some(token) = replace {
@@ -643,9 +650,10 @@ impl LocalRuntime {
         };
         orchestrator::handle(event, now, tributary_core::deadline::after_timeout(Function::Orchestrator), deps).await?;
         self.drain().await;
-        if !complete_before {
-            // This attempt completed the run (with no new dead letter): an
-            // earlier attempt's dead letters are resolved.
+        if !complete_before || replace.is_some() {
+            // This attempt completed the run, or re-ran it whole (with no
+            // new dead letter): an earlier attempt's dead letters are
+            // resolved.
             let by = tributary_core::dead_letters::ResolvedBy::Rerun;
             crate::dlq::resolve_recovered(store, &spec.pipeline, run_id.as_str(), &archived_before, None, by).await?;
         }

@@ -300,6 +300,8 @@ async fn a_re_run_with_replace_of_a_merge_run_swaps_its_rows_for_the_new_fetch()
     records.set(vec![json!({"id": 1, "name": "good 1", "updatedAt": "2026-11-01T09:00:00Z"})]);
     let summary = runtime.run_replacing(&spec, at(1), Some("fix-day-1")).await.expect("day 1 re-run");
     assert!(summary.succeeded(), "the re-run: {summary}");
+    // Every page of a re-run is fetched by it: none "from earlier attempts".
+    assert_eq!((summary.pages, summary.pages_before), (1, 0), "{summary}");
     let rows = query_lake(lake.path(), "SELECT id, name FROM contacts ORDER BY id").await;
     let rows: Vec<Value> = rows.into_iter().map(Value::Object).collect();
     assert_eq!(id_names(&rows), vec![(1, "good 1".to_string()), (3, "v1 3".to_string())]);
