@@ -16,10 +16,12 @@
 //!    `lake_format::variant`): a key sent once as `17` and once as
 //!    `"A-17"` is a key either way (the value and the member holding it
 //!    make the key), a `hard_delete` value in a variant column deletes by
-//!    the same rule, and a version whose `order_by` value landed in a
-//!    variant (`"2026-12-01 10:00"` beside timestamps) is *unranked*: it
-//!    ties with every version, so the row fetched last wins (the run's
-//!    over the table's), and is counted as `unranked` in the log.
+//!    the same rule, and beside a timestamp `order_by` a version in a
+//!    variant is read as an instant when it is one (epoch numbers,
+//!    `2026-12-01 10:00:00`: `as_instants`). A version that reads as
+//!    none (`"soon"`) is *unranked*: it ties with every version, so the
+//!    row fetched last wins (the run's over the table's), and is counted
+//!    as `unranked` in the run's table notes.
 //! 2. The table's live data files whose key bounds (the manifests'
 //!    `lower_bounds`/`upper_bounds` of the first key column, integers and
 //!    short strings) can hold a run key are the *candidates*; the others
