@@ -519,6 +519,13 @@ async fn persist_partition(
     // and `tributary status` quarantined them as the poller reports.
     let receipt =
         persist_page_after_poison(message, batch.poison.len() as u64, deps).await.map_err(fail(&first.sequence))?;
+    if let Some(key) = &receipt.quarantine_key {
+        // Idempotent: a retry of a batch that died after this names the
+        // same lines again, to the same positions.
+        if let Err(err) = name_positions(key, &batch.positions, deps.store).await {
+            tracing::warn!(key, error = %err, "the quarantined records' stream positions were not added");
+        }
+    }
 
     settle_pending(&spec.pipeline, &mut checkpoint, deps.store).await.map_err(fail(&first.sequence))?;
     checkpoint.updated_at = Some(Utc::now());
@@ -757,6 +764,9 @@ async fn write_checkpoint(store: &dyn ObjectStore, key: &str, checkpoint: &Check
 struct DecodedBatch {
     rows: RawRecords,
     poison: Vec<(u64, String, String)>,
+    /// Per row of `rows`, its record's partition and sequence (a record
+    /// with a `records_pointer` array gives several rows).
+    positions: Vec<(String, String)>,
 }
 
 /// Each record's data: gunzipped (per `records.compression`), UTF-8 JSON,
@@ -765,6 +775,7 @@ struct DecodedBatch {
 fn decode_batch(spec: &StreamSpec, records: &[&StreamRecord]) -> Result<DecodedBatch, PersistError> {
     let mut text = String::from("[");
     let mut poison = Vec::new();
+    let mut positions = Vec::new();
     for (index, record) in records.iter().enumerate() {
         match decode_record(spec, record) {
             Ok(rows) => {
@@ -773,6 +784,7 @@ fn decode_batch(spec: &StreamSpec, records: &[&StreamRecord]) -> Result<DecodedB
                         text.push(',');
                     }
                     text.push_str(&row);
+                    positions.push((record.partition.clone(), record.sequence.clone()));
                 }
             }
             Err(reason) => {
@@ -796,7 +808,54 @@ fn decode_batch(spec: &StreamSpec, records: &[&StreamRecord]) -> Result<DecodedB
         field: "records".into(),
         problem: format!("rows do not form an array: {err}"),
     })?;
-    Ok(DecodedBatch { rows, poison })
+    Ok(DecodedBatch { rows, poison, positions })
+}
+
+/// Names each record the converter quarantined from a stream batch by its
+/// position in the stream: the quarantine file at `key` (lines
+/// `{"index":N,"reason":"record N: …","record":…}`, `N` the row in the
+/// batch) gets `partition` and `sequence` fields, and its reasons say
+/// `record <sequence> (<partition>)` where they said `record N`, as the
+/// poison records' do, so an
+/// operator can find the record in the stream. The record's text is kept
+/// as it is; a line that is not of that shape is left alone.
+async fn name_positions(
+    key: &str,
+    positions: &[(String, String)],
+    store: &dyn ObjectStore,
+) -> Result<(), PersistError> {
+    #[derive(serde::Deserialize)]
+    struct Line<'a> {
+        index: usize,
+        reason: String,
+        #[serde(borrow)]
+        record: &'a serde_json::value::RawValue,
+    }
+    let bytes = store.get(key).await?;
+    let text = String::from_utf8_lossy(&bytes);
+    let mut out = String::with_capacity(text.len() + 64);
+    for line in text.lines() {
+        match serde_json::from_str::<Line<'_>>(line) {
+            Ok(parsed) if parsed.index < positions.len() => {
+                let (partition, sequence) = &positions[parsed.index];
+                // `record N: …` and `record N is …` name the row.
+                let reason = match parsed.reason.strip_prefix(&format!("record {}", parsed.index)) {
+                    Some(rest) if rest.starts_with([':', ' ']) => format!("record {sequence} ({partition}){rest}"),
+                    _ => parsed.reason.clone(),
+                };
+                let head = serde_json::json!({"index": parsed.index, "partition": partition, "sequence": sequence, "reason": reason});
+                let head = head.to_string();
+                out.push_str(&head[..head.len() - 1]);
+                out.push_str(",\"record\":");
+                out.push_str(parsed.record.get());
+                out.push('}');
+            }
+            _ => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    store.put(key, bytes::Bytes::from(out)).await?;
+    Ok(())
 }
 
 /// One record's rows as JSON texts, or why it is poison.
@@ -822,15 +881,32 @@ fn decode_record(spec: &StreamSpec, record: &StreamRecord) -> Result<Vec<String>
                 serde_json::from_str(text).map_err(|err| format!("not JSON: {err}"))?;
             Ok(vec![raw.get().to_string()])
         }
-        Some(pointer) => {
-            let value: serde_json::Value = serde_json::from_str(text).map_err(|err| format!("not JSON: {err}"))?;
-            match value.pointer(pointer) {
-                Some(serde_json::Value::Array(items)) => Ok(items.iter().map(|item| item.to_string()).collect()),
-                Some(_) => Err(format!("records.records_pointer {pointer} is not an array here")),
-                None => Err(format!("records.records_pointer {pointer} is not in the record")),
-            }
-        }
+        Some(pointer) => items_at(text, pointer),
     }
+}
+
+/// The items of the array at RFC 6901 `pointer` in the JSON `text`, each
+/// as its text exactly as sent (navigated as raw JSON: a `Value` would
+/// have turned an integer beyond 64 bits into a float).
+fn items_at(text: &str, pointer: &str) -> Result<Vec<String>, String> {
+    use serde_json::value::RawValue;
+    let not_in = || format!("records.records_pointer {pointer} is not in the record");
+    let mut here: Box<RawValue> = serde_json::from_str(text).map_err(|err| format!("not JSON: {err}"))?;
+    for token in pointer.split('/').skip(1).map(|t| t.replace("~1", "/").replace("~0", "~")) {
+        let next = match here.get().trim_start().as_bytes().first() {
+            Some(b'{') => serde_json::from_str::<std::collections::HashMap<String, Box<RawValue>>>(here.get())
+                .ok()
+                .and_then(|mut object| object.remove(&token)),
+            Some(b'[') => serde_json::from_str::<Vec<Box<RawValue>>>(here.get()).ok().and_then(|mut items| {
+                token.parse::<usize>().ok().filter(|i| *i < items.len()).map(|i| items.swap_remove(i))
+            }),
+            _ => None,
+        };
+        here = next.ok_or_else(not_in)?;
+    }
+    serde_json::from_str::<Vec<Box<RawValue>>>(here.get())
+        .map(|items| items.iter().map(|item| item.get().to_string()).collect())
+        .map_err(|_| format!("records.records_pointer {pointer} is not an array here"))
 }
 
 /// Key of a batch's poison records: beside Persist's quarantine file.
@@ -1016,4 +1092,30 @@ async fn load_spec(source: &str, store: &dyn ObjectStore) -> Result<StreamSpec, 
     })?;
     let text = String::from_utf8_lossy(&bytes);
     StreamSpec::from_yaml(&text).map_err(|err| PersistError::Stream { field: key, problem: err.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::items_at;
+
+    #[test]
+    fn items_at_a_pointer_keep_their_text_as_sent() {
+        // An integer beyond 64 bits, a float's digits, an escaped key.
+        let text = r#"{"data": {"a/b": [{"id": 123456789012345678901234, "x": 1.50}, {"id": 2}]}, "n": [[{"k": 1}]]}"#;
+        assert_eq!(
+            items_at(text, "/data/a~1b").expect("items"),
+            [r#"{"id": 123456789012345678901234, "x": 1.50}"#, r#"{"id": 2}"#]
+        );
+        assert_eq!(items_at(text, "/n/0").expect("items"), [r#"{"k": 1}"#]);
+        assert_eq!(
+            items_at(text, "/data/missing").expect_err("missing"),
+            "records.records_pointer /data/missing is not in the record"
+        );
+        assert_eq!(
+            items_at(text, "/n/5").expect_err("out of range"),
+            "records.records_pointer /n/5 is not in the record"
+        );
+        assert_eq!(items_at(text, "/data").expect_err("object"), "records.records_pointer /data is not an array here");
+        assert!(items_at("{", "/x").expect_err("not JSON").starts_with("not JSON"));
+    }
 }

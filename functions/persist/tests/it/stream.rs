@@ -664,3 +664,32 @@ async fn a_replay_is_refused_while_a_batch_of_the_pipeline_is_in_flight() {
     assert!(text.contains("batch 0..9 of shard orders-0 is in flight") && text.contains("disable it"), "{text}");
     assert!(lake.store.list("_streams/orders/orders/").await.expect("list").len() == 1, "nothing forgotten");
 }
+
+/// A record the converter quarantines (valid JSON, not an object) is named by its stream position, as a poison record is:
+/// `partition` and `sequence` beside it and in its reason, its text as sent.
+#[tokio::test]
+async fn a_record_the_converter_quarantines_is_named_by_its_partition_and_offset() {
+    let lake = Lake::new();
+    let spec = kafka_spec();
+    let mut records = orders(40, 4);
+    records[1].data = Some(b"\"just text\"".to_vec());
+    records[2].data = Some(b"42".to_vec());
+    let outcome = stream::persist_stream_batch(&spec, &records, lake.deps()).await;
+    assert!(outcome.failures.is_empty(), "{outcome:?}");
+    let lines = quarantined(lake.dir.path(), "orders");
+    let mut named: Vec<(String, String, String)> = lines
+        .iter()
+        .map(|l| {
+            let field = |name: &str| l[name].as_str().unwrap_or_default().to_string();
+            (field("partition"), field("sequence"), field("reason"))
+        })
+        .collect();
+    named.sort();
+    assert_eq!(named.len(), 2, "{lines:?}");
+    for ((partition, sequence, reason), offset) in named.iter().zip(["41", "42"]) {
+        assert_eq!((partition.as_str(), sequence.as_str()), ("orders-0", offset), "{lines:?}");
+        assert!(reason.starts_with(&format!("record {offset} (orders-0) is a")), "{reason}");
+    }
+    let kept: Vec<String> = lines.iter().map(|l| l["record"].to_string()).collect();
+    assert!(kept.contains(&"\"just text\"".to_string()), "the record as sent: {kept:?}");
+}
