@@ -1398,10 +1398,21 @@ async fn run_stream(
     let options = PollOptions { follow, max_batches_per_shard: None };
     let report = run_local(&spec, lake, &source, options, from_trim_horizon).await?;
     let quarantined = report.records_quarantined();
-    let rows = report.records_written() - quarantined;
+    let rows = report.rows_persisted();
     out!("{}: {rows} records into {}, {quarantined} quarantined", spec.pipeline, spec.target.dataset)?;
     out!("{report}")?;
-    Ok(if report.on_failure() == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    // As for a REST run: every record quarantined is no success (a
+    // producer that switched to another format must not pass cron or CI).
+    let all_quarantined = rows == 0 && quarantined > 0;
+    if all_quarantined {
+        err_raw!(
+            "every record taken was quarantined ({quarantined}): nothing reached {}; see the reasons under \
+             quarantine/{}/",
+            spec.target.dataset,
+            spec.target.dataset
+        );
+    }
+    Ok(if report.on_failure() == 0 && !all_quarantined { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 fn load_spec(path: &Path) -> anyhow::Result<PipelineSpec> {

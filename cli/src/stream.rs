@@ -71,6 +71,9 @@ pub struct ShardReport {
     /// Of `records_written`, quarantined: poison records and those the
     /// converter set aside (not an object, ...).
     pub records_quarantined: u64,
+    /// Rows persisted: the records not quarantined, or with
+    /// `records.records_pointer` the items of their arrays.
+    pub rows_persisted: u64,
     /// Batches retried after a failure.
     pub retries: u64,
     /// Batches split in two.
@@ -98,6 +101,11 @@ impl PollReport {
     /// (counted in [`PollReport::records_written`] too).
     pub fn records_quarantined(&self) -> u64 {
         self.shards.values().map(|s| s.records_quarantined).sum()
+    }
+
+    /// Rows persisted over every shard.
+    pub fn rows_persisted(&self) -> u64 {
+        self.shards.values().map(|s| s.rows_persisted).sum()
     }
 
     /// Batches given up on over every shard.
@@ -267,6 +275,7 @@ async fn deliver(
         report.records_written += outcome.records_written;
         report.records_skipped += outcome.records_skipped;
         report.records_quarantined += outcome.records_quarantined;
+        report.rows_persisted += outcome.rows_persisted;
         let Some((_, failed_at)) = outcome.failures.first() else { continue };
         let reason = outcome.failure_reason.clone().unwrap_or_default();
         // Checkpoint before the failed record; retry from it.
@@ -411,6 +420,14 @@ pub async fn run_local(
     options: PollOptions,
     from_trim_horizon: bool,
 ) -> Result<PollReport, StreamRunError> {
+    if let (LocalSource::File(path), StreamSource::Kinesis(_)) = (source, &spec.source) {
+        return Err(StreamRunError::Source(format!(
+            "--records {} reads a Kafka topic from a file of records (the MSK event's record shape); pipeline {}'s \
+             source is a Kinesis stream, read from Kinesis itself (a build with --features aws)",
+            path.display(),
+            spec.pipeline
+        )));
+    }
     if let LocalSource::File(path) = source {
         // The whole file checked before anything is written or forgotten
         // (a replay's first step removes the stream's history).
@@ -431,6 +448,22 @@ pub async fn run_local(
         metrics: tributary_core::metrics::MetricsTarget::File(root.join("_metrics.jsonl")),
         ..persist::PersistConfig::default()
     };
+    // A replay that stopped before its commit forgot the stream's
+    // checkpoints while the table kept the rows: a run from the start now
+    // would add every record again beside them (a trial's 71,500 rows for
+    // 40,000). Only the replay, run again, finishes it.
+    if !from_trim_horizon && spec.target.table_format == contracts::TableFormat::Iceberg {
+        let record = crate::kappa::record_key(spec);
+        let stopped: Option<Vec<contracts::RunId>> = tributary_core::ledger::read_record(&store, &record).await?;
+        if stopped.is_some() {
+            return Err(StreamRunError::Source(format!(
+                "a replay of pipeline {} (--from-trim-horizon) stopped before its commit ({record} is in the lake): \
+                 the stream's checkpoints are gone while the table {} still holds its rows, so a run without \
+                 --from-trim-horizon would add every record again; run the replay again to finish it",
+                spec.pipeline, spec.target.dataset
+            )));
+        }
+    }
     // An Iceberg dataset's replay sets each window's files aside and
     // commits them all in one snapshot at the end ([`crate::kappa`]).
     let replay = match (from_trim_horizon, spec.target.table_format) {
@@ -535,7 +568,7 @@ impl std::fmt::Display for PollReport {
             write!(
                 f,
                 "{shard}: {} records written, {} quarantined, {} skipped as in the lake, {} invocations, {} retries, {} bisections, {} to on-failure, {rate:.0} records/s",
-                s.records_written.saturating_sub(s.records_quarantined),
+                s.rows_persisted,
                 s.records_quarantined,
                 s.records_skipped,
                 s.invocations,

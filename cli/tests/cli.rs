@@ -82,6 +82,36 @@ fn rest_options_on_a_stream_spec_are_refused_naming_the_flag() {
 }
 
 #[test]
+fn a_stream_run_whose_every_record_is_quarantined_fails() {
+    // A producer that switched to another format (here: text that is not
+    // JSON) must not pass cron or CI with exit 0.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stream = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/streams/orders.yaml");
+    let records = dir.path().join("bad.jsonl");
+    // "nope" in base64, three times.
+    let lines: Vec<String> = (0..3)
+        .map(|offset| {
+            format!(r#"{{"topic": "orders", "partition": 0, "offset": {offset}, "timestamp": 1764583200000, "value": "bm9wZQ=="}}"#)
+        })
+        .collect();
+    std::fs::write(&records, lines.join("\n") + "\n").expect("records");
+    let lake = dir.path().join("lake");
+    let output = tributary()
+        .arg("run")
+        .arg(&stream)
+        .arg("--records")
+        .arg(&records)
+        .arg("--lake")
+        .arg(&lake)
+        .output()
+        .expect("run");
+    let (stdout, stderr) = (String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(!output.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("0 records into orders, 3 quarantined"), "{stdout}");
+    assert!(stderr.contains("every record taken was quarantined (3)"), "{stderr}");
+}
+
+#[test]
 fn validate_accepts_the_examples() {
     for example in ["customers.yaml", "transactions.yaml", "events.yaml"] {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").join(example);

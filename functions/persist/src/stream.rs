@@ -161,6 +161,9 @@ pub struct StreamOutcome {
     /// object, a value no column takes, ...), as the pages' receipts count
     /// them.
     pub records_quarantined: u64,
+    /// Rows persisted by this call: the records not quarantined, or with
+    /// `records.records_pointer` the items of their arrays.
+    pub rows_persisted: u64,
 }
 
 /// A shard's position in the lake.
@@ -261,18 +264,30 @@ pub struct Window {
     pub replaces: Vec<RunId>,
 }
 
+/// The record of a batch that dates a window it opens: the first whose
+/// arrival is after the Unix epoch (`None`: none is). A Kafka record
+/// with no usable timestamp arrives at the epoch
+/// ([`StreamRecord::kafka_arrival`]); a window it opened was dated
+/// 1970-01-01, and every good record after it landed in `dt=1970-01-01`
+/// (a trial finding). Only a batch of such records dates its window 1970.
+fn dating_record<'a>(records: &[&'a StreamRecord]) -> Option<&'a StreamRecord> {
+    records.iter().copied().find(|record| record.arrival.timestamp_millis() > 0)
+}
+
 impl Window {
-    /// A window opened by `first`, the first record of a shard's batch.
-    fn open(source: &str, partition: &str, first: &StreamRecord) -> Self {
+    /// A window opened by `first`, the first record of a shard's batch,
+    /// dated by `dated`: the batch's first record with a real arrival time
+    /// ([`dating_record`]).
+    fn open(source: &str, partition: &str, first: &StreamRecord, dated: &StreamRecord) -> Self {
         Self {
             run_id: stream_run_id(source, partition, &first.sequence),
-            run_date: first.arrival.date_naive(),
+            run_date: dated.arrival.date_naive(),
             first: first.sequence.clone(),
             batches: 0,
             bytes: 0,
             records: 0,
-            opened: first.arrival,
-            newest: first.arrival,
+            opened: dated.arrival,
+            newest: dated.arrival,
             closing: false,
             replaces: Vec::new(),
         }
@@ -350,6 +365,7 @@ pub async fn persist_stream_batch(spec: &StreamSpec, records: &[StreamRecord], d
                 outcome.records_written += done.written;
                 outcome.records_skipped += done.skipped;
                 outcome.records_quarantined += done.quarantined;
+                outcome.rows_persisted += done.rows;
             }
             Err((first_unwritten, err)) => {
                 tracing::error!(partition, first_unwritten, error = %err, "stream batch not written; reported for retry");
@@ -402,6 +418,8 @@ struct PartitionDone {
     skipped: u64,
     /// Of `written`, quarantined (poison, and the converter's).
     quarantined: u64,
+    /// Rows persisted (a record with a `records_pointer` array gives several).
+    rows: u64,
 }
 
 /// One partition's records in a replay: each segment between boundaries
@@ -414,12 +432,13 @@ async fn persist_replayed(
     replay: &crate::stream_replay::StreamReplay,
     deps: Deps<'_>,
 ) -> Result<PartitionDone, (String, PersistError)> {
-    let mut total = PartitionDone { written: 0, skipped: 0, quarantined: 0 };
+    let mut total = PartitionDone { written: 0, skipped: 0, quarantined: 0, rows: 0 };
     for segment in crate::stream_replay::segments(replay, spec.source_name(), partition, records) {
         let done = persist_partition(spec, partition, segment, Some(replay), deps).await?;
         total.written += done.written;
         total.skipped += done.skipped;
         total.quarantined += done.quarantined;
+        total.rows += done.rows;
     }
     Ok(total)
 }
@@ -478,9 +497,11 @@ async fn persist_partition(
         if checkpoint != read {
             write_checkpoint(deps.store, &key, &checkpoint).await.map_err(fail(&first_of_batch))?;
         }
-        return Ok(PartitionDone { written: 0, skipped, quarantined: 0 });
+        return Ok(PartitionDone { written: 0, skipped, quarantined: 0, rows: 0 });
     };
-    let window = checkpoint.window.get_or_insert_with(|| Window::open(source, partition, first));
+    let window = checkpoint
+        .window
+        .get_or_insert_with(|| Window::open(source, partition, first, dating_record(&fresh).unwrap_or(first)));
     if let Some(replay) = replay {
         // Written with the pending batch, so a retry finds them; a batch
         // given up on leaves its originals replaced (its records are in
@@ -540,7 +561,12 @@ async fn persist_partition(
         tracing::warn!(partition, run_id = %run_id, error = %err, "the shard's window did not close; its next batch closes it");
     }
     emit_stream_metrics(spec, partition, batch.poison.len() as u64, last.arrival, deps);
-    Ok(PartitionDone { written: fresh.len() as u64, skipped, quarantined: receipt.records_quarantined })
+    Ok(PartitionDone {
+        written: fresh.len() as u64,
+        skipped,
+        quarantined: receipt.records_quarantined,
+        rows: receipt.records_persisted,
+    })
 }
 
 /// What a batch given up on (the event source mapping's retries

@@ -238,6 +238,13 @@ async fn a_kappa_replay_of_an_iceberg_dataset_lands_in_one_overwrite_snapshot_wi
     let store = adapters::local::DirStore::new(&lake);
     let record = tributary::kappa::record_key(&spec);
     assert!(tributary_core::ports::ObjectStore::get(&store, &record).await.is_ok(), "the replay's record is kept");
+    // A run without --from-trim-horizon now would read the topic from its
+    // start (the checkpoints are gone) and add every order again beside
+    // the table's rows (a trial's 71,500 rows for 40,000): refused, naming
+    // the way out, and the table unchanged.
+    let refused = run_local(&spec, &lake, &source, PollOptions::default(), false).await.expect_err("a normal run");
+    assert!(refused.to_string().contains("run the replay again to finish it"), "{refused}");
+    assert_eq!(iceberg_table(&lake).0.len(), rows.len(), "no row added");
     let wider =
         StreamSpec { window: contracts::stream::StreamWindow { bytes: 1 << 20, ..spec.window }, ..spec.clone() };
     run_local(&wider, &lake, &source, PollOptions::default(), true).await.expect("replay with a wider window");
@@ -254,6 +261,16 @@ async fn a_kappa_replay_of_an_iceberg_dataset_lands_in_one_overwrite_snapshot_wi
     };
     assert_eq!(without_lineage(&rewindowed), without_lineage(&rows), "every order once, the same values");
     assert!(tributary_core::ports::ObjectStore::get(&store, &record).await.is_err(), "the record goes with the commit");
+
+    // A Kinesis spec does not read a Kafka file of records.
+    let mut kinesis = spec.clone();
+    kinesis.source = StreamSpec::from_yaml(
+        "version: 1\npipeline: p\nsource: { kind: kinesis, stream: orders }\ntarget: { dataset: d }\n",
+    )
+    .expect("a Kinesis spec")
+    .source;
+    let refused = run_local(&kinesis, &lake, &source, PollOptions::default(), false).await.expect_err("kinesis");
+    assert!(refused.to_string().contains("Kinesis stream"), "{refused}");
 
     // `target.write: merge` is refused by name.
     let mut merge = spec.clone();

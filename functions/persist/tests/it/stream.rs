@@ -693,3 +693,50 @@ async fn a_record_the_converter_quarantines_is_named_by_its_partition_and_offset
     let kept: Vec<String> = lines.iter().map(|l| l["record"].to_string()).collect();
     assert!(kept.contains(&"\"just text\"".to_string()), "the record as sent: {kept:?}");
 }
+
+/// With `records.records_pointer`, a stream record gives the rows of its
+/// array: the outcome counts the rows persisted apart from the records
+/// taken (the poller's line had said "1 records written" for 3 rows).
+#[tokio::test]
+async fn rows_of_records_pointer_arrays_are_counted_as_rows() {
+    let lake = Lake::new();
+    let spec = StreamSpec::from_yaml(
+        "version: 1\npipeline: ev\nsource: { kind: kafka, topic: ev }\nrecords: { records_pointer: /events }\n\
+         target: { dataset: ev }\n",
+    )
+    .expect("spec");
+    let mut records = orders(0, 3);
+    records[0].data = Some(br#"{"events": [{"id": 1}, {"id": 2}]}"#.to_vec());
+    records[1].data = Some(br#"{"events": [{"id": 3}]}"#.to_vec());
+    records[2].data = Some(br#"{"other": []}"#.to_vec());
+    let outcome = stream::persist_stream_batch(&spec, &records, lake.deps()).await;
+    assert!(outcome.failures.is_empty(), "{outcome:?}");
+    assert_eq!(
+        (outcome.records_written, outcome.rows_persisted, outcome.records_quarantined),
+        (3, 3, 1),
+        "3 records taken, 3 rows persisted, 1 record without the array quarantined"
+    );
+}
+
+/// A first record with no usable timestamp (the epoch) no longer dates its
+/// window: the window's run date, and so the `dt=` folder of the good
+/// records after it, is the first real arrival's.
+#[tokio::test]
+async fn a_window_is_dated_by_its_first_record_with_a_real_arrival() {
+    let lake = Lake::new();
+    let spec = kafka_spec();
+    let mut records = orders(0, 3);
+    records[0].arrival = chrono::DateTime::UNIX_EPOCH;
+    let outcome = stream::persist_stream_batch(&spec, &records, lake.deps()).await;
+    assert!(outcome.failures.is_empty(), "{outcome:?}");
+    let folders: std::collections::BTreeSet<String> = lake
+        .store
+        .list("orders/")
+        .await
+        .expect("list")
+        .iter()
+        .filter_map(|key| key.split('/').nth(1).map(str::to_string))
+        .collect();
+    // `orders` arrive at 1_764_583_200 + offset seconds: 2025-12-01.
+    assert_eq!(folders.into_iter().collect::<Vec<_>>(), ["dt=2025-12-01"]);
+}
