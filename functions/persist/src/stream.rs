@@ -25,6 +25,14 @@
 //!   and skipped, so a batch retried after its page was recorded (a crash
 //!   before the response) writes nothing twice, whatever the retry's
 //!   bounds;
+//! - unless it arrived after every record in the lake
+//!   ([`Checkpoint::newest_arrival`]): a redelivered record keeps its
+//!   arrival time, so such a record is one the lake does not hold. The
+//!   shard's positions went back (a Kafka topic deleted and created again
+//!   restarts its offsets at 0, as does an offset reset): the records are
+//!   written as new, with a warning, and windows opened from then on take
+//!   an epoch into their run ids ([`window_run_id`]) so as not to reuse
+//!   the old windows' ids, files and receipts;
 //! - a batch that fails reports its first unwritten record
 //!   ([`StreamOutcome::failures`]): the event source mapping restarts
 //!   there, so nothing after it is lost and nothing before it repeated.
@@ -187,6 +195,20 @@ pub struct Checkpoint {
     /// When the checkpoint last moved (the writer's clock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_at: Option<DateTime<Utc>>,
+    /// The latest arrival of any record of the shard in the lake (`None`:
+    /// not known, as in checkpoints written before it was kept). A record
+    /// at or below `through` that arrived after it is not a redelivery:
+    /// no record the lake holds arrived so late, so the shard's positions
+    /// went back (a topic or stream recreated, offsets reset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_arrival: Option<DateTime<Utc>>,
+    /// Set when the shard's positions went back: the arrival (Unix
+    /// milliseconds) of the first record after that. Windows opened since
+    /// take it into their run ids ([`window_run_id`]), so that a window
+    /// starting at a position an earlier window started at does not take
+    /// that window's run id, files and receipts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<String>,
 }
 
 /// A batch being written: its page of the window started, its receipt not
@@ -206,6 +228,10 @@ pub struct PendingBatch {
     pub records: u64,
     /// When its last record reached the stream.
     pub last_arrival: DateTime<Utc>,
+    /// The latest arrival among its records (absent in checkpoints
+    /// written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest_arrival: Option<DateTime<Utc>>,
     /// When the invocation writing it started it (the writer's clock;
     /// absent in checkpoints written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -278,9 +304,9 @@ impl Window {
     /// A window opened by `first`, the first record of a shard's batch,
     /// dated by `dated`: the batch's first record with a real arrival time
     /// ([`dating_record`]).
-    fn open(source: &str, partition: &str, first: &StreamRecord, dated: &StreamRecord) -> Self {
+    fn open(source: &str, partition: &str, first: &StreamRecord, dated: &StreamRecord, epoch: Option<&str>) -> Self {
         Self {
-            run_id: stream_run_id(source, partition, &first.sequence),
+            run_id: window_run_id(source, partition, &first.sequence, epoch),
             run_date: dated.arrival.date_naive(),
             first: first.sequence.clone(),
             batches: 0,
@@ -331,6 +357,16 @@ pub async fn read_checkpoint(store: &dyn ObjectStore, key: &str) -> Result<Check
 pub fn stream_run_id(source: &str, partition: &str, first: &str) -> RunId {
     let digest = contracts::digest::fnv1a_hex(format!("{source}\n{partition}\n{first}").as_bytes());
     RunId::new(format!("s-{digest}")).unwrap_or_else(|_| RunId::from_time(Utc::now()))
+}
+
+/// The run id of a window opened by the record at `first`: its
+/// [`stream_run_id`], or after the shard's positions went back (`epoch`,
+/// [`Checkpoint::epoch`]) the same digest with the epoch in it.
+pub fn window_run_id(source: &str, partition: &str, first: &str, epoch: Option<&str>) -> RunId {
+    match epoch {
+        None => stream_run_id(source, partition, first),
+        Some(epoch) => stream_run_id(source, partition, &format!("{first}\n{epoch}")),
+    }
 }
 
 /// Persists a stream batch: each partition's records in order, as one page
@@ -463,12 +499,27 @@ async fn persist_partition(
     let read = read_checkpoint(deps.store, &key).await.map_err(fail(&first_of_batch))?;
     let mut checkpoint = read.clone();
     settle_pending(&spec.pipeline, &mut checkpoint, deps.store).await.map_err(fail(&first_of_batch))?;
-    let fresh: Vec<&StreamRecord> = records
-        .iter()
-        .copied()
-        .filter(|r| checkpoint.through.as_deref().is_none_or(|t| sequence_cmp(&r.sequence, t).is_gt()))
-        .collect();
+    let above = |r: &StreamRecord| checkpoint.through.as_deref().is_none_or(|t| sequence_cmp(&r.sequence, t).is_gt());
+    // At or below the checkpoint is a redelivery, unless the record
+    // arrived after every record in the lake: then the positions went back.
+    let newest = checkpoint.newest_arrival;
+    let fresh: Vec<&StreamRecord> =
+        records.iter().copied().filter(|r| above(r) || newest.is_some_and(|n| r.arrival > n)).collect();
     let skipped = (records.len() - fresh.len()) as u64;
+    if let Some(reset) = fresh.iter().find(|r| !above(r)) {
+        let behind = fresh.iter().filter(|r| !above(r)).count();
+        tracing::warn!(
+            partition,
+            records = behind,
+            from = %reset.sequence,
+            through = checkpoint.through.as_deref().unwrap_or_default(),
+            arrived = %reset.arrival,
+            newest_in_lake = ?newest,
+            "the shard's positions went back: records at or below the checkpoint arrived after every record in \
+             the lake (a topic or stream recreated, or its offsets reset); they are written as new records"
+        );
+        checkpoint.epoch = Some(reset.arrival.timestamp_millis().to_string());
+    }
     if let (Some(pending), Some(first), Some(last)) = (&checkpoint.pending, fresh.first(), fresh.last())
         && pending.first != first.sequence
     {
@@ -499,9 +550,9 @@ async fn persist_partition(
         }
         return Ok(PartitionDone { written: 0, skipped, quarantined: 0, rows: 0 });
     };
-    let window = checkpoint
-        .window
-        .get_or_insert_with(|| Window::open(source, partition, first, dating_record(&fresh).unwrap_or(first)));
+    let window = checkpoint.window.get_or_insert_with(|| {
+        Window::open(source, partition, first, dating_record(&fresh).unwrap_or(first), checkpoint.epoch.as_deref())
+    });
     if let Some(replay) = replay {
         // Written with the pending batch, so a retry finds them; a batch
         // given up on leaves its originals replaced (its records are in
@@ -518,6 +569,7 @@ async fn persist_partition(
         last: last.sequence.clone(),
         records: fresh.len() as u64,
         last_arrival: last.arrival,
+        newest_arrival: fresh.iter().map(|r| r.arrival).max(),
         started_at: Some(Utc::now()),
         failed_at: None,
     });
@@ -627,6 +679,12 @@ async fn settle_pending(
     };
     let receipt: PageReceipt = serde_json::from_slice(&receipt)
         .map_err(|err| PersistError::Stream { field: key.clone(), problem: format!("unreadable receipt: {err}") })?;
+    // Known only when every batch of the shard recorded it.
+    let known = checkpoint.through.is_none() || checkpoint.newest_arrival.is_some();
+    checkpoint.newest_arrival = match (known, pending.newest_arrival) {
+        (true, Some(newest)) => Some(checkpoint.newest_arrival.map_or(newest, |n| n.max(newest))),
+        _ => None,
+    };
     checkpoint.through = Some(pending.last.clone());
     checkpoint.records += pending.records;
     checkpoint.last_arrival = Some(pending.last_arrival);

@@ -477,6 +477,7 @@ async fn pending_in_flight(lake: &Lake, spec: &StreamSpec, records: &[stream::St
             last: last.sequence.clone(),
             records: records.len() as u64,
             last_arrival: last.arrival,
+            newest_arrival: Some(last.arrival),
             started_at: Some(chrono::Utc::now() - chrono::Duration::seconds(age_secs)),
             failed_at: None,
         }),
@@ -739,4 +740,62 @@ async fn a_window_is_dated_by_its_first_record_with_a_real_arrival() {
         .collect();
     // `orders` arrive at 1_764_583_200 + offset seconds: 2025-12-01.
     assert_eq!(folders.into_iter().collect::<Vec<_>>(), ["dt=2025-12-01"]);
+}
+
+/// `count` orders of a topic recreated a day after [`orders`]' one: the
+/// same offsets from `from`, other orders, arriving a day later.
+fn orders_of_a_recreated_topic(from: u64, count: u64) -> Vec<stream::StreamRecord> {
+    let mut records = orders(from, count);
+    for record in &mut records {
+        let offset: u64 = record.sequence.parse().expect("offset");
+        record.data =
+            Some(serde_json::json!({"order_id": format!("n-{offset:05}"), "amount": 1}).to_string().into_bytes());
+        record.arrival += chrono::Duration::days(1);
+    }
+    records
+}
+
+#[tokio::test]
+async fn records_of_a_recreated_topic_at_old_offsets_land_and_redeliveries_still_do_not() {
+    let lake = Lake::new();
+    // A window per batch: windows start at every batch's first offset.
+    let spec = StreamSpec::from_yaml(
+        "version: 1\npipeline: orders\nsource: { kind: kafka, topic: orders }\nwindow: { batches: 1 }\ntarget: { dataset: orders }\n",
+    )
+    .expect("spec");
+    let old = orders(0, 10);
+    for batch in old.chunks(5) {
+        let outcome = stream::persist_stream_batch(&spec, batch, lake.deps()).await;
+        assert!(outcome.failures.is_empty(), "{outcome:?}");
+    }
+    // A redelivery of the old topic's records: at or below the checkpoint,
+    // arrived no later than what the lake holds.
+    let again = stream::persist_stream_batch(&spec, &old[3..8], lake.deps()).await;
+    assert_eq!((again.records_written, again.records_skipped), (0, 5), "{again:?}");
+
+    // The topic is recreated: offsets start at 0 again, a day later.
+    let new = orders_of_a_recreated_topic(0, 7);
+    for batch in new.chunks(4) {
+        let outcome = stream::persist_stream_batch(&spec, batch, lake.deps()).await;
+        assert!(outcome.failures.is_empty(), "{outcome:?}");
+        assert_eq!((outcome.records_written, outcome.records_skipped), (batch.len() as u64, 0), "{outcome:?}");
+    }
+    // ... and its redelivery is skipped like any other.
+    let again = stream::persist_stream_batch(&spec, &new[..4], lake.deps()).await;
+    assert_eq!((again.records_written, again.records_skipped), (0, 4), "{again:?}");
+    stream::close_windows(&spec, &["orders-0".to_string()], lake.deps()).await.expect("flush");
+
+    let mut expected: Vec<String> = (0..10).map(|i| format!("o-{i:05}")).collect();
+    expected.extend((0..7).map(|i| format!("n-{i:05}")));
+    expected.sort();
+    // The old topic's windows started at offsets 0 and 5, and the new
+    // topic's at 0 and 4: without the epoch, the first new window took
+    // the run id of the first old one, and its files.
+    assert_eq!(column_values(lake.dir.path(), "orders", "order_id"), expected, "every order of both topics once");
+    let checkpoint = stream::read_checkpoint(&lake.store, &stream::checkpoint_key("orders", "orders", "orders-0"))
+        .await
+        .expect("checkpoint");
+    assert_eq!(checkpoint.through.as_deref(), Some("6"));
+    assert_eq!(checkpoint.newest_arrival, Some(new[6].arrival));
+    assert!(checkpoint.epoch.is_some());
 }
