@@ -365,6 +365,10 @@ pub enum StreamRunError {
     /// The lake or the stream failed.
     #[error(transparent)]
     Port(#[from] PortError),
+    /// Another `tributary run` of the stream is polling it in this lake
+    /// ([`crate::lease`]).
+    #[error(transparent)]
+    InFlight(#[from] crate::lease::InFlight),
 }
 
 /// Persist's stream code shared with the local runtime
@@ -412,7 +416,8 @@ pub fn is_stream_spec(path: &std::path::Path) -> bool {
 /// refused ([`adapters::local::FileStream::records`], naming the line: the
 /// whole file is checked before anything is written), the lake or the
 /// stream failed; an Iceberg replay that cannot be whole (see
-/// [`crate::kappa::Replay`]).
+/// [`crate::kappa::Replay`]); [`StreamRunError::InFlight`] while another
+/// process polls the same stream into the same lake.
 pub async fn run_local(
     spec: &StreamSpec,
     lake: &std::path::Path,
@@ -436,6 +441,10 @@ pub async fn run_local(
     std::fs::create_dir_all(lake)
         .map_err(|err| PortError::permanent("create lake", lake.display().to_string(), err))?;
     let root = lake.canonicalize().map_err(|err| PortError::permanent("open lake", lake.display().to_string(), err))?;
+    // One poller per stream and lake: a second would read the same shards
+    // from the same checkpoints.
+    let _lease = crate::lease::RunLease::take_stream(&root, &spec.pipeline, spec.source_name())
+        .map_err(|err| PortError::permanent("take the stream's lock", root.display().to_string(), err))??;
     let store = adapters::local::DirStore::new(&root);
     let catalog = adapters::local::DirCatalog::new(&root);
     let tables = tributary_iceberg::LocalCommitter::new(
@@ -800,7 +809,7 @@ target: { dataset: orders }
         std::fs::write(&topic, format!("{}{}", order(0), order(1))).expect("topic");
         let spec = StreamSpec::from_yaml(SPEC).expect("spec");
         let following = {
-            let (lake, source) = (lake.clone(), LocalSource::File(topic.clone()));
+            let (lake, source, spec) = (lake.clone(), LocalSource::File(topic.clone()), spec.clone());
             let options = PollOptions { follow: true, max_batches_per_shard: None };
             tokio::spawn(async move { run_local(&spec, &lake, &source, options, false).await })
         };
@@ -818,6 +827,10 @@ target: { dataset: orders }
         };
         wait_for("1").await;
         assert!(!following.is_finished(), "still following at the end of the file");
+        // A second poller of the stream meanwhile is refused.
+        let source = LocalSource::File(topic.clone());
+        let second = run_local(&spec, &lake, &source, PollOptions::default(), false).await;
+        assert!(matches!(second, Err(StreamRunError::InFlight(_))), "{second:?}");
         let mut file = std::fs::OpenOptions::new().append(true).open(&topic).expect("open");
         std::io::Write::write_all(&mut file, format!("{}{}", order(2), order(3)).as_bytes()).expect("append");
         wait_for("3").await;
@@ -825,6 +838,9 @@ target: { dataset: orders }
         // What Ctrl-C does: the run stops where it is.
         following.abort();
         assert!(following.await.expect_err("stopped").is_cancelled());
+        // Stopped, it holds the stream no more.
+        let report = run_local(&spec, &lake, &source, PollOptions::default(), false).await.expect("after the stop");
+        assert_eq!(report.records_written(), 0, "every record is in the lake: {report:?}");
     }
 
     #[tokio::test]
