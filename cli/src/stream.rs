@@ -641,8 +641,19 @@ pub async fn checkpoints_table(
         let line = match read_checkpoint(store, key).await {
             Ok(c) => {
                 let lag = c.last_arrival.map_or("-".to_string(), |at| lag_text(now - at));
-                let mut pending =
-                    c.pending.map_or("-".to_string(), |p| format!("{} records from {}", p.records, p.first));
+                // A pending batch is in flight only while its invocation
+                // may run; one that answered failure, or is older than the
+                // longest invocation, is given up (its files are removed
+                // when the shard's next batch starts).
+                let mut pending = c.pending.map_or("-".to_string(), |p| {
+                    let state = if p.in_flight(now) {
+                        String::new()
+                    } else {
+                        let at = p.failed_at.or(p.started_at).map(|t| t.format(" at %Y-%m-%d %H:%M:%SZ").to_string());
+                        format!(" (given up{}; not in flight)", at.unwrap_or_default())
+                    };
+                    format!("{} records from {}{state}", p.records, p.first)
+                });
                 if let Some(w) = c.window {
                     let closing = if w.closing { ", closing" } else { "" };
                     pending.push_str(&format!("; window {} batches, {} bytes{closing}", w.batches, w.bytes));
@@ -786,6 +797,32 @@ target: { dataset: orders }
 
     fn order(offset: u64) -> String {
         line(offset, Some(&format!(r#"{{"order_id": "o-{offset}"}}"#)))
+    }
+
+    #[tokio::test]
+    async fn status_tells_a_batch_in_flight_from_one_given_up() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = adapters::local::DirStore::new(dir.path());
+        let now = chrono::Utc::now();
+        let pending = |failed_at: Option<chrono::DateTime<chrono::Utc>>| persist::stream::PendingBatch {
+            run_id: persist::stream::stream_run_id("orders", "orders-0", "40"),
+            page: 0,
+            first: "40".into(),
+            last: "59".into(),
+            records: 20,
+            last_arrival: now,
+            newest_arrival: Some(now),
+            started_at: Some(now - chrono::Duration::seconds(30)),
+            failed_at,
+        };
+        let key = checkpoint_key("orders", "orders", "orders-0");
+        for (failed_at, expected) in [(None, "20 records from 40  "), (Some(now), "20 records from 40 (given up at ")] {
+            let checkpoint = persist::stream::Checkpoint { pending: Some(pending(failed_at)), ..Default::default() };
+            store.put(&key, bytes::Bytes::from(serde_json::to_vec(&checkpoint).expect("json"))).await.expect("put");
+            let table = checkpoints_table(&store, None, now).await.expect("table");
+            let line = table.lines().find(|l| l.starts_with("orders")).expect("the shard's line");
+            assert!(format!("{line}  ").contains(expected), "{failed_at:?}: {line}");
+        }
     }
 
     #[tokio::test]

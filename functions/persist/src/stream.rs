@@ -959,6 +959,9 @@ fn decode_record(spec: &StreamSpec, record: &StreamRecord) -> Result<Vec<String>
         _ => data.to_vec(),
     };
     let text = std::str::from_utf8(&data).map_err(|err| format!("not UTF-8: {err}"))?;
+    // A UTF-8 byte order mark (some Windows producers write one) is not
+    // part of the JSON text, as in a page (`source::Framer`).
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     match &spec.records.records_pointer {
         None => {
             let raw: Box<serde_json::value::RawValue> =
@@ -1180,7 +1183,26 @@ async fn load_spec(source: &str, store: &dyn ObjectStore) -> Result<StreamSpec, 
 
 #[cfg(test)]
 mod tests {
-    use super::items_at;
+    use super::{StreamRecord, decode_record, items_at};
+
+    #[test]
+    fn a_record_with_a_byte_order_mark_is_its_json() {
+        let spec = contracts::stream::StreamSpec::from_yaml(
+            "version: 1\npipeline: orders\nsource: { kind: kafka, topic: orders }\ntarget: { dataset: orders }\n",
+        )
+        .expect("spec");
+        let record = |data: &[u8]| StreamRecord {
+            partition: "orders-0".into(),
+            sequence: "7".into(),
+            data: Some(data.to_vec()),
+            arrival: chrono::DateTime::UNIX_EPOCH,
+        };
+        let with_bom = [&[0xEF, 0xBB, 0xBF][..], br#"{"id": 1}"#].concat();
+        assert_eq!(decode_record(&spec, &record(&with_bom)).expect("JSON"), [r#"{"id": 1}"#]);
+        // A mark anywhere else is not skipped.
+        let inside = [&br#"{"id": 1}"#[..], &[0xEF, 0xBB, 0xBF][..]].concat();
+        assert!(decode_record(&spec, &record(&inside)).expect_err("not JSON").starts_with("not JSON"));
+    }
 
     #[test]
     fn items_at_a_pointer_keep_their_text_as_sent() {
