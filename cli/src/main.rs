@@ -588,6 +588,16 @@ fn report(err: &anyhow::Error) -> String {
     text
 }
 
+/// The local runtime's defaults for `lake`, with the Persist settings
+/// that are set in the environment as the Lambda reads them (`ZSTD_LEVEL`,
+/// `ROW_GROUP_ROWS`, `MAX_PAGE_BYTES`, `MAX_COLUMNS`).
+fn local_options(lake: impl Into<PathBuf>) -> anyhow::Result<LocalOptions> {
+    let mut options = LocalOptions::new(lake);
+    options.persist =
+        options.persist.with_env_limits(&tributary_core::env::LambdaEnv::from_env()).context("Persist's settings")?;
+    Ok(options)
+}
+
 /// What `tributary run` prints when Ctrl-C stops it: the run it stopped
 /// and the command that finishes it (the same scheduled time is the same
 /// run: its persisted pages stay, the rest are requested).
@@ -655,7 +665,7 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             }
             let ad_hoc = scheduled_at.is_none() && backfill.from.is_none();
             let times = backfill.times(&spec, scheduled_at)?;
-            let mut options = LocalOptions::new(&lake);
+            let mut options = local_options(&lake)?;
             options.concurrency = usize::from(concurrency);
             let runtime = LocalRuntime::new(options)?;
             let token = replace.then(rerun_token);
@@ -763,7 +773,7 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
                     spec.pipeline
                 );
             };
-            let runtime = LocalRuntime::new(LocalOptions::new(&lake))?;
+            let runtime = LocalRuntime::new(local_options(&lake)?)?;
             let check = notify::FreshnessCheck {
                 pipeline: spec.pipeline.clone(),
                 deadline_utc: freshness.deadline_utc.clone(),
@@ -1240,7 +1250,7 @@ async fn dlq(action: DlqAction) -> anyhow::Result<ExitCode> {
             let (store, stack) = open_lake(place.lake.clone(), place.stack.as_deref()).await?;
             let outcomes = if local {
                 let lake = place.lake.unwrap_or_else(|| LakeLocation::Dir("lake".into()));
-                let runtime = LocalRuntime::new(LocalOptions::new(lake.existing_dir()?))?;
+                let runtime = LocalRuntime::new(local_options(lake.existing_dir()?)?)?;
                 // Request grants secrets per spec: grant each letter's run's
                 // spec (kept with the run) and the ones named.
                 for path in &specs {
@@ -1484,7 +1494,7 @@ target: {{ dataset: demo_transactions{format} }}
 "#
         ),
     ];
-    let runtime = LocalRuntime::new(LocalOptions::new(lake))?;
+    let runtime = LocalRuntime::new(local_options(lake)?)?;
     let mut summaries = Vec::new();
     for text in &specs {
         let spec = PipelineSpec::from_yaml(text).context("demo spec")?;

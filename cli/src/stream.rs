@@ -456,7 +456,10 @@ pub async fn run_local(
         // Where the local runtime's EMF lines go (`LocalOptions::new`).
         metrics: tributary_core::metrics::MetricsTarget::File(root.join("_metrics.jsonl")),
         ..persist::PersistConfig::default()
-    };
+    }
+    // As the Lambda, the writer and page limits set in the environment.
+    .with_env_limits(&tributary_core::env::LambdaEnv::from_env())
+    .map_err(|err| StreamRunError::Source(format!("Persist's settings: {err}")))?;
     // A replay that stopped before its commit forgot the stream's
     // checkpoints while the table kept the rows: a run from the start now
     // would add every record again beside them (a trial's 71,500 rows for

@@ -367,6 +367,20 @@ fn run_exits_non_zero_when_a_message_is_dead_lettered() {
 }
 
 #[test]
+fn the_local_runtime_takes_persists_limits_from_the_environment_as_the_lambda_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = write_spec(dir.path(), GOOD);
+    let lake = dir.path().join("lake");
+    // Read and checked as the Lambda reads it: 12 bytes is below its range.
+    let output =
+        tributary().env("MAX_PAGE_BYTES", "12").arg("run").arg(&spec).arg("--lake").arg(&lake).output().expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("MAX_PAGE_BYTES") && stderr.contains("12"), "{stderr}");
+    assert!(!lake.join("_runs").exists(), "refused before the run");
+}
+
+#[test]
 fn scheduled_at_fixes_the_run_id_and_bad_times_or_lakes_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let spec = write_spec(dir.path(), GOOD);

@@ -10,7 +10,7 @@ use tributary_core::env::{self, Allowed, EnvError, EnvVar, LambdaEnv, dead_lette
 use tributary_core::metrics::MetricsTarget;
 use tributary_core::tenant::{self, Tenants};
 
-use crate::{DEFAULT_MAX_COLUMNS, DEFAULT_MAX_PAGE_BYTES, PageLimits, PersistConfig, WriterConfig};
+use crate::{DEFAULT_MAX_COLUMNS, DEFAULT_MAX_PAGE_BYTES, PersistConfig};
 
 /// The zstd levels Parquet's writer takes (`parquet::basic::ZstdLevel::try_new`
 /// accepts 1 to 22; a test checks both ends).
@@ -199,6 +199,36 @@ pub struct LambdaConfig {
     pub table_optimizers: Option<TableOptimizers>,
 }
 
+impl PersistConfig {
+    /// `self` with the writer and page-limit variables that are set in
+    /// `env` (`ZSTD_LEVEL`, `ROW_GROUP_ROWS`, `MAX_PAGE_BYTES`,
+    /// `MAX_COLUMNS`: the Lambda's, [`LambdaConfig::ENV`]), checked as the
+    /// Lambda checks them; an unset one keeps `self`'s value. The local
+    /// runtime takes them so that a page refused with "the most
+    /// MAX_PAGE_BYTES allows" can be let through on a laptop as in the stack.
+    ///
+    /// # Errors
+    /// [`EnvError`] naming the variable and value: not a number, or outside
+    /// its range (`ZSTD_LEVELS`, `ROW_GROUP_ROWS_RANGE`,
+    /// `MAX_PAGE_BYTES_RANGE`, `MAX_COLUMNS_RANGE`).
+    pub fn with_env_limits(mut self, env: &LambdaEnv) -> Result<Self, EnvError> {
+        if env.optional(&ZSTD_LEVEL)?.is_some() {
+            // Within 1..=22.
+            self.writer.zstd_level = i32::try_from(env.u64(&ZSTD_LEVEL)?).unwrap_or(1);
+        }
+        if env.optional(&ROW_GROUP_ROWS)?.is_some() {
+            self.writer.row_group_rows = env.usize(&ROW_GROUP_ROWS)?;
+        }
+        if env.optional(&MAX_PAGE_BYTES)?.is_some() {
+            self.limits.max_page_bytes = env.u64(&MAX_PAGE_BYTES)?;
+        }
+        if env.optional(&MAX_COLUMNS)?.is_some() {
+            self.limits.max_columns = env.usize(&MAX_COLUMNS)?;
+        }
+        Ok(self)
+    }
+}
+
 impl LambdaConfig {
     /// Reads and checks Persist's variables ([`LambdaConfig::ENV`]).
     ///
@@ -208,21 +238,8 @@ impl LambdaConfig {
     /// `ROW_GROUP_ROWS_RANGE`, `MAX_PAGE_BYTES_RANGE`,
     /// `MAX_COLUMNS_RANGE`, the redrive policy's 1..=1000).
     pub fn from_env(env: &LambdaEnv) -> Result<Self, EnvError> {
-        let defaults = PersistConfig::default();
-        let writer = WriterConfig {
-            // Within 1..=22.
-            zstd_level: i32::try_from(env.u64(&ZSTD_LEVEL)?).unwrap_or(1),
-            row_group_rows: env.usize(&ROW_GROUP_ROWS)?,
-            ..defaults.writer
-        };
-        let limits = PageLimits {
-            max_page_bytes: env.u64(&MAX_PAGE_BYTES)?,
-            max_columns: env.usize(&MAX_COLUMNS)?,
-            ..defaults.limits
-        };
+        let defaults = PersistConfig::default().with_env_limits(env)?;
         let handler = PersistConfig {
-            writer,
-            limits,
             dead_letter: dead_letter_target(env)?,
             metrics: MetricsTarget::Stdout,
             tenants: Tenants::from_env(env)?,
@@ -246,6 +263,20 @@ mod tests {
 
     fn env(extra: &[(&str, &str)]) -> LambdaEnv {
         LambdaEnv::from_pairs([("LAKE_BUCKET", "lake")].iter().chain(extra).copied())
+    }
+
+    #[test]
+    fn the_limits_set_in_the_environment_override_a_config_and_unset_ones_keep_it() {
+        let mut base = PersistConfig::default();
+        base.limits.max_page_bytes = 5 << 20;
+        base.writer.row_group_rows = 1_000;
+        let env = LambdaEnv::from_pairs([("MAX_PAGE_BYTES", "1073741824"), ("ZSTD_LEVEL", "3")]);
+        let config = base.clone().with_env_limits(&env).expect("in range");
+        assert_eq!((config.limits.max_page_bytes, config.writer.zstd_level), (1 << 30, 3));
+        assert_eq!(config.writer.row_group_rows, 1_000, "unset: kept");
+        assert_eq!(config.limits.max_columns, base.limits.max_columns);
+        let err = base.with_env_limits(&LambdaEnv::from_pairs([("MAX_COLUMNS", "0")])).expect_err("out of range");
+        assert!(err.to_string().contains("MAX_COLUMNS"), "{err}");
     }
 
     #[test]
