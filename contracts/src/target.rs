@@ -420,6 +420,21 @@ impl PersistTarget {
                     reason: "must be an RFC 6901 JSON pointer to a field of the record, e.g. /id".into(),
                 });
             }
+            // RFC 6901 §3: `~` is only `~0` or `~1`; §4: `-` names the
+            // item after an array's last, which never holds a value.
+            let refuse = |reason: &str| SpecError::Invalid {
+                field: format!("{path}.{field}"),
+                value: format!("{value:?}"),
+                reason: reason.into(),
+            };
+            if value.split('/').any(|token| token == "-") {
+                return Err(refuse(
+                    "names `-`, the position after an array's last item, which holds no value: a merge column is a field of the record (a key inside an array is not one)",
+                ));
+            }
+            if value.match_indices('~').any(|(at, _)| !matches!(value.as_bytes().get(at + 1), Some(b'0' | b'1'))) {
+                return Err(refuse("has a `~` that is not `~0` (for ~) or `~1` (for /), as RFC 6901 escapes them"));
+            }
             Ok(())
         };
         let mut seen = std::collections::BTreeSet::new();
@@ -901,6 +916,12 @@ mod tests {
                 "target.hard_delete",
                 "primary key",
             ),
+            (
+                "{dataset: c, table_format: iceberg, write: merge, primary_key: [/tags/-]}",
+                "target.primary_key[0]",
+                "the position after an array's last item",
+            ),
+            ("{dataset: c, table_format: iceberg, write: merge, primary_key: [/a~2b]}", "target.primary_key[0]", "~1"),
             (
                 "{dataset: c, table_format: iceberg, primary_key: [/id]}",
                 "target.primary_key",
