@@ -376,7 +376,14 @@ impl IcebergCommitter {
             delete_files(table, &added.iter().map(|f| f.file_path().to_string()).collect::<Vec<_>>()).await;
             added.clear();
         } else {
-            added.extend(self.write(table, run).await?);
+            let fetched = self.write(table, run).await?;
+            if run.write == RunWrite::Replace
+                && let Err(err) = refuse_rows_without_values(table, &fetched).await
+            {
+                delete_files(table, &added.iter().map(|f| f.file_path().to_string()).collect::<Vec<_>>()).await;
+                return Err(err);
+            }
+            added.extend(fetched);
         }
         tracing::info!(rewritten = removed.len(), "the run's rows swapped");
         Ok(Change {
@@ -429,19 +436,7 @@ impl IcebergCommitter {
                 RunWrite::Append => Change::append(self.write(&table, run).await?),
                 RunWrite::Replace => {
                     let added = self.write(&table, run).await?;
-                    if let Some(rows) = rows_without_values(&table, &added) {
-                        let paths: Vec<String> = added.iter().map(|f| f.file_path().to_string()).collect();
-                        delete_files(&table, &paths).await;
-                        return Err(PortError::permanent_msg(
-                            "replace the table with the run",
-                            target,
-                            format!(
-                                "none of the run's {rows} rows holds a value (the vendor sent only {{}} records or \
-                                 nulls): a replace would make them the whole table, so nothing was committed and the \
-                                 table is as it was (the run's raw pages are kept)"
-                            ),
-                        ));
-                    }
+                    refuse_rows_without_values(&table, &added).await?;
                     Change::replace(&table, added)
                         .await
                         .map_err(|err| port_error("list the table's files", &target, err))?
@@ -998,6 +993,24 @@ impl IcebergCommitter {
         }
         writer.close().await
     }
+}
+
+/// Refuses a `write: replace` run whose rows hold no value
+/// ([`rows_without_values`]), deleting its `added` files: permanently,
+/// naming the table, so nothing is committed and the table is as it was.
+async fn refuse_rows_without_values(table: &Table, added: &[DataFile]) -> Result<(), PortError> {
+    let Some(rows) = rows_without_values(table, added) else { return Ok(()) };
+    let paths: Vec<String> = added.iter().map(|f| f.file_path().to_string()).collect();
+    delete_files(table, &paths).await;
+    Err(PortError::permanent_msg(
+        "replace the table with the run",
+        table.identifier().to_string(),
+        format!(
+            "none of the run's {rows} rows holds a value (the vendor sent only {{}} records or nulls): a replace \
+             would make them the whole table, so nothing was committed and the table is as it was (the run's raw \
+             pages are kept)"
+        ),
+    ))
 }
 
 /// The rows of `files` when none of them holds a value: every column but

@@ -282,6 +282,22 @@ async fn a_replay_swaps_a_run_s_rows_in_one_snapshot_and_every_value_stays() {
 }
 
 #[tokio::test]
+async fn a_re_run_with_replace_of_a_replace_run_that_fetched_only_empty_records_leaves_the_table() {
+    let Setup { records, spec, lake, runtime, .. } = setup("write: replace").await;
+    records.set((0..5).map(|id| contact(id, "v1", "2026-11-01T00:00:00Z")).collect());
+    assert!(runtime.run(&spec, at(1)).await.expect("run 1").succeeded());
+    // The vendor in trouble answers records with no value: a re-run of
+    // the run must not swap the table's rows for rows of nothing.
+    records.set(vec![json!({}), json!({"id": null}), json!({})]);
+    let summary = runtime.run_replacing(&spec, at(1), Some("fix")).await.expect("the re-run");
+    assert!(!summary.succeeded(), "refused: {summary}");
+    let rows = query_lake(lake.path(), "SELECT id, name FROM contacts ORDER BY id").await;
+    let rows: Vec<Value> = rows.into_iter().map(Value::Object).collect();
+    let expected: Vec<(i64, String)> = (0..5).map(|id| (id, format!("v1 {id}"))).collect();
+    assert_eq!(id_names(&rows), expected, "the table as it was");
+}
+
+#[tokio::test]
 async fn a_re_run_with_replace_of_a_merge_run_swaps_its_rows_for_the_new_fetch() {
     let Setup { records, spec, lake, runtime, .. } =
         setup("write: merge, primary_key: [/id], order_by: /updatedAt").await;
