@@ -169,11 +169,7 @@ impl HttpClient for ReqwestClient {
             port_error.with_message(message)
         })?;
         let status = response.status().as_u16();
-        let mut headers: BTreeMap<String, String> = response
-            .headers()
-            .iter()
-            .filter_map(|(name, value)| Some((name.as_str().to_ascii_lowercase(), value.to_str().ok()?.to_string())))
-            .collect();
+        let mut headers = header_map(response.headers());
         let limit = request.max_body_bytes.unwrap_or(u64::MAX);
         let too_large = |bytes: u64| PortError::TooLarge {
             what: "response body",
@@ -239,6 +235,26 @@ enum Gunzip {
 /// body no longer has that encoding. `None`: not gzip, the body as it is.
 /// Decompressed bytes past `limit` are [`Gunzip::TooLarge`], read no
 /// further.
+/// A response's headers by lower-case name. A field sent on several lines
+/// (`Link: <…?page=1>; rel="first"`, then `Link: <…?page=2>; rel="next"`)
+/// is their values joined with `, `, as RFC 9110 §5.3 combines them: taking
+/// one line kept only the last, and a `rel="next"` on an earlier line was
+/// lost (a run ended after page 1, "complete"). A value that is not visible
+/// ASCII (RFC 9110 §5.5 obs-text) is left out.
+fn header_map(headers: &reqwest::header::HeaderMap) -> BTreeMap<String, String> {
+    let mut map: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in headers {
+        let Ok(value) = value.to_str() else { continue };
+        map.entry(name.as_str().to_ascii_lowercase())
+            .and_modify(|joined| {
+                joined.push_str(", ");
+                joined.push_str(value);
+            })
+            .or_insert_with(|| value.to_string());
+    }
+    map
+}
+
 fn gunzipped(headers: &mut BTreeMap<String, String>, body: &[u8], limit: u64) -> Result<Option<Vec<u8>>, Gunzip> {
     use std::io::Read;
     let declared = headers
@@ -315,6 +331,29 @@ mod tests {
         let mut cut = gzip(json);
         cut.truncate(cut.len() / 2);
         assert!(matches!(gunzipped(&mut BTreeMap::new(), &cut, 1_000), Err(Gunzip::Corrupt(_))));
+    }
+
+    #[test]
+    fn a_field_sent_on_several_lines_is_their_values_joined_and_its_next_link_found() {
+        use reqwest::header::{HeaderMap, HeaderValue};
+        let mut headers = HeaderMap::new();
+        for line in [
+            r#"<https://api.example.com/items?page=1>; rel="first""#,
+            r#"<https://api.example.com/items?page=2>; rel="next""#,
+            r#"<https://api.example.com/items?page=4>; rel="last""#,
+        ] {
+            headers.append("Link", HeaderValue::from_static(line));
+        }
+        headers.insert("X-Total-Count", HeaderValue::from_static("120"));
+        let map = header_map(&headers);
+        assert_eq!(map["x-total-count"], "120");
+        let link = &map["link"];
+        assert!(link.starts_with(r#"<https://api.example.com/items?page=1>; rel="first", <"#), "{link}");
+        assert_eq!(
+            crate::paging::link_next(link).as_deref(),
+            Some("https://api.example.com/items?page=2"),
+            "the next page, from the middle line"
+        );
     }
 
     #[test]
