@@ -902,6 +902,20 @@ async fn complete(
              `--replace` this run's time for an Iceberg dataset): this run keeps what it holds"
         )
     });
+    // Incremental loading: the run's highest cursor becomes the pipeline's
+    // (a no-op for pipelines without `incremental`), unless records it did
+    // not fetch may lie below it; said with the truncation, before the
+    // manifest (a retry folds again: only forward).
+    let missing = match (&short, &expected.truncated) {
+        (Some(_), _) => crate::state::Missing::BetweenItsPages,
+        (None, Some(_)) => crate::state::Missing::AfterItsPages,
+        (None, None) => crate::state::Missing::Nothing,
+    };
+    let (_, held) = crate::state::fold_run(store, pipeline, run_id, missing).await?;
+    let truncated = expected.truncated.clone().or(short).map(|why| match held {
+        Some(held) => format!("{why}; {held}"),
+        None => why,
+    });
     let manifest = Manifest {
         pipeline: pipeline.to_string(),
         run_id: run_id.clone(),
@@ -911,7 +925,7 @@ async fn complete(
         records_quarantined,
         files,
         schema_hash: contracts::digest::fnv1a_hex(schemas.join("\n").as_bytes()),
-        truncated: expected.truncated.clone().or(short),
+        truncated,
         duplicated: duplicated(&receipts, expected.records, landed),
         schema_changes: {
             let mut changes: Vec<String> = receipts.iter().flat_map(|r| r.schema_changes.iter().cloned()).collect();
@@ -924,9 +938,6 @@ async fn complete(
     };
     let key = keys::manifest_key(pipeline, run_id);
     store.put(&key, encode(&key, &manifest)?).await?;
-    // Incremental loading: the run's highest cursor becomes the pipeline's
-    // (a no-op for pipelines without `incremental`), before the marker.
-    crate::state::fold_run(store, pipeline, run_id).await?;
     // Announced before the marker: a completion killed in between is
     // retried (no marker yet) and announces again; after the marker a
     // retry finds the run complete and would never announce it.

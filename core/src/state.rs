@@ -11,7 +11,8 @@
 //! Orchestrator binds the cursor (or `incremental.start` before the first
 //! completed run) into the next run's `incremental.param`. Only completed
 //! runs move the cursor, so a failed run is fetched again from the same
-//! point (at-least-once: records at the boundary may come twice).
+//! point (at-least-once: records at the boundary may come twice), and a
+//! truncated run only when what it missed lies above it ([`fold_run`]).
 //!
 //! Values compare as numbers when both are numbers, else as text (use
 //! ISO 8601 UTC timestamps or integers as cursors).
@@ -31,8 +32,26 @@ use crate::keys;
 pub struct CursorState {
     /// The highest cursor value seen.
     pub max: Value,
+    /// A page's lowest cursor value (absent for the pipeline's cursor, and
+    /// in page states written before it was kept): whether a run's pages
+    /// came in ascending cursor order ([`fold_run`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<Value>,
     /// The run that set it.
     pub run_id: RunId,
+}
+
+/// What a completed run did not fetch of its window, for [`fold_run`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Missing {
+    /// Nothing: every page the vendor offered is in.
+    Nothing,
+    /// Pages after its last one (`strategy.max_pages` reached, a cursor
+    /// that cycled).
+    AfterItsPages,
+    /// Records between its pages: the vendor served shorter pages than
+    /// asked (a page-size cap), so offsets skipped records.
+    BetweenItsPages,
 }
 
 /// Orders two cursor values: numerically when both are numbers, else by
@@ -89,9 +108,10 @@ pub async fn record_page(
     run_id: &RunId,
     page: u32,
     max: Value,
+    min: Option<Value>,
 ) -> Result<(), PortError> {
     let key = keys::state_page_key(pipeline, run_id, page);
-    store.put(&key, encode(&key, &CursorState { max, run_id: run_id.clone() })?).await
+    store.put(&key, encode(&key, &CursorState { max, min, run_id: run_id.clone() })?).await
 }
 
 /// The pipeline's cursor, if a completed run set one.
@@ -103,7 +123,17 @@ pub async fn current(store: &dyn ObjectStore, pipeline: &str) -> Result<Option<C
 }
 
 /// Folds a completed run's page cursors into the pipeline's cursor, when
-/// higher. Returns the pipeline's cursor after the fold.
+/// higher, unless records the run did not fetch could lie below it:
+/// - [`Missing::BetweenItsPages`]: never moved (the skipped records are
+///   anywhere in the window);
+/// - [`Missing::AfterItsPages`]: moved only when the pages came in
+///   ascending cursor order (each page's lowest value at or above the
+///   page before's highest), so the pages not fetched hold higher values;
+///   a vendor that lists newest first would otherwise have its older
+///   records skipped by every later run.
+///
+/// Returns the pipeline's cursor after the fold, and why it was held back
+/// when it was.
 ///
 /// # Errors
 /// [`PortError`] from the store.
@@ -111,25 +141,49 @@ pub async fn fold_run(
     store: &dyn ObjectStore,
     pipeline: &str,
     run_id: &RunId,
-) -> Result<Option<CursorState>, PortError> {
-    let mut highest: Option<Value> = None;
+    missing: Missing,
+) -> Result<(Option<CursorState>, Option<String>), PortError> {
+    let mut pages: Vec<(u32, CursorState)> = Vec::new();
     for key in store.list(&keys::state_run_prefix(pipeline, run_id)).await? {
-        if let Some(page) = read(store, &key).await?
-            && highest.as_ref().is_none_or(|h| compare(&page.max, h) == Ordering::Greater)
-        {
-            highest = Some(page.max);
+        let index =
+            key.rsplit('/').next().and_then(|name| name.strip_prefix("page-")?.strip_suffix(".json")?.parse().ok());
+        if let (Some(index), Some(page)) = (index, read(store, &key).await?) {
+            pages.push((index, page));
         }
     }
+    pages.sort_by_key(|(index, _)| *index);
     let existing = current(store, pipeline).await?;
-    let Some(highest) = highest else { return Ok(existing) };
+    let Some(highest) = pages.iter().map(|(_, page)| &page.max).max_by(|a, b| compare(a, b)).cloned() else {
+        return Ok((existing, None));
+    };
     if existing.as_ref().is_some_and(|e| compare(&e.max, &highest) != Ordering::Less) {
-        return Ok(existing);
+        return Ok((existing, None));
     }
-    let state = CursorState { max: highest, run_id: run_id.clone() };
+    let ascending = pages
+        .windows(2)
+        .all(|pair| pair[1].1.min.as_ref().is_some_and(|min| compare(min, &pair[0].1.max) != Ordering::Less));
+    let held = match missing {
+        Missing::Nothing => None,
+        Missing::BetweenItsPages => Some("the vendor's pages skipped records between them"),
+        Missing::AfterItsPages if ascending => None,
+        Missing::AfterItsPages => {
+            Some("the pages it did not fetch may hold lower values (its pages were not in ascending cursor order)")
+        }
+    };
+    if let Some(why) = held {
+        let stays = existing.as_ref().map_or_else(|| "incremental.start".to_string(), |e| text(&e.max));
+        let reason = format!(
+            "the incremental cursor stays at {stays} (not {}): {why}, so the next run asks for this window again",
+            text(&highest)
+        );
+        tracing::warn!(pipeline, run_id = %run_id, reason, "incremental cursor held back");
+        return Ok((existing, Some(reason)));
+    }
+    let state = CursorState { max: highest, min: None, run_id: run_id.clone() };
     let key = keys::state_key(pipeline);
     store.put(&key, encode(&key, &state)?).await?;
     tracing::info!(pipeline, run_id = %run_id, cursor = %text(&state.max), "incremental cursor moved");
-    Ok(Some(state))
+    Ok((Some(state), None))
 }
 
 #[cfg(test)]

@@ -249,6 +249,7 @@ struct PageAnswer {
     last: Option<Value>,
     /// The highest value at `cursor_field` (incremental runs).
     cursor_max: Option<Value>,
+    cursor_min: Option<Value>,
     /// Their JSON text, as Persist gets it.
     raw: RawRecords,
     /// FNV-1a of `raw` (the next page's `previous_page`).
@@ -322,8 +323,18 @@ fn decide(message: &RequestMessage, fetched: &Fetched, scrubber: &Scrubber) -> R
                 .as_ref()
                 .is_some_and(|next| records.count > 0 && next.previous_page.as_deref() == Some(digest.as_str()));
             let page = message.page.unwrap_or(PageRef::SINGLE);
-            let page::Records { count, last, cursor_max, .. } = records;
-            Ok(Decision::Records(PageAnswer { page, envelope, count, last, cursor_max, raw, digest, repeats_previous }))
+            let page::Records { count, last, cursor_max, cursor_min, .. } = records;
+            Ok(Decision::Records(PageAnswer {
+                page,
+                envelope,
+                count,
+                last,
+                cursor_max,
+                cursor_min,
+                raw,
+                digest,
+                repeats_previous,
+            }))
         }
     }
 }
@@ -358,9 +369,10 @@ async fn apply(
             Ok(Outcome::Total(total))
         }
         (Decision::Records(answer), RequestMode::Records { target: dataset, next, cursor_field, .. }) => {
-            let PageAnswer { page, envelope, count, last, cursor_max, raw, digest, repeats_previous } = answer;
+            let PageAnswer { page, envelope, count, last, cursor_max, cursor_min, raw, digest, repeats_previous } =
+                answer;
             if cursor_field.is_some() {
-                record_cursor(message, page, cursor_max, deps).await?;
+                record_cursor(message, page, cursor_max, cursor_min, deps).await?;
             }
             if repeats_previous {
                 tracing::warn!(
@@ -482,10 +494,11 @@ async fn record_cursor(
     message: &RequestMessage,
     page: PageRef,
     max: Option<Value>,
+    min: Option<Value>,
     deps: Deps<'_>,
 ) -> Result<(), RequestError> {
     let Some(max) = max else { return Ok(()) };
-    tributary_core::state::record_page(deps.store, &message.pipeline, &message.run_id, page.index, max)
+    tributary_core::state::record_page(deps.store, &message.pipeline, &message.run_id, page.index, max, min)
         .await
         .map_err(|source| RequestError::Forward { destination: "the incremental state".into(), source })
 }

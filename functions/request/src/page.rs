@@ -44,11 +44,14 @@ pub struct Records {
     /// The highest non-null value at the cursor pointer, if asked
     /// ([`tributary_core::state::max_of`]'s order).
     pub cursor_max: Option<Value>,
+    /// The lowest non-null value at the cursor pointer (same order), so the
+    /// run's completion can tell pages in ascending cursor order.
+    pub cursor_min: Option<Value>,
 }
 
 impl Records {
     /// A page without a body: no records.
-    pub const NONE: Records = Records { range: None, count: 0, last: None, cursor_max: None };
+    pub const NONE: Records = Records { range: None, count: 0, last: None, cursor_max: None, cursor_min: None };
 }
 
 impl<'a> Doc<'a> {
@@ -98,7 +101,7 @@ impl<'a> Doc<'a> {
     /// [`NotRecords`] when nothing, or not an array, is there.
     pub fn records(&self, pointer: &str, cursor: Option<&str>) -> Result<Records, NotRecords> {
         let Array { idx, end, from, to } = self.array_at(pointer)?;
-        let (mut count, mut last_idx, mut cursor_max) = (0usize, None, None::<Value>);
+        let (mut count, mut last_idx, mut cursor_max, mut cursor_min) = (0usize, None, None::<Value>, None::<Value>);
         let mut i = idx + 1;
         while i < end {
             if let Some(pointer) = cursor {
@@ -111,6 +114,12 @@ impl<'a> Doc<'a> {
                     if higher {
                         cursor_max = Some(value.clone());
                     }
+                    let lower = cursor_min
+                        .as_ref()
+                        .is_none_or(|min| tributary_core::state::compare(value, min) == std::cmp::Ordering::Less);
+                    if lower {
+                        cursor_min = Some(value.clone());
+                    }
                 }
             }
             last_idx = Some(i);
@@ -118,7 +127,7 @@ impl<'a> Doc<'a> {
             i = self.tape.skip(i);
         }
         let last = last_idx.map(|i| parse_value(self.slice(i)));
-        Ok(Records { range: Some(from..to), count, last, cursor_max })
+        Ok(Records { range: Some(from..to), count, last, cursor_max, cursor_min })
     }
 
     fn array_at(&self, pointer: &str) -> Result<Array, NotRecords> {
@@ -182,6 +191,7 @@ mod tests {
         assert_eq!(records.count, 3);
         assert_eq!(records.last, Some(json!({"id": 2})));
         assert_eq!(records.cursor_max, Some(json!(3)));
+        assert_eq!(records.cursor_min, Some(json!(1)));
         let range = records.range.expect("a body");
         assert_eq!(&body[range], br#"[{"id":1},{"id":3,"at":"2026-01-02"},{"id":2}]"#);
         assert_eq!(doc.value_at("/meta/total"), Some(json!(3)));

@@ -483,11 +483,12 @@ async fn a_vendor_page_size_cap_is_a_truncated_run_not_a_silent_loss() {
     // 120 records; the spec asks for pages of 40, the vendor serves 25 at
     // most (its cap): pages at offsets 0, 40 and 80 hold 75 records.
     let records = PagedRecords::default();
-    records.set((0..120).map(|i| serde_json::json!({"id": i})).collect());
+    records.set((0..120).map(|i| serde_json::json!({"id": i, "updated": i})).collect());
     let addr = serve_pages_capped(records, 25).await;
     let text = format!(
         "version: 1\npipeline: capped\nstrategy: {{kind: paged, page_size: 40, total_pointer: /meta/total}}\n\
          request: {{url: 'http://{addr}/records', records_pointer: /results, allow: {{loopback: true}}}}\n\
+         incremental: {{cursor_field: /updated, param: updated_since, start: '0'}}\n\
          target: {{dataset: capped}}\n"
     );
     let spec = contracts::spec::PipelineSpec::from_yaml(&text).expect("spec");
@@ -506,6 +507,11 @@ async fn a_vendor_page_size_cap_is_a_truncated_run_not_a_silent_loss() {
     let store = adapters::local::DirStore::new(lake.path());
     let runs = tributary::status::recent_runs(&store, None, 10).await.expect("status");
     assert_eq!(runs.iter().map(|r| r.state()).collect::<Vec<_>>(), ["truncated"], "tributary status");
+    // The skipped records lie between the pages: the incremental cursor
+    // stays, so the next run (with the page size fixed) asks for them
+    // again. A trial found it moved past them (here to 104), and they were never fetched.
+    assert!(reason.contains("the incremental cursor stays at incremental.start (not 104)"), "{reason}");
+    assert_eq!(tributary_core::state::current(&store, "capped").await.expect("state"), None);
 }
 
 /// A trial finding: a mistyped `offset_param` (the vendor ignores the
