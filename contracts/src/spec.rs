@@ -1014,6 +1014,136 @@ pub fn is_credential_value(value: &str) -> bool {
     scheme || jwt
 }
 
+/// Marks a value [`redact_credentials_in_text`] hid.
+pub const REDACTED_IN_TEXT: &str = "<redacted>";
+
+/// `text` (a vendor's error body, as quoted in an error, a dead letter or
+/// an alert) with the values that look like credentials replaced by
+/// [`REDACTED_IN_TEXT`], whatever the text's format:
+/// - after a name that holds a credential ([`is_credential_field`] or
+///   [`is_credential_like`]: `api_key`, `password`, `token`, `session`,
+///   …) and `:` or `=`, the value: a quoted string to its closing quote,
+///   or a bare one to the next `&`, `,`, `;`, space, bracket or quote
+///   (`"api_key": "abc"`, `token=abc&x=1`, `password: abc`); an object or
+///   array value is left, its members are looked at in turn;
+/// - after an authentication scheme ([`CREDENTIAL_SCHEMES`]: `Bearer`,
+///   `Basic`, …) and one space, a token of 8 or more characters
+///   (`Authorization: Bearer abc…` inside a string);
+/// - a JSON Web Token anywhere (`eyJ…`, three dot-separated parts).
+///
+/// Request knows the spec's own secrets and scrubs them in any spelling;
+/// this hides what it cannot know, such as a key a vendor echoes from
+/// another caller or a session token in a 500's body. A false match hides
+/// a value that was not a secret (`"key": "items/7"`), never shows one.
+pub fn redact_credentials_in_text(text: &str) -> std::borrow::Cow<'_, str> {
+    let bytes = text.as_bytes();
+    let word = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.');
+    let token = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'+' | b'/' | b'=');
+    let mut cuts: Vec<(usize, usize)> = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        if !word(bytes[at]) || (at > 0 && word(bytes[at - 1])) {
+            at += 1;
+            continue;
+        }
+        let start = at;
+        while at < bytes.len() && word(bytes[at]) {
+            at += 1;
+        }
+        let name = &text[start..at];
+        // A JSON Web Token.
+        let jwt = name.trim_end_matches('.');
+        if jwt.starts_with("eyJ") && jwt.split('.').count() == 3 && jwt.len() > 20 {
+            cuts.push((start, start + jwt.len()));
+            continue;
+        }
+        // `Bearer <token>`.
+        if CREDENTIAL_SCHEMES.contains(&name.to_ascii_lowercase().as_str()) && bytes.get(at) == Some(&b' ') {
+            let from = at + 1;
+            let mut end = from;
+            while end < bytes.len() && token(bytes[end]) {
+                end += 1;
+            }
+            if end - from >= 8 {
+                cuts.push((from, end));
+                at = end;
+                continue;
+            }
+        }
+        if !(is_credential_field(name) || is_credential_like(name)) {
+            continue;
+        }
+        // `name"? *[:=] *` then the value.
+        let mut i = at;
+        if matches!(bytes.get(i), Some(b'"' | b'\'')) {
+            i += 1;
+        }
+        while bytes.get(i) == Some(&b' ') {
+            i += 1;
+        }
+        if !matches!(bytes.get(i), Some(b':' | b'=')) {
+            continue;
+        }
+        i += 1;
+        while bytes.get(i) == Some(&b' ') {
+            i += 1;
+        }
+        match bytes.get(i) {
+            Some(quote @ (b'"' | b'\'')) => {
+                let from = i + 1;
+                let mut end = from;
+                while end < bytes.len() && bytes[end] != *quote {
+                    end += if bytes[end] == b'\\' { 2 } else { 1 };
+                }
+                let end = end.min(bytes.len());
+                if end > from {
+                    cuts.push((from, end));
+                }
+                at = end;
+            }
+            Some(b'{' | b'[') | None => {}
+            Some(_) => {
+                let mut end = i;
+                while end < bytes.len()
+                    && !matches!(
+                        bytes[end],
+                        b'&' | b',' | b';' | b' ' | b'}' | b']' | b'"' | b'\'' | b'\n' | b'\r' | b'\t'
+                    )
+                {
+                    end += 1;
+                }
+                // `Authorization: Bearer abc…`: the scheme and its token.
+                if CREDENTIAL_SCHEMES.contains(&text[i..end].to_ascii_lowercase().as_str())
+                    && bytes.get(end) == Some(&b' ')
+                {
+                    end += 1;
+                    while end < bytes.len() && token(bytes[end]) {
+                        end += 1;
+                    }
+                }
+                if end > i {
+                    cuts.push((i, end));
+                }
+                at = end;
+            }
+        }
+    }
+    if cuts.is_empty() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    for (from, end) in cuts {
+        // Cut points are at ASCII bytes or the text's end: boundaries.
+        let (from, end) = (from.max(copied), end.max(copied));
+        out.push_str(&text[copied..from]);
+        out.push_str(REDACTED_IN_TEXT);
+        copied = end;
+    }
+    out.push_str(&text[copied..]);
+    std::borrow::Cow::Owned(out)
+}
+
 /// Whether a body key or an environment variable name holds a credential:
 /// the names whose values logs and alerts mask
 /// ([`crate::is_credential_param`]: `*token*`, `*secret*`, `*passw*`,
@@ -1350,6 +1480,33 @@ fn check_pointer(field: &str, pointer: &str) -> Result<(), SpecError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn credentials_in_a_vendors_error_text_are_redacted_whatever_its_format() {
+        let redact = |text: &str| redact_credentials_in_text(text).into_owned();
+        assert_eq!(
+            redact(
+                r#"{"api_key":"LeakedKey777","password":"LeakedPwd999","echo":"Authorization: Bearer LeakedBearer888","id":7}"#
+            ),
+            r#"{"api_key":"<redacted>","password":"<redacted>","echo":"Authorization: <redacted>","id":7}"#
+        );
+        assert_eq!(redact("error: token=SuperSecretTok3n-XYZZY&page=2"), "error: token=<redacted>&page=2");
+        assert_eq!(redact("session_id: abc123; retry later"), "session_id: <redacted>; retry later");
+        assert_eq!(redact("got Bearer abcdefgh12345 from you"), "got Bearer <redacted> from you");
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJlc2lnbmF0dXJl";
+        assert_eq!(redact(&format!("bad jwt {jwt}.")), "bad jwt <redacted>.");
+        assert_eq!(
+            redact(r#"{"secret": {"value": "x1"}}"#),
+            r#"{"secret": {"value": "x1"}}"#,
+            "an object is looked into, not cut"
+        );
+        assert_eq!(redact(r#"{"client_secret": "a\"b", "ok": "é"}"#), r#"{"client_secret": "<redacted>", "ok": "é"}"#);
+        for plain in
+            ["not found", r#"{"error":"rate limited","retry_after":30}"#, "Bearer of bad news", "ünïcode token"]
+        {
+            assert_eq!(redact(plain), plain);
+        }
+    }
+
     use super::*;
 
     const PAGED: &str = r#"

@@ -492,10 +492,15 @@ impl Scrubber {
     }
 
     /// The first `max` bytes of a body as text (invalid UTF-8 replaced),
-    /// cut as [`Scrubber::cut`] does.
+    /// with credential-looking values redacted
+    /// ([`contracts::spec::redact_credentials_in_text`]), cut as
+    /// [`Scrubber::cut`] does.
     pub fn excerpt(&self, body: &[u8], max: usize) -> String {
         let window = body.len().min(max.saturating_add(self.longest).saturating_add(MARK.len() + 4));
         let text = String::from_utf8_lossy(&body[..window]);
+        // What looks like a credential, though not one of the spec's (a key
+        // the vendor echoes, a session token in a 500's body).
+        let text = contracts::spec::redact_credentials_in_text(&text);
         let cut = self.cut(&text, max);
         // A character split by the window shows as U+FFFD at the end.
         cut.trim_end_matches('\u{FFFD}').to_string()

@@ -359,3 +359,25 @@ async fn no_output_holds_any_form_of_the_secret() {
         assert_clean(what, text, TOKEN);
     }
 }
+
+/// A trial finding: credentials in a vendor's error body that are not the
+/// spec's own (another caller's key echoed, a session token) were quoted
+/// verbatim in the error, the dead letter and the alert.
+#[tokio::test]
+async fn credential_looking_values_in_a_vendors_error_body_are_redacted_in_the_error_and_dead_letter() {
+    const BODY: &str = r#"{"api_key":"LeakedKey777","password":"LeakedPwd999","echo":"Authorization: Bearer LeakedBearer888","hint":"token=SuperSecretTok3n-XYZZY"}"#;
+    let (addr, _log) = serve_echoes(|_| EchoReply::json(400, BODY)).await;
+    let harness = harness(json!({"vendor/token": TOKEN}));
+    let message = serde_json::to_value(message(&format!("http://{addr}/items"), bearer())).expect("json");
+    let err = failure(&harness, message.clone()).await;
+    let response = request::handle_sqs(&event(&[message]), harness.deps()).await;
+    assert!(response.batch_item_failures.is_empty(), "dead-lettered at once");
+    let letters = dead_letters(&harness);
+    assert_eq!(letters.len(), 1);
+    for (what, text) in [("the error", format!("{err} {err:?}")), ("the dead letter", letters[0].clone())] {
+        assert!(text.contains("400") && text.contains("<redacted>"), "{what}: {text}");
+        for leaked in ["LeakedKey777", "LeakedPwd999", "LeakedBearer888", "SuperSecretTok3n"] {
+            assert!(!text.contains(leaked), "{what} shows {leaked}: {text}");
+        }
+    }
+}
