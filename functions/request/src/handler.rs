@@ -293,6 +293,7 @@ fn decide(message: &RequestMessage, fetched: &Fetched, scrubber: &Scrubber) -> R
             if let (Some(doc), Some(pointer)) = (&doc, records_pointer)
                 && total > 0
                 && let Err(err) = doc.records(pointer, None)
+                && (err != page::NotRecords::Null || reports_errors(doc))
             {
                 return Err(not_records(doc, target, pointer, err));
             }
@@ -304,8 +305,15 @@ fn decide(message: &RequestMessage, fetched: &Fetched, scrubber: &Scrubber) -> R
                 None => (Value::Null, page::Records::NONE),
                 Some(doc) => {
                     let refused = |err: page::NotRecords| not_records(&doc, target, pointer, err);
-                    let records = doc.records(pointer, cursor_field.as_deref()).map_err(refused)?;
-                    (doc.envelope(pointer).map_err(refused)?, records)
+                    match doc.records(pointer, cursor_field.as_deref()) {
+                        // `"data": null` for an empty list, unless the body
+                        // says it failed (GraphQL's `{"data": null,
+                        // "errors": [...]}`): then it is refused, not empty.
+                        Err(page::NotRecords::Null) if !reports_errors(&doc) => {
+                            (doc.null_as_empty(pointer), page::Records::NONE)
+                        }
+                        records => (doc.envelope(pointer).map_err(refused)?, records.map_err(refused)?),
+                    }
                     // The tokens are dropped here, before the records' text is copied.
                 }
             };
@@ -802,7 +810,25 @@ fn not_records(doc: &page::Doc<'_>, target: &str, pointer: &str, err: page::NotR
     match err {
         page::NotRecords::Missing => problem(format!("is not in the response{hint}")),
         page::NotRecords::Other(kind) => problem(format!("leads to {kind}, not an array of records{hint}")),
+        page::NotRecords::Null => problem(format!(
+            "leads to null beside the body's `errors`/`error` member: the vendor reports a failure, not an empty page{hint}"
+        )),
     }
+}
+
+/// Whether the body's top level has a non-empty `errors` or `error`
+/// member (GraphQL's `errors`, many REST APIs' `error`): a page whose
+/// records are `null` beside it failed; it is not an empty list.
+fn reports_errors(doc: &page::Doc<'_>) -> bool {
+    ["/errors", "/error"].iter().any(|pointer| {
+        doc.value_at(pointer).is_some_and(|value| match value {
+            Value::Null | Value::Bool(false) => false,
+            Value::Array(items) => !items.is_empty(),
+            Value::Object(members) => !members.is_empty(),
+            Value::String(text) => !text.is_empty(),
+            _ => true,
+        })
+    })
 }
 
 fn pointer_problem<'a>(target: &'a str, field: &'static str, pointer: &'a str) -> impl Fn(String) -> RequestError + 'a {

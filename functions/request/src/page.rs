@@ -25,10 +25,13 @@ pub struct Doc<'a> {
 pub struct NotJson(pub String, #[source] pub BoxError);
 
 /// Why a pointer does not lead to an array of records.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 pub enum NotRecords {
     /// Nothing is at the pointer.
     Missing,
+    /// `null` is: many APIs send it for an empty list (the caller decides
+    /// whether it is one, [`Doc::null_as_empty`]).
+    Null,
     /// Something else is: `"an object"`, `"a string"`, …
     Other(&'static str),
 }
@@ -95,6 +98,17 @@ impl<'a> Doc<'a> {
         Ok(parse_value(&text))
     }
 
+    /// The body as a `Value` with the `null` at `pointer` replaced by `[]`
+    /// (the envelope of a page whose records are `null`, see
+    /// [`NotRecords::Null`]).
+    pub fn null_as_empty(&self, pointer: &str) -> Value {
+        let mut body = parse_value(self.text);
+        if let Some(slot) = body.pointer_mut(pointer) {
+            *slot = Value::Array(Vec::new());
+        }
+        body
+    }
+
     /// The array of records at `pointer`.
     ///
     /// # Errors
@@ -136,6 +150,7 @@ impl<'a> Doc<'a> {
             Tok::Arr { end, from, to } => Ok(Array { idx, end: end as usize, from: from as usize, to: to as usize }),
             // A number is named as a `Value` would be (`kind_of`).
             Tok::Num { .. } => Err(NotRecords::Other("a number")),
+            Tok::Null => Err(NotRecords::Null),
             tok => Err(NotRecords::Other(tape::kind_name(&tok))),
         }
     }

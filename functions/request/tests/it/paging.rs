@@ -70,6 +70,16 @@ async fn vendor() -> (std::net::SocketAddr, Log) {
                 let items = if seen.query("empty").is_some() { Vec::new() } else { records(from) };
                 reply(200, &[], json!({"items": items, "meta": {"next_cursor": next}}))
             }
+            // A cursor API that ends with `"items": null` (an empty list
+            // sent as null), and one whose null comes with `errors`
+            // (GraphQL's failure shape).
+            "/null_end" => {
+                let from = seen.query("cursor").map_or(0, |c| c.trim_start_matches('c').parse().unwrap_or(0));
+                let items = if from < TOTAL { json!(records(from)) } else { Value::Null };
+                let next = (from < TOTAL).then(|| format!("c{}", from + SIZE));
+                reply(200, &[], json!({"items": items, "meta": {"next_cursor": next}}))
+            }
+            "/null_errors" => reply(200, &[], json!({"items": null, "errors": [{"message": "rate limit"}]})),
             _ => reply(404, &[], json!({})),
         }
     })
@@ -328,4 +338,22 @@ async fn a_cursor_page_delivered_twice_is_not_taken_for_a_cycle() {
         .map(|v| contracts::decode::<PersistMessage>(v).expect("persist").page.index)
         .collect();
     assert_eq!(persisted, [0, 1, 1], "page 1's records both times (Persist's receipt dedupes)");
+}
+
+/// A trial finding: `"items": null` on the last page failed the run after
+/// every record was in; it is an empty page. Beside `errors` it is the
+/// vendor's failure, and refused.
+#[tokio::test]
+async fn records_sent_as_null_are_an_empty_page_unless_the_body_reports_errors() {
+    let (addr, _log) = vendor().await;
+    let harness = Harness::new();
+    let next = json!({"kind": "body_token", "pointer": "/meta/next_cursor", "param": "cursor"});
+    let (mut pages, expected) = run(&harness, first_page(addr, "/null_end", json!({}), next.clone(), 100)).await;
+    assert_eq!(pages.pop(), Some((3, vec![])), "the null page is an empty page");
+    assert_eq!((pages, expected), (all_pages(), 4));
+
+    let message = first_page(addr, "/null_errors", json!({}), next, 100);
+    let err = request::handle_message(message, harness.deps()).await.expect_err("refused");
+    let text = err.to_string();
+    assert!(text.contains("leads to null beside the body's `errors`/`error` member"), "{text}");
 }
