@@ -170,6 +170,23 @@ pub async fn recent_runs(
     }
     for (id, run) in &mut runs {
         let landed = run.records_persisted + run.records_quarantined;
+        // A completed run that holds fewer records than announced (a page
+        // size cap, found at completion): its reason is the manifest's
+        // (one GET, for such runs only), and says whether the incremental
+        // cursor stayed.
+        if run.completed
+            && run.records_announced.is_some_and(|announced| landed < announced)
+            && let Ok(run_id) = contracts::RunId::new(run.run_id.clone())
+        {
+            match store.get(&keys::manifest_key(&run.pipeline, &run_id)).await {
+                Ok(bytes) => match serde_json::from_slice::<tributary_core::ledger::Manifest>(&bytes) {
+                    Ok(manifest) => run.truncated = manifest.truncated.or(run.truncated.take()),
+                    Err(_) => tracing::warn!(run = %run_id, "unreadable manifest skipped"),
+                },
+                Err(PortError::NotFound { .. }) => {}
+                Err(err) => return Err(err),
+            }
+        }
         run.duplicated = tributary_core::ledger::duplicated(
             receipts.get(id).map_or(&[][..], Vec::as_slice),
             run.records_announced,

@@ -364,7 +364,9 @@ pub const NOTIFY_ATTRIBUTE: &str = "notify";
 /// - more records `landed` than the vendor `announced` (offset pages over
 ///   records added while the run paged: each insert shifts the records
 ///   behind it into the next page, so the boundary records are fetched
-///   twice).
+///   twice; or a total that is low, an estimate or a cap, so the run
+///   planned too few pages and records past them were not fetched: the
+///   text names both, and how to tell them apart).
 pub fn duplicated(receipts: &[PageReceipt], announced: Option<u64>, landed: u64) -> Option<String> {
     let mut by_fingerprint: std::collections::BTreeMap<&str, Vec<&PageReceipt>> = std::collections::BTreeMap::new();
     for receipt in receipts {
@@ -398,8 +400,11 @@ pub fn duplicated(receipts: &[PageReceipt], announced: Option<u64>, landed: u64)
     let announced = announced.filter(|announced| landed > *announced)?;
     Some(format!(
         "the run's pages held {landed} records, {} more than the {announced} the vendor announced (the probe's \
-         total): records added while the run paged shift offset pages, so records at page boundaries were fetched \
-         twice. Deduplicate on the records' key (target.write: merge with a key) or page by a cursor",
+         total). Either records added while the run paged shifted offset pages, so records at page boundaries \
+         were fetched twice (deduplicate on the records' key: target.write: merge with a key), or the vendor's \
+         total is low (an estimate, or capped), and the run planned too few pages: records past its last page \
+         were not fetched. Count the run's distinct keys to tell: as many as records means the total was low; \
+         then page by a cursor, or without total_pointer so paging ends on a short page",
         landed - announced
     ))
 }

@@ -507,6 +507,9 @@ async fn a_vendor_page_size_cap_is_a_truncated_run_not_a_silent_loss() {
     let store = adapters::local::DirStore::new(lake.path());
     let runs = tributary::status::recent_runs(&store, None, 10).await.expect("status");
     assert_eq!(runs.iter().map(|r| r.state()).collect::<Vec<_>>(), ["truncated"], "tributary status");
+    // ... with the reason under its table (a trial found none for a cap).
+    let hints = tributary::status::recovery_hints(&runs, &tributary::status::Place::Lake("lake".into()));
+    assert!(hints.contains("truncated: the vendor announced 120 records"), "{hints}");
     // The skipped records lie between the pages: the incremental cursor
     // stays, so the next run (with the page size fixed) asks for them
     // again. A trial found it moved past them (here to 104), and they were never fetched.
