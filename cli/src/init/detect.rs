@@ -530,6 +530,35 @@ fn candidates(signals: &Signals, page: &FirstPage<'_>, more_expected: bool) -> (
             out.push(paged(page.asked, total, params, records_size, &seen.describe(), true));
         }
     }
+    // 5. No total and no page or offset parameter, but page 1 holds as
+    //    many records as the URL's size parameter asks: more pages may
+    //    follow. The two usual ways, guessed (a vendor that ignores the
+    //    guessed parameter repeats page 1, and the guess is dropped), then
+    //    one call, saying so. A trial's `?per_page=50` vendor was written
+    //    as one call and landed 50 of 240 records.
+    if out.is_empty()
+        && !more_expected
+        && let Some((name, size)) = size_in_query(page.asked).filter(|(_, size)| *size as usize == count)
+    {
+        let guesses = [
+            PageParams::PageNumber { page_param: "page".into(), size_param: Some(name.clone()), first_page: 1 },
+            PageParams::OffsetLimit { offset_param: "offset".into(), limit_param: name.clone() },
+        ];
+        for params in guesses {
+            let seen = Numbered { params: params.clone(), size: Some(size), seen: "guessed" };
+            let why = format!(
+                "cursor: numbered pages ({}): page 1 holds {size} records, as many as ?{name}= asks, so more may follow",
+                seen.describe()
+            );
+            let next = NextPage::Numbered { params, size };
+            out.push(cursor(without(page.asked, &[name.as_str()]), next, why, true));
+        }
+        let why = format!(
+            "simple: page 1 is full ({size} records, as ?{name}= asks), but neither ?page= nor ?offset= gave another \
+             page: one call, which may miss records; find the vendor's paging parameter in its documentation"
+        );
+        out.push(Candidate { strategy: StrategySpec::Simple {}, url: page.asked.clone(), why, guessed: false });
+    }
     if !out.is_empty() {
         return (out, None);
     }
@@ -736,6 +765,14 @@ fn last_record_key(page: &FirstPage<'_>) -> Option<String> {
 
 /// Page parameters in `url`'s query: an offset (with its size parameter,
 /// or `limit`), else a page number (with its size parameter, if any).
+/// A page size parameter of `url` ([`SIZE_NAMES`]) and its value.
+fn size_in_query(url: &url::Url) -> Option<(String, u32)> {
+    url.query_pairs().find_map(|(name, value)| {
+        let size = value.trim().parse::<u32>().ok().filter(|size| *size > 0)?;
+        SIZE_NAMES.contains(&norm(&name).as_str()).then(|| (name.into_owned(), size))
+    })
+}
+
 fn numbered_in_query(url: &url::Url, seen: &'static str) -> Option<Numbered> {
     let pairs: Vec<(String, String)> = url.query_pairs().map(|(n, v)| (n.into_owned(), v.into_owned())).collect();
     numbered_in(&pairs, seen)
@@ -1013,6 +1050,31 @@ mod tests {
         assert!(range.candidates.is_empty(), "{range:?}");
         assert!(range.unclassified.as_deref().is_some_and(|why| why.contains("Content-Range")), "{range:?}");
         assert!(range.undecided[0].contains("Content-Range"), "{range:?}");
+    }
+
+    #[test]
+    fn a_full_page_of_the_size_the_url_asks_guesses_page_and_offset_then_one_call() {
+        let full = detected(&page("http://v.test/short?per_page=50", &[], json!(rows(50))));
+        let kinds: Vec<(bool, String)> =
+            full.candidates.iter().map(|c| (c.guessed, c.why.split(':').next().unwrap_or("").to_string())).collect();
+        assert_eq!(kinds, [(true, "cursor".into()), (true, "cursor".into()), (false, "simple".into())], "{full:?}");
+        let expected = NextPage::Numbered {
+            params: PageParams::PageNumber {
+                page_param: "page".into(),
+                size_param: Some("per_page".into()),
+                first_page: 1,
+            },
+            size: 50,
+        };
+        assert!(matches!(&full.candidates[0].strategy, StrategySpec::Cursor(c) if c.next == expected), "{full:?}");
+        assert_eq!(full.candidates[0].url.as_str(), "http://v.test/short");
+        assert!(full.candidates[2].why.contains("which may miss records"), "{full:?}");
+        // A short page is all there is.
+        let short = detected(&page("http://v.test/short?per_page=50", &[], json!(rows(12))));
+        assert!(
+            matches!(short.candidates.as_slice(), [c] if matches!(c.strategy, StrategySpec::Simple {})),
+            "{short:?}"
+        );
     }
 
     #[test]
