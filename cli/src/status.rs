@@ -57,6 +57,12 @@ pub struct RunStatus {
     /// or more records than announced), as the run's manifest and its
     /// alert say it.
     pub duplicated: Option<String>,
+    /// For a run of an incremental pipeline that did not complete: the
+    /// later run that moved the pipeline's cursor since. A failed run
+    /// leaves the cursor where it was, so that run asked for this run's
+    /// window again: redriving this run's dead letters would land its
+    /// records a second time.
+    pub superseded_by: Option<String>,
 }
 
 impl RunStatus {
@@ -214,6 +220,14 @@ pub async fn recent_runs(
             run.recovered_by.insert(resolution.by);
         }
     }
+    // Incremental pipelines: one GET of the cursor per pipeline listed.
+    let pipelines: BTreeSet<String> = runs.values().map(|run| run.pipeline.clone()).collect();
+    for pipeline in pipelines {
+        let Some(cursor) = tributary_core::state::current(store, &pipeline).await? else { continue };
+        for run in runs.values_mut().filter(|run| run.pipeline == pipeline) {
+            run.superseded_by = superseded_by(run, &cursor.run_id);
+        }
+    }
     Ok(runs.into_values().rev().take(limit).collect())
 }
 
@@ -342,6 +356,14 @@ pub enum Place {
     Stack(String),
 }
 
+/// The run that moved an incremental pipeline's cursor (`cursor_run`), when
+/// it came after `run` and `run` did not complete ([`RunStatus::superseded_by`]).
+fn superseded_by(run: &RunStatus, cursor_run: &contracts::RunId) -> Option<String> {
+    // Run ids are UTC times (`20261129T060000Z`, ad-hoc ones with
+    // milliseconds): later sorts after.
+    (!run.completed && cursor_run.as_str() > run.run_id.as_str()).then(|| cursor_run.to_string())
+}
+
 /// A line per run with open dead letters saying how to recover it: read
 /// why (`dlq list --run`), then send its letters back (`dlq redrive`) or
 /// run it again for its scheduled time (`run`/`trigger --scheduled-at`);
@@ -371,6 +393,14 @@ pub fn recovery_hints(runs: &[RunStatus], place: &Place) -> String {
         if run.completed {
             text.push_str(&format!(
                 "  the run is complete: once read, mark them resolved with tributary dlq resolve --all --run {run_id} {flag}\n"
+            ));
+            continue;
+        }
+        if let Some(later) = &run.superseded_by {
+            text.push_str(&format!(
+                "  the pipeline is incremental and run {later} moved its cursor since: that run asked for this \
+                 run's window again, so a redrive would land its records twice; once read, mark them resolved with \
+                 tributary dlq resolve --all --run {run_id} {flag}\n"
             ));
             continue;
         }
@@ -408,6 +438,33 @@ mod tests {
         assert!(text.contains("WARNING alerts: email data@example.com is pending confirmation"), "{text}");
         assert!(text.contains("WARNING alerts: no confirmed subscription"), "{text}");
         assert!(!text.contains("WARNING operations"), "{text}");
+    }
+
+    #[test]
+    fn a_failed_run_of_an_incremental_pipeline_whose_cursor_moved_since_is_resolved_not_redriven() {
+        let failed = RunStatus {
+            pipeline: "orders".into(),
+            run_id: "20261201T060000Z".into(),
+            dead_letters: 2,
+            ..RunStatus::default()
+        };
+        let later = contracts::RunId::new("20261202T060000Z").expect("id");
+        let earlier = contracts::RunId::new("20261130T060000Z").expect("id");
+        assert_eq!(superseded_by(&failed, &later).as_deref(), Some("20261202T060000Z"));
+        assert_eq!(superseded_by(&failed, &earlier), None, "the cursor is older: the run's window is not covered");
+        let done = RunStatus { completed: true, ..failed.clone() };
+        assert_eq!(superseded_by(&done, &later), None);
+
+        let place = Place::Lake("lake".into());
+        let plain = recovery_hints(std::slice::from_ref(&failed), &place);
+        assert!(plain.contains("tributary dlq redrive --all --run 20261201T060000Z"), "{plain}");
+        let superseded = RunStatus { superseded_by: superseded_by(&failed, &later), ..failed };
+        let hints = recovery_hints(&[superseded], &place);
+        assert!(
+            hints.contains("a redrive would land its records twice") && hints.contains("dlq resolve --all"),
+            "{hints}"
+        );
+        assert!(!hints.contains("dlq redrive"), "{hints}");
     }
 
     #[test]
