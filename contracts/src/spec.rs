@@ -1014,6 +1014,48 @@ pub fn is_credential_value(value: &str) -> bool {
     scheme || jwt
 }
 
+/// Prefixes of vendors' API keys and tokens as issued (Stripe `sk_live_`,
+/// GitHub `ghp_`/`github_pat_`, Slack `xoxb-`, GitLab `glpat-`, AWS
+/// access key ids `AKIA`/`ASIA`, Google `AIza`, SendGrid `SG.`, Shopify
+/// `shpat_`, Square `sq0atp-`): a `secret_id` starting so is the key, not
+/// the id of a secret.
+const KEY_PREFIXES: &[&str] = &[
+    "sk_live_",
+    "sk_test_",
+    "rk_live_",
+    "rk_test_",
+    "pk_live_",
+    "ghp_",
+    "gho_",
+    "ghs_",
+    "ghu_",
+    "github_pat_",
+    "xoxb-",
+    "xoxp-",
+    "xoxa-",
+    "xapp-",
+    "glpat-",
+    "shpat_",
+    "shpss_",
+    "sq0atp-",
+    "sq0csp-",
+];
+
+/// Whether `text`, given as a secret's id, looks like a credential itself:
+/// a vendor key's prefix ([`KEY_PREFIXES`]), an AWS access key id
+/// (`AKIA`/`ASIA` and 16 upper-case letters or digits), a Google API key
+/// (`AIza` and 35 characters), a SendGrid key (`SG.` and two dot-separated
+/// parts), or [`is_credential_value`] (`Bearer …`, a JSON Web Token).
+pub fn looks_like_a_key(text: &str) -> bool {
+    let text = text.trim();
+    let aws = (text.starts_with("AKIA") || text.starts_with("ASIA"))
+        && text.len() == 20
+        && text.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
+    let google = text.starts_with("AIza") && text.len() == 39;
+    let sendgrid = text.starts_with("SG.") && text.split('.').count() == 3 && text.len() > 40;
+    KEY_PREFIXES.iter().any(|prefix| text.starts_with(prefix)) || aws || google || sendgrid || is_credential_value(text)
+}
+
 /// Marks a value [`redact_credentials_in_text`] hid.
 pub const REDACTED_IN_TEXT: &str = "<redacted>";
 
@@ -1242,6 +1284,16 @@ pub fn check_policy(policy: &CallPolicy) -> Result<(), SpecError> {
     if let Some(auth) = &policy.auth {
         if auth.secret_id().trim().is_empty() {
             return Err(invalid("request.auth.secret_id", "\"\"", "must name a secret (Secrets Manager id or ARN)"));
+        }
+        if looks_like_a_key(auth.secret_id()) {
+            // Not echoed: it may be the key itself.
+            return Err(invalid(
+                "request.auth.secret_id",
+                "<redacted>",
+                "looks like a credential itself (a vendor key's prefix, a JSON Web Token, `Bearer …`), not the id of \
+                 a secret holding one: store the key in Secrets Manager (or TRIBUTARY_SECRET_<ID> locally) and name \
+                 its id here; an id is printed in errors, a key must never be",
+            ));
         }
         match auth {
             Auth::ApiKey { header, query_param, .. } => match (header, query_param) {
@@ -1781,6 +1833,15 @@ target:
         assert!(err.contains("request.auth") && err.contains("kerberos"), "{err}");
         let err = parse_err(&with("  auth: { kind: bearer, secret_id: '' }"));
         assert!(err.contains("request.auth.secret_id"), "{err}");
+        // The key itself written as its id: refused, and not echoed.
+        for key in ["sk_live_51HxQ2eLkdIwHu7ix", "AKIAIOSFODNN7EXAMPLE", "ghp_16C7e42F292c6912E7710c838347Ae178B4a"] {
+            let err = parse_err(&with(&format!("  auth: {{ kind: bearer, secret_id: '{key}' }}")));
+            assert!(err.contains("request.auth.secret_id") && err.contains("looks like a credential itself"), "{err}");
+            assert!(!err.contains(key), "{err}");
+        }
+        for id in ["vendor/prod/api-key", "arn:aws:secretsmanager:us-east-1:123456789012:secret:stripe-AbCdEf", "sk"] {
+            PipelineSpec::from_yaml(&with(&format!("  auth: {{ kind: bearer, secret_id: '{id}' }}"))).expect(id);
+        }
         let err = parse_err(&with("  rate: { requests_per_second: 0 }"));
         assert!(err.contains("request.rate.requests_per_second") && err.contains("requests_per_minute"), "{err}");
         let err = parse_err(&with("  timeout_secs: 901"));
