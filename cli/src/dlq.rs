@@ -186,10 +186,30 @@ pub async fn redrive(
     selection: &Selection,
 ) -> Result<Vec<Outcome>, PortError> {
     let mut outcomes = Vec::new();
+    // Incremental pipelines' cursors, read once each.
+    let mut cursors: std::collections::BTreeMap<String, Option<contracts::RunId>> = std::collections::BTreeMap::new();
     for (key, mut letter) in select(store, selection).await? {
         let outcome =
             |result| Outcome { key: key.clone(), message_id: letter.message_id.clone(), result, skipped: false };
         let skip = |why| Outcome { skipped: true, ..outcome(Err(why)) };
+        if !selection.again
+            && let (Some(pipeline), Some(run_id)) = (&letter.pipeline, &letter.run_id)
+        {
+            if !cursors.contains_key(pipeline) {
+                let cursor = tributary_core::state::current(store, pipeline).await?.map(|state| state.run_id);
+                cursors.insert(pipeline.clone(), cursor);
+            }
+            if let Some(later) = cursors[pipeline].as_ref().filter(|later| later.as_str() > run_id.as_str())
+                && !run_complete(store, pipeline, run_id).await?
+            {
+                outcomes.push(skip(format!(
+                    "run {run_id} of incremental pipeline {pipeline} is superseded: run {later} moved its cursor \
+                     since, asking for this run's window again, so a redrive would store its records twice \
+                     (once read: tributary dlq resolve --force --run {run_id}; --again sends it anyway)"
+                )));
+                continue;
+            }
+        }
         if let Some(resolution) = letter.resolved.as_ref().filter(|_| !selection.again) {
             outcomes.push(skip(format!("resolved ({}) at {} (--again sends it anyway)", resolution.by, resolution.at)));
             continue;
@@ -374,6 +394,37 @@ mod tests {
             body: body.to_string(),
             ..DeadLetter::default()
         }
+    }
+
+    /// A trial finding: status said not to redrive a failed run of an
+    /// incremental pipeline a later run had superseded, but the redrive
+    /// went ahead and stored every record twice.
+    #[tokio::test]
+    async fn a_superseded_run_of_an_incremental_pipeline_is_not_redriven_unless_asked_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = adapters::local::DirStore::new(dir.path());
+        let mut failed = letter("request", "request", serde_json::json!({"pipeline": "orders"}));
+        (failed.pipeline, failed.run_id, failed.message_id, failed.dlq) =
+            (Some("orders".into()), Some("20261201T060000Z".into()), "m-1".into(), "request-dlq".into());
+        failed.sent_at = Some("2026-12-01T06:00:05Z".into());
+        tributary_core::dead_letters::archive(&store, &failed).await.expect("archive");
+        let broker = adapters::local::Broker::new();
+        let address = |queue: &'static str| Ok::<String, String>(queue.to_string());
+        // A later run moved the pipeline's cursor.
+        let later = contracts::RunId::new("20261202T060000Z").expect("id");
+        tributary_core::state::record_page(&store, "orders", &later, 0, serde_json::json!(7), None)
+            .await
+            .expect("page");
+        tributary_core::state::fold_run(&store, "orders", &later, tributary_core::state::Missing::Nothing)
+            .await
+            .expect("fold");
+        let outcomes = redrive(&store, &broker, &address, &Selection::default()).await.expect("redrive");
+        assert_eq!(outcomes.len(), 1);
+        let why = outcomes[0].result.as_ref().expect_err("skipped");
+        assert!(outcomes[0].skipped && why.contains("superseded") && why.contains("20261202T060000Z"), "{why}");
+        let again = Selection { again: true, ..Selection::default() };
+        let outcomes = redrive(&store, &broker, &address, &again).await.expect("redrive");
+        assert!(!outcomes[0].skipped, "--again sends it: {:?}", outcomes[0].result);
     }
 
     #[test]

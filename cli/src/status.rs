@@ -400,7 +400,7 @@ pub fn recovery_hints(runs: &[RunStatus], place: &Place) -> String {
             text.push_str(&format!(
                 "  the pipeline is incremental and run {later} moved its cursor since: that run asked for this \
                  run's window again, so a redrive would land its records twice; once read, mark them resolved with \
-                 tributary dlq resolve --all --run {run_id} {flag}\n"
+                 tributary dlq resolve --all --force --run {run_id} {flag}\n"
             ));
             continue;
         }
