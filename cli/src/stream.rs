@@ -148,14 +148,27 @@ pub async fn poll(
 
 /// Where a shard starts: after its checkpoint, at its unfinished batch, or
 /// at the spec's starting position.
-async fn start_position(spec: &StreamSpec, shard: &str, deps: Deps<'_>) -> Result<StreamPosition, PortError> {
+async fn start_position(
+    spec: &StreamSpec,
+    reader: &dyn StreamReader,
+    shard: &str,
+    deps: Deps<'_>,
+) -> Result<StreamPosition, PortError> {
     let key = checkpoint_key(&spec.pipeline, spec.source_name(), shard);
     let checkpoint = read_checkpoint(deps.store, &key)
         .await
         .map_err(|err| PortError::permanent_msg("read checkpoint", &key, err.to_string()))?;
     Ok(match (checkpoint.pending, checkpoint.through) {
         (Some(pending), _) => StreamPosition::AtSequence(pending.first),
-        (None, Some(through)) => StreamPosition::AfterSequence(through),
+        // A Kafka topic deleted and created again starts its offsets at 0:
+        // reading after `through` would never see its records (Persist
+        // takes them, `persist::stream`, but only if they are delivered).
+        (None, Some(through)) => match (&spec.source, checkpoint.newest_arrival) {
+            (StreamSource::Kafka(_), Some(newest)) => reset_position(spec, reader, shard, &through, newest)
+                .await?
+                .unwrap_or(StreamPosition::AfterSequence(through)),
+            _ => StreamPosition::AfterSequence(through),
+        },
         (None, None) => {
             let (position, at) = match &spec.source {
                 StreamSource::Kinesis(k) => (k.starting_position, k.starting_timestamp),
@@ -177,6 +190,38 @@ async fn start_position(spec: &StreamSpec, shard: &str, deps: Deps<'_>) -> Resul
     })
 }
 
+/// Where a Kafka shard holds a record at or below the checkpoint's
+/// `through` that arrived after every record in the lake (`newest`): its
+/// offsets went back (the topic recreated, or reset). The read that holds
+/// the first such record, from the shard's start; `None` when the shard
+/// passes `through` (or ends) first. One scan of what the shard holds up
+/// to `through`: a file of records, read from memory.
+async fn reset_position(
+    spec: &StreamSpec,
+    reader: &dyn StreamReader,
+    shard: &str,
+    through: &str,
+    newest: chrono::DateTime<chrono::Utc>,
+) -> Result<Option<StreamPosition>, PortError> {
+    const SCAN: u32 = 1_000;
+    let mut position = StreamPosition::TrimHorizon;
+    loop {
+        let read = reader.read(spec.source_name(), shard, &position, SCAN).await?;
+        for record in &read.records {
+            if persist::stream::sequence_cmp(&record.sequence, through).is_gt() {
+                return Ok(None);
+            }
+            if record.arrival > newest {
+                return Ok(Some(position));
+            }
+        }
+        match read.next {
+            Some(next) if !read.records.is_empty() => position = StreamPosition::Continue(next),
+            _ => return Ok(None),
+        }
+    }
+}
+
 async fn poll_shard(
     spec: &StreamSpec,
     reader: &dyn StreamReader,
@@ -186,7 +231,7 @@ async fn poll_shard(
 ) -> Result<ShardReport, PortError> {
     let started = Instant::now();
     let mut report = ShardReport::default();
-    let mut position = start_position(spec, shard, deps).await?;
+    let mut position = start_position(spec, reader, shard, deps).await?;
     let mut batches = 0u64;
     loop {
         if options.max_batches_per_shard.is_some_and(|max| batches >= max) {
@@ -800,6 +845,36 @@ target: { dataset: orders }
 
     fn order(offset: u64) -> String {
         line(offset, Some(&format!(r#"{{"order_id": "o-{offset}"}}"#)))
+    }
+
+    /// A re-test finding: the local poller read after the checkpoint's
+    /// offset, so a recreated topic's records (offsets from 0 again) never
+    /// reached Persist's check and were skipped silently.
+    #[tokio::test]
+    async fn a_recreated_topic_s_records_land_and_a_re_run_of_the_same_file_writes_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (lake, old, new) = (dir.path().join("lake"), dir.path().join("old.jsonl"), dir.path().join("new.jsonl"));
+        std::fs::write(&old, (0..5).map(order).collect::<String>()).expect("old topic");
+        // The topic recreated an hour later: offsets 0..3 again, other records.
+        let recreated: String = (0..3)
+            .map(|offset| {
+                let mut record: serde_json::Value =
+                    serde_json::from_str(&line(offset, Some(&format!(r#"{{"order_id": "n-{offset}"}}"#))))
+                        .expect("json");
+                record["timestamp"] = serde_json::json!(1_764_583_200_000_u64 + 3_600_000 + offset);
+                record.to_string() + "\n"
+            })
+            .collect();
+        std::fs::write(&new, recreated).expect("new topic");
+        let spec = StreamSpec::from_yaml(SPEC).expect("spec");
+        let run = |file: &std::path::Path| {
+            let (spec, lake, source) = (spec.clone(), lake.clone(), LocalSource::File(file.to_path_buf()));
+            async move { run_local(&spec, &lake, &source, PollOptions::default(), false).await.expect("run") }
+        };
+        assert_eq!(run(&old).await.records_written(), 5);
+        assert_eq!(run(&old).await.records_written(), 0, "the same records again: nothing twice");
+        assert_eq!(run(&new).await.records_written(), 3, "the recreated topic's records land");
+        assert_eq!(run(&new).await.records_written(), 0, "and once");
     }
 
     #[tokio::test]
