@@ -1019,7 +1019,7 @@ pub fn is_credential_value(value: &str) -> bool {
 /// access key ids `AKIA`/`ASIA`, Google `AIza`, SendGrid `SG.`, Shopify
 /// `shpat_`, Square `sq0atp-`): a `secret_id` starting so is the key, not
 /// the id of a secret.
-const KEY_PREFIXES: &[&str] = &[
+pub const KEY_PREFIXES: &[&str] = &[
     "sk_live_",
     "sk_test_",
     "rk_live_",
@@ -1039,7 +1039,23 @@ const KEY_PREFIXES: &[&str] = &[
     "shpss_",
     "sq0atp-",
     "sq0csp-",
+    "sk-proj-",
+    "sk-ant-",
+    "sk-svcacct-",
+    "npm_",
+    "pypi-",
+    "hf_",
+    "dop_v1_",
+    "doo_v1_",
 ];
+
+/// Whether `word` (a run of letters, digits, `_`, `-`, `.`) is a key as a
+/// vendor issues it: one of [`KEY_PREFIXES`] and at least 16 more
+/// characters, or OpenAI's older `sk-` and at least 20.
+fn is_issued_key(word: &str) -> bool {
+    KEY_PREFIXES.iter().any(|prefix| word.len() >= prefix.len() + 16 && word.starts_with(prefix))
+        || (word.starts_with("sk-") && word.len() >= 23)
+}
 
 /// Whether `text`, given as a secret's id, looks like a credential itself:
 /// a vendor key's prefix ([`KEY_PREFIXES`]), an AWS access key id
@@ -1053,7 +1069,9 @@ pub fn looks_like_a_key(text: &str) -> bool {
         && text.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
     let google = text.starts_with("AIza") && text.len() == 39;
     let sendgrid = text.starts_with("SG.") && text.split('.').count() == 3 && text.len() > 40;
-    KEY_PREFIXES.iter().any(|prefix| text.starts_with(prefix)) || aws || google || sendgrid || is_credential_value(text)
+    // A key pasted after an id (`vendor-key#sk_live_…`, `path/ghp_…`).
+    let pasted = text.split(['#', '/', ':', '@', ' ', '=']).any(is_issued_key);
+    pasted || aws || google || sendgrid || is_credential_value(text)
 }
 
 /// Marks a value [`redact_credentials_in_text`] hid.
@@ -1071,7 +1089,9 @@ pub const REDACTED_IN_TEXT: &str = "<redacted>";
 /// - after an authentication scheme ([`CREDENTIAL_SCHEMES`]: `Bearer`,
 ///   `Basic`, …) and one space, a token of 8 or more characters
 ///   (`Authorization: Bearer abc…` inside a string);
-/// - a JSON Web Token anywhere (`eyJ…`, three dot-separated parts).
+/// - a JSON Web Token anywhere (`eyJ…`, three dot-separated parts), and a
+///   key as a vendor issues it anywhere (`sk_live_…`, `ghp_…`, `xoxb-…`:
+///   [`KEY_PREFIXES`]).
 ///
 /// Request knows the spec's own secrets and scrubs them in any spelling;
 /// this hides what it cannot know, such as a key a vendor echoes from
@@ -1095,7 +1115,7 @@ pub fn redact_credentials_in_text(text: &str) -> std::borrow::Cow<'_, str> {
         let name = &text[start..at];
         // A JSON Web Token.
         let jwt = name.trim_end_matches('.');
-        if jwt.starts_with("eyJ") && jwt.split('.').count() == 3 && jwt.len() > 20 {
+        if (jwt.starts_with("eyJ") && jwt.split('.').count() == 3 && jwt.len() > 20) || is_issued_key(jwt) {
             cuts.push((start, start + jwt.len()));
             continue;
         }
@@ -1552,8 +1572,14 @@ mod tests {
             "an object is looked into, not cut"
         );
         assert_eq!(redact(r#"{"client_secret": "a\"b", "ok": "é"}"#), r#"{"client_secret": "<redacted>", "ok": "é"}"#);
+        assert_eq!(
+            redact(
+                r#"{"detail":"Invalid key 'sk_live_51HxYzSECRETvalue0011' for account","id":"ghp_16C7e42F292c6912E7710c838347Ae178B4a"}"#
+            ),
+            r#"{"detail":"Invalid key '<redacted>' for account","id":"<redacted>"}"#
+        );
         for plain in
-            ["not found", r#"{"error":"rate limited","retry_after":30}"#, "Bearer of bad news", "ünïcode token"]
+            ["not found", r#"{"error":"rate limited","retry_after":30}"#, "Bearer of bad news", "ünïcode token", "sk-1"]
         {
             assert_eq!(redact(plain), plain);
         }
@@ -1834,12 +1860,25 @@ target:
         let err = parse_err(&with("  auth: { kind: bearer, secret_id: '' }"));
         assert!(err.contains("request.auth.secret_id"), "{err}");
         // The key itself written as its id: refused, and not echoed.
-        for key in ["sk_live_51HxQ2eLkdIwHu7ix", "AKIAIOSFODNN7EXAMPLE", "ghp_16C7e42F292c6912E7710c838347Ae178B4a"] {
+        for key in [
+            "sk_live_51HxQ2eLkdIwHu7ix",
+            "AKIAIOSFODNN7EXAMPLE",
+            "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+            "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWXYZ012345",
+            "npm_abcdefghijklmnopqrstuvwxyz0123456789",
+            "vendor-key#sk_live_51HxQ2eLkdIwHu7ix",
+        ] {
             let err = parse_err(&with(&format!("  auth: {{ kind: bearer, secret_id: '{key}' }}")));
             assert!(err.contains("request.auth.secret_id") && err.contains("looks like a credential itself"), "{err}");
             assert!(!err.contains(key), "{err}");
         }
-        for id in ["vendor/prod/api-key", "arn:aws:secretsmanager:us-east-1:123456789012:secret:stripe-AbCdEf", "sk"] {
+        for id in [
+            "vendor/prod/api-key",
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:stripe-AbCdEf",
+            "sk",
+            "npm_token",
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf_models-AbCdEf",
+        ] {
             PipelineSpec::from_yaml(&with(&format!("  auth: {{ kind: bearer, secret_id: '{id}' }}"))).expect(id);
         }
         let err = parse_err(&with("  rate: { requests_per_second: 0 }"));
