@@ -810,9 +810,23 @@ fn not_records(doc: &page::Doc<'_>, target: &str, pointer: &str, err: page::NotR
     match err {
         page::NotRecords::Missing => problem(format!("is not in the response{hint}")),
         page::NotRecords::Other(kind) => problem(format!("leads to {kind}, not an array of records{hint}")),
-        page::NotRecords::Null => problem(format!(
-            "leads to null beside the body's `errors`/`error` member: the vendor reports a failure, not an empty page{hint}"
-        )),
+        page::NotRecords::Null => {
+            // What the vendor said, not "did you mean": its errors, shown
+            // redacted and cut.
+            let said = ["/errors", "/error"]
+                .iter()
+                .find_map(|pointer| doc.value_at(pointer))
+                .map(|value| contracts::spec::redact_credentials_in_text(&value.to_string()).into_owned())
+                .map(|text| match text.char_indices().nth(200) {
+                    Some((at, _)) => format!("{}…", &text[..at]),
+                    None => text,
+                })
+                .unwrap_or_default();
+            problem(format!(
+                "leads to null beside the body's `errors`/`error` member: the vendor reports a failure, not an empty \
+                 page: {said}"
+            ))
+        }
     }
 }
 

@@ -356,4 +356,5 @@ async fn records_sent_as_null_are_an_empty_page_unless_the_body_reports_errors()
     let err = request::handle_message(message, harness.deps()).await.expect_err("refused");
     let text = err.to_string();
     assert!(text.contains("leads to null beside the body's `errors`/`error` member"), "{text}");
+    assert!(text.contains("rate limit") && !text.contains("did you mean"), "the vendor's own words: {text}");
 }
