@@ -182,6 +182,20 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
             }
             emf.flush_to(&deps.config.metrics);
         }
+        // A run-completed alert is sent once per run: a completion retried,
+        // or two pages completing the run at once, announce it again
+        // (at-least-once), and a trial got the same alert twice.
+        let once = run_alert_marker(&alert);
+        if let (Some(store), Some(marker)) = (deps.store, &once) {
+            match store.get(marker).await {
+                Ok(_) => {
+                    tracing::info!(marker, "this run's alert was sent already");
+                    continue;
+                }
+                Err(tributary_core::ports::PortError::NotFound { .. }) => {}
+                Err(err) => tracing::warn!(marker, error = %err, "could not read the alert's marker; sending it"),
+            }
+        }
         if let Err(err) = publish(&alert, deps).await {
             tracing::error!(error = %err, messages = ids.len(), "could not publish the alert; SQS will redeliver its dead letters");
             for id in ids {
@@ -189,9 +203,25 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
                 failure.item_identifier = id;
                 response.batch_item_failures.push(failure);
             }
+        } else if let (Some(store), Some(marker)) = (deps.store, &once)
+            && let Err(err) = store.put(marker, bytes::Bytes::new()).await
+        {
+            tracing::warn!(marker, error = %err, "could not mark the run's alert as sent");
         }
     }
     response
+}
+
+/// The lake key marking that a run-completed alert (schema change, records
+/// twice) was sent: `_runs/<pipeline>/<run_id>/alerted-<function>`; `None`
+/// for a dead letters' alert, which is one per batch of letters.
+fn run_alert_marker(alert: &Alert) -> Option<String> {
+    if alert.function != SCHEMA_FUNCTION && alert.function != DUPLICATED_FUNCTION {
+        return None;
+    }
+    let (pipeline, run_id) = (alert.pipeline.as_ref()?, alert.run_id.as_ref()?);
+    let run_id = contracts::RunId::new(run_id.as_str()).ok()?;
+    Some(format!("{}{run_id}/alerted-{}", tributary_core::keys::pipeline_runs_prefix(pipeline), alert.function))
 }
 
 /// The [`contracts::RunCompleted`] a record carries (raw, or in an SNS
@@ -263,7 +293,7 @@ pub const DUPLICATED_FUNCTION: &str = "duplicated";
 pub fn duplicated_alert(event: &contracts::RunCompleted, meta: &RecordMeta) -> Option<Alert> {
     let reason = event.duplicated.as_ref()?;
     let summary = format!(
-        "run {} of pipeline {} stored records more than once: {}",
+        "run {} of pipeline {} holds records twice, or misses some: {}",
         event.run_id,
         event.pipeline,
         truncate(reason, 600)
