@@ -916,9 +916,9 @@ async fn complete(
         (None, Some(_)) => crate::state::Missing::AfterItsPages,
         (None, None) => crate::state::Missing::Nothing,
     };
-    let (_, held) = crate::state::fold_run(store, pipeline, run_id, missing).await?;
-    let truncated = expected.truncated.clone().or(short).map(|why| match held {
-        Some(held) => format!("{why}; {held}"),
+    let (_, said) = crate::state::fold_run(store, pipeline, run_id, missing).await?;
+    let truncated = expected.truncated.clone().or(short).map(|why| match said {
+        Some(said) => format!("{why}; {said}"),
         None => why,
     });
     let manifest = Manifest {

@@ -132,8 +132,9 @@ pub async fn current(store: &dyn ObjectStore, pipeline: &str) -> Result<Option<C
 ///   a vendor that lists newest first would otherwise have its older
 ///   records skipped by every later run.
 ///
-/// Returns the pipeline's cursor after the fold, and why it was held back
-/// when it was.
+/// Returns the pipeline's cursor after the fold, and for a truncated run
+/// a sentence for its reason: why the cursor was held back, or that it
+/// moved and why that is safe.
 ///
 /// # Errors
 /// [`PortError`] from the store.
@@ -183,7 +184,15 @@ pub async fn fold_run(
     let key = keys::state_key(pipeline);
     store.put(&key, encode(&key, &state)?).await?;
     tracing::info!(pipeline, run_id = %run_id, cursor = %text(&state.max), "incremental cursor moved");
-    Ok((Some(state), None))
+    // A truncated run that moved it says so, and why that is safe.
+    let said = (missing == Missing::AfterItsPages).then(|| {
+        format!(
+            "the incremental cursor moved to {}: the run's pages came in ascending cursor order, so the pages it did \
+             not fetch hold higher values, which the next run asks for",
+            text(&state.max)
+        )
+    });
+    Ok((Some(state), said))
 }
 
 #[cfg(test)]

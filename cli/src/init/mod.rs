@@ -715,6 +715,9 @@ fn notes(spec: &PipelineSpec, report: &Report, found: &Found<'_>, incremental: O
                 contracts::NextPage::LastRecord { .. } => {
                     "the next page starts after the last record's key, while has_more is true"
                 }
+                contracts::NextPage::Numbered { params: contracts::PageParams::OffsetLimit { .. }, .. } => {
+                    "pages by offset; a page with fewer records ends the run"
+                }
                 contracts::NextPage::Numbered { .. } => "numbered pages; a page with fewer records ends the run",
                 // A kind newer than this build (the enum is non-exhaustive).
                 _ => "where the vendor says the next page is",
