@@ -1169,7 +1169,7 @@ impl Named {
     /// Marks field `at` of a struct of `fields` fields as named (with a
     /// non-null value when `valued`); true when this object named it
     /// before: a repeated key.
-    #[inline]
+    #[inline(always)]
     fn repeated(&mut self, at: usize, fields: usize, valued: bool) -> bool {
         if at < 64 {
             let bit = 1u64 << at;

@@ -149,9 +149,19 @@ pub fn timestamp_micros(text: &str) -> Option<(i64, bool)> {
     if !(20..=32).contains(&b.len()) || b[4] != b'-' {
         return None;
     }
-    let num = |at: usize, len: usize| -> Option<u32> {
-        b[at..at + len].iter().try_fold(0_u32, |n, &d| d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0')))
-    };
+    #[inline(always)]
+    fn digits(b: &[u8], at: usize, len: usize) -> Option<u32> {
+        let mut n = 0_u32;
+        for &d in b.get(at..at + len)? {
+            let digit = d.wrapping_sub(b'0');
+            if digit > 9 {
+                return None;
+            }
+            n = n * 10 + u32::from(digit);
+        }
+        Some(n)
+    }
+    let num = |at: usize, len: usize| digits(b, at, len);
     let (body, offset_seconds, zoned) = match b[b.len() - 1] {
         b'Z' => (b.len() - 1, 0_i64, false),
         _ if b.len() >= 25 && matches!(b[b.len() - 6], b'+' | b'-') && b[b.len() - 3] == b':' => {
@@ -509,6 +519,10 @@ pub struct Fields {
     pub list: Vec<Field>,
     /// Source key -> position of its base field.
     index: HashMap<String, usize>,
+    /// Per field: whether its key is written in JSON as itself (no `"`,
+    /// `\\` or control character, which a string must escape), so that a
+    /// record's raw bytes can be matched against it ([`Fields::key_at`]).
+    plain: Vec<bool>,
     /// The indexes read only when a field is added or a writer built
     /// (boxed, so that `Fields`, held by every struct's builder, stays
     /// small; key lookups do not go through the box).
@@ -588,8 +602,28 @@ impl Fields {
             }
         }
         self.more.taken.insert(field.name.to_ascii_lowercase());
+        self.plain.push(plain_key(&field.source));
         self.list.push(field);
         at
+    }
+
+    /// Whether the record text `bytes` has, at `at` (a key's opening
+    /// quote), the key of the base field `hint` as sent, unescaped, with
+    /// its closing quote: the offset after that quote. What
+    /// [`Fields::position`] finds for the key read there, without reading
+    /// it first: a key whose JSON text is itself (`plain`) and whose bytes
+    /// follow the quote, then a quote, is that string. `None` when not (the
+    /// key may still be another field's, or escaped).
+    #[inline(always)]
+    pub fn key_at(&self, bytes: &[u8], at: usize, hint: usize) -> Option<usize> {
+        let field = self.list.get(hint)?;
+        if field.variant.is_some() || !self.plain[hint] {
+            return None;
+        }
+        let key = field.source.as_bytes();
+        let end = at + 1 + key.len();
+        let sent = bytes.get(at + 1..end)?;
+        (bytes.get(end) == Some(&b'"') && same_bytes(sent, key)).then_some(end + 1)
     }
 
     /// Position of the base field of key `source`, checking `hint` first
@@ -656,6 +690,7 @@ impl Fields {
     /// field found by [`Fields::declared_for`]).
     fn take_source(&mut self, at: usize, key: &str) {
         let before = std::mem::replace(&mut self.list[at].source, key.to_string());
+        self.plain[at] = plain_key(key);
         if self.index.get(&before) == Some(&at) {
             self.index.remove(&before);
         }
@@ -776,7 +811,12 @@ fn fold_accent(c: char) -> char {
 /// of the converter's time on the bench pages.
 #[inline]
 fn same_key(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
+    same_bytes(a.as_bytes(), b.as_bytes())
+}
+
+/// [`same_key`] of byte strings.
+#[inline(always)]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
@@ -788,6 +828,12 @@ fn same_key(a: &str, b: &str) -> bool {
         0..8 => a.iter().zip(b).all(|(x, y)| x == y),
         _ => a == b,
     }
+}
+
+/// Whether `key` is written in JSON as itself: no `"`, `\\` or byte below
+/// 0x20, which RFC 8259 §7 has a string escape.
+fn plain_key(key: &str) -> bool {
+    crate::json::string_run_end(key.as_bytes(), 0) == key.len()
 }
 
 impl Ty {
@@ -1260,6 +1306,31 @@ mod tests {
         let nulls_count_nothing =
             [r#"{"b": null}"#, r#"{"b": null}"#, r#"{"b": true}"#, r#"{"b": 1.5}"#, r#"{"b": true}"#];
         assert_eq!(columns(&nulls_count_nothing), ["b bool", "b__float64 float64"]);
+    }
+
+    #[test]
+    fn a_key_is_matched_on_the_bytes_only_where_its_json_text_is_itself() {
+        let field = |source: &str| Field { name: "c".into(), source: source.into(), ty: Ty::Int, variant: None };
+        let fields = Fields::from_list(vec![field("qty"), field("a\"b"), field("tab\there"), field("back\\slash")]);
+        let at = |text: &str, hint: usize| fields.key_at(text.as_bytes(), 0, hint);
+        // The key, whole, then its closing quote: the offset after it.
+        assert_eq!(at(r#""qty":1"#, 0), Some(5));
+        // A longer or shorter key, another field's, an escape: not matched.
+        for other in [r#""qtyx":1"#, r#""qt":1"#, r#""q\u0074y":1"#, r#""qty"#] {
+            assert_eq!(at(other, 0), None, "{other}");
+        }
+        // A key a JSON string must escape is never matched on the bytes:
+        // the raw bytes `"a"b"` are not the key `a"b` (nor JSON), nor does
+        // `"back\slash"` hold a backslash (it is an escape).
+        assert_eq!(at("\"a\"b\":1", 1), None);
+        assert_eq!(at("\"tab\there\":1", 2), None);
+        assert_eq!(at("\"back\\slash\":1", 3), None);
+        // A renamed source (a declared field taken by a key) is judged anew.
+        let mut renamed = fields.clone();
+        renamed.take_source(0, "q\"ty");
+        assert_eq!(renamed.key_at(b"\"q\"ty\":1", 0, 0), None);
+        renamed.take_source(1, "plain");
+        assert_eq!(renamed.key_at(br#""plain":1"#, 0, 1), Some(7));
     }
 
     #[test]

@@ -244,23 +244,36 @@ impl Col {
         let stamp = *rows + 1;
         let mut prev = 0;
         let mut named = Named::default();
+        // Children given a value (or a null) by this object: when all
+        // were, none is left to null.
+        let mut filled = 0;
         let mut more = cur.open(b'}');
         while more {
             if cur.peek() != Some(b'"') {
                 return None;
             }
-            let key = cur.string()?;
+            // The key the previous record had here, matched on the bytes;
+            // else the key read, and looked up.
+            let hint = order[prev];
+            let at = match names.key_at(cur.text.as_bytes(), cur.pos, hint) {
+                Some(after) => {
+                    cur.pos = after;
+                    hint
+                }
+                None => {
+                    let at = names.position(cur.string()?, hint)?;
+                    if at != hint {
+                        order[prev] = at;
+                    }
+                    at
+                }
+            };
             cur.ws();
             if cur.peek() != Some(b':') {
                 return None;
             }
             cur.pos += 1;
             cur.ws();
-            let hint = order[prev];
-            let at = names.position(key, hint)?;
-            if at != hint {
-                order[prev] = at;
-            }
             prev = at + 1;
             let first = cur.peek()?;
             // A declared column's checks are the one walk's.
@@ -270,6 +283,7 @@ impl Col {
             let ty = &names.list[at].ty;
             let companion = variants[at][Variant::Text.slot()];
             stamps[at] = stamp;
+            filled += 1;
             match (first, ty, &mut children[at]) {
                 // An inferred timestamp column's RFC 3339 text, and its
                 // `__text` companion when sent with an offset.
@@ -282,6 +296,7 @@ impl Col {
                             let Col::Text(b, _) = &mut children[to] else { return None };
                             b.append_value(text);
                             stamps[to] = stamp;
+                            filled += 1;
                         }
                         // An offset without the companion: the text as
                         // sent needs a column this table does not have
@@ -301,10 +316,12 @@ impl Col {
         if required.iter().any(|r| *r) {
             return None;
         }
-        for (child, stamp_of) in children.iter_mut().zip(stamps.iter_mut()) {
-            if *stamp_of != stamp {
-                child.append_null();
-                *stamp_of = stamp;
+        if filled < children.len() {
+            for (child, stamp_of) in children.iter_mut().zip(stamps.iter_mut()) {
+                if *stamp_of != stamp {
+                    child.append_null();
+                    *stamp_of = stamp;
+                }
             }
         }
         nulls.append_non_null();
