@@ -199,8 +199,8 @@ pub async fn redrive(
                 let cursor = tributary_core::state::current(store, pipeline).await?.map(|state| state.run_id);
                 cursors.insert(pipeline.clone(), cursor);
             }
-            if let Some(later) = cursors[pipeline].as_ref().filter(|later| later.as_str() > run_id.as_str())
-                && !run_complete(store, pipeline, run_id).await?
+            if let Some(later) = cursors[pipeline].as_ref()
+                && tributary_core::state::superseded(run_id, run_complete(store, pipeline, run_id).await?, later)
             {
                 outcomes.push(skip(format!(
                     "run {run_id} of incremental pipeline {pipeline} is superseded: run {later} moved its cursor \

@@ -359,9 +359,7 @@ pub enum Place {
 /// The run that moved an incremental pipeline's cursor (`cursor_run`), when
 /// it came after `run` and `run` did not complete ([`RunStatus::superseded_by`]).
 fn superseded_by(run: &RunStatus, cursor_run: &contracts::RunId) -> Option<String> {
-    // Run ids are UTC times (`20261129T060000Z`, ad-hoc ones with
-    // milliseconds): later sorts after.
-    (!run.completed && cursor_run.as_str() > run.run_id.as_str()).then(|| cursor_run.to_string())
+    tributary_core::state::superseded(&run.run_id, run.completed, cursor_run).then(|| cursor_run.to_string())
 }
 
 /// A line per run with open dead letters saying how to recover it: read

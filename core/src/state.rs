@@ -122,6 +122,18 @@ pub async fn current(store: &dyn ObjectStore, pipeline: &str) -> Result<Option<C
     read(store, &keys::state_key(pipeline)).await
 }
 
+/// Whether run `run_id` of an incremental pipeline is superseded: it did
+/// not complete (`completed` false), and the run that last moved the
+/// pipeline's cursor (`cursor_run`, from [`current`]) came after it, so
+/// that run asked for this run's window again. Sending the superseded
+/// run's dead letters back would store its records twice (`status` says
+/// so; `dlq redrive` skips them). Run ids are UTC times
+/// (`20261129T060000Z`, ad-hoc ones with milliseconds): a later run's
+/// sorts after.
+pub fn superseded(run_id: &str, completed: bool, cursor_run: &RunId) -> bool {
+    !completed && cursor_run.as_str() > run_id
+}
+
 /// Folds a completed run's page cursors into the pipeline's cursor, when
 /// higher, unless records the run did not fetch could lie below it:
 /// - [`Missing::BetweenItsPages`]: never moved (the skipped records are
