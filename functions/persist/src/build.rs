@@ -179,6 +179,12 @@ pub enum Col {
         nulls: NullBufferBuilder,
         /// Rows appended.
         rows: usize,
+        /// Null rows of the struct whose children have not had their
+        /// nulls yet: given in one call per child ([`Col::append_nulls`])
+        /// before the next value reaches a child, and at finish. A page
+        /// whose records mostly lack an object (a `metadata` of eight
+        /// fields) paid eight null appends per record.
+        pending: usize,
     },
 }
 
@@ -231,6 +237,7 @@ impl Col {
                 exact: false,
                 nulls: NullBufferBuilder::new(CAPACITY),
                 rows: 0,
+                pending: 0,
             },
             Ty::Declared { declared, .. } => Col::declared(declared),
         }
@@ -714,8 +721,21 @@ impl Col {
                 offsets.push(last + count);
                 nulls.append_non_null();
             }
-            Col::Struct { names, children, variants, required, declared, stamps, order, exact, nulls, rows } => {
+            Col::Struct {
+                names,
+                children,
+                variants,
+                required,
+                declared,
+                stamps,
+                order,
+                exact,
+                nulls,
+                rows,
+                pending,
+            } => {
                 let Tok::Obj { end, .. } = tok else { return None };
+                settle(children, pending);
                 let stamp = *rows + 1;
                 let mut i = idx + 1;
                 let mut prev = 0;
@@ -879,7 +899,8 @@ impl Col {
                 offsets.push(last + count);
                 nulls.append_non_null();
             }
-            Col::Struct { children, variants, stamps, nulls, rows, .. } => {
+            Col::Struct { children, variants, stamps, nulls, rows, pending, .. } => {
+                settle(children, pending);
                 let stamp = *rows + 1;
                 let mut i = idx + 1;
                 let end = next;
@@ -926,13 +947,36 @@ impl Col {
                 offsets.push(last);
                 nulls.append_null();
             }
-            Col::Struct { children, nulls, rows, stamps, .. } => {
-                for child in children.iter_mut() {
-                    child.append_null();
-                }
+            // Stamps need no reset: every one is below the next row's.
+            Col::Struct { nulls, rows, pending, .. } => {
                 *rows += 1;
-                stamps.iter_mut().for_each(|s| *s = *rows);
+                *pending += 1;
                 nulls.append_null();
+            }
+        }
+    }
+
+    /// Appends `n` nulls (a struct's children owed them, [`settle`]).
+    fn append_nulls(&mut self, n: usize) {
+        match self {
+            Col::Absent => {}
+            Col::Text(b, _) | Col::Json(b) => b.append_nulls(n),
+            Col::Bool(b) => b.append_nulls(n),
+            Col::Int64(b) | Col::Timestamp(b, ..) => b.append_nulls(n),
+            Col::Int32(b) => b.append_nulls(n),
+            Col::Float64(b) => b.append_nulls(n),
+            Col::Float32(b) => b.append_nulls(n),
+            Col::Decimal(b, ..) => b.append_nulls(n),
+            Col::Date(b) => b.append_nulls(n),
+            Col::List { offsets, nulls, .. } => {
+                let last = *offsets.last().unwrap_or(&0);
+                offsets.resize(offsets.len() + n, last);
+                nulls.append_n_nulls(n);
+            }
+            Col::Struct { nulls, rows, pending, .. } => {
+                *rows += n;
+                *pending += n;
+                nulls.append_n_nulls(n);
             }
         }
     }
@@ -983,7 +1027,8 @@ impl Col {
     pub fn finish_struct(&mut self) -> StructArray {
         let fields = self.arrow_fields();
         match self {
-            Col::Struct { children, nulls, rows, stamps, .. } => {
+            Col::Struct { children, nulls, rows, stamps, pending, .. } => {
+                settle(children, pending);
                 let arrays: Vec<ArrayRef> =
                     children.iter_mut().filter(|c| !matches!(c, Col::Absent)).map(Col::finish).collect();
                 let len = std::mem::take(rows);
@@ -995,6 +1040,18 @@ impl Col {
             }
             _ => StructArray::new_empty_fields(0, None),
         }
+    }
+}
+
+/// Gives a struct's `children` the nulls it still owes them (`pending`,
+/// see [`Col::Struct`]), before a value reaches one, or at finish.
+#[inline]
+fn settle(children: &mut [Col], pending: &mut usize) {
+    if *pending > 0 {
+        for child in children.iter_mut() {
+            child.append_nulls(*pending);
+        }
+        *pending = 0;
     }
 }
 
@@ -1454,6 +1511,60 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_struct_owes_its_children_their_nulls_until_a_value_or_the_finish() {
+        let field =
+            |name: &str, ty: Ty| crate::infer::Field { name: name.into(), source: name.into(), ty, variant: None };
+        let inner = Ty::Struct { fields: Fields::from_list(vec![field("c", Ty::Text)]) };
+        let meta = Ty::Struct {
+            fields: Fields::from_list(vec![
+                field("a", Ty::Int),
+                field("b", inner),
+                field("l", Ty::List { item: Box::new(Ty::Int) }),
+            ]),
+        };
+        let record = Ty::Struct { fields: Fields::from_list(vec![field("id", Ty::Int), field("meta", meta)]) };
+        let mut col = Col::new(&record);
+        let mut scratch = String::new();
+        let mut lines = |col: &mut Col, records: &[&str]| -> Vec<String> {
+            for text in records {
+                assert!(col.append_direct(text, &mut scratch).is_some(), "{text}");
+            }
+            let batch = arrow_array::RecordBatch::from(col.finish_struct());
+            let mut out = arrow_json::LineDelimitedWriter::new(Vec::new());
+            out.write(&batch).expect("json");
+            out.finish().expect("json");
+            String::from_utf8(out.into_inner()).expect("utf-8").lines().map(String::from).collect()
+        };
+        // Nulls owed at a value (meta after two records without it; b
+        // after one), and at the finish (meta's last, b's nested ones).
+        let first = [
+            r#"{"id":1}"#,
+            r#"{"id":2}"#,
+            r#"{"id":3,"meta":{"a":1,"b":{"c":"x"},"l":[1,2]}}"#,
+            r#"{"id":4,"meta":{"a":2}}"#,
+            r#"{"id":5,"meta":null}"#,
+            r#"{"id":6}"#,
+        ];
+        assert_eq!(
+            lines(&mut col, &first),
+            [
+                r#"{"id":1}"#,
+                r#"{"id":2}"#,
+                r#"{"id":3,"meta":{"a":1,"b":{"c":"x"},"l":[1,2]}}"#,
+                r#"{"id":4,"meta":{"a":2}}"#,
+                r#"{"id":5}"#,
+                r#"{"id":6}"#,
+            ]
+        );
+        // The builders go on after a finish with nothing owed.
+        let second = [r#"{"id":7,"meta":{"b":{"c":"y"}}}"#, r#"{"id":8}"#, r#"{"id":9,"meta":{"b":null,"l":[]}}"#];
+        assert_eq!(
+            lines(&mut col, &second),
+            [r#"{"id":7,"meta":{"b":{"c":"y"}}}"#, r#"{"id":8}"#, r#"{"id":9,"meta":{"l":[]}}"#]
+        );
     }
 
     #[test]

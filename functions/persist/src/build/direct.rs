@@ -233,10 +233,12 @@ impl Col {
     /// is 1), into this struct column: [`Col::append_checked`]'s struct
     /// branch for a record it takes without routing.
     fn direct_struct(&mut self, cur: &mut Cursor<'_, '_>, depth: usize) -> Option<()> {
-        let Col::Struct { names, children, variants, required, declared, stamps, order, exact, nulls, rows } = self
+        let Col::Struct { names, children, variants, required, declared, stamps, order, exact, nulls, rows, pending } =
+            self
         else {
             return None;
         };
+        super::settle(children, pending);
         if depth > MAX_NESTING_DEPTH {
             return None;
         }
