@@ -300,6 +300,27 @@ pub struct RequestTemplate {
     pub policy: CallPolicy,
 }
 
+/// An absolute URL whose text names its host right after `scheme://`.
+/// The url crate follows the WHATWG URL Standard, which reads `http:///x`,
+/// `http:x` and `http:\\\\x` as the host `x`: a spec that says so was
+/// written wrong (a missing host, a path taken for it), so it is refused,
+/// saying why, rather than called at a host its author did not write.
+/// Other text gets the url crate's own error.
+fn url_with_host<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<url::Url, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    if let Some((scheme, rest)) = text.trim().split_once(':')
+        && ["http", "https"].iter().any(|s| scheme.eq_ignore_ascii_case(s))
+        && !(rest.starts_with("//") && rest[2..].starts_with(|c: char| c != '/' && c != '\\'))
+    {
+        // The query left out: it may hold a key the spec should not.
+        let shown = text.split(['?', '#']).next().unwrap_or_default();
+        return Err(serde::de::Error::custom(format!(
+            "`{shown}` names no host after `{scheme}://` (write {scheme}://<host>/<path>)"
+        )));
+    }
+    url::Url::deserialize(serde::de::value::StrDeserializer::<D::Error>::new(&text))
+}
+
 /// The version 1 YAML/JSON of the spec's `request`, kept apart so that the
 /// Rust type can hold the call policy as one [`CallPolicy`].
 ///
@@ -318,6 +339,7 @@ mod wire {
         #[serde(default)]
         pub method: HttpMethod,
         /// Absolute `http` or `https` URL.
+        #[serde(deserialize_with = "url_with_host")]
         pub url: url::Url,
         /// Fixed query parameters; the strategy adds its page parameters.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -1627,6 +1649,31 @@ target:
         assert!(err.contains("strategy.next.param") && err.contains("request.url"), "{err}");
         let other = PAGED.replace("/customers\n", "/customers?region=eu\n");
         PipelineSpec::from_yaml(&other).expect("another fixed parameter in the URL is fine");
+    }
+
+    #[test]
+    fn a_url_without_a_host_after_its_scheme_is_refused_not_read_as_one() {
+        for (url, scheme) in [
+            ("http:///customers", "http"),
+            ("http:127.0.0.1:8080/customers", "http"),
+            (r"http:\\127.0.0.1/customers", "http"),
+            ("HTTPS:///x?api_key=SeCrEt123", "HTTPS"),
+            ("https://", "https"),
+        ] {
+            let err = parse_err(&PAGED.replace("http://127.0.0.1:8080/customers", url));
+            assert!(
+                err.contains("request.url") && err.contains(&format!("no host after `{scheme}://`")),
+                "{url}: {err}"
+            );
+            assert!(!err.contains("SeCrEt123"), "the query is not echoed: {err}");
+        }
+        // Not a URL at all: the url crate's own words.
+        let err = parse_err(&PAGED.replace("http://127.0.0.1:8080/customers", "customers"));
+        assert!(err.contains("request.url") && err.contains("relative URL without a base"), "{err}");
+        for fine in ["https://api.example.com/x", "HTTP://127.0.0.1:8080/customers", " http://h/x"] {
+            let spec = PipelineSpec::from_yaml(&PAGED.replace("http://127.0.0.1:8080/customers", fine)).expect(fine);
+            assert!(spec.request.url.host_str().is_some_and(|h| !h.is_empty()), "{fine}");
+        }
     }
 
     #[test]
