@@ -274,12 +274,16 @@ impl IcebergCommitter {
         loop {
             let change = match &run.write {
                 RunWrite::Merge { primary_key, order_by, hard_delete } => {
-                    let columns =
+                    let (columns, notes) =
                         MergeColumns::resolve(&published, primary_key, order_by.as_deref(), hard_delete.as_deref())
                             .map_err(|message| {
-                                PortError::permanent_msg("resolve target.primary_key", target.clone(), message)
+                                PortError::permanent_msg(
+                                    "resolve target.primary_key, order_by and hard_delete",
+                                    target.clone(),
+                                    message,
+                                )
                             })?;
-                    self.merge(&table, run, columns, true).await?
+                    self.merge(&table, run, columns, true).await?.with_notes(notes)
                 }
                 _ => self.swap_run(&table, run).await?,
             };
@@ -442,7 +446,7 @@ impl IcebergCommitter {
                         .map_err(|err| port_error("list the table's files", &target, err))?
                 }
                 RunWrite::Merge { primary_key, order_by, hard_delete } => {
-                    let columns =
+                    let (columns, notes) =
                         MergeColumns::resolve(&published, primary_key, order_by.as_deref(), hard_delete.as_deref())
                             .map_err(|message| {
                                 PortError::permanent_msg(
@@ -451,7 +455,7 @@ impl IcebergCommitter {
                                     message,
                                 )
                             })?;
-                    self.merge(&table, run, columns, false).await?
+                    self.merge(&table, run, columns, false).await?.with_notes(notes)
                 }
             };
             let added: Vec<String> = change.added.iter().map(|f| f.file_path().to_string()).collect();
@@ -505,6 +509,13 @@ pub(crate) struct Change {
 }
 
 impl Change {
+    /// This change with `notes` (resolving the merge's columns) before its own.
+    fn with_notes(mut self, mut notes: Vec<String>) -> Self {
+        notes.append(&mut self.notes);
+        self.notes = notes;
+        self
+    }
+
     fn append(added: Vec<DataFile>) -> Self {
         Self { added, removed: Vec::new(), base: None, operation: None, notes: Vec::new() }
     }

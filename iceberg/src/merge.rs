@@ -49,7 +49,8 @@ use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, StructArray};
 use arrow_row::{RowConverter, Rows, SortField};
 use arrow_schema::{DataType, Schema as ArrowSchema};
 use iceberg::spec::{DataFile, PrimitiveLiteral};
-use lake_format::meta::META_SOURCE;
+use lake_format::lineage::LINEAGE_COLUMNS;
+use lake_format::meta::{META_LINEAGE, META_PARTITION, META_SOURCE, META_VARIANT_OF};
 
 /// A column of the table, as the path of names from the top-level column
 /// down through struct fields (`["customer", "id"]`).
@@ -71,60 +72,113 @@ impl MergeColumns {
     /// (the record key each column came from is its `tributary.source`
     /// metadata; a column without one is matched by name).
     ///
-    /// An `order_by` or `hard_delete` pointer that names no column yet
-    /// (no record of the dataset has had a value there: a soft-delete
-    /// field null on every live record, a version field the vendor sends
-    /// later) resolves to `None` for this run, with a warning: no version
-    /// is ranked by it (nulls are the lowest anyway) and nothing is
-    /// deleted by it.
+    /// An `order_by` or `hard_delete` pointer that names no column yet (no
+    /// record of the dataset has had a value there: a version field null
+    /// until a record is first updated, a soft-delete field absent or null
+    /// on every live record) resolves to `None` for this run: no version
+    /// is ranked by it (as if all were null, the lowest: the row fetched
+    /// last wins) and nothing is deleted by it. The returned notes (the
+    /// run's table notes: its summary, manifest and run-completed event)
+    /// say so, naming the fields the records do have there, so that a
+    /// misspelt pointer is seen.
     ///
     /// # Errors
-    /// The pointer and why when a `primary_key` pointer names no column (no
-    /// record of the dataset has had that field yet, or it is spelt
-    /// otherwise), or when a pointer steps into a value that is not an
+    /// The pointer and why when a `primary_key` pointer names no column,
+    /// when an `order_by` or `hard_delete` pointer names none but a field
+    /// spelt the same but for case or `_`/`-` does (`/updated_at` for
+    /// `updatedAt`: a misspelt pointer, which would rank or delete
+    /// nothing), or when a pointer steps into a value that is not an
     /// object.
     pub fn resolve(
         published: &ArrowSchema,
         primary_key: &[String],
         order_by: Option<&str>,
         hard_delete: Option<&str>,
-    ) -> Result<Self, String> {
-        let key = primary_key
-            .iter()
-            .map(|pointer| column_for(published, pointer)?.map_err(|token| no_column(pointer, &token)))
-            .collect::<Result<Vec<_>, _>>()?;
-        let optional = |field: &str, pointer: Option<&str>| -> Result<Option<ColumnPath>, String> {
-            let Some(pointer) = pointer else { return Ok(None) };
-            Ok(match column_for(published, pointer)? {
-                Ok(path) => Some(path),
-                Err(token) => {
-                    tracing::warn!(
-                        pointer,
-                        "target.{field}: no record of the dataset has had a value at {pointer} yet (the field \
-                         {token:?} has no column): this run's merge goes on without it"
-                    );
-                    None
-                }
-            })
+    ) -> Result<(Self, Vec<String>), String> {
+        let required = |field: &str, pointer: &str| -> Result<ColumnPath, String> {
+            column_for(published, pointer)?.map_err(|missing| format!("target.{field}: {}", missing.why(pointer)))
         };
-        Ok(Self { key, order_by: optional("order_by", order_by)?, hard_delete: optional("hard_delete", hard_delete)? })
+        let key = primary_key.iter().map(|pointer| required("primary_key", pointer)).collect::<Result<Vec<_>, _>>()?;
+        let mut notes = Vec::new();
+        let mut optional = |field: &str, pointer: Option<&str>, without: &str| -> Result<Option<ColumnPath>, String> {
+            let Some(pointer) = pointer else { return Ok(None) };
+            match column_for(published, pointer)? {
+                Ok(path) => Ok(Some(path)),
+                Err(missing) if missing.near().is_some() => Err(format!("target.{field}: {}", missing.why(pointer))),
+                Err(missing) => {
+                    let note = format!(
+                        "merge: target.{field} {pointer}: no record of the dataset has had a value there yet, so \
+                         {without} ({}; keys are case-sensitive: check the pointer)",
+                        missing.present()
+                    );
+                    tracing::warn!(pointer, "{note}");
+                    notes.push(note);
+                    Ok(None)
+                }
+            }
+        };
+        let order_by =
+            optional("order_by", order_by, "this run's versions were not ranked by it (the row fetched last won)")?;
+        let hard_delete = optional("hard_delete", hard_delete, "this run deleted nothing by it")?;
+        Ok((Self { key, order_by, hard_delete }, notes))
     }
 }
 
-/// Why a pointer names no column.
-fn no_column(pointer: &str, token: &str) -> String {
-    format!(
-        "{pointer} names no column of the table: no record of the dataset has had the field {token:?} \
-         (as a value of one type: a field whose values conflict lands in variant columns)"
-    )
+/// A pointer's field that has no column: its name, and the record keys
+/// that do have one where it was looked for.
+#[derive(Debug)]
+struct Missing {
+    token: String,
+    present: Vec<String>,
 }
 
-/// The column path a record pointer (`/customer/id`) lands in; `Ok(Err(token))`
-/// when the field `token` has no column (yet).
+impl Missing {
+    /// The field there spelt as `token` but for case, `_` and `-`
+    /// (`updatedAt` for `updated_at`).
+    fn near(&self) -> Option<&str> {
+        let fold = |name: &str| -> String {
+            name.chars().filter(|c| !matches!(c, '_' | '-')).flat_map(char::to_lowercase).collect()
+        };
+        let token = fold(&self.token);
+        self.present.iter().find(|p| fold(p) == token).map(String::as_str)
+    }
+
+    /// The fields there, named for an error (the first 12).
+    fn present(&self) -> String {
+        if self.present.is_empty() {
+            return "the object there has no field with a column".into();
+        }
+        let mut names: Vec<String> = self.present.iter().take(12).map(|p| format!("{p:?}")).collect();
+        if self.present.len() > 12 {
+            names.push(format!("and {} more", self.present.len() - 12));
+        }
+        format!("the records' fields there: {}", names.join(", "))
+    }
+
+    /// Why `pointer` names no column.
+    fn why(&self, pointer: &str) -> String {
+        let token = &self.token;
+        match self.near() {
+            Some(other) => format!(
+                "{pointer} names no column of the table: no record has the field {token:?}, but records have \
+                 {other:?} (keys are case-sensitive and spelt as sent)"
+            ),
+            None => format!(
+                "{pointer} names no column of the table: no record of the dataset has had a value in the field \
+                 {token:?} ({}; a field null on every record has no column, and one whose values conflict lands \
+                 in variant columns)",
+                self.present()
+            ),
+        }
+    }
+}
+
+/// The column path a record pointer (`/customer/id`) lands in; `Ok(Err(missing))`
+/// when one of its fields has no column (yet).
 ///
 /// # Errors
 /// A pointer of no field, or stepping into a column that is not a struct.
-fn column_for(published: &ArrowSchema, pointer: &str) -> Result<Result<ColumnPath, String>, String> {
+fn column_for(published: &ArrowSchema, pointer: &str) -> Result<Result<ColumnPath, Missing>, String> {
     let tokens: Vec<String> =
         pointer.split('/').skip(1).map(|token| token.replace("~1", "/").replace("~0", "~")).collect();
     let mut fields = published.fields().clone();
@@ -134,7 +188,20 @@ fn column_for(published: &ArrowSchema, pointer: &str) -> Result<Result<ColumnPat
             .iter()
             .find(|f| f.metadata().get(META_SOURCE) == Some(token))
             .or_else(|| fields.iter().find(|f| f.name() == token && !f.metadata().contains_key(META_SOURCE)));
-        let Some(field) = found else { return Ok(Err(token.clone())) };
+        let Some(field) = found else {
+            let present = fields
+                .iter()
+                .filter(|f| {
+                    let meta = f.metadata();
+                    !LINEAGE_COLUMNS.contains(&f.name().as_str())
+                        && !meta.contains_key(META_VARIANT_OF)
+                        && !meta.contains_key(META_LINEAGE)
+                        && !meta.contains_key(META_PARTITION)
+                })
+                .map(|f| f.metadata().get(META_SOURCE).unwrap_or(f.name()).clone())
+                .collect();
+            return Ok(Err(Missing { token: token.clone(), present }));
+        };
         path.push(field.name().clone());
         if depth + 1 < tokens.len() {
             match field.data_type() {
@@ -787,18 +854,45 @@ mod tests {
                 DataType::Struct(vec![source("account_id", "accountId", DataType::Int64)].into()),
             ),
         ]);
-        let resolved = MergeColumns::resolve(&published, &["/account/accountId".into()], Some("/updatedAt"), None)
-            .expect("resolved");
+        let (resolved, notes) =
+            MergeColumns::resolve(&published, &["/account/accountId".into()], Some("/updatedAt"), None)
+                .expect("resolved");
         assert_eq!(resolved.key, vec![vec!["account".to_string(), "account_id".to_string()]]);
         assert_eq!(resolved.order_by, Some(vec!["updated_at".to_string()]));
+        assert!(notes.is_empty(), "{notes:?}");
         let err = MergeColumns::resolve(&published, &["/id".into()], None, None).expect_err("no id");
-        assert!(err.contains("/id") && err.contains("no column"), "{err}");
+        assert!(err.contains("target.primary_key: /id") && err.contains("no column"), "{err}");
+        assert!(err.contains(r#""updatedAt", "account""#), "the fields there are named: {err}");
         // A version or deletion field no record has had a value in yet
-        // (null on every live record): the run merges without it.
-        let resolved =
+        // (null until a record is updated, absent on every live record):
+        // the run merges without it, and its table notes say so, naming
+        // the fields there.
+        let (resolved, notes) =
             MergeColumns::resolve(&published, &["/account/accountId".into()], Some("/version"), Some("/deletedAt"))
                 .expect("resolved without them");
         assert_eq!((resolved.order_by, resolved.hard_delete), (None, None));
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(notes[0].contains("target.order_by /version") && notes[0].contains("not ranked"), "{notes:?}");
+        assert!(
+            notes[1].contains("target.hard_delete /deletedAt") && notes[1].contains("deleted nothing"),
+            "{notes:?}"
+        );
+        assert!(notes[0].contains(r#""updatedAt", "account""#), "{notes:?}");
+        // Spelt as a field is but for case, `_` or `-`: a misspelt
+        // pointer, which would rank or delete nothing; the commit fails.
+        let err = MergeColumns::resolve(&published, &["/account/accountId".into()], Some("/updated_at"), None)
+            .expect_err("snake case");
+        assert!(
+            err.contains("target.order_by: /updated_at names no column")
+                && err.contains(r#"but records have "updatedAt""#),
+            "{err}"
+        );
+        let err = MergeColumns::resolve(&published, &["/account/accountId".into()], Some("/account/AccountID"), None)
+            .expect_err("case");
+        assert!(err.contains(r#"but records have "accountId""#), "{err}");
+        let err = MergeColumns::resolve(&published, &["/account/accountId".into()], None, Some("/UpdatedAt"))
+            .expect_err("case");
+        assert!(err.contains("target.hard_delete: /UpdatedAt") && err.contains(r#""updatedAt""#), "{err}");
         let err = MergeColumns::resolve(&published, &["/updatedAt/x".into()], None, None).expect_err("not an object");
         assert!(err.contains("not an object"), "{err}");
     }

@@ -208,6 +208,14 @@ async fn a_first_run_whose_deletion_field_is_null_everywhere_merges_and_a_later_
     records.set((0..5).map(|id| json!({"id": id, "name": format!("v1 {id}"), "deletedAt": null})).collect());
     let summary = runtime.run(&spec, at(1)).await.expect("run 1");
     assert!(summary.succeeded(), "run 1: {summary}");
+    // Not silently: the run's table notes say neither ranked nor deleted
+    // (a misspelt pointer would read the same), naming the fields there.
+    let notes = summary.table_notes.join("\n");
+    assert!(
+        notes.contains("target.order_by /updatedAt") && notes.contains("target.hard_delete /deletedAt"),
+        "{summary}"
+    );
+    assert!(notes.contains(r#""id", "name""#), "{notes}");
     records.set(vec![
         json!({"id": 1, "name": "gone 1", "updatedAt": "2026-11-02T00:00:00Z", "deletedAt": "2026-11-02T00:00:00Z"}),
         json!({"id": 2, "name": "v2 2", "updatedAt": "2026-11-02T00:00:00Z", "deletedAt": null}),
@@ -219,6 +227,23 @@ async fn a_first_run_whose_deletion_field_is_null_everywhere_merges_and_a_later_
     let expected: Vec<(i64, String)> =
         vec![(0, "v1 0".into()), (2, "v2 2".into()), (3, "v1 3".into()), (4, "v1 4".into())];
     assert_eq!(id_names(&rows), expected);
+}
+
+#[tokio::test]
+async fn a_merge_pointer_spelt_as_a_field_but_for_case_or_underscores_fails_the_commit_naming_the_field() {
+    let Setup { records, spec, lake, runtime, .. } =
+        setup("write: merge, primary_key: [/id], order_by: /updated_at").await;
+    records.set((0..3).map(|id| contact(id, "v1", "2026-11-02T00:00:00Z")).collect());
+    let summary = runtime.run(&spec, at(1)).await.expect("run 1");
+    assert!(!summary.succeeded(), "a misspelt order_by must not merge unranked: {summary}");
+    let alerts = tributary::runtime::read_alerts(lake.path());
+    let reason = alerts.iter().filter_map(|a| a.reason.clone()).collect::<Vec<_>>().join("\n");
+    assert!(
+        reason.contains("target.order_by: /updated_at") && reason.contains(r#"but records have "updatedAt""#),
+        "the alert names the pointer and the field: {reason}"
+    );
+    let tables = read_tables(&python(), "TRIBUTARY_PYTHON", READ, lake.path());
+    assert!(tables.get("contacts").is_none_or(|t| t["rows"].as_array().is_none_or(Vec::is_empty)), "{tables}");
 }
 
 #[tokio::test]
