@@ -375,10 +375,13 @@ impl IcebergCommitter {
             removed.push(file.file_path().to_string());
         }
         let mut added = writer.close().await?;
+        let mut notes = Vec::new();
         if removed.is_empty() && run.write == RunWrite::Replace {
             tracing::warn!("the table no longer holds the run (a later run replaced it): nothing to swap");
             delete_files(table, &added.iter().map(|f| f.file_path().to_string()).collect::<Vec<_>>()).await;
             added.clear();
+            let later = later_run(table, run).unwrap_or_else(|| "a later run".into());
+            notes.push(superseded_note(run, &later));
         } else {
             let fetched = self.write(table, run).await?;
             if run.write == RunWrite::Replace
@@ -395,7 +398,7 @@ impl IcebergCommitter {
             removed,
             base: Some(table.metadata().current_snapshot_id()),
             operation: Some(Operation::Overwrite),
-            notes: Vec::new(),
+            notes,
         })
     }
 
@@ -438,13 +441,20 @@ impl IcebergCommitter {
         let (table, added, notes) = loop {
             let change = match &run.write {
                 RunWrite::Append => Change::append(self.write(&table, run).await?),
-                RunWrite::Replace => {
-                    let added = self.write(&table, run).await?;
-                    refuse_rows_without_values(&table, &added).await?;
-                    Change::replace(&table, added)
-                        .await
-                        .map_err(|err| port_error("list the table's files", &target, err))?
-                }
+                RunWrite::Replace => match later_run(&table, run) {
+                    // A run completed after a later one (recovered from
+                    // the DLQ, run again for its scheduled time): the
+                    // table keeps the later refresh; the run's snapshot
+                    // changes nothing and says so.
+                    Some(later) => Change::nothing(&table, superseded_note(run, &later)),
+                    None => {
+                        let added = self.write(&table, run).await?;
+                        refuse_rows_without_values(&table, &added).await?;
+                        Change::replace(&table, added)
+                            .await
+                            .map_err(|err| port_error("list the table's files", &target, err))?
+                    }
+                },
                 RunWrite::Merge { primary_key, order_by, hard_delete } => {
                     let (columns, notes) =
                         MergeColumns::resolve(&published, primary_key, order_by.as_deref(), hard_delete.as_deref())
@@ -509,6 +519,18 @@ pub(crate) struct Change {
 }
 
 impl Change {
+    /// Nothing added or removed: a snapshot that marks the run committed
+    /// (an empty `overwrite`, valid on the snapshot read), with `note`.
+    fn nothing(table: &Table, note: String) -> Self {
+        Self {
+            added: Vec::new(),
+            removed: Vec::new(),
+            base: Some(table.metadata().current_snapshot_id()),
+            operation: Some(Operation::Overwrite),
+            notes: vec![note],
+        }
+    }
+
     /// This change with `notes` (resolving the merge's columns) before its own.
     fn with_notes(mut self, mut notes: Vec<String>) -> Self {
         notes.append(&mut self.notes);
@@ -1091,6 +1113,35 @@ async fn holds_rows_of(table: &Table, run_id: &str) -> Result<bool, PortError> {
         }
     }
     Ok(false)
+}
+
+/// The latest run of `run`'s pipeline that committed to `table` (a
+/// snapshot's `tributary.run-id`), when it is later than `run`: run ids
+/// are UTC times (`20261129T060000Z`; ad-hoc ones with milliseconds), so
+/// a later run's sorts after (`tributary_core::state::superseded` reads
+/// them the same way). Snapshots expired by `compact` are not seen.
+fn later_run(table: &Table, run: &RunFiles) -> Option<String> {
+    let run_id = run.run_id.to_string();
+    table
+        .metadata()
+        .snapshots()
+        .filter_map(|snapshot| {
+            let props = &snapshot.summary().additional_properties;
+            (props.get(PIPELINE_PROPERTY) == Some(&run.pipeline)).then(|| props.get(RUN_ID_PROPERTY)).flatten()
+        })
+        .filter(|id| id.as_str() > run_id.as_str())
+        .max()
+        .cloned()
+}
+
+/// The table note of a `replace` run that a later run superseded.
+fn superseded_note(run: &RunFiles, later: &str) -> String {
+    format!(
+        "replace: the table holds the refresh of {later}, later than this run ({}): this run's rows did not \
+         replace it (a full refresh completed late, recovered from the DLQ or run again for its scheduled time, \
+         would bring back older data); its raw pages are kept",
+        run.run_id
+    )
 }
 
 fn find_snapshot(table: &Table, run: &RunFiles) -> Option<SnapshotRef> {

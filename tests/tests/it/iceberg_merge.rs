@@ -280,6 +280,36 @@ async fn a_replace_makes_each_run_the_whole_table() {
 }
 
 #[tokio::test]
+async fn a_replace_run_completed_after_a_later_one_leaves_the_later_refresh_in_the_table() {
+    let Setup { records, spec, lake, runtime, .. } = setup("write: replace").await;
+    records.set((0..3).map(|id| contact(id, "day2", "2026-11-02T00:00:00Z")).collect());
+    assert!(runtime.run(&spec, at(2)).await.expect("run 2").succeeded());
+    // The run of day 1 completes only now (recovered from the DLQ, or run
+    // again for its scheduled time): a full refresh older than the one in
+    // the table must not bring back its rows.
+    records.set((0..5).map(|id| contact(id, "day1", "2026-11-01T00:00:00Z")).collect());
+    let summary = runtime.run(&spec, at(1)).await.expect("run 1");
+    assert!(summary.succeeded(), "{summary}");
+    let notes = summary.table_notes.join("\n");
+    assert!(
+        notes.contains("the table holds the refresh of 20261102T060000Z") && notes.contains("did not"),
+        "{summary}"
+    );
+    let expected: Vec<(i64, String)> = (0..3).map(|id| (id, format!("day2 {id}"))).collect();
+    let rows = query_lake(lake.path(), "SELECT id, name FROM contacts ORDER BY id").await;
+    let rows: Vec<Value> = rows.into_iter().map(Value::Object).collect();
+    assert_eq!(id_names(&rows), expected, "the later refresh stays");
+    let tables = read_tables(&python(), "TRIBUTARY_PYTHON", READ, lake.path());
+    assert_eq!(id_names(tables["contacts"]["rows"].as_array().expect("rows")), expected, "pyiceberg's rows");
+    // A run later than the table's replaces it, as every run does.
+    records.set((7..9).map(|id| contact(id, "day3", "2026-11-03T00:00:00Z")).collect());
+    assert!(runtime.run(&spec, at(3)).await.expect("run 3").succeeded());
+    let rows = query_lake(lake.path(), "SELECT id, name FROM contacts ORDER BY id").await;
+    let rows: Vec<Value> = rows.into_iter().map(Value::Object).collect();
+    assert_eq!(id_names(&rows), vec![(7, "day3 7".to_string()), (8, "day3 8".to_string())]);
+}
+
+#[tokio::test]
 async fn a_replay_swaps_a_run_s_rows_in_one_snapshot_and_every_value_stays() {
     let Setup { records, spec, lake, runtime, .. } = setup("write: append").await;
     for (day, version) in [(1, "v1"), (2, "v2")] {
