@@ -110,6 +110,9 @@ pub struct ReplaySummary {
     /// An Iceberg dataset's runs committed again: the run and its new
     /// snapshot's id.
     pub snapshots: Vec<(String, i64)>,
+    /// The table notes of those commits, per run (a `replace` run the
+    /// table no longer holds gained nothing, and says so).
+    pub table_notes: Vec<(String, String)>,
 }
 
 impl ReplaySummary {
@@ -137,7 +140,12 @@ impl fmt::Display for ReplaySummary {
             writeln!(f, "  FAILED {}: {}", failure.key, failure.reason)?;
         }
         for (run, snapshot) in &self.snapshots {
-            writeln!(f, "  run {run}: its rows replaced in the table by snapshot {snapshot}")?;
+            let notes: Vec<&str> =
+                self.table_notes.iter().filter(|(of, _)| of == run).map(|(_, note)| note.as_str()).collect();
+            writeln!(f, "  run {run}: committed again in snapshot {snapshot}")?;
+            for note in notes {
+                writeln!(f, "    note: {note}")?;
+            }
         }
         if self.pages == 0 {
             writeln!(
@@ -244,6 +252,7 @@ pub async fn replay(
                 let files = RunFiles::new(dataset, &pipeline, &run_id, &written).with_write(run.write);
                 let committed = tables.replay_run(&files).await.map_err(ReplayError::Store)?;
                 summary.snapshots.push((run_id.to_string(), committed.snapshot_id));
+                summary.table_notes.extend(committed.notes.into_iter().map(|note| (run_id.to_string(), note)));
             } else {
                 // Some pages failed: the table keeps the run as it was;
                 // the pages staged now would never be committed.

@@ -336,7 +336,7 @@ fn demo_in_iceberg_mode_runs_all_three_pipelines_over_the_tables() {
         .expect("run replay");
     let stdout = String::from_utf8_lossy(&replay.stdout);
     assert!(replay.status.success(), "{stdout}{}", String::from_utf8_lossy(&replay.stderr));
-    assert!(stdout.contains("its rows replaced in the table by snapshot"), "{stdout}");
+    assert!(stdout.contains("committed again in snapshot"), "{stdout}");
     assert_eq!(count("demo_customers"), r#"{"n":230,"one_day":true}"#);
 }
 

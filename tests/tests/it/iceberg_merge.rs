@@ -307,6 +307,19 @@ async fn a_replace_run_completed_after_a_later_one_leaves_the_later_refresh_in_t
     let rows = query_lake(lake.path(), "SELECT id, name FROM contacts ORDER BY id").await;
     let rows: Vec<Value> = rows.into_iter().map(Value::Object).collect();
     assert_eq!(id_names(&rows), vec![(7, "day3 7".to_string()), (8, "day3 8".to_string())]);
+    // A replay commits each run again: the runs the table no longer holds
+    // say they gained nothing, and the table is the latest refresh still.
+    let summary = tributary::replay::replay_lake(lake.path(), "contacts", Default::default()).await.expect("replay");
+    assert!(summary.succeeded(), "{summary}");
+    let noted: Vec<&str> = summary.table_notes.iter().map(|(run, _)| run.as_str()).collect();
+    assert_eq!(noted, ["20261101T060000Z", "20261102T060000Z"], "{summary}");
+    assert!(
+        summary.to_string().contains("note: replace: the table holds the refresh of 20261103T060000Z"),
+        "{summary}"
+    );
+    let rows = query_lake(lake.path(), "SELECT id, name FROM contacts ORDER BY id").await;
+    let rows: Vec<Value> = rows.into_iter().map(Value::Object).collect();
+    assert_eq!(id_names(&rows), vec![(7, "day3 7".to_string()), (8, "day3 8".to_string())]);
 }
 
 #[tokio::test]
