@@ -408,8 +408,8 @@ impl PersistTarget {
         if self.primary_key.is_empty() {
             return Err(invalid(
                 "primary_key",
-                "[]".into(),
-                "write: merge needs the record's key: one or more JSON pointers, e.g. [/id]",
+                "absent (or [])".into(),
+                "write: merge needs the record's key: one or more JSON pointers, e.g. primary_key: [/id]",
             ));
         }
         let pointer = |field: String, value: &str| -> Result<(), SpecError> {

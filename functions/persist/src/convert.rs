@@ -1560,7 +1560,8 @@ pub fn partition_of(
     };
     let no_time = |found: String| {
         Err(format!(
-            "partition field {field} is {found}, not a date or time: a table partitioned by {} needs one",
+            "partition field {field} is {found}, not a date or time: a table partitioned by {} needs one \
+             (granularity: value partitions by the value as sent)",
             if matches!(granularity, Granularity::Hour) { "hour" } else { "day" }
         ))
     };
