@@ -26,7 +26,7 @@ use arrow_array::new_null_array;
 use arrow_array::{ArrayRef, Date32Array, Int32Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, FieldRef, Fields, Schema as ArrowSchema, SchemaRef, TimeUnit};
 use async_trait::async_trait;
-use contracts::TimeTransform;
+use contracts::{RunId, TimeTransform};
 use iceberg::arrow::{arrow_schema_to_schema_auto_assign_ids, schema_to_arrow_schema};
 use iceberg::spec::{DataFile, ManifestStatus, Operation, SnapshotRef, Transform, Type, UnboundPartitionSpec};
 use iceberg::table::Table;
@@ -1116,12 +1116,14 @@ async fn holds_rows_of(table: &Table, run_id: &str) -> Result<bool, PortError> {
 }
 
 /// The latest run of `run`'s pipeline that committed to `table` (a
-/// snapshot's `tributary.run-id`), when it is later than `run`: run ids
-/// are UTC times (`20261129T060000Z`; ad-hoc ones with milliseconds), so
-/// a later run's sorts after (`tributary_core::state::superseded` reads
-/// them the same way). Snapshots expired by `compact` are not seen.
+/// snapshot's `tributary.run-id`), when it is later than `run`: both ids
+/// read as their scheduled times (`20261129T060000Z`; ad-hoc runs' with
+/// milliseconds, [`RunId::scheduled_time`]); an id of another form (a
+/// queued trigger's own, a stream replay's) is not compared. Snapshots
+/// expired by `compact` are not seen.
 fn later_run(table: &Table, run: &RunFiles) -> Option<String> {
-    let run_id = run.run_id.to_string();
+    let time = |id: &str| RunId::new(id).ok().and_then(|id| id.scheduled_time());
+    let own = run.run_id.scheduled_time()?;
     table
         .metadata()
         .snapshots()
@@ -1129,9 +1131,10 @@ fn later_run(table: &Table, run: &RunFiles) -> Option<String> {
             let props = &snapshot.summary().additional_properties;
             (props.get(PIPELINE_PROPERTY) == Some(&run.pipeline)).then(|| props.get(RUN_ID_PROPERTY)).flatten()
         })
-        .filter(|id| id.as_str() > run_id.as_str())
+        .filter_map(|id| Some((time(id)?, id)))
+        .filter(|(at, _)| *at > own)
         .max()
-        .cloned()
+        .map(|(_, id)| id.clone())
 }
 
 /// The table note of a `replace` run that a later run superseded.
