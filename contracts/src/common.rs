@@ -65,6 +65,18 @@ impl RunId {
         chrono::NaiveDateTime::parse_from_str(text, "%Y%m%dT%H%M%S%.f").ok().map(|t| t.and_utc())
     }
 
+    /// Whether this run came after `other`: both ids read as their
+    /// scheduled times ([`RunId::scheduled_time`]; an ad-hoc run's has
+    /// milliseconds, so text order would put `…T060000.500Z` before
+    /// `…T060000Z`). `false` when either id is of another form (a queued
+    /// trigger's own, a stream replay's): such runs are not ordered.
+    pub fn is_after(&self, other: &RunId) -> bool {
+        match (self.scheduled_time(), other.scheduled_time()) {
+            (Some(this), Some(that)) => this > that,
+            _ => false,
+        }
+    }
+
     /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -226,6 +238,20 @@ pub fn redacted_url(url: &url::Url) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_are_ordered_by_their_scheduled_times_and_ids_of_another_form_not_at_all() {
+        let id = |text: &str| RunId::new(text).expect("a run id");
+        assert!(id("20261202T060000Z").is_after(&id("20261201T060000Z")));
+        assert!(!id("20261201T060000Z").is_after(&id("20261202T060000Z")));
+        assert!(!id("20261201T060000Z").is_after(&id("20261201T060000Z")), "not after itself");
+        // Milliseconds: later than the whole second, though its text sorts before.
+        assert!(id("20261201T060000.500Z").is_after(&id("20261201T060000Z")));
+        for other in ["replay-20261201T060000Z", "trigger-7f3a", "x"] {
+            assert!(!id(other).is_after(&id("20261201T060000Z")), "{other}");
+            assert!(!id("20261201T060000Z").is_after(&id(other)), "{other}");
+        }
+    }
 
     #[test]
     fn run_ids_are_refused_naming_value_and_why() {

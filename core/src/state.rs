@@ -127,11 +127,11 @@ pub async fn current(store: &dyn ObjectStore, pipeline: &str) -> Result<Option<C
 /// pipeline's cursor (`cursor_run`, from [`current`]) came after it, so
 /// that run asked for this run's window again. Sending the superseded
 /// run's dead letters back would store its records twice (`status` says
-/// so; `dlq redrive` skips them). Run ids are UTC times
-/// (`20261129T060000Z`, ad-hoc ones with milliseconds): a later run's
-/// sorts after.
+/// so; `dlq redrive` skips them). Runs are ordered by their scheduled
+/// times ([`RunId::is_after`]); a run id of another form is never
+/// superseded.
 pub fn superseded(run_id: &str, completed: bool, cursor_run: &RunId) -> bool {
-    !completed && cursor_run.as_str() > run_id
+    !completed && RunId::new(run_id).is_ok_and(|run| cursor_run.is_after(&run))
 }
 
 /// Folds a completed run's page cursors into the pipeline's cursor, when

@@ -1116,14 +1116,11 @@ async fn holds_rows_of(table: &Table, run_id: &str) -> Result<bool, PortError> {
 }
 
 /// The latest run of `run`'s pipeline that committed to `table` (a
-/// snapshot's `tributary.run-id`), when it is later than `run`: both ids
-/// read as their scheduled times (`20261129T060000Z`; ad-hoc runs' with
-/// milliseconds, [`RunId::scheduled_time`]); an id of another form (a
-/// queued trigger's own, a stream replay's) is not compared. Snapshots
+/// snapshot's `tributary.run-id`), when it came after `run`
+/// ([`RunId::is_after`]: by scheduled time; an id of another form, a
+/// queued trigger's own or a stream replay's, is not ordered). Snapshots
 /// expired by `compact` are not seen.
 fn later_run(table: &Table, run: &RunFiles) -> Option<String> {
-    let time = |id: &str| RunId::new(id).ok().and_then(|id| id.scheduled_time());
-    let own = run.run_id.scheduled_time()?;
     table
         .metadata()
         .snapshots()
@@ -1131,10 +1128,9 @@ fn later_run(table: &Table, run: &RunFiles) -> Option<String> {
             let props = &snapshot.summary().additional_properties;
             (props.get(PIPELINE_PROPERTY) == Some(&run.pipeline)).then(|| props.get(RUN_ID_PROPERTY)).flatten()
         })
-        .filter_map(|id| Some((time(id)?, id)))
-        .filter(|(at, _)| *at > own)
-        .max()
-        .map(|(_, id)| id.clone())
+        .filter_map(|id| RunId::new(id.as_str()).ok().filter(|id| id.is_after(&run.run_id)))
+        .reduce(|latest, id| if id.is_after(&latest) { id } else { latest })
+        .map(|id| id.to_string())
 }
 
 /// The table note of a `replace` run that a later run superseded.
