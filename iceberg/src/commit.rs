@@ -273,18 +273,7 @@ impl IcebergCommitter {
         let mut attempt = 1;
         loop {
             let change = match &run.write {
-                RunWrite::Merge { primary_key, order_by, hard_delete } => {
-                    let (columns, notes) =
-                        MergeColumns::resolve(&published, primary_key, order_by.as_deref(), hard_delete.as_deref())
-                            .map_err(|message| {
-                                PortError::permanent_msg(
-                                    "resolve target.primary_key, order_by and hard_delete",
-                                    target.clone(),
-                                    message,
-                                )
-                            })?;
-                    self.merge(&table, run, columns, true).await?.with_notes(notes)
-                }
+                RunWrite::Merge { .. } => self.merge(&table, run, &published, true).await?,
                 _ => self.swap_run(&table, run).await?,
             };
             let added: Vec<String> = change.added.iter().map(|f| f.file_path().to_string()).collect();
@@ -455,18 +444,7 @@ impl IcebergCommitter {
                             .map_err(|err| port_error("list the table's files", &target, err))?
                     }
                 },
-                RunWrite::Merge { primary_key, order_by, hard_delete } => {
-                    let (columns, notes) =
-                        MergeColumns::resolve(&published, primary_key, order_by.as_deref(), hard_delete.as_deref())
-                            .map_err(|message| {
-                                PortError::permanent_msg(
-                                    "resolve target.primary_key, order_by and hard_delete",
-                                    target.clone(),
-                                    message,
-                                )
-                            })?;
-                    self.merge(&table, run, columns, false).await?.with_notes(notes)
-                }
+                RunWrite::Merge { .. } => self.merge(&table, run, &published, false).await?,
             };
             let added: Vec<String> = change.added.iter().map(|f| f.file_path().to_string()).collect();
             let notes = change.notes.clone();
@@ -531,13 +509,6 @@ impl Change {
         }
     }
 
-    /// This change with `notes` (resolving the merge's columns) before its own.
-    fn with_notes(mut self, mut notes: Vec<String>) -> Self {
-        notes.append(&mut self.notes);
-        self.notes = notes;
-        self
-    }
-
     fn append(added: Vec<DataFile>) -> Self {
         Self { added, removed: Vec::new(), base: None, operation: None, notes: Vec::new() }
     }
@@ -586,16 +557,17 @@ impl Change {
 impl IcebergCommitter {
     /// A merge's change: the run's rows deduplicated by key against the
     /// table's (see [`crate::merge`]), the table files that hold replaced
-    /// or deleted keys rewritten without them.
-    /// The merge of `run` into `table` ([`crate::merge`]). `replacing`: the
-    /// run is a re-run or a replay, so the table's rows of the runs it
-    /// replaces ([`RunFiles::replaced_run_ids`]) are removed first, neither
-    /// kept nor weighed: the new fetch merges against the rest of the table.
+    /// or deleted keys rewritten without them; the merge columns resolved
+    /// against the dataset's `published` schema ([`MergeColumns::resolve`],
+    /// its notes first among the change's). `replacing`: the run is a
+    /// re-run or a replay, so the table's rows of the runs it replaces
+    /// ([`RunFiles::replaced_run_ids`]) are removed first, neither kept nor
+    /// weighed: the new fetch merges against the rest of the table.
     async fn merge(
         &self,
         table: &Table,
         run: &RunFiles,
-        columns: MergeColumns,
+        published: &ArrowSchema,
         replacing: bool,
     ) -> Result<Change, PortError> {
         let target = table.identifier().to_string();
@@ -603,6 +575,12 @@ impl IcebergCommitter {
         let err = |operation: &'static str| move |err: iceberg::Error| port_error(operation, target, err);
         let problem =
             |operation: &'static str| move |message: String| PortError::permanent_msg(operation, target, message);
+        let RunWrite::Merge { primary_key, order_by, hard_delete } = &run.write else {
+            return Err(problem("merge the run")(format!("the run's write is {:?}, not merge", run.write)));
+        };
+        let (columns, mut notes) =
+            MergeColumns::resolve(published, primary_key, order_by.as_deref(), hard_delete.as_deref())
+                .map_err(problem("resolve target.primary_key, order_by and hard_delete"))?;
         let base = table.metadata().current_snapshot_id();
         let arrow = Arc::new(
             schema_to_arrow_schema(table.metadata().current_schema()).map_err(err("convert the table schema"))?,
@@ -622,7 +600,6 @@ impl IcebergCommitter {
         let mut plan = Plan::of_run(&keyed);
         drop(keyed);
         let run_batches: Vec<RecordBatch> = batches.iter().map(|(b, _)| b.clone()).collect();
-        let mut notes = Vec::new();
         if let Some(value) = crate::merge::text_order_hazard(&run_batches, &columns) {
             notes.push(format!(
                 "merge: target.order_by's column is text, so versions compare character by character (\"9\" after \
