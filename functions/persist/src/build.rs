@@ -158,7 +158,9 @@ pub enum Col {
         /// Per field, the positions of its variant columns by
         /// [`Variant::slot`].
         variants: Vec<[Option<usize>; 7]>,
-        /// Which children are required (declared `required: true`).
+        /// Which children are required (declared `required: true`); empty
+        /// when none is, so that a record of a struct without one (nearly
+        /// every struct) is checked for them in one comparison.
         required: Vec<bool>,
         /// Which children are declared columns.
         declared: Vec<bool>,
@@ -230,7 +232,11 @@ impl Col {
                         slots
                     })
                     .collect(),
-                required: fields.list.iter().map(|f| matches!(f.ty, Ty::Declared { required: true, .. })).collect(),
+                required: {
+                    let required: Vec<bool> =
+                        fields.list.iter().map(|f| matches!(f.ty, Ty::Declared { required: true, .. })).collect();
+                    if required.contains(&true) { required } else { Vec::new() }
+                },
                 declared: fields.list.iter().map(|f| matches!(f.ty, Ty::Declared { .. })).collect(),
                 stamps: vec![0; fields.list.len()],
                 order: (0..=fields.list.len()).collect(),

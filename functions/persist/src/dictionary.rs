@@ -41,11 +41,19 @@ pub const SAMPLE_VALUES: usize = 4_096;
 /// dictionary to be decided; with fewer it keeps the default.
 pub const MIN_SAMPLE: usize = 1_024;
 
+/// Dictionary bytes a file's leaf columns may hold together in a row
+/// group: with more leaves than this allows at the per-column limit, each
+/// column's limit is this divided among them (a page of 300 text columns
+/// gets about 55 KiB each), so a wide page's dictionaries stay within
+/// Persist's memory budget whatever its width.
+pub const FILE_DICTIONARY_BYTES: usize = 16 * 1024 * 1024;
+
 /// `base` with the dictionary off for each leaf column of `batch` whose
 /// estimated distinct values in a row group would fill more than
-/// `dictionary_bytes` (see the module docs). `base` unchanged when no
-/// column is turned off, or when `batch`'s leaves cannot be matched to the
-/// Parquet schema's.
+/// `dictionary_bytes` (see the module docs), or than its share of
+/// [`FILE_DICTIONARY_BYTES`] when that is less (then every column's
+/// dictionary limit is that share). `base` unchanged when neither applies,
+/// or when `batch`'s leaves cannot be matched to the Parquet schema's.
 pub fn for_first_batch(base: &WriterProperties, batch: &RecordBatch, dictionary_bytes: usize) -> WriterProperties {
     let Ok(descriptor) = ArrowSchemaConverter::new().convert(&batch.schema()) else { return base.clone() };
     let mut leaves = Vec::new();
@@ -56,7 +64,14 @@ pub fn for_first_batch(base: &WriterProperties, batch: &RecordBatch, dictionary_
         return base.clone();
     }
     let rows = base.max_row_group_row_count().unwrap_or(usize::MAX);
+    let share = FILE_DICTIONARY_BYTES / leaves.len().max(1);
     let mut builder = None;
+    let dictionary_bytes = if share < dictionary_bytes {
+        builder = Some(base.clone().into_builder().set_dictionary_page_size_limit(share));
+        share
+    } else {
+        dictionary_bytes
+    };
     for (index, leaf) in leaves.iter().enumerate() {
         if leaf.as_ref().is_some_and(|leaf| dictionary_overflows(leaf.as_ref(), rows, dictionary_bytes)) {
             let path = descriptor.column(index).path().clone();
@@ -194,6 +209,7 @@ mod tests {
     use parquet::arrow::ArrowWriter;
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     use parquet::basic::Encoding;
+    use parquet::schema::types::ColumnPath;
 
     use super::*;
 
@@ -272,6 +288,34 @@ mod tests {
                 ("active".to_string(), false),
             ]
         );
+    }
+
+    #[test]
+    fn a_wide_file_shares_the_dictionary_budget_among_its_columns() {
+        // 400 text columns of 4,096 rows, each of 3,000 distinct values of
+        // 19 bytes encoded (57 KiB of dictionary a column, estimated at
+        // 88 KiB from the sample): under the per-column limit, over a
+        // 400th of the file's budget (41 KiB).
+        let rows = 4_096;
+        let fields: Vec<Field> = (0..400).map(|c| Field::new(format!("c{c}"), DataType::Utf8, true)).collect();
+        let columns: Vec<ArrayRef> = (0..400)
+            .map(|c| {
+                let values = (0..rows).map(|i| format!("value-{c:03}-{:05}", (i * 7_919) % 3_000));
+                Arc::new(StringArray::from_iter_values(values)) as ArrayRef
+            })
+            .collect();
+        let wide = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("batch");
+        let base = WriterProperties::builder().set_dictionary_page_size_limit(512 * 1024).build();
+        let properties = for_first_batch(&base, &wide, 512 * 1024);
+        let share = FILE_DICTIONARY_BYTES / 400;
+        let column = ColumnPath::from("c7");
+        assert_eq!(properties.column_dictionary_page_size_limit(&column), share);
+        assert!(!properties.dictionary_enabled(&column), "3,000 values of 19 bytes outgrow {share} bytes");
+        // Five columns of the same values keep their dictionaries.
+        let narrow = wide.project(&[0, 1, 2, 3, 4]).expect("projection");
+        let properties = for_first_batch(&base, &narrow, 512 * 1024);
+        assert_eq!(properties.column_dictionary_page_size_limit(&column), 512 * 1024);
+        assert!(properties.dictionary_enabled(&ColumnPath::from("c3")));
     }
 
     #[test]

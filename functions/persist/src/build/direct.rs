@@ -315,7 +315,7 @@ impl Col {
             more = cur.next_member(b'}')?;
         }
         // A required column is declared: its checks are the one walk's.
-        if required.iter().any(|r| *r) {
+        if !required.is_empty() {
             return None;
         }
         if filled < children.len() {
