@@ -161,6 +161,38 @@ target: {dataset: tx}
     }
 
     #[test]
+    fn a_dot_or_empty_segment_fails_the_row_instead_of_calling_another_path() {
+        // `..` would call /transactions (the URL rules resolve it, and read
+        // `%2E%2E` as `..` too), `.` /customers/transactions, an empty value
+        // /customers//transactions: a trial found the other endpoint's
+        // answer landed as the row's records.
+        let spec = spec();
+        let strategy = strategy_for(&spec.strategy);
+        for (value, effect) in [("..", "parent path"), (".", "without this segment"), ("", "empty segment")] {
+            let err = strategy
+                .on_row(&spec, &run(), &row(json!({"id": value, "region": "x"})))
+                .expect_err("refused")
+                .to_string();
+            assert!(err.contains("request.url") && err.contains("{id}") && err.contains(effect), "{value:?}: {err}");
+            assert!(err.contains("row 41") && err.contains("not called"), "{err}");
+        }
+        // Dots within a segment are the value as sent.
+        for value in ["...", "a..", ".hidden", "v1.2"] {
+            let plan = strategy.on_row(&spec, &run(), &row(json!({"id": value, "region": "x"}))).expect("called");
+            assert_eq!(plan.requests[0].http.url.path(), format!("/customers/{value}/transactions"));
+        }
+        // Two placeholders of one segment that make `..` together: the path
+        // the URL rules would call is named.
+        let two = PipelineSpec::from_yaml(
+            "version: 1\npipeline: tx\nstrategy: {kind: athena, query: 'SELECT 1', database: lake}\nrequest: {url: 'http://h/customers/{id}{region}/transactions'}\ntarget: {dataset: tx}\n",
+        )
+        .expect("valid spec");
+        let err = bind(&two, &row(json!({"id": ".", "region": "."})).row).expect_err("a dot segment");
+        assert!(matches!(&err, BindError::Rewritten { path, .. } if path == "/transactions"), "{err}");
+        assert!(err.to_string().contains("not called"), "{err}");
+    }
+
+    #[test]
     fn a_missing_or_null_value_fails_the_row_naming_field_and_placeholder() {
         let spec = spec();
         let strategy = strategy_for(&spec.strategy);

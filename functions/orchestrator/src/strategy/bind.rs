@@ -40,6 +40,34 @@ pub enum BindError {
         /// The value's JSON kind (`null`, `an object`, `an array`).
         found: &'static str,
     },
+    /// A value bound as a whole path segment is empty, `.` or `..`: the
+    /// URL would call another path (`/customers/../orders` is `/orders`,
+    /// and the WHATWG URL rules read `%2E%2E` as `..` too, so it cannot be
+    /// sent as a segment) or leave an empty segment (`/customers//orders`).
+    #[error(
+        "{field}: placeholder {{{placeholder}}} is {value:?} in the row: as a whole path segment that would call {effect}; the row is not called"
+    )]
+    Segment {
+        /// Always `request.url`.
+        field: &'static str,
+        /// Placeholder name, without braces.
+        placeholder: String,
+        /// The value: empty, `.` or `..`.
+        value: String,
+        /// What the URL would call instead.
+        effect: &'static str,
+    },
+    /// The URL with the values bound has a path the URL rules change (a
+    /// dot segment made of two values, `{a}{b}` bound to `.` and `.`).
+    #[error("{field} {url:?} after binding: the URL rules would call path {path:?} instead; the row is not called")]
+    Rewritten {
+        /// Always `request.url`.
+        field: &'static str,
+        /// The URL text after binding.
+        url: String,
+        /// The path that would be called.
+        path: String,
+    },
     /// The URL with the values bound is no URL.
     #[error("{field} {url:?} after binding: {source}")]
     Url {
@@ -57,7 +85,9 @@ impl BindError {
     pub fn field(&self) -> &str {
         match self {
             BindError::Missing { field, .. } | BindError::NotText { field, .. } => field,
-            BindError::Url { field, .. } => field,
+            BindError::Url { field, .. } | BindError::Segment { field, .. } | BindError::Rewritten { field, .. } => {
+                field
+            }
         }
     }
 
@@ -65,8 +95,10 @@ impl BindError {
     /// not parse).
     pub fn placeholder(&self) -> Option<&str> {
         match self {
-            BindError::Missing { placeholder, .. } | BindError::NotText { placeholder, .. } => Some(placeholder),
-            BindError::Url { .. } => None,
+            BindError::Missing { placeholder, .. }
+            | BindError::NotText { placeholder, .. }
+            | BindError::Segment { placeholder, .. } => Some(placeholder),
+            BindError::Url { .. } | BindError::Rewritten { .. } => None,
         }
     }
 }
@@ -101,7 +133,10 @@ pub struct BoundTemplate {
 /// # Errors
 /// [`BindError`] naming the template field and the placeholder when a value
 /// is missing (with [`Unbound::Fail`]) or is `null`, an object or an array
-/// (except as a whole body value), or when the URL stops being valid.
+/// (except as a whole body value), when a whole path segment's value is
+/// empty, `.` or `..` ([`BindError::Segment`]), or when the URL stops being
+/// valid (a path that the URL rules change, as two placeholders of one
+/// segment bound to `.` each would, is not valid here either).
 pub fn bind_template(
     template: &RequestTemplate,
     values: &Map<String, Value>,
@@ -109,12 +144,20 @@ pub fn bind_template(
 ) -> Result<BoundTemplate, BindError> {
     // `url::Url` keeps `{` and `}` percent-encoded in the path.
     let url_text = template.url.as_str().replace("%7B", "{").replace("%7D", "}");
+    check_segments(&url_text, values)?;
     let url_text = substitute("request.url", &url_text, values, unbound, encode_path_segment)?;
     let url = url::Url::parse(&url_text).map_err(|source| BindError::Url {
         field: "request.url",
         url: url_text.clone(),
         source,
     })?;
+    // Values are encoded to unreserved characters and `%XX`, so parsing
+    // changes the path only where it removes a dot segment (or encodes a
+    // placeholder kept for later).
+    let parsed = url.path().replace("%7B", "{").replace("%7D", "}");
+    if parsed != path_of(&url_text) {
+        return Err(BindError::Rewritten { field: "request.url", url: url_text, path: url.path().to_string() });
+    }
     let mut query = template.query.clone();
     for (name, value) in query.iter_mut() {
         *value = substitute(&format!("request.query.{name}"), value, values, unbound, str::to_string)?;
@@ -205,6 +248,43 @@ pub fn substitute(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// The path of URL text `url` as written (from the `/` after the
+/// authority to the query or fragment; `/` when there is none, as the URL
+/// rules make it).
+fn path_of(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |at| at + 3);
+    let rest = &url[after_scheme..];
+    let Some(start) = rest.find(['/', '?', '#']) else { return "/" };
+    let path = &rest[start..];
+    let path = &path[..path.find(['?', '#']).unwrap_or(path.len())];
+    if path.is_empty() { "/" } else { path }
+}
+
+/// [`BindError::Segment`] for the first placeholder of `url`'s path that is
+/// a whole segment (between `/` and `/`, `?`, `#` or the end) and whose
+/// value is empty, `.` or `..`.
+fn check_segments(url: &str, values: &Map<String, Value>) -> Result<(), BindError> {
+    for segment in path_of(url).split('/').skip(1) {
+        let Some(name) = segment.strip_prefix('{').and_then(|rest| rest.strip_suffix('}')) else { continue };
+        if !is_placeholder_name(name) {
+            continue;
+        }
+        let effect = match values.get(name).and_then(Value::as_str) {
+            Some("") => "an empty segment (`//`)",
+            Some(".") => "the path without this segment",
+            Some("..") => "the parent path",
+            _ => continue,
+        };
+        return Err(BindError::Segment {
+            field: "request.url",
+            placeholder: name.to_string(),
+            value: values.get(name).and_then(Value::as_str).unwrap_or_default().to_string(),
+            effect,
+        });
+    }
+    Ok(())
 }
 
 fn missing(field: &str, name: &str, values: &Map<String, Value>) -> BindError {
