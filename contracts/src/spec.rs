@@ -563,7 +563,7 @@ impl PipelineSpec {
         }
         match &self.strategy {
             StrategySpec::Cursor(cursor) => check_cursor(cursor, &self.request)?,
-            StrategySpec::Athena(athena) => check_athena(athena)?,
+            StrategySpec::Athena(athena) => check_athena(athena, self.incremental.is_some())?,
             StrategySpec::Paged(paged) => check_paged(paged, &self.request)?,
             _ => {}
         }
@@ -593,8 +593,20 @@ impl PipelineSpec {
         if scheme != "http" && scheme != "https" {
             return Err(invalid("request.url", self.request.url.as_str(), "only http and https URLs are supported"));
         }
-        if self.request.url.host_str().is_none() {
-            return Err(invalid("request.url", self.request.url.as_str(), "the URL has no host"));
+        match self.request.url.host_str() {
+            None => return Err(invalid("request.url", self.request.url.as_str(), "the URL has no host")),
+            // The WHATWG URL rules take braces in a host: a placeholder
+            // there would be bound, and a query row would choose the host.
+            Some(host) if host.contains(['{', '}']) => {
+                return Err(invalid(
+                    "request.url",
+                    &crate::redacted_url(&self.request.url),
+                    "has a placeholder in its host: the vendor's host is fixed in the spec (a secret's allowed hosts \
+                     and Request's address checks are judged against it); bind values in the path, the query or \
+                     the body",
+                ));
+            }
+            Some(_) => {}
         }
         if self.request.method == HttpMethod::Get && self.request.body.is_some() {
             return Err(invalid("request.body", "(a JSON body)", "a GET request sends no body; set `method: POST`"));
@@ -645,8 +657,9 @@ fn check_incremental(incremental: &IncrementalSpec, request: &RequestTemplate) -
 }
 
 /// `strategy` (athena): a query, as many parameters as `?` placeholders,
-/// a database, and only the run's values (`{run_date}`, ...) in parameters.
-fn check_athena(athena: &AthenaSpec) -> Result<(), SpecError> {
+/// a database, and only the run's values (`{run_date}`, ...) in parameters;
+/// `{cursor}` only with `incremental` (`incremental`: the spec has one).
+fn check_athena(athena: &AthenaSpec, incremental: bool) -> Result<(), SpecError> {
     if athena.query.trim().is_empty() {
         return Err(invalid("strategy.query", "\"\"", "must be a SQL query"));
     }
@@ -667,7 +680,15 @@ fn check_athena(athena: &AthenaSpec) -> Result<(), SpecError> {
     // Only the run's values are replaced in parameters; any other
     // `{name}` would be bound as literal text and match nothing.
     for (i, parameter) in athena.parameters.iter().enumerate() {
-        let unknown = crate::template::placeholders(parameter).into_iter().find(|name| !is_run_placeholder(name));
+        let names = crate::template::placeholders(parameter);
+        if !incremental && names.contains(&"cursor") {
+            return Err(invalid(
+                &format!("strategy.parameters[{i}]"),
+                &format!("{parameter:?}"),
+                "placeholder {cursor} has no value: it is the incremental cursor, and the spec has no `incremental`",
+            ));
+        }
+        let unknown = names.into_iter().find(|name| !is_run_placeholder(name));
         if let Some(name) = unknown {
             return Err(invalid(
                 &format!("strategy.parameters[{i}]"),
@@ -2026,6 +2047,26 @@ target:
         PipelineSpec::from_yaml(&athena("{run_start_date}")).expect("a run value");
         let err = parse_err(&athena("{id}"));
         assert!(err.contains("strategy.parameters[0]") && err.contains("{run_end}"), "{err}");
+        // {cursor} is a run value only with `incremental`: without it, it
+        // would be bound as its own text (a trial finding).
+        let err = parse_err(&athena("{cursor}"));
+        assert!(err.contains("strategy.parameters[0]") && err.contains("no `incremental`"), "{err}");
+        let with_incremental = format!(
+            "{}incremental: {{cursor_field: /updated_at, start: '2026-01-01T00:00:00Z', param: since}}\n",
+            athena("{cursor}")
+        );
+        PipelineSpec::from_yaml(&with_incremental).expect("{cursor} with incremental");
+    }
+
+    #[test]
+    fn a_placeholder_in_the_host_is_refused() {
+        for url in ["http://{h}:18501/customers", "https://api-{region}.vendor.example/v1", "http://{h}/x"] {
+            let spec = format!(
+                "version: 1\npipeline: p\nstrategy: {{kind: athena, query: 'SELECT 1', database: l}}\nrequest: {{url: '{url}'}}\ntarget: {{dataset: d}}\n"
+            );
+            let err = parse_err(&spec);
+            assert!(err.contains("request.url") && err.contains("placeholder in its host"), "{url}: {err}");
+        }
     }
 
     #[test]

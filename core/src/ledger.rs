@@ -360,7 +360,9 @@ pub const NOTIFY_ATTRIBUTE: &str = "notify";
 /// they do:
 /// - pages with the same [`PageReceipt::records_fingerprint`] (a vendor
 ///   that ignored the page's offset parameter, mistyped in the spec or
-///   not supported, and served its first page again);
+///   not supported, and served its first page again; for an Athena-driven
+///   run, a query row returned twice, or rows the vendor answers alike:
+///   the text names each cause);
 /// - more records `landed` than the vendor `announced` (offset pages over
 ///   records added while the run paged: each insert shifts the records
 ///   behind it into the next page, so the boundary records are fetched
@@ -387,12 +389,15 @@ pub fn duplicated(receipts: &[PageReceipt], announced: Option<u64>, landed: u64)
         let more = if first.len() > 5 { format!(" and {} more", first.len() - 5) } else { String::new() };
         return Some(format!(
             "{pages} of the run's pages hold records another of its pages holds (pages {}{more} hold the same {} \
-             records: the same count, first and last record), {copies} records stored more than once: the vendor \
-             served a page again instead of the next one. Paged by offset or page number, it ignores the one the \
-             run sends: check the spec's strategy.offset_param (and limit_param) against the vendor's API \
-             documentation. Paged by cursor, its cursors lead back to a page already read (a cycle): report it \
-             to the vendor; strategy.max_pages bounds such a run. Then start the run again (`--replace` its time \
-             for an Iceberg dataset; delete this run's files for a Parquet one)",
+             records: the same count, first and last record), {copies} records stored more than once. Paged by \
+             offset or page number, the vendor served a page again instead of the next one: it ignores the page \
+             parameter the run sends; check the spec's strategy.offset_param (and limit_param) against the \
+             vendor's API documentation. Paged by cursor, its cursors lead back to a page already read (a cycle): \
+             report it to the vendor; strategy.max_pages bounds such a run. Athena-driven (kind: athena), two of \
+             the query's rows got the same answer: either the query returned a row twice and the vendor was \
+             called twice for it (select DISTINCT values in strategy.query), or the vendor answers different \
+             rows alike, and the copies are as it sent them. Once the cause is fixed, start the run again \
+             (`--replace` its time for an Iceberg dataset; delete this run's files for a Parquet one)",
             listed.join(", "),
             first[0].records_in,
         ));

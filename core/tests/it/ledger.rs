@@ -494,6 +494,15 @@ fn a_run_holding_records_twice_says_which_pages_and_why() {
     assert!(reason.starts_with("5 of the run's pages hold records another of its pages holds"), "{reason}");
     assert!(reason.contains("pages 0, 1, 3 hold the same 30 records"), "{reason}");
     assert!(reason.contains("90 records stored more than once"), "two extra copies of page 0, one of page 2: {reason}");
+    // Each strategy's cause: a page parameter ignored, a cursor cycle, a
+    // query row returned twice or rows answered alike (an Athena-driven
+    // run's pages are calls for different rows: a trial was told to check
+    // offset parameters it does not have).
+    for cause in
+        ["strategy.offset_param", "a cycle", "DISTINCT values in strategy.query", "answers different rows alike"]
+    {
+        assert!(reason.contains(cause), "{cause}: {reason}");
+    }
     let over = duplicated(&distinct, Some(85), 90).expect("more than announced");
     assert!(over.contains("held 90 records, 5 more than the 85 the vendor announced"), "{over}");
     assert!(over.contains("target.write: merge"), "{over}");
