@@ -174,7 +174,12 @@ pub struct Outcome {
 /// Sends each selected letter back through `queue` (to the address
 /// `address` gives for its logical queue: a name locally, the stack's URL
 /// on AWS) and records the redrive in its entry. Letters already redriven
-/// are skipped unless `selection.again`.
+/// are skipped unless `selection.again`, and so is an open letter of a
+/// page (same function, pipeline, run and page) that a newer open letter
+/// of the selection stands for: each attempt of a run that failed on a
+/// page leaves a letter for it, and sending them all sent the page that
+/// many times (a trial: 5 open letters became 10, a redrive of all of
+/// them 16). The older ones are resolved with the run.
 ///
 /// # Errors
 /// [`PortError`] from selecting; a letter that cannot be sent is an
@@ -188,10 +193,21 @@ pub async fn redrive(
     let mut outcomes = Vec::new();
     // Incremental pipelines' cursors, read once each.
     let mut cursors: std::collections::BTreeMap<String, Option<contracts::RunId>> = std::collections::BTreeMap::new();
-    for (key, mut letter) in select(store, selection).await? {
+    let selected = select(store, selection).await?;
+    let newest = newest_open_per_page(&selected);
+    for (key, mut letter) in selected {
         let outcome =
             |result| Outcome { key: key.clone(), message_id: letter.message_id.clone(), result, skipped: false };
         let skip = |why| Outcome { skipped: true, ..outcome(Err(why)) };
+        if !selection.again
+            && let Some(newer) = page_of(&letter).and_then(|page| newest.get(&page)).filter(|newer| **newer != key)
+        {
+            outcomes.push(skip(format!(
+                "a newer open dead letter of the same page stands for it ({newer}): the page is sent once; this \
+                 one is resolved with the run (--again sends it too)"
+            )));
+            continue;
+        }
         if !selection.again
             && let (Some(pipeline), Some(run_id)) = (&letter.pipeline, &letter.run_id)
         {
@@ -249,6 +265,29 @@ pub async fn redrive(
         outcomes.push(Outcome { key, message_id: letter.message_id.clone(), result, skipped: false });
     }
     Ok(outcomes)
+}
+
+/// A page a letter failed on: its function, pipeline, run and page
+/// index; `None` for a letter that names no page (a trigger, a query row).
+type PageOf = (String, String, String, u32);
+
+fn page_of(letter: &DeadLetter) -> Option<PageOf> {
+    Some((letter.function.clone(), letter.pipeline.clone()?, letter.run_id.clone()?, letter.page?))
+}
+
+/// For each page with open letters among `letters`, the key of the newest
+/// (by the time it was sent to its DLQ, else archived).
+fn newest_open_per_page(letters: &[(String, DeadLetter)]) -> std::collections::HashMap<PageOf, String> {
+    let mut newest: std::collections::HashMap<PageOf, (&str, &str)> = std::collections::HashMap::new();
+    for (key, letter) in letters.iter().filter(|(_, letter)| letter.resolved.is_none()) {
+        let Some(page) = page_of(letter) else { continue };
+        let at = letter.sent_at.as_deref().unwrap_or(&letter.archived_at);
+        let entry = newest.entry(page).or_insert((at, key));
+        if (at, key.as_str()) > *entry {
+            *entry = (at, key);
+        }
+    }
+    newest.into_iter().map(|(page, (_, key))| (page, key.to_string())).collect()
 }
 
 /// The outcomes as lines: `redriven <id> -> <queue>` or `skipped <id>: why`.
@@ -425,6 +464,46 @@ mod tests {
         let again = Selection { again: true, ..Selection::default() };
         let outcomes = redrive(&store, &broker, &address, &again).await.expect("redrive");
         assert!(!outcomes[0].skipped, "--again sends it: {:?}", outcomes[0].result);
+    }
+
+    /// A trial finding: each attempt of a run left a letter for its failed
+    /// page, and a redrive of them all sent the page once per attempt.
+    #[tokio::test]
+    async fn only_the_newest_open_letter_of_a_page_is_redriven() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = adapters::local::DirStore::new(dir.path());
+        for (id, sent_at, page) in [
+            ("m-old", "2026-12-01T06:00:05Z", 3),
+            ("m-new", "2026-12-01T07:00:05Z", 3),
+            ("m-other", "2026-12-01T06:00:06Z", 4),
+        ] {
+            let mut failed = letter("persist", "persist", serde_json::json!({"pipeline": "orders", "page": page}));
+            (failed.pipeline, failed.run_id, failed.page, failed.message_id, failed.dlq) =
+                (Some("orders".into()), Some("20261201T060000Z".into()), Some(page), id.into(), "persist-dlq".into());
+            failed.sent_at = Some(sent_at.into());
+            tributary_core::dead_letters::archive(&store, &failed).await.expect("archive");
+        }
+        let broker = adapters::local::Broker::new();
+        broker.create_queue(adapters::local::QueueConfig {
+            name: "persist".into(),
+            visibility_timeout: std::time::Duration::from_secs(30),
+            max_message_bytes: 256 * 1024,
+            redrive: None,
+        });
+        let address = |queue: &'static str| Ok::<String, String>(queue.to_string());
+        let outcomes = redrive(&store, &broker, &address, &Selection::default()).await.expect("redrive");
+        assert_eq!(broker.depth("persist"), 2, "one message per page");
+        let sent: Vec<&str> = outcomes.iter().filter(|o| o.result.is_ok()).map(|o| o.message_id.as_str()).collect();
+        assert_eq!(sent.len(), 2, "{outcomes:?}");
+        assert!(sent.contains(&"m-new") && sent.contains(&"m-other"), "{sent:?}");
+        let old = outcomes.iter().find(|o| o.message_id == "m-old").expect("the older letter");
+        let why = old.result.as_ref().expect_err("skipped");
+        assert!(old.skipped && why.contains("newer open dead letter of the same page"), "{why}");
+        // --again sends the older one too (the newer ones are redriven
+        // already, and --again sends them once more).
+        let again = Selection { again: true, ..Selection::default() };
+        let outcomes = redrive(&store, &broker, &address, &again).await.expect("redrive");
+        assert!(outcomes.iter().all(|o| o.result.is_ok()), "{outcomes:?}");
     }
 
     #[test]
