@@ -131,6 +131,17 @@ fn validate_accepts_the_examples() {
     let output = tributary().arg("validate").arg(&bad).output().expect("run tributary");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success() && stderr.contains("pipline"), "{stderr}");
+    // A URL template is printed as written, its placeholders braced (a
+    // trial read `/customers/%7Bid%7D/orders`).
+    let athena = dir.path().join("orders.yaml");
+    std::fs::write(
+        &athena,
+        "version: 1\npipeline: orders\nstrategy: {kind: athena, query: 'SELECT id FROM customers', database: lake}\nrequest: {url: 'http://127.0.0.1:8080/customers/{id}/orders'}\ntarget: {dataset: orders}\n",
+    )
+    .expect("write spec");
+    let output = tributary().arg("validate").arg(&athena).output().expect("run tributary");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success() && stdout.contains("\"http://127.0.0.1:8080/customers/{id}/orders\""), "{stdout}");
 }
 
 #[test]
