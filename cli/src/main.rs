@@ -808,12 +808,9 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
         Command::Validate { spec } => {
             let parsed = load_spec(&spec)?;
             out!("{} is valid:", spec.display())?;
-            // The URL type keeps a path's braces percent-encoded; the
-            // template is shown as written (`{id}`, not `%7Bid%7D`).
+            // The template as written (`{id}`, not `%7Bid%7D`).
             let mut shown = serde_json::to_value(&parsed)?;
-            if let Some(url) = shown.pointer_mut("/request/url").and_then(|url| url.as_str().map(str::to_string)) {
-                shown["request"]["url"] = url.replace("%7B", "{").replace("%7D", "}").into();
-            }
+            shown["request"]["url"] = contracts::template::braced(parsed.request.url.as_str()).into();
             out!("{}", serde_json::to_string_pretty(&shown)?)?;
             Ok(ExitCode::SUCCESS)
         }

@@ -614,7 +614,7 @@ impl PipelineSpec {
         if let Some(body) = &self.request.body {
             check_body_credentials(body)?;
         }
-        let url_template = self.request.url.as_str().replace("%7B", "{").replace("%7D", "}");
+        let url_template = crate::template::braced(self.request.url.as_str());
         if let Some(problem) = crate::template::malformed_template(&url_template) {
             return Err(invalid("request.url", &url_template, &format!("malformed template: {problem}")));
         }
@@ -782,7 +782,7 @@ fn run_names() -> String {
 /// Every text of the request template where placeholders are bound, with
 /// its field path: the URL, query and header values, the body's strings.
 fn template_texts(request: &RequestTemplate) -> Vec<(String, String)> {
-    let url = request.url.as_str().replace("%7B", "{").replace("%7D", "}");
+    let url = crate::template::braced(request.url.as_str());
     let mut fields = vec![("request.url".to_string(), url)];
     fields.extend(request.query.iter().map(|(k, v)| (format!("request.query.{k}"), v.clone())));
     fields.extend(request.headers.iter().map(|(k, v)| (format!("request.headers.{k}"), v.clone())));

@@ -21,6 +21,13 @@
 /// Athena-driven template's `{column}` placeholders cannot use them.
 pub const RUN_PLACEHOLDERS: [&str; 6] = ["run_date", "run_id", "run_start", "run_end", "run_start_date", "cursor"];
 
+/// URL text (a `url::Url` as a string, or a part of one such as its path)
+/// with its placeholders braced as written: the URL type percent-encodes
+/// `{` and `}` in a path (`/customers/%7Bid%7D` is `/customers/{id}`).
+pub fn braced(url: &str) -> String {
+    url.replace("%7B", "{").replace("%7D", "}")
+}
+
 /// Whether `name` is one of the run's values ([`RUN_PLACEHOLDERS`]).
 pub fn is_run_placeholder(name: &str) -> bool {
     RUN_PLACEHOLDERS.contains(&name)

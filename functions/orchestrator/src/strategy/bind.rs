@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use contracts::HttpMethod;
 use contracts::spec::RequestTemplate;
-use contracts::template::{is_placeholder_name, whole_placeholder};
+use contracts::template::{braced, is_placeholder_name, whole_placeholder};
 
 /// Values that cannot be bound into the request template (a query row's, or
 /// the run's), naming the template field (`request.url`, `request.query.<name>`,
@@ -142,8 +142,7 @@ pub fn bind_template(
     values: &Map<String, Value>,
     unbound: Unbound,
 ) -> Result<BoundTemplate, BindError> {
-    // `url::Url` keeps `{` and `}` percent-encoded in the path.
-    let url_text = template.url.as_str().replace("%7B", "{").replace("%7D", "}");
+    let url_text = braced(template.url.as_str());
     check_segments(&url_text, values)?;
     let url_text = substitute("request.url", &url_text, values, unbound, encode_path_segment)?;
     let url = url::Url::parse(&url_text).map_err(|source| BindError::Url {
@@ -154,8 +153,7 @@ pub fn bind_template(
     // Values are encoded to unreserved characters and `%XX`, so parsing
     // changes the path only where it removes a dot segment (or encodes a
     // placeholder kept for later).
-    let parsed = url.path().replace("%7B", "{").replace("%7D", "}");
-    if parsed != path_of(&url_text) {
+    if braced(url.path()) != path_of(&url_text) {
         return Err(BindError::Rewritten { field: "request.url", url: url_text, path: url.path().to_string() });
     }
     let mut query = template.query.clone();
