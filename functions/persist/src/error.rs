@@ -88,6 +88,31 @@ pub enum PersistError {
         /// Page index.
         page: u32,
     },
+    /// A page of a run that completed while this page was read, converted
+    /// or written (a retry of the run racing its own completion), with
+    /// other records than the run completed with: the vendor answered
+    /// otherwise this time. The page's raw copy holds this fetch; `table`
+    /// says what the run's table holds. Permanent, so it is dead-lettered
+    /// with an alert rather than left as a silent difference between the
+    /// raw copy and the table.
+    #[error(
+        "run {run_id} of pipeline {pipeline} completed while page {page} was persisted from a new fetch with other \
+         records (a retry racing the run's completion): {table}; this fetch is kept as the page's raw copy \
+         ({raw_key}). To load it, re-derive the run from its raw pages (tributary replay); to keep the table as it \
+         is, nothing needs doing, but a replay would then load this fetch"
+    )]
+    CompletedWhileFetched {
+        /// Pipeline.
+        pipeline: String,
+        /// Run id.
+        run_id: String,
+        /// Page index.
+        page: u32,
+        /// What the run's table holds of the page.
+        table: String,
+        /// The page's raw copy (this fetch).
+        raw_key: String,
+    },
     /// The sender is not authenticated, or names a pipeline or dataset it
     /// does not own (see `tributary_core::tenant`).
     #[error("refused: {0}")]
@@ -135,6 +160,7 @@ impl RecordError for PersistError {
             | PersistError::Layout { .. }
             | PersistError::TableFormat { .. }
             | PersistError::CompletedRun { .. }
+            | PersistError::CompletedWhileFetched { .. }
             | PersistError::Tenant(_)
             | PersistError::Unplanned { .. }
             | PersistError::Body(_)

@@ -9,6 +9,8 @@
 //!    raw page kept under `raw/` for replay.
 //! 4. [`crate::table::convert_against_table_schema`]: the conversion
 //!    against the dataset's table schema, written back if it widened.
+//!    Then [`PageContext::settle_late_completion`]: the run completed
+//!    meanwhile (step 2 again, judged by the converted records).
 //! 5. [`PageContext::write_outputs`]: Parquet parts, stale parts of an earlier delivery
 //!    deleted, the quarantine file.
 //! 6. [`alert_schema_conflict`] when the page's types conflict with the
@@ -62,7 +64,8 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
 /// Persists one page and returns its receipt.
 ///
 /// Steps (see the module's list): check the names and the table format;
-/// settle a page of a completed run; keep the raw page (the message as
+/// settle a page of a completed run (again after the conversion, for a run
+/// that completed meanwhile); keep the raw page (the message as
 /// received under `raw/`, and for a claim check — read only under the
 /// message's own pipeline's `_claims/` — a copy of the payload, so replay
 /// never depends on the claim-check object's lifetime); convert against
@@ -81,7 +84,10 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
 /// records that would take the dataset past `limits.max_columns`.
 ///
 /// # Errors
-/// [`PersistError`]: invalid names, a claim-check key outside the
+/// [`PersistError`]: a new fetch of a page of a completed run
+/// ([`PersistError::CompletedRun`]) or of a run that completed while the
+/// page was persisted ([`PersistError::CompletedWhileFetched`]), invalid
+/// names, a claim-check key outside the
 /// message's own pipeline, unreadable or missing claim checks, invalid
 /// JSON, a page past `limits.max_page_bytes` or `limits.max_page_records`
 /// and conversion failures are permanent (the message is
@@ -106,18 +112,22 @@ pub(crate) async fn persist_page_after_poison(
     deps: Deps<'_>,
 ) -> Result<PageReceipt, PersistError> {
     let page = PageContext::check(&message, deps)?;
-    if let Some(receipt) = page.settle_completed_run().await? {
+    let previous = page.previous_receipt().await;
+    if let Some(receipt) = page.settle_completed_run(previous.as_ref()).await? {
         return Ok(receipt);
     }
     let temp_dir = tempfile::tempdir().map_err(|err| local_error("create temporary folder", err))?;
     let kept = page.keep_raw_page(temp_dir.path()).await?;
     let output = convert_against_table_schema(&message, &kept, temp_dir.path(), deps).await?;
-    let written = page.write_outputs(&output).await?;
+    if let Some(receipt) = page.settle_late_completion(&output).await? {
+        return Ok(receipt);
+    }
+    let written = page.write_outputs(&output, previous.as_ref()).await?;
     if !output.conflicts.is_empty() {
         alert_schema_conflict(&kept.raw, &output, written.quarantine_key.as_deref(), deps).await?;
     }
     let parquet_bytes = written.parquet_bytes;
-    let receipt = page.record_receipt(&output, written, poison).await?;
+    let receipt = page.record_receipt(&output, written, poison, previous).await?;
     emit_metrics(&receipt, &output, parquet_bytes, deps);
     Ok(receipt)
 }
@@ -199,22 +209,66 @@ impl<'a> PageContext<'a> {
     ///
     /// # Errors
     /// [`PersistError::CompletedRun`] (permanent); store failures.
-    async fn settle_completed_run(&self) -> Result<Option<PageReceipt>, PersistError> {
-        if self.deps.config.rewrite_completed_runs
-            || self.deps.store.get(&keys::success_key(&self.message.pipeline, &self.run_id)).await.is_err()
-        {
+    async fn settle_completed_run(&self, previous: Option<&PageReceipt>) -> Result<Option<PageReceipt>, PersistError> {
+        if !self.run_completed().await {
             return Ok(None);
         }
-        let Some(previous) = self.previous_receipt().await else { return Ok(None) };
+        let Some(previous) = previous else { return Ok(None) };
         if same_records(self.message, &self.raw_key, &self.raw_payload_key, self.deps.store).await? {
             tracing::info!("a page of a completed run delivered again; its rows are in the lake already");
-            return Ok(Some(previous));
+            return Ok(Some(previous.clone()));
         }
         Err(PersistError::CompletedRun {
             pipeline: self.message.pipeline.clone(),
             run_id: self.run_id.to_string(),
             page: self.page.index,
         })
+    }
+
+    /// Whether the run is complete as far as this page is concerned: its
+    /// `_SUCCESS` marker exists (one GET), and this is not a replay (which
+    /// rewrites completed runs on purpose).
+    async fn run_completed(&self) -> bool {
+        !self.deps.config.rewrite_completed_runs
+            && self.deps.store.get(&keys::success_key(&self.message.pipeline, &self.run_id)).await.is_ok()
+    }
+
+    /// Step 4b: the run completed while this page was read and converted
+    /// (a retry's page that passed step 2 just before another page
+    /// completed the run). Nothing of the page's is written into the
+    /// dataset folder then, so a file the completion took (a page file kept
+    /// as it was, or committed to an Iceberg table) is never rewritten in
+    /// place. The same records as the receipt the run completed with: a
+    /// redelivery, that receipt is returned. Other records (the vendor
+    /// answered otherwise this time): refused, see
+    /// [`PersistError::CompletedWhileFetched`]. `None`: go on. One GET of
+    /// the `_SUCCESS` marker per page; the receipt is read only when the
+    /// run is complete.
+    ///
+    /// # Errors
+    /// [`PersistError::CompletedWhileFetched`] (permanent); store failures.
+    async fn settle_late_completion(&self, output: &PageOutput) -> Result<Option<PageReceipt>, PersistError> {
+        if !self.run_completed().await {
+            return Ok(None);
+        }
+        let Some(completed) = self.previous_receipt().await else { return Ok(None) };
+        if !other_records(&completed, output.records_fingerprint.as_ref()) {
+            tracing::info!("the run completed while this page was converted; its rows are in the lake already");
+            return Ok(Some(completed));
+        }
+        Err(self.completed_while_fetched("the table holds the fetch the run completed with"))
+    }
+
+    /// [`PersistError::CompletedWhileFetched`] for this page; `table` says
+    /// what the run's table holds of it.
+    fn completed_while_fetched(&self, table: &str) -> PersistError {
+        PersistError::CompletedWhileFetched {
+            pipeline: self.message.pipeline.clone(),
+            run_id: self.run_id.to_string(),
+            page: self.page.index,
+            table: table.to_string(),
+            raw_key: self.raw_key.clone(),
+        }
     }
 
     /// Step 3: the payload (inline, or the claim check read into
@@ -267,7 +321,11 @@ impl<'a> PageContext<'a> {
     ///
     /// # Errors
     /// Store failures (transient).
-    async fn write_outputs(&self, output: &PageOutput) -> Result<Written, PersistError> {
+    async fn write_outputs(
+        &self,
+        output: &PageOutput,
+        previous: Option<&PageReceipt>,
+    ) -> Result<Written, PersistError> {
         let key = self.key();
         let mut data_keys = Vec::with_capacity(output.files.len());
         let mut parquet_bytes = 0;
@@ -277,7 +335,7 @@ impl<'a> PageContext<'a> {
             parquet_bytes += file.bytes;
             data_keys.push(part);
         }
-        self.delete_stale_parts(&data_keys).await?;
+        self.delete_stale_parts(&data_keys, previous).await?;
         let quarantine_key = match &output.quarantine {
             None => None,
             Some(quarantine) => {
@@ -295,8 +353,12 @@ impl<'a> PageContext<'a> {
     /// the same `<pipeline>-<run_id>-<page>` file stem (a receipt of another
     /// dataset fed by the same pipeline, run and page must not delete that
     /// dataset's files).
-    async fn delete_stale_parts(&self, data_keys: &[String]) -> Result<(), PersistError> {
-        let Some(previous) = self.previous_receipt().await else { return Ok(()) };
+    async fn delete_stale_parts(
+        &self,
+        data_keys: &[String],
+        previous: Option<&PageReceipt>,
+    ) -> Result<(), PersistError> {
+        let Some(previous) = previous else { return Ok(()) };
         let stem = format!("/{}", keys::page_stem(&self.message.pipeline, &self.run_id, self.page.index));
         let own = |key: &&String| {
             key.starts_with(&format!("{}/", self.dataset))
@@ -312,13 +374,16 @@ impl<'a> PageContext<'a> {
     /// Step 7: the page receipt, recorded in the run's ledger, which completes
     /// the run when this was its last page (coalescing its files, or
     /// committing them to its Iceberg table). When the run turns out
-    /// complete already (it completed after step 2), the files this page
+    /// complete already (it completed after step 4b), the files this page
     /// wrote that the manifest does not list are deleted
-    /// ([`drop_files_outside_manifest`]).
+    /// ([`drop_files_outside_manifest`]); when this page holds other
+    /// records than `previous`, the receipt the run completed with, that
+    /// receipt is recorded again and the page fails.
     ///
     /// # Errors
-    /// Store failures; a completion that fails (permanent or transient, as
-    /// the coalescer or committer says).
+    /// [`PersistError::CompletedWhileFetched`] (permanent); store
+    /// failures; a completion that fails (permanent or transient, as the
+    /// coalescer or committer says).
     /// `poison`: records of a stream batch quarantined before conversion
     /// ([`persist_page_after_poison`]), counted in and quarantined.
     async fn record_receipt(
@@ -326,6 +391,7 @@ impl<'a> PageContext<'a> {
         output: &PageOutput,
         written: Written,
         poison: u64,
+        previous: Option<PageReceipt>,
     ) -> Result<PageReceipt, PersistError> {
         let receipt = PageReceipt {
             pipeline: self.message.pipeline.clone(),
@@ -355,16 +421,28 @@ impl<'a> PageContext<'a> {
             bin_bytes: crate::coalesce::COALESCE_BELOW_BYTES,
             replay: None,
         };
-        let completion = ledger::RunLedger { store: self.deps.store, events: self.deps.run_events }
-            .record_page(&receipt, Some(&coalescer))
-            .await?;
-        // The run completed between step 2 and this page's writes (a
-        // duplicate delivery racing the completion): the completion
-        // replaced this page's files before they were written again.
-        // (A replay rewrites completed runs on purpose, and coalesces them
-        // again after.)
+        let ledger = ledger::RunLedger { store: self.deps.store, events: self.deps.run_events };
+        let completion = ledger.record_page(&receipt, Some(&coalescer)).await?;
+        // The run completed between step 4b and this page's writes (a
+        // delivery racing the completion): the completion took this page's
+        // files before they were written again. (A replay rewrites
+        // completed runs on purpose, and coalesces them again after.)
         if completion == ledger::Completion::AlreadyComplete && !self.deps.config.rewrite_completed_runs {
-            drop_files_outside_manifest(self.deps.store, &receipt).await?;
+            let dropped = drop_files_outside_manifest(self.deps.store, &receipt).await?;
+            let Some(previous) = previous.filter(|p| other_records(p, receipt.records_fingerprint.as_ref())) else {
+                return Ok(receipt); // a redelivery: the table holds these records
+            };
+            if dropped.is_empty() {
+                // The completion kept this page's file as it was, and it
+                // was written again since: it holds this fetch now.
+                return Err(self.completed_while_fetched(
+                    "the run's file of this page was written again with this fetch after the run completed, so the \
+                     run's manifest and table metadata count the earlier fetch",
+                ));
+            }
+            // The ledger says again what the run completed with.
+            ledger.record_page(&previous, None).await?;
+            return Err(self.completed_while_fetched("the table holds the fetch the run completed with"));
         }
         Ok(receipt)
     }
@@ -455,6 +533,13 @@ async fn same_records(
         }
         _ => false,
     })
+}
+
+/// Whether a page converted to `fingerprint` holds other records than
+/// `receipt` says its page held ([`PageReceipt::records_fingerprint`]);
+/// `false` when either is unknown (a receipt written before fingerprints).
+fn other_records(receipt: &PageReceipt, fingerprint: Option<&String>) -> bool {
+    matches!((&receipt.records_fingerprint, fingerprint), (Some(held), Some(new)) if held != new)
 }
 
 /// Checks that a claim check's `key` is one a message of `pipeline` may

@@ -22,6 +22,7 @@ use persist::{Deps, PersistConfig, PersistError};
 use test_support::crash::CrashingStore;
 use test_support::lake::parquet_rows;
 use test_support::runs::{expect_pages, page, run_id};
+use tributary_core::batch::RecordError;
 use tributary_core::keys;
 use tributary_core::ledger::{Manifest, PageReceipt};
 use tributary_core::ports::{ObjectStore, PortError, TopicMessage, TopicPublisher};
@@ -285,6 +286,96 @@ async fn a_duplicate_page_racing_the_completion_leaves_no_row_twice() {
         "the duplicate wrote its page file again"
     );
     assert_completed(&lake, &events, NAME, PAGES, RECORDS, "after the racing duplicate").await;
+}
+
+/// Page `index` of run `name` fetched again with other records (the
+/// vendor answered otherwise): the same ids, other names.
+fn refetched(name: &str, index: u32, pages: u32, records: u32) -> PersistMessage {
+    let rows: Vec<String> = (0..records)
+        .map(|i| format!(r#"{{"id": {}, "page": {index}, "name": "again{i}"}}"#, index * 100_000 + i))
+        .collect();
+    page(name, PersistTarget::new(name), RUN, index, pages, &format!("[{}]", rows.join(",")))
+}
+
+/// Every `name` value in run `name`'s folder.
+async fn names(lake: &dyn ObjectStore, name: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for key in lake.list(&format!("{name}/")).await.expect("list") {
+        for row in parquet_rows(lake.get(&key).await.expect("get")) {
+            names.insert(row["name"].as_str().expect("name").to_string());
+        }
+    }
+    names
+}
+
+/// The race of `a_duplicate_page_racing_the_completion_leaves_no_row_twice`
+/// with a page fetched anew (a retry of the run after the vendor's answers
+/// changed, a trial's finding): the run completes with the earlier fetch
+/// while the new one is written. The new fetch's files are dropped as
+/// before, but no longer silently: the page fails as
+/// `CompletedWhileFetched` (dead-lettered with an alert naming `tributary
+/// replay`), and the page's receipt says again what the table holds.
+/// `marker_back_on`: the store call before which the marker reappears:
+/// the receipt's put (the completion finished while the page wrote its
+/// files) or the second look at the marker (it finished while the page
+/// was converted: then nothing is written into the dataset folder).
+async fn race_a_new_fetch_with_the_completion(name: &str, marker_back_on: &'static str) {
+    const PAGES: u32 = 3;
+    const RECORDS: u32 = 10;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lake = DirStore::new(dir.path());
+    let events = Events::default();
+    all_but_the_last(&lake, &events, name, PAGES, RECORDS).await;
+    persist(&lake, &events, message(name, PAGES - 1, PAGES, RECORDS)).await.expect("completion");
+    let receipt = keys::receipt_key(name, &run_id(RUN), 0);
+    let completed_with = lake.get(&receipt).await.expect("receipt");
+    let success = keys::success_key(name, &run_id(RUN));
+    let (marker, hidden) = (dir.path().join(&success), dir.path().join("hidden-success"));
+    let looks = std::sync::atomic::AtomicUsize::new(0);
+    let racing = CrashingStore::new(&lake, usize::MAX).counting(move |call| {
+        let back = match marker_back_on {
+            "receipt" => call.method == "put" && call.key == receipt,
+            _ => call.method == "get" && call.key == success && looks.load(std::sync::atomic::Ordering::SeqCst) == 1,
+        };
+        if call.method == "get" && call.key == success && looks.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            std::fs::rename(&marker, &hidden).expect("hide the marker"); // not complete yet, as the page sees it
+        } else if back && hidden.exists() {
+            std::fs::rename(&hidden, &marker).expect("the marker back"); // the completion finished meanwhile
+        }
+        false
+    });
+    let err = persist(&racing, &events, refetched(name, 0, PAGES, RECORDS)).await.expect_err("a new fetch, too late");
+    assert!(matches!(err, PersistError::CompletedWhileFetched { page: 0, .. }), "{err}");
+    assert!(err.is_permanent(), "dead-lettered with an alert, not retried: {err}");
+    let text = err.to_string();
+    assert!(text.contains("tributary replay") && text.contains("raw/"), "names the remedy and the raw copy: {text}");
+    assert_completed(&lake, &events, name, PAGES, RECORDS, "after the new fetch").await;
+    assert!(!names(&lake, name).await.iter().any(|n| n.starts_with("again")), "the table holds the earlier fetch");
+    let receipt_now = lake.get(&keys::receipt_key(name, &run_id(RUN), 0)).await.expect("receipt");
+    let (was, now): (PageReceipt, PageReceipt) =
+        (serde_json::from_slice(&completed_with).expect("was"), serde_json::from_slice(&receipt_now).expect("now"));
+    assert_eq!(now.records_fingerprint, was.records_fingerprint, "the receipt says what the table holds");
+    let wrote_into_the_folder =
+        racing.calls().iter().any(|c| c.method == "put_file" && c.key.starts_with(&format!("{name}/")));
+    assert_eq!(wrote_into_the_folder, marker_back_on == "receipt", "writes into the dataset folder");
+    // A redrive of its dead letter changes nothing: its records are the
+    // raw copy's, so it is taken for a redelivery of a completed run's page.
+    persist(&lake, &events, refetched(name, 0, PAGES, RECORDS)).await.expect("a redrive");
+    assert!(
+        !names(&lake, name).await.iter().any(|n| n.starts_with("again")),
+        "the table still holds the earlier fetch"
+    );
+    assert_completed(&lake, &events, name, PAGES, RECORDS, "after a redrive").await;
+}
+
+#[tokio::test]
+async fn a_new_fetch_whose_run_completed_while_it_was_written_is_dead_lettered() {
+    race_a_new_fetch_with_the_completion("refetch-written", "receipt").await;
+}
+
+#[tokio::test]
+async fn a_new_fetch_whose_run_completed_while_it_was_converted_writes_no_file() {
+    race_a_new_fetch_with_the_completion("refetch-converted", "second look").await;
 }
 
 /// The last page delivered twice at once (two invocations): both complete

@@ -142,20 +142,22 @@ async fn one_page_costs_the_s3_calls_infra_readme_states() {
     }
     let expect = |pairs: &[(&'static str, usize)]| pairs.iter().copied().collect::<BTreeMap<_, _>>();
     let update = "infra/README.md's \"Cost\" section states these: update it with this test";
-    // Any page before the last one: the completion marker, the raw page, the
-    // dataset's schema (JSON and Arrow), the Parquet file, the receipt (read
-    // first: a redelivery; in its shard folder, then where versions before
-    // 2026-12-06 wrote it), the expected count and the receipt shard's list.
-    assert_eq!(seen[1], expect(&[("GET", 6), ("LIST", 1), ("PUT", 3)]), "a page in the middle of a run; {update}");
+    // Any page before the last one: the completion marker (twice: before
+    // the raw page is kept, and after the conversion, before the dataset
+    // folder is written), the raw page, the dataset's schema (JSON and
+    // Arrow), the Parquet file, the receipt (read first: a redelivery; in
+    // its shard folder, then where versions before 2026-12-06 wrote it),
+    // the expected count and the receipt shard's list.
+    assert_eq!(seen[1], expect(&[("GET", 7), ("LIST", 1), ("PUT", 3)]), "a page in the middle of a run; {update}");
     // The first page of a new dataset writes its schema instead of reading
     // its Arrow form.
-    assert_eq!(seen[0], expect(&[("GET", 5), ("LIST", 1), ("PUT", 5)]), "the first page of a dataset; {update}");
+    assert_eq!(seen[0], expect(&[("GET", 6), ("LIST", 1), ("PUT", 5)]), "the first page of a dataset; {update}");
     // The page completing a 3-page run adds the run's completion: the shard
     // summary (each receipt read), coalescing (each page file read, the
     // coalesced file staged, the replacement record written, the staged
     // file copied into place, the page files listed and deleted, the
     // staged copy deleted), the manifest, the state and _SUCCESS.
     let n = 3;
-    let completion = expect(&[("COPY", 1), ("DELETE", n + 1), ("GET", 6 + 2 * n + 6), ("LIST", 1 + 4), ("PUT", 3 + 5)]);
+    let completion = expect(&[("COPY", 1), ("DELETE", n + 1), ("GET", 7 + 2 * n + 6), ("LIST", 1 + 4), ("PUT", 3 + 5)]);
     assert_eq!(seen[2], completion, "the page completing a {n}-page run; {update}");
 }
