@@ -39,6 +39,13 @@ pub struct QueryMessage {
     /// Opaque data echoed with every published row.
     #[serde(default)]
     pub context: serde_json::Value,
+    /// Columns every row must have (the Orchestrator's request template
+    /// binds them as `{column}` placeholders). The Athena function checks
+    /// them against the result's columns before it publishes a row: a
+    /// result without one of them fails the query once, naming it, instead
+    /// of every row failing at its consumer. Empty: nothing checked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_columns: Vec<String>,
     /// Set when the Athena function re-enqueues a query it could not finish
     /// in one invocation: where to pick up. Absent on a new query.
     #[serde(default, skip_serializing_if = "Option::is_none")]

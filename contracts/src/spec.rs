@@ -774,6 +774,25 @@ impl PipelineSpec {
     }
 }
 
+impl PipelineSpec {
+    /// The columns an `athena` strategy's query rows must have: every
+    /// `{name}` placeholder of the request template (URL, query and header
+    /// values, body strings) that is neither one of the run's values
+    /// ([`RUN_PLACEHOLDERS`](crate::template::RUN_PLACEHOLDERS)) nor
+    /// `{cursor}`, each once, sorted.
+    pub fn row_placeholders(&self) -> Vec<String> {
+        let mut names = std::collections::BTreeSet::new();
+        for (_, text) in template_texts(&self.request) {
+            for name in crate::template::placeholders(&text) {
+                if name != "cursor" && !is_run_placeholder(name) {
+                    names.insert(name.to_string());
+                }
+            }
+        }
+        names.into_iter().collect()
+    }
+}
+
 /// The run's placeholder names, braced, for messages.
 fn run_names() -> String {
     crate::template::RUN_PLACEHOLDERS.iter().map(|n| format!("{{{n}}}")).collect::<Vec<_>>().join(", ")

@@ -98,6 +98,7 @@ fn every_contract_round_trips() {
         output_location: Some("s3://bucket/athena/".into()),
         reply_to: Destination::Topic { topic: "query-results".into() },
         context: json!({}),
+        required_columns: vec!["id".into()],
         continuation: Some(QueryContinuation {
             execution_id: "q-1".into(),
             next_token: Some("t".into()),

@@ -21,6 +21,26 @@ pub enum AthenaError {
         /// The engine's reason.
         reason: String,
     },
+    /// The result lacks a column the message's `required_columns` names
+    /// (a `{column}` placeholder of the pipeline's request template): every
+    /// row would fail at its consumer, so no row is published.
+    #[error(
+        "pipeline {pipeline} run {run_id}: query {execution_id} answered the columns {columns:?}, without {missing:?} that \
+         the request template's placeholders need (each row would fail); no row is published: select the column \
+         under the placeholder's name (`SELECT id AS customer_id`), or rename the placeholder, then run again"
+    )]
+    MissingColumns {
+        /// Pipeline.
+        pipeline: String,
+        /// Run.
+        run_id: String,
+        /// Engine's execution id.
+        execution_id: String,
+        /// The required columns the result lacks.
+        missing: Vec<String>,
+        /// The result's columns.
+        columns: Vec<String>,
+    },
     /// The engine returned the same page token twice.
     #[error("pipeline {pipeline} run {run_id}: query {execution_id} returned page token {token:?} twice")]
     RepeatedToken {

@@ -7,7 +7,7 @@ use contracts::{Destination, QueryContinuation, QueryMessage, QueryRow, V1};
 use std::collections::BTreeMap;
 use tokio::time::Instant;
 use tributary_core::batch::{self, RecordMeta};
-use tributary_core::ports::{PortError, Query, QueryState, TopicMessage};
+use tributary_core::ports::{PortError, Query, QueryState, ResultPage, TopicMessage};
 
 use crate::deps::Deps;
 use crate::error::AthenaError;
@@ -35,6 +35,8 @@ pub async fn handle_sqs(event: &SqsEvent, deadline: Instant, deps: Deps<'_>) -> 
 ///
 /// # Errors
 /// [`AthenaError::QueryFailed`] with the engine's state and reason;
+/// [`AthenaError::MissingColumns`] (a result without a column of the
+/// message's `required_columns`, before any row is published);
 /// [`AthenaError::RepeatedToken`]; [`AthenaError::Port`].
 #[tracing::instrument(skip_all, fields(pipeline = %message.pipeline, run_id = %message.run_id))]
 pub async fn run_query(message: QueryMessage, deadline: Instant, deps: Deps<'_>) -> Result<Progress, AthenaError> {
@@ -75,6 +77,16 @@ pub async fn run_query(message: QueryMessage, deadline: Instant, deps: Deps<'_>)
     let mut published = 0;
     loop {
         let page = deps.engine.page(&execution_id, token.as_deref()).await.map_err(port)?;
+        let missing = missing_columns(&message, &page);
+        if !missing.is_empty() {
+            return Err(AthenaError::MissingColumns {
+                pipeline: message.pipeline.clone(),
+                run_id: message.run_id.to_string(),
+                execution_id,
+                missing,
+                columns: page.columns,
+            });
+        }
         let rows = page.rows.len() as u64;
         if page.next_token.is_none() {
             // The run's count goes to the ledger before its last rows are
@@ -108,6 +120,16 @@ pub async fn run_query(message: QueryMessage, deadline: Instant, deps: Deps<'_>)
     }
     tracing::info!(rows = published, total_rows = next_row, "query answered");
     Ok(Progress { rows_published: published, continued: None })
+}
+
+/// The message's `required_columns` that a result page's columns lack
+/// (exact names, as the rows' keys are); none for a page that names no
+/// column and has no row.
+fn missing_columns(message: &QueryMessage, page: &ResultPage) -> Vec<String> {
+    if page.columns.is_empty() && page.rows.is_empty() {
+        return Vec::new();
+    }
+    message.required_columns.iter().filter(|name| !page.columns.contains(name)).cloned().collect()
 }
 
 /// Records in the run ledger that the run has `pages` pages, one per

@@ -95,3 +95,23 @@ async fn a_row_without_the_templates_value_fails_alone() {
     let reason = summary.alerts[0].reason.as_deref().expect("reason");
     assert!(reason.contains("request.url") && reason.contains("{id}"), "the field and placeholder are named: {reason}");
 }
+
+/// A query that answers none of the template's `{id}` (the column is
+/// `item`): one dead letter for the query, naming the column, instead of
+/// one per row (a trial: 25 rows, 25 letters); no call is made.
+#[tokio::test]
+async fn a_query_without_the_templates_column_is_dead_lettered_once_not_per_row() {
+    let addr = start_vendor(VendorBehaviour { total: 25, ..Default::default() }).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let now = Utc::now();
+    runtime.run(&paged_spec(addr, "items", 20), now).await.expect("items");
+    let sql = "SELECT id AS item FROM items WHERE dt = ?";
+    let summary = runtime.run(&athena_spec(addr, sql, "/items/{id}/details"), now).await.expect("run");
+    assert_eq!(summary.requests, 0, "{summary}");
+    assert_eq!(summary.dead_lettered.get("athena-dlq"), Some(&1), "{summary}");
+    assert_eq!(summary.dead_lettered.get("orchestrator-dlq"), None, "{summary}");
+    assert_eq!(summary.alerts.len(), 1, "{summary}");
+    let reason = summary.alerts[0].reason.as_deref().expect("reason");
+    assert!(reason.contains("[\"item\"]") && reason.contains("[\"id\"]"), "names both columns: {reason}");
+}

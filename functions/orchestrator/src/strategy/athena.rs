@@ -50,6 +50,7 @@ impl CallStrategy for Athena<'_> {
             output_location: self.0.output_location.clone(),
             reply_to: Destination::Topic { topic: run.query_results_topic.clone() },
             context: serde_json::to_value(spec).unwrap_or_default(),
+            required_columns: spec.row_placeholders(),
             continuation: None,
         };
         Ok(Plan {
@@ -134,6 +135,9 @@ target: {dataset: tx}
         assert_eq!(query.parameters, ["2026-11-29"]);
         assert_eq!(query.reply_to, Destination::Topic { topic: "query-results".into() });
         assert_eq!(PipelineSpec::from_value(query.context.clone()).expect("spec in context"), spec);
+        // The template's `{column}`s (URL, query, body), each once: the
+        // Athena function checks the result has them before any row goes out.
+        assert_eq!(query.required_columns, ["id", "region"]);
     }
 
     #[test]
