@@ -1414,6 +1414,21 @@ async fn run_stream(
     let rows = report.rows_persisted();
     out!("{}: {rows} records into {}, {quarantined} quarantined", spec.pipeline, spec.target.dataset)?;
     out!("{report}")?;
+    for alert in &report.alerts {
+        out!("  ALERT: {alert}")?;
+    }
+    if report.on_failure() > 0 {
+        // As the event source mapping does, the poller went on past them:
+        // the next run starts after them, so say how to get them back.
+        err_raw!(
+            "{} batch(es) given up after their retries: their records were skipped, as Lambda's event source mapping \
+             skips them (each is a dead letter: tributary dlq list; the alerts are in _alerts.jsonl). Once the cause \
+             is fixed, read the stream again from its start, which writes {} anew from every record: tributary run \
+             <spec> --records <file> --lake <lake> --from-trim-horizon",
+            report.on_failure(),
+            spec.target.dataset
+        );
+    }
     // As for a REST run: every record quarantined is no success (a
     // producer that switched to another format must not pass cron or CI).
     let all_quarantined = rows == 0 && quarantined > 0;

@@ -56,6 +56,9 @@ pub struct PollReport {
     /// Shards' windows closed at the end of the poll (the stream's tail
     /// coalesced or committed; `docs/streams.md`, "Small files").
     pub windows_closed: u32,
+    /// The alerts raised for batches given up on (their reasons: which
+    /// records, why; the whole alerts are in `_alerts.jsonl`).
+    pub alerts: Vec<String>,
 }
 
 /// What a poll did on one shard.
@@ -80,6 +83,11 @@ pub struct ShardReport {
     pub bisections: u64,
     /// Batches given up on (sent to the on-failure record).
     pub on_failure: u64,
+    /// The on-failure records written for them: an id naming the batch
+    /// (`<pipeline>-<shard>-<first sequence>`, the dead letter's message
+    /// id) and the record (Lambda's shape, with `tributaryCause`), for
+    /// Notify's alert, which [`run_local`] raises.
+    pub given_up: Vec<(String, String)>,
     /// Milliseconds behind the shard's tip at the last read (Kinesis
     /// `MillisBehindLatest`), when the source says.
     pub millis_behind_latest: Option<u64>,
@@ -328,7 +336,7 @@ async fn deliver(
         attempts += 1;
         if attempts > spec.batching.maximum_retry_attempts {
             report.on_failure += 1;
-            record_on_failure(spec, &rest, attempts, &reason, deps).await?;
+            report.given_up.push(record_on_failure(spec, &rest, attempts, &reason, deps).await?);
             continue;
         }
         report.retries += 1;
@@ -346,21 +354,39 @@ async fn deliver(
 }
 
 /// The on-failure record of a batch given up on, in the shape of Lambda's
-/// on-failure destination record for a stream (`KinesisBatchInfo` /
-/// `KafkaBatchInfo`): written to `_streams/<pipeline>/<stream>/failed/`.
+/// on-failure destination record for a stream (`KinesisBatchInfo` or
+/// `KafkaBatchInfo`, as Notify reads it: `notify::stream`), with the cause
+/// Persist gave as `tributaryCause` (Lambda's record has none; locally it
+/// is known): written to `_streams/<pipeline>/<stream>/failed/`. Returns
+/// the batch's id and the record's text.
 async fn record_on_failure(
     spec: &StreamSpec,
     records: &[StreamRecord],
     attempts: u32,
     reason: &str,
     deps: Deps<'_>,
-) -> Result<(), PortError> {
-    let (Some(first), Some(last)) = (records.first(), records.last()) else { return Ok(()) };
+) -> Result<(String, String), PortError> {
+    let (Some(first), Some(last)) = (records.first(), records.last()) else { return Ok(Default::default()) };
     let key =
         format!("_streams/{}/{}/failed/{}-{}.json", spec.pipeline, spec.source_name(), first.partition, first.sequence);
-    let body = json!({
-        "requestContext": { "condition": "RetryAttemptsExhausted", "approximateInvokeCount": attempts },
-        "batchInfo": {
+    // Kafka's `recordsInfo` key is `<topic>-<partition>`, which the
+    // local shard name already is (`orders-0`).
+    let topic_partition = match first.partition.strip_prefix(spec.source_name()) {
+        Some(rest) if rest.starts_with('-') => first.partition.clone(),
+        _ => format!("{}-{}", spec.source_name(), first.partition),
+    };
+    let info = match &spec.source {
+        StreamSource::Kafka(_) => json!({ "KafkaBatchInfo": {
+            "batchSize": records.len(),
+            "eventSourceArn": spec.source_name(),
+            "recordsInfo": { topic_partition: {
+                "firstRecordOffset": first.sequence,
+                "lastRecordOffset": last.sequence,
+                "firstRecordTimestamp": first.arrival,
+                "lastRecordTimestamp": last.arrival,
+            }},
+        }}),
+        _ => json!({ "KinesisBatchInfo": {
             "shardId": first.partition,
             "startSequenceNumber": first.sequence,
             "endSequenceNumber": last.sequence,
@@ -368,10 +394,65 @@ async fn record_on_failure(
             "approximateArrivalOfLastRecord": last.arrival,
             "batchSize": records.len(),
             "streamArn": spec.source_name(),
-        }
+        }}),
+    };
+    let mut body = json!({
+        "requestContext": { "condition": "RetryAttemptsExhausted", "approximateInvokeCount": attempts },
+        "tributaryCause": reason,
     });
+    if let (Some(body), Some(info)) = (body.as_object_mut(), info.as_object()) {
+        body.extend(info.clone());
+    }
     tracing::error!(key, shard = %first.partition, from = %first.sequence, to = %last.sequence, reason, "a stream batch failed past its retries; recorded for the on-failure destination");
-    deps.store.put(&key, Bytes::from(body.to_string())).await
+    let text = body.to_string();
+    deps.store.put(&key, Bytes::from(text.clone())).await?;
+    Ok((format!("{}-{}-{}", spec.pipeline, first.partition, first.sequence), text))
+}
+
+/// What the on-failure destination's subscriber does on AWS, done here:
+/// each batch given up on goes through Notify's handler, which archives it
+/// as a dead letter (`tributary dlq list`) and writes its alert to
+/// `<lake>/_alerts.jsonl` (which records were dropped, why, and how to
+/// read them again). Returns the alerts' reasons.
+async fn alert_given_up(report: &PollReport, store: &dyn ObjectStore, lake: &std::path::Path) -> Vec<String> {
+    let bodies: Vec<&(String, String)> =
+        report.shards.values().flat_map(|s| &s.given_up).filter(|(_, body)| !body.is_empty()).collect();
+    if bodies.is_empty() {
+        return Vec::new();
+    }
+    let broker = adapters::local::Broker::new();
+    let alerts = lake.join("_alerts.jsonl");
+    broker.create_topic(
+        tributary_core::topology::ALERTS_TOPIC,
+        vec![adapters::local::Subscription::File { path: alerts.clone() }],
+    );
+    let before = crate::runtime::read_alerts(lake).len();
+    let records = bodies
+        .iter()
+        .map(|(id, body)| {
+            let mut message = aws_lambda_events::event::sqs::SqsMessage::default();
+            message.message_id = Some(id.clone());
+            message.body = Some(body.clone());
+            message.event_source_arn = Some("arn:aws:sqs:local:000000000000:stream-failures".into());
+            message
+        })
+        .collect();
+    let mut event = aws_lambda_events::event::sqs::SqsEvent::default();
+    event.records = records;
+    let config = notify::NotifyConfig {
+        alerts_topic: tributary_core::topology::ALERTS_TOPIC.into(),
+        metrics: tributary_core::metrics::MetricsTarget::File(lake.join("_metrics.jsonl")),
+    };
+    let deps = notify::Deps { topics: &broker, config: &config, store: Some(store) };
+    let response = notify::handle_sqs(&event, deps).await;
+    if !response.batch_item_failures.is_empty() {
+        tracing::error!(failed = response.batch_item_failures.len(), "could not alert every batch given up on");
+    }
+    crate::runtime::read_alerts(lake)
+        .into_iter()
+        .skip(before)
+        .map(|alert| alert.reason.unwrap_or(alert.summary))
+        .collect()
 }
 
 /// Where a local stream run reads from.
@@ -538,6 +619,7 @@ pub async fn run_local(
         }),
         config: &config,
     };
+    check_target(spec, &store).await?;
     if from_trim_horizon {
         forget_stream_history(spec, &store).await?;
     }
@@ -573,7 +655,28 @@ pub async fn run_local(
         let open = open_shards(&spec, &report, &store).await?;
         replay.commit(&spec, &tables, &store, &open).await?;
     }
+    let mut report = report;
+    report.alerts = alert_given_up(&report, &store, &root).await;
     Ok(report)
+}
+
+/// Refuses a target the dataset cannot take before a record is read: the
+/// dataset kept in the other table format, or partitioned otherwise
+/// (`TableSchema::layout_conflict`). Every batch would fail on it, be
+/// retried and bisected, and go to the on-failure destination, its
+/// records skipped (a trial: 30 records, 24 batches given up).
+async fn check_target(spec: &StreamSpec, store: &dyn ObjectStore) -> Result<(), StreamRunError> {
+    let key = tributary_core::keys::schema_key(&spec.target.dataset);
+    let schema = persist::read_schema(store, &key)
+        .await
+        .map_err(|err| StreamRunError::Source(format!("read dataset {}'s table schema: {err}", spec.target.dataset)))?;
+    match schema.and_then(|(schema, _)| schema.layout_conflict(&spec.target)) {
+        Some(conflict) => Err(StreamRunError::Source(format!(
+            "pipeline {}: {conflict}; nothing was read from the stream",
+            spec.pipeline
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The shards a poll did not end whole: a batch given up on, or a batch

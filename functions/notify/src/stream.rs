@@ -75,6 +75,10 @@ pub struct DroppedStreamBatch {
     pub condition: String,
     /// Invocations tried (`requestContext.approximateInvokeCount`).
     pub attempts: u32,
+    /// What Persist said of the batch, when the record carries it
+    /// (`tributaryCause`: the local runtime's poller knows it; Lambda's
+    /// on-failure record does not, and its alert points at the logs).
+    pub cause: Option<String>,
 }
 
 /// Reads a dropped batch from a `stream-failures` message body; `None` when
@@ -89,6 +93,7 @@ pub fn dropped_stream_batch(body: &Value) -> Option<DroppedStreamBatch> {
         .and_then(|c| c.get("approximateInvokeCount"))
         .and_then(Value::as_u64)
         .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX));
+    let cause = body.get("tributaryCause").and_then(Value::as_str).map(|c| truncate(c, REASON_BYTES / 2));
     let text = |v: Option<&Value>| match v {
         Some(Value::String(s)) => Some(truncate(s, NAME_BYTES)),
         Some(Value::Number(n)) => Some(n.to_string()),
@@ -112,6 +117,7 @@ pub fn dropped_stream_batch(body: &Value) -> Option<DroppedStreamBatch> {
             records,
             condition,
             attempts,
+            cause,
         });
     }
     let info = body.get("KafkaBatchInfo")?;
@@ -138,6 +144,7 @@ pub fn dropped_stream_batch(body: &Value) -> Option<DroppedStreamBatch> {
         records,
         condition,
         attempts,
+        cause,
     })
 }
 
@@ -172,6 +179,10 @@ impl DroppedStreamBatch {
             }
             "MaximumPayloadSizeExceeded" => "the batch was larger than Lambda's 6 MB invocation payload".into(),
             other => format!("the mapping gave up on them ({other})"),
+        };
+        let why = match &self.cause {
+            Some(cause) => format!("{why}; Persist said: {cause}"),
+            None => why,
         };
         let stream = if self.stream.is_empty() { "(not named)" } else { self.stream.as_str() };
         truncate(

@@ -332,3 +332,73 @@ async fn an_iceberg_window_whose_close_died_between_its_commit_and_the_staged_de
     assert_eq!(duck_rows, rows);
     assert!(parquet_files(&lake.join("orders_iceberg")).is_empty(), "no staged file left");
 }
+
+/// 8 orders over 2 partitions, each record's value an order.
+fn write_small_topic(path: &Path) {
+    let mut file = std::fs::File::create(path).expect("create");
+    for i in 0..8_u64 {
+        let value = json!({ "order_id": format!("o-{i}"), "amount": i }).to_string();
+        let record = json!({
+            "topic": "orders",
+            "partition": i % 2,
+            "offset": i / 2,
+            "timestamp": 1_764_583_200_000_i64 + i as i64,
+            "value": base64::engine::general_purpose::STANDARD.encode(value),
+        });
+        writeln!(file, "{record}").expect("write");
+    }
+}
+
+/// A trial's finding: a spec the dataset cannot take failed every batch,
+/// which went to the on-failure record unseen (no alert, no dead letter,
+/// the reason in log lines only) and was skipped. Now a spec that asks
+/// for Iceberg on a dataset kept as Parquet is refused before a record is
+/// read; and a batch that fails past its retries (the dataset's folder
+/// cannot be written) becomes a dead letter and an alert that say which
+/// records were dropped and what Persist said.
+#[tokio::test]
+async fn a_batch_given_up_is_alerted_and_a_target_the_dataset_cannot_take_is_refused_up_front() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let topic = dir.path().join("orders.jsonl");
+    write_small_topic(&topic);
+    let source = LocalSource::File(topic.clone());
+    let with = |target: &str, batching: &str| {
+        StreamSpec::from_yaml(&format!(
+            "version: 1\npipeline: small\nsource: {{ kind: kafka, topic: orders }}\nbatching: {{ {batching} }}\ntarget: {target}\n"
+        ))
+        .expect("spec")
+    };
+
+    // Refused up front.
+    let lake = dir.path().join("lake");
+    let parquet = with("{ dataset: shop }", "batch_size: 100");
+    let first = run_local(&parquet, &lake, &source, PollOptions::default(), false).await.expect("parquet");
+    assert_eq!(first.records_written(), 8, "{first}");
+    let iceberg = with("{ dataset: shop, table_format: iceberg }", "batch_size: 100");
+    let other = tempfile::tempdir().expect("tempdir");
+    let more = other.path().join("more.jsonl");
+    std::fs::copy(&topic, &more).expect("copy");
+    let err = run_local(&iceberg, &lake, &LocalSource::File(more), PollOptions::default(), false)
+        .await
+        .expect_err("a dataset kept as parquet")
+        .to_string();
+    assert!(err.contains("kept as parquet") && err.contains("nothing was read"), "{err}");
+
+    // Given up: the dataset's folder is a file, so no batch can be written.
+    let lake = dir.path().join("blocked");
+    std::fs::create_dir_all(&lake).expect("lake");
+    std::fs::write(lake.join("shop"), b"not a folder").expect("block");
+    let spec = with("{ dataset: shop }", "batch_size: 100, maximum_retry_attempts: 1, bisect_on_error: false");
+    let report = run_local(&spec, &lake, &source, PollOptions::default(), false).await.expect("run");
+    assert_eq!(report.on_failure(), 2, "one batch a partition: {report}");
+    assert_eq!(report.rows_persisted(), 0);
+    assert!(!report.alerts.is_empty(), "alerted: {report}");
+    for alert in &report.alerts {
+        assert!(alert.contains("Kafka topic orders dropped") && alert.contains("Persist said"), "{alert}");
+    }
+    let alerts = std::fs::read_to_string(lake.join("_alerts.jsonl")).expect("the alerts file");
+    assert!(alerts.contains("\"pipeline\":\"small\""), "{alerts}");
+    let letters =
+        tributary_core::dead_letters::list(&adapters::local::DirStore::new(&lake), None).await.expect("dead letters");
+    assert_eq!(letters.len(), 2, "one dead letter a batch given up: {letters:?}");
+}
