@@ -409,15 +409,24 @@ async fn record_on_failure(
     Ok((format!("{}-{}-{}", spec.pipeline, first.partition, first.sequence), text))
 }
 
-/// What the on-failure destination's subscriber does on AWS, done here:
-/// each batch given up on goes through Notify's handler, which archives it
-/// as a dead letter (`tributary dlq list`) and writes its alert to
-/// `<lake>/_alerts.jsonl` (which records were dropped, why, and how to
-/// read them again). Returns the alerts' reasons.
-async fn alert_given_up(report: &PollReport, store: &dyn ObjectStore, lake: &std::path::Path) -> Vec<String> {
+/// What Notify does on AWS with the on-failure destination's records and
+/// the run-events topic's, done here: each batch given up on is archived
+/// as a dead letter (`tributary dlq list`) and alerted (which records were
+/// dropped, why, and how to read them again); each completed window that
+/// changed its dataset's columns (`events`, the `schema-changes`
+/// subscription's messages) is alerted under `target.on_schema_change`
+/// `alert` and `freeze`, once per window. The alerts go to
+/// `<lake>/_alerts.jsonl`. Returns their reasons (a schema alert's: its
+/// summary).
+async fn alert(
+    report: &PollReport,
+    events: Vec<aws_lambda_events::event::sqs::SqsMessage>,
+    store: &dyn ObjectStore,
+    lake: &std::path::Path,
+) -> Vec<String> {
     let bodies: Vec<&(String, String)> =
         report.shards.values().flat_map(|s| &s.given_up).filter(|(_, body)| !body.is_empty()).collect();
-    if bodies.is_empty() {
+    if bodies.is_empty() && events.is_empty() {
         return Vec::new();
     }
     let broker = adapters::local::Broker::new();
@@ -436,6 +445,7 @@ async fn alert_given_up(report: &PollReport, store: &dyn ObjectStore, lake: &std
             message.event_source_arn = Some("arn:aws:sqs:local:000000000000:stream-failures".into());
             message
         })
+        .chain(events)
         .collect();
     let mut event = aws_lambda_events::event::sqs::SqsEvent::default();
     event.records = records;
@@ -451,7 +461,10 @@ async fn alert_given_up(report: &PollReport, store: &dyn ObjectStore, lake: &std
     crate::runtime::read_alerts(lake)
         .into_iter()
         .skip(before)
-        .map(|alert| alert.reason.unwrap_or(alert.summary))
+        .map(|alert| match alert.function.as_str() {
+            notify::stream::STREAM_FUNCTION => alert.reason.unwrap_or(alert.summary),
+            _ => alert.summary,
+        })
         .collect()
 }
 
@@ -578,6 +591,26 @@ pub async fn run_local(
         std::sync::Arc::new(adapters::local::DirStore::new(&root)),
     );
     let broker = adapters::local::Broker::new();
+    // The run-events topic as the stack wires it for Notify (completed
+    // windows that changed their dataset's columns), and its file.
+    use tributary_core::topology::{RUN_EVENTS_TOPIC, SCHEMA_CHANGES_QUEUE};
+    broker.create_queue(adapters::local::QueueConfig {
+        name: SCHEMA_CHANGES_QUEUE.into(),
+        visibility_timeout: Duration::from_secs(3_600),
+        max_message_bytes: 262_144,
+        redrive: None,
+    });
+    broker.create_topic(
+        RUN_EVENTS_TOPIC,
+        vec![
+            adapters::local::Subscription::Queue {
+                queue: SCHEMA_CHANGES_QUEUE.into(),
+                raw: true,
+                filter: [(tributary_core::ledger::NOTIFY_ATTRIBUTE.to_string(), vec!["true".to_string()])].into(),
+            },
+            adapters::local::Subscription::File { path: root.join("_run_events.jsonl") },
+        ],
+    );
     let config = persist::PersistConfig {
         // Where the local runtime's EMF lines go (`LocalOptions::new`).
         metrics: tributary_core::metrics::MetricsTarget::File(root.join("_metrics.jsonl")),
@@ -611,7 +644,7 @@ pub async fn run_local(
     let deps = Deps {
         store: &store,
         queue: &broker,
-        run_events: None,
+        run_events: Some((&broker, RUN_EVENTS_TOPIC)),
         catalog: Some(&catalog),
         tables: Some(match &replay {
             Some(replay) => &replay.set_aside,
@@ -656,7 +689,14 @@ pub async fn run_local(
         replay.commit(&spec, &tables, &store, &open).await?;
     }
     let mut report = report;
-    report.alerts = alert_given_up(&report, &store, &root).await;
+    let mut events = Vec::new();
+    while let Ok(batch) = broker.receive(SCHEMA_CHANGES_QUEUE, 10) {
+        if batch.is_empty() {
+            break;
+        }
+        events.extend(batch);
+    }
+    report.alerts = alert(&report, events, &store, &root).await;
     Ok(report)
 }
 

@@ -333,20 +333,25 @@ async fn an_iceberg_window_whose_close_died_between_its_commit_and_the_staged_de
     assert!(parquet_files(&lake.join("orders_iceberg")).is_empty(), "no staged file left");
 }
 
-/// 8 orders over 2 partitions, each record's value an order.
-fn write_small_topic(path: &Path) {
-    let mut file = std::fs::File::create(path).expect("create");
-    for i in 0..8_u64 {
-        let value = json!({ "order_id": format!("o-{i}"), "amount": i }).to_string();
+/// Orders `ids` over 2 partitions appended to the topic file at `path`,
+/// each record's value `value(id)`.
+fn append_orders(path: &Path, ids: std::ops::Range<u64>, value: impl Fn(u64) -> Value) {
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).expect("open");
+    for i in ids {
         let record = json!({
             "topic": "orders",
             "partition": i % 2,
             "offset": i / 2,
             "timestamp": 1_764_583_200_000_i64 + i as i64,
-            "value": base64::engine::general_purpose::STANDARD.encode(value),
+            "value": base64::engine::general_purpose::STANDARD.encode(value(i).to_string()),
         });
         writeln!(file, "{record}").expect("write");
     }
+}
+
+/// 8 orders over 2 partitions.
+fn write_small_topic(path: &Path) {
+    append_orders(path, 0..8, |i| json!({ "order_id": format!("o-{i}"), "amount": i }));
 }
 
 /// A trial's finding: a spec the dataset cannot take failed every batch,
@@ -401,4 +406,36 @@ async fn a_batch_given_up_is_alerted_and_a_target_the_dataset_cannot_take_is_ref
     let letters =
         tributary_core::dead_letters::list(&adapters::local::DirStore::new(&lake), None).await.expect("dead letters");
     assert_eq!(letters.len(), 2, "one dead letter a batch given up: {letters:?}");
+}
+
+/// A trial's finding: a stream whose records changed the dataset's
+/// columns was never alerted (the REST runs' rule, `on_schema_change:
+/// alert`, did not reach streams locally). A second read of the topic with
+/// a new field and an amount that is text now alerts, naming both changes;
+/// the first read, which made the table, does not.
+#[tokio::test]
+async fn a_stream_that_changes_its_dataset_s_columns_is_alerted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let topic = dir.path().join("orders.jsonl");
+    write_small_topic(&topic);
+    let lake = dir.path().join("lake");
+    let spec = StreamSpec::from_yaml(
+        "version: 1\npipeline: small\nsource: { kind: kafka, topic: orders }\ntarget: { dataset: shop }\n",
+    )
+    .expect("spec");
+    let source = LocalSource::File(topic.clone());
+    let first = run_local(&spec, &lake, &source, PollOptions::default(), false).await.expect("first");
+    assert!(first.alerts.is_empty(), "the table's first columns are no change: {:?}", first.alerts);
+    append_orders(
+        &topic,
+        8..16,
+        |i| json!({ "order_id": format!("o-{i}"), "amount": format!("{i}.5"), "note": "gift" }),
+    );
+    let second = run_local(&spec, &lake, &source, PollOptions::default(), false).await.expect("second");
+    assert_eq!(second.records_written(), 8, "{second}");
+    assert!(!second.alerts.is_empty(), "alerted: {second}");
+    let all = second.alerts.join("\n");
+    assert!(all.contains("changed its dataset's columns") && all.contains("note") && all.contains("amount"), "{all}");
+    let alerts = std::fs::read_to_string(lake.join("_alerts.jsonl")).expect("the alerts file");
+    assert!(alerts.contains("\"function\":\"schema\""), "{alerts}");
 }
