@@ -276,7 +276,7 @@ impl StreamSpec {
     /// [`SpecError::Parse`] with the field path when the text does not match
     /// the shape; [`SpecError::Invalid`] from [`StreamSpec::validate`].
     pub fn from_yaml(text: &str) -> Result<Self, SpecError> {
-        let spec: StreamSpec = crate::spec::parse_yaml(text)?;
+        let spec: StreamSpec = crate::spec::parse_yaml(text).map_err(|err| inside_source(text, err))?;
         spec.validate()?;
         Ok(spec)
     }
@@ -382,6 +382,38 @@ fn check_stream_name(field: &str, value: &str, max: usize) -> Result<(), SpecErr
     Ok(())
 }
 
+/// An error serde reports at `source` as a whole (inside an enum tagged by
+/// `kind` it loses the field's path: `at source: input contains invalid
+/// characters`, a trial's finding) found again inside the source: the
+/// field's path (`source.starting_timestamp`) and the value written. Any
+/// other error is returned as it is.
+fn inside_source(text: &str, err: SpecError) -> SpecError {
+    let SpecError::Parse { path, .. } = &err else { return err };
+    if path != "source" {
+        return err;
+    }
+    let Ok(document) = serde_norway::from_str::<serde_json::Value>(text) else { return err };
+    let Some(mut source) = document.get("source").and_then(serde_json::Value::as_object).cloned() else { return err };
+    let kind = source.remove("kind");
+    let fields = serde_json::Value::Object(source.clone());
+    let inner = match kind.as_ref().and_then(serde_json::Value::as_str) {
+        Some("kinesis") => serde_path_to_error::deserialize::<_, KinesisSource>(fields).err().map(|e| located(&e)),
+        Some("kafka") => serde_path_to_error::deserialize::<_, KafkaSource>(fields).err().map(|e| located(&e)),
+        _ => None,
+    };
+    let Some((field, message)) = inner.filter(|(field, _)| field != ".") else { return err };
+    let written = source.get(field.split(['.', '[']).next().unwrap_or_default()).map_or(String::new(), |value| {
+        let text = value.to_string();
+        if text.len() > 80 { String::new() } else { format!(" (written: {text})") }
+    });
+    SpecError::Parse { path: format!("source.{field}"), message: format!("{message}{written}") }
+}
+
+/// A `serde_path_to_error` error's path and message.
+fn located(err: &serde_path_to_error::Error<serde_json::Error>) -> (String, String) {
+    (err.path().to_string(), err.inner().to_string())
+}
+
 /// `AT_TIMESTAMP` needs `starting_timestamp`, the other positions refuse it.
 fn check_position(position: StartingPosition, timestamp: Option<&DateTime<Utc>>) -> Result<(), SpecError> {
     match (position, timestamp) {
@@ -464,5 +496,32 @@ target:
         let text = KINESIS.replace("stream: clicks-stream", "strem: clicks-stream");
         let err = StreamSpec::from_yaml(&text).unwrap_err().to_string();
         assert!(err.contains("strem"), "{err}");
+    }
+
+    /// Inside `source` (an enum tagged by `kind`) serde names only
+    /// `source`; the error names the field and the value written (a
+    /// trial: `at source: input contains invalid characters`).
+    #[test]
+    fn errors_inside_the_source_name_the_field_and_the_value() {
+        let cases = [
+            (
+                "starting_position: TRIM_HORIZON",
+                "starting_position: EARLIEST",
+                "source.starting_position",
+                "\"EARLIEST\"",
+            ),
+            (
+                "starting_position: TRIM_HORIZON",
+                "starting_position: AT_TIMESTAMP\n  starting_timestamp: yesterday",
+                "source.starting_timestamp",
+                "\"yesterday\"",
+            ),
+        ];
+        for (from, to, field, value) in cases {
+            let text = KINESIS.replace(from, to);
+            assert_ne!(text, KINESIS, "{from}");
+            let err = StreamSpec::from_yaml(&text).unwrap_err().to_string();
+            assert!(err.contains(&format!("`{field}`")) && err.contains(value), "{err}");
+        }
     }
 }

@@ -99,7 +99,17 @@ impl FileStream {
     /// Reads and checks the whole file.
     fn parse(&self, topic: &str) -> Result<BTreeMap<String, Vec<StreamRecord>>, PortError> {
         let target = self.path.display().to_string();
-        let mut text = std::fs::read_to_string(&self.path).map_err(|err| PortError::permanent("read", &target, err))?;
+        let bytes = std::fs::read(&self.path).map_err(|err| PortError::permanent("read", &target, err))?;
+        let mut text = String::from_utf8(bytes).map_err(|err| {
+            // Name the line: a file of records is JSON lines, UTF-8.
+            let at = err.utf8_error().valid_up_to();
+            let line = err.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+            PortError::permanent_msg(
+                "read",
+                format!("{target}:{line}"),
+                format!("byte {} of the file is not UTF-8: a file of records is JSON lines, in UTF-8", at + 1),
+            )
+        })?;
         if self.follow {
             // A line being appended is read once its newline is written.
             text.truncate(text.rfind('\n').map_or(0, |end| end + 1));
@@ -126,6 +136,13 @@ impl FileStream {
 /// One line of the file as a record of `topic`, or what is wrong with it.
 fn parse_record(line: &str, topic: &str) -> Result<StreamRecord, String> {
     let value: serde_json::Value = serde_json::from_str(line).map_err(|err| err.to_string())?;
+    if !value.is_object() {
+        return Err(format!(
+            "the line is {}, not a record: each line is one object in the MSK event's record shape (topic, \
+             partition, offset, timestamp, base64 value)",
+            kind_of(&value)
+        ));
+    }
     let of = value["topic"].as_str().ok_or("`topic` must be a string")?;
     if of != topic {
         return Err(format!("`topic` is {of:?}, not the spec's topic {topic:?}"));
@@ -208,6 +225,18 @@ impl StreamReader for FileStream {
             millis_behind_latest: caught_up.then_some(0),
             records_behind: Some(behind as u64),
         })
+    }
+}
+
+/// A JSON value's kind, for messages: `an array`, `a string`, ….
+fn kind_of(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
     }
 }
 
@@ -306,6 +335,18 @@ mod tests {
                 "2025-12-01T10:00:00+00:00"
             ]
         );
+    }
+
+    #[test]
+    fn a_line_that_is_not_an_object_and_a_file_that_is_not_utf8_are_refused_naming_the_line() {
+        let err = refusal(&["[1, 2, 3]"]);
+        assert!(err.contains(":1") && err.contains("an array, not a record"), "{err}");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("records.jsonl");
+        let good = r#"{"topic": "orders", "partition": 0, "offset": 0, "timestamp": 0, "value": "e30="}"#;
+        std::fs::write(&path, [good.as_bytes(), b"\n", b"\xff\xfe"].concat()).expect("write");
+        let err = FileStream::new(&path).records("orders").expect_err("not UTF-8").to_string();
+        assert!(err.contains("records.jsonl:2") && err.contains("not UTF-8"), "{err}");
     }
 
     #[test]
