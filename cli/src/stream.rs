@@ -88,6 +88,10 @@ pub struct ShardReport {
     /// id) and the record (Lambda's shape, with `tributaryCause`), for
     /// Notify's alert, which [`run_local`] raises.
     pub given_up: Vec<(String, String)>,
+    /// What Persist said worth knowing beyond the counts
+    /// ([`persist::stream::StreamOutcome::notes`]: the shard's positions
+    /// went back), printed by `tributary run`.
+    pub notes: Vec<String>,
     /// Milliseconds behind the shard's tip at the last read (Kinesis
     /// `MillisBehindLatest`), when the source says.
     pub millis_behind_latest: Option<u64>,
@@ -329,6 +333,7 @@ async fn deliver(
         report.records_skipped += outcome.records_skipped;
         report.records_quarantined += outcome.records_quarantined;
         report.rows_persisted += outcome.rows_persisted;
+        report.notes.extend(outcome.notes.iter().cloned());
         let Some((_, failed_at)) = outcome.failures.first() else { continue };
         let reason = outcome.failure_reason.clone().unwrap_or_default();
         // Checkpoint before the failed record; retry from it.

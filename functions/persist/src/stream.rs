@@ -172,6 +172,11 @@ pub struct StreamOutcome {
     /// Rows persisted by this call: the records not quarantined, or with
     /// `records.records_pointer` the items of their arrays.
     pub rows_persisted: u64,
+    /// What a person running the stream should know of this call beyond
+    /// its counts: a shard whose positions went back (a topic or stream
+    /// recreated, its offsets reset), whose records at or below the
+    /// checkpoint were written as new records.
+    pub notes: Vec<String>,
 }
 
 /// A shard's position in the lake.
@@ -402,6 +407,7 @@ pub async fn persist_stream_batch(spec: &StreamSpec, records: &[StreamRecord], d
                 outcome.records_skipped += done.skipped;
                 outcome.records_quarantined += done.quarantined;
                 outcome.rows_persisted += done.rows;
+                outcome.notes.extend(done.notes);
             }
             Err((first_unwritten, err)) => {
                 tracing::error!(partition, first_unwritten, error = %err, "stream batch not written; reported for retry");
@@ -449,6 +455,7 @@ async fn mark_failed(spec: &StreamSpec, partition: &str, first_unwritten: &str, 
     }
 }
 
+#[derive(Default)]
 struct PartitionDone {
     written: u64,
     skipped: u64,
@@ -456,6 +463,8 @@ struct PartitionDone {
     quarantined: u64,
     /// Rows persisted (a record with a `records_pointer` array gives several).
     rows: u64,
+    /// [`StreamOutcome::notes`].
+    notes: Vec<String>,
 }
 
 /// One partition's records in a replay: each segment between boundaries
@@ -468,13 +477,14 @@ async fn persist_replayed(
     replay: &crate::stream_replay::StreamReplay,
     deps: Deps<'_>,
 ) -> Result<PartitionDone, (String, PersistError)> {
-    let mut total = PartitionDone { written: 0, skipped: 0, quarantined: 0, rows: 0 };
+    let mut total = PartitionDone::default();
     for segment in crate::stream_replay::segments(replay, spec.source_name(), partition, records) {
         let done = persist_partition(spec, partition, segment, Some(replay), deps).await?;
         total.written += done.written;
         total.skipped += done.skipped;
         total.quarantined += done.quarantined;
         total.rows += done.rows;
+        total.notes.extend(done.notes);
     }
     Ok(total)
 }
@@ -506,6 +516,7 @@ async fn persist_partition(
     let fresh: Vec<&StreamRecord> =
         records.iter().copied().filter(|r| above(r) || newest.is_some_and(|n| r.arrival > n)).collect();
     let skipped = (records.len() - fresh.len()) as u64;
+    let mut notes = Vec::new();
     if let Some(reset) = fresh.iter().find(|r| !above(r)) {
         let behind = fresh.iter().filter(|r| !above(r)).count();
         tracing::warn!(
@@ -519,6 +530,14 @@ async fn persist_partition(
              the lake (a topic or stream recreated, or its offsets reset); they are written as new records"
         );
         checkpoint.epoch = Some(reset.arrival.timestamp_millis().to_string());
+        notes.push(format!(
+            "{partition}: its positions went back ({behind} record(s) from {} at or below the checkpoint {}, arrived \
+             {} after every record in the lake): a topic or stream recreated, or its offsets reset; they were \
+             written as new records",
+            reset.sequence,
+            checkpoint.through.as_deref().unwrap_or_default(),
+            reset.arrival.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        ));
     }
     if let (Some(pending), Some(first), Some(last)) = (&checkpoint.pending, fresh.first(), fresh.last())
         && pending.first != first.sequence
@@ -548,7 +567,7 @@ async fn persist_partition(
         if checkpoint != read {
             write_checkpoint(deps.store, &key, &checkpoint).await.map_err(fail(&first_of_batch))?;
         }
-        return Ok(PartitionDone { written: 0, skipped, quarantined: 0, rows: 0 });
+        return Ok(PartitionDone { skipped, notes, ..PartitionDone::default() });
     };
     let window = checkpoint.window.get_or_insert_with(|| {
         Window::open(source, partition, first, dating_record(&fresh).unwrap_or(first), checkpoint.epoch.as_deref())
@@ -618,6 +637,7 @@ async fn persist_partition(
         skipped,
         quarantined: receipt.records_quarantined,
         rows: receipt.records_persisted,
+        notes,
     })
 }
 

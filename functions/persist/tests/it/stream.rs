@@ -775,11 +775,16 @@ async fn records_of_a_recreated_topic_at_old_offsets_land_and_redeliveries_still
 
     // The topic is recreated: offsets start at 0 again, a day later.
     let new = orders_of_a_recreated_topic(0, 7);
-    for batch in new.chunks(4) {
+    for (index, batch) in new.chunks(4).enumerate() {
         let outcome = stream::persist_stream_batch(&spec, batch, lake.deps()).await;
         assert!(outcome.failures.is_empty(), "{outcome:?}");
         assert_eq!((outcome.records_written, outcome.records_skipped), (batch.len() as u64, 0), "{outcome:?}");
+        // Said once, by the batch that went back, for the person running
+        // the stream (a trial: only a warning log line said it).
+        let said = outcome.notes.iter().any(|note| note.contains("orders-0: its positions went back"));
+        assert_eq!(said, index == 0, "{outcome:?}");
     }
+    assert!(again.notes.is_empty(), "{again:?}");
     // ... and its redelivery is skipped like any other.
     let again = stream::persist_stream_batch(&spec, &new[..4], lake.deps()).await;
     assert_eq!((again.records_written, again.records_skipped), (0, 4), "{again:?}");
