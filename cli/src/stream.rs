@@ -819,7 +819,8 @@ fn streams_prefix(pipeline: Option<&str>) -> String {
 /// `tributary status`: pipeline, stream, shard, the last sequence number
 /// in the lake, records taken (rows and quarantined), a batch in flight and the open window, and the lag (now minus
 /// the arrival of the newest record landed: the iterator age a caught-up
-/// consumer would report). Empty when the lake has no stream pipeline.
+/// consumer would report; `-` when no record had a usable timestamp).
+/// Empty when the lake has no stream pipeline.
 ///
 /// # Errors
 /// [`PortError`] from the store; an unreadable checkpoint is shown as such.
@@ -836,7 +837,12 @@ pub async fn checkpoints_table(
         let (Some(pipeline), Some(stream), Some(shard)) = (parts.next(), parts.next(), parts.next()) else { continue };
         let line = match read_checkpoint(store, key).await {
             Ok(c) => {
-                let lag = c.last_arrival.map_or("-".to_string(), |at| lag_text(now - at));
+                // A record without a usable timestamp arrives at the Unix
+                // epoch (`persist::stream`): no lag of 20,000 days from it
+                // (a trial's finding); the newest arrival known stands.
+                let known =
+                    [c.last_arrival, c.newest_arrival].into_iter().flatten().filter(|t| t.timestamp_millis() > 0);
+                let lag = known.max().map_or("-".to_string(), |at| lag_text(now - at));
                 // A pending batch is in flight only while its invocation
                 // may run; one that answered failure, or is older than the
                 // longest invocation, is given up (its files are removed
@@ -1048,6 +1054,29 @@ target: { dataset: orders }
             let table = checkpoints_table(&store, None, now).await.expect("table");
             let line = table.lines().find(|l| l.starts_with("orders")).expect("the shard's line");
             assert!(format!("{line}  ").contains(expected), "{failed_at:?}: {line}");
+        }
+    }
+
+    /// A record without a usable timestamp arrives at the Unix epoch: the
+    /// lag is the newest known arrival's (a trial read `20794 d`), or `-`.
+    #[tokio::test]
+    async fn a_lag_is_not_measured_from_a_record_without_a_timestamp() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = adapters::local::DirStore::new(dir.path());
+        let now = chrono::Utc::now();
+        let epoch = chrono::DateTime::<chrono::Utc>::UNIX_EPOCH;
+        let key = checkpoint_key("orders", "orders", "orders-0");
+        for (newest, expected) in [(Some(now - chrono::Duration::seconds(240)), " 4 min "), (Some(epoch), " - ")] {
+            let checkpoint = persist::stream::Checkpoint {
+                through: Some("7".into()),
+                last_arrival: Some(epoch),
+                newest_arrival: newest,
+                ..Default::default()
+            };
+            store.put(&key, bytes::Bytes::from(serde_json::to_vec(&checkpoint).expect("json"))).await.expect("put");
+            let table = checkpoints_table(&store, None, now).await.expect("table");
+            let line = table.lines().find(|l| l.starts_with("orders")).expect("the shard's line");
+            assert!(format!("{line} ").contains(expected), "{newest:?}: {line}");
         }
     }
 
