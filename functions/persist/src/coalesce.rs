@@ -297,15 +297,29 @@ impl RunCoalescer<'_> {
         }
     }
 
-    /// The dataset's published table schema without its partition columns
-    /// (what a coalesced file holds); `None` when it has none yet.
+    /// The dataset's table schema without its partition columns (what a
+    /// coalesced file holds); `None` when it has none yet. Read from the
+    /// table schema itself (`_schema/<dataset>.json`, which pages only
+    /// ever widen, by conditional writes), not from its published Arrow
+    /// form, which a page that converted against an older version could
+    /// once put back after a newer one: the coalesced file then lost the
+    /// columns the run's later pages added (a trial). The Arrow form is
+    /// read only for a dataset without the JSON one.
     async fn table_schema(&self, dataset: &str) -> Result<Option<SchemaRef>, PortError> {
-        let schema_key = keys::arrow_schema_key(dataset);
-        let schema = match self.store.get(&schema_key).await {
-            Ok(bytes) => decode_arrow_schema(&bytes)
-                .map_err(|err| PortError::permanent("read the published schema", &schema_key, err))?,
-            Err(PortError::NotFound { .. }) => return Ok(None),
-            Err(err) => return Err(err),
+        let table_key = keys::schema_key(dataset);
+        let schema = match crate::table::read_schema(self.store, &table_key).await {
+            Ok(Some((table, _))) => table.arrow_schema(),
+            Ok(None) => {
+                let schema_key = keys::arrow_schema_key(dataset);
+                match self.store.get(&schema_key).await {
+                    Ok(bytes) => decode_arrow_schema(&bytes)
+                        .map_err(|err| PortError::permanent("read the published schema", &schema_key, err))?,
+                    Err(PortError::NotFound { .. }) => return Ok(None),
+                    Err(err) => return Err(err),
+                }
+            }
+            Err(crate::PersistError::Store(err)) => return Err(err),
+            Err(err) => return Err(PortError::permanent_msg("read the table schema", table_key, err.to_string())),
         };
         Ok(Some(Arc::new(Schema::new(
             schema.fields().iter().filter(|f| !f.metadata().contains_key(META_PARTITION)).cloned().collect::<Vec<_>>(),

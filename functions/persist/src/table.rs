@@ -42,38 +42,57 @@ pub async fn read_schema(store: &dyn ObjectStore, key: &str) -> Result<Option<(T
 /// definition to the catalog. An Iceberg dataset's table is the
 /// committer's (`deps.tables`): a Hive definition of the same name in the
 /// same Glue database would replace it.
+///
+/// Only ever forward: the Arrow schema is written with a conditional put
+/// on the object read, and only when the published one is of a lower
+/// version (or missing), the catalog's table first (it never takes a
+/// lower version either); when it is current, nothing is written.
+/// Pages converted against an older version publish it too (to mend a
+/// missing or stale object), and one of them that published after a page
+/// that widened the schema put the older schema back: a trial's run
+/// coalesced its files onto it and lost a column that appeared mid-run (7
+/// runs of 12).
+///
+/// # Errors
+/// Store and catalog failures; the object changing under every one of
+/// [`SCHEMA_WRITE_ATTEMPTS`] writes (transient).
 async fn publish(dataset: &str, table: &TableSchema, format: TableFormat, deps: Deps<'_>) -> Result<(), PersistError> {
-    if let Some(catalog) = deps.catalog.filter(|_| format == TableFormat::Parquet) {
-        catalog.upsert_table(&table.table_def(dataset)).await?;
-    }
     let key = keys::arrow_schema_key(dataset);
-    let bytes = lake_format::codec::encode_arrow_schema(&table.arrow_schema())
-        .map_err(|err| PersistError::Store(PortError::permanent("encode the Arrow schema", key.clone(), err)))?;
-    deps.store.put(&key, Bytes::from(bytes)).await?;
-    Ok(())
+    let mut catalog = deps.catalog.filter(|_| format == TableFormat::Parquet);
+    let bytes = Bytes::from(
+        lake_format::codec::encode_arrow_schema(&table.arrow_schema())
+            .map_err(|err| PersistError::Store(PortError::permanent("encode the Arrow schema", key.clone(), err)))?,
+    );
+    for _ in 0..SCHEMA_WRITE_ATTEMPTS {
+        let (published, tag) = match deps.store.get_versioned(&key).await? {
+            Some((old, tag)) => (published_version(&old), Some(tag)),
+            None => (None, None),
+        };
+        if published.is_some_and(|version| version >= table.version) {
+            return Ok(());
+        }
+        // The catalog first, once, as before the Arrow schema: a page that
+        // finds the published schema current makes no catalog call.
+        if let Some(catalog) = catalog.take() {
+            catalog.upsert_table(&table.table_def(dataset)).await?;
+        }
+        if deps.store.put_if(&key, bytes.clone(), tag.as_deref()).await? {
+            return Ok(());
+        }
+    }
+    Err(PersistError::Store(PortError::transient_msg(
+        "publish the Arrow schema",
+        key,
+        format!("other pages changed it during each of {SCHEMA_WRITE_ATTEMPTS} writes"),
+    )))
 }
 
-/// Publishes `table` again when the published Arrow schema is missing or
-/// of another version: two pages that changed the schema one after the
-/// other may publish in the other order, and the next page mends it (the
-/// catalog never takes a lower version).
-async fn publish_if_stale(
-    dataset: &str,
-    table: &TableSchema,
-    format: TableFormat,
-    deps: Deps<'_>,
-) -> Result<(), PersistError> {
-    let published = match deps.store.get(&keys::arrow_schema_key(dataset)).await {
-        Ok(bytes) => lake_format::codec::decode_arrow_schema(&bytes).ok().and_then(|schema| {
-            schema.metadata().get(lake_format::meta::META_VERSION).and_then(|v| v.parse::<u64>().ok())
-        }),
-        Err(PortError::NotFound { .. }) => None,
-        Err(err) => return Err(err.into()),
-    };
-    if published != Some(table.version) {
-        publish(dataset, table, format, deps).await?;
-    }
-    Ok(())
+/// The table version a published Arrow schema carries
+/// (`lake_format::meta::META_VERSION`); `None` when it has none or cannot
+/// be read (then it is replaced).
+fn published_version(bytes: &[u8]) -> Option<u64> {
+    let schema = lake_format::codec::decode_arrow_schema(bytes).ok()?;
+    schema.metadata().get(lake_format::meta::META_VERSION).and_then(|v| v.parse::<u64>().ok())
 }
 
 /// Step 4 of [`crate::persist_page`]: the page converted against the
@@ -120,7 +139,8 @@ pub(crate) async fn convert_against_table_schema(
         let mut table = TableSchema { table: output.schema.clone(), ..lake.clone() }.with_layout(&message.target);
         table.note_partitions(output.files.iter().map(|f| f.partition.as_str()), chrono::Utc::now().date_naive());
         if lake_table.as_ref() == Some(&table) {
-            publish_if_stale(dataset, &table, message.target.table_format, deps).await?;
+            // Mends a missing or older published schema; never a newer one.
+            publish(dataset, &table, message.target.table_format, deps).await?;
             return Ok(output);
         }
         table.version = lake.version + 1;

@@ -7,5 +7,6 @@ mod handler;
 mod lifecycle;
 mod s3_calls;
 mod safety;
+mod schema_race;
 mod stream;
 mod tenants;
