@@ -11,7 +11,8 @@
 //! escaped spellings, stacked up to [`LAYERS`] deep (a JSON escape of a
 //! percent-encoded secret, the `{:?}` of that, …). Every mix of spellings
 //! is one match, so a path that percent-encodes only some characters of a
-//! token is caught as well as a fully encoded one. The base64 forms of
+//! token is caught as well as a fully encoded one. Letters match in either
+//! ASCII case (a vendor that upper- or lower-cases what it echoes). The base64 forms of
 //! each credential (standard and URL-safe, padded or not) are credentials
 //! of their own, matched the same way.
 //!
@@ -186,9 +187,12 @@ impl Layer {
     }
 }
 
-/// Every spelling of `c`: itself and up to [`LAYERS`] escapings stacked.
+/// Every spelling of `c`: itself in either ASCII case (a vendor may echo a
+/// credential upper-cased: a trial's alert held `SK_LIVE_…`), and up to
+/// [`LAYERS`] escapings of those stacked.
 fn spellings_of(c: char) -> Spellings {
-    let mut all: BTreeSet<String> = BTreeSet::from([c.to_string()]);
+    let mut all: BTreeSet<String> =
+        [c, c.to_ascii_uppercase(), c.to_ascii_lowercase()].iter().map(char::to_string).collect();
     let mut frontier = all.clone();
     for _ in 0..LAYERS {
         let mut next = BTreeSet::new();
@@ -596,6 +600,10 @@ mod tests {
             TOKEN.replace('+', "%2B"),
             json_escaped(&TOKEN.replace('+', "%2B")),
             debug(&json_escaped(&TOKEN.replace('+', "%2B"))),
+            // Echoed in another case (a trial: `SK_LIVE_…` in an alert).
+            TOKEN.to_ascii_uppercase(),
+            TOKEN.to_ascii_lowercase(),
+            json_escaped(&TOKEN.to_ascii_uppercase()),
         ];
         for form in forms {
             let text = format!("before {form} after");
