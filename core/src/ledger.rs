@@ -838,6 +838,48 @@ impl ShardSummary {
     }
 }
 
+/// Why a count-first run's pages held fewer records than announced, from
+/// its receipts: pages before the last that held fewer
+/// than the fullest are named (an empty or short answer, a vendor's fault:
+/// a trial's empty middle page was blamed on the page size); when every
+/// page before the last held the same number, the vendor caps its page
+/// size at that number.
+fn short_pages(receipts: &[PageReceipt]) -> String {
+    let full = receipts.iter().map(|r| r.records_in).max().unwrap_or(0);
+    let last = receipts.iter().map(|r| r.page).max();
+    let mut before_last: Vec<&PageReceipt> = receipts.iter().filter(|r| Some(r.page) != last).collect();
+    before_last.sort_by_key(|r| r.page);
+    let short: Vec<String> = before_last
+        .iter()
+        .filter(|r| r.records_in < full)
+        .take(10)
+        .map(|r| format!("page {} (the {}) held {}", r.page, ordinal(r.page + 1), r.records_in))
+        .collect();
+    if short.is_empty() {
+        return format!(
+            "every page before the last held {full} records, so the vendor caps its page size (Django REST \
+             Framework's is 1,000): if strategy.page_size is more than {full}, set it to {full}"
+        );
+    }
+    format!(
+        "{} where the fullest page held {full}: the vendor answered short before the last page (a fault of the \
+         vendor, or records that moved while the run paged: run again)",
+        short.join(", ")
+    )
+}
+
+/// `1st`, `2nd`, `3rd`, `4th`, … `11th`, `21st`.
+fn ordinal(n: u32) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (1, 11) | (2, 12) | (3, 13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
 /// Completes the run when every shard has its summary: one LIST of the
 /// summaries, then (once per run) a GET of each.
 ///
@@ -906,10 +948,10 @@ async fn complete(
     let landed = records_persisted + records_quarantined;
     let short = expected.records.filter(|announced| landed < *announced).map(|announced| {
         format!(
-            "the vendor announced {announced} records (the probe's total) but the run's pages held {landed}: pages \
-             shorter than strategy.page_size before the last one mean the vendor caps its page size (Django REST \
-             Framework's is 1,000); set strategy.page_size to the cap and start a new run (`tributary run SPEC`, or \
-             `--replace` this run's time for an Iceberg dataset): this run keeps what it holds"
+            "the vendor announced {announced} records (the probe's total) but the run's pages held {landed}: {}; \
+             start a new run (`tributary run SPEC`, or `--replace` this run's time for an Iceberg dataset): this \
+             run keeps what it holds",
+            short_pages(&receipts)
         )
     });
     // Incremental loading: the run's highest cursor becomes the pipeline's

@@ -507,3 +507,34 @@ fn a_run_holding_records_twice_says_which_pages_and_why() {
     assert!(over.contains("held 90 records, 5 more than the 85 the vendor announced"), "{over}");
     assert!(over.contains("target.write: merge"), "{over}");
 }
+
+/// A count-first run holding fewer records than announced says why from
+/// its pages: a short page before the last is named (a trial's empty
+/// middle page was blamed on the page size), and pages all equally short
+/// mean the vendor caps its page size.
+#[tokio::test]
+async fn a_short_run_names_its_short_pages_or_the_vendors_page_size_cap() {
+    for (sizes, expect) in [
+        (vec![5, 5, 0, 5, 3], "page 2 (the 3rd) held 0 where the fullest page held 5"),
+        (vec![25, 25, 25], "every page before the last held 25 records, so the vendor caps its page size"),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = DirStore::new(dir.path());
+        let pages = sizes.len() as u32;
+        let announced = Expected { records: Some(1_000), ..expected(pages.into()) };
+        record_expected(&store, &announced).await.expect("expected");
+        let mut last = Completion::NotYet;
+        for (page, records) in (0..pages).zip(sizes) {
+            let receipt = PageReceipt {
+                records_in: records,
+                records_persisted: records,
+                records_quarantined: 0,
+                ..receipt(page, "a")
+            };
+            last = record_page(&store, &receipt, None).await.expect("page");
+        }
+        let Completion::Completed(manifest) = last else { panic!("complete: {last:?}") };
+        let why = manifest.truncated.expect("a short run is truncated");
+        assert!(why.contains("announced 1000 records") && why.contains(expect), "{why}");
+    }
+}
