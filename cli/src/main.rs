@@ -1414,7 +1414,7 @@ async fn run_stream(
     let rows = report.rows_persisted();
     out!("{}: {rows} records into {}, {quarantined} quarantined", spec.pipeline, spec.target.dataset)?;
     out!("{report}")?;
-    for note in report.shards.values().flat_map(|s| &s.notes) {
+    for note in report.notes.iter().chain(report.shards.values().flat_map(|s| &s.notes)) {
         out!("  NOTE: {note}")?;
     }
     for alert in &report.alerts {

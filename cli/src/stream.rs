@@ -59,6 +59,9 @@ pub struct PollReport {
     /// The alerts raised for batches given up on (their reasons: which
     /// records, why; the whole alerts are in `_alerts.jsonl`).
     pub alerts: Vec<String>,
+    /// What the run should say beyond its counts, not of one shard (the
+    /// lake's copy of the stream's spec taken over from another pipeline).
+    pub notes: Vec<String>,
 }
 
 /// What a poll did on one shard.
@@ -473,6 +476,9 @@ async fn alert(
         .collect()
 }
 
+/// Why a Kafka spec cannot run without `--records`.
+const KAFKA_NEEDS_RECORDS: &str = "a Kafka topic is read locally from a file of records: add --records FILE (JSON lines in the MSK event's record shape)";
+
 /// Where a local stream run reads from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LocalSource {
@@ -577,6 +583,11 @@ pub async fn run_local(
             spec.pipeline
         )));
     }
+    if let (LocalSource::Kinesis, StreamSource::Kafka(_)) = (source, &spec.source) {
+        // Said before anything is written (a trial found the lake folder
+        // and the spec's copy made by a run that could not start).
+        return Err(StreamRunError::Source(KAFKA_NEEDS_RECORDS.into()));
+    }
     if let LocalSource::File(path) = source {
         // The whole file checked before anything is written or forgotten
         // (a replay's first step removes the stream's history).
@@ -664,7 +675,24 @@ pub async fn run_local(
     // Where the Persist Lambda finds the spec on AWS; kept locally too.
     let text =
         serde_json::to_vec(spec).map_err(|err| PortError::permanent("encode spec", spec.pipeline.clone(), err))?;
-    store.put(&persist::stream::spec_key(spec.source_name()), bytes::Bytes::from(text)).await?;
+    let spec_key = persist::stream::spec_key(spec.source_name());
+    let mut notes = Vec::new();
+    let before: Option<serde_json::Value> = tributary_core::ledger::read_record(&store, &spec_key).await.ok().flatten();
+    if let Some(other) = before.as_ref().and_then(|b| b.get("pipeline")).and_then(serde_json::Value::as_str)
+        && other != spec.pipeline
+    {
+        // Locally two pipelines may read one topic file; on AWS Persist
+        // finds a stream's pipeline by the stream's name, and
+        // `deploy-stream` refuses a second one without --replace.
+        notes.push(format!(
+            "stream {} was read into this lake by pipeline {other}; {spec_key} now names pipeline {} (Notify's alerts \
+             for the stream name it; on AWS one pipeline reads a stream, and deploy-stream refuses a second without \
+             --replace)",
+            spec.source_name(),
+            spec.pipeline
+        ));
+    }
+    store.put(&spec_key, bytes::Bytes::from(text)).await?;
     let mut spec = spec.clone();
     if from_trim_horizon {
         match &mut spec.source {
@@ -683,17 +711,14 @@ pub async fn run_local(
             poll(&spec, &reader, deps, options).await?
         }
         (LocalSource::Kinesis, StreamSource::Kinesis(_)) => kinesis_poll(&spec, deps, options).await?,
-        (LocalSource::Kinesis, _) => {
-            return Err(StreamRunError::Source(
-                "a Kafka topic is read locally from a file of records: add --records FILE (JSON lines in the MSK event's record shape)".into(),
-            ));
-        }
+        (LocalSource::Kinesis, _) => return Err(StreamRunError::Source(KAFKA_NEEDS_RECORDS.into())),
     };
     if let Some(replay) = replay {
         let open = open_shards(&spec, &report, &store).await?;
         replay.commit(&spec, &tables, &store, &open).await?;
     }
     let mut report = report;
+    report.notes.extend(notes);
     let mut events = Vec::new();
     while let Ok(batch) = broker.receive(SCHEMA_CHANGES_QUEUE, 10) {
         if batch.is_empty() {
@@ -1078,6 +1103,33 @@ target: { dataset: orders }
             let line = table.lines().find(|l| l.starts_with("orders")).expect("the shard's line");
             assert!(format!("{line} ").contains(expected), "{newest:?}: {line}");
         }
+    }
+
+    /// Trial findings: a Kafka spec run without `--records` made the lake
+    /// folder and the spec's copy before it failed; a second pipeline on
+    /// the same topic took the spec's copy over without a word.
+    #[tokio::test]
+    async fn a_kafka_spec_without_records_writes_nothing_and_a_second_pipeline_on_its_topic_is_noted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (lake, topic) = (dir.path().join("lake"), dir.path().join("topic.jsonl"));
+        std::fs::write(&topic, format!("{}{}", order(0), order(1))).expect("topic");
+        let spec = StreamSpec::from_yaml(SPEC).expect("spec");
+        let err = run_local(&spec, &lake, &LocalSource::Kinesis, PollOptions::default(), false)
+            .await
+            .expect_err("a Kafka topic needs --records");
+        assert!(err.to_string().contains("--records FILE"), "{err}");
+        assert!(!lake.exists(), "nothing written, not even the lake folder");
+        let source = LocalSource::File(topic);
+        let first = run_local(&spec, &lake, &source, PollOptions::default(), false).await.expect("run");
+        assert!(first.notes.is_empty(), "{:?}", first.notes);
+        let other = StreamSpec::from_yaml(&SPEC.replace("pipeline: orders", "pipeline: orders-copy")).expect("spec");
+        let second = run_local(&other, &lake, &source, PollOptions::default(), false).await.expect("run");
+        assert_eq!(second.records_written(), 2, "the other pipeline reads the topic too");
+        assert!(
+            second.notes.iter().any(|n| n.contains("by pipeline orders;") && n.contains("names pipeline orders-copy")),
+            "{:?}",
+            second.notes
+        );
     }
 
     #[tokio::test]
