@@ -787,10 +787,7 @@ impl LocalRuntime {
                 dead_letter: Some(dead_letter_target(topology::ATHENA_QUEUE)),
                 ..athena::AthenaConfig::new(topology::ATHENA_QUEUE)
             }),
-            notify: Arc::new(notify::NotifyConfig {
-                alerts_topic: topology::ALERTS_TOPIC.into(),
-                metrics: tributary_core::metrics::MetricsTarget::File(self.options.lake.join("_metrics.jsonl")),
-            }),
+            notify: Arc::new(notify_config(&self.options.lake)),
         }
     }
 }
@@ -919,6 +916,15 @@ pub fn scheduler_event(spec: &PipelineSpec, time: DateTime<Utc>) -> serde_json::
         "resources": [format!("arn:aws:scheduler:local:000000000000:schedule/default/{}", spec.pipeline)],
         "detail": spec,
     })
+}
+
+/// Notify's settings on one machine: alerts on the alerts topic (written to
+/// [`alerts_file`]), EMF lines to `<lake>/_metrics.jsonl`.
+pub fn notify_config(lake: &Path) -> notify::NotifyConfig {
+    notify::NotifyConfig {
+        alerts_topic: topology::ALERTS_TOPIC.into(),
+        metrics: tributary_core::metrics::MetricsTarget::File(lake.join("_metrics.jsonl")),
+    }
 }
 
 /// `<lake>/_alerts.jsonl`.

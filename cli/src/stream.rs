@@ -438,10 +438,9 @@ async fn alert(
         return Vec::new();
     }
     let broker = adapters::local::Broker::new();
-    let alerts = lake.join("_alerts.jsonl");
     broker.create_topic(
         tributary_core::topology::ALERTS_TOPIC,
-        vec![adapters::local::Subscription::File { path: alerts.clone() }],
+        vec![adapters::local::Subscription::File { path: crate::runtime::alerts_file(lake) }],
     );
     let before = crate::runtime::read_alerts(lake).len();
     let records = bodies
@@ -457,10 +456,7 @@ async fn alert(
         .collect();
     let mut event = aws_lambda_events::event::sqs::SqsEvent::default();
     event.records = records;
-    let config = notify::NotifyConfig {
-        alerts_topic: tributary_core::topology::ALERTS_TOPIC.into(),
-        metrics: tributary_core::metrics::MetricsTarget::File(lake.join("_metrics.jsonl")),
-    };
+    let config = crate::runtime::notify_config(lake);
     let deps = notify::Deps { topics: &broker, config: &config, store: Some(store) };
     let response = notify::handle_sqs(&event, deps).await;
     if !response.batch_item_failures.is_empty() {

@@ -140,7 +140,7 @@ fn parse_record(line: &str, topic: &str) -> Result<StreamRecord, String> {
         return Err(format!(
             "the line is {}, not a record: each line is one object in the MSK event's record shape (topic, \
              partition, offset, timestamp, base64 value)",
-            kind_of(&value)
+            tributary_core::json::kind_of(&value)
         ));
     }
     let of = value["topic"].as_str().ok_or("`topic` must be a string")?;
@@ -225,18 +225,6 @@ impl StreamReader for FileStream {
             millis_behind_latest: caught_up.then_some(0),
             records_behind: Some(behind as u64),
         })
-    }
-}
-
-/// A JSON value's kind, for messages: `an array`, `a string`, ….
-fn kind_of(value: &serde_json::Value) -> &'static str {
-    match value {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::Object(_) => "an object",
     }
 }
 
