@@ -216,6 +216,10 @@ pub struct RunSummary {
     /// What the run's table commit found worth a look (a merge's rows
     /// without a key, versions it could not rank): one line each.
     pub table_notes: Vec<String>,
+    /// What to do next when this attempt changed nothing a user could
+    /// expect it to (a run complete before it, a run stuck with every
+    /// page in and its completion refused), `None` otherwise.
+    pub next_step: Option<String>,
     /// Wall time.
     pub wall_time: Duration,
 }
@@ -282,6 +286,9 @@ impl std::fmt::Display for RunSummary {
         for (i, note) in self.table_notes.iter().enumerate() {
             let label = if i == 0 { "table notes" } else { "" };
             writeln!(f, "  {label:<20} {note}")?;
+        }
+        if let Some(step) = &self.next_step {
+            writeln!(f, "  next step            {step}")?;
         }
         write!(f, "  wall time            {:.2} s", self.wall_time.as_secs_f64())
     }
@@ -667,6 +674,7 @@ impl LocalRuntime {
         }
         dead_lettered.retain(|_, n| *n > 0);
         let alerts = read_alerts(&self.options.lake).into_iter().skip(alerts_before).collect();
+        let next_step = self.next_step(spec, now, &run_id, complete_before && replace.is_none()).await?;
         Ok(RunSummary {
             pipeline: spec.pipeline.clone(),
             run_id: run_id.to_string(),
@@ -683,8 +691,52 @@ impl LocalRuntime {
             duplicated: totals.duplicated,
             schema_changes: totals.schema_changes,
             table_notes: totals.table_notes,
+            next_step,
             wall_time: started.elapsed(),
         })
+    }
+
+    /// [`RunSummary::next_step`]: for a run that was complete before this
+    /// attempt (`was_complete`, without `--replace`), that its pages were
+    /// not fetched again (a trial took "records persisted 6" for a new
+    /// fetch of a vendor's changed data); for a run stuck with every page
+    /// in and not complete ([`ledger::is_stuck`]), that only a re-run with
+    /// `--replace` (or a redrive of the letter that failed it) completes it.
+    async fn next_step(
+        &self,
+        spec: &PipelineSpec,
+        now: DateTime<Utc>,
+        run_id: &RunId,
+        was_complete: bool,
+    ) -> Result<Option<String>, RuntimeError> {
+        let at = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let iceberg = spec.target.table_format == contracts::TableFormat::Iceberg;
+        if was_complete {
+            let again = if iceberg {
+                format!("`tributary run SPEC --scheduled-at {at} --replace` fetches it again and swaps its rows")
+            } else {
+                "a Parquet dataset cannot swap a run's rows: start a new run (`tributary run SPEC`)".to_string()
+            };
+            return Ok(Some(format!(
+                "this run was complete before this attempt, so its pages were not fetched again (the vendor's \
+                 answers now are not compared with it); {again}"
+            )));
+        }
+        if ledger::is_stuck(self.ports.store.as_ref(), &spec.pipeline, run_id).await? {
+            let again = if iceberg {
+                format!(
+                    "fix the cause, then `tributary run SPEC --scheduled-at {at} --replace` fetches the run again \
+                     and commits it"
+                )
+            } else {
+                "fix the cause, then redrive the letter (`tributary dlq redrive`)".to_string()
+            };
+            return Ok(Some(format!(
+                "the run holds every page but did not complete: its completion failed, and its dead letter says \
+                 why (`tributary dlq list --run {run_id}`); {again}"
+            )));
+        }
+        Ok(None)
     }
 
     fn orchestrator_config(&self) -> orchestrator::OrchestratorConfig {

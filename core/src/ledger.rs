@@ -504,8 +504,15 @@ pub trait Compactor: Send + Sync {
     ///
     /// # Errors
     /// [`PortError`] from the store; the run then stays incomplete and the
-    /// message that completed it is retried.
-    async fn compact(&self, receipts: &[PageReceipt]) -> Result<Compacted, PortError>;
+    /// message that completed it is retried. A permanent error (a table
+    /// commit refused) fails the completing page to its DLQ.
+    ///
+    /// `partial`: why the run is not a whole copy of its source (the
+    /// vendor announced more records than its pages held, or the run
+    /// stopped at `strategy.max_pages`), `None` for a whole run. A commit
+    /// that makes the run the whole table (`write: replace`) must refuse
+    /// a partial run: it would drop every row the run missed.
+    async fn compact(&self, receipts: &[PageReceipt], partial: Option<&str>) -> Result<Compacted, PortError>;
 }
 
 /// What a [`Compactor`] leaves of a run.
@@ -842,8 +849,10 @@ impl ShardSummary {
 /// its receipts: pages before the last that held fewer
 /// than the fullest are named (an empty or short answer, a vendor's fault:
 /// a trial's empty middle page was blamed on the page size); when every
-/// page before the last held the same number, the vendor caps its page
-/// size at that number.
+/// page before the last held the same number, either the vendor caps its
+/// page size at that number or its last answer was short, and which one
+/// depends on `strategy.page_size`, which the receipts do not hold: both
+/// are said.
 fn short_pages(receipts: &[PageReceipt]) -> String {
     let full = receipts.iter().map(|r| r.records_in).max().unwrap_or(0);
     let last = receipts.iter().map(|r| r.page).max();
@@ -856,9 +865,13 @@ fn short_pages(receipts: &[PageReceipt]) -> String {
         .map(|r| format!("page {} (the {}) held {}", r.page, ordinal(r.page + 1), r.records_in))
         .collect();
     if short.is_empty() {
+        // The ledger does not know `strategy.page_size`: both readings.
+        let held = receipts.iter().find(|r| Some(r.page) == last).map_or(0, |r| r.records_in);
         return format!(
-            "every page before the last held {full} records, so the vendor caps its page size (Django REST \
-             Framework's is 1,000): if strategy.page_size is more than {full}, set it to {full}"
+            "every page before the last held {full} records and the last held {held}: if strategy.page_size is \
+             more than {full}, the vendor caps its page size (Django REST Framework's is 1,000): set it to {full}; \
+             if it is {full}, the vendor answered its last page short (a fault of the vendor, or records that moved \
+             while the run paged: run again)"
         );
     }
     format!(
@@ -936,13 +949,6 @@ async fn complete(
         return Ok(Completion::NotYet);
     }
     let schemas: Vec<&str> = schemas.iter().map(String::as_str).collect();
-    let Compacted { mut files, notes: table_notes } = match compactor {
-        Some(compactor) => compactor.compact(&receipts).await?,
-        None => {
-            Compacted { files: receipts.iter().flat_map(|r| r.data_keys.iter().cloned()).collect(), notes: Vec::new() }
-        }
-    };
-    files.sort();
     let records_persisted: u64 = receipts.iter().map(|r| r.records_persisted).sum();
     let records_quarantined: u64 = receipts.iter().map(|r| r.records_quarantined).sum();
     let landed = records_persisted + records_quarantined;
@@ -954,6 +960,16 @@ async fn complete(
             short_pages(&receipts)
         )
     });
+    // Known before the table commit, which must not make a partial run
+    // the whole table (`write: replace`).
+    let partial = expected.truncated.as_deref().or(short.as_deref());
+    let Compacted { mut files, notes: table_notes } = match compactor {
+        Some(compactor) => compactor.compact(&receipts, partial).await?,
+        None => {
+            Compacted { files: receipts.iter().flat_map(|r| r.data_keys.iter().cloned()).collect(), notes: Vec::new() }
+        }
+    };
+    files.sort();
     // Incremental loading: the run's highest cursor becomes the pipeline's
     // (a no-op for pipelines without `incremental`), unless records it did
     // not fetch may lie below it; said with the truncation, before the
@@ -1035,13 +1051,55 @@ pub async fn reopen_run(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId)
     forget_replacement(store, pipeline, run_id).await?;
     store.delete(&keys::success_key(pipeline, run_id)).await?;
     store.delete(&keys::manifest_key(pipeline, run_id)).await?;
+    drop_receipts(store, pipeline, run_id).await?;
+    Ok(true)
+}
+
+/// Deletes a run's page receipts and shard summaries.
+async fn drop_receipts(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -> Result<(), PortError> {
     let summaries = keys::shard_summaries_prefix(pipeline, run_id);
     for key in store.list(&keys::receipts_prefix(pipeline, run_id)).await? {
         if keys::receipt_page(&key).is_some() || key.starts_with(&summaries) {
             store.delete(&key).await?;
         }
     }
+    Ok(())
+}
+
+/// Reopens a run that is stuck: not complete, with its page count known
+/// and a receipt for every page, so no page of it is still on its way and
+/// nothing will retry its completion but a redrive of the page that
+/// failed it (a table commit refused: a `primary_key` naming no column, a
+/// `write: replace` run holding fewer records than announced). Its page
+/// receipts and shard summaries are deleted, as [`reopen_run`] deletes a
+/// completed run's, so that a new fetch of every page completes it.
+/// Returns whether the run was stuck; any other run is left as it is.
+///
+/// # Errors
+/// [`PortError`] from the store; an unreadable count is permanent.
+pub async fn reopen_stuck_run(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -> Result<bool, PortError> {
+    if !is_stuck(store, pipeline, run_id).await? {
+        return Ok(false);
+    }
+    forget_replacement(store, pipeline, run_id).await?;
+    drop_receipts(store, pipeline, run_id).await?;
     Ok(true)
+}
+
+/// Whether the run is stuck ([`reopen_stuck_run`]): not complete, with a
+/// page count of at least one page and a receipt for every page.
+///
+/// # Errors
+/// [`PortError`] from the store; an unreadable count is permanent.
+pub async fn is_stuck(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -> Result<bool, PortError> {
+    if store.get(&keys::success_key(pipeline, run_id)).await.is_ok() {
+        return Ok(false);
+    }
+    let Some(ExpectedRecord { expected, .. }) = read_expected(store, pipeline, run_id).await? else {
+        return Ok(false);
+    };
+    let listed = store.list(&keys::receipts_prefix(pipeline, run_id)).await?;
+    Ok(expected.pages > 0 && keys::receipts_by_page(&listed).len() as u64 >= expected.pages)
 }
 
 /// Deletes a run's replacement record and its staged coalesced files

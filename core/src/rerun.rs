@@ -75,7 +75,10 @@ pub enum Begun {
 }
 
 /// Reopens `pipeline`'s completed run `run_id` for the re-run `token`
-/// (steps 1 to 3 of the module documentation); idempotent per token.
+/// (steps 1 to 3 of the module documentation); idempotent per token. A
+/// run that is not complete but stuck (a receipt for every page, its
+/// completion refused: [`ledger::reopen_stuck_run`]) is reopened the same
+/// way; any other incomplete run is [`Begun::NotComplete`].
 ///
 /// # Errors
 /// [`PortError`] from the store; a token that is empty or longer than
@@ -102,11 +105,17 @@ pub async fn begin(
             (_, true) => return Ok(Begun::Done),
             (_, false) => return Ok(Begun::Running),
         },
-        _ if !complete => return Ok(Begun::NotComplete),
+        // A run stuck with every page in and its completion refused
+        // (a trial: a `primary_key` naming no column, fixed in the spec)
+        // is fetched again too; any other incomplete run runs as usual
+        // (its missing pages are sent again).
+        _ if !complete && !ledger::is_stuck(store, pipeline, run_id).await? => return Ok(Begun::NotComplete),
         _ => Rerun { token: token.to_string(), requested_at: now, state: RerunState::Requested },
     };
     write(store, pipeline, run_id, &record).await?;
-    ledger::reopen_run(store, pipeline, run_id).await?;
+    if !ledger::reopen_run(store, pipeline, run_id).await? {
+        ledger::reopen_stuck_run(store, pipeline, run_id).await?;
+    }
     // The new fetch has its own page count and sends its pages anew: the
     // old count would complete it early (or late), the old sending
     // checkpoint would send none; the old commit claim would hold it off.

@@ -706,6 +706,14 @@ impl IcebergCommitter {
                  merge on)"
             ));
         }
+        let variant_keyed = plan.variant_keyed();
+        if variant_keyed > 0 {
+            notes.push(format!(
+                "merge: {variant_keyed} rows had a primary-key value of another kind than its column's (kept in a \
+                 variant column, such as id__string beside id): a key's value and its kind make the key, so 4 and \
+                 \"4\" are two keys, and a key the vendor sent both ways has a current row of each"
+            ));
+        }
         let unclear = plan.unclear_deletions();
         if unclear > 0 {
             notes.push(format!(

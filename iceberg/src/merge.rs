@@ -254,6 +254,9 @@ pub struct Keyed {
     /// Whether a row's key is held by a variant column only (the first
     /// key column null): the first column's bounds cannot prune files.
     variant_keys: bool,
+    /// Rows with a key value in a variant column of any key column (the
+    /// column itself null): a value of another kind than its column's.
+    variant_keyed: usize,
 }
 
 impl Keyed {
@@ -350,9 +353,11 @@ impl KeyEncoder {
                     .then(|| Box::from(rows.row(i).as_ref()))
             })
             .collect();
-        let variant_keys = families.first().is_some_and(|family| {
-            (0..batch.num_rows()).any(|i| family[0].is_null(i) && family[1..].iter().any(|c| c.is_valid(i)))
-        });
+        let in_variant =
+            |family: &[ArrayRef], i: usize| family[0].is_null(i) && family[1..].iter().any(|c| c.is_valid(i));
+        let variant_keys = families.first().is_some_and(|family| (0..batch.num_rows()).any(|i| in_variant(family, i)));
+        let variant_keyed =
+            (0..batch.num_rows()).filter(|&i| families.iter().any(|family| in_variant(family, i))).count();
         let (orders, unranked) = match (&self.order, &self.columns.order_by) {
             (Some(converter), Some(path)) => {
                 let variants = columns(&self.order_variants)?;
@@ -372,7 +377,7 @@ impl KeyEncoder {
                 said.contains(&Deletion::Delete)
             })
             .collect();
-        Ok(Keyed { keys, orders, unranked, deletes, unclear, variant_keys })
+        Ok(Keyed { keys, orders, unranked, deletes, unclear, variant_keys, variant_keyed })
     }
 }
 
@@ -546,6 +551,8 @@ pub struct Plan {
     unclear: usize,
     /// Whether a run key is held by a variant column only.
     variant_keys: bool,
+    /// Rows of the run with a key value in a variant column.
+    variant_keyed: usize,
     /// Per key the run lost, the table's row that stays.
     table_keeps: HashMap<Box<[u8]>, TableRow>,
     /// Whether `order_by` decides (else the run always wins).
@@ -584,8 +591,17 @@ impl Plan {
             }
         }
         let variant_keys = keyed.iter().any(|k| k.variant_keys);
+        let variant_keyed = keyed.iter().map(|k| k.variant_keyed).sum();
         let unclear = keyed.iter().map(|k| k.unclear).sum();
-        Self { winners, unkeyed, unranked, unclear, variant_keys, table_keeps: HashMap::new(), ordered }
+        Self { winners, unkeyed, unranked, unclear, variant_keys, variant_keyed, table_keeps: HashMap::new(), ordered }
+    }
+
+    /// How many of the run's rows held a key value of another kind than
+    /// its column's (in a variant column: `"4"` in `id__string` beside an
+    /// `int64` `id`). A key's value and its kind make the key, so such a
+    /// row never matches a row keyed by the column's own kind.
+    pub fn variant_keyed(&self) -> usize {
+        self.variant_keyed
     }
 
     /// How many keys the run has, how many rows had none.
@@ -983,6 +999,8 @@ mod tests {
         assert!(keyed.variant_keys);
         let mut plan = Plan::of_run(&[keyed]);
         assert_eq!(plan.counts(), (2, 0));
+        // Both run rows' keys are in the variant: the table notes count them.
+        assert_eq!(plan.variant_keyed(), 2);
         assert!(plan.has_variant_keys());
         let table_keys = encoder.encode(&table).expect("keys");
         plan.weigh_table_rows("f", &table_keys);

@@ -174,7 +174,11 @@ struct Committing;
 
 #[async_trait]
 impl tributary_core::ledger::Compactor for Committing {
-    async fn compact(&self, receipts: &[PageReceipt]) -> Result<tributary_core::ledger::Compacted, PortError> {
+    async fn compact(
+        &self,
+        receipts: &[PageReceipt],
+        _partial: Option<&str>,
+    ) -> Result<tributary_core::ledger::Compacted, PortError> {
         Ok(tributary_core::ledger::Compacted {
             files: receipts.iter().flat_map(|r| r.data_keys.iter().map(|k| format!("committed:{k}"))).collect(),
             notes: Vec::new(),
@@ -510,13 +514,23 @@ fn a_run_holding_records_twice_says_which_pages_and_why() {
 
 /// A count-first run holding fewer records than announced says why from
 /// its pages: a short page before the last is named (a trial's empty
-/// middle page was blamed on the page size), and pages all equally short
-/// mean the vendor caps its page size.
+/// middle page was blamed on the page size), and pages all equally full
+/// before a short last one mean a page-size cap or a short last answer,
+/// both said (the ledger does not know `strategy.page_size`).
 #[tokio::test]
 async fn a_short_run_names_its_short_pages_or_the_vendors_page_size_cap() {
     for (sizes, expect) in [
         (vec![5, 5, 0, 5, 3], "page 2 (the 3rd) held 0 where the fullest page held 5"),
-        (vec![25, 25, 25], "every page before the last held 25 records, so the vendor caps its page size"),
+        (
+            vec![25, 25, 25],
+            "every page before the last held 25 records and the last held 25: if strategy.page_size is more than 25, the vendor caps its page size",
+        ),
+        // A trial: page_size 3, the vendor's second page came back empty;
+        // the cap was blamed with "set it to 3" when it already was 3.
+        (
+            vec![3, 0],
+            "the last held 0: if strategy.page_size is more than 3, the vendor caps its page size (Django REST Framework's is 1,000): set it to 3; if it is 3, the vendor answered its last page short",
+        ),
     ] {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = DirStore::new(dir.path());

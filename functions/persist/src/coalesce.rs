@@ -195,12 +195,12 @@ impl Compactor for RunCoalescer<'_> {
     /// [`PortError`] from the store; a page file missing while the run has
     /// no replacement record is [`PortError::Transient`] naming it (retried,
     /// then dead-lettered with an alert).
-    async fn compact(&self, receipts: &[PageReceipt]) -> Result<Compacted, PortError> {
+    async fn compact(&self, receipts: &[PageReceipt], partial: Option<&str>) -> Result<Compacted, PortError> {
         let Some(first) = receipts.first() else { return Ok(Compacted::default()) };
         let mut receipts: Vec<&PageReceipt> = receipts.iter().collect();
         receipts.sort_by_key(|r| r.page);
         if self.table_format == TableFormat::Iceberg {
-            return self.commit_to_table(&receipts).await;
+            return self.commit_to_table(&receipts, partial).await;
         }
         let replacement = match read_replacement(self.store, &first.pipeline, &first.run_id).await? {
             Some(found) => {
@@ -430,8 +430,11 @@ impl RunCoalescer<'_> {
     /// An Iceberg dataset's completion: the run's staged files, per
     /// dataset in page order, committed in one snapshot by the table
     /// committer; the table's data files are the run's files.
-    async fn commit_to_table(&self, receipts: &[&PageReceipt]) -> Result<Compacted, PortError> {
+    async fn commit_to_table(&self, receipts: &[&PageReceipt], partial: Option<&str>) -> Result<Compacted, PortError> {
         let Some(first) = receipts.first() else { return Ok(Compacted::default()) };
+        if let (RunWrite::Replace, Some(partial)) = (&self.write, partial) {
+            return Err(refuse_partial_replace(&first.dataset, &first.run_id, partial));
+        }
         let mut by_dataset: BTreeMap<&str, Vec<String>> = BTreeMap::new();
         for receipt in receipts {
             by_dataset.entry(&receipt.dataset).or_default().extend(receipt.data_keys.iter().cloned());
@@ -499,6 +502,27 @@ impl RunCoalescer<'_> {
     }
 }
 
+/// The refusal of a `write: replace` run that is not a whole copy of its
+/// source (`partial`: the vendor announced more records than its pages
+/// held, or the run stopped at `strategy.max_pages`): made the whole
+/// table, it would drop every row it missed (a trial's vendor answered
+/// its second page empty and the current-state table lost half its
+/// customers). Permanent, so the completing page goes to the DLQ with an
+/// alert; nothing is committed, the table is as it was and the run's
+/// staged files and raw pages are kept.
+fn refuse_partial_replace(dataset: &str, run_id: &contracts::RunId, partial: &str) -> PortError {
+    PortError::permanent_msg(
+        "replace the table with the run",
+        dataset.to_string(),
+        format!(
+            "run {run_id} is not a whole copy of the source ({partial}). target.write: replace would make it the \
+             whole table and drop every row it missed, so nothing was committed and the table is as it was; when \
+             the vendor serves every record, run this scheduled time again with `tributary run SPEC --scheduled-at \
+             TIME --replace` (a redrive of this letter is refused the same way: the run's pages are the same)"
+        ),
+    )
+}
+
 /// Coalesces a completed run's page files again (after a replay wrote
 /// them) and rewrites its manifest's file list. A run whose files were not
 /// coalesced (each partition had one file, or too many bytes) keeps them.
@@ -522,7 +546,8 @@ pub async fn recoalesce_run(
         bin_bytes: COALESCE_BELOW_BYTES,
         replay: None,
     }
-    .compact(&receipts)
+    // Parquet: nothing to refuse, whole or not.
+    .compact(&receipts, None)
     .await?
     .files;
     tributary_core::ledger::replace_manifest_files(store, pipeline, run_id, files).await

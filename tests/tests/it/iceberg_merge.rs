@@ -176,8 +176,13 @@ async fn merge_values_in_variant_columns_still_key_rank_and_delete() {
     assert!(summary.succeeded(), "run 2: {summary}");
     // The one version read as no instant is said in the run's summary
     // (and its manifest and run-completed event), not only in the logs.
-    assert_eq!(summary.table_notes.len(), 1, "{summary}");
-    assert!(summary.table_notes[0].contains("1 versions had an order_by value that reads as no instant"), "{summary}");
+    // So is the key of another kind than the column's (`"A-1"` beside int ids).
+    assert_eq!(summary.table_notes.len(), 2, "{summary}");
+    assert!(
+        summary.table_notes[0].contains("merge: 1 rows had a primary-key value of another kind than its column's"),
+        "{summary}"
+    );
+    assert!(summary.table_notes[1].contains("1 versions had an order_by value that reads as no instant"), "{summary}");
     assert!(summary.to_string().contains("table notes"), "{summary}");
 
     let rows = query_lake(
@@ -231,7 +236,7 @@ async fn a_first_run_whose_deletion_field_is_null_everywhere_merges_and_a_later_
 
 #[tokio::test]
 async fn a_merge_pointer_spelt_as_a_field_but_for_case_or_underscores_fails_the_commit_naming_the_field() {
-    let Setup { records, spec, lake, runtime, .. } =
+    let Setup { records, addr, spec, lake, runtime } =
         setup("write: merge, primary_key: [/id], order_by: /updated_at").await;
     records.set((0..3).map(|id| contact(id, "v1", "2026-11-02T00:00:00Z")).collect());
     let summary = runtime.run(&spec, at(1)).await.expect("run 1");
@@ -244,6 +249,15 @@ async fn a_merge_pointer_spelt_as_a_field_but_for_case_or_underscores_fails_the_
     );
     let tables = read_tables(&python(), "TRIBUTARY_PYTHON", READ, lake.path());
     assert!(tables.get("contacts").is_none_or(|t| t["rows"].as_array().is_none_or(Vec::is_empty)), "{tables}");
+    // With the pointer fixed, a re-run of the time (`--replace`) fetches
+    // the run again and commits it: the run had every page in and its
+    // completion refused, and a plain re-run sent nothing (a trial).
+    let fixed = self::spec(addr, "write: merge, primary_key: [/id], order_by: /updatedAt");
+    let summary = runtime.run_replacing(&fixed, at(1), Some("fixed-order-by")).await.expect("the re-run");
+    assert!(summary.succeeded(), "{summary}");
+    let rows = query_lake(lake.path(), "SELECT id, name FROM contacts ORDER BY id").await;
+    let rows: Vec<Value> = rows.into_iter().map(Value::Object).collect();
+    assert_eq!(id_names(&rows), (0..3).map(|id| (id, format!("v1 {id}"))).collect::<Vec<_>>());
 }
 
 #[tokio::test]
@@ -349,6 +363,80 @@ async fn a_replay_swaps_a_run_s_rows_in_one_snapshot_and_every_value_stays() {
     assert_eq!(duckdb["contacts"]["rows_as_of"], json!([90, 180, 180, 180]), "each snapshot whole");
 }
 
+/// A trial: the vendor announced 6 customers and answered its second page
+/// empty; the run was truncated and its replace still swapped the table,
+/// which lost half its rows. A replace run that is not a whole copy of its
+/// source now commits nothing: the table is as it was, and the run fails
+/// to the DLQ with an alert saying why and how to run it again.
+#[tokio::test]
+async fn a_replace_run_holding_fewer_records_than_announced_leaves_the_table() {
+    use test_support::vendor::serve_pages_capped;
+    let records = PagedRecords::default();
+    // The vendor serves at most 20 records a page, whatever the 40 asked.
+    let addr = serve_pages_capped(records.clone(), 20).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let spec = spec(addr, "write: replace");
+    records.set((0..20).map(|id| contact(id, "day1", "2026-11-01T00:00:00Z")).collect());
+    assert!(runtime.run(&spec, at(1)).await.expect("day 1").succeeded(), "20 records fit the cap");
+    // Day 2: 100 announced, 3 pages of 40 asked, 60 served.
+    records.set((0..100).map(|id| contact(id, "day2", "2026-11-02T00:00:00Z")).collect());
+    let summary = runtime.run(&spec, at(2)).await.expect("day 2");
+    assert!(!summary.succeeded(), "a partial replace fails: {summary}");
+    let alerts = tributary::runtime::read_alerts(lake.path());
+    let reason = alerts.iter().filter_map(|a| a.reason.clone()).collect::<Vec<_>>().join("\n");
+    assert!(
+        reason.contains("is not a whole copy of the source")
+            && reason.contains("the vendor announced 100 records")
+            && reason.contains("nothing was committed")
+            && reason.contains("--replace"),
+        "the alert says why and how to recover: {reason}"
+    );
+    let expected: Vec<(i64, String)> = (0..20).map(|id| (id, format!("day1 {id}"))).collect();
+    // A plain re-run sends nothing (every page is in) and says so.
+    let plain = runtime.run(&spec, at(2)).await.expect("day 2 again, without --replace");
+    assert!(!plain.succeeded(), "{plain}");
+    assert!(
+        plain.to_string().contains("the run holds every page but did not complete")
+            && plain.to_string().contains("--scheduled-at 2026-11-02T06:00:00Z --replace"),
+        "{plain}"
+    );
+    let rows = query_lake(lake.path(), "SELECT id, name FROM contacts ORDER BY id").await;
+    let rows: Vec<Value> = rows.into_iter().map(Value::Object).collect();
+    assert_eq!(id_names(&rows), expected, "the table as it was");
+    let tables = read_tables(&python(), "TRIBUTARY_PYTHON", READ, lake.path());
+    assert_eq!(id_names(tables["contacts"]["rows"].as_array().expect("rows")), expected, "pyiceberg's rows");
+    // Once the vendor serves every record, a re-run of the time swaps it in.
+    records.set((0..15).map(|id| contact(id, "day2", "2026-11-02T00:00:00Z")).collect());
+    let summary = runtime.run_replacing(&spec, at(2), Some("vendor-fixed")).await.expect("day 2 again");
+    assert!(summary.succeeded(), "{summary}");
+    let rows = query_lake(lake.path(), "SELECT id, name FROM contacts ORDER BY id").await;
+    let rows: Vec<Value> = rows.into_iter().map(Value::Object).collect();
+    assert_eq!(id_names(&rows), (0..15).map(|id| (id, format!("day2 {id}"))).collect::<Vec<_>>());
+}
+
+/// A trial: the vendor sent a customer's id as `"4"` after `4`; the table
+/// then had two current rows for it, and only a schema-change alert said
+/// anything. The run's table notes now say that a key arrived as another
+/// kind and what that does.
+#[tokio::test]
+async fn a_key_sent_as_another_kind_is_a_table_note() {
+    let Setup { records, spec, lake, runtime, .. } = setup("write: merge, primary_key: [/id]").await;
+    records.set((0..3).map(|id| contact(id, "v1", "2026-11-01T00:00:00Z")).collect());
+    assert!(runtime.run(&spec, at(1)).await.expect("day 1").succeeded());
+    records.set(vec![json!({"id": "1", "name": "v2 1", "updatedAt": "2026-11-02T00:00:00Z", "deleted": false})]);
+    let summary = runtime.run(&spec, at(2)).await.expect("day 2");
+    assert!(summary.succeeded(), "{summary}");
+    let notes = summary.table_notes.join("\n");
+    assert!(
+        notes.contains("merge: 1 rows had a primary-key value of another kind than its column's")
+            && notes.contains("a key the vendor sent both ways has a current row of each"),
+        "{summary}"
+    );
+    let rows = query_lake(lake.path(), "SELECT count(*) AS n FROM contacts").await;
+    assert_eq!(rows[0]["n"], json!(4), "the documented rule: 1 and \"1\" are two keys");
+}
+
 #[tokio::test]
 async fn a_re_run_with_replace_of_a_replace_run_that_fetched_only_empty_records_leaves_the_table() {
     let Setup { records, spec, lake, runtime, .. } = setup("write: replace").await;
@@ -421,9 +509,17 @@ async fn a_completed_run_re_run_with_replace_swaps_its_rows_in_one_snapshot() {
     // Without --replace the completed run is left as it was (its snapshots
     // are counted below: the plain run adds none).
     assert_eq!(plain.records_persisted, 90, "the completed run is left as it was: {plain}");
+    // ... and its summary says its pages were not fetched again, and how
+    // to (a trial read "records persisted" as a new fetch).
+    assert!(
+        plain.to_string().contains("this run was complete before this attempt, so its pages were not fetched again")
+            && plain.to_string().contains("--scheduled-at 2026-11-01T06:00:00Z --replace"),
+        "{plain}"
+    );
     let summary = runtime.run_replacing(&spec, at(1), Some("fix-day-1")).await.expect("day 1 re-run");
     assert!(summary.succeeded(), "the re-run: {summary}");
     assert_eq!(summary.records_persisted, 60, "{summary}");
+    assert_eq!(summary.next_step, None, "a fetch has no next step: {summary}");
 
     let mut expected: Vec<(i64, String)> = (0..60).map(|id| (id, format!("v2 {id}"))).collect();
     expected.extend((100..130).map(|id| (id, format!("v1 {id}"))));

@@ -356,8 +356,8 @@ async fn two_pages_completing_a_run_together_both_succeed_and_keep_every_row() {
         replay: None,
     };
     let coalesced = "orders/dt=2026-11-29/orders-20261129T060000Z.parquet";
-    assert_eq!(coalescer.compact(&receipts).await.expect("first completion").files, [coalesced]);
-    assert_eq!(coalescer.compact(&receipts).await.expect("the rival completion").files, [coalesced]);
+    assert_eq!(coalescer.compact(&receipts, None).await.expect("first completion").files, [coalesced]);
+    assert_eq!(coalescer.compact(&receipts, None).await.expect("the rival completion").files, [coalesced]);
     let parquet: Vec<String> =
         store.list("orders/").await.expect("list").into_iter().filter(|k| k.ends_with(".parquet")).collect();
     assert_eq!(parquet, [coalesced], "the page files are gone, the coalesced file stays");
@@ -366,7 +366,7 @@ async fn two_pages_completing_a_run_together_both_succeed_and_keep_every_row() {
     assert_eq!(rows, 6, "every row of the three pages");
     // A page file lost with no coalesced file is retried, not dead-lettered at once.
     store.delete(coalesced).await.expect("delete");
-    let err = coalescer.compact(&receipts).await.expect_err("pages and coalesced file gone");
+    let err = coalescer.compact(&receipts, None).await.expect_err("pages and coalesced file gone");
     assert!(err.is_retryable(), "{err}");
     assert!(err.to_string().contains("orders-20261129T060000Z-0000"), "{err}");
 }
@@ -402,7 +402,7 @@ async fn a_run_too_big_for_one_file_is_packed_into_several_in_page_order() {
         bin_bytes: largest * 5 / 2,
         replay: None,
     };
-    let files = coalescer.compact(&receipts).await.expect("completion").files;
+    let files = coalescer.compact(&receipts, None).await.expect("completion").files;
     let folder = "orders/dt=2026-11-29";
     let expected = vec![
         format!("{folder}/orders-20261129T060000Z-00007.parquet"),
@@ -413,7 +413,7 @@ async fn a_run_too_big_for_one_file_is_packed_into_several_in_page_order() {
     let kept_page = &receipts[6].data_keys[0];
     assert_eq!(&expected[0], kept_page, "the last page, alone in its bin, is kept as it is");
     assert_eq!(files, expected, "three coalesced files and the kept page file, sorted");
-    assert_eq!(coalescer.compact(&receipts).await.expect("a redelivered completion").files, expected);
+    assert_eq!(coalescer.compact(&receipts, None).await.expect("a redelivered completion").files, expected);
     let listed: Vec<String> =
         store.list("orders/").await.expect("list").into_iter().filter(|k| k.ends_with(".parquet")).collect();
     assert_eq!(listed, expected, "the replaced page files are gone");
