@@ -362,7 +362,7 @@ fn run_exits_non_zero_when_a_message_is_dead_lettered() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("messages in DLQs     1"), "{stdout}");
-    assert!(stdout.contains("ALERT: request gave up on page 0 of run"), "{stdout}");
+    assert!(stdout.contains("ALERT: request gave up on page 0 (the 1st) of run"), "{stdout}");
     let alerts = std::fs::read_to_string(lake.join("_alerts.jsonl")).expect("alerts file");
     assert_eq!(alerts.lines().count(), 1);
     let status = tributary().arg("status").arg("--lake").arg(&lake).output().expect("run status");

@@ -881,8 +881,10 @@ fn short_pages(receipts: &[PageReceipt]) -> String {
     )
 }
 
-/// `1st`, `2nd`, `3rd`, `4th`, … `11th`, `21st`.
-fn ordinal(n: u32) -> String {
+/// `1st`, `2nd`, `3rd`, `4th`, … `11th`, `21st`: how a page is said to
+/// people beside its number, which counts from 0 in keys, messages and
+/// receipts (`page 1 (the 2nd)`), so it is not read as the first.
+pub fn ordinal(n: u32) -> String {
     let suffix = match (n % 10, n % 100) {
         (1, 11) | (2, 12) | (3, 13) => "th",
         (1, _) => "st",

@@ -422,7 +422,10 @@ pub fn alert_for(record: &SqsMessage, meta: &RecordMeta) -> Alert {
         .and_then(Value::as_u64)
         .and_then(|p| u32::try_from(p).ok());
     let what = match (&pipeline, &run_id, page) {
-        (Some(p), Some(r), Some(page)) => format!("page {page} of run {r} of pipeline {p}"),
+        (Some(p), Some(r), Some(page)) => format!(
+            "page {page} (the {}) of run {r} of pipeline {p}",
+            tributary_core::ledger::ordinal(page.saturating_add(1))
+        ),
         (Some(p), Some(r), None) => format!("run {r} of pipeline {p}"),
         (Some(p), None, _) => format!("a message of pipeline {p}"),
         _ if parsed.is_none() => "a message whose body is not JSON".to_string(),

@@ -1201,6 +1201,7 @@ fn stacks_are_scoped_and_lake_rights_follow_the_keys() {
         "_manifests/*",
         "_state/*",
         "_claims/*",
+        "_streams/*",
         "*/*=*/*.parquet",
         "_iceberg/*",
     ];
@@ -1217,6 +1218,21 @@ fn stacks_are_scoped_and_lake_rights_follow_the_keys() {
             if path == Some("_claims/*") && actions.iter().any(|a| *a != "s3:GetObject") {
                 failures.push(format!("{persist}: {actions:?} on _claims/*: Persist only reads claim checks"));
             }
+        }
+    }
+    // Persist deletes a run's staged coalesced files and commit claim
+    // (_runs/), a re-run's old raw and quarantine pages, and stream
+    // checkpoints on a replay (_streams/): an audit found none of these
+    // granted, so no multi-page Parquet run could complete on AWS.
+    let deletes: Vec<&str> = role_statements(&template, persist)
+        .into_iter()
+        .filter(|s| strings(s.get("Action")).contains(&"s3:DeleteObject"))
+        .flat_map(resource_texts)
+        .filter_map(|r| r.strip_prefix("${LakeBucket.Arn}/"))
+        .collect();
+    for prefix in ["_runs/*", "raw/*", "quarantine/*", "_streams/*"] {
+        if !deletes.contains(&prefix) {
+            failures.push(format!("{persist}: no s3:DeleteObject on {prefix} (deletes {deletes:?})"));
         }
     }
     // Notify keeps dead letters in the lake (_dead_letters/), so it knows it.
@@ -1787,4 +1803,81 @@ fn the_kafka_mapping_s_role_and_parameters_are_complete() {
     let rule = template.root().get("Rules").and_then(|r| r.get("KafkaTopicWithMskCluster")).expect("rule");
     let rule = serde_norway::to_string(rule).expect("yaml");
     assert!(rule.contains("MskClusterArn") && rule.contains("KafkaTopic"), "{rule}");
+}
+
+/// The statements of the `AWS::IAM::Policy` resources attached to `role_id`
+/// (`Roles: [!Ref role]`), with the logical id of each policy.
+fn attached_policy_statements<'a>(template: &'a Template, role_id: &str) -> Vec<(&'a str, &'a Value)> {
+    template
+        .of_type("AWS::IAM::Policy")
+        .filter(|(_, policy)| {
+            prop(policy, "Roles")
+                .and_then(Value::as_sequence)
+                .is_some_and(|roles| roles.iter().any(|role| ref_target(role) == Some(role_id)))
+        })
+        .flat_map(|(id, policy)| {
+            prop(policy, "PolicyDocument")
+                .and_then(|d| d.get("Statement"))
+                .and_then(Value::as_sequence)
+                .into_iter()
+                .flatten()
+                .map(move |statement| (id, statement))
+        })
+        .collect()
+}
+
+/// Lambda checks the execution role's rights when it creates an SQS event
+/// source mapping and refuses one it cannot read, which fails the stack.
+/// An audit found Notify's schema-changes mapping without
+/// `sqs:ReceiveMessage` on its queue: every SQS event of a function, and
+/// every `AWS::Lambda::EventSourceMapping` on a queue, must have its
+/// function's role grant ReceiveMessage, DeleteMessage and
+/// GetQueueAttributes on that queue; a right granted by a separate
+/// `AWS::IAM::Policy` must be in the mapping's `DependsOn`, so that it
+/// exists when the mapping is created.
+#[test]
+fn every_mapping_s_queue_is_read_with_rights_its_role_has_when_the_mapping_is_made() {
+    let template = Template::load();
+    let mut failures = Vec::new();
+    let mut mappings: Vec<(String, &str, &str, Vec<&str>)> = template
+        .sqs_events()
+        .into_iter()
+        .filter_map(|(function_id, event, queue, _)| {
+            Some((format!("{function_id} event {event}"), function_id, queue?, Vec::new()))
+        })
+        .collect();
+    for (id, mapping) in template.of_type("AWS::Lambda::EventSourceMapping") {
+        let Some((queue, "Arn")) = prop(mapping, "EventSourceArn").and_then(getatt) else { continue };
+        if template.resource(queue).and_then(|q| q.get("Type")).and_then(Value::as_str) != Some("AWS::SQS::Queue") {
+            continue;
+        }
+        let Some(function_id) = prop(mapping, "FunctionName").and_then(ref_target) else {
+            failures.push(format!("{id}: FunctionName is not !Ref <function>"));
+            continue;
+        };
+        mappings.push((id.to_string(), function_id, queue, strings(mapping.get("DependsOn"))));
+    }
+    assert!(mappings.len() >= 8, "the template's SQS mappings: {}", mappings.len());
+    let needed = ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"];
+    for (what, function_id, queue, depends_on) in mappings {
+        let function = template.resource(function_id).expect("function exists");
+        let Some((role_id, "Arn")) = prop(function, "Role").and_then(getatt) else {
+            failures.push(format!("{what}: {function_id}'s Role is not !GetAtt <role>.Arn"));
+            continue;
+        };
+        let grants = |statement: &Value| {
+            let actions = strings(statement.get("Action"));
+            needed.iter().all(|a| actions.contains(a)) && resource_getatts(statement).contains(&(queue, "Arn"))
+        };
+        if role_statements(&template, function_id).into_iter().any(grants) {
+            continue;
+        }
+        match attached_policy_statements(&template, role_id).into_iter().find(|(_, s)| grants(s)) {
+            Some((policy, _)) if depends_on.contains(&policy) => {}
+            Some((policy, _)) => failures
+                .push(format!("{what}: {queue}'s rights are in {policy}, which is not in the mapping's DependsOn")),
+            None => failures.push(format!("{what}: {role_id} grants no {needed:?} on {queue}")),
+        }
+    }
+    assert_no_failures("mapping rights", failures);
 }

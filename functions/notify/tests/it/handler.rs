@@ -78,7 +78,11 @@ async fn dead_letters_are_grouped_by_pipeline_run_and_function_and_none_fails() 
     assert_eq!(request.function, "request");
     assert_eq!(request.source_queue, "tributary-request");
     assert_eq!(request.receive_count, 3);
-    assert!(request.summary.contains("page 2 of run 20261129T060000Z of pipeline customers"), "{}", request.summary);
+    assert!(
+        request.summary.contains("page 2 (the 3rd) of run 20261129T060000Z of pipeline customers"),
+        "{}",
+        request.summary
+    );
     assert!(request.body_excerpt.starts_with("{\"version\":1"), "{}", request.body_excerpt);
 
     let unreadable = alert(&alerts, NOT_JSON_RECORD);
