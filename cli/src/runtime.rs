@@ -636,14 +636,12 @@ impl LocalRuntime {
         let archived_before = crate::dlq::archive_keys(store).await?;
         let receipts_prefix = tributary_core::keys::receipts_prefix(&spec.pipeline, &run_id);
         let receipts = tributary_core::ports::ObjectStore::list(store, &receipts_prefix).await?;
-        // A re-run (`--replace`) of a completed run fetches every page
-        // again (its reopen deletes the old fetch's receipts): none is from
-        // an earlier attempt.
-        let pages_before = if replace.is_some() && complete_before {
-            0
-        } else {
-            tributary_core::keys::receipts_by_page(&receipts).len() as u64
-        };
+        // A re-run (`--replace`) of a completed or stuck run fetches every
+        // page again (its reopen deletes the old fetch's receipts): none is
+        // from an earlier attempt.
+        let reopens =
+            replace.is_some() && (complete_before || ledger::is_stuck(store, &spec.pipeline, &run_id).await?);
+        let pages_before = if reopens { 0 } else { tributary_core::keys::receipts_by_page(&receipts).len() as u64 };
 
         let mut event = scheduler_event(spec, now);
         if let Some(token) = replace {

@@ -30,10 +30,20 @@ pub const SUFFIXES: [&str; 7] = [BOOL, INT64, DECIMAL, FLOAT64, STRING, JSON, TE
 
 /// The suffix of a scalar column of `data_type` when it is a variant, for
 /// the types a family's base can swap with a variant: `None` for JSON
-/// text, timestamps, structs, lists and every other type (they keep their
-/// names).
+/// text (marked [`META_JSON`], or a variant named `<base>__json`), a
+/// timestamp's `__text` companion, timestamps, structs, lists and every
+/// other type (they keep their names).
 pub fn scalar_suffix(field: &Field) -> Option<&'static str> {
     if field.metadata().contains_key(META_JSON) {
+        return None;
+    }
+    // A `__json` or `__text` variant is `Utf8` as a `__string` one is, and
+    // Persist's schemas carry no `META_JSON`: its name says what it is. Taken
+    // for a string, a file's `name__json` went to the table's `name` and
+    // the value was lost (a trial's product name sent as an object).
+    if field.metadata().contains_key(META_VARIANT_OF)
+        && field.name().rsplit_once("__").is_some_and(|(_, suffix)| suffix == JSON || suffix == TEXT)
+    {
         return None;
     }
     match field.data_type() {
@@ -130,6 +140,15 @@ mod tests {
         let json =
             field("ts", DataType::Utf8).with_metadata(HashMap::from([(META_JSON.to_string(), "true".to_string())]));
         assert_eq!(name(&json), "ts", "JSON text keeps its name");
+        // Persist's `__json` and `__text` variants carry no META_JSON: their
+        // names keep them out of a string base (a trial lost a name sent
+        // as an object to the table's text `name`).
+        let table = [field("name", DataType::Utf8)];
+        let table: Vec<&Field> = table.iter().collect();
+        let name = |f: &Field| table_name(f, &table, |a, b| a == b);
+        assert_eq!(name(&variant("name__json", DataType::Utf8, "name")), "name__json");
+        assert_eq!(name(&variant("name__text", DataType::Utf8, "name")), "name__text");
+        assert_eq!(name(&variant("name__string", DataType::Utf8, "name")), "name", "a string to the string base");
     }
 
     #[test]

@@ -223,8 +223,9 @@ pub fn no_atomic_replace(dataset: &str) -> String {
 
 /// Starts a run as [`start_run`] does; with a re-run token (`replace`),
 /// first reopens the run when it completed ([`tributary_core::rerun::begin`]),
-/// and starts nothing when this token's re-run completed already. Returns
-/// the messages sent.
+/// and starts nothing when this token's re-run completed already. Without
+/// one, a run that is complete (its `_SUCCESS` marker, read through the
+/// lake ledger) starts nothing. Returns the messages sent.
 ///
 /// # Errors
 /// [`OrchestratorError::BadField`] naming `replace` for a dataset that is
@@ -236,7 +237,21 @@ pub async fn begin_run(
     replace: Option<&str>,
     deps: Deps<'_>,
 ) -> Result<usize, OrchestratorError> {
-    let Some(token) = replace else { return start_run(spec, run, deps).await };
+    let Some(token) = replace else {
+        // A trigger of a completed run is a redelivery (EventBridge
+        // Scheduler and SQS deliver at least once) or a plain re-run of its
+        // time: it starts nothing. Planned again, its pages were fetched
+        // with today's cursor and refused by Persist as other records, one
+        // dead letter each (a trial: an overlapping backfill filled the
+        // DLQ). `replace` re-runs it.
+        if let Some(ledger) = deps.ledger
+            && ledger.store.get(&tributary_core::keys::success_key(&spec.pipeline, &run.run_id)).await.is_ok()
+        {
+            tracing::info!("the run is complete: this trigger starts nothing (a re-run of it takes `replace`)");
+            return Ok(0);
+        }
+        return start_run(spec, run, deps).await;
+    };
     let refuse =
         |reason: String| OrchestratorError::BadField { field: "replace", value: excerpt(token), reason, source: None };
     if spec.target.table_format != contracts::TableFormat::Iceberg {

@@ -437,6 +437,35 @@ async fn a_key_sent_as_another_kind_is_a_table_note() {
     assert_eq!(rows[0]["n"], json!(4), "the documented rule: 1 and \"1\" are two keys");
 }
 
+/// A trial: a product's `name` sent as an object on day 2 was announced
+/// as `added variant column name__json`, and no reader of the Iceberg
+/// table saw it: the table had no such column and the value was lost.
+#[tokio::test]
+async fn a_value_that_becomes_an_object_reaches_the_table_in_its_variant_column() {
+    for write in ["write: replace", "write: append", "write: merge, primary_key: [/id]"] {
+        let Setup { records, spec, lake, runtime, .. } = setup(write).await;
+        records.set((0..3).map(|id| contact(id, "v1", "2026-11-01T00:00:00Z")).collect());
+        assert!(runtime.run(&spec, at(1)).await.expect("day 1").succeeded());
+        let mut day2: Vec<Value> = (0..3).map(|id| contact(id, "v2", "2026-11-02T00:00:00Z")).collect();
+        day2[2]["name"] = json!({"en": "Two", "fr": "Deux"});
+        records.set(day2);
+        let summary = runtime.run(&spec, at(2)).await.expect("day 2");
+        assert!(summary.succeeded(), "{write}: {summary}");
+        let rows = query_lake(lake.path(), "SELECT id, name, name__json FROM contacts WHERE id = 2").await;
+        let json_text = rows.iter().find_map(|r| r.get("name__json").and_then(Value::as_str).map(str::to_string));
+        let value: Option<Value> = json_text.as_deref().map(|t| serde_json::from_str(t).expect("JSON text"));
+        assert_eq!(value, Some(json!({"en": "Two", "fr": "Deux"})), "{write}: {rows:?}");
+        let tables = read_tables(&python(), "TRIBUTARY_PYTHON", READ, lake.path());
+        let row = tables["contacts"]["rows"]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .find(|r| r["id"] == json!(2) && !r["name__json"].is_null())
+            .cloned();
+        assert!(row.is_some(), "{write}: pyiceberg reads the variant column: {tables}");
+    }
+}
+
 #[tokio::test]
 async fn a_re_run_with_replace_of_a_replace_run_that_fetched_only_empty_records_leaves_the_table() {
     let Setup { records, spec, lake, runtime, .. } = setup("write: replace").await;
