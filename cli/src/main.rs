@@ -598,6 +598,34 @@ fn local_options(lake: impl Into<PathBuf>) -> anyhow::Result<LocalOptions> {
     Ok(options)
 }
 
+/// Waits for Ctrl-C (SIGINT) or, on Unix, SIGTERM (what `kill`, systemd,
+/// a container runtime or a CI job's timeout sends): the exit code a shell
+/// reports for each, 128 + the signal (130, 143). A run stopped by SIGTERM
+/// printed nothing and left `tributary status` showing it running (a
+/// trial); both now print which run to finish and how.
+///
+/// # Errors
+/// When the signal handlers cannot be installed.
+async fn stop_signal() -> anyhow::Result<u8> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+        tokio::select! {
+            interrupted = tokio::signal::ctrl_c() => {
+                interrupted.context("waiting for Ctrl-C")?;
+                Ok(130)
+            }
+            _ = term.recv() => Ok(143),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+        Ok(130)
+    }
+}
+
 /// What `tributary run` prints when Ctrl-C stops it: the run it stopped
 /// and the command that finishes it (the same scheduled time is the same
 /// run: its persisted pages stay, the rest are requested).
@@ -679,11 +707,10 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
                 };
                 let summary = tokio::select! {
                     summary = run => summary?,
-                    interrupted = tokio::signal::ctrl_c() => {
-                        interrupted.context("waiting for Ctrl-C")?;
+                    code = stop_signal() => {
+                        let code = code?;
                         err_raw!("{}", interrupted_message(runtime.in_flight().as_ref(), &path, &lake));
-                        // 128 + SIGINT, as shells report a process Ctrl-C ended.
-                        return Ok(ExitCode::from(130));
+                        return Ok(ExitCode::from(code));
                     }
                 };
                 print_summary(&summary)?;

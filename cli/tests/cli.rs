@@ -1011,6 +1011,18 @@ fn without_aws_credentials_the_error_is_one_line_naming_what_to_set() {
 /// command completes the run with every record once.
 #[test]
 fn ctrl_c_names_the_run_and_the_command_that_finishes_it() {
+    stopped_run_names_itself_and_its_command_finishes_it("-INT", 130);
+}
+
+/// A later trial: SIGTERM (`kill`, a CI timeout) stopped a run with no
+/// word and `tributary status` showed it running; it is said as Ctrl-C
+/// is, with the shell's code for SIGTERM.
+#[test]
+fn sigterm_names_the_run_and_the_command_that_finishes_it() {
+    stopped_run_names_itself_and_its_command_finishes_it("-TERM", 143);
+}
+
+fn stopped_run_names_itself_and_its_command_finishes_it(signal: &str, code: i32) {
     let dir = tempfile::tempdir().expect("tempdir");
     let port = free_port();
     let mut vendor = start_demo_vendor_with(port, &["--customers", "20000"]);
@@ -1045,11 +1057,11 @@ fn ctrl_c_names_the_run_and_the_command_that_finishes_it() {
         assert!(std::time::Instant::now() < deadline, "no page persisted");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let killed = Command::new("kill").arg("-INT").arg(run.id().to_string()).status().expect("kill -INT");
+    let killed = Command::new("kill").arg(signal).arg(run.id().to_string()).status().expect("kill");
     assert!(killed.success());
     let output = run.wait_with_output().expect("the run ends");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    assert_eq!(output.status.code(), Some(code), "{signal}: {stderr}");
     assert!(stderr.contains("interrupted: run ") && stderr.contains(" of pipeline p did not complete"), "{stderr}");
     let finish = stderr.lines().find(|line| line.trim_start().starts_with("tributary run ")).expect("the command");
     let at = finish.split("--scheduled-at ").nth(1).expect("its time").trim();

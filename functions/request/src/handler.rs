@@ -387,11 +387,51 @@ async fn apply(
                     page = page.index,
                     "this page repeats the page before: the vendor has no more; stopping"
                 );
+                // A vendor that resends its last page past the end offers no
+                // next page there; one that still offers one ignored this
+                // page's cursor or offset, and what lies past it was not
+                // fetched: the run is truncated, said (a trial's run ended
+                // there as a success).
+                let offers_more = next.as_ref().is_some_and(|next| {
+                    // Only a next page the vendor offers (a token, a URL, a
+                    // link): offset and page-number paging compute theirs.
+                    let offered = matches!(
+                        next.paging,
+                        contracts::NextPage::BodyToken { .. }
+                            | contracts::NextPage::BodyUrl { .. }
+                            | contracts::NextPage::LinkHeader { .. }
+                    );
+                    offered
+                        && !fetched.empty
+                        && paging::next_call(
+                            &next.paging,
+                            &message.http,
+                            &fetched.url,
+                            &envelope,
+                            &fetched.response.headers,
+                            page.index,
+                            count,
+                            last.as_ref(),
+                        )
+                        .ok()
+                        .flatten()
+                        .is_some()
+                });
+                let truncated = offers_more.then(|| {
+                    let before = page.index.saturating_sub(1);
+                    format!(
+                        "page {} (the {}) holds exactly the records of page {before} while the vendor still offers a \
+                         next page: the vendor ignored the page's cursor or offset, so paging stopped and the run \
+                         holds pages 0 to {before}; records past them were not fetched",
+                        page.index,
+                        tributary_core::ledger::ordinal(page.index.saturating_add(1))
+                    )
+                });
                 // Its count is recorded first, so Persist's receipt of this
                 // last page completes the run (with its coalescing or table
                 // commit); a count recorded after every page is in would
                 // complete it here, where no commit is made.
-                end_run(message, page.index.saturating_add(1), None, deps).await?;
+                end_run(message, page.index.saturating_add(1), truncated, deps).await?;
                 let empty = RawRecords::from_text("[]".into()).map_err(encode_error)?;
                 let claim_check = forward_records(message, page, dataset, empty, deps).await?;
                 return Ok(Outcome::Records { count: 0, claim_check });

@@ -61,6 +61,17 @@ async fn vendor() -> (std::net::SocketAddr, Log) {
                 let page = number("page").unwrap_or(1).min(2);
                 reply(200, &[], json!({"items": records_n((page - 1) * SIZE, SIZE)}))
             }
+            // A cursor API that ignores the cursor `c3`: page 0's records
+            // again, with a next page still offered.
+            "/ignores_cursor" => {
+                let from = seen.query("cursor").map_or(0, |c| c.trim_start_matches('c').parse().unwrap_or(0));
+                let next = (from + SIZE < TOTAL).then(|| format!("c{}", from + SIZE));
+                reply(
+                    200,
+                    &[],
+                    json!({"items": records(if from == 3 { 0 } else { from }), "meta": {"next_cursor": next}}),
+                )
+            }
             // A cursor that cycles: after the last page, back to `back_to`;
             // with `empty`, every page is empty.
             "/cycle" => {
@@ -275,10 +286,32 @@ async fn a_page_that_repeats_the_page_before_ends_the_run_as_an_empty_last_page(
         ["/repeats?page=1", "/repeats?page=2", "/repeats?page=3"],
         "one call past the end, not 1,000"
     );
+    // Page numbers past the end: the vendor's way of saying so, not a truncation.
+    assert_eq!(expected_record(&harness).await["truncated"], Value::Null);
+}
+
+/// A trial: a cursor vendor answered page 1 with page 0's records and a
+/// next page still offered; the run ended there as a success. It ends
+/// there truncated, saying why (records past it were not fetched).
+#[tokio::test]
+async fn a_repeated_page_with_a_next_page_still_offered_ends_the_run_truncated() {
+    let (addr, log) = vendor().await;
+    let harness = Harness::new();
+    let next = json!({"kind": "body_token", "pointer": "/meta/next_cursor", "param": "cursor"});
+    let (pages, expected) = run(&harness, first_page(addr, "/ignores_cursor", json!({}), next, 1000)).await;
+    assert_eq!(pages, [(0, vec![0, 1, 2]), (1, vec![])]);
+    assert_eq!((expected, uris(&log).len()), (2, 2));
+    let reason = expected_record(&harness).await["truncated"].as_str().expect("truncated").to_string();
+    assert!(
+        reason
+            .contains("page 1 (the 2nd) holds exactly the records of page 0 while the vendor still offers a next page")
+            && reason.contains("records past them were not fetched"),
+        "{reason}"
+    );
 }
 
 /// The ledger's `expected.json` of the test run.
-async fn expected(harness: &Harness) -> Value {
+async fn expected_record(harness: &Harness) -> Value {
     let run_id = RunId::new("20261129T060000Z").expect("run id");
     let bytes = harness.store.get(&tributary_core::keys::expected_key("events", &run_id)).await.expect("expected.json");
     serde_json::from_slice(&bytes).expect("json")
@@ -295,7 +328,7 @@ async fn a_cursor_that_cycles_ends_the_run_truncated_where_a_call_would_repeat()
     let (pages, count) = run(&harness, first_page(addr, "/cycle", json!({}), next(), 1000)).await;
     assert_eq!((pages, count), (all_pages(), 3));
     assert_eq!(uris(&log), ["/cycle", "/cycle?cursor=c3", "/cycle?cursor=c6"], "one call per page, not 1,000");
-    let reason = reason_of(&expected(&harness).await);
+    let reason = reason_of(&expected_record(&harness).await);
     assert!(reason.contains("cursor cycled: page 2's next page is page 1 again"), "{reason}");
     // A cycle of empty pages is caught the same way (their records have
     // nothing to compare).
@@ -304,7 +337,7 @@ async fn a_cursor_that_cycles_ends_the_run_truncated_where_a_call_would_repeat()
     let (pages, count) = run(&harness, first_page(addr, "/cycle", json!({"empty": "1"}), next(), 1000)).await;
     assert_eq!((pages.len(), count), (3, 3));
     assert_eq!(uris(&log).len(), 3);
-    assert!(reason_of(&expected(&harness).await).contains("page 2's next page is page 1 again"));
+    assert!(reason_of(&expected_record(&harness).await).contains("page 2's next page is page 1 again"));
     // Back to page 0's records by another call (`cursor=c0`, where page 0
     // had none): that page is fetched, its records again (the run's
     // completion reports them as duplicated), and the cycle is caught at
@@ -314,7 +347,7 @@ async fn a_cursor_that_cycles_ends_the_run_truncated_where_a_call_would_repeat()
     let (pages, count) = run(&harness, first_page(addr, "/cycle", json!({"back_to": "c0"}), next(), 1000)).await;
     assert_eq!(pages, [all_pages(), vec![(3, vec![0, 1, 2])]].concat());
     assert_eq!((count, uris(&log).len()), (4, 4));
-    assert!(reason_of(&expected(&harness).await).contains("page 3's next page is page 1 again"));
+    assert!(reason_of(&expected_record(&harness).await).contains("page 3's next page is page 1 again"));
 }
 
 #[tokio::test]
