@@ -58,7 +58,7 @@ use lake_format::partition::{self, DEFAULT_PARTITION, partition_columns};
 use crate::build::{Col, Plan, Rec, Violation};
 use crate::infer::{Naming, Seen, Ty, empty_table, schema_changes};
 use crate::json::{Tape, Tok, unescape};
-use crate::source::{DecodeError, Framer, PageSource};
+use crate::source::{DecodeError, Framer, Lines, LinesUntil, PageSource};
 
 /// Deepest nesting of objects and arrays a record may have (the record
 /// itself is level 1). Deeper records are quarantined: Athena's Hive DDL
@@ -386,15 +386,43 @@ fn frame_chunks<R: std::io::Read>(
     let mut chunk = Chunk::new(0);
     let mut sent = 0;
     loop {
-        let (index, offset) = (framer.records_read(), framer.bytes_read());
-        let Some(text) = framer.next_record()? else { break };
-        if index >= max_page_records {
-            return Err(ConvertError::TooManyRecords { max: max_page_records });
+        // NDJSON in bulk ([`Framer::next_lines`]), a JSON array record by
+        // record; either way a chunk closes after the record that takes
+        // its records' bytes to [`CHUNK_TEXT_BYTES`] or their count to
+        // `max_records`, so chunks are the same whichever frames them.
+        let more = if framer.lines_are_records() {
+            let until = LinesUntil { bytes: CHUNK_TEXT_BYTES, records: max_records, index: max_page_records };
+            let mut lines = Lines { text: &mut chunk.text, records: &mut chunk.records, held: &mut chunk.held };
+            let more = framer.next_lines(&mut lines, until)?;
+            if more && framer.records_read() >= max_page_records {
+                // Stopped before record `max_page_records`: one more is one too many.
+                if framer.next_record()?.is_some() {
+                    return Err(ConvertError::TooManyRecords { max: max_page_records });
+                }
+                false
+            } else {
+                more
+            }
+        } else {
+            let (index, offset) = (framer.records_read(), framer.bytes_read());
+            match framer.next_record()? {
+                Some(_) if index >= max_page_records => {
+                    return Err(ConvertError::TooManyRecords { max: max_page_records });
+                }
+                Some(text) => {
+                    let from = chunk.text.len();
+                    chunk.text.push_str(text);
+                    chunk.records.push((from, chunk.text.len(), index, offset));
+                    chunk.held += text.len();
+                    true
+                }
+                None => false,
+            }
+        };
+        if !more {
+            break;
         }
-        let from = chunk.text.len();
-        chunk.text.push_str(text);
-        chunk.records.push((from, chunk.text.len(), index, offset));
-        if chunk.text.len() >= CHUNK_TEXT_BYTES || chunk.records.len() >= max_records {
+        if chunk.held >= CHUNK_TEXT_BYTES || chunk.records.len() >= max_records {
             let full = std::mem::replace(&mut chunk, Chunk::new(sent + 1));
             if workers[sent % workers.len()].send(full).is_err() {
                 return Ok(());
@@ -408,11 +436,14 @@ fn frame_chunks<R: std::io::Read>(
     Ok(())
 }
 
-/// Records' texts, back to back, with (start, end, index, payload offset).
+/// Records' texts, with (start, end, index, payload offset) of each into
+/// `text` (which also holds the newlines and whitespace between NDJSON
+/// records, framed in bulk), and `held`, the bytes of the records alone.
 struct Chunk {
     seq: usize,
     text: String,
     records: Vec<(usize, usize, u64, u64)>,
+    held: usize,
 }
 
 impl Chunk {
@@ -422,8 +453,11 @@ impl Chunk {
     fn new(seq: usize) -> Self {
         Chunk {
             seq,
-            text: String::with_capacity(CHUNK_TEXT_BYTES + 4096),
+            // The records' bytes, the newlines between them (one in 250 of a
+            // typical page) and the record that crosses the bound.
+            text: String::with_capacity(CHUNK_TEXT_BYTES + CHUNK_TEXT_BYTES / 64),
             records: Vec::with_capacity(CHUNK_TEXT_BYTES / 256),
+            held: 0,
         }
     }
 }

@@ -530,6 +530,120 @@ impl<R: Read> Framer<R> {
     }
 }
 
+/// Where [`Framer::next_lines`] puts records: their texts in `text` (with
+/// the whitespace and newlines between them, which no record slice
+/// covers) and, per record, `(start, end, index, payload offset)`, `start`
+/// and `end` into `text`.
+pub struct Lines<'a> {
+    /// The records' bytes, appended.
+    pub text: &'a mut String,
+    /// One entry per record appended.
+    pub records: &'a mut Vec<(usize, usize, u64, u64)>,
+    /// Bytes of records (their own, not the whitespace between them) held
+    /// so far; the call stops after the record that takes it to `bytes`.
+    pub held: &'a mut usize,
+}
+
+/// When [`Framer::next_lines`] stops.
+#[derive(Clone, Copy, Debug)]
+pub struct LinesUntil {
+    /// Stop after the record that takes [`Lines::held`] to this many bytes.
+    pub bytes: usize,
+    /// Stop after the record that makes [`Lines::records`] this long.
+    pub records: usize,
+    /// Stop before the record of this index ([`Framer::records_read`]
+    /// reaching it), leaving it unread.
+    pub index: u64,
+}
+
+impl<R: Read> Framer<R> {
+    /// NDJSON, in bulk: appends the next records to `lines` until one of
+    /// `until`'s bounds is reached; `Ok(false)` once the payload holds no
+    /// more records. The buffered lines are framed together: one UTF-8
+    /// check and one copy for all of them, where [`Framer::next_record`]
+    /// checks and hands out each record alone (about 500 instructions a
+    /// record, a tenth of the conversion's framing: docs/persist-bench.md).
+    /// The records, their indexes, offsets and texts, the fingerprint and
+    /// the errors are those of [`Framer::next_record`] called once per
+    /// record, which it calls itself for a record that is not whole in the
+    /// buffer (longer than it, or the last one without a newline) and for
+    /// bytes that are not UTF-8.
+    ///
+    /// # Errors
+    /// As [`Framer::next_record`].
+    ///
+    /// # Panics
+    /// Not in NDJSON mode ([`Framer::lines_are_records`]): a caller's bug.
+    pub fn next_lines(&mut self, lines: &mut Lines<'_>, until: LinesUntil) -> Result<bool, DecodeError> {
+        assert!(self.lines_are_records(), "next_lines frames NDJSON only");
+        loop {
+            if *lines.held >= until.bytes || lines.records.len() >= until.records || self.index >= until.index {
+                return Ok(true);
+            }
+            if self.start == self.end && !self.fill()? {
+                return Ok(false);
+            }
+            let avail = &self.buf[self.start..self.end];
+            // The records whose line ends in the buffer, relative to it.
+            let (base, first_new) = (lines.text.len(), lines.records.len());
+            let (mut index, mut held, mut pos) = (self.index, *lines.held, 0);
+            for newline in memchr::memchr_iter(b'\n', avail) {
+                let line = &avail[pos..newline];
+                let lead = line.iter().take_while(|b| matches!(b, b' ' | b'\r' | b'\t')).count();
+                let mut end = line.len();
+                while end > lead && matches!(line[end - 1], b'\r' | b' ' | b'\t') {
+                    end -= 1;
+                }
+                if end > lead {
+                    if index >= until.index {
+                        break;
+                    }
+                    let offset = self.consumed + (pos + lead) as u64;
+                    lines.records.push((base + pos + lead, base + pos + end, index, offset));
+                    index += 1;
+                    held += end - lead;
+                }
+                pos = newline + 1;
+                if held >= until.bytes || lines.records.len() >= until.records {
+                    break;
+                }
+            }
+            let framed = &avail[..pos];
+            match (lines.records.len() > first_new, simdutf8::basic::from_utf8(framed)) {
+                (true, Ok(text)) => {
+                    lines.text.push_str(text);
+                    let (from, to, _, _) = lines.records[first_new];
+                    if self.index == 0 {
+                        self.seen.first = contracts::digest::fnv1a(&lines.text.as_bytes()[from..to]);
+                    }
+                    let (from, to, _, _) = *lines.records.last().unwrap_or(&(from, to, 0, 0));
+                    self.seen.last_len = to - from;
+                    self.seen.last_head.clear();
+                    self.seen
+                        .last_head
+                        .extend_from_slice(&lines.text.as_bytes()[from..to.min(from + FINGERPRINT_HEAD)]);
+                    self.index = index;
+                    *lines.held = held;
+                    self.advance(pos);
+                }
+                // Only blank lines: consumed, no record.
+                (false, Ok(_)) if pos > 0 => self.advance(pos),
+                // No whole record in the buffer, or bytes that are not
+                // UTF-8 among them: the next record alone, as ever.
+                _ => {
+                    lines.records.truncate(first_new);
+                    let (index, offset) = (self.index, self.consumed);
+                    let Some(text) = self.next_record()? else { return Ok(false) };
+                    let from = lines.text.len();
+                    lines.text.push_str(text);
+                    lines.records.push((from, lines.text.len(), index, offset));
+                    *lines.held += lines.text.len() - from;
+                }
+            }
+        }
+    }
+}
+
 impl<R: Read> Framer<R> {
     /// After the records array: the rest of the enclosing objects, then
     /// only whitespace (data after the document is an error, not ignored).
@@ -681,6 +795,80 @@ mod tests {
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         encoder.write_all(bytes).expect("gzip");
         encoder.finish().expect("gzip")
+    }
+
+    /// Every record `next_lines` frames, with its index, and the
+    /// fingerprint, in calls bounded by `until` (index bound aside).
+    /// Each record's text and index, and the page's fingerprint.
+    type Framed = (Vec<(String, u64)>, Option<String>);
+
+    fn in_bulk(bytes: &[u8], until: LinesUntil) -> Result<Framed, DecodeError> {
+        let mut framer = Framer::open(&PageSource::Bytes(Bytes::copy_from_slice(bytes)), &auto(), u64::MAX)?;
+        let mut out = Vec::new();
+        loop {
+            let (mut text, mut records, mut held) = (String::new(), Vec::new(), 0);
+            let mut lines = Lines { text: &mut text, records: &mut records, held: &mut held };
+            let more = framer.next_lines(&mut lines, until)?;
+            assert!(records.len() <= until.records, "at most the records asked for");
+            assert_eq!(held, records.iter().map(|(from, to, _, _)| to - from).sum::<usize>(), "held");
+            out.extend(records.iter().map(|&(from, to, index, _)| (text[from..to].to_string(), index)));
+            if !more {
+                return Ok((out, framer.fingerprint()));
+            }
+        }
+    }
+
+    /// `next_lines` frames the records `next_record` does, one by one:
+    /// blank lines, `\r\n`, spaces and tabs around records, bytes that are
+    /// not UTF-8 inside a string (escaped, by the record-by-record path),
+    /// a line longer than the read buffer, a last line without a newline,
+    /// a byte-order mark; in calls bounded by bytes and by records.
+    #[test]
+    fn lines_framed_in_bulk_are_the_records_framed_one_by_one() {
+        let long = format!("{{\"big\": \"{}\"}}", "x".repeat(CHUNK_BYTES * 2 + 17));
+        let mut page: Vec<u8> = b"\xEF\xBB\xBF  {\"a\": 1}\r\n\n\t{\"b\": [1, 2]} \t\n".to_vec();
+        for i in 0..3000 {
+            page.extend_from_slice(format!("{{\"id\": {i}, \"name\": \"n{i}\"}}\n").as_bytes());
+            if i % 700 == 3 {
+                page.extend_from_slice(b"\n   \n");
+            }
+            if i == 1500 {
+                page.extend_from_slice(b"{\"bad\": \"\xff\xfe\"}\n");
+                page.extend_from_slice(long.as_bytes());
+                page.push(b'\n');
+            }
+        }
+        page.extend_from_slice(b"{\"last\": true}");
+        let one_by_one: Vec<String> = records(&page, &auto()).expect("records");
+        let mut framer =
+            Framer::open(&PageSource::Bytes(Bytes::copy_from_slice(&page)), &auto(), u64::MAX).expect("open");
+        while framer.next_record().expect("record").is_some() {}
+        let fingerprint = framer.fingerprint();
+        assert_eq!(one_by_one.len(), 3005);
+        for until in [
+            LinesUntil { bytes: usize::MAX, records: usize::MAX, index: u64::MAX },
+            LinesUntil { bytes: 1000, records: usize::MAX, index: u64::MAX },
+            LinesUntil { bytes: usize::MAX, records: 7, index: u64::MAX },
+            LinesUntil { bytes: 1, records: 1, index: u64::MAX },
+        ] {
+            let (bulk, bulk_fingerprint) = in_bulk(&page, until).expect("in bulk");
+            let texts: Vec<&String> = bulk.iter().map(|(text, _)| text).collect();
+            assert_eq!(texts, one_by_one.iter().collect::<Vec<_>>(), "{until:?}");
+            assert!(bulk.iter().enumerate().all(|(i, (_, index))| *index == i as u64), "{until:?}: indexes in order");
+            assert_eq!(bulk_fingerprint, fingerprint, "{until:?}");
+        }
+        // Bounded by index: the record of that index is left unread.
+        let mut framer =
+            Framer::open(&PageSource::Bytes(Bytes::copy_from_slice(&page)), &auto(), u64::MAX).expect("open");
+        let (mut text, mut records, mut held) = (String::new(), Vec::new(), 0);
+        let until = LinesUntil { bytes: usize::MAX, records: usize::MAX, index: 10 };
+        assert!(
+            framer
+                .next_lines(&mut Lines { text: &mut text, records: &mut records, held: &mut held }, until)
+                .expect("ten")
+        );
+        assert_eq!(records.len(), 10);
+        assert_eq!(framer.next_record().expect("the 11th").map(str::to_string), Some(one_by_one[10].clone()));
     }
 
     #[test]
