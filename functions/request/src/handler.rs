@@ -847,24 +847,34 @@ fn not_records(doc: &page::Doc<'_>, target: &str, pointer: &str, err: page::NotR
         Some(Value::Array(_)) if parent.is_empty() => "; the body itself is an array: use records_pointer \"\"".into(),
         _ => String::new(),
     };
-    match err {
-        page::NotRecords::Missing => problem(format!("is not in the response{hint}")),
-        page::NotRecords::Other(kind) => problem(format!("leads to {kind}, not an array of records{hint}")),
-        page::NotRecords::Null => {
-            // What the vendor said, not "did you mean": its errors, shown
-            // redacted and cut.
-            let said = ["/errors", "/error"]
-                .iter()
-                .find_map(|pointer| doc.value_at(pointer))
-                .map(|value| contracts::spec::redact_credentials_in_text(&value.to_string()).into_owned())
-                .map(|text| match text.char_indices().nth(200) {
+    // What the vendor said, when its body carries an error member: shown
+    // redacted and cut (a trial's `{"error": "internal vendor error, try
+    // later"}` was reported only as a missing pointer).
+    let said = |members: &[&str]| {
+        members
+            .iter()
+            .find_map(|pointer| doc.value_at(pointer).map(|value| (pointer.trim_start_matches('/'), value)))
+            .map(|(member, value)| {
+                let text = contracts::spec::redact_credentials_in_text(&value.to_string()).into_owned();
+                let text = match text.char_indices().nth(200) {
                     Some((at, _)) => format!("{}…", &text[..at]),
                     None => text,
-                })
-                .unwrap_or_default();
+                };
+                format!("; the vendor's `{member}`: {text}")
+            })
+            .unwrap_or_default()
+    };
+    match err {
+        page::NotRecords::Missing => {
+            let said = said(&["/errors", "/error", "/message", "/detail", "/error_description", "/fault"]);
+            problem(format!("is not in the response{hint}{said}"))
+        }
+        page::NotRecords::Other(kind) => problem(format!("leads to {kind}, not an array of records{hint}")),
+        page::NotRecords::Null => {
+            let said = said(&["/errors", "/error"]);
             problem(format!(
                 "leads to null beside the body's `errors`/`error` member: the vendor reports a failure, not an empty \
-                 page: {said}"
+                 page{said}"
             ))
         }
     }

@@ -91,6 +91,7 @@ async fn vendor() -> (std::net::SocketAddr, Log) {
                 reply(200, &[], json!({"items": items, "meta": {"next_cursor": next}}))
             }
             "/null_errors" => reply(200, &[], json!({"items": null, "errors": [{"message": "rate limit"}]})),
+            "/error_body" => reply(200, &[], json!({"error": "internal vendor error, try later"})),
             _ => reply(404, &[], json!({})),
         }
     })
@@ -390,4 +391,15 @@ async fn records_sent_as_null_are_an_empty_page_unless_the_body_reports_errors()
     let text = err.to_string();
     assert!(text.contains("leads to null beside the body's `errors`/`error` member"), "{text}");
     assert!(text.contains("rate limit") && !text.contains("did you mean"), "the vendor's own words: {text}");
+
+    // A 200 whose body is only an error member (a trial): the missing
+    // pointer is named, and so is what the vendor said.
+    let next = json!({"kind": "body_token", "pointer": "/meta/next_cursor", "param": "cursor"});
+    let message = first_page(addr, "/error_body", json!({}), next, 100);
+    let text = request::handle_message(message, harness.deps()).await.expect_err("refused").to_string();
+    assert!(
+        text.contains("is not in the response")
+            && text.contains(r#"the vendor's `error`: "internal vendor error, try later""#),
+        "{text}"
+    );
 }
