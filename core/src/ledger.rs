@@ -881,6 +881,23 @@ fn short_pages(receipts: &[PageReceipt]) -> String {
     )
 }
 
+/// The first page before the last that held no record while a later page
+/// held some, said for a run's truncation reason; `None` when there is
+/// none (an empty last page is how many vendors end).
+fn empty_page_before_records(receipts: &[PageReceipt]) -> Option<String> {
+    let mut pages: Vec<&PageReceipt> = receipts.iter().collect();
+    pages.sort_by_key(|r| r.page);
+    let last_with_records = pages.iter().rposition(|r| r.records_in > 0)?;
+    pages[..last_with_records].iter().find(|r| r.records_in == 0).map(|empty| {
+        format!(
+            "page {} (the {}) came back empty while the vendor offered a next page, and later pages held records \
+             (a fault of the vendor, or records that moved while the run paged): records may lie between them",
+            empty.page,
+            ordinal(empty.page.saturating_add(1))
+        )
+    })
+}
+
 /// `1st`, `2nd`, `3rd`, `4th`, … `11th`, `21st`: how a page is said to
 /// people beside its number, which counts from 0 in keys, messages and
 /// receipts (`page 1 (the 2nd)`), so it is not read as the first.
@@ -962,9 +979,17 @@ async fn complete(
             short_pages(&receipts)
         )
     });
+    // A run without a count whose empty page was followed by records (a
+    // cursor vendor answering one page empty, yet offering the next) may
+    // have missed records between its pages: an incremental pipeline's
+    // cursor must not pass them (a trial's cursor moved past two orders
+    // the empty page should have held, and no later run fetched them).
+    let gap = (expected.records.is_none() && expected.truncated.is_none())
+        .then(|| empty_page_before_records(&receipts))
+        .flatten();
     // Known before the table commit, which must not make a partial run
     // the whole table (`write: replace`).
-    let partial = expected.truncated.as_deref().or(short.as_deref());
+    let partial = expected.truncated.as_deref().or(short.as_deref()).or(gap.as_deref());
     let Compacted { mut files, notes: table_notes } = match compactor {
         Some(compactor) => compactor.compact(&receipts, partial).await?,
         None => {
@@ -976,16 +1001,20 @@ async fn complete(
     // (a no-op for pipelines without `incremental`), unless records it did
     // not fetch may lie below it; said with the truncation, before the
     // manifest (a retry folds again: only forward).
-    let missing = match (&short, &expected.truncated) {
-        (Some(_), _) => crate::state::Missing::BetweenItsPages,
-        (None, Some(_)) => crate::state::Missing::AfterItsPages,
-        (None, None) => crate::state::Missing::Nothing,
+    let missing = match (&short, &expected.truncated, &gap) {
+        (Some(_), _, _) | (None, None, Some(_)) => crate::state::Missing::BetweenItsPages,
+        (None, Some(_), _) => crate::state::Missing::AfterItsPages,
+        (None, None, None) => crate::state::Missing::Nothing,
     };
     let (_, said) = crate::state::fold_run(store, pipeline, run_id, missing).await?;
-    let truncated = expected.truncated.clone().or(short).map(|why| match said {
-        Some(said) => format!("{why}; {said}"),
-        None => why,
-    });
+    let truncated = match (expected.truncated.clone().or(short), gap, said) {
+        (Some(why), _, Some(said)) => Some(format!("{why}; {said}")),
+        (Some(why), _, None) => Some(why),
+        // An incremental run whose cursor was held back for the gap says
+        // so; without a cursor the next run fetches everything again.
+        (None, Some(gap), Some(said)) => Some(format!("{gap}; {said}")),
+        (None, _, _) => None,
+    };
     let manifest = Manifest {
         pipeline: pipeline.to_string(),
         run_id: run_id.clone(),

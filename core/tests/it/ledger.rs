@@ -552,3 +552,49 @@ async fn a_short_run_names_its_short_pages_or_the_vendors_page_size_cap() {
         assert!(why.contains("announced 1000 records") && why.contains(expect), "{why}");
     }
 }
+
+/// A trial: a cursor vendor answered one page empty while offering the
+/// next, and later pages held records; the run completed and the
+/// incremental cursor moved past the records the empty page should have
+/// held, so no later run fetched them. The cursor now stays, and the run
+/// is truncated, saying why; an empty last page is still a plain end.
+#[tokio::test]
+async fn an_empty_page_before_records_holds_the_incremental_cursor_back() {
+    for (sizes, gap) in [(vec![5, 0, 5], true), (vec![5, 5, 0], false)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = DirStore::new(dir.path());
+        let run = run_id();
+        let pages = sizes.len() as u32;
+        record_expected(&store, &expected(pages.into())).await.expect("expected");
+        let mut last = Completion::NotYet;
+        for (page, records) in (0..pages).zip(sizes) {
+            if records > 0 {
+                let max = serde_json::json!(format!("2026-11-29T0{page}:00:00Z"));
+                tributary_core::state::record_page(&store, "p", &run, page, max.clone(), Some(max))
+                    .await
+                    .expect("cursor");
+            }
+            let receipt = PageReceipt {
+                records_in: records,
+                records_persisted: records,
+                records_quarantined: 0,
+                ..receipt(page, "a")
+            };
+            last = record_page(&store, &receipt, None).await.expect("page");
+        }
+        let Completion::Completed(manifest) = last else { panic!("complete: {last:?}") };
+        let cursor = tributary_core::state::current(&store, "p").await.expect("state");
+        if gap {
+            let why = manifest.truncated.expect("truncated");
+            assert!(
+                why.contains("page 1 (the 2nd) came back empty while the vendor offered a next page")
+                    && why.contains("the incremental cursor stays at incremental.start"),
+                "{why}"
+            );
+            assert_eq!(cursor, None, "the cursor did not move");
+        } else {
+            assert_eq!(manifest.truncated, None, "an empty last page ends the run");
+            assert_eq!(cursor.map(|c| c.max), Some(serde_json::json!("2026-11-29T01:00:00Z")));
+        }
+    }
+}
