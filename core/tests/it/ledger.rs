@@ -537,17 +537,7 @@ async fn a_short_run_names_its_short_pages_or_the_vendors_page_size_cap() {
         let pages = sizes.len() as u32;
         let announced = Expected { records: Some(1_000), ..expected(pages.into()) };
         record_expected(&store, &announced).await.expect("expected");
-        let mut last = Completion::NotYet;
-        for (page, records) in (0..pages).zip(sizes) {
-            let receipt = PageReceipt {
-                records_in: records,
-                records_persisted: records,
-                records_quarantined: 0,
-                ..receipt(page, "a")
-            };
-            last = record_page(&store, &receipt, None).await.expect("page");
-        }
-        let Completion::Completed(manifest) = last else { panic!("complete: {last:?}") };
+        let manifest = persist_pages(&store, &sizes).await;
         let why = manifest.truncated.expect("a short run is truncated");
         assert!(why.contains("announced 1000 records") && why.contains(expect), "{why}");
     }
@@ -566,23 +556,16 @@ async fn an_empty_page_before_records_holds_the_incremental_cursor_back() {
         let run = run_id();
         let pages = sizes.len() as u32;
         record_expected(&store, &expected(pages.into())).await.expect("expected");
-        let mut last = Completion::NotYet;
-        for (page, records) in (0..pages).zip(sizes) {
-            if records > 0 {
+        // Request records each page's cursor before it is persisted.
+        for (page, records) in (0..pages).zip(&sizes) {
+            if *records > 0 {
                 let max = serde_json::json!(format!("2026-11-29T0{page}:00:00Z"));
                 tributary_core::state::record_page(&store, "p", &run, page, max.clone(), Some(max))
                     .await
                     .expect("cursor");
             }
-            let receipt = PageReceipt {
-                records_in: records,
-                records_persisted: records,
-                records_quarantined: 0,
-                ..receipt(page, "a")
-            };
-            last = record_page(&store, &receipt, None).await.expect("page");
         }
-        let Completion::Completed(manifest) = last else { panic!("complete: {last:?}") };
+        let manifest = persist_pages(&store, &sizes).await;
         let cursor = tributary_core::state::current(&store, "p").await.expect("state");
         if gap {
             let why = manifest.truncated.expect("truncated");
@@ -597,4 +580,21 @@ async fn an_empty_page_before_records_holds_the_incremental_cursor_back() {
             assert_eq!(cursor.map(|c| c.max), Some(serde_json::json!("2026-11-29T01:00:00Z")));
         }
     }
+}
+
+/// Receipts of pages 0.. holding `sizes` records each (none quarantined),
+/// in order; the manifest of the run they complete.
+async fn persist_pages(store: &DirStore, sizes: &[u64]) -> tributary_core::ledger::Manifest {
+    let mut last = Completion::NotYet;
+    for (page, &records) in (0u32..).zip(sizes) {
+        let receipt = PageReceipt {
+            records_in: records,
+            records_persisted: records,
+            records_quarantined: 0,
+            ..receipt(page, "a")
+        };
+        last = record_page(store, &receipt, None).await.expect("page");
+    }
+    let Completion::Completed(manifest) = last else { panic!("complete: {last:?}") };
+    manifest
 }
