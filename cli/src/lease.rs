@@ -140,6 +140,21 @@ impl Drop for RunLease {
     }
 }
 
+/// Whether a `tributary run` holds run `run_id` of `pipeline` in the
+/// local lake `lake` now: its lock exists and names a live process (or is
+/// being made). `false` for a lock a killed process left, and for none.
+pub fn in_flight(lake: &Path, pipeline: &str, run_id: &str) -> bool {
+    let path = lake.join("_runs").join(pipeline).join(run_id).join("running.lock");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => match text.trim().parse::<u32>() {
+            Ok(pid) => alive(pid),
+            // Created, its id not written yet.
+            Err(_) => true,
+        },
+        Err(_) => false,
+    }
+}
+
 /// Whether process `pid` exists (Linux: `/proc/<pid>`; elsewhere assumed
 /// alive, so a lock is never taken from a running process).
 fn alive(pid: u32) -> bool {

@@ -755,9 +755,18 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
                     tributary::status::Place::Lake(lake.as_ref().map_or("lake".into(), ToString::to_string))
                 }
             };
+            // A local lake's runs are held by `tributary run`'s locks there.
+            let local_dir = match (&lake, &stack) {
+                (Some(LakeLocation::Dir(dir)), _) => Some(dir.clone()),
+                (None, None) => Some(std::path::PathBuf::from("lake")),
+                _ => None,
+            };
             let (store, handle) = open_lake(lake, stack.as_deref()).await?;
             let only = pipeline.as_deref();
-            let runs = tributary::status::recent_runs(store.as_ref(), only, limit).await?;
+            let mut runs = tributary::status::recent_runs(store.as_ref(), only, limit).await?;
+            if let Some(dir) = &local_dir {
+                tributary::status::mark_interrupted(&mut runs, dir);
+            }
             let checkpoints = tributary::stream::checkpoints_table(store.as_ref(), only, chrono::Utc::now()).await?;
             // (`--limit 0` shows no run, and says nothing of there being none.)
             // A pipeline with no run is a failure, so that a mistyped name in

@@ -63,6 +63,21 @@ pub struct RunStatus {
     /// window again: redriving this run's dead letters would land its
     /// records a second time.
     pub superseded_by: Option<String>,
+    /// A run of a local lake that did not complete and that no `tributary
+    /// run` holds now (its process was killed, or stopped by Ctrl-C or
+    /// SIGTERM): `interrupted`, not `running` (a trial's killed run showed
+    /// `running` with no process left). Set by [`mark_interrupted`]; never
+    /// for a stack's lake, whose runs the functions drive.
+    pub interrupted: bool,
+}
+
+/// Marks [`RunStatus::interrupted`] the runs of the local lake `lake` that
+/// did not complete, had no dead letter (a failure says its own cause) and
+/// are not held by a live `tributary run` ([`crate::lease::in_flight`]).
+pub fn mark_interrupted(runs: &mut [RunStatus], lake: &std::path::Path) {
+    for run in runs.iter_mut().filter(|run| !run.completed && run.dead_letters == 0 && !run.completing) {
+        run.interrupted = !crate::lease::in_flight(lake, &run.pipeline, &run.run_id);
+    }
 }
 
 impl RunStatus {
@@ -76,8 +91,9 @@ impl RunStatus {
     /// dead letters are still counted), `failed` (open dead letters),
     /// `completing` (every page in, the page files being replaced by the
     /// coalesced ones: never `complete` while the folder may hold a row
-    /// twice), `incomplete` (pages missing) or `running` (total not known
-    /// yet);
+    /// twice), `interrupted` (a local run no process holds now:
+    /// [`RunStatus::interrupted`]), `incomplete` (pages missing) or
+    /// `running` (total not known yet);
     /// `quarantined` for a complete run whose records were all quarantined
     /// (nothing reached the table); `duplicated` for a run whose pages hold
     /// records more than once ([`RunStatus::duplicated`]: not a success,
@@ -95,6 +111,7 @@ impl RunStatus {
             _ if self.completed => "complete",
             _ if self.open_dead_letters() > 0 => "failed",
             _ if self.completing => "completing",
+            _ if self.interrupted => "interrupted",
             Some(_) => "incomplete",
             None => "running",
         }
@@ -382,6 +399,16 @@ pub fn recovery_hints(runs: &[RunStatus], place: &Place) -> String {
         }
         if let Some(reason) = &run.truncated {
             text.push_str(&format!("\n{} run {}: truncated: {reason}\n", run.pipeline, run.run_id));
+        }
+    }
+    for run in runs.iter().filter(|run| run.interrupted) {
+        text.push_str(&format!(
+            "\n{} run {}: interrupted (no `tributary run` holds it now; its persisted pages stay)\n",
+            run.pipeline, run.run_id
+        ));
+        if let Some(time) = contracts::RunId::new(run.run_id.as_str()).ok().and_then(|id| id.scheduled_time()) {
+            let time = time.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+            text.push_str(&format!("  finish:   tributary run SPEC --scheduled-at {time} {flag}\n"));
         }
     }
     for run in runs.iter().filter(|run| run.open_dead_letters() > 0) {

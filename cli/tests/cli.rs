@@ -1066,6 +1066,13 @@ fn stopped_run_names_itself_and_its_command_finishes_it(signal: &str, code: i32)
     let finish = stderr.lines().find(|line| line.trim_start().starts_with("tributary run ")).expect("the command");
     let at = finish.split("--scheduled-at ").nth(1).expect("its time").trim();
     assert!(receipts() < 1_000, "interrupted before the end: {} pages", receipts());
+    // `status` says the run is interrupted, not running, and how to finish it.
+    let status = tributary().arg("status").arg("--lake").arg(&lake).output().expect("status");
+    let shown = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        shown.contains(" interrupted ") && shown.contains(&format!("finish:   tributary run SPEC --scheduled-at {at}")),
+        "{shown}"
+    );
 
     let again = tributary()
         .arg("run")
