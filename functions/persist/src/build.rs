@@ -249,6 +249,31 @@ impl Col {
         }
     }
 
+    /// Sizes a column just made ([`Col::new`]) for `rows` values: its
+    /// builders, and a struct's children's, hold that many without
+    /// growing (a string's bytes, 16 a value, may still grow; a list's
+    /// items are not counted). A chunk's builders grew from 1,024 values
+    /// by doubling, each step a copy: about 1 % of a page's instructions.
+    pub fn reserve_rows(&mut self, rows: usize) {
+        match self {
+            Col::Absent => {}
+            Col::Bool(b) => *b = BooleanBuilder::with_capacity(rows),
+            Col::Int32(b) => *b = Int32Builder::with_capacity(rows),
+            Col::Int64(b) | Col::Timestamp(b, ..) => *b = Int64Builder::with_capacity(rows),
+            Col::Float32(b) => *b = Float32Builder::with_capacity(rows),
+            Col::Float64(b) => *b = Float64Builder::with_capacity(rows),
+            Col::Date(b) => *b = Date32Builder::with_capacity(rows),
+            Col::Decimal(b, precision, scale) => {
+                *b = Decimal128Builder::with_capacity(rows)
+                    .with_precision_and_scale(*precision, *scale as i8)
+                    .unwrap_or_else(|_| decimal_builder(*precision, *scale));
+            }
+            Col::Text(b, _) | Col::Json(b) => *b = StringBuilder::with_capacity(rows, rows * 16),
+            Col::List { offsets, .. } => offsets.reserve(rows),
+            Col::Struct { children, .. } => children.iter_mut().for_each(|child| child.reserve_rows(rows)),
+        }
+    }
+
     fn declared(ty: &FieldType) -> Col {
         match ty {
             FieldType::Bool => Col::Bool(BooleanBuilder::new()),

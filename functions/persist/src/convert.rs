@@ -1232,7 +1232,11 @@ fn build_chunk(
             // an object, as deep as the schema, with valid keys.
             let Some(name) = run_date_partition else { return Ok(None) };
             if cols.is_empty() {
-                cols.push((name.to_string(), new_col()));
+                // One partition (the run date's) takes every record of
+                // the chunk: sized for them up front.
+                let mut col = new_col();
+                col.reserve_rows(chunk.records.len());
+                cols.push((name.to_string(), col));
             }
             if cols[0].1.append_direct(text, scratch).is_none() {
                 return Ok(None);

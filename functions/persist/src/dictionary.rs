@@ -136,14 +136,20 @@ fn dictionary_overflows(array: &dyn Array, rows: usize, limit: usize) -> bool {
 /// Up to [`SAMPLE_VALUES`] non-null values of a leaf: how often each value
 /// (by its hash) occurs, how many were taken, and their encoded bytes.
 struct Sample {
-    counts: HashMap<u64, u32>,
+    counts: HashMap<u64, u32, rustc_hash::FxBuildHasher>,
     values: usize,
     bytes: usize,
 }
 
 fn sample(array: &dyn Array) -> Option<Sample> {
-    let hasher = std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
-    let mut sample = Sample { counts: HashMap::new(), values: 0, bytes: 0 };
+    // FxHash, not the standard library's SipHash: the sample's hashing
+    // was about 3 % of a page's conversion (callgrind, docs/persist-bench.md),
+    // and it needs no defence against chosen keys, only a spread. Fixed,
+    // so a page's decisions are the same on every run.
+    let hasher = rustc_hash::FxBuildHasher;
+    let capacity = array.len().min(SAMPLE_VALUES);
+    let mut sample =
+        Sample { counts: HashMap::with_capacity_and_hasher(capacity, rustc_hash::FxBuildHasher), values: 0, bytes: 0 };
     let valid = (0..array.len()).filter(|&i| array.is_valid(i)).take(SAMPLE_VALUES);
     match array.data_type() {
         DataType::Utf8 => {
