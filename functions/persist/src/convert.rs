@@ -447,16 +447,18 @@ struct Chunk {
 }
 
 impl Chunk {
-    /// An empty chunk with room for [`CHUNK_TEXT_BYTES`] of text (and a
-    /// typical record of 256 bytes over): grown by doubling, every chunk
-    /// was copied about once more.
+    /// An empty chunk with room for [`CHUNK_TEXT_BYTES`] of text and what
+    /// frames it, and for the records' positions: grown by doubling, every
+    /// chunk was copied about once more.
     fn new(seq: usize) -> Self {
         Chunk {
             seq,
             // The records' bytes, the newlines between them (one in 250 of a
             // typical page) and the record that crosses the bound.
             text: String::with_capacity(CHUNK_TEXT_BYTES + CHUNK_TEXT_BYTES / 64),
-            records: Vec::with_capacity(CHUNK_TEXT_BYTES / 256),
+            // Room for records of 128 bytes on average (a page of 250-byte
+            // records outgrew 256 and copied its list once a chunk).
+            records: Vec::with_capacity(CHUNK_TEXT_BYTES / 128),
             held: 0,
         }
     }
