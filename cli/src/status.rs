@@ -69,6 +69,10 @@ pub struct RunStatus {
     /// `running` with no process left). Set by [`mark_interrupted`]; never
     /// for a stack's lake, whose runs the functions drive.
     pub interrupted: bool,
+    /// Whether the run's pages wait for a table commit (an Iceberg
+    /// dataset: their receipts' `table_commit`), which `--replace` can
+    /// re-run.
+    pub table_commit: bool,
 }
 
 /// Marks [`RunStatus::interrupted`] the runs of the local lake `lake` that
@@ -189,6 +193,7 @@ pub async fn recent_runs(
         run.pages_persisted += 1;
         run.records_persisted += receipt.records_persisted;
         run.records_quarantined += receipt.records_quarantined;
+        run.table_commit |= receipt.table_commit;
         receipts.entry((run_id.to_string(), pipeline.to_string())).or_default().push(receipt);
     }
     for (id, run) in &mut runs {
@@ -197,8 +202,15 @@ pub async fn recent_runs(
         // size cap, found at completion): its reason is the manifest's
         // (one GET, for such runs only), and says whether the incremental
         // cursor stayed.
+        // So does a run without a count whose empty page came before
+        // records (the incremental cursor may have been held back for it).
+        let gap = || {
+            run.records_announced.is_none()
+                && tributary_core::ledger::empty_page_before_records(receipts.get(id).map_or(&[][..], Vec::as_slice))
+                    .is_some()
+        };
         if run.completed
-            && run.records_announced.is_some_and(|announced| landed < announced)
+            && (run.records_announced.is_some_and(|announced| landed < announced) || gap())
             && let Ok(run_id) = contracts::RunId::new(run.run_id.clone())
         {
             match store.get(&keys::manifest_key(&run.pipeline, &run_id)).await {
@@ -429,14 +441,30 @@ pub fn recovery_hints(runs: &[RunStatus], place: &Place) -> String {
             ));
             continue;
         }
-        text.push_str(&format!("  recover:  tributary dlq redrive --all --run {run_id} {flag}\n"));
+        // Every page in and still not complete: its completion was
+        // refused (a commit's cause in the spec or the vendor's answers),
+        // which a redrive repeats and a plain re-run does not retry; a
+        // re-run with `--replace` fetches it again (a trial followed the
+        // plain re-run this said).
+        let stuck =
+            run.table_commit && run.pages_planned.is_some_and(|planned| planned > 0 && run.pages_persisted >= planned);
+        if stuck {
+            text.push_str(
+                "  every page is in: its completion failed; if the letter's cause is in the spec or the vendor's \
+                 answers, fix it and re-run with --replace (a redrive would fail the same way)\n",
+            );
+        } else {
+            text.push_str(&format!("  recover:  tributary dlq redrive --all --run {run_id} {flag}\n"));
+        }
         if let Some(time) = contracts::RunId::new(run_id.as_str()).ok().and_then(|id| id.scheduled_time()) {
             let time = time.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
             let command = match place {
                 Place::Lake(_) => "run",
                 Place::Stack(_) => "trigger",
             };
-            text.push_str(&format!("  or:       tributary {command} SPEC --scheduled-at {time} {flag}\n"));
+            let replace = if stuck { " --replace" } else { "" };
+            let label = if stuck { "re-run:" } else { "or:    " };
+            text.push_str(&format!("  {label}   tributary {command} SPEC --scheduled-at {time}{replace} {flag}\n"));
         }
     }
     text

@@ -884,7 +884,7 @@ fn short_pages(receipts: &[PageReceipt]) -> String {
 /// The first page before the last that held no record while a later page
 /// held some, said for a run's truncation reason; `None` when there is
 /// none (an empty last page is how many vendors end).
-fn empty_page_before_records(receipts: &[PageReceipt]) -> Option<String> {
+pub fn empty_page_before_records(receipts: &[PageReceipt]) -> Option<String> {
     let mut pages: Vec<&PageReceipt> = receipts.iter().collect();
     pages.sort_by_key(|r| r.page);
     let last_with_records = pages.iter().rposition(|r| r.records_in > 0)?;

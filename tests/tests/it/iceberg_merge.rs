@@ -393,6 +393,16 @@ async fn a_replace_run_holding_fewer_records_than_announced_leaves_the_table() {
         "the alert says why and how to recover: {reason}"
     );
     let expected: Vec<(i64, String)> = (0..20).map(|id| (id, format!("day1 {id}"))).collect();
+    // `status` says to re-run it with --replace, not to redrive it (a
+    // redrive fails the same way) nor to run it plainly (a trial).
+    let store = adapters::local::DirStore::new(lake.path());
+    let runs = tributary::status::recent_runs(&store, None, 10).await.expect("status");
+    let hints = tributary::status::recovery_hints(&runs, &tributary::status::Place::Lake("lake".into()));
+    assert!(
+        hints.contains("re-run:   tributary run SPEC --scheduled-at 2026-11-02T06:00:00Z --replace --lake lake")
+            && !hints.contains("dlq redrive"),
+        "{hints}"
+    );
     // A plain re-run sends nothing (every page is in) and says so.
     let plain = runtime.run(&spec, at(2)).await.expect("day 2 again, without --replace");
     assert!(!plain.succeeded(), "{plain}");
