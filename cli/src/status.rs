@@ -446,8 +446,12 @@ pub fn recovery_hints(runs: &[RunStatus], place: &Place) -> String {
         // which a redrive repeats and a plain re-run does not retry; a
         // re-run with `--replace` fetches it again (a trial followed the
         // plain re-run this said).
-        let stuck =
-            run.table_commit && run.pages_planned.is_some_and(|planned| planned > 0 && run.pages_persisted >= planned);
+        let stuck = run.table_commit
+            && tributary_core::ledger::holds_every_page_but_incomplete(
+                run.completed,
+                run.pages_planned,
+                run.pages_persisted,
+            );
         if stuck {
             text.push_str(
                 "  every page is in: its completion failed; if the letter's cause is in the spec or the vendor's \

@@ -1130,7 +1130,20 @@ pub async fn is_stuck(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId) -
         return Ok(false);
     };
     let listed = store.list(&keys::receipts_prefix(pipeline, run_id)).await?;
-    Ok(expected.pages > 0 && keys::receipts_by_page(&listed).len() as u64 >= expected.pages)
+    Ok(holds_every_page_but_incomplete(false, Some(expected.pages), keys::receipts_by_page(&listed).len() as u64))
+}
+
+/// The one definition of a stuck run, from counts a caller already has
+/// ([`is_stuck`] reads them from the store; `tributary status` from its
+/// listing): not `completed`, with a page count (`pages_planned`) of at
+/// least one page and a receipt for every page (`pages_with_receipt`).
+/// Such a run's completion was tried and failed: a redrive repeats it, and
+/// where the cause is in the spec or the vendor's answers only a re-run
+/// that fetches every page again ([`reopen_stuck_run`]) completes it. A
+/// run without a page count (Athena-driven, or one whose count was never
+/// written) is never stuck.
+pub fn holds_every_page_but_incomplete(completed: bool, pages_planned: Option<u64>, pages_with_receipt: u64) -> bool {
+    !completed && pages_planned.is_some_and(|planned| planned > 0 && pages_with_receipt >= planned)
 }
 
 /// Deletes a run's replacement record and its staged coalesced files

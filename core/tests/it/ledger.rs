@@ -12,7 +12,8 @@ use chrono::NaiveDate;
 use contracts::RunId;
 use tributary_core::keys;
 use tributary_core::ledger::{
-    Completion, Expected, Manifest, PageReceipt, complete_if_done, record_expected, record_page,
+    Completion, Expected, Manifest, PageReceipt, complete_if_done, holds_every_page_but_incomplete, is_stuck,
+    record_expected, record_page,
 };
 use tributary_core::ports::{ObjectStore, PortError};
 
@@ -217,6 +218,33 @@ async fn a_table_commit_run_is_completed_only_by_a_completion_with_a_compactor()
     else {
         panic!("a Parquet run completes when its count is learnt last")
     };
+}
+
+/// A run with every page in whose completion did not happen (here: a table
+/// commit without a compactor) is stuck, as the store says it and as the
+/// counts `tributary status` has say it; a run missing a page, without a
+/// count, or complete is not.
+#[tokio::test]
+async fn a_run_holding_every_page_without_completing_is_stuck_by_the_store_and_by_the_counts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = DirStore::new(dir.path());
+    let run = run_id();
+    let staged = |page| PageReceipt { table_commit: true, ..receipt(page, "a") };
+    record_page(&store, &staged(0), None).await.expect("page");
+    assert!(!is_stuck(&store, "p", &run).await.expect("stuck"), "no count yet");
+    record_expected(&store, &expected(2)).await.expect("expected");
+    assert!(!is_stuck(&store, "p", &run).await.expect("stuck"), "a page is missing");
+    record_page(&store, &staged(1), None).await.expect("page");
+    assert!(is_stuck(&store, "p", &run).await.expect("stuck"), "every page in, not complete");
+    assert!(holds_every_page_but_incomplete(false, Some(2), 2));
+    assert!(!holds_every_page_but_incomplete(false, Some(2), 1), "a page missing");
+    assert!(!holds_every_page_but_incomplete(true, Some(2), 2), "complete");
+    assert!(!holds_every_page_but_incomplete(false, None, 2), "no count (Athena-driven)");
+    assert!(!holds_every_page_but_incomplete(false, Some(0), 0), "an empty run completes at once");
+    let Completion::Completed(_) = record_page(&store, &staged(1), Some(&Committing)).await.expect("again") else {
+        panic!("a completion with a compactor completes it")
+    };
+    assert!(!is_stuck(&store, "p", &run).await.expect("stuck"), "complete");
 }
 
 /// Receipts alone, without shard summaries (as an earlier version wrote
