@@ -47,8 +47,10 @@ pub struct RunOptions {
     /// Seed of the page generator.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Runs of each case (each in a fresh process); the table shows the
-    /// median run by time, which damps other work on a shared machine.
+    /// Runs of each case (each in a fresh process), in rounds: each round
+    /// runs every tool once on the page, so a slow spell of a shared
+    /// machine falls on all tools alike. The table shows each case's
+    /// median run by time.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=15))]
     pub repeat: u32,
 }
@@ -235,18 +237,26 @@ pub fn run(options: &RunOptions) -> anyhow::Result<()> {
                 // The files to check (with their result's index), once all the page's cases ran.
                 let mut written = Vec::new();
                 for &on in &cores {
-                    for tool in Tool::ALL {
-                        let input = if tool.reads_ndjson() { &files.ndjson } else { &files.array };
-                        let output = work.join(format!(
-                            "{}-{}-{}cores.parquet",
-                            page.stem(),
-                            tool.label().replace([' ', '(', ')', '+'], ""),
-                            on.label()
-                        ));
-                        let mut runs = Vec::new();
-                        for _ in 0..options.repeat {
-                            runs.push(run_case(&me, &settings, page, on, tool, input, &output)?);
+                    // Rounds, not one tool's runs back to back: in each round
+                    // every tool runs once, so a slow spell of a shared
+                    // machine falls on every tool alike, not on one.
+                    let mut runs: Vec<Vec<CaseResult>> = Tool::ALL.iter().map(|_| Vec::new()).collect();
+                    for _ in 0..options.repeat {
+                        for (tool, runs) in Tool::ALL.into_iter().zip(&mut runs) {
+                            let input = if tool.reads_ndjson() { &files.ndjson } else { &files.array };
+                            runs.push(run_case(
+                                &me,
+                                &settings,
+                                page,
+                                on,
+                                tool,
+                                input,
+                                &case_output(&work, page, on, tool),
+                            )?);
                         }
+                    }
+                    for (tool, runs) in Tool::ALL.into_iter().zip(runs) {
+                        let output = case_output(&work, page, on, tool);
                         let result = median(runs);
                         eprintln!("persist-bench:   {}", report::progress_line(&result));
                         if matches!(result.outcome, Outcome::Ok { .. }) {
@@ -268,7 +278,7 @@ pub fn run(options: &RunOptions) -> anyhow::Result<()> {
     let runs = if options.repeat == 1 {
         "One run per case".to_string()
     } else {
-        format!("Median of {} runs per case", options.repeat)
+        format!("Median of {} runs per case, in rounds (each round runs every tool once)", options.repeat)
     };
     let markdown = report::markdown(&results, &format!("{} {runs}.", settings.describe(&cores)));
     print!("{markdown}");
@@ -280,6 +290,11 @@ pub fn run(options: &RunOptions) -> anyhow::Result<()> {
     std::fs::write(&json_path, json).with_context(|| format!("writing {}", json_path.display()))?;
     eprintln!("persist-bench: wrote {} and {}", md_path.display(), json_path.display());
     Ok(())
+}
+
+/// Where a case writes its Parquet file (the last round's run is checked).
+fn case_output(work: &Path, page: PageSpec, on: Cores, tool: Tool) -> PathBuf {
+    work.join(format!("{}-{}-{}cores.parquet", page.stem(), tool.label().replace([' ', '(', ')', '+'], ""), on.label()))
 }
 
 /// How the Python peers are run, and the writer settings every tool uses.
