@@ -629,20 +629,59 @@ async fn stop_signal() -> anyhow::Result<u8> {
 /// What `tributary run` prints when Ctrl-C stops it: the run it stopped
 /// and the command that finishes it (the same scheduled time is the same
 /// run: its persisted pages stay, the rest are requested).
-fn interrupted_message(run: Option<&tributary::runtime::InFlight>, spec: &Path, lake: &Path) -> String {
+///
+/// In a backfill (`--from`/`--to`) it also says how many of the range's
+/// runs had not started and the command that runs the rest of the range
+/// (a trial's interrupted backfill named only the day it stopped in).
+fn interrupted_message(
+    run: Option<&tributary::runtime::InFlight>,
+    rest: Option<&BackfillRest>,
+    spec: &Path,
+    lake: &Path,
+) -> String {
     let Some(run) = run else { return "interrupted before a run started: nothing was requested".into() };
     let at = run.scheduled_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    format!(
+    let mut text = format!(
         "interrupted: run {} of pipeline {} did not complete; the pages it persisted stay in the lake.\n\
          finish it (the same scheduled time is the same run; it completes it, storing nothing twice):\n  \
-         tributary run {} --lake {} --scheduled-at {at}\n\
-         see it: tributary status --lake {}",
+         tributary run {} --lake {} --scheduled-at {at}\n",
         run.run_id,
         run.pipeline,
         spec.display(),
         lake.display(),
-        lake.display(),
-    )
+    );
+    if let Some(rest) = rest {
+        let replace = if rest.replace { " --replace" } else { "" };
+        let again = if rest.replace {
+            "runs of that day before this one are fetched again"
+        } else {
+            "runs already complete start nothing"
+        };
+        text.push_str(&format!(
+            "the backfill stopped at run {} of {}: {} run(s) after it did not start.\n\
+             finish the backfill ({again}):\n  \
+             tributary run {} --lake {} --from {} --to {}{replace}\n",
+            rest.at + 1,
+            rest.of,
+            rest.of - rest.at - 1,
+            spec.display(),
+            lake.display(),
+            rest.from,
+            rest.to,
+        ));
+    }
+    text.push_str(&format!("see it: tributary status --lake {}", lake.display()));
+    text
+}
+
+/// Where an interrupted backfill stood: run `at` (from 0) of `of`, and the
+/// `--from`/`--to` range that runs it and every run after it.
+struct BackfillRest {
+    at: usize,
+    of: usize,
+    from: chrono::NaiveDate,
+    to: chrono::NaiveDate,
+    replace: bool,
 }
 
 async fn execute(command: Command) -> anyhow::Result<ExitCode> {
@@ -698,7 +737,15 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
             let runtime = LocalRuntime::new(options)?;
             let token = replace.then(rerun_token);
             let mut summaries = Vec::new();
-            for time in times {
+            let count = times.len();
+            for (at, time) in times.into_iter().enumerate() {
+                let rest = backfill.to.filter(|_| count > 1).map(|to| BackfillRest {
+                    at,
+                    of: count,
+                    from: tributary::pipelines::backfill_day(&spec, time),
+                    to,
+                    replace,
+                });
                 let run = async {
                     match (ad_hoc, token.as_deref()) {
                         (true, None) => runtime.run_ad_hoc(&spec, time).await,
@@ -709,7 +756,8 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
                     summary = run => summary?,
                     code = stop_signal() => {
                         let code = code?;
-                        err_raw!("{}", interrupted_message(runtime.in_flight().as_ref(), &path, &lake));
+                        let message = interrupted_message(runtime.in_flight().as_ref(), rest.as_ref(), &path, &lake);
+                        err_raw!("{message}");
                         return Ok(ExitCode::from(code));
                     }
                 };

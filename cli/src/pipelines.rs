@@ -304,6 +304,17 @@ pub fn backfill_times(
     Ok(times)
 }
 
+/// The day `time` falls on as [`backfill_times`] reads `--from`/`--to`: in
+/// the schedule's time zone, or UTC for a spec without a schedule. A
+/// backfill from this day to its last day runs `time` again and every
+/// time after it.
+pub fn backfill_day(spec: &PipelineSpec, time: DateTime<Utc>) -> NaiveDate {
+    match spec.schedule.as_ref().and_then(|schedule| schedule.parse().ok()) {
+        Some(parsed) => time.with_timezone(&parsed.timezone).date_naive(),
+        None => time.date_naive(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

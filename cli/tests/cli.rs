@@ -1101,6 +1101,78 @@ fn stopped_run_names_itself_and_its_command_finishes_it(signal: &str, code: i32)
     assert_eq!((counted["n"].as_u64(), counted["ids"].as_u64()), (Some(20_000), Some(20_000)), "{counted}");
 }
 
+/// A trial finding: an interrupted `--from/--to` backfill named only the
+/// run it stopped in, not the runs after it that never started. It now
+/// says how many did not start and the range that runs them, and that
+/// command finishes the backfill: the interrupted run completed once,
+/// every day's run complete.
+#[test]
+fn an_interrupted_backfill_names_the_runs_left_and_the_range_that_finishes_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_port();
+    let mut vendor = start_demo_vendor_with(port, &["--customers", "2000"]);
+    let spec = write_spec(
+        dir.path(),
+        &format!(
+            "version: 1\npipeline: p\nstrategy: {{kind: paged, page_size: 20, total_pointer: /total}}\n\
+             request: {{url: 'http://127.0.0.1:{port}/customers', records_pointer: /items, allow: {{loopback: true}}}}\n\
+             target: {{dataset: d}}\n"
+        ),
+    );
+    let lake = dir.path().join("lake");
+    std::fs::create_dir_all(&lake).expect("lake");
+    let range = ["--from", "2026-11-01", "--to", "2026-11-03"];
+    let run = tributary()
+        .arg("run")
+        .arg(&spec)
+        .arg("--lake")
+        .arg(&lake)
+        .args(range)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the backfill");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let receipts = || {
+        walk_files(&lake.join("_runs/p"))
+            .into_iter()
+            .filter(|path| path.to_string_lossy().contains("/receipts-"))
+            .count()
+    };
+    while receipts() < 3 {
+        assert!(std::time::Instant::now() < deadline, "no page persisted");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let killed = Command::new("kill").arg("-TERM").arg(run.id().to_string()).status().expect("kill");
+    assert!(killed.success());
+    let output = run.wait_with_output().expect("the backfill ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(143), "{stderr}");
+    assert!(stderr.contains("the backfill stopped at run 1 of 3: 2 run(s) after it did not start"), "{stderr}");
+    let finish = stderr.lines().find(|line| line.contains(" --from ")).expect("the range's command").trim();
+    assert!(finish.ends_with("--from 2026-11-01 --to 2026-11-03"), "{finish}");
+
+    let again = tributary().arg("run").arg(&spec).arg("--lake").arg(&lake).args(range).output().expect("finish");
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    let runs: std::collections::BTreeSet<_> =
+        std::fs::read_dir(lake.join("_runs/p")).expect("runs").map(|e| e.expect("entry").file_name()).collect();
+    assert_eq!(runs.len(), 3, "one run per day, the interrupted one finished: {runs:?}");
+    for run in &runs {
+        assert!(lake.join("_runs/p").join(run).join("_SUCCESS").exists(), "{run:?} complete");
+    }
+    let count = tributary()
+        .arg("query")
+        .arg("--lake")
+        .arg(&lake)
+        .arg("SELECT count(*) AS n, count(DISTINCT id) AS ids FROM d")
+        .output()
+        .expect("query");
+    let _ = vendor.kill();
+    let _ = vendor.wait();
+    let counted: serde_json::Value = serde_json::from_slice(&count.stdout).expect("one JSON row");
+    assert_eq!((counted["n"].as_u64(), counted["ids"].as_u64()), (Some(6_000), Some(2_000)), "{counted}");
+}
+
 /// Every file under `dir`, recursively.
 fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
