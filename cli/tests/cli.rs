@@ -1026,46 +1026,14 @@ fn stopped_run_names_itself_and_its_command_finishes_it(signal: &str, code: i32)
     let dir = tempfile::tempdir().expect("tempdir");
     let port = free_port();
     let mut vendor = start_demo_vendor_with(port, &["--customers", "20000"]);
-    let spec = write_spec(
-        dir.path(),
-        &format!(
-            "version: 1\npipeline: p\nstrategy: {{kind: paged, page_size: 20, total_pointer: /total}}\n\
-             request: {{url: 'http://127.0.0.1:{port}/customers', records_pointer: /items, allow: {{loopback: true}}}}\n\
-             target: {{dataset: d}}\n"
-        ),
-    );
-    let lake = dir.path().join("lake");
-    std::fs::create_dir_all(&lake).expect("lake");
-    let run = tributary()
-        .arg("run")
-        .arg(&spec)
-        .arg("--lake")
-        .arg(&lake)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start the run");
+    let (spec, lake) = customers_spec_and_lake(dir.path(), port);
     // Interrupted once some of its 1,000 pages are persisted.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    let receipts = || {
-        walk_files(&lake.join("_runs/p"))
-            .into_iter()
-            .filter(|path| path.to_string_lossy().contains("/receipts-"))
-            .count()
-    };
-    while receipts() < 5 {
-        assert!(std::time::Instant::now() < deadline, "no page persisted");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let killed = Command::new("kill").arg(signal).arg(run.id().to_string()).status().expect("kill");
-    assert!(killed.success());
-    let output = run.wait_with_output().expect("the run ends");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(code), "{signal}: {stderr}");
+    let (exit, stderr) = run_stopped_after(&spec, &lake, &[], 5, signal);
+    assert_eq!(exit, Some(code), "{signal}: {stderr}");
     assert!(stderr.contains("interrupted: run ") && stderr.contains(" of pipeline p did not complete"), "{stderr}");
     let finish = stderr.lines().find(|line| line.trim_start().starts_with("tributary run ")).expect("the command");
     let at = finish.split("--scheduled-at ").nth(1).expect("its time").trim();
-    assert!(receipts() < 1_000, "interrupted before the end: {} pages", receipts());
+    assert!(receipts(&lake) < 1_000, "interrupted before the end: {} pages", receipts(&lake));
     // `status` says the run is interrupted, not running, and how to finish it.
     let status = tributary().arg("status").arg("--lake").arg(&lake).output().expect("status");
     let shown = String::from_utf8_lossy(&status.stdout);
@@ -1088,17 +1056,10 @@ fn stopped_run_names_itself_and_its_command_finishes_it(signal: &str, code: i32)
     let runs: std::collections::BTreeSet<_> =
         std::fs::read_dir(lake.join("_runs/p")).expect("runs").map(|e| e.expect("entry").file_name()).collect();
     assert_eq!(runs.len(), 1, "the same run, not a second one: {runs:?}");
-    let count = tributary()
-        .arg("query")
-        .arg("--lake")
-        .arg(&lake)
-        .arg("SELECT count(*) AS n, count(DISTINCT id) AS ids FROM d")
-        .output()
-        .expect("query");
+    let counted = rows_and_ids(&lake);
     let _ = vendor.kill();
     let _ = vendor.wait();
-    let counted: serde_json::Value = serde_json::from_slice(&count.stdout).expect("one JSON row");
-    assert_eq!((counted["n"].as_u64(), counted["ids"].as_u64()), (Some(20_000), Some(20_000)), "{counted}");
+    assert_eq!(counted, (Some(20_000), Some(20_000)));
 }
 
 /// A trial finding: an interrupted `--from/--to` backfill named only the
@@ -1111,43 +1072,10 @@ fn an_interrupted_backfill_names_the_runs_left_and_the_range_that_finishes_it() 
     let dir = tempfile::tempdir().expect("tempdir");
     let port = free_port();
     let mut vendor = start_demo_vendor_with(port, &["--customers", "2000"]);
-    let spec = write_spec(
-        dir.path(),
-        &format!(
-            "version: 1\npipeline: p\nstrategy: {{kind: paged, page_size: 20, total_pointer: /total}}\n\
-             request: {{url: 'http://127.0.0.1:{port}/customers', records_pointer: /items, allow: {{loopback: true}}}}\n\
-             target: {{dataset: d}}\n"
-        ),
-    );
-    let lake = dir.path().join("lake");
-    std::fs::create_dir_all(&lake).expect("lake");
+    let (spec, lake) = customers_spec_and_lake(dir.path(), port);
     let range = ["--from", "2026-11-01", "--to", "2026-11-03"];
-    let run = tributary()
-        .arg("run")
-        .arg(&spec)
-        .arg("--lake")
-        .arg(&lake)
-        .args(range)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start the backfill");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    let receipts = || {
-        walk_files(&lake.join("_runs/p"))
-            .into_iter()
-            .filter(|path| path.to_string_lossy().contains("/receipts-"))
-            .count()
-    };
-    while receipts() < 3 {
-        assert!(std::time::Instant::now() < deadline, "no page persisted");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    let killed = Command::new("kill").arg("-TERM").arg(run.id().to_string()).status().expect("kill");
-    assert!(killed.success());
-    let output = run.wait_with_output().expect("the backfill ends");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(143), "{stderr}");
+    let (exit, stderr) = run_stopped_after(&spec, &lake, &range, 3, "-TERM");
+    assert_eq!(exit, Some(143), "{stderr}");
     assert!(stderr.contains("the backfill stopped at run 1 of 3: 2 run(s) after it did not start"), "{stderr}");
     let finish = stderr.lines().find(|line| line.contains(" --from ")).expect("the range's command").trim();
     assert!(finish.ends_with("--from 2026-11-01 --to 2026-11-03"), "{finish}");
@@ -1160,17 +1088,75 @@ fn an_interrupted_backfill_names_the_runs_left_and_the_range_that_finishes_it() 
     for run in &runs {
         assert!(lake.join("_runs/p").join(run).join("_SUCCESS").exists(), "{run:?} complete");
     }
+    let counted = rows_and_ids(&lake);
+    let _ = vendor.kill();
+    let _ = vendor.wait();
+    assert_eq!(counted, (Some(6_000), Some(2_000)), "each day's run holds every customer once");
+}
+
+/// A paged customers spec against the demo vendor on `port` (dataset `d`,
+/// 20 records a page), and an empty lake beside it.
+fn customers_spec_and_lake(dir: &std::path::Path, port: u16) -> (std::path::PathBuf, std::path::PathBuf) {
+    let spec = write_spec(
+        dir,
+        &format!(
+            "version: 1\npipeline: p\nstrategy: {{kind: paged, page_size: 20, total_pointer: /total}}\n\
+             request: {{url: 'http://127.0.0.1:{port}/customers', records_pointer: /items, allow: {{loopback: true}}}}\n\
+             target: {{dataset: d}}\n"
+        ),
+    );
+    let lake = dir.join("lake");
+    std::fs::create_dir_all(&lake).expect("lake");
+    (spec, lake)
+}
+
+/// Starts `tributary run SPEC --lake LAKE ARGS`, waits until `pages` of
+/// pipeline `p`'s pages are persisted, and stops it with `signal`; its
+/// exit code and standard error.
+fn run_stopped_after(
+    spec: &std::path::Path,
+    lake: &std::path::Path,
+    args: &[&str],
+    pages: usize,
+    signal: &str,
+) -> (Option<i32>, String) {
+    let run = tributary()
+        .arg("run")
+        .arg(spec)
+        .arg("--lake")
+        .arg(lake)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the run");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while receipts(lake) < pages {
+        assert!(std::time::Instant::now() < deadline, "no page persisted");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let killed = Command::new("kill").arg(signal).arg(run.id().to_string()).status().expect("kill");
+    assert!(killed.success());
+    let output = run.wait_with_output().expect("the run ends");
+    (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+/// Page receipts of pipeline `p` in `lake`.
+fn receipts(lake: &std::path::Path) -> usize {
+    walk_files(&lake.join("_runs/p")).into_iter().filter(|path| path.to_string_lossy().contains("/receipts-")).count()
+}
+
+/// `SELECT count(*), count(DISTINCT id) FROM d` on `lake`.
+fn rows_and_ids(lake: &std::path::Path) -> (Option<u64>, Option<u64>) {
     let count = tributary()
         .arg("query")
         .arg("--lake")
-        .arg(&lake)
+        .arg(lake)
         .arg("SELECT count(*) AS n, count(DISTINCT id) AS ids FROM d")
         .output()
         .expect("query");
-    let _ = vendor.kill();
-    let _ = vendor.wait();
     let counted: serde_json::Value = serde_json::from_slice(&count.stdout).expect("one JSON row");
-    assert_eq!((counted["n"].as_u64(), counted["ids"].as_u64()), (Some(6_000), Some(2_000)), "{counted}");
+    (counted["n"].as_u64(), counted["ids"].as_u64())
 }
 
 /// Every file under `dir`, recursively.
