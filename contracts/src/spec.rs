@@ -1350,10 +1350,30 @@ fn check_header(name: &str, value: &str) -> Result<(), SpecError> {
             "looks like a credential; credentials are referenced by secret id, never written in a spec",
         ));
     }
-    if http::header::HeaderValue::from_str(value).is_err() {
-        return Err(invalid(&field, &format!("{value:?}"), "is not a valid HTTP header value (no control characters)"));
+    if let Some(why) = header_value_problem(value) {
+        return Err(invalid(&field, &format!("{value:?}"), why));
     }
     Ok(())
+}
+
+/// Why `value` cannot be sent as an HTTP header value, or `None`: control
+/// characters (a line break would end the header), or characters outside
+/// ASCII. RFC 9110 §5.5 keeps bytes above 0x7F only as obsolete text that a
+/// server may read as ISO-8859-1, so `José` would reach the vendor as
+/// `JosÃ©`, or be refused; the HTTP client would send the UTF-8 bytes as
+/// they are. Used for a spec's headers and for a message's (after its
+/// placeholders are bound).
+pub fn header_value_problem(value: &str) -> Option<&'static str> {
+    if !value.is_ascii() {
+        return Some(
+            "holds characters outside ASCII, which an HTTP header value cannot carry as text (RFC 9110 §5.5: a \
+             server may read them as ISO-8859-1); percent-encode the value or send it in the query or body",
+        );
+    }
+    if http::header::HeaderValue::from_str(value).is_err() {
+        return Some("is not a valid HTTP header value (no control characters)");
+    }
+    None
 }
 
 /// Checks a call policy (the spec's `request` fields, or a message's
@@ -1807,6 +1827,12 @@ target:
         assert!(err.contains("request.headers.Authorization") && !err.contains("SECRET123"), "{err}");
         let err = parse_err(&with("  headers: { x-good: \"a\\nb\" }"));
         assert!(err.contains("request.headers.x-good") && err.contains("not a valid HTTP header value"), "{err}");
+        // UTF-8 would go out as raw bytes a server reads as Latin-1.
+        let err = parse_err(&with("  headers: { x-customer: José }"));
+        assert!(
+            err.contains("request.headers.x-customer") && err.contains("\"José\"") && err.contains("ASCII"),
+            "{err}"
+        );
         let err = parse_err(&PAGED.replace("http://127.0.0.1:8080/customers", "http://user:pw@127.0.0.1:8080/c"));
         assert!(err.contains("request.url") && !err.contains("pw@"), "{err}");
         // A credential in the query string would be in every message, DLQ

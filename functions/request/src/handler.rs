@@ -466,7 +466,8 @@ async fn apply(
 /// `pipeline` name (it names the run's `_state/` and `_runs/` keys), no
 /// credentials in `http.url`'s user info nor in `http.headers` /
 /// `http.query` by name (they would travel in clear through queues and
-/// DLQs), an http(s) URL with a host.
+/// DLQs), an http(s) URL with a host, header values an HTTP request can
+/// carry (ASCII, no control characters: `header_value_problem`).
 fn check_message(message: &RequestMessage) -> Result<(), RequestError> {
     let target = || format!("{} {}", message.http.method, contracts::redacted_url(&message.http.url));
     let refuse = |field: &str, value: &str, reason: &str| RequestError::Refused {
@@ -519,6 +520,16 @@ fn check_message(message: &RequestMessage) -> Result<(), RequestError> {
                 "looks like a credential; reference a secret in `policy.auth` instead (messages travel in clear through queues and DLQs)",
             ));
         }
+    }
+    // Named, not shown: a header's value is the sender's, and may be
+    // one that must not travel further.
+    if let Some((name, why)) = message
+        .http
+        .headers
+        .iter()
+        .find_map(|(name, value)| contracts::spec::header_value_problem(value).map(|why| (name, why)))
+    {
+        return Err(refuse("http.headers", &format!("{name:?}"), &format!("its value {why}")));
     }
     if let Some(name) = message
         .http

@@ -114,6 +114,12 @@ async fn messages_get_the_specs_credential_checks() {
     let err = refused(&harness, userinfo.clone()).await;
     assert!(err.to_string().contains("X-Custom") && !err.to_string().contains(KEY), "{err}");
     userinfo.http.headers.clear();
+    // A value HTTP cannot carry as text (UTF-8 went out as raw bytes a
+    // server reads as Latin-1), named but not shown.
+    userinfo.http.headers.insert("X-Customer".into(), "José".into());
+    let err = refused(&harness, userinfo.clone()).await.to_string();
+    assert!(err.contains("X-Customer") && err.contains("outside ASCII") && !err.contains("José"), "{err}");
+    userinfo.http.headers.clear();
     userinfo.http.query.insert("session_id".into(), KEY.into());
     let err = refused(&harness, userinfo.clone()).await;
     assert!(err.to_string().contains("session_id") && !err.to_string().contains(KEY), "{err}");
