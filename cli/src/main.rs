@@ -640,7 +640,7 @@ fn interrupted_message(
     lake: &Path,
 ) -> String {
     let Some(run) = run else { return "interrupted before a run started: nothing was requested".into() };
-    let at = run.scheduled_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let at = contracts::RunId::scheduled_at_text(run.scheduled_at);
     let mut text = format!(
         "interrupted: run {} of pipeline {} did not complete; the pages it persisted stay in the lake.\n\
          finish it (the same scheduled time is the same run; it completes it, storing nothing twice):\n  \
@@ -1183,7 +1183,7 @@ async fn trigger(
             "queued run {} of {} (scheduled {})",
             run.run_id,
             spec.pipeline,
-            run.time.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            contracts::RunId::scheduled_at_text(run.time)
         )?;
     }
     out!("{} run(s) of {} sent to stack {stack}'s orchestrator queue", runs.len(), spec.pipeline)?;

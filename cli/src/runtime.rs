@@ -671,7 +671,14 @@ impl LocalRuntime {
             }
         }
         dead_lettered.retain(|_, n| *n > 0);
-        let alerts = read_alerts(&self.options.lake).into_iter().skip(alerts_before).collect();
+        // The lake's alerts file is shared by every `tributary run` on it:
+        // only this run's (a trial's summary listed another pipeline's
+        // alerts as its own), and those that name no run.
+        let alerts = read_alerts(&self.options.lake)
+            .into_iter()
+            .skip(alerts_before)
+            .filter(|alert| alert_of(alert, &spec.pipeline, &run_id))
+            .collect();
         let next_step = self.next_step(spec, now, &run_id, complete_before && replace.is_none()).await?;
         Ok(RunSummary {
             pipeline: spec.pipeline.clone(),
@@ -707,7 +714,7 @@ impl LocalRuntime {
         run_id: &RunId,
         was_complete: bool,
     ) -> Result<Option<String>, RuntimeError> {
-        let at = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let at = RunId::scheduled_at_text(now);
         let iceberg = spec.target.table_format == contracts::TableFormat::Iceberg;
         if was_complete {
             let again = if iceberg {
@@ -975,6 +982,13 @@ pub fn notify_config(lake: &Path) -> notify::NotifyConfig {
         alerts_topic: topology::ALERTS_TOPIC.into(),
         metrics: tributary_core::metrics::MetricsTarget::File(lake.join("_metrics.jsonl")),
     }
+}
+
+/// Whether `alert` is of run `run_id` of `pipeline`, or names no pipeline
+/// or run (then it may be any run's, and is shown).
+fn alert_of(alert: &Alert, pipeline: &str, run_id: &RunId) -> bool {
+    alert.pipeline.as_deref().is_none_or(|of| of == pipeline)
+        && alert.run_id.as_deref().is_none_or(|run| run == run_id.as_str())
 }
 
 /// `<lake>/_alerts.jsonl`.

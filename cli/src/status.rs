@@ -31,6 +31,12 @@ pub struct RunStatus {
     /// Dead letters archived for the run (`_dead_letters/`), resolved ones
     /// included.
     pub dead_letters: u64,
+    /// Of them, the open ones whose error was permanent
+    /// ([`DeadLetter::is_permanent`]): a redrive sends the same body and
+    /// fails the same way.
+    ///
+    /// [`DeadLetter::is_permanent`]: tributary_core::dead_letters::DeadLetter::is_permanent
+    pub open_permanent: u64,
     /// Of them, the resolved ones ([`DeadLetter::resolved`]).
     ///
     /// [`DeadLetter::resolved`]: tributary_core::dead_letters::DeadLetter::resolved
@@ -233,6 +239,7 @@ pub async fn recent_runs(
             tracing::warn!(key, "unreadable dead letter skipped");
             continue;
         };
+        let open_permanent = letter.resolved.is_none() && letter.is_permanent();
         let (Some(of), Some(run_id)) = (letter.pipeline, letter.run_id) else { continue };
         if pipeline.is_some_and(|p| p != of) {
             continue;
@@ -244,6 +251,9 @@ pub async fn recent_runs(
             ..RunStatus::default()
         });
         run.dead_letters += 1;
+        if open_permanent {
+            run.open_permanent += 1;
+        }
         if let Some(resolution) = letter.resolved {
             run.resolved += 1;
             run.recovered_by.insert(resolution.by);
@@ -419,7 +429,7 @@ pub fn recovery_hints(runs: &[RunStatus], place: &Place) -> String {
             run.pipeline, run.run_id
         ));
         if let Some(time) = contracts::RunId::new(run.run_id.as_str()).ok().and_then(|id| id.scheduled_time()) {
-            let time = time.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+            let time = contracts::RunId::scheduled_at_text(time);
             text.push_str(&format!("  finish:   tributary run SPEC --scheduled-at {time} {flag}\n"));
         }
     }
@@ -452,22 +462,31 @@ pub fn recovery_hints(runs: &[RunStatus], place: &Place) -> String {
                 run.pages_planned,
                 run.pages_persisted,
             );
+        // Every open letter permanent: the spec or the vendor's answers
+        // caused them, and a redrive re-sends the same body (a trial
+        // followed the redrive this said and got a second letter).
+        let permanent = run.open_permanent == open;
         if stuck {
             text.push_str(
                 "  every page is in: its completion failed; if the letter's cause is in the spec or the vendor's \
                  answers, fix it and re-run with --replace (a redrive would fail the same way)\n",
             );
+        } else if permanent {
+            text.push_str(
+                "  its letters are permanent (the spec or the vendor's answers caused them): a redrive re-sends the \
+                 same message and fails the same way; fix the cause, then run its time again\n",
+            );
         } else {
             text.push_str(&format!("  recover:  tributary dlq redrive --all --run {run_id} {flag}\n"));
         }
         if let Some(time) = contracts::RunId::new(run_id.as_str()).ok().and_then(|id| id.scheduled_time()) {
-            let time = time.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+            let time = contracts::RunId::scheduled_at_text(time);
             let command = match place {
                 Place::Lake(_) => "run",
                 Place::Stack(_) => "trigger",
             };
             let replace = if stuck { " --replace" } else { "" };
-            let label = if stuck { "re-run:" } else { "or:    " };
+            let label = if stuck || permanent { "re-run:" } else { "or:    " };
             text.push_str(&format!("  {label}   tributary {command} SPEC --scheduled-at {time}{replace} {flag}\n"));
         }
     }
@@ -522,6 +541,31 @@ mod tests {
             "{hints}"
         );
         assert!(!hints.contains("dlq redrive"), "{hints}");
+    }
+
+    /// A trial finding: status said to redrive a run whose one letter was
+    /// permanent (a wrong `records_pointer`); the redrive re-sent the same
+    /// message and failed the same way. Such a run is re-run once fixed;
+    /// a run with a letter that may pass on a retry is still redriven.
+    #[test]
+    fn a_run_whose_open_letters_are_all_permanent_is_re_run_not_redriven() {
+        let failed = RunStatus {
+            pipeline: "orders".into(),
+            run_id: "20261201T060000Z".into(),
+            dead_letters: 1,
+            open_permanent: 1,
+            ..RunStatus::default()
+        };
+        let place = Place::Lake("lake".into());
+        let hints = recovery_hints(std::slice::from_ref(&failed), &place);
+        assert!(hints.contains("its letters are permanent") && !hints.contains("dlq redrive"), "{hints}");
+        assert!(
+            hints.contains("re-run:   tributary run SPEC --scheduled-at 2026-12-01T06:00:00Z --lake lake"),
+            "{hints}"
+        );
+        let mixed = RunStatus { dead_letters: 2, ..failed };
+        let hints = recovery_hints(&[mixed], &place);
+        assert!(hints.contains("recover:  tributary dlq redrive --all --run 20261201T060000Z"), "{hints}");
     }
 
     #[test]

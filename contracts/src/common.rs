@@ -58,6 +58,21 @@ impl RunId {
         }
     }
 
+    /// `time` as `--scheduled-at` takes it to name the run
+    /// [`RunId::from_time`] gives it: RFC 3339 UTC with milliseconds when
+    /// the time has them (an ad-hoc run's), whole seconds otherwise. A
+    /// whole-second form of an ad-hoc run's time names another run (a
+    /// trial followed such a hint with `--replace` and appended the run's
+    /// rows a second time). Every command the CLI suggests writes its time
+    /// with this.
+    pub fn scheduled_at_text(time: chrono::DateTime<chrono::Utc>) -> String {
+        let seconds = time.format("%Y-%m-%dT%H:%M:%S");
+        match time.timestamp_subsec_millis() {
+            0 => format!("{seconds}Z"),
+            millis => format!("{seconds}.{millis:03}Z"),
+        }
+    }
+
     /// The scheduled time a [`RunId::from_time`] id stands for, read back
     /// (`None` for an id of another form, e.g. a queued trigger's own).
     pub fn scheduled_time(&self) -> Option<chrono::DateTime<chrono::Utc>> {
@@ -238,6 +253,23 @@ pub fn redacted_url(url: &url::Url) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a suggested `--scheduled-at` says names the same run: an
+    /// ad-hoc run's milliseconds are kept (a trial's hint dropped them and
+    /// its `--replace` appended a second run).
+    #[test]
+    fn the_scheduled_at_text_names_the_same_run() {
+        let at = |text: &str| chrono::DateTime::parse_from_rfc3339(text).expect("time").with_timezone(&chrono::Utc);
+        for (time, text) in [
+            ("2026-12-07T14:35:25.168Z", "2026-12-07T14:35:25.168Z"),
+            ("2026-12-07T14:35:25.008Z", "2026-12-07T14:35:25.008Z"),
+            ("2026-12-07T14:35:25Z", "2026-12-07T14:35:25Z"),
+            ("2026-12-07T14:35:25.000Z", "2026-12-07T14:35:25Z"),
+        ] {
+            assert_eq!(RunId::scheduled_at_text(at(time)), text);
+            assert_eq!(RunId::from_time(at(&RunId::scheduled_at_text(at(time)))), RunId::from_time(at(time)));
+        }
+    }
 
     #[test]
     fn runs_are_ordered_by_their_scheduled_times_and_ids_of_another_form_not_at_all() {

@@ -72,6 +72,16 @@ pub struct DeadLetter {
     pub resolved: Option<Resolution>,
 }
 
+impl DeadLetter {
+    /// Whether the function that gave up on it said its error was
+    /// permanent (`tributary-permanent: true`, [`crate::batch::ATTR_PERMANENT`]):
+    /// the message itself, or the spec or vendor answer it carries, is at
+    /// fault, so a redrive of the same body fails the same way.
+    pub fn is_permanent(&self) -> bool {
+        self.message_attributes.get(crate::batch::ATTR_PERMANENT).is_some_and(|value| value == "true")
+    }
+}
+
 /// How a dead letter was resolved.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Resolution {

@@ -43,3 +43,68 @@ async fn a_rerun_whose_pages_all_go_to_a_dlq_persisted_no_page() {
     let runs = tributary::status::recent_runs(&store, None, 10).await.expect("status");
     assert_eq!((runs[0].state(), runs[0].dead_letters, runs[0].resolved), ("complete", 0, 0), "{runs:?}");
 }
+
+/// A trial finding: the next step of an ad-hoc run (a time with
+/// milliseconds) named its time to the second, so `--replace` as told
+/// started another run and appended the rows a second time. The time it
+/// names is the run's own.
+#[tokio::test]
+async fn the_next_step_names_an_ad_hoc_runs_own_time() {
+    let body = JsonBody::new(r#"{"data": [{"id": 1}, {"id": 2}]}"#);
+    let addr = serve_json(body).await;
+    let text = format!(
+        "version: 1\npipeline: adhoc\nstrategy: {{kind: simple}}\n\
+         request: {{url: 'http://{addr}/records', records_pointer: /data, allow: {{loopback: true}}}}\n\
+         target: {{dataset: adhoc, table_format: iceberg}}\n"
+    );
+    let spec = contracts::spec::PipelineSpec::from_yaml(&text).expect("spec");
+    let lake = tempfile::tempdir().expect("tempdir");
+    let time =
+        Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time") + chrono::Duration::milliseconds(168);
+    let first =
+        LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime").run(&spec, time).await.expect("run");
+    assert!(first.succeeded() && first.completed, "{first}");
+    let again =
+        LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime").run(&spec, time).await.expect("run");
+    let printed = again.to_string();
+    assert!(printed.contains("--scheduled-at 2026-11-29T06:00:00.168Z --replace"), "{printed}");
+}
+
+/// A trial finding: a run's summary listed every alert written to the
+/// lake while it ran, another pipeline's included (two `tributary run`s
+/// on one lake). Here the vendor, while answering, appends another
+/// pipeline's alert to the lake's alerts file, as the other process's
+/// Notify would: the summary holds only this run's alerts.
+#[tokio::test]
+async fn a_runs_summary_holds_its_own_alerts_not_another_pipelines() {
+    use axum::extract::State;
+    use test_support::vendor::serve;
+    async fn page(State(alerts): State<std::path::PathBuf>) -> axum::Json<serde_json::Value> {
+        let foreign = serde_json::json!({
+            "version": 1, "pipeline": "other", "run_id": "20261223T000000Z", "page": null,
+            "function": "request", "source_queue": "request", "message_id": "m-1", "receive_count": 3,
+            "reason": "gave up", "summary": "request gave up on run 20261223T000000Z of pipeline other",
+            "body_excerpt": "", "body_bytes": 0, "count": 1, "first_seen": null, "examples": []
+        });
+        let mut line = foreign.to_string();
+        line.push('\n');
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&alerts).expect("alerts file");
+        std::io::Write::write_all(&mut file, line.as_bytes()).expect("append");
+        axum::Json(serde_json::json!({"data": [{"id": 1}]}))
+    }
+    let lake = tempfile::tempdir().expect("tempdir");
+    let alerts = tributary::runtime::alerts_file(lake.path());
+    let addr = serve(axum::Router::new().route("/records", axum::routing::get(page)).with_state(alerts.clone())).await;
+    let text = format!(
+        "version: 1\npipeline: mine\nstrategy: {{kind: simple}}\n\
+         request: {{url: 'http://{addr}/records', records_pointer: /data, allow: {{loopback: true}}}}\n\
+         target: {{dataset: mine}}\n"
+    );
+    let spec = contracts::spec::PipelineSpec::from_yaml(&text).expect("spec");
+    let time = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
+    let summary =
+        LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime").run(&spec, time).await.expect("run");
+    assert!(summary.succeeded(), "{summary}");
+    assert_eq!(tributary::runtime::read_alerts(lake.path()).len(), 1, "the other pipeline's alert was written");
+    assert!(summary.alerts.is_empty(), "not this run's: {:?}", summary.alerts);
+}
