@@ -642,6 +642,11 @@ impl LocalRuntime {
         let reopens =
             replace.is_some() && (complete_before || ledger::is_stuck(store, &spec.pipeline, &run_id).await?);
         let pages_before = if reopens { 0 } else { tributary_core::keys::receipts_by_page(&receipts).len() as u64 };
+        // `--replace` of a time the lake has no run of: nothing to swap,
+        // said in the summary (a trial's `--replace` with a time to the
+        // second of an ad-hoc run added a second run, silently).
+        let replaced_nothing =
+            replace.is_some() && !reopens && tributary_core::keys::receipts_by_page(&receipts).is_empty();
 
         let mut event = scheduler_event(spec, now);
         if let Some(token) = replace {
@@ -679,7 +684,8 @@ impl LocalRuntime {
             .skip(alerts_before)
             .filter(|alert| alert_of(alert, &spec.pipeline, &run_id))
             .collect();
-        let next_step = self.next_step(spec, now, &run_id, complete_before && replace.is_none()).await?;
+        let next_step =
+            self.next_step(spec, now, &run_id, complete_before && replace.is_none(), replaced_nothing).await?;
         Ok(RunSummary {
             pipeline: spec.pipeline.clone(),
             run_id: run_id.to_string(),
@@ -706,16 +712,26 @@ impl LocalRuntime {
     /// not fetched again (a trial took "records persisted 6" for a new
     /// fetch of a vendor's changed data); for a run stuck with every page
     /// in and not complete ([`ledger::is_stuck`]), that only a re-run with
-    /// `--replace` (or a redrive of the letter that failed it) completes it.
+    /// `--replace` (or a redrive of the letter that failed it) completes it;
+    /// for a `--replace` of a time the lake held no page of a run at
+    /// (`replaced_nothing`), that nothing was swapped and the run is new.
     async fn next_step(
         &self,
         spec: &PipelineSpec,
         now: DateTime<Utc>,
         run_id: &RunId,
         was_complete: bool,
+        replaced_nothing: bool,
     ) -> Result<Option<String>, RuntimeError> {
         let at = RunId::scheduled_at_text(now);
         let iceberg = spec.target.table_format == contracts::TableFormat::Iceberg;
+        if replaced_nothing {
+            return Ok(Some(format!(
+                "--replace: the lake held no page of a run at {at}, so nothing was swapped and this run was added as a new \
+                 one; to replace a run, give its own time (`tributary status` lists the runs; an ad-hoc run's \
+                 time has milliseconds)"
+            )));
+        }
         if was_complete {
             let again = if iceberg {
                 format!("`tributary run SPEC --scheduled-at {at} --replace` fetches it again and swaps its rows")

@@ -68,6 +68,19 @@ async fn the_next_step_names_an_ad_hoc_runs_own_time() {
         LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime").run(&spec, time).await.expect("run");
     let printed = again.to_string();
     assert!(printed.contains("--scheduled-at 2026-11-29T06:00:00.168Z --replace"), "{printed}");
+    // The trial's step: `--replace` with the time to the second, a time
+    // the lake has no run of. The summary says nothing was swapped.
+    let whole_second = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
+    let added = LocalRuntime::new(LocalOptions::new(lake.path()))
+        .expect("runtime")
+        .run_replacing(&spec, whole_second, Some("token-1"))
+        .await
+        .expect("run");
+    let printed = added.to_string();
+    assert!(
+        printed.contains("--replace: the lake held no page of a run at 2026-11-29T06:00:00Z, so nothing was swapped"),
+        "{printed}"
+    );
 }
 
 /// A trial finding: a run's summary listed every alert written to the
