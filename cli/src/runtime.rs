@@ -203,6 +203,9 @@ pub struct RunSummary {
     pub alerts: Vec<Alert>,
     /// Parquet objects written.
     pub data_keys: Vec<String>,
+    /// The quarantine files of the run's pages (keys in the lake: JSON
+    /// lines, each record with its reason).
+    pub quarantine_keys: Vec<String>,
     /// Why the run holds less than the source (`strategy.max_pages`
     /// reached with a next page offered); `None` for a whole run.
     pub truncated: Option<String>,
@@ -267,7 +270,16 @@ impl std::fmt::Display for RunSummary {
             "  (the run did not complete; an Iceberg table shows none of them until it does, a Parquet dataset shows them already; see `tributary status` and `tributary dlq`)"
         };
         writeln!(f, "  records persisted    {}{staged}", self.records_persisted)?;
-        let note = if self.all_quarantined() { "  (every record: the run is not a success)" } else { "" };
+        let mut note =
+            if self.all_quarantined() { "  (every record: the run is not a success)" } else { "" }.to_string();
+        // Where they are, with their reasons (a trial found only the count).
+        if let Some(first) = self.quarantine_keys.first() {
+            let more = match self.quarantine_keys.len() - 1 {
+                0 => String::new(),
+                n => format!(" and {n} more file(s)"),
+            };
+            note.push_str(&format!("  (each with its reason: {first}{more}, in the lake)"));
+        }
         writeln!(f, "  records quarantined  {}{note}", self.records_quarantined)?;
         let dead: Vec<String> = self.dead_lettered.iter().map(|(q, n)| format!("{q}: {n}")).collect();
         let detail = if dead.is_empty() { String::new() } else { format!("  ({})", dead.join(", ")) };
@@ -698,6 +710,7 @@ impl LocalRuntime {
             dead_lettered,
             alerts,
             data_keys: totals.data_keys,
+            quarantine_keys: totals.quarantine_keys,
             truncated: totals.truncated,
             duplicated: totals.duplicated,
             schema_changes: totals.schema_changes,

@@ -467,4 +467,10 @@ async fn a_number_beyond_a_float_in_the_sample_is_no_reason_to_refuse() {
     assert!(ran.status.success(), "{stdout}\n{}", text(&ran.stderr));
     assert!(stdout.contains(&format!("records persisted    {}", TOTAL - 1)), "{stdout}");
     assert!(stdout.contains("records quarantined  1"), "{stdout}");
+    // Where it is, with its reason (a trial found only the count).
+    let line = stdout.lines().find(|line| line.contains("records quarantined")).unwrap_or_default();
+    let key = line.split("each with its reason: ").nth(1).and_then(|rest| rest.split(',').next()).unwrap_or_default();
+    assert!(key.starts_with("quarantine/huge/"), "{line}");
+    let quarantined = std::fs::read_to_string(dir.path().join("lake").join(key)).expect("the file the summary names");
+    assert!(quarantined.contains("1e400"), "{quarantined}");
 }

@@ -1190,6 +1190,9 @@ pub struct RunTotals {
     pub records_persisted: u64,
     /// Records quarantined.
     pub records_quarantined: u64,
+    /// The pages' quarantine files (JSON lines, each record with its
+    /// reason: `PageRef::quarantine`), in page order.
+    pub quarantine_keys: Vec<String>,
     /// Parquet objects written.
     pub data_keys: Vec<String>,
     /// The completed run's [`Manifest::truncated`].
@@ -1230,6 +1233,7 @@ pub async fn run_totals(store: &dyn ObjectStore, pipeline: &str, run_id: &RunId)
         totals.pages += 1;
         totals.records_persisted += receipt.records_persisted;
         totals.records_quarantined += receipt.records_quarantined;
+        totals.quarantine_keys.extend(receipt.quarantine_key);
         if manifest.is_none() {
             totals.data_keys.extend(receipt.data_keys);
         }

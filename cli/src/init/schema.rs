@@ -44,6 +44,13 @@ fn walk(ty: &Ty, prefix: &str, out: &mut Vec<Column>) {
     for field in &fields.list {
         let name = format!("{prefix}{}", field.name);
         let note = match field.variant {
+            // Not a variant: the companion of a timestamp column (a trial
+            // read "values that are not timestamp" for it).
+            Some(persist::Variant::Text) => Some(format!(
+                "the text of key {:?} as sent, for values with an offset other than Z (their instant is in the \
+                 timestamp column too)",
+                field.source
+            )),
             Some(_) => {
                 let base = fields.list.iter().find(|f| f.source == field.source && f.variant.is_none());
                 Some(format!(
@@ -88,5 +95,17 @@ mod tests {
         let variant = find("id__string");
         assert_eq!(variant.ty, "string");
         assert!(variant.note.as_deref().is_some_and(|note| note.contains("not int64")), "{variant:?}");
+    }
+
+    /// A trial finding: a timestamp's `__text` companion was shown as a
+    /// variant of the values that are not timestamps; it holds the text of
+    /// the values sent with an offset, whose instant is in the column.
+    #[test]
+    fn a_timestamps_text_companion_is_not_called_a_variant() {
+        let page = [json!({"createdAt": "2026-01-01T00:00:00+02:00"}), json!({"createdAt": "2026-01-01T00:00:00Z"})];
+        let columns = infer(&[&page], &PersistTarget::new("d")).expect("infer");
+        let text = columns.iter().find(|c| c.name == "created_at__text").unwrap_or_else(|| panic!("{columns:?}"));
+        let note = text.note.as_deref().unwrap_or_default();
+        assert!(note.contains("offset other than Z") && !note.contains("variant"), "{note}");
     }
 }
