@@ -385,7 +385,7 @@ pub enum Variant {
     /// `string`.
     Json,
     /// A timestamp column's companion: the text of each timestamp sent
-    /// with an offset other than `Z` ([`Kinds::ZONED`]), whose instant is
+    /// with an offset other than `Z` (`Kinds::ZONED`), whose instant is
     /// in the column: `string`. Not a variant of another kind: the row's
     /// value is in the column too.
     Text,
