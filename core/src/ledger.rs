@@ -409,7 +409,9 @@ pub fn duplicated(receipts: &[PageReceipt], announced: Option<u64>, landed: u64)
          were fetched twice (deduplicate on the records' key: target.write: merge with a key), or the vendor's \
          total is low (an estimate, or capped), and the run planned too few pages: records past its last page \
          were not fetched. Count the run's distinct keys to tell: as many as records means the total was low; \
-         then page by a cursor, or without total_pointer so paging ends on a short page",
+         then page by a cursor, or without total_pointer so paging ends on a short page. Fewer keys than the \
+         announced total means both: a vendor listing newest first shifts every page as records arrive, so \
+         records were fetched twice and others skipped; page oldest first, or by a cursor",
         landed - announced
     ))
 }

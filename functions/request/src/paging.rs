@@ -69,10 +69,14 @@ pub enum PagingError {
 /// The call of page `index + 1`, or `None` when page `index` was the last.
 ///
 /// - `body_token`: the token at `pointer` (a string or a number) becomes
-///   query parameter `param`; absent, `null`, `""`, or the token this page
-///   was fetched with (a loop) ends.
+///   query parameter `param`; absent, `null` or `""` ends.
 /// - `body_url`: the URL at `pointer`, resolved against `url` (the page's
-///   final URL); absent, `null`, `""` or this page's own URL ends.
+///   final URL); absent, `null` or `""` ends.
+/// - a next page that is this page again (the token it was fetched with,
+///   its own URL, the same last record) is returned as it is: the caller's
+///   cycle check ends the run there **truncated**, since the vendor still
+///   offers a next page (it ended a trial's run as complete, the pages
+///   past it never fetched).
 /// - for both, a pointer that finds nothing (not even `null`) on the first
 ///   page while it has records is an error ([`PagingError::Missing`]):
 ///   vendors that end with an absent key still do so after page 0.
@@ -161,14 +165,10 @@ struct ThisPage<'a> {
 }
 
 impl ThisPage<'_> {
-    /// The call to `next` resolved against this page's URL; `None` when it
-    /// is this page's own URL.
+    /// The call to `next` resolved against this page's URL (this page's
+    /// own URL included: a cycle the caller catches).
     fn with_url(&self, next: &str) -> Result<Option<HttpCall>, PagingError> {
         let next = self.url.join(next).map_err(|source| PagingError::Url { url: next.to_string(), source })?;
-        if &next == self.url {
-            tracing::warn!("the next page's URL is this page's: stopping");
-            return Ok(None);
-        }
         // The URL carries the whole query of the next page.
         Ok(Some(HttpCall { url: next, query: BTreeMap::new(), ..self.current.clone() }))
     }
@@ -209,7 +209,7 @@ impl ThisPage<'_> {
         if token.is_empty() && more == Some(true) {
             return Err(no_next(has_more, format!("`strategy.next.pointer` {pointer:?} holds an empty token")));
         }
-        if token.is_empty() || self.current.query.get(param) == Some(&token) {
+        if token.is_empty() {
             return Ok(None);
         }
         let mut next = self.current.clone();
@@ -244,10 +244,6 @@ impl ThisPage<'_> {
                 ));
             }
         };
-        if self.current.query.get(param) == Some(&token) {
-            tracing::warn!("the next page would start after the same record as this one: stopping");
-            return Ok(None);
-        }
         let mut next = self.current.clone();
         next.query.insert(param.to_string(), token);
         Ok(Some(next))
@@ -423,7 +419,8 @@ mod tests {
         );
         assert!(next(&paging, &second, json!({"meta": {"next": null}}), None, 10).is_none());
         assert!(next(&paging, &second, json!({"meta": {}}), None, 10).is_none());
-        assert!(next(&paging, &second, json!({"meta": {"next": "abc"}}), None, 10).is_none(), "same token: a loop");
+        let again = next(&paging, &second, json!({"meta": {"next": "abc"}}), None, 10).expect("the same call");
+        assert_eq!(again, second, "the same token: the same call, which the handler's cycle check ends truncated");
         let url = second.url.clone();
         let err = next_call(&paging, &second, &url, &json!({"meta": {"next": [1]}}), &BTreeMap::new(), 1, 1, None)
             .expect_err("an array is no token")

@@ -81,6 +81,17 @@ async fn vendor() -> (std::net::SocketAddr, Log) {
                 let items = if seen.query("empty").is_some() { Vec::new() } else { records(from) };
                 reply(200, &[], json!({"items": items, "meta": {"next_cursor": next}}))
             }
+            // A `body_url` API whose page 1 links to itself while pages
+            // remain past it.
+            "/self_url" => {
+                let from = number("after").unwrap_or(0);
+                let next = if from == SIZE {
+                    format!("/self_url?after={SIZE}")
+                } else {
+                    format!("/self_url?after={}", from + SIZE)
+                };
+                reply(200, &[], json!({"items": records(from), "links": {"next": next}}))
+            }
             // A cursor API that ends with `"items": null` (an empty list
             // sent as null), and one whose null comes with `errors`
             // (GraphQL's failure shape).
@@ -349,6 +360,21 @@ async fn a_cursor_that_cycles_ends_the_run_truncated_where_a_call_would_repeat()
     assert_eq!(pages, [all_pages(), vec![(3, vec![0, 1, 2])]].concat());
     assert_eq!((count, uris(&log).len()), (4, 4));
     assert!(reason_of(&expected_record(&harness).await).contains("page 3's next page is page 1 again"));
+}
+
+/// A trial: a `body_url` next link naming the page it is on, while pages
+/// remain, ended the run as complete (two thirds of the records, exit 0).
+/// It is a cycle of one page: the run ends there truncated, saying why.
+#[tokio::test]
+async fn a_next_link_to_its_own_page_ends_the_run_truncated() {
+    let (addr, log) = vendor().await;
+    let harness = Harness::new();
+    let next = json!({"kind": "body_url", "pointer": "/links/next"});
+    let (pages, count) = run(&harness, first_page(addr, "/self_url", json!({}), next, 1000)).await;
+    assert_eq!(pages, [(0, vec![0, 1, 2]), (1, vec![3, 4, 5])]);
+    assert_eq!((count, uris(&log).len()), (2, 2), "page 1 fetched once");
+    let reason = expected_record(&harness).await["truncated"].as_str().expect("truncated").to_string();
+    assert!(reason.contains("cursor cycled: page 1's next page is page 1 again"), "{reason}");
 }
 
 #[tokio::test]
