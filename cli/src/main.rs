@@ -626,6 +626,14 @@ async fn stop_signal() -> anyhow::Result<u8> {
     }
 }
 
+/// A spec's cautions ([`PipelineSpec::cautions`]) on stderr, one line each:
+/// valid settings that lose records silently with some vendors.
+fn print_cautions(spec: &PipelineSpec) {
+    for caution in spec.cautions() {
+        err_raw!("caution: {caution}");
+    }
+}
+
 /// What `tributary run` prints when Ctrl-C stops it: the run it stopped
 /// and the command that finishes it (the same scheduled time is the same
 /// run: its persisted pages stay, the rest are requested).
@@ -727,6 +735,7 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
                 );
             }
             let spec = load_spec(&path)?;
+            print_cautions(&spec);
             if replace && spec.target.table_format != contracts::TableFormat::Iceberg {
                 anyhow::bail!("--replace: {}", orchestrator::no_atomic_replace(&spec.target.dataset));
             }
@@ -891,6 +900,7 @@ async fn execute(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Validate { spec } => {
             let parsed = load_spec(&spec)?;
+            print_cautions(&parsed);
             out!("{} is valid:", spec.display())?;
             // The template as written (`{id}`, not `%7Bid%7D`).
             let mut shown = serde_json::to_value(&parsed)?;

@@ -516,6 +516,47 @@ fn check_yaml_size(text: &str) -> Result<(), SpecError> {
 }
 
 impl PipelineSpec {
+    /// Settings that are valid but lose records silently with some vendors,
+    /// each said in one line with what to do instead (`tributary validate`
+    /// and `tributary run` print them; a trial's runs lost records with
+    /// each, ending as a success):
+    /// - `incremental` with offset or page-number paging: a record updated
+    ///   while the run pages moves to the end of a list sorted by the
+    ///   cursor field, so another slides into a page already fetched and
+    ///   is missed, and the cursor moves past it;
+    /// - `status_actions: {404: empty}` with a paged or cursor strategy: a
+    ///   wrong URL reads as a run with no data.
+    ///
+    /// Empty for a spec with neither.
+    pub fn cautions(&self) -> Vec<String> {
+        let mut cautions = Vec::new();
+        let numbered = match &self.strategy {
+            StrategySpec::Paged(_) => true,
+            StrategySpec::Cursor(cursor) => matches!(cursor.next, NextPage::Numbered { .. }),
+            _ => false,
+        };
+        if numbered && self.incremental.is_some() {
+            cautions.push(
+                "`incremental` with offset or page-number paging: a record the vendor updates while the run pages \
+                 moves to the end of a list sorted by the cursor field, so another slides into a page already \
+                 fetched and is missed, and the cursor moves past it. Page by a cursor the vendor hands out \
+                 (`body_token`, `body_url`, `link_header`, `last_record`), or sort by an immutable key \
+                 (docs/paging-recipes.md, \"Where offsets and page numbers lose records\")"
+                    .to_string(),
+            );
+        }
+        let paged = matches!(self.strategy, StrategySpec::Paged(_) | StrategySpec::Cursor(_));
+        if paged && self.request.policy.response.status_actions.get(&404) == Some(&crate::StatusAction::Empty) {
+            cautions.push(
+                "`status_actions: {404: empty}` with paging: a wrong URL reads as a run with no data (records \
+                 persisted 0, a success); keep it only where the vendor answers 404 past its last page, and check \
+                 the first run's records"
+                    .to_string(),
+            );
+        }
+        cautions
+    }
+
     /// Parses and validates a spec from YAML (JSON is valid YAML).
     ///
     /// # Errors
@@ -2101,6 +2142,30 @@ target:
             athena("{cursor}")
         );
         PipelineSpec::from_yaml(&with_incremental).expect("{cursor} with incremental");
+    }
+
+    /// Valid settings that lost a trial's records silently are said:
+    /// offsets or page numbers with `incremental`, `404: empty` with
+    /// paging; a cursor the vendor hands out, or a simple call, is not.
+    #[test]
+    fn settings_that_lose_records_silently_are_cautioned() {
+        let incremental = "incremental: {cursor_field: /updated_at, start: '2026-01-01T00:00:00Z', param: since}\n";
+        let spec = |text: &str| PipelineSpec::from_yaml(text).expect("valid");
+        let cautions = spec(&format!("{PAGED}{incremental}")).cautions();
+        assert!(
+            cautions.len() == 1 && cautions[0].contains("`incremental` with offset or page-number"),
+            "{cautions:?}"
+        );
+        let numbered = "version: 1\npipeline: c\nstrategy:\n  kind: cursor\n  next: { kind: page_number, page_param: page, size_param: per_page, size: 10 }\nrequest:\n  url: https://api.example.com/items\ntarget:\n  dataset: c\n";
+        assert_eq!(spec(&format!("{numbered}{incremental}")).cautions().len(), 1);
+        let token = "version: 1\npipeline: c\nstrategy:\n  kind: cursor\n  next: { kind: body_token, pointer: /next, param: cursor }\nrequest:\n  url: https://api.example.com/items\ntarget:\n  dataset: c\n";
+        assert!(spec(&format!("{token}{incremental}")).cautions().is_empty(), "a vendor's cursor");
+        assert!(spec(PAGED).cautions().is_empty());
+        let not_found_empty = "  records_pointer: /items\n  response: { status_actions: { 404: empty } }";
+        let cautions = spec(&PAGED.replace("  records_pointer: /items", not_found_empty)).cautions();
+        assert!(cautions.len() == 1 && cautions[0].contains("a wrong URL reads as a run with no data"), "{cautions:?}");
+        let simple = PAGED.replace("  kind: paged\n  page_size: 50\n  total_pointer: /total\n", "  kind: simple\n");
+        assert!(spec(&simple.replace("  records_pointer: /items", not_found_empty)).cautions().is_empty(), "one call");
     }
 
     #[test]
