@@ -653,12 +653,12 @@ impl LocalRuntime {
         // from an earlier attempt.
         let reopens =
             replace.is_some() && (complete_before || ledger::is_stuck(store, &spec.pipeline, &run_id).await?);
-        let pages_before = if reopens { 0 } else { tributary_core::keys::receipts_by_page(&receipts).len() as u64 };
+        let pages_held = tributary_core::keys::receipts_by_page(&receipts).len() as u64;
+        let pages_before = if reopens { 0 } else { pages_held };
         // `--replace` of a time the lake has no run of: nothing to swap,
         // said in the summary (a trial's `--replace` with a time to the
         // second of an ad-hoc run added a second run, silently).
-        let replaced_nothing =
-            replace.is_some() && !reopens && tributary_core::keys::receipts_by_page(&receipts).is_empty();
+        let replaced_nothing = replace.is_some() && !reopens && pages_held == 0;
 
         let mut event = scheduler_event(spec, now);
         if let Some(token) = replace {
