@@ -310,7 +310,22 @@ pub fn infer_page(
 pub fn seen_in_page(source: &PageSource, format: &PayloadFormat, limits: PageLimits) -> Result<Seen, ConvertError> {
     let mut framer = Framer::open(source, format, limits.max_page_bytes)?;
     let lines = framer.lines_are_records();
-    // This thread frames records into chunks; two workers tokenize and
+    if worker_count() == 1 {
+        // One core: framing and inference take turns on this thread, a
+        // chunk at a time (see `write_pass`).
+        let mut root = Seen::default();
+        let mut work = (Tape::default(), String::new());
+        let mut failed = None;
+        frame_chunks(&mut framer, usize::MAX, limits.max_page_records, |chunk| {
+            match infer_chunk(&chunk, lines, &mut work) {
+                Ok(seen) => root.join(seen),
+                Err((_, err)) => failed = Some(err),
+            }
+            failed.is_none()
+        })?;
+        return failed.map_or(Ok(root), Err);
+    }
+    // This thread frames records into chunks; the workers tokenize and
     // infer chunk i on worker i % n; the chunks' kinds are joined in order,
     // which gives the same fields (in first-seen order) as one pass.
     std::thread::scope(|scope| {
@@ -321,7 +336,7 @@ pub fn seen_in_page(source: &PageSource, format: &PayloadFormat, limits: PageLim
             })
             .collect();
         let senders: Vec<_> = workers.iter().map(|(sender, _)| sender.clone()).collect();
-        let framed = frame_chunks(&mut framer, usize::MAX, limits.max_page_records, &senders);
+        let framed = frame_chunks(&mut framer, usize::MAX, limits.max_page_records, to_workers(&senders));
         drop(senders);
         let mut typed = Vec::new();
         let mut first_error: Option<(u64, ConvertError)> = None;
@@ -358,7 +373,14 @@ pub fn seen_in_page(source: &PageSource, format: &PayloadFormat, limits: PageLim
 /// memory"); the framing thread and the Parquet writer run beside them.
 /// The output is the same bytes whatever the count: chunks are joined and
 /// written in their order.
+///
+/// With one, no thread is started: the caller's thread frames, builds
+/// and writes each chunk in turn.
 fn worker_count() -> usize {
+    #[cfg(test)]
+    if let Some(workers) = tests::WORKERS.with(std::cell::Cell::get) {
+        return workers;
+    }
     std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get).clamp(1, MAX_WORKERS)
 }
 
@@ -371,8 +393,9 @@ const MAX_WORKERS: usize = 4;
 const CHUNK_TEXT_BYTES: usize = 1 << 20;
 
 /// Frames records into chunks of about [`CHUNK_TEXT_BYTES`] (and at most
-/// `max_records`), handing chunk `i` to `workers[i % n]`; stops early when
-/// a worker has stopped (its error is reported by the caller).
+/// `max_records`), numbered from 0 in order, handing each to `take`; stops
+/// early when `take` returns `false` (a worker or the writer has stopped:
+/// its error is reported by the caller).
 ///
 /// # Errors
 /// [`ConvertError::Decode`] from the framer; [`ConvertError::TooManyRecords`]
@@ -381,7 +404,7 @@ fn frame_chunks<R: std::io::Read>(
     framer: &mut Framer<R>,
     max_records: usize,
     max_page_records: u64,
-    workers: &[std::sync::mpsc::SyncSender<Chunk>],
+    mut take: impl FnMut(Chunk) -> bool,
 ) -> Result<(), ConvertError> {
     let mut chunk = Chunk::new(0);
     let mut sent = 0;
@@ -424,16 +447,22 @@ fn frame_chunks<R: std::io::Read>(
         }
         if chunk.held >= CHUNK_TEXT_BYTES || chunk.records.len() >= max_records {
             let full = std::mem::replace(&mut chunk, Chunk::new(sent + 1));
-            if workers[sent % workers.len()].send(full).is_err() {
+            if !take(full) {
                 return Ok(());
             }
             sent += 1;
         }
     }
     if !chunk.records.is_empty() {
-        let _ = workers[sent % workers.len()].send(chunk);
+        take(chunk);
     }
     Ok(())
+}
+
+/// [`frame_chunks`]'s `take` for workers fed by channels: chunk `i` goes to
+/// `workers[i % n]`; `false` once that worker has stopped.
+fn to_workers(workers: &[std::sync::mpsc::SyncSender<Chunk>]) -> impl FnMut(Chunk) -> bool + '_ {
+    |chunk| workers[chunk.seq % workers.len()].send(chunk).is_ok()
 }
 
 /// Records' texts, with (start, end, index, payload offset) of each into
@@ -470,21 +499,22 @@ fn infer_chunks(
     receiver: std::sync::mpsc::Receiver<Chunk>,
     lines: bool,
 ) -> Result<Vec<(usize, Seen)>, (u64, ConvertError)> {
-    let mut tape = Tape::default();
-    let mut scratch = String::new();
-    let mut typed = Vec::new();
-    for chunk in receiver {
-        let mut ty = Seen::default();
-        for &(from, to, index, offset) in &chunk.records {
-            let text = &chunk.text[from..to];
-            // A record set aside whole widens nothing.
-            if screen(index, offset, text, lines, &mut tape, &mut scratch).map_err(|e| (index, e))?.is_none() {
-                ty.absorb(text, &tape, 0, &mut scratch);
-            }
+    let mut work = (Tape::default(), String::new());
+    receiver.into_iter().map(|chunk| Ok((chunk.seq, infer_chunk(&chunk, lines, &mut work)?))).collect()
+}
+
+/// What one chunk's records hold, records set aside whole left out; `work`
+/// is the tape and scratch text reused from chunk to chunk.
+fn infer_chunk(chunk: &Chunk, lines: bool, (tape, scratch): &mut (Tape, String)) -> Result<Seen, (u64, ConvertError)> {
+    let mut ty = Seen::default();
+    for &(from, to, index, offset) in &chunk.records {
+        let text = &chunk.text[from..to];
+        // A record set aside whole widens nothing.
+        if screen(index, offset, text, lines, tape, scratch).map_err(|e| (index, e))?.is_none() {
+            ty.absorb(text, tape, 0, scratch);
         }
-        typed.push((chunk.seq, ty));
     }
-    Ok(typed)
+    Ok(ty)
 }
 
 /// Converts a page: infers, evolves, checks, partitions and writes.
@@ -493,7 +523,8 @@ fn infer_chunks(
 /// chunks; each worker checks and builds its chunks into Arrow batches
 /// (one per partition per chunk); a writer thread takes the batches in
 /// chunk order and encodes them into Parquet, so the output is the same
-/// bytes whatever the scheduling.
+/// bytes whatever the scheduling. On one core this thread does all three
+/// in turn, a chunk at a time: the same bytes again.
 ///
 /// A page that would take the dataset past [`PageLimits::max_columns`] is
 /// typed record by record instead (see `cap_columns`): the records that
@@ -1020,36 +1051,56 @@ fn write_pass(
         Walk::One
     };
     let walk = eligible.max(walk_limit());
-    let (framed, built, written) = std::thread::scope(|scope| {
-        let mut inputs = Vec::new();
-        let mut outputs = Vec::new();
-        let mut workers = Vec::new();
-        for _ in 0..worker_count() {
-            let (input, chunks) = std::sync::mpsc::sync_channel::<Chunk>(2);
-            let (output, results) = std::sync::mpsc::sync_channel::<Built>(2);
-            let (schema, checker, arrow_schema) = (&schema, &checker, &arrow_schema);
-            workers.push(scope.spawn(move || {
-                let checks = Checks { checker, over_cap, no_columns, strict, lines, walk };
-                build_chunks(chunks, output, settings, (schema, arrow_schema), checks)
-            }));
-            inputs.push(input);
-            outputs.push(results);
+    let checks = Checks { checker: &checker, over_cap, no_columns, strict, lines, walk };
+    let max_page_records = settings.limits.max_page_records;
+    let (framed, built, written) = match worker_count() {
+        1 => {
+            // One core: framing, building and writing take turns on this
+            // thread, a chunk at a time, so each chunk's text and columns
+            // are still in the core's cache when the next step reads them
+            // (threads handing chunks over queues on one core were 3-5 %
+            // slower, and held the queued chunks: docs/persist-bench.md).
+            let mut builder = ChunkBuilder::new(settings, (&schema, &arrow_schema), checks);
+            let mut sink = sink;
+            let (mut built, mut sunk) = (Ok(()), Ok(()));
+            let framed = frame_chunks(&mut framer, batch_rows, max_page_records, |chunk| {
+                match builder.build(&chunk) {
+                    Ok(chunk) => sunk = sink.take(chunk),
+                    Err(stop) => built = Err(stop),
+                }
+                built.is_ok() && sunk.is_ok()
+            });
+            let written = sunk.and_then(|()| sink.finish());
+            (framed, built, written)
         }
-        let writer = scope.spawn(move || sink.run(outputs));
-        let framed = frame_chunks(&mut framer, batch_rows, settings.limits.max_page_records, &inputs);
-        drop(inputs);
-        let mut built: Result<(), (u64, Stop)> = Ok(());
-        for worker in workers {
-            let result = worker.join().unwrap_or_else(|_| Err((0, Stop::Failed(thread_panicked("build")))));
-            if let Err((index, stop)) = result
-                && built.as_ref().err().is_none_or(|(first, _)| index < *first)
-            {
-                built = Err((index, stop));
+        workers => std::thread::scope(|scope| {
+            let mut inputs = Vec::new();
+            let mut outputs = Vec::new();
+            let mut threads = Vec::new();
+            for _ in 0..workers {
+                let (input, chunks) = std::sync::mpsc::sync_channel::<Chunk>(2);
+                let (output, results) = std::sync::mpsc::sync_channel::<Built>(2);
+                let schemas = (&schema, &arrow_schema);
+                threads.push(scope.spawn(move || build_chunks(chunks, output, settings, schemas, checks)));
+                inputs.push(input);
+                outputs.push(results);
             }
-        }
-        let written = writer.join().unwrap_or_else(|_| Err(thread_panicked("Parquet writer")));
-        (framed, built, written)
-    });
+            let writer = scope.spawn(move || sink.run(outputs));
+            let framed = frame_chunks(&mut framer, batch_rows, max_page_records, to_workers(&inputs));
+            drop(inputs);
+            let mut built: Result<(), (u64, Stop)> = Ok(());
+            for thread in threads {
+                let result = thread.join().unwrap_or_else(|_| Err((0, Stop::Failed(thread_panicked("build")))));
+                if let Err((index, stop)) = result
+                    && built.as_ref().err().is_none_or(|(first, _)| index < *first)
+                {
+                    built = Err((index, stop));
+                }
+            }
+            let written = writer.join().unwrap_or_else(|_| Err(thread_panicked("Parquet writer")));
+            (framed, built, written)
+        }),
+    };
     match built {
         Err((_, Stop::Failed(err))) => return Err(err),
         Err((_, Stop::Widen)) => return Ok(None),
@@ -1131,36 +1182,74 @@ pub(crate) enum Walk {
     Two,
 }
 
-/// Pass 2's worker: checks each record of its chunks, quarantines what does
-/// not fit, builds the rest per partition; an error carries its record index.
-///
-/// Each chunk is first built with the fastest [`Walk`] the page allows; a
-/// record that walk does not take plainly sends the chunk back to be
-/// built again with the next (check, then append, last: it quarantines and
-/// routes exactly), and the worker keeps to that walk for its later
-/// chunks: a page whose records need it pays for one chunk twice or three
-/// times.
+/// Pass 2's worker: builds each chunk it receives ([`ChunkBuilder`]) and
+/// sends it on, in order; an error carries its record index.
 fn build_chunks(
     chunks: std::sync::mpsc::Receiver<Chunk>,
     output: std::sync::mpsc::SyncSender<Built>,
     settings: PageSettings<'_>,
-    (schema, arrow_schema): (&Ty, &SchemaRef),
+    schemas: (&Ty, &SchemaRef),
     checks: Checks<'_>,
 ) -> Result<(), (u64, Stop)> {
-    let mut work = Work { tape: Tape::default(), scratch: String::new(), plan: Plan::default() };
-    // By run date, the whole page is one partition: its name is made once,
-    // not per record (formatting the date was a twentieth of the work).
-    let run_date_partition = match settings.target.partition {
-        Partitioning::RunDate => Some(format!("dt={}", settings.run_date)),
-        Partitioning::Field { .. } => None,
-    };
-    let mut walk = checks.walk;
+    let mut builder = ChunkBuilder::new(settings, schemas, checks);
     for chunk in chunks {
+        if output.send(builder.build(&chunk)?).is_err() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Pass 2's building, chunk after chunk: checks each record, quarantines
+/// what does not fit, builds the rest per partition.
+///
+/// Each chunk is first built with the fastest [`Walk`] the page allows; a
+/// record that walk does not take plainly sends the chunk back to be
+/// built again with the next (check, then append, last: it quarantines and
+/// routes exactly), and the builder keeps to that walk for its later
+/// chunks: a page whose records need it pays for one chunk twice or three
+/// times.
+struct ChunkBuilder<'a> {
+    settings: PageSettings<'a>,
+    schema: &'a Ty,
+    arrow_schema: &'a SchemaRef,
+    checks: Checks<'a>,
+    work: Work,
+    walk: Walk,
+    /// By run date, the whole page is one partition: its name is made
+    /// once, not per record (formatting the date was a twentieth of the
+    /// work).
+    run_date_partition: Option<String>,
+}
+
+impl<'a> ChunkBuilder<'a> {
+    fn new(settings: PageSettings<'a>, (schema, arrow_schema): (&'a Ty, &'a SchemaRef), checks: Checks<'a>) -> Self {
+        ChunkBuilder {
+            settings,
+            schema,
+            arrow_schema,
+            checks,
+            work: Work { tape: Tape::default(), scratch: String::new(), plan: Plan::default() },
+            walk: checks.walk,
+            run_date_partition: match settings.target.partition {
+                Partitioning::RunDate => Some(format!("dt={}", settings.run_date)),
+                Partitioning::Field { .. } => None,
+            },
+        }
+    }
+
+    /// `chunk` checked and built into batches.
+    ///
+    /// # Errors
+    /// The first record's index that stops the page, with why: a
+    /// [`ConvertError`], or (fast path) a record that needs a wider schema.
+    fn build(&mut self, chunk: &Chunk) -> Result<Built, (u64, Stop)> {
         let (mut built, cols) = loop {
-            match build_chunk(&chunk, walk, settings, schema, checks, run_date_partition.as_deref(), &mut work)? {
+            let partition = self.run_date_partition.as_deref();
+            match build_chunk(chunk, self.walk, self.settings, self.schema, self.checks, partition, &mut self.work)? {
                 Some(built) => break built,
                 None => {
-                    walk = match walk {
+                    self.walk = match self.walk {
                         Walk::Direct => Walk::One,
                         Walk::One => Walk::Two,
                         // Check, then append, takes every record.
@@ -1170,13 +1259,10 @@ fn build_chunks(
             }
         };
         #[cfg(test)]
-        tests::CHUNKS_BY_WALK[walk as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        built.parts = finish_parts(cols, settings.lineage, arrow_schema)?;
-        if output.send(built).is_err() {
-            break;
-        }
+        tests::CHUNKS_BY_WALK[self.walk as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        built.parts = finish_parts(cols, self.settings.lineage, self.arrow_schema)?;
+        Ok(built)
     }
-    Ok(())
 }
 
 /// The fastest walk pass 2 may take (tests compare the walks); never
@@ -1413,24 +1499,38 @@ struct OpenPartition {
 }
 
 impl FileSink<'_> {
+    /// Takes the built chunks from `results` (chunk `i` from
+    /// `results[i % n]`) until they end, then closes the files.
     fn run(mut self, results: Vec<std::sync::mpsc::Receiver<Built>>) -> Result<Sunk, ConvertError> {
         let mut seq = 0;
         while let Ok(built) = results[seq % results.len()].recv() {
             seq += 1;
-            for (index, reason, text) in &built.quarantined {
-                self.quarantine.add(*index, reason, text)?;
-            }
-            for (prefix, conflict) in built.conflicts {
-                if self.conflicts.len() < 10 && !self.conflicts.iter().any(|c| c.starts_with(&prefix)) {
-                    self.conflicts.push(conflict);
-                }
-            }
-            self.rows += built.rows;
-            for (name, batch) in built.parts {
-                let at = self.partition(name)?;
-                self.write_rows(at, batch)?;
+            self.take(built)?;
+        }
+        self.finish()
+    }
+
+    /// Writes the next chunk's batches and sets its quarantined records
+    /// aside.
+    fn take(&mut self, built: Built) -> Result<(), ConvertError> {
+        for (index, reason, text) in &built.quarantined {
+            self.quarantine.add(*index, reason, text)?;
+        }
+        for (prefix, conflict) in built.conflicts {
+            if self.conflicts.len() < 10 && !self.conflicts.iter().any(|c| c.starts_with(&prefix)) {
+                self.conflicts.push(conflict);
             }
         }
+        self.rows += built.rows;
+        for (name, batch) in built.parts {
+            let at = self.partition(name)?;
+            self.write_rows(at, batch)?;
+        }
+        Ok(())
+    }
+
+    /// Closes every open file.
+    fn finish(mut self) -> Result<Sunk, ConvertError> {
         for at in 0..self.open.len() {
             self.close(at)?;
         }
@@ -1660,6 +1760,11 @@ mod tests {
         pub(super) static WALK_LIMIT: std::cell::Cell<Walk> = const { std::cell::Cell::new(Walk::Direct) };
     }
 
+    thread_local! {
+        /// Build workers on this thread's conversions, when set.
+        pub(super) static WORKERS: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+    }
+
     /// Chunks built with each [`Walk`] (by its `as usize`), in this process.
     pub(super) static CHUNKS_BY_WALK: [std::sync::atomic::AtomicUsize; 3] =
         [const { std::sync::atomic::AtomicUsize::new(0) }; 3];
@@ -1719,23 +1824,34 @@ mod tests {
         let (_, two) = outcomes.pop().expect("three");
         let mut converted = true;
         for (walk, one) in outcomes {
-            let case = format!("{case}, {walk:?} against two walks");
-            match (one, &two) {
-                (Ok(one), Ok(two)) => {
-                    let (one, two) = (outcome(&one), outcome(two));
-                    assert!(one.4 == two.4, "{case}: the schemas differ");
-                    assert_eq!(one.3, two.3, "{case}: conflicts, files");
-                    assert_eq!(one.2, two.2, "{case}: rows written");
-                    assert_eq!(one.1.map(String::from_utf8), two.1.map(String::from_utf8), "{case}: quarantine");
-                    assert!(one.0 == two.0, "{case}: the files' bytes differ");
-                }
-                (one, two) => {
-                    assert_eq!(one.err().map(|e| e.to_string()), two.as_ref().err().map(|e| e.to_string()), "{case}");
-                    converted = false;
-                }
-            }
+            converted &= same_outcome(&format!("{case}, {walk:?} against two walks"), &one, &two);
         }
         converted
+    }
+
+    /// Asserts that two conversions of one page had the same outcome (or
+    /// the same error); returns whether they converted.
+    fn same_outcome(
+        case: &str,
+        one: &Result<PageOutput, ConvertError>,
+        two: &Result<PageOutput, ConvertError>,
+    ) -> bool {
+        match (one, two) {
+            (Ok(one), Ok(two)) => {
+                let (one, two) = (outcome(one), outcome(two));
+                assert!(one.4 == two.4, "{case}: the schemas differ");
+                assert_eq!(one.3, two.3, "{case}: conflicts, files");
+                assert_eq!(one.2, two.2, "{case}: rows written");
+                assert_eq!(one.1.map(String::from_utf8), two.1.map(String::from_utf8), "{case}: quarantine");
+                assert!(one.0 == two.0, "{case}: the files' bytes differ");
+                true
+            }
+            (one, two) => {
+                let error = |result: &Result<PageOutput, ConvertError>| result.as_ref().err().map(|e| e.to_string());
+                assert_eq!(error(one), error(two), "{case}: one converted and the other did not");
+                false
+            }
+        }
     }
 
     #[test]
@@ -1876,6 +1992,61 @@ mod tests {
             });
         }
         assert!(chunks_by(Walk::Direct) > before, "some chunks took the direct walk");
+    }
+
+    /// `source` converted by one worker (on the caller's thread, chunk by
+    /// chunk) and by three (threads and queues): the same outcome, or the
+    /// same error.
+    fn same_on_one_core(case: &str, source: &PageSource, settings: PageSettings<'_>) {
+        let mut outcomes = Vec::new();
+        for workers in [1, 3] {
+            WORKERS.with(|count| count.set(Some(workers)));
+            outcomes.push(convert_page(source, &PayloadFormat::default(), settings));
+        }
+        WORKERS.with(|count| count.set(None));
+        let (three, one) = (outcomes.pop().expect("two"), outcomes.pop().expect("two"));
+        same_outcome(case, &one, &three);
+    }
+
+    #[test]
+    fn one_core_converts_on_the_callers_thread_what_three_workers_convert() {
+        // More than a chunk (1 MiB) of records, so each path hands over
+        // several: clean ones (one pass, the direct walk), mixed ones (two
+        // passes, quarantine), each as a first page and against a table.
+        let clean: Vec<String> = (0..12_000)
+            .map(|i| {
+                json!({"id": i, "name": format!("name {i}"), "tags": ["a", "b"], "pad": "x".repeat(80)}).to_string()
+            })
+            .collect();
+        let mixed: Vec<String> = (0..13_000).map(|i| mixed(i).to_string()).collect();
+        let cases: Vec<(&str, Vec<String>)> = vec![
+            ("clean", clean.clone()),
+            ("clean, then a new field", clean.iter().cloned().chain([r#"{"id": 1, "late": 2}"#.into()]).collect()),
+            ("mixed, with records to quarantine", mixed.iter().cloned().chain(["[1]".into(), "{".into()]).collect()),
+        ];
+        for (case, lines) in &cases {
+            with(|settings, _| {
+                let source = ndjson(lines.iter().cloned());
+                same_on_one_core(&format!("{case}, a first page"), &source, settings);
+                let lake = convert_page(&ndjson(lines.iter().take(900).cloned()), &PayloadFormat::default(), settings)
+                    .expect("the table")
+                    .schema;
+                same_on_one_core(
+                    &format!("{case}, the table known"),
+                    &source,
+                    PageSettings { lake_schema: Some(&lake), ..settings },
+                );
+                // A page past its record bound stops with the same error.
+                let limits = PageLimits { max_page_records: 5_000, ..settings.limits };
+                same_on_one_core(&format!("{case}, too many records"), &source, PageSettings { limits, ..settings });
+            });
+        }
+        // Files cut at 5,000 rows: the writer's parts across chunks.
+        let mut target = PersistTarget::new("t");
+        target.files.max_rows = Some(5_000);
+        with_target(target, |settings, _| {
+            same_on_one_core("clean, files of 5,000 rows", &ndjson(clean.iter().cloned()), settings);
+        });
     }
 
     /// `records` then `late`, as NDJSON.
