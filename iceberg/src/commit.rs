@@ -345,6 +345,7 @@ impl IcebergCommitter {
         let prefix = format!("{}-{}-{}", run.pipeline, run.run_id, uuid::Uuid::new_v4().simple());
         let mut writer = TableWriter::new(table, &prefix).map_err(err("open the table's writers"))?;
         let mut removed = Vec::new();
+        let mut rows_removed = 0;
         let candidates = live_files(table).await.map_err(err("list the table's files"))?;
         for file in candidates.iter().filter(|file| range.may_hold(file, field_id)) {
             let rows = read_data_file(table, file, &arrow).await?;
@@ -361,6 +362,7 @@ impl IcebergCommitter {
             if kept.num_rows() > 0 {
                 writer.write(&kept, &data_folder(table, file.file_path())).await?;
             }
+            rows_removed += rows.num_rows() - kept.num_rows();
             removed.push(file.file_path().to_string());
         }
         let mut added = writer.close().await?;
@@ -379,6 +381,13 @@ impl IcebergCommitter {
                 delete_files(table, &added.iter().map(|f| f.file_path().to_string()).collect::<Vec<_>>()).await;
                 return Err(err);
             }
+            // What was swapped, for the summary (a trial's `--replace`
+            // said nothing of the rows it replaced).
+            let rows_added: u64 = fetched.iter().map(DataFile::record_count).sum();
+            let runs = replaced.iter().cloned().collect::<Vec<_>>().join(", ");
+            notes.push(format!(
+                "{rows_removed} row(s) of run {runs} replaced by this attempt's {rows_added}, in one snapshot"
+            ));
             added.extend(fetched);
         }
         tracing::info!(rewritten = removed.len(), "the run's rows swapped");
@@ -653,6 +662,7 @@ impl IcebergCommitter {
         let prefix = format!("{}-{}-{}", run.pipeline, run.run_id, uuid::Uuid::new_v4().simple());
         let mut writer = TableWriter::new(table, &prefix).map_err(err("open the table's writers"))?;
         let mut removed = Vec::new();
+        let mut rows_replaced = 0;
         for (file, read) in touched {
             let (rows, keys, gone) = match read {
                 Some(read) => read,
@@ -676,6 +686,7 @@ impl IcebergCommitter {
             if kept.num_rows() > 0 {
                 writer.write(&kept, &data_folder(table, file.file_path())).await?;
             }
+            rows_replaced += gone.iter().filter(|gone| **gone).count();
             removed.push(file.file_path().to_string());
         }
         let masks = plan.run_rows(&batches.iter().map(|(b, _)| b.num_rows()).collect::<Vec<_>>());
@@ -700,6 +711,14 @@ impl IcebergCommitter {
             rewritten = removed.len(),
             "the run merged by primary key"
         );
+        // The run's deletions and its versions that lost, counted: the
+        // summary's records persisted counts them as records (a trial).
+        if deleted > 0 || stale > 0 {
+            notes.push(format!(
+                "merge: {deleted} key(s) deleted by target.hard_delete, {stale} version(s) left out as older than \
+                 the table's row of their key"
+            ));
+        }
         if unkeyed > 0 {
             notes.push(format!(
                 "merge: {unkeyed} rows without a value in a primary-key column were added as they are (no key to \
@@ -729,6 +748,16 @@ impl IcebergCommitter {
         }
         for line in &notes {
             tracing::warn!(note = line.as_str(), "the merge has something to look at");
+        }
+        if replacing {
+            // What was swapped, for the summary (a trial's `--replace`
+            // said nothing of the rows it replaced).
+            let fetched: usize = batches.iter().map(|(batch, _)| batch.num_rows()).sum();
+            let runs = replaced.iter().cloned().collect::<Vec<_>>().join(", ");
+            notes.push(format!(
+                "{rows_replaced} row(s) of run {runs} removed and this attempt's {fetched} merged by key in their \
+                 place, in one snapshot"
+            ));
         }
         Ok(Change { added, removed, base: Some(base), operation: None, notes })
     }

@@ -177,12 +177,20 @@ async fn merge_values_in_variant_columns_still_key_rank_and_delete() {
     // The one version read as no instant is said in the run's summary
     // (and its manifest and run-completed event), not only in the logs.
     // So is the key of another kind than the column's (`"A-1"` beside int ids).
-    assert_eq!(summary.table_notes.len(), 2, "{summary}");
+    // And the run's deletions (keys 10-14) and its versions older than the
+    // table's (keys 5-9), which "records persisted" counts as records.
+    assert_eq!(summary.table_notes.len(), 3, "{summary}");
     assert!(
-        summary.table_notes[0].contains("merge: 1 rows had a primary-key value of another kind than its column's"),
+        summary.table_notes[0].contains(
+            "merge: 5 key(s) deleted by target.hard_delete, 5 version(s) left out as older than the table's row"
+        ),
         "{summary}"
     );
-    assert!(summary.table_notes[1].contains("1 versions had an order_by value that reads as no instant"), "{summary}");
+    assert!(
+        summary.table_notes[1].contains("merge: 1 rows had a primary-key value of another kind than its column's"),
+        "{summary}"
+    );
+    assert!(summary.table_notes[2].contains("1 versions had an order_by value that reads as no instant"), "{summary}");
     assert!(summary.to_string().contains("table notes"), "{summary}");
 
     let rows = query_lake(
@@ -231,6 +239,36 @@ async fn a_first_run_whose_deletion_field_is_null_everywhere_merges_and_a_later_
     let rows: Vec<Value> = rows.into_iter().map(Value::Object).collect();
     let expected: Vec<(i64, String)> =
         vec![(0, "v1 0".into()), (2, "v2 2".into()), (3, "v1 3".into()), (4, "v1 4".into())];
+    assert_eq!(id_names(&rows), expected);
+}
+
+/// A `--replace` of a merged run removes the run's rows left in the table
+/// (a later run's newer version of a key stays) and merges the new fetch:
+/// the summary says how many of each (a trial: it said nothing).
+#[tokio::test]
+async fn a_replace_of_a_merged_run_says_how_many_rows_it_swapped() {
+    let Setup { records, spec, lake, runtime, .. } =
+        setup("write: merge, primary_key: [/id], order_by: /updatedAt").await;
+    records.set((0..3).map(|id| contact(id, "v1", "2026-11-01T00:00:00Z")).collect());
+    let first = runtime.run(&spec, at(1)).await.expect("run 1");
+    assert!(first.succeeded(), "run 1: {first}");
+    records.set(vec![contact(1, "v2", "2026-11-02T00:00:00Z")]);
+    assert!(runtime.run(&spec, at(2)).await.expect("run 2").succeeded());
+    // Run 1 again: its rows of keys 0 and 2 are in the table (key 1's is
+    // run 2's); the new fetch has four keys, key 1 older than run 2's.
+    records.set((0..4).map(|id| contact(id, "v1b", "2026-11-01T12:00:00Z")).collect());
+    let again = runtime.run_replacing(&spec, at(1), Some("again")).await.expect("the re-run");
+    assert!(again.succeeded(), "{again}");
+    let printed = again.to_string();
+    let note = format!(
+        "2 row(s) of run {} removed and this attempt's 4 merged by key in their place, in one snapshot",
+        first.run_id
+    );
+    assert!(printed.contains(&note), "{printed}");
+    let rows = query_lake(lake.path(), "SELECT id, name FROM contacts ORDER BY id").await;
+    let rows: Vec<Value> = rows.into_iter().map(Value::Object).collect();
+    let expected: Vec<(i64, String)> =
+        vec![(0, "v1b 0".into()), (1, "v2 1".into()), (2, "v1b 2".into()), (3, "v1b 3".into())];
     assert_eq!(id_names(&rows), expected);
 }
 
@@ -325,8 +363,12 @@ async fn a_replace_run_completed_after_a_later_one_leaves_the_later_refresh_in_t
     // say they gained nothing, and the table is the latest refresh still.
     let summary = tributary::replay::replay_lake(lake.path(), "contacts", Default::default()).await.expect("replay");
     assert!(summary.succeeded(), "{summary}");
-    let noted: Vec<&str> = summary.table_notes.iter().map(|(run, _)| run.as_str()).collect();
-    assert_eq!(noted, ["20261101T060000Z", "20261102T060000Z"], "{summary}");
+    let noted = |what: &str| -> Vec<&str> {
+        summary.table_notes.iter().filter(|(_, note)| note.contains(what)).map(|(run, _)| run.as_str()).collect()
+    };
+    assert_eq!(noted("the table holds the refresh of"), ["20261101T060000Z", "20261102T060000Z"], "{summary}");
+    // The run the table holds is swapped for its re-derived rows, and says so.
+    assert_eq!(noted("2 row(s) of run 20261103T060000Z replaced by this attempt's 2"), ["20261103T060000Z"]);
     assert!(
         summary.to_string().contains("note: replace: the table holds the refresh of 20261103T060000Z"),
         "{summary}"

@@ -121,3 +121,36 @@ async fn a_runs_summary_holds_its_own_alerts_not_another_pipelines() {
     assert_eq!(tributary::runtime::read_alerts(lake.path()).len(), 1, "the other pipeline's alert was written");
     assert!(summary.alerts.is_empty(), "not this run's: {:?}", summary.alerts);
 }
+
+/// A trial finding: a `--replace` run's summary did not say that it
+/// swapped the run's rows, or how many. It says both, in its table notes,
+/// and the table holds the new fetch only.
+#[tokio::test]
+async fn a_replace_runs_summary_says_how_many_rows_it_swapped() {
+    let body = JsonBody::new(r#"{"data": [{"id": 1}, {"id": 2}]}"#);
+    let addr = serve_json(body.clone()).await;
+    let text = format!(
+        "version: 1\npipeline: swap\nstrategy: {{kind: simple}}\n\
+         request: {{url: 'http://{addr}/records', records_pointer: /data, allow: {{loopback: true}}}}\n\
+         target: {{dataset: swap, table_format: iceberg}}\n"
+    );
+    let spec = contracts::spec::PipelineSpec::from_yaml(&text).expect("spec");
+    let lake = tempfile::tempdir().expect("tempdir");
+    let time = Utc.with_ymd_and_hms(2026, 11, 29, 6, 0, 0).single().expect("time");
+    let runtime = || LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let first = runtime().run(&spec, time).await.expect("run");
+    assert!(first.succeeded() && first.table_notes.is_empty(), "{first}");
+    body.set(r#"{"data": [{"id": 1}, {"id": 2}, {"id": 3}]}"#);
+    let again = runtime().run_replacing(&spec, time, Some("token-1")).await.expect("re-run");
+    assert!(again.succeeded(), "{again}");
+    let printed = again.to_string();
+    assert!(
+        printed.contains(&format!(
+            "table notes          2 row(s) of run {} replaced by this attempt's 3, in one snapshot",
+            first.run_id
+        )),
+        "{printed}"
+    );
+    let rows = tributary_e2e::readers::query_lake(lake.path(), "SELECT count(*) AS n FROM swap").await;
+    assert_eq!(rows[0]["n"], 3, "{rows:?}");
+}
