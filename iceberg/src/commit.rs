@@ -722,7 +722,8 @@ impl IcebergCommitter {
         if unkeyed > 0 {
             notes.push(format!(
                 "merge: {unkeyed} rows without a value in a primary-key column were added as they are (no key to \
-                 merge on)"
+                 merge on; each run adds its own again): declare the key column with `required: true` in \
+                 target.schema to quarantine such records instead"
             ));
         }
         let variant_keyed = plan.variant_keyed();

@@ -272,6 +272,47 @@ async fn a_replace_of_a_merged_run_says_how_many_rows_it_swapped() {
     assert_eq!(id_names(&rows), expected);
 }
 
+/// A trial finding: records without a key pile up in a merge table, one
+/// more row each run. Added as they are by default (and counted in the
+/// table notes, which say how to refuse them); with the key column
+/// declared required they are quarantined with their reason instead, and
+/// the table holds one row per key after every run.
+#[tokio::test]
+async fn records_without_a_key_are_noted_or_with_the_key_declared_required_quarantined() {
+    let keyless = || {
+        let mut records: Vec<Value> = (0..3).map(|id| contact(id, "v1", "2026-11-01T00:00:00Z")).collect();
+        records.push(json!({"name": "no id", "updatedAt": "2026-11-01T00:00:00Z", "deleted": false}));
+        records.push(json!({"id": null, "name": "null id", "updatedAt": "2026-11-01T00:00:00Z", "deleted": false}));
+        records
+    };
+    let Setup { records, spec, runtime, .. } = setup("write: merge, primary_key: [/id], order_by: /updatedAt").await;
+    records.set(keyless());
+    let summary = runtime.run(&spec, at(1)).await.expect("run 1");
+    let notes = summary.table_notes.join("\n");
+    assert!(
+        notes.contains("merge: 2 rows without a value in a primary-key column were added as they are")
+            && notes.contains("required: true"),
+        "{summary}"
+    );
+
+    let required = "write: merge, primary_key: [/id], order_by: /updatedAt, \
+                    schema: [{name: id, type: int64, required: true}]";
+    let Setup { records, spec, lake, runtime, .. } = setup(required).await;
+    let mut quarantine_keys = Vec::new();
+    for day in [1, 2] {
+        records.set(keyless());
+        let summary = runtime.run(&spec, at(day)).await.expect("run");
+        assert!(summary.table_notes.is_empty(), "{summary}");
+        assert_eq!((summary.records_persisted, summary.records_quarantined), (3, 2), "{summary}");
+        quarantine_keys = summary.quarantine_keys;
+    }
+    let file = lake.path().join(quarantine_keys.first().expect("a quarantine file"));
+    let quarantined = std::fs::read_to_string(file).expect("the quarantine file");
+    assert!(quarantined.contains("field /id: expected int64 (required), found no value"), "{quarantined}");
+    let rows = query_lake(lake.path(), "SELECT count(*) AS n, count(DISTINCT id) AS keys FROM contacts").await;
+    assert_eq!((rows[0]["n"].as_i64(), rows[0]["keys"].as_i64()), (Some(3), Some(3)), "{rows:?}");
+}
+
 #[tokio::test]
 async fn a_merge_pointer_spelt_as_a_field_but_for_case_or_underscores_fails_the_commit_naming_the_field() {
     let Setup { records, addr, spec, lake, runtime } =
