@@ -711,14 +711,6 @@ impl IcebergCommitter {
             rewritten = removed.len(),
             "the run merged by primary key"
         );
-        // The run's deletions and its versions that lost, counted: the
-        // summary's records persisted counts them as records (a trial).
-        if deleted > 0 || stale > 0 {
-            notes.push(format!(
-                "merge: {deleted} key(s) deleted by target.hard_delete, {stale} version(s) left out as older than \
-                 the table's row of their key"
-            ));
-        }
         if unkeyed > 0 {
             notes.push(format!(
                 "merge: {unkeyed} rows without a value in a primary-key column were added as they are (no key to \
@@ -750,9 +742,16 @@ impl IcebergCommitter {
         for line in &notes {
             tracing::warn!(note = line.as_str(), "the merge has something to look at");
         }
+        // Not warnings: the run's deletions and its versions that lost,
+        // counted, since the summary's "records persisted" counts them as
+        // records (a trial); and what a re-run or replay swapped.
+        if deleted > 0 || stale > 0 {
+            notes.push(format!(
+                "merge: {deleted} key(s) deleted by target.hard_delete, {stale} version(s) left out as older than \
+                 the table's row of their key"
+            ));
+        }
         if replacing {
-            // What was swapped, for the summary (a trial's `--replace`
-            // said nothing of the rows it replaced).
             let fetched: usize = batches.iter().map(|(batch, _)| batch.num_rows()).sum();
             let runs = replaced.iter().cloned().collect::<Vec<_>>().join(", ");
             notes.push(format!(

@@ -1058,8 +1058,9 @@ fn write_pass(
             // One core: framing, building and writing take turns on this
             // thread, a chunk at a time, so each chunk's text and columns
             // are still in the core's cache when the next step reads them
-            // (threads handing chunks over queues on one core were 3-5 %
-            // slower, and held the queued chunks: docs/persist-bench.md).
+            // (three threads handing chunks over queues on one core were
+            // 5-9 % slower and held the queued chunks: docs/persist-bench.md,
+            // "One core, one thread").
             let mut builder = ChunkBuilder::new(settings, (&schema, &arrow_schema), checks);
             let mut sink = sink;
             let (mut built, mut sunk) = (Ok(()), Ok(()));

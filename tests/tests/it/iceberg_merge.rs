@@ -181,16 +181,16 @@ async fn merge_values_in_variant_columns_still_key_rank_and_delete() {
     // table's (keys 5-9), which "records persisted" counts as records.
     assert_eq!(summary.table_notes.len(), 3, "{summary}");
     assert!(
-        summary.table_notes[0].contains(
+        summary.table_notes[0].contains("merge: 1 rows had a primary-key value of another kind than its column's"),
+        "{summary}"
+    );
+    assert!(summary.table_notes[1].contains("1 versions had an order_by value that reads as no instant"), "{summary}");
+    assert!(
+        summary.table_notes[2].contains(
             "merge: 5 key(s) deleted by target.hard_delete, 5 version(s) left out as older than the table's row"
         ),
         "{summary}"
     );
-    assert!(
-        summary.table_notes[1].contains("merge: 1 rows had a primary-key value of another kind than its column's"),
-        "{summary}"
-    );
-    assert!(summary.table_notes[2].contains("1 versions had an order_by value that reads as no instant"), "{summary}");
     assert!(summary.to_string().contains("table notes"), "{summary}");
 
     let rows = query_lake(
