@@ -47,6 +47,13 @@ const ROW_GROUP_ROWS: EnvVar = EnvVar::number(
     Allowed::of_usize(ROW_GROUP_ROWS_RANGE, "contracts::MAX_ROW_GROUP_ROWS"),
     "rows per Parquet row group, unless a spec's `target.files.row_group_rows` says",
 );
+const CONVERT_WORKERS: EnvVar = EnvVar::number(
+    "CONVERT_WORKERS",
+    0,
+    Allowed::of_usize(0..=crate::convert::MAX_WORKERS, "0 (one per core) to the converter's MAX_WORKERS"),
+    "threads that infer and build a page's chunks: 0 = one per core the function may use; 1 = none, the handler's \
+     thread frames, builds and writes in turn (faster below 1,769 MB, less than one vCPU: infra/README.md)",
+);
 const MAX_PAGE_BYTES: EnvVar = EnvVar::number(
     "MAX_PAGE_BYTES",
     DEFAULT_MAX_PAGE_BYTES,
@@ -156,6 +163,7 @@ impl LambdaConfig {
         LAKE_BUCKET,
         ZSTD_LEVEL,
         ROW_GROUP_ROWS,
+        CONVERT_WORKERS,
         MAX_PAGE_BYTES,
         MAX_COLUMNS,
         env::S3_FORCE_PATH_STYLE,
@@ -176,8 +184,8 @@ impl LambdaConfig {
 /// Everything the Persist binary reads from its environment.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LambdaConfig {
-    /// The handler's settings: the writer's `ZSTD_LEVEL` and
-    /// `ROW_GROUP_ROWS`, the page limits `MAX_PAGE_BYTES` and `MAX_COLUMNS`
+    /// The handler's settings: the writer's `ZSTD_LEVEL`,
+    /// `ROW_GROUP_ROWS` and `CONVERT_WORKERS`, the page limits `MAX_PAGE_BYTES` and `MAX_COLUMNS`
     /// (defaults in [`LambdaConfig::ENV`]), the dead-letter target
     /// ([`dead_letter_target`]), metrics to stdout (CloudWatch EMF); the rest
     /// as [`PersistConfig::default`] (at most 1,000,000 records per page,
@@ -201,16 +209,16 @@ pub struct LambdaConfig {
 
 impl PersistConfig {
     /// `self` with the writer and page-limit variables that are set in
-    /// `env` (`ZSTD_LEVEL`, `ROW_GROUP_ROWS`, `MAX_PAGE_BYTES`,
-    /// `MAX_COLUMNS`: the Lambda's, [`LambdaConfig::ENV`]), checked as the
+    /// `env` (`ZSTD_LEVEL`, `ROW_GROUP_ROWS`, `CONVERT_WORKERS`,
+    /// `MAX_PAGE_BYTES`, `MAX_COLUMNS`: the Lambda's, [`LambdaConfig::ENV`]), checked as the
     /// Lambda checks them; an unset one keeps `self`'s value. The local
     /// runtime takes them so that a page refused with "the most
     /// MAX_PAGE_BYTES allows" can be let through on a laptop as in the stack.
     ///
     /// # Errors
     /// [`EnvError`] naming the variable and value: not a number, or outside
-    /// its range (`ZSTD_LEVELS`, `ROW_GROUP_ROWS_RANGE`,
-    /// `MAX_PAGE_BYTES_RANGE`, `MAX_COLUMNS_RANGE`).
+    /// its range (`ZSTD_LEVELS`, `ROW_GROUP_ROWS_RANGE`, 0 to
+    /// `MAX_WORKERS` workers, `MAX_PAGE_BYTES_RANGE`, `MAX_COLUMNS_RANGE`).
     pub fn with_env_limits(mut self, env: &LambdaEnv) -> Result<Self, EnvError> {
         if env.optional(&ZSTD_LEVEL)?.is_some() {
             // Within 1..=22.
@@ -218,6 +226,9 @@ impl PersistConfig {
         }
         if env.optional(&ROW_GROUP_ROWS)?.is_some() {
             self.writer.row_group_rows = env.usize(&ROW_GROUP_ROWS)?;
+        }
+        if env.optional(&CONVERT_WORKERS)?.is_some() {
+            self.writer.workers = env.usize(&CONVERT_WORKERS)?;
         }
         if env.optional(&MAX_PAGE_BYTES)?.is_some() {
             self.limits.max_page_bytes = env.u64(&MAX_PAGE_BYTES)?;
@@ -275,8 +286,14 @@ mod tests {
         assert_eq!((config.limits.max_page_bytes, config.writer.zstd_level), (1 << 30, 3));
         assert_eq!(config.writer.row_group_rows, 1_000, "unset: kept");
         assert_eq!(config.limits.max_columns, base.limits.max_columns);
-        let err = base.with_env_limits(&LambdaEnv::from_pairs([("MAX_COLUMNS", "0")])).expect_err("out of range");
+        let err =
+            base.clone().with_env_limits(&LambdaEnv::from_pairs([("MAX_COLUMNS", "0")])).expect_err("out of range");
         assert!(err.to_string().contains("MAX_COLUMNS"), "{err}");
+        // The converter's threads: 1 (the template's), or 0 for one per core.
+        let one = base.clone().with_env_limits(&LambdaEnv::from_pairs([("CONVERT_WORKERS", "1")])).expect("in range");
+        assert_eq!((one.writer.workers, base.writer.workers), (1, 0));
+        let err = base.with_env_limits(&LambdaEnv::from_pairs([("CONVERT_WORKERS", "9")])).expect_err("past 4");
+        assert!(err.to_string().contains("CONVERT_WORKERS") && err.to_string().contains('9'), "{err}");
     }
 
     #[test]

@@ -81,11 +81,17 @@ pub struct WriterConfig {
     /// Rows per Parquet row group when the target leaves `row_group_rows`
     /// at its default (default 131072, `ROW_GROUP_ROWS`).
     pub row_group_rows: usize,
+    /// Threads that infer and build chunks (`CONVERT_WORKERS`), at most
+    /// [`MAX_WORKERS`]: 0 (the default) takes one per core the process may
+    /// use (`std::thread::available_parallelism`: the affinity mask and a
+    /// cgroup CPU quota); 1 starts no thread, and the caller's thread
+    /// frames, builds and writes each chunk in turn.
+    pub workers: usize,
 }
 
 impl Default for WriterConfig {
     fn default() -> Self {
-        Self { zstd_level: 1, batch_rows: 8192, row_group_rows: 131_072 }
+        Self { zstd_level: 1, batch_rows: 8192, row_group_rows: 131_072, workers: 0 }
     }
 }
 
@@ -296,21 +302,28 @@ pub fn infer_page(
     };
     let mut table = lake.cloned().unwrap_or_else(empty_table);
     table.declare(&target.schema, names, &mut Vec::new());
-    table.evolve(&seen_in_page(source, format, PageLimits::default())?, names);
+    table.evolve(&seen_in_page(source, format, PageLimits::default(), 0)?, names);
     Ok(table)
 }
 
 /// What the page's records hold (pass 1), records set aside whole (see
-/// [`screen`]) left out.
+/// [`screen`]) left out; `workers` threads infer ([`WriterConfig::workers`]:
+/// 0 for one per core).
 ///
 /// # Errors
 /// [`ConvertError::Decode`] for unreadable payloads, invalid JSON and a
 /// payload past `limits.max_page_bytes`; [`ConvertError::TooManyRecords`]
 /// past `limits.max_page_records`.
-pub fn seen_in_page(source: &PageSource, format: &PayloadFormat, limits: PageLimits) -> Result<Seen, ConvertError> {
+pub fn seen_in_page(
+    source: &PageSource,
+    format: &PayloadFormat,
+    limits: PageLimits,
+    workers: usize,
+) -> Result<Seen, ConvertError> {
     let mut framer = Framer::open(source, format, limits.max_page_bytes)?;
     let lines = framer.lines_are_records();
-    if worker_count() == 1 {
+    let workers = worker_count(workers);
+    if workers == 1 {
         // One core: framing and inference take turns on this thread, a
         // chunk at a time (see `write_pass`).
         let mut root = Seen::default();
@@ -329,7 +342,7 @@ pub fn seen_in_page(source: &PageSource, format: &PayloadFormat, limits: PageLim
     // infer chunk i on worker i % n; the chunks' kinds are joined in order,
     // which gives the same fields (in first-seen order) as one pass.
     std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..worker_count())
+        let workers: Vec<_> = (0..workers)
             .map(|_| {
                 let (sender, receiver) = std::sync::mpsc::sync_channel::<Chunk>(2);
                 (sender, scope.spawn(move || infer_chunks(receiver, lines)))
@@ -365,7 +378,8 @@ pub fn seen_in_page(source: &PageSource, format: &PayloadFormat, limits: PageLim
     })
 }
 
-/// Threads that tokenize, infer (pass 1) and build (pass 2): one per core
+/// Threads that tokenize, infer (pass 1) and build (pass 2): `workers`
+/// when it is not 0 (at most [`MAX_WORKERS`]), else one per core
 /// this process may run on (`std::thread::available_parallelism`, which
 /// reads the CPU affinity mask and the cgroup's CPU quota), from 1 to
 /// [`MAX_WORKERS`]. Lambda gives 1 vCPU at 1,769 MB and up to 6 at
@@ -376,18 +390,22 @@ pub fn seen_in_page(source: &PageSource, format: &PayloadFormat, limits: PageLim
 ///
 /// With one, no thread is started: the caller's thread frames, builds
 /// and writes each chunk in turn.
-fn worker_count() -> usize {
+fn worker_count(workers: usize) -> usize {
     #[cfg(test)]
     if let Some(workers) = tests::WORKERS.with(std::cell::Cell::get) {
         return workers;
     }
+    if workers > 0 {
+        return workers.min(MAX_WORKERS);
+    }
     std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get).clamp(1, MAX_WORKERS)
 }
 
-/// At most this many build workers: each holds a chunk of about
-/// [`CHUNK_TEXT_BYTES`] with its tape and column builders (a few MB), and
-/// past four the single framing thread and Parquet writer are the limit.
-const MAX_WORKERS: usize = 4;
+/// At most this many build workers (`CONVERT_WORKERS`): each holds a chunk
+/// of about 1 MiB of records with its tape and column builders (a few MB),
+/// and past four the single framing thread and Parquet writer are the
+/// limit.
+pub const MAX_WORKERS: usize = 4;
 
 /// Bytes of records per chunk handed to a worker.
 const CHUNK_TEXT_BYTES: usize = 1 << 20;
@@ -570,7 +588,7 @@ pub fn convert_page(
     {
         return Ok(output);
     }
-    let seen = seen_in_page(source, format, settings.limits)?;
+    let seen = seen_in_page(source, format, settings.limits, settings.writer.workers)?;
     let mut evolved = schema.clone();
     evolved.evolve(&seen, names);
     // A dataset's first page makes its table; later pages change it.
@@ -1053,7 +1071,7 @@ fn write_pass(
     let walk = eligible.max(walk_limit());
     let checks = Checks { checker: &checker, over_cap, no_columns, strict, lines, walk };
     let max_page_records = settings.limits.max_page_records;
-    let (framed, built, written) = match worker_count() {
+    let (framed, built, written) = match worker_count(settings.writer.workers) {
         1 => {
             // One core: framing, building and writing take turns on this
             // thread, a chunk at a time, so each chunk's text and columns
@@ -2095,7 +2113,7 @@ mod tests {
 
     /// The page in two passes: inferred from every record, then written.
     fn two_passes(source: &PageSource, settings: PageSettings<'_>, names: Naming<'_>) -> PageOutput {
-        let seen = seen_in_page(source, &PayloadFormat::default(), settings.limits).expect("inference");
+        let seen = seen_in_page(source, &PayloadFormat::default(), settings.limits, 0).expect("inference");
         let mut schema = empty_table();
         schema.evolve(&seen, names);
         write_pass(source, &PayloadFormat::default(), settings, schema, Vec::new(), &HashMap::new(), Fit::Quarantine)

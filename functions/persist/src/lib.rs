@@ -45,7 +45,7 @@ mod tenancy;
 pub use config::{LambdaConfig, TableOptimizers};
 pub use convert::{
     ConvertError, DEFAULT_MAX_COLUMNS, DEFAULT_MAX_PAGE_BYTES, DEFAULT_MAX_PAGE_RECORDS, DICTIONARY_PAGE_BYTES,
-    NO_COLUMN_YET, PageLimits, PageOutput, PageSettings, WriterConfig, convert_page, infer_page,
+    MAX_WORKERS, NO_COLUMN_YET, PageLimits, PageOutput, PageSettings, WriterConfig, convert_page, infer_page,
 };
 pub use deps::{Deps, PersistConfig};
 pub use error::PersistError;
