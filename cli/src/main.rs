@@ -1503,7 +1503,28 @@ async fn run_stream(
     let spec = load_stream_spec(spec)?;
     let source = records.map_or(LocalSource::Kinesis, LocalSource::File);
     let options = PollOptions { follow, max_batches_per_shard: None };
-    let report = run_local(&spec, lake, &source, options, from_trim_horizon).await?;
+    // Ctrl-C or SIGTERM (a `--follow` run ends no other way) stops the
+    // poll between two awaits, as a crash would: every batch written so
+    // far is in the lake with its shards' checkpoints, and the next run
+    // goes on from them (a trial's SIGTERM printed nothing).
+    let report = tokio::select! {
+        report = run_local(&spec, lake, &source, options, from_trim_horizon) => report?,
+        code = stop_signal() => {
+            let code = code?;
+            let again = if from_trim_horizon {
+                "the replay stopped before its commit: run the same command again to finish it"
+            } else {
+                "the next run of the spec reads on from its shards' checkpoints"
+            };
+            err_raw!(
+                "stopped: {} by {}; every batch written before is in {} with its shard's checkpoint, and {again}",
+                spec.pipeline,
+                if code == 130 { "Ctrl-C" } else { "SIGTERM" },
+                spec.target.dataset
+            );
+            return Ok(ExitCode::from(code));
+        }
+    };
     let quarantined = report.records_quarantined();
     let rows = report.rows_persisted();
     out!("{}: {rows} records into {}, {quarantined} quarantined", spec.pipeline, spec.target.dataset)?;

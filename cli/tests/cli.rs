@@ -111,6 +111,68 @@ fn a_stream_run_whose_every_record_is_quarantined_fails() {
     assert!(stderr.contains("every record taken was quarantined (3)"), "{stderr}");
 }
 
+/// A trial finding: a `--follow` stream run (which ends no other way)
+/// stopped by SIGTERM printed nothing. It says what is in the lake and
+/// how the next run goes on, with the shell's code for the signal, and
+/// the next run reads on from the checkpoint: every record once.
+#[test]
+fn a_following_stream_run_stopped_by_sigterm_says_where_it_stopped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stream = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/streams/orders.yaml");
+    let records = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/streams/orders.jsonl");
+    let lake = dir.path().join("lake");
+    let run = tributary()
+        .arg("run")
+        .arg(&stream)
+        .arg("--records")
+        .arg(&records)
+        .arg("--follow")
+        .arg("--lake")
+        .arg(&lake)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the run");
+    // The file's records are written and checkpointed, then it follows.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while walk_files(&lake.join("_streams")).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no checkpoint written");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let killed = Command::new("kill").arg("-TERM").arg(run.id().to_string()).status().expect("kill");
+    assert!(killed.success());
+    let output = run.wait_with_output().expect("the run ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(143), "{stderr}");
+    assert!(
+        stderr.contains("stopped: orders-stream by SIGTERM; every batch written before is in orders")
+            && stderr.contains("the next run of the spec reads on from its shards' checkpoints"),
+        "{stderr}"
+    );
+    let run_into = |lake: &std::path::Path| {
+        let output =
+            tributary().arg("run").arg(&stream).arg("--records").arg(&records).arg("--lake").arg(lake).output();
+        let output = output.expect("run");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let count = |lake: &std::path::Path| {
+        let sql = "SELECT count(*) AS n, count(DISTINCT order_id) AS ids FROM orders";
+        let output = tributary().arg("query").arg("--lake").arg(lake).arg(sql).output().expect("query");
+        let row: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON row");
+        (row["n"].as_u64(), row["ids"].as_u64())
+    };
+    let stdout = run_into(&lake);
+    assert!(stdout.contains("0 records into orders"), "all were in before: {stdout}");
+    // The same rows as one run of the file into a fresh lake.
+    let fresh = dir.path().join("fresh");
+    run_into(&fresh);
+    let (rows, ids) = count(&lake);
+    assert_eq!((rows, ids), count(&fresh));
+    assert!(rows.is_some_and(|n| n > 0) && rows == ids, "each order once: {rows:?} rows, {ids:?} orders");
+}
+
 #[test]
 fn validate_accepts_the_examples() {
     for example in ["customers.yaml", "transactions.yaml", "events.yaml"] {
