@@ -135,7 +135,12 @@ impl FileStream {
 
 /// One line of the file as a record of `topic`, or what is wrong with it.
 fn parse_record(line: &str, topic: &str) -> Result<StreamRecord, String> {
-    let value: serde_json::Value = serde_json::from_str(line).map_err(|err| err.to_string())?;
+    let value: serde_json::Value = serde_json::from_str(line).map_err(|err| {
+        format!(
+            "the line is not JSON ({err}): each line is one JSON object in the MSK event's record shape (topic, \
+             partition, offset, timestamp, base64 value)"
+        )
+    })?;
     if !value.is_object() {
         return Err(format!(
             "the line is {}, not a record: each line is one object in the MSK event's record shape (topic, \
@@ -165,11 +170,14 @@ fn parse_record(line: &str, topic: &str) -> Result<StreamRecord, String> {
     }
     let data = match &value["value"] {
         serde_json::Value::Null => None,
-        serde_json::Value::String(b64) => Some(
-            base64::engine::general_purpose::STANDARD
-                .decode(b64)
-                .map_err(|err| format!("`value` is not base64: {err}"))?,
-        ),
+        serde_json::Value::String(b64) => {
+            Some(base64::engine::general_purpose::STANDARD.decode(b64).map_err(|err| {
+                format!(
+                    "`value` is not base64 ({err}): it holds the record's bytes in base64, as the MSK event \
+                         does; bytes that are not JSON are base64 too, and are quarantined when read"
+                )
+            })?)
+        }
         _ => return Err("`value` must be base64 text or null".into()),
     };
     // The MSK event's `timestamp`: milliseconds since the epoch; none is
@@ -329,6 +337,11 @@ mod tests {
     fn a_line_that_is_not_an_object_and_a_file_that_is_not_utf8_are_refused_naming_the_line() {
         let err = refusal(&["[1, 2, 3]"]);
         assert!(err.contains(":1") && err.contains("an array, not a record"), "{err}");
+        // A trial read only "expected ident at line 1 column 2" for these.
+        let err = refusal(&[OK, "not json"]);
+        assert!(err.contains(":2") && err.contains("the line is not JSON (expected ident"), "{err}");
+        let err = refusal(&[r#"{"topic": "t", "partition": 0, "offset": 0, "value": "!!"}"#]);
+        assert!(err.contains(":1") && err.contains("`value` is not base64 (") && err.contains("quarantined"), "{err}");
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("records.jsonl");
         let good = r#"{"topic": "orders", "partition": 0, "offset": 0, "timestamp": 0, "value": "e30="}"#;
