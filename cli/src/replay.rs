@@ -12,6 +12,11 @@
 //! replay); runs already complete stay complete.
 //!
 //! A page that fails is reported with its key and reason; the others go on.
+//!
+//! A page of a stream window that a Kappa replay (`tributary run
+//! --from-trim-horizon`) superseded, and did not write again, is left as
+//! history and counted: its records are in the dataset as the replay read
+//! them (the topic may even have been recreated since).
 
 use std::fmt;
 
@@ -107,6 +112,10 @@ pub struct ReplaySummary {
     pub records_quarantined: u64,
     /// Pages that failed, with the reason.
     pub failures: Vec<ReplayFailure>,
+    /// Pages left as history: of stream windows a Kappa replay superseded
+    /// and did not write again
+    /// ([`persist::stream_replay::superseded_runs`]).
+    pub superseded: u64,
     /// An Iceberg dataset's runs committed again: the run and its new
     /// snapshot's id.
     pub snapshots: Vec<(String, i64)>,
@@ -139,6 +148,9 @@ impl fmt::Display for ReplaySummary {
         for failure in &self.failures {
             writeln!(f, "  FAILED {}: {}", failure.key, failure.reason)?;
         }
+        if self.superseded > 0 {
+            writeln!(f, "  {}", superseded_line(self.superseded))?;
+        }
         for (run, snapshot) in &self.snapshots {
             let notes: Vec<&str> =
                 self.table_notes.iter().filter(|(of, _)| of == run).map(|(_, note)| note.as_str()).collect();
@@ -155,6 +167,52 @@ impl fmt::Display for ReplaySummary {
             )?;
         }
         Ok(())
+    }
+}
+
+/// The summary line of `pages` raw pages left as history.
+fn superseded_line(pages: u64) -> String {
+    format!(
+        "{pages} raw page(s) left as they are: their stream windows were superseded by a Kappa replay \
+         (--from-trim-horizon), which holds their records as it read them; the pages stay in raw/ as history"
+    )
+}
+
+/// Which raw pages are of stream windows a Kappa replay superseded
+/// ([`persist::stream_replay::superseded_runs`]) and not written again by
+/// it: persisting one again would add its records beside the replay's, or,
+/// for an Iceberg dataset, leave a run the ledger never completes (a trial
+/// found a recreated topic's old windows as an interrupted run, with 8 rows
+/// that finishing it would have added twice). Read once per pipeline and
+/// run.
+#[derive(Default)]
+struct Superseded {
+    /// Per pipeline, its superseded runs.
+    runs: std::collections::HashMap<String, std::collections::BTreeSet<RunId>>,
+    /// Per superseded run, the pages its ledger holds now.
+    pages: std::collections::HashMap<(String, RunId), std::collections::BTreeSet<u32>>,
+}
+
+impl Superseded {
+    /// Whether `message`'s page is history only: its run was superseded and
+    /// the ledger holds no page of that run and number.
+    ///
+    /// # Errors
+    /// [`PortError`] when the record or the run's receipts cannot be read.
+    async fn holds(&mut self, store: &dyn ObjectStore, message: &PersistMessage) -> Result<bool, PortError> {
+        if !self.runs.contains_key(&message.pipeline) {
+            let runs = persist::stream_replay::superseded_runs(&message.pipeline, store).await?;
+            self.runs.insert(message.pipeline.clone(), runs.into_iter().collect());
+        }
+        if !self.runs.get(&message.pipeline).is_some_and(|runs| runs.contains(&message.run_id)) {
+            return Ok(false);
+        }
+        let run = (message.pipeline.clone(), message.run_id.clone());
+        if !self.pages.contains_key(&run) {
+            let receipts = tributary_core::ledger::run_receipts(store, &message.pipeline, &message.run_id).await?;
+            self.pages.insert(run.clone(), receipts.into_iter().map(|receipt| receipt.page).collect());
+        }
+        Ok(!self.pages.get(&run).is_some_and(|pages| pages.contains(&message.page.index)))
     }
 }
 
@@ -222,8 +280,21 @@ pub async fn replay(
     // staged until `replay_run` below.
     let deps = persist::Deps { store, queue: &queue, run_events: None, catalog, tables, config: &config };
     let mut runs: std::collections::BTreeMap<(String, RunId), ReplayedRun> = Default::default();
+    let mut superseded = Superseded::default();
     for key in keys {
-        match replay_page(&key, dataset, deps).await {
+        let message = match read_envelope(store, &key, dataset).await {
+            Ok(message) => message,
+            Err(reason) => {
+                tracing::info!(key, reason, "raw page not replayed");
+                summary.failures.push(ReplayFailure { key, reason });
+                continue;
+            }
+        };
+        if superseded.holds(store, &message).await.map_err(ReplayError::Store)? {
+            summary.superseded += 1;
+            continue;
+        }
+        match replay_page(message, deps).await {
             Ok((receipt, write)) => {
                 summary.pages_persisted += 1;
                 summary.records_persisted += receipt.records_persisted;
@@ -329,19 +400,22 @@ struct ReplayedRun {
     write: RunWrite,
 }
 
-/// Reads the envelope at `key` and persists it again; with the page's
-/// write disposition.
-async fn replay_page(
-    key: &str,
-    dataset: &str,
-    deps: persist::Deps<'_>,
-) -> Result<(tributary_core::ledger::PageReceipt, RunWrite), String> {
-    let bytes = deps.store.get(key).await.map_err(|err| err.to_string())?;
+/// The envelope at `key`, a page of `dataset`; the reason it is not.
+async fn read_envelope(store: &dyn ObjectStore, key: &str, dataset: &str) -> Result<PersistMessage, String> {
+    let bytes = store.get(key).await.map_err(|err| err.to_string())?;
     let message: PersistMessage =
         serde_json::from_slice(&bytes).map_err(|err| format!("not a persist message: {err}"))?;
     if message.target.dataset != dataset {
         return Err(format!("the envelope's target.dataset is {:?}, not {dataset:?}", message.target.dataset));
     }
+    Ok(message)
+}
+
+/// Persists `message` again; with the page's write disposition.
+async fn replay_page(
+    message: PersistMessage,
+    deps: persist::Deps<'_>,
+) -> Result<(tributary_core::ledger::PageReceipt, RunWrite), String> {
     let write = RunWrite::of(&message.target);
     persist::persist_page(message, deps).await.map(|receipt| (receipt, write)).map_err(|err| err.to_string())
 }
@@ -381,6 +455,8 @@ pub struct ResendSummary {
     pub runs_reopened: Vec<String>,
     /// Pages that could not be sent, with the reason.
     pub failures: Vec<ReplayFailure>,
+    /// Pages left as history: of stream windows a Kappa replay superseded.
+    pub superseded: u64,
 }
 
 impl fmt::Display for ResendSummary {
@@ -400,7 +476,10 @@ impl fmt::Display for ResendSummary {
         for failure in &self.failures {
             writeln!(f, "  FAILED {}: {}", failure.key, failure.reason)?;
         }
-        if self.pages_sent == 0 && self.failures.is_empty() {
+        if self.superseded > 0 {
+            writeln!(f, "  {}", superseded_line(self.superseded))?;
+        }
+        if self.pages_sent == 0 && self.failures.is_empty() && self.superseded == 0 {
             writeln!(f, "  no raw pages under raw/{}/ for these dates", self.dataset)?;
         }
         writeln!(f, "  Persist converts them as they arrive: `tributary status` shows each run complete again")
@@ -440,6 +519,7 @@ pub async fn resend(
     let mut summary = ResendSummary { dataset: dataset.to_string(), range, failures, ..ResendSummary::default() };
     let mut pages: Vec<(String, String)> = Vec::new();
     let mut runs = std::collections::BTreeSet::new();
+    let mut superseded = Superseded::default();
     for key in keys {
         let text = match store.get(&key).await {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
@@ -450,6 +530,11 @@ pub async fn resend(
         };
         match serde_json::from_str::<PersistMessage>(&text) {
             Ok(message) if message.target.dataset == dataset => {
+                // Before any run is reopened (its receipts deleted).
+                if superseded.holds(store, &message).await.map_err(ReplayError::Store)? {
+                    summary.superseded += 1;
+                    continue;
+                }
                 runs.insert((message.pipeline.clone(), message.run_id.clone()));
                 pages.push((key, text));
             }

@@ -133,18 +133,16 @@ impl FileStream {
     }
 }
 
+/// What a line of the file holds, as the refusals name it.
+const RECORD_SHAPE: &str = "the MSK event's record shape (topic, partition, offset, timestamp, base64 value)";
+
 /// One line of the file as a record of `topic`, or what is wrong with it.
 fn parse_record(line: &str, topic: &str) -> Result<StreamRecord, String> {
-    let value: serde_json::Value = serde_json::from_str(line).map_err(|err| {
-        format!(
-            "the line is not JSON ({err}): each line is one JSON object in the MSK event's record shape (topic, \
-             partition, offset, timestamp, base64 value)"
-        )
-    })?;
+    let value: serde_json::Value = serde_json::from_str(line)
+        .map_err(|err| format!("the line is not JSON ({err}): each line is one JSON object in {RECORD_SHAPE}"))?;
     if !value.is_object() {
         return Err(format!(
-            "the line is {}, not a record: each line is one object in the MSK event's record shape (topic, \
-             partition, offset, timestamp, base64 value)",
+            "the line is {}, not a record: each line is one object in {RECORD_SHAPE}",
             tributary_core::json::kind_of(&value)
         ));
     }

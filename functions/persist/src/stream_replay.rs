@@ -34,7 +34,7 @@ use chrono::{DateTime, Utc};
 use contracts::stream::StreamSpec;
 use contracts::{RunId, TableFormat, WriteDisposition};
 use serde::{Deserialize, Serialize};
-use tributary_core::ports::ObjectStore;
+use tributary_core::ports::{ObjectStore, PortError};
 
 use crate::error::PersistError;
 use crate::stream::{STREAMS_PREFIX, StreamRecord, read_checkpoint, sequence_cmp, stream_run_id};
@@ -210,16 +210,48 @@ pub async fn window_runs(pipeline: &str, store: &dyn ObjectStore) -> Result<Vec<
     Ok(runs)
 }
 
+/// Key of the pipeline's superseded stream windows:
+/// `_streams/<pipeline>/superseded-runs.json`, a sorted JSON array of run
+/// ids. Every Kappa replay adds the windows it forgets
+/// ([`forget_history`]); the record is never pruned, as their raw pages
+/// stay in `raw/` as the stream's history.
+pub fn superseded_key(pipeline: &str) -> String {
+    format!("{STREAMS_PREFIX}{pipeline}/superseded-runs.json")
+}
+
+/// The pipeline's stream windows that a Kappa replay forgot, sorted (empty
+/// when it never had one). A raw page of such a window that the ledger
+/// does not hold again (the replay re-derived no page of that run and
+/// number) is history only: its records are in the table as the replay
+/// read them, so `tributary replay` leaves it where it is.
+///
+/// # Errors
+/// Store failures; an unreadable record.
+pub async fn superseded_runs(pipeline: &str, store: &dyn ObjectStore) -> Result<Vec<RunId>, PortError> {
+    Ok(tributary_core::ledger::read_record(store, &superseded_key(pipeline)).await?.unwrap_or_default())
+}
+
 /// Removes the pipeline's stream history, so the stream read again writes
 /// the dataset anew: its files in the dataset folder
 /// (`<pipeline>-s-*.parquet`: a Parquet dataset's data, an Iceberg
 /// dataset's staged files, which no table reader reads), its windows'
 /// ledgers (`_runs/<pipeline>/s-…`) and the shard checkpoints. An Iceberg
-/// table itself is not touched.
+/// table itself is not touched. The windows forgotten are added first to
+/// the pipeline's superseded runs ([`superseded_key`]); their raw pages
+/// (`raw/<dataset>/…`) are kept, as the only history past the stream's
+/// retention.
 ///
 /// # Errors
 /// Store failures.
 pub async fn forget_history(spec: &StreamSpec, store: &dyn ObjectStore) -> Result<(), PersistError> {
+    let forgotten = window_runs(&spec.pipeline, store).await?;
+    if !forgotten.is_empty() {
+        let mut superseded = superseded_runs(&spec.pipeline, store).await?;
+        superseded.extend(forgotten);
+        superseded.sort();
+        superseded.dedup();
+        tributary_core::ledger::write_record(store, &superseded_key(&spec.pipeline), &superseded).await?;
+    }
     let own_file = format!("{}-s-", spec.pipeline);
     let mut doomed: Vec<String> = store
         .list(&format!("{}/", spec.target.dataset))

@@ -6,7 +6,9 @@
 //! window, none under `window.bytes` of batch files but each partition's
 //! tail); a replay from TRIM_HORIZON gives the same Parquet table, and
 //! the same Iceberg table in one `overwrite` snapshot (pyiceberg and
-//! DuckDB read it whole; a replay stopped part-way commits nothing); a
+//! DuckDB read it whole; a replay stopped part-way commits nothing;
+//! `tributary replay` after a replay with a wider window leaves the
+//! narrower windows' raw pages as history, every order still once); a
 //! window close that died between its Iceberg commit and the staged
 //! files' deletes is read once and finished by the next batch;
 //! `tributary status`'s checkpoint lines.
@@ -174,6 +176,42 @@ async fn a_kafka_topic_from_a_file_lands_once_in_parquet_and_iceberg_and_replays
     let replay = run_local(&spec, &lake, &source, PollOptions::default(), true).await.expect("replay");
     assert_eq!(replay.records_written(), RECORDS);
     assert_eq!(run_python(PARQUET_ROWS, &lake.join("orders_parquet")), parquet);
+
+    // Replayed again with a wider window (other window runs), then
+    // `tributary replay` of the raw pages: the narrower windows' pages that
+    // the wider replay did not write again are history only, and left as
+    // they are (persisted again, their files would sit beside the wider
+    // windows' and every order of them would be read twice).
+    let wider =
+        StreamSpec { window: contracts::stream::StreamWindow { bytes: 1 << 20, ..spec.window }, ..spec.clone() };
+    run_local(&wider, &lake, &source, PollOptions::default(), true).await.expect("replay with a wider window");
+    let raw = tributary::replay::replay_lake(&lake, "orders_parquet", tributary::replay::DateRange::default())
+        .await
+        .expect("tributary replay");
+    assert!(raw.succeeded() && raw.superseded > 0, "{raw}");
+    assert_eq!(raw.pages, raw.pages_persisted + raw.superseded, "{raw}");
+    assert!(raw.to_string().contains("superseded by a Kappa replay"), "{raw}");
+    assert_eq!(run_python(PARQUET_ROWS, &lake.join("orders_parquet")), parquet, "every order once");
+    // `tributary replay --stack` sends the same pages to Persist's queue,
+    // and leaves the same ones.
+    let (store, broker) = (adapters::local::DirStore::new(&lake), adapters::local::Broker::new());
+    broker.create_queue(adapters::local::QueueConfig {
+        name: tributary_core::topology::PERSIST_QUEUE.into(),
+        visibility_timeout: std::time::Duration::from_secs(30),
+        max_message_bytes: 1 << 20,
+        redrive: None,
+    });
+    let sent = tributary::replay::resend(
+        &store,
+        &broker,
+        tributary_core::topology::PERSIST_QUEUE,
+        "orders_parquet",
+        Default::default(),
+    )
+    .await
+    .expect("resend");
+    assert_eq!((sent.pages_sent, sent.superseded), (raw.pages_persisted, raw.superseded), "{sent}");
+    assert!(sent.failures.is_empty() && sent.to_string().contains("superseded by a Kappa replay"), "{sent}");
 }
 
 /// The Iceberg table as pyiceberg and DuckDB read it: each reader's rows
@@ -261,6 +299,18 @@ async fn a_kappa_replay_of_an_iceberg_dataset_lands_in_one_overwrite_snapshot_wi
     };
     assert_eq!(without_lineage(&rewindowed), without_lineage(&rows), "every order once, the same values");
     assert!(tributary_core::ports::ObjectStore::get(&store, &record).await.is_err(), "the record goes with the commit");
+
+    // `tributary replay` of the raw pages now: the narrower windows' pages
+    // are history only (a trial's replay after a recreated topic made of
+    // them a run the ledger never completes, its staged files outside the
+    // table); the wider windows' are committed again, the table unchanged.
+    let raw = tributary::replay::replay_lake(&lake, "orders_iceberg", tributary::replay::DateRange::default())
+        .await
+        .expect("tributary replay");
+    assert!(raw.succeeded() && raw.superseded > 0 && raw.pages_persisted > 0, "{raw}");
+    assert_eq!(raw.pages, raw.pages_persisted + raw.superseded, "{raw}");
+    assert_eq!(without_lineage(&iceberg_table(&lake).0), without_lineage(&rows), "every order once");
+    assert!(parquet_files(&lake.join("orders_iceberg")).is_empty(), "no staged file left outside the table");
 
     // A Kinesis spec does not read a Kafka file of records.
     let mut kinesis = spec.clone();
