@@ -672,6 +672,7 @@ impl LocalRuntime {
         };
         orchestrator::handle(event, now, tributary_core::deadline::after_timeout(Function::Orchestrator), deps).await?;
         self.drain().await;
+        let finish_failed = self.finish_interrupted(spec, &run_id, replace.is_some()).await?;
         if !complete_before || replace.is_some() {
             // This attempt completed the run, or re-ran it whole (with no
             // new dead letter): an earlier attempt's dead letters are
@@ -696,8 +697,10 @@ impl LocalRuntime {
             .skip(alerts_before)
             .filter(|alert| alert_of(alert, &spec.pipeline, &run_id))
             .collect();
-        let next_step =
-            self.next_step(spec, now, &run_id, complete_before && replace.is_none(), replaced_nothing).await?;
+        let next_step = match finish_failed {
+            Some(reason) => Some(finish_failed_step(spec, now, &run_id, &reason)),
+            None => self.next_step(spec, now, &run_id, complete_before && replace.is_none(), replaced_nothing).await?,
+        };
         Ok(RunSummary {
             pipeline: spec.pipeline.clone(),
             run_id: run_id.to_string(),
@@ -718,6 +721,45 @@ impl LocalRuntime {
             next_step,
             wall_time: started.elapsed(),
         })
+    }
+
+    /// Completes the run when, after this attempt's messages, it holds
+    /// every page but is not complete ([`ledger::is_stuck`]): its last
+    /// page's delivery died before completing it (a `tributary run` killed
+    /// there; the local queue does not keep that message, as SQS would),
+    /// so this attempt fetched nothing and nothing else would complete it
+    /// ([`persist::finish_run`], what that delivery would have done). Not
+    /// for a re-run (`replacing`), whose reopen fetches every page again.
+    /// `Some(reason)` when the completion fails: the reason, for the
+    /// summary's next step.
+    ///
+    /// # Errors
+    /// [`RuntimeError`] when the ledger cannot be read.
+    async fn finish_interrupted(
+        &self,
+        spec: &PipelineSpec,
+        run_id: &RunId,
+        replacing: bool,
+    ) -> Result<Option<String>, RuntimeError> {
+        let store = self.ports.store.as_ref();
+        if replacing || !ledger::is_stuck(store, &spec.pipeline, run_id).await? {
+            return Ok(None);
+        }
+        let deps = persist::Deps {
+            store,
+            queue: self.ports.broker.as_ref(),
+            run_events: Some((self.ports.broker.as_ref(), topology::RUN_EVENTS_TOPIC)),
+            catalog: Some(self.ports.catalog.as_ref()),
+            tables: Some(self.ports.tables.as_ref()),
+            config: &self.options.persist,
+        };
+        match persist::finish_run(&spec.target, &spec.pipeline, run_id, deps).await {
+            Ok(completion) => {
+                tracing::info!(?completion, "completed a run that held every page: its last delivery died before");
+                Ok(None)
+            }
+            Err(err) => Ok(Some(err.to_string())),
+        }
     }
 
     /// [`RunSummary::next_step`]: for a run that was complete before this
@@ -975,6 +1017,22 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
 }
 
 /// Messages in each DLQ so far: sent there plus redriven there.
+/// The next step of a run whose completion failed when this attempt tried
+/// it ([`LocalRuntime::finish_interrupted`]): the reason, and that the
+/// same command completes it once the cause is fixed, fetching nothing.
+fn finish_failed_step(spec: &PipelineSpec, now: DateTime<Utc>, run_id: &RunId, reason: &str) -> String {
+    let at = RunId::scheduled_at_text(now);
+    let refetch = if spec.target.table_format == contracts::TableFormat::Iceberg {
+        format!(", or `tributary run SPEC --scheduled-at {at} --replace` fetches every page again and commits it")
+    } else {
+        String::new()
+    };
+    format!(
+        "run {run_id} holds every page but completing it failed: {reason}; fix the cause, then `tributary run SPEC \
+         --scheduled-at {at}` completes it without fetching a page again{refetch}"
+    )
+}
+
 fn dead_letters(stats: &adapters::local::BrokerStats) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
     for decl in topology::QUEUES {

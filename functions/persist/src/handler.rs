@@ -448,6 +448,40 @@ impl<'a> PageContext<'a> {
     }
 }
 
+/// Completes run `run_id` of `pipeline` into `target`'s dataset when it
+/// holds a receipt for every page and is not complete: the completion the
+/// delivery of its last page runs after writing that page's receipt
+/// (the run's Parquet files coalesced, or its staged files committed to
+/// its Iceberg table; then its manifest, the run-completed event and its
+/// `_SUCCESS` marker). For a run whose last delivery died between the two:
+/// on AWS the message comes back (it was not deleted) and completes the
+/// run itself, but a local `tributary run` killed there loses it, and its
+/// next attempt fetches nothing, as every page is in. Idempotent: a
+/// complete run is [`ledger::Completion::AlreadyComplete`], a run missing
+/// pages [`ledger::Completion::NotYet`].
+///
+/// # Errors
+/// [`PersistError::Store`] from the store, the table's commit or the
+/// run-events topic: the reason the completion fails (the same one a
+/// redelivery of the last page would meet).
+pub async fn finish_run(
+    target: &contracts::PersistTarget,
+    pipeline: &str,
+    run_id: &RunId,
+    deps: Deps<'_>,
+) -> Result<ledger::Completion, PersistError> {
+    let coalescer = RunCoalescer {
+        store: deps.store,
+        table_format: target.table_format,
+        tables: deps.tables,
+        write: tributary_core::tables::RunWrite::of(target),
+        bin_bytes: crate::coalesce::COALESCE_BELOW_BYTES,
+        replay: None,
+    };
+    let ledger = ledger::RunLedger { store: deps.store, events: deps.run_events };
+    Ok(ledger.complete_with(pipeline, run_id, &coalescer).await?)
+}
+
 /// The page's payload, ready to convert, and its raw copy as kept.
 pub(crate) struct KeptPage {
     /// The records: the inline text, or the claim check spilled to a file.

@@ -49,7 +49,7 @@ pub use convert::{
 };
 pub use deps::{Deps, PersistConfig};
 pub use error::PersistError;
-pub use handler::{handle_sqs, persist_page};
+pub use handler::{finish_run, handle_sqs, persist_page};
 pub use infer::{Ty, Variant};
 pub use page::{convert_to_file, convert_with_schema, records_to_parquet};
 pub use source::PageSource;

@@ -490,7 +490,8 @@ async fn a_replace_run_holding_fewer_records_than_announced_leaves_the_table() {
     let plain = runtime.run(&spec, at(2)).await.expect("day 2 again, without --replace");
     assert!(!plain.succeeded(), "{plain}");
     assert!(
-        plain.to_string().contains("the run holds every page but did not complete")
+        plain.to_string().contains("holds every page but completing it failed")
+            && plain.to_string().contains("is not a whole copy of the source")
             && plain.to_string().contains("--scheduled-at 2026-11-02T06:00:00Z --replace"),
         "{plain}"
     );

@@ -151,6 +151,52 @@ async fn rerunning_a_failed_paged_run_requests_its_missing_pages_and_completes_i
     assert_eq!((again.requests, again.records_persisted), (0, 50), "{again}");
 }
 
+/// A trial: a `tributary run` killed after its last page's receipt,
+/// before the run's completion, left a run that holds every page; running
+/// it again fetched nothing, completed nothing, and advised redriving a
+/// dead letter that did not exist. The next attempt now completes it, as
+/// the lost delivery would have. Here the completion is stopped by a
+/// directory where the run's coalesced file goes (the letter it leaves is
+/// resolved by the attempt that completes the run); a kill leaves the same
+/// ledger, without the letter.
+#[tokio::test]
+async fn a_run_holding_every_page_but_not_completed_is_completed_by_its_next_attempt() {
+    let vendor = VendorBehaviour { total: 50, ..Default::default() };
+    let calls = vendor.calls.clone();
+    let addr = start_vendor(vendor).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let spec = paged_spec(addr, "finished", 10);
+    let scheduled = Utc.with_ymd_and_hms(2026, 11, 28, 6, 0, 0).single().expect("valid time");
+    let run_id = RunId::from_time(scheduled);
+    let folder = tributary_core::keys::data_prefix("finished", scheduled.date_naive());
+    let marker = lake.path().join(tributary_core::keys::coalesced_key(&folder, &spec.pipeline, run_id.as_str()));
+    std::fs::create_dir_all(&marker).expect("a directory where the run's coalesced file goes");
+
+    let stuck = runtime.run(&spec, scheduled).await.expect("first attempt");
+    assert!(!stuck.completed && !stuck.succeeded(), "{stuck}");
+    assert_eq!((stuck.pages, stuck.records_persisted), (5, 50), "every page is in: {stuck}");
+    let store = adapters::local::DirStore::new(lake.path());
+    assert!(tributary_core::ledger::is_stuck(&store, &spec.pipeline, &run_id).await.expect("ledger"));
+    // Tried again while the cause stays: the completion's own error, and
+    // the command that finishes the run once it is fixed.
+    let again = runtime.run(&spec, scheduled).await.expect("second attempt");
+    let text = again.to_string();
+    assert!(!again.completed, "{again}");
+    assert!(text.contains("holds every page but completing it failed"), "{text}");
+    assert!(text.contains("--scheduled-at 2026-11-28T06:00:00Z` completes it without fetching"), "{text}");
+
+    std::fs::remove_dir(&marker).expect("the cause removed");
+    let calls_before = calls.load(Ordering::SeqCst);
+    let finished = runtime.run(&spec, scheduled).await.expect("third attempt");
+    assert!(finished.completed && finished.succeeded(), "{finished}");
+    assert_eq!((finished.pages, finished.records_persisted), (5, 50), "{finished}");
+    assert_eq!(calls.load(Ordering::SeqCst) - calls_before, 1, "the probe only: no page fetched again");
+    assert!(finished.next_step.is_none(), "{finished}");
+    assert_eq!(ids(&read_dataset(lake.path(), "finished")), (0..50).collect::<Vec<u64>>(), "each record once");
+    assert!(!tributary_core::ledger::is_stuck(&store, &spec.pipeline, &run_id).await.expect("ledger"));
+}
+
 #[tokio::test]
 async fn a_total_of_zero_is_a_successful_empty_run() {
     let addr = start_vendor(VendorBehaviour { total: 0, ..Default::default() }).await;
