@@ -208,7 +208,9 @@ pub trait TableCommitter: Send + Sync {
 }
 
 /// A claim older than this without its snapshot is taken as abandoned
-/// (its writer died) and may be taken over.
+/// (its writer died) and may be taken over: Lambda's longest invocation
+/// (15 minutes, the function time-out's maximum in the Lambda quotas).
+/// Sooner when the claim's [`ClaimHolder`] is known dead.
 pub const CLAIM_EXPIRY: Duration = Duration::from_secs(15 * 60);
 
 /// The body of a commit claim.
@@ -220,6 +222,45 @@ pub struct CommitClaim {
     pub run_id: RunId,
     /// When the claim was made.
     pub claimed_at: DateTime<Utc>,
+    /// The process that made it, where it can tell (Linux); absent in
+    /// claims written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<ClaimHolder>,
+}
+
+/// The process holding a commit claim: its machine's boot (Linux's
+/// `/proc/sys/kernel/random/boot_id`, one per boot of a machine or a
+/// Lambda sandbox's micro-VM) and its process id. A claim made on this
+/// boot by a process that no longer runs (a `tributary run` killed, or
+/// stopped by Ctrl-C or SIGTERM in the middle of a commit) is taken over
+/// at once rather than after [`CLAIM_EXPIRY`]: a trial's stream stopped
+/// by SIGTERM left every next run's batches failing for 15 minutes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimHolder {
+    /// The boot id of the holder's machine.
+    pub boot_id: String,
+    /// The holder's process id.
+    pub pid: u32,
+}
+
+impl ClaimHolder {
+    /// This process, on a system that says its boot id (Linux).
+    pub fn this_process() -> Option<Self> {
+        let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        Some(Self { boot_id: boot_id.trim().to_string(), pid: std::process::id() })
+    }
+
+    /// Whether this holder is known to have ended: it ran on this boot,
+    /// is not this process, and no process has its id any more. `false`
+    /// whenever that cannot be told (another machine or boot): then only
+    /// [`CLAIM_EXPIRY`] ends its claim. (A process id reused since reads
+    /// as alive: the claim then waits for its expiry, as before.)
+    pub fn is_gone(&self) -> bool {
+        let Some(this) = Self::this_process() else { return false };
+        this.boot_id == self.boot_id
+            && this.pid != self.pid
+            && !std::path::Path::new(&format!("/proc/{}", self.pid)).exists()
+    }
 }
 
 /// Whether this writer may commit the run.
@@ -236,8 +277,8 @@ pub enum Claimed {
 
 /// Claims the commit of `pipeline`'s run `run_id`: creates
 /// `_runs/<pipeline>/<run_id>/iceberg-commit.json` if absent, or takes over
-/// a claim older than [`CLAIM_EXPIRY`] with a compare-and-swap on its
-/// version. The caller checks for the run's snapshot before and, when the
+/// a claim older than [`CLAIM_EXPIRY`], or one whose holder has ended
+/// ([`ClaimHolder::is_gone`]), with a compare-and-swap on its version. The caller checks for the run's snapshot before and, when the
 /// claim is [`Claimed::Held`], again after.
 ///
 /// # Errors
@@ -249,7 +290,12 @@ pub async fn claim_commit(
     now: DateTime<Utc>,
 ) -> Result<Claimed, PortError> {
     let key = keys::table_commit_claim_key(pipeline, run_id);
-    let claim = CommitClaim { pipeline: pipeline.to_string(), run_id: run_id.clone(), claimed_at: now };
+    let claim = CommitClaim {
+        pipeline: pipeline.to_string(),
+        run_id: run_id.clone(),
+        claimed_at: now,
+        holder: ClaimHolder::this_process(),
+    };
     let body = Bytes::from(
         serde_json::to_vec(&claim).map_err(|err| PortError::permanent("encode the commit claim", key.clone(), err))?,
     );
@@ -260,12 +306,14 @@ pub async fn claim_commit(
         // Deleted between the two calls: try once more.
         return Ok(if store.put_if(&key, body, None).await? { Claimed::Mine } else { Claimed::Held { since: now } });
     };
-    let since = serde_json::from_slice::<CommitClaim>(&existing).map(|c| c.claimed_at).ok();
+    let existing = serde_json::from_slice::<CommitClaim>(&existing).ok();
+    let since = existing.as_ref().map(|c| c.claimed_at);
+    let gone = existing.and_then(|c| c.holder).is_some_and(|holder| holder.is_gone());
     let expiry = chrono::Duration::from_std(CLAIM_EXPIRY).unwrap_or(chrono::Duration::MAX);
     match since {
-        Some(since) if now.signed_duration_since(since) < expiry => Ok(Claimed::Held { since }),
+        Some(since) if now.signed_duration_since(since) < expiry && !gone => Ok(Claimed::Held { since }),
         _ => {
-            tracing::warn!(key, ?since, "taking over an expired commit claim");
+            tracing::warn!(key, ?since, gone, "taking over an expired commit claim, or one whose process has ended");
             Ok(if store.put_if(&key, body, Some(&version)).await? {
                 Claimed::Mine
             } else {

@@ -202,7 +202,8 @@ impl TableCommitter for IcebergCommitter {
                     target,
                     format!(
                         "another completion of the run has held its commit claim since {since} (a failed attempt \
-                         releases it; one whose writer died is taken over after {} minutes)",
+                         releases it; one whose process ended on this machine is taken over at once, any other \
+                         after {} minutes)",
                         tributary_core::tables::CLAIM_EXPIRY.as_secs() / 60
                     ),
                 ));
