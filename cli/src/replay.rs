@@ -281,6 +281,9 @@ pub async fn replay(
     let deps = persist::Deps { store, queue: &queue, run_events: None, catalog, tables, config: &config };
     let mut runs: std::collections::BTreeMap<(String, RunId), ReplayedRun> = Default::default();
     let mut superseded = Superseded::default();
+    // Per run: `Some(reason)` when it held every page but had not
+    // completed, and finishing it failed (its pages are not replayed).
+    let mut unfinished: std::collections::HashMap<(String, RunId), Option<String>> = Default::default();
     for key in keys {
         let message = match read_envelope(store, &key, dataset).await {
             Ok(message) => message,
@@ -292,6 +295,15 @@ pub async fn replay(
         };
         if superseded.holds(store, &message).await.map_err(ReplayError::Store)? {
             summary.superseded += 1;
+            continue;
+        }
+        let run = (message.pipeline.clone(), message.run_id.clone());
+        if !unfinished.contains_key(&run) {
+            let finished = finish_first(&message, deps).await.map_err(ReplayError::Store)?;
+            unfinished.insert(run.clone(), finished);
+        }
+        if let Some(Some(reason)) = unfinished.get(&run) {
+            summary.failures.push(ReplayFailure { key, reason: reason.clone() });
             continue;
         }
         match replay_page(message, deps).await {
@@ -398,6 +410,30 @@ struct ReplayedRun {
     table_commit: bool,
     /// How the run changes its table (its pages' `target.write`).
     write: RunWrite,
+}
+
+/// Completes `message`'s run first when it holds every page but did not
+/// complete ([`tributary_core::ledger::is_stuck`]: a `tributary run`
+/// killed after its last page, or in the middle of its completion), so
+/// the replay sees it as a completed run: replaying the pages of a run
+/// caught half-way through replacing its page files by a coalesced one
+/// failed on a page file that replacement had deleted, and left the
+/// coalesced file beside the pages written again (a trial: 399,500 rows
+/// for 200,000, until a second replay). `Some(reason)` when completing it
+/// fails.
+///
+/// # Errors
+/// [`PortError`] when the ledger cannot be read.
+async fn finish_first(message: &PersistMessage, deps: persist::Deps<'_>) -> Result<Option<String>, PortError> {
+    if !tributary_core::ledger::is_stuck(deps.store, &message.pipeline, &message.run_id).await? {
+        return Ok(None);
+    }
+    Ok(persist::finish_run(&message.target, &message.pipeline, &message.run_id, deps).await.err().map(|err| {
+        format!(
+            "run {} holds every page but had not completed, and completing it before the replay failed: {err}",
+            message.run_id
+        )
+    }))
 }
 
 /// The envelope at `key`, a page of `dataset`; the reason it is not.

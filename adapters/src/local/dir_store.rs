@@ -58,6 +58,20 @@ fn io_error(operation: &'static str, key: &str, err: std::io::Error) -> PortErro
     }
 }
 
+/// Renames the temporary file `temp` onto `path` (the object `key`); when
+/// that fails (a folder in the way, the disk full), removes `temp`, so a
+/// failed write leaves no `*.tmp-<pid>-<n>` file in a dataset's folder,
+/// where a reader taking every file (pyarrow's dataset) would read it.
+async fn rename_into_place(temp: &Path, path: &Path, key: &str) -> Result<(), PortError> {
+    match tokio::fs::rename(temp, path).await {
+        Ok(()) => Ok(()),
+        Err(err) => {
+            let _ = tokio::fs::remove_file(temp).await;
+            Err(io_error("rename object", key, err))
+        }
+    }
+}
+
 #[async_trait]
 impl ObjectStore for DirStore {
     async fn put(&self, key: &str, body: Bytes) -> Result<(), PortError> {
@@ -69,8 +83,11 @@ impl ObjectStore for DirStore {
         // and a redelivered message replaces the object whole.
         let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
         let temp = path.with_extension(format!("tmp-{}-{n}", std::process::id()));
-        tokio::fs::write(&temp, &body).await.map_err(|e| io_error("write object", key, e))?;
-        tokio::fs::rename(&temp, &path).await.map_err(|e| io_error("rename object", key, e))
+        if let Err(err) = tokio::fs::write(&temp, &body).await {
+            let _ = tokio::fs::remove_file(&temp).await;
+            return Err(io_error("write object", key, err));
+        }
+        rename_into_place(&temp, &path, key).await
     }
 
     async fn get(&self, key: &str) -> Result<Bytes, PortError> {
@@ -90,8 +107,11 @@ impl ObjectStore for DirStore {
         }
         let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
         let temp = target.with_extension(format!("tmp-{}-{n}", std::process::id()));
-        tokio::fs::copy(path, &temp).await.map_err(|e| io_error("write object", key, e))?;
-        tokio::fs::rename(&temp, &target).await.map_err(|e| io_error("rename object", key, e))
+        if let Err(err) = tokio::fs::copy(path, &temp).await {
+            let _ = tokio::fs::remove_file(&temp).await;
+            return Err(io_error("write object", key, err));
+        }
+        rename_into_place(&temp, &target, key).await
     }
 
     async fn copy(&self, from: &str, to: &str) -> Result<(), PortError> {
@@ -252,8 +272,10 @@ fn swap_under_lock(
         if current.as_deref() != version {
             return Ok(false);
         }
-        std::fs::write(temp, body)?;
-        std::fs::rename(temp, path)?;
+        if let Err(err) = std::fs::write(temp, body).and_then(|()| std::fs::rename(temp, path)) {
+            let _ = std::fs::remove_file(temp);
+            return Err(err);
+        }
         Ok(true)
     })();
     let _ = std::fs::remove_file(lock);

@@ -151,6 +151,22 @@ async fn rerunning_a_failed_paged_run_requests_its_missing_pages_and_completes_i
     assert_eq!((again.requests, again.records_persisted), (0, 50), "{again}");
 }
 
+/// Stops the completion of `pipeline`'s run at `scheduled` into `dataset`
+/// after it has planned its coalesced file: a directory where that file
+/// goes. Returns the run's data folder key and the directory.
+fn block_coalesced_file(
+    lake: &std::path::Path,
+    dataset: &str,
+    pipeline: &str,
+    scheduled: chrono::DateTime<Utc>,
+) -> (String, std::path::PathBuf) {
+    let run_id = RunId::from_time(scheduled);
+    let folder = tributary_core::keys::data_prefix(dataset, scheduled.date_naive());
+    let blocked = lake.join(tributary_core::keys::coalesced_key(&folder, pipeline, run_id.as_str()));
+    std::fs::create_dir_all(&blocked).expect("a directory where the run's coalesced file goes");
+    (folder, blocked)
+}
+
 /// A trial: a `tributary run` killed after its last page's receipt,
 /// before the run's completion, left a run that holds every page; running
 /// it again fetched nothing, completed nothing, and advised redriving a
@@ -169,9 +185,7 @@ async fn a_run_holding_every_page_but_not_completed_is_completed_by_its_next_att
     let spec = paged_spec(addr, "finished", 10);
     let scheduled = Utc.with_ymd_and_hms(2026, 11, 28, 6, 0, 0).single().expect("valid time");
     let run_id = RunId::from_time(scheduled);
-    let folder = tributary_core::keys::data_prefix("finished", scheduled.date_naive());
-    let marker = lake.path().join(tributary_core::keys::coalesced_key(&folder, &spec.pipeline, run_id.as_str()));
-    std::fs::create_dir_all(&marker).expect("a directory where the run's coalesced file goes");
+    let (_, marker) = block_coalesced_file(lake.path(), "finished", &spec.pipeline, scheduled);
 
     let stuck = runtime.run(&spec, scheduled).await.expect("first attempt");
     assert!(!stuck.completed && !stuck.succeeded(), "{stuck}");
@@ -194,6 +208,43 @@ async fn a_run_holding_every_page_but_not_completed_is_completed_by_its_next_att
     assert_eq!(calls.load(Ordering::SeqCst) - calls_before, 1, "the probe only: no page fetched again");
     assert!(finished.next_step.is_none(), "{finished}");
     assert_eq!(ids(&read_dataset(lake.path(), "finished")), (0..50).collect::<Vec<u64>>(), "each record once");
+    assert!(!tributary_core::ledger::is_stuck(&store, &spec.pipeline, &run_id).await.expect("ledger"));
+}
+
+/// A trial: `tributary replay` of a dataset holding a run killed in the
+/// middle of its completion (its page files being replaced by a coalesced
+/// one) failed on a page file the replacement had deleted, and left the
+/// coalesced file beside the pages written again: every row twice until a
+/// second replay. The replay now completes such a run first.
+#[tokio::test]
+async fn a_replay_completes_a_run_caught_in_its_completion_before_replaying_it() {
+    let vendor = VendorBehaviour { total: 50, ..Default::default() };
+    let addr = start_vendor(vendor).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let spec = paged_spec(addr, "caught", 10);
+    let scheduled = Utc.with_ymd_and_hms(2026, 11, 28, 6, 0, 0).single().expect("valid time");
+    let run_id = RunId::from_time(scheduled);
+    let (folder, blocked) = block_coalesced_file(lake.path(), "caught", &spec.pipeline, scheduled);
+    let stuck = runtime.run(&spec, scheduled).await.expect("run");
+    assert!(!stuck.completed && stuck.pages == 5, "{stuck}");
+    let store = adapters::local::DirStore::new(lake.path());
+    let replacement = tributary_core::keys::replacement_key(&spec.pipeline, &run_id);
+    assert!(
+        tributary_core::ports::ObjectStore::get(&store, &replacement).await.is_ok(),
+        "the completion stopped after planning its replacement"
+    );
+    std::fs::remove_dir(&blocked).expect("the cause removed");
+
+    let replayed = tributary::replay::replay_lake(lake.path(), "caught", Default::default()).await.expect("replay");
+    assert!(replayed.succeeded(), "{replayed}");
+    assert_eq!((replayed.pages_persisted, replayed.records_persisted), (5, 50), "{replayed}");
+    assert_eq!(ids(&read_dataset(lake.path(), "caught")), (0..50).collect::<Vec<u64>>(), "each record once");
+    let files: Vec<String> = std::fs::read_dir(lake.path().join(&folder))
+        .expect("folder")
+        .map(|entry| entry.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(files.len(), 1, "one coalesced file, no page file beside it: {files:?}");
     assert!(!tributary_core::ledger::is_stuck(&store, &spec.pipeline, &run_id).await.expect("ledger"));
 }
 
