@@ -127,6 +127,17 @@ pub(crate) async fn persist_page_after_poison(
         alert_schema_conflict(&kept.raw, &output, written.quarantine_key.as_deref(), deps).await?;
     }
     let parquet_bytes = written.parquet_bytes;
+    // A replay re-derives a stream batch's page from its raw copy, which
+    // does not hold the records the batch quarantined before conversion
+    // (poison): the page's earlier receipt counts them beyond the raw
+    // page's records (a trial's `status` lost a stream run's quarantined
+    // record after a replay).
+    let poison = match &previous {
+        Some(previous) if poison == 0 && deps.config.rewrite_completed_runs => {
+            previous.records_in.saturating_sub(output.records_in)
+        }
+        _ => poison,
+    };
     let receipt = page.record_receipt(&output, written, poison, previous).await?;
     emit_metrics(&receipt, &output, parquet_bytes, deps);
     Ok(receipt)

@@ -190,6 +190,9 @@ async fn a_kafka_topic_from_a_file_lands_once_in_parquet_and_iceberg_and_replays
         .expect("tributary replay");
     assert!(raw.succeeded() && raw.superseded > 0, "{raw}");
     assert_eq!(raw.pages, raw.pages_persisted + raw.superseded, "{raw}");
+    // The poison record, quarantined before conversion, is still counted
+    // (a trial's `status` lost it after a replay: the raw page lacks it).
+    assert_eq!(raw.records_quarantined, 1, "{raw}");
     assert!(raw.to_string().contains("superseded by a Kappa replay"), "{raw}");
     assert_eq!(run_python(PARQUET_ROWS, &lake.join("orders_parquet")), parquet, "every order once");
     // `tributary replay --stack` sends the same pages to Persist's queue,
