@@ -197,7 +197,9 @@ enum Command {
         /// bucket is the default `--lake`.
         #[arg(long)]
         stack: Option<String>,
-        /// Runs to show, newest first.
+        /// Runs to show, newest first; then up to as many older runs that
+        /// did not complete (failed, interrupted, incomplete), which need
+        /// action however many runs came after them.
         #[arg(long, default_value_t = 20)]
         limit: usize,
         /// Only this pipeline's runs, stream checkpoints and records behind

@@ -128,9 +128,11 @@ impl RunStatus {
     }
 }
 
-/// Runs found in the lake, newest first (by run id), at most `limit`;
-/// with `pipeline`, that pipeline's only (its `_runs/<pipeline>/` folder
-/// is all that is listed).
+/// Runs found in the lake, newest first (by run id): the `limit` most
+/// recent, then up to `limit` older ones that did not complete (failed,
+/// interrupted or incomplete: they need action however many runs came
+/// after them); with `pipeline`, that pipeline's only (its
+/// `_runs/<pipeline>/` folder is all that is listed).
 ///
 /// # Errors
 /// [`PortError`] from the store; an unreadable receipt is skipped with a
@@ -267,7 +269,14 @@ pub async fn recent_runs(
             run.superseded_by = superseded_by(run, &cursor.run_id);
         }
     }
-    Ok(runs.into_values().rev().take(limit).collect())
+    // The `limit` most recent runs, then older runs that did not complete,
+    // at most `limit` of them: a run that needs action is listed however
+    // many came after it (a trial's interrupted run was hidden behind 20
+    // stream windows, and with it the command that finishes it).
+    let mut newest_first = runs.into_values().rev();
+    let mut listed: Vec<RunStatus> = newest_first.by_ref().take(limit).collect();
+    listed.extend(newest_first.filter(|run| !run.completed).take(limit));
+    Ok(listed)
 }
 
 /// What `tributary status --pipeline NAME` says when the lake has no run

@@ -192,6 +192,15 @@ async fn a_run_holding_every_page_but_not_completed_is_completed_by_its_next_att
     assert_eq!((stuck.pages, stuck.records_persisted), (5, 50), "every page is in: {stuck}");
     let store = adapters::local::DirStore::new(lake.path());
     assert!(tributary_core::ledger::is_stuck(&store, &spec.pipeline, &run_id).await.expect("ledger"));
+    // Later runs do not hide it from `tributary status` (a trial's was
+    // behind 20 stream windows): it is listed after the most recent ones.
+    for day in 29..=30 {
+        let later = Utc.with_ymd_and_hms(2026, 11, day, 6, 0, 0).single().expect("valid time");
+        assert!(runtime.run(&spec, later).await.expect("a later run").succeeded());
+    }
+    let runs = tributary::status::recent_runs(&store, None, 1).await.expect("status");
+    let listed: Vec<(&str, bool)> = runs.iter().map(|run| (run.run_id.as_str(), run.completed)).collect();
+    assert_eq!(listed, [("20261130T060000Z", true), ("20261128T060000Z", false)], "the newest, then the stuck one");
     // Tried again while the cause stays: the completion's own error, and
     // the command that finishes the run once it is fixed.
     let again = runtime.run(&spec, scheduled).await.expect("second attempt");
@@ -207,7 +216,8 @@ async fn a_run_holding_every_page_but_not_completed_is_completed_by_its_next_att
     assert_eq!((finished.pages, finished.records_persisted), (5, 50), "{finished}");
     assert_eq!(calls.load(Ordering::SeqCst) - calls_before, 1, "the probe only: no page fetched again");
     assert!(finished.next_step.is_none(), "{finished}");
-    assert_eq!(ids(&read_dataset(lake.path(), "finished")), (0..50).collect::<Vec<u64>>(), "each record once");
+    let thrice: Vec<u64> = (0..50).flat_map(|id| [id; 3]).collect();
+    assert_eq!(ids(&read_dataset(lake.path(), "finished")), thrice, "each record once a run, of three runs");
     assert!(!tributary_core::ledger::is_stuck(&store, &spec.pipeline, &run_id).await.expect("ledger"));
 }
 
