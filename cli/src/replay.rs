@@ -57,9 +57,16 @@ impl fmt::Display for DateRange {
 /// Why a replay could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
-    /// The dataset name is not one Persist writes.
-    #[error("--dataset: {0}")]
-    Dataset(#[source] SpecError),
+    /// The dataset name is not one Persist writes: the value and why
+    /// (the option's, not a spec's: a trial read "invalid pipeline spec"
+    /// about a command-line flag).
+    #[error("--dataset {value}: {reason}")]
+    Dataset {
+        /// The value given, as JSON text.
+        value: String,
+        /// Why it is refused.
+        reason: String,
+    },
     /// `--from` is after `--to`.
     #[error("--from {from} is after --to {to}")]
     Range {
@@ -370,7 +377,10 @@ pub async fn replay(
 /// Refuses a dataset name Persist does not write and a range that ends
 /// before it starts.
 fn check_arguments(dataset: &str, range: DateRange) -> Result<(), ReplayError> {
-    check_dataset("dataset", dataset).map_err(ReplayError::Dataset)?;
+    check_dataset("dataset", dataset).map_err(|err| match err {
+        SpecError::Invalid { value, reason, .. } => ReplayError::Dataset { value, reason },
+        other => ReplayError::Dataset { value: format!("{dataset:?}"), reason: other.to_string() },
+    })?;
     match (range.from, range.to) {
         (Some(from), Some(to)) if from > to => Err(ReplayError::Range { from, to }),
         _ => Ok(()),

@@ -428,6 +428,15 @@ fn demo_in_iceberg_mode_runs_all_three_pipelines_over_the_tables() {
     assert!(replay.status.success(), "{stdout}{}", String::from_utf8_lossy(&replay.stderr));
     assert!(stdout.contains("committed again in snapshot"), "{stdout}");
     assert_eq!(count("demo_customers"), r#"{"n":230,"one_day":true}"#);
+
+    // A dataset name that is a path is refused as the option's value, not
+    // as "an invalid pipeline spec" (a trial).
+    let refused =
+        tributary().args(["replay", "--dataset", "../lake", "--lake"]).arg(dir.path()).output().expect("run replay");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("--dataset \"../lake\": must be 1-64 characters"), "{stderr}");
+    assert!(!stderr.contains("pipeline spec"), "{stderr}");
 }
 
 #[test]
