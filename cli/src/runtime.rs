@@ -1016,7 +1016,6 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
     }
 }
 
-/// Messages in each DLQ so far: sent there plus redriven there.
 /// The next step of a run whose completion failed when this attempt tried
 /// it ([`LocalRuntime::finish_interrupted`]): the reason, and that the
 /// same command completes it once the cause is fixed, fetching nothing.
@@ -1033,6 +1032,7 @@ fn finish_failed_step(spec: &PipelineSpec, now: DateTime<Utc>, run_id: &RunId, r
     )
 }
 
+/// Messages in each DLQ so far: sent there plus redriven there.
 fn dead_letters(stats: &adapters::local::BrokerStats) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
     for decl in topology::QUEUES {
