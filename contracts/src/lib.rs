@@ -78,7 +78,7 @@ pub fn decode<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, Contra
     serde_path_to_error::deserialize(value).map_err(|err| ContractError {
         contract: short_type_name::<T>(),
         path: err.path().to_string(),
-        message: err.inner().to_string(),
+        message: spec::plain_types(err.inner().to_string()),
     })
 }
 
@@ -92,7 +92,7 @@ pub fn decode_str<T: DeserializeOwned>(text: &str) -> Result<T, ContractError> {
     let fail = |path: String, message: String| ContractError { contract: short_type_name::<T>(), path, message };
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let value = serde_path_to_error::deserialize(&mut deserializer)
-        .map_err(|err| fail(err.path().to_string(), err.inner().to_string()))?;
+        .map_err(|err| fail(err.path().to_string(), spec::plain_types(err.inner().to_string())))?;
     deserializer.end().map_err(|err| fail(".".into(), err.to_string()))?;
     Ok(value)
 }

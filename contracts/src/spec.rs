@@ -125,7 +125,7 @@ impl FreshnessSpec {
 /// Deserialised by hand (not serde's internally tagged enum, which buffers
 /// the variant and loses the failing field's name): the error names both
 /// `kind` values and the variant's field, e.g. `field page_size: invalid
-/// type: string "fifty", expected u32`.
+/// type: string "fifty", expected a whole number from 0 to 4294967295`.
 #[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 #[non_exhaustive]
@@ -438,9 +438,6 @@ pub const MAX_SPEC_BYTES: usize = 1 << 20;
 /// spec nests about 6 levels).
 pub const MAX_SPEC_DEPTH: usize = 64;
 
-/// Refuses a YAML text too large or too deeply nested for the parser to
-/// finish quickly. Depth counts block levels (indentation and `- ` items)
-/// and flow levels (`[` and `{` outside quotes and comments).
 /// Parses a spec document (YAML or JSON) of any shape, after
 /// [`check_yaml_size`], naming the field path of a mismatch.
 pub(crate) fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, SpecError> {
@@ -451,10 +448,43 @@ pub(crate) fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T
         // serde_norway prefixes its message with the path; say it once.
         let message = err.inner().to_string();
         let message = message.strip_prefix(&format!("{path}: ")).map(str::to_string).unwrap_or(message);
-        SpecError::Parse { path, message }
+        SpecError::Parse { path, message: plain_types(message) }
     })
 }
 
+/// Rust's names for the numbers a field takes, as serde ends a type
+/// error with them (`invalid type: string "lots", expected u32`), and
+/// the words a spec's writer reads instead.
+const PLAIN_TYPES: [(&str, &str); 9] = [
+    ("expected u8", "expected a whole number from 0 to 255"),
+    ("expected u16", "expected a whole number from 0 to 65535"),
+    ("expected u32", "expected a whole number from 0 to 4294967295"),
+    ("expected u64", "expected a whole number from 0 to 18446744073709551615"),
+    ("expected usize", "expected a whole number from 0 to 18446744073709551615"),
+    ("expected i32", "expected a whole number from -2147483648 to 2147483647"),
+    ("expected i64", "expected a whole number from -9223372036854775808 to 9223372036854775807"),
+    ("expected f32", "expected a number"),
+    ("expected f64", "expected a number"),
+];
+
+/// `message` with its Rust type name ([`PLAIN_TYPES`]) put in words
+/// (what follows it, serde_norway's ` at line L column C`, kept); any
+/// other message unchanged.
+pub(crate) fn plain_types(message: String) -> String {
+    for (rust, plain) in PLAIN_TYPES {
+        if let Some(at) = message.find(rust) {
+            let rest = &message[at + rust.len()..];
+            if !rest.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+                return format!("{}{plain}{rest}", &message[..at]);
+            }
+        }
+    }
+    message
+}
+
+/// Refuses a YAML text too large or too deeply nested for the parser to
+/// finish quickly. Depth counts block levels (indentation and `- ` items)
+/// and flow levels (`[` and `{` outside quotes and comments).
 fn check_yaml_size(text: &str) -> Result<(), SpecError> {
     let refuse = |message: String| Err(SpecError::Parse { path: ".".into(), message });
     if text.len() > MAX_SPEC_BYTES {
@@ -577,8 +607,10 @@ impl PipelineSpec {
     /// # Errors
     /// As [`PipelineSpec::from_yaml`].
     pub fn from_value(value: serde_json::Value) -> Result<Self, SpecError> {
-        let spec: PipelineSpec = serde_path_to_error::deserialize(value)
-            .map_err(|err| SpecError::Parse { path: err.path().to_string(), message: err.inner().to_string() })?;
+        let spec: PipelineSpec = serde_path_to_error::deserialize(value).map_err(|err| SpecError::Parse {
+            path: err.path().to_string(),
+            message: plain_types(err.inner().to_string()),
+        })?;
         spec.validate()?;
         Ok(spec)
     }
@@ -1850,6 +1882,14 @@ target:
     fn malformed_values_name_the_field() {
         let err = parse_err(&PAGED.replace("page_size: 50", "page_size: fifty"));
         assert!(err.contains("`strategy`") && err.contains("field `page_size`") && err.contains("fifty"), "{err}");
+        // The type in words, not Rust's name for it.
+        assert!(err.contains("expected a whole number from 0 to 4294967295 at line"), "{err}");
+        let err = parse_err(&PAGED.replace("page_size: 50", "page_size: -3"));
+        assert!(err.contains("-3") && err.contains("expected a whole number from 0 to 4294967295"), "{err}");
+        let as_json = serde_json::json!({"version": 1, "pipeline": "p", "strategy": {"kind": "simple"},
+            "request": {"url": "http://127.0.0.1:8080/x", "timeout_secs": "soon"}, "target": {"dataset": "d"}});
+        let err = PipelineSpec::from_value(as_json).expect_err("a string for a number").to_string();
+        assert!(err.contains("soon") && !err.contains(" u64") && !err.contains(" u32"), "{err}");
         let err = parse_err(&PAGED.replace("page_size: 50", "page_size: 0"));
         assert!(err.contains("strategy.page_size") && err.contains("= 0"), "{err}");
         let err = parse_err(&PAGED.replace("total_pointer: /total", "total_pointer: total"));

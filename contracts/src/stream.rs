@@ -411,7 +411,7 @@ fn inside_source(text: &str, err: SpecError) -> SpecError {
 
 /// A `serde_path_to_error` error's path and message.
 fn located(err: &serde_path_to_error::Error<serde_json::Error>) -> (String, String) {
-    (err.path().to_string(), err.inner().to_string())
+    (err.path().to_string(), crate::spec::plain_types(err.inner().to_string()))
 }
 
 /// `AT_TIMESTAMP` needs `starting_timestamp`, the other positions refuse it.
