@@ -188,13 +188,21 @@ impl QueryEngine for LakeEngine {
                 // An Iceberg dataset's folder holds only staged pages of runs
                 // not committed yet: the table wins, and before its first
                 // commit (no table yet) the folder is not a table either.
+                let mut uncommitted = Vec::new();
                 datasets.retain(|dataset| {
-                    !tables.iter().any(|(name, _)| *name == dataset.name) && !kept_as_iceberg(&root, &dataset.name)
+                    if tables.iter().any(|(name, _)| *name == dataset.name) {
+                        false
+                    } else if kept_as_iceberg(&root, &dataset.name) {
+                        uncommitted.push(dataset.name.clone());
+                        false
+                    } else {
+                        true
+                    }
                 });
                 datasets
                     .extend(tables.into_iter().map(|(name, table)| Dataset { name, source: Source::Iceberg(table) }));
                 datasets.sort_by(|a, b| a.name.cmp(&b.name));
-                run(&datasets, query, self.nested_values).await
+                run(&datasets, query, self.nested_values).await.map_err(|reason| not_committed(reason, &uncommitted))
             }
             Err(reason) => Err(reason),
         };
@@ -475,13 +483,6 @@ async fn register(ctx: &SessionContext, name: &str, path: &Path) -> Result<(), D
     Ok(())
 }
 
-/// Registers an Iceberg table's current snapshot in `ctx` as the table
-/// `name`: exactly its data files, read with the table's current schema
-/// (a column or struct field a file predates reads as null), through a
-/// view that shows the partition columns as the Parquet form of the same
-/// dataset shows them: text, `dt` as `YYYY-MM-DD`, `hour` as `07`, after
-/// the data and lineage columns (the Parquet form's order). A table
-/// without a snapshot is an empty table.
 /// Whether the dataset's table schema (`_schema/<dataset>.json`, Persist's)
 /// says it is kept as an Iceberg table (`"table_format": "iceberg"`, set
 /// from its first page on): its folder then holds staged pages only.
@@ -492,6 +493,41 @@ fn kept_as_iceberg(root: &std::path::Path, dataset: &str) -> bool {
         .is_ok_and(|schema| schema.get("table_format").and_then(|f| f.as_str()) == Some("iceberg"))
 }
 
+/// A failed query's `reason`, with why the tables it does not find among
+/// `uncommitted` are missing: Iceberg datasets whose first run has not
+/// committed (their folders hold staged pages only, which no reader
+/// sees until the run completes). DataFusion names a missing table
+/// `'<catalog>.<schema>.<name>'`.
+fn not_committed(reason: String, uncommitted: &[String]) -> String {
+    let lower = reason.to_ascii_lowercase();
+    if !lower.contains("not found") {
+        return reason;
+    }
+    let named: Vec<&str> = uncommitted
+        .iter()
+        .map(String::as_str)
+        .filter(|name| {
+            let name = name.to_ascii_lowercase();
+            lower.contains(&format!("'{name}'")) || lower.contains(&format!(".{name}'"))
+        })
+        .collect();
+    if named.is_empty() {
+        return reason;
+    }
+    format!(
+        "{reason} ({} kept as an Iceberg table with no commit yet: records staged by a run are read once that run \
+         completes; tributary status lists the run and what finishes it)",
+        named.join(", ")
+    )
+}
+
+/// Registers an Iceberg table's current snapshot in `ctx` as the table
+/// `name`: exactly its data files, read with the table's current schema
+/// (a column or struct field a file predates reads as null), through a
+/// view that shows the partition columns as the Parquet form of the same
+/// dataset shows them: text, `dt` as `YYYY-MM-DD`, `hour` as `07`, after
+/// the data and lineage columns (the Parquet form's order). A table
+/// without a snapshot is an empty table.
 async fn register_iceberg(
     ctx: &SessionContext,
     name: &str,

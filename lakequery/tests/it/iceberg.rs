@@ -246,6 +246,17 @@ async fn a_first_run_in_flight_is_not_seen_before_its_commit() {
     let state = engine.wait(&id, Instant::now() + Duration::from_secs(5)).await.expect("wait");
     let QueryState::Failed { reason, .. } = state else { panic!("the staged pages were read: {state:?}") };
     assert!(reason.contains("first") && reason.contains("not found"), "{reason}");
+    // The reason says why, not only that the table is missing.
+    assert!(
+        reason.contains("first kept as an Iceberg table with no commit yet")
+            && reason.contains("read once that run completes"),
+        "{reason}"
+    );
+    // A table missing for another reason is not explained that way.
+    let id = engine.start(&lake_query("SELECT * FROM firsts")).await.expect("start");
+    let state = engine.wait(&id, Instant::now() + Duration::from_secs(5)).await.expect("wait");
+    let QueryState::Failed { reason, .. } = state else { panic!("an unknown table was read: {state:?}") };
+    assert!(reason.contains("not found") && !reason.contains("no commit yet"), "{reason}");
     lake.persist("first", &by_day, "r1", 1, 2, &json!([{"id": 3}])).await;
     assert_eq!(lake.rows("SELECT count(*) AS n FROM first").await, json!([{"n": 3}]), "the run, whole");
 }
