@@ -189,6 +189,10 @@ pub struct RunSummary {
     /// Of them, the pages persisted before this attempt began: a re-run
     /// whose pages all went to a DLQ persisted none.
     pub pages_before: u64,
+    /// Whether the run was complete before this attempt (a plain re-run
+    /// of it fetches and changes nothing): its [`RunSummary::schema_changes`]
+    /// and [`RunSummary::table_notes`] are then its earlier completion's.
+    pub completed_before: bool,
     /// Records written to Parquet.
     pub records_persisted: u64,
     /// Whether the run completed (its `_SUCCESS` marker): an Iceberg
@@ -290,6 +294,15 @@ impl std::fmt::Display for RunSummary {
         }
         if let Some(reason) = &self.duplicated {
             writeln!(f, "  duplicated           {reason} (the run is not a success)")?;
+        }
+        if self.completed_before && !(self.schema_changes.is_empty() && self.table_notes.is_empty()) {
+            // A trial read a re-run's summary as changing the schema again.
+            writeln!(
+                f,
+                "  {:<20} the schema changes and table notes below are the run's earlier completion's; this \
+                 attempt changed nothing",
+                "as completed before"
+            )?;
         }
         for (i, change) in self.schema_changes.iter().enumerate() {
             let label = if i == 0 { "schema changes" } else { "" };
@@ -707,6 +720,7 @@ impl LocalRuntime {
             requests: self.ports.http.calls() - calls_before,
             pages: totals.pages,
             pages_before,
+            completed_before: complete_before && replace.is_none(),
             records_persisted: totals.records_persisted,
             completed: totals.completed,
             records_quarantined: totals.records_quarantined,
@@ -1018,7 +1032,8 @@ async fn invoke(h: Handles, function: Function, records: Vec<SqsMessage>) -> Sqs
 
 /// The next step of a run whose completion failed when this attempt tried
 /// it ([`LocalRuntime::finish_interrupted`]): the reason, and that the
-/// same command completes it once the cause is fixed, fetching nothing.
+/// same command completes it from the pages in the lake once the cause is
+/// fixed (persisting no page again; planning may still call the vendor).
 fn finish_failed_step(spec: &PipelineSpec, now: DateTime<Utc>, run_id: &RunId, reason: &str) -> String {
     let at = RunId::scheduled_at_text(now);
     let refetch = if spec.target.table_format == contracts::TableFormat::Iceberg {
@@ -1028,7 +1043,7 @@ fn finish_failed_step(spec: &PipelineSpec, now: DateTime<Utc>, run_id: &RunId, r
     };
     format!(
         "run {run_id} holds every page but completing it failed: {reason}; fix the cause, then `tributary run SPEC \
-         --scheduled-at {at}` completes it without fetching a page again{refetch}"
+         --scheduled-at {at}` completes it from the pages already in the lake{refetch}"
     )
 }
 

@@ -654,6 +654,7 @@ impl IcebergCommitter {
             let mut keys = encoder.encode(&rows).map_err(problem("key a table file's rows"))?;
             let gone = replaced_rows(&rows);
             keys.forget(&gone);
+            plan.note_table_keys(&keys);
             if plan.touches(&keys) || gone.contains(&true) {
                 plan.weigh_table_rows(file.file_path(), &keys);
                 touched.push((file, if plan.ordered() { None } else { Some((rows, keys, gone)) }));
@@ -700,14 +701,17 @@ impl IcebergCommitter {
         }
         let added = writer.close().await?;
         let (keys, unkeyed) = plan.counts();
-        let (deleted, stale) = plan.outcome();
+        let outcome = plan.outcome();
         let unranked = plan.unranked();
+        let repeated = plan.repeated();
         tracing::info!(
             keys,
             unkeyed,
             unranked,
-            deleted,
-            stale,
+            deleted = outcome.deleted,
+            deleted_absent = outcome.absent,
+            stale = outcome.stale,
+            repeated,
             table_files = candidates.len(),
             rewritten = removed.len(),
             "the run merged by primary key"
@@ -746,10 +750,21 @@ impl IcebergCommitter {
         // Not warnings: the run's deletions and its versions that lost,
         // counted, since the summary's "records persisted" counts them as
         // records (a trial); and what a re-run or replay swapped.
-        if deleted > 0 || stale > 0 {
+        if !outcome.is_empty() {
+            let absent = match outcome.absent {
+                0 => String::new(),
+                n => format!(" ({n} more marked deleted held no row: deleted before, or never added)"),
+            };
             notes.push(format!(
-                "merge: {deleted} key(s) deleted by target.hard_delete, {stale} version(s) left out as older than \
-                 the table's row of their key"
+                "merge: {} key(s) deleted by target.hard_delete{absent}, {} version(s) left out as older than the \
+                 table's row of their key",
+                outcome.deleted, outcome.stale
+            ));
+        }
+        if repeated > 0 {
+            notes.push(format!(
+                "merge: {repeated} record(s) left out as another version of a key the run holds again (the key's \
+                 row is its newest version by order_by, or the one fetched last)"
             ));
         }
         if replacing {

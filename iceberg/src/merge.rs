@@ -529,6 +529,8 @@ struct Winner {
     delete: bool,
     /// A table row is newer: the run's row is not added.
     superseded: bool,
+    /// A table file holds a row of this key ([`Plan::note_table_keys`]).
+    in_table: bool,
 }
 
 /// A table row that stays: its data file, its row in the file, its
@@ -553,6 +555,9 @@ pub struct Plan {
     variant_keys: bool,
     /// Rows of the run with a key value in a variant column.
     variant_keyed: usize,
+    /// Rows of the run that lost to another version of their key in the
+    /// same run.
+    repeated: usize,
     /// Per key the run lost, the table's row that stays.
     table_keeps: HashMap<Box<[u8]>, TableRow>,
     /// Whether `order_by` decides (else the run always wins).
@@ -566,6 +571,7 @@ impl Plan {
         let mut winners: HashMap<Box<[u8]>, Winner> = HashMap::new();
         let mut unkeyed = Vec::new();
         let mut unranked = 0;
+        let mut repeated = 0;
         let ordered = keyed.iter().any(|k| k.orders.is_some());
         for (batch, rows) in keyed.iter().enumerate() {
             for (row, key) in rows.keys.iter().enumerate() {
@@ -576,14 +582,21 @@ impl Plan {
                 };
                 let order = rows.orders.as_ref().map(|o| Box::from(o.row(row).as_ref()));
                 unranked += usize::from(rows.unranked[row]);
-                let candidate =
-                    Winner { at, order, unranked: rows.unranked[row], delete: rows.deletes[row], superseded: false };
+                let candidate = Winner {
+                    at,
+                    order,
+                    unranked: rows.unranked[row],
+                    delete: rows.deletes[row],
+                    superseded: false,
+                    in_table: false,
+                };
                 match winners.get_mut(key) {
                     // Ties go to the row fetched last; an unranked version ties with every one.
                     Some(current) if candidate.unranked || current.unranked || candidate.order >= current.order => {
+                        repeated += 1;
                         *current = candidate
                     }
-                    Some(_) => {}
+                    Some(_) => repeated += 1,
                     None => {
                         winners.insert(key.clone(), candidate);
                     }
@@ -593,7 +606,35 @@ impl Plan {
         let variant_keys = keyed.iter().any(|k| k.variant_keys);
         let variant_keyed = keyed.iter().map(|k| k.variant_keyed).sum();
         let unclear = keyed.iter().map(|k| k.unclear).sum();
-        Self { winners, unkeyed, unranked, unclear, variant_keys, variant_keyed, table_keeps: HashMap::new(), ordered }
+        Self {
+            winners,
+            unkeyed,
+            unranked,
+            unclear,
+            variant_keys,
+            variant_keyed,
+            repeated,
+            table_keeps: HashMap::new(),
+            ordered,
+        }
+    }
+
+    /// How many of the run's rows lost to another version of their key in
+    /// the same run (the newer by `order_by`, or the one fetched last): a
+    /// page or run that holds a key twice adds one row for it.
+    pub fn repeated(&self) -> usize {
+        self.repeated
+    }
+
+    /// Records which of the run's keys a table file holds (its rows'
+    /// keys, `keyed`), so that [`Plan::outcome`] counts as deleted only
+    /// the keys the table held.
+    pub fn note_table_keys(&mut self, keyed: &Keyed) {
+        for key in keyed.keys.iter().flatten() {
+            if let Some(winner) = self.winners.get_mut(key) {
+                winner.in_table = true;
+            }
+        }
     }
 
     /// How many of the run's rows held a key value of another kind than
@@ -691,12 +732,33 @@ impl Plan {
         masks.into_iter().map(BooleanArray::from).collect()
     }
 
-    /// How many keys the run deletes, and how many of its versions lost to
-    /// a newer table row.
-    pub fn outcome(&self) -> (usize, usize) {
-        let deleted = self.winners.values().filter(|w| w.delete && !w.superseded).count();
+    /// How many keys the run deletes from the table, how many it asks to
+    /// delete that no table file held ([`Plan::note_table_keys`]: deleted
+    /// before, or never added), and how many of its versions lost to a
+    /// newer table row.
+    pub fn outcome(&self) -> Outcome {
+        let asked = self.winners.values().filter(|w| w.delete && !w.superseded);
+        let (deleted, absent) = asked.fold((0, 0), |(d, a), w| if w.in_table { (d + 1, a) } else { (d, a + 1) });
         let stale = self.winners.values().filter(|w| w.superseded).count();
-        (deleted, stale)
+        Outcome { deleted, absent, stale }
+    }
+}
+
+/// What a run's merge did to its keys ([`Plan::outcome`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Keys deleted from the table by `target.hard_delete`.
+    pub deleted: usize,
+    /// Keys the run marked deleted that no table row held.
+    pub absent: usize,
+    /// Versions of the run left out as older than the table's row.
+    pub stale: usize,
+}
+
+impl Outcome {
+    /// Nothing to report: no deletion asked, no version left out.
+    pub fn is_empty(&self) -> bool {
+        *self == Outcome::default()
     }
 }
 
@@ -827,7 +889,14 @@ mod tests {
         // fetched; key 3 deletes; the unkeyed row is added.
         assert_eq!(masks[0], BooleanArray::from(vec![true, false, true]));
         assert_eq!(masks[1], BooleanArray::from(vec![false, true, false]));
-        assert_eq!(plan.outcome(), (1, 0));
+        // Keys 1 and 2 came twice: one version of each left out.
+        assert_eq!(plan.repeated(), 2);
+        // Key 3's deletion finds no table row until a table file holds one.
+        let mut plan = plan;
+        assert_eq!(plan.outcome(), Outcome { deleted: 0, absent: 1, stale: 0 });
+        let table = batch(&[Some(3), Some(7)], &["2026-01-01", "2026-01-01"], &[false, false]);
+        plan.note_table_keys(&encoder.encode(&table).expect("keys"));
+        assert_eq!(plan.outcome(), Outcome { deleted: 1, absent: 0, stale: 0 });
     }
 
     #[test]
@@ -842,7 +911,8 @@ mod tests {
         plan.weigh_table_rows("f1", &table_keys);
         assert_eq!(plan.kept_rows("f1", &table_keys), Some(BooleanArray::from(vec![true, false, true])));
         assert_eq!(plan.run_rows(&[2])[0], BooleanArray::from(vec![false, true]));
-        assert_eq!(plan.outcome(), (0, 1));
+        assert_eq!(plan.outcome(), Outcome { deleted: 0, absent: 0, stale: 1 });
+        assert_eq!(plan.repeated(), 0);
     }
 
     #[test]
@@ -968,7 +1038,7 @@ mod tests {
         assert_eq!(plan.kept_rows("f", &table_keys), Some(BooleanArray::from(vec![false, true])));
         assert_eq!(plan.run_rows(&[2])[0], BooleanArray::from(vec![true, false]));
         assert_eq!(plan.unranked(), 1);
-        assert_eq!(plan.outcome(), (0, 1));
+        assert_eq!(plan.outcome(), Outcome { deleted: 0, absent: 0, stale: 1 });
 
         // Within a run, an unranked version ties too: the one fetched last wins.
         let run = family_batch(&[
@@ -1023,7 +1093,8 @@ mod tests {
         let encoder = KeyEncoder::new(columns(true), run.schema().as_ref()).expect("encoder");
         let plan = Plan::of_run(&[encoder.encode(&run).expect("keys")]);
         assert_eq!(plan.run_rows(&[6])[0], BooleanArray::from(vec![false, false, true, true, false, true]));
-        assert_eq!(plan.outcome(), (3, 0));
+        // No table file holds them: asked, not deleted.
+        assert_eq!(plan.outcome(), Outcome { deleted: 0, absent: 3, stale: 0 });
     }
 
     #[test]

@@ -210,6 +210,29 @@ async fn merge_values_in_variant_columns_still_key_rank_and_delete() {
         .collect();
     expected.sort();
     assert_eq!(got, expected, "one row per key, the newer versions in, the older out, the deleted keys out");
+
+    // Run 3: keys 10-14 marked deleted again (the table holds none of them
+    // now), and key 20 twice in the run: the notes count what the merge
+    // did to the table, not what the run asked (a trial read "2 key(s)
+    // deleted" for a run that deleted nothing, and found a page's repeated
+    // keys counted nowhere).
+    let mut third: Vec<Value> = (10..15)
+        .map(|id| json!({"id": id, "name": format!("gone {id}"), "updatedAt": "2026-11-03T00:00:00Z", "deleted": true}))
+        .collect();
+    third.push(contact(20, "v3a", "2026-11-03T00:00:00Z"));
+    third.push(contact(20, "v3b", "2026-11-04T00:00:00Z"));
+    records.set(third);
+    let summary = runtime.run(&spec, at(3)).await.expect("run 3");
+    assert!(summary.succeeded(), "run 3: {summary}");
+    let notes = summary.table_notes.join("\n");
+    assert!(
+        notes.contains("merge: 0 key(s) deleted by target.hard_delete (5 more marked deleted held no row"),
+        "{summary}"
+    );
+    assert!(notes.contains("merge: 1 record(s) left out as another version of a key the run holds again"), "{summary}");
+    let rows = query_lake(lake.path(), "SELECT name FROM contacts WHERE id = 20").await;
+    assert_eq!(rows.len(), 1, "one row for key 20");
+    assert_eq!(rows[0]["name"], json!("v3b 20"), "its newer version");
 }
 
 #[tokio::test]

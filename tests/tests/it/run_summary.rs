@@ -44,6 +44,41 @@ async fn a_rerun_whose_pages_all_go_to_a_dlq_persisted_no_page() {
     assert_eq!((runs[0].state(), runs[0].dead_letters, runs[0].resolved), ("complete", 0, 0), "{runs:?}");
 }
 
+/// A trial finding: a plain re-run of a completed run printed the run's
+/// schema changes and table notes as if this attempt had made them. They
+/// are shown as the earlier completion's.
+#[tokio::test]
+async fn a_rerun_of_a_completed_run_shows_its_schema_changes_as_the_earlier_completions() {
+    let body = JsonBody::new(r#"{"data": [{"id": 1, "v": 7}]}"#);
+    let addr = serve_json(body.clone()).await;
+    let text = format!(
+        "version: 1\npipeline: changes\nstrategy: {{kind: simple}}\n\
+         request: {{url: 'http://{addr}/records', records_pointer: /data, allow: {{loopback: true}}}}\n\
+         target: {{dataset: changes}}\n"
+    );
+    let spec = contracts::spec::PipelineSpec::from_yaml(&text).expect("spec");
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let day = |d: u32| Utc.with_ymd_and_hms(2026, 11, d, 6, 0, 0).single().expect("time");
+    assert!(runtime.run(&spec, day(1)).await.expect("day 1").succeeded());
+    // Day 2: `v` comes as text, a change to the dataset's columns.
+    body.set(r#"{"data": [{"id": 2, "v": "seven"}]}"#);
+    let second = runtime.run(&spec, day(2)).await.expect("day 2");
+    assert!(second.succeeded() && !second.schema_changes.is_empty() && !second.completed_before, "{second}");
+    assert!(!second.to_string().contains("as completed before"), "{second}");
+    let again = runtime.run(&spec, day(2)).await.expect("day 2 again");
+    assert_eq!(again.requests, 0, "{again}");
+    assert!(again.completed_before && again.schema_changes == second.schema_changes, "{again}");
+    let printed = again.to_string();
+    assert!(
+        printed.contains(
+            "  as completed before  the schema changes and table notes below are the run's earlier completion's; \
+             this attempt changed nothing\n  schema changes"
+        ),
+        "{printed}"
+    );
+}
+
 /// A trial finding: the next step of an ad-hoc run (a time with
 /// milliseconds) named its time to the second, so `--replace` as told
 /// started another run and appended the rows a second time. The time it
