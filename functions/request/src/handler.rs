@@ -648,6 +648,21 @@ async fn continue_with(
             following.page = Some(PageRef { index, count: 0 });
             if let RequestMode::Records { next: Some(next), .. } = &mut following.mode {
                 next.previous_page = Some(digest.to_string());
+                // A first page short by a vendor's cap: the next pages are
+                // asked for, and judged short, by the cap.
+                if let contracts::NextPage::Numbered { size, .. } = &mut next.paging
+                    && let Some(cap) = paging::numbered_next_size(*size, page.index, records)
+                    && cap != *size
+                {
+                    tracing::warn!(
+                        asked = *size,
+                        served = cap,
+                        "the vendor served {cap} records on the first page for a page size of {size}: it caps its \
+                         pages; the run pages on with {cap} (write that size in the spec)",
+                        size = *size
+                    );
+                    *size = cap;
+                }
                 let drop = followed.len().saturating_sub(contracts::Continuation::MAX_FOLLOWED);
                 followed.drain(..drop);
                 next.followed = followed;

@@ -123,16 +123,45 @@ pub fn next_call(
             None => Ok(None),
         },
         NextPage::Numbered { params, size } => {
-            if records < *size as usize {
-                return Ok(None);
-            }
+            let Some(size) = numbered_next_size(*size, index, records) else { return Ok(None) };
             let mut next = current.clone();
-            next.query.extend(params.page_query(*size, index.saturating_add(1)));
+            next.query.extend(params.page_query(size, index.saturating_add(1)));
             Ok(Some(next))
         }
         // A kind newer than this build (the enum is non-exhaustive).
         _ => Err(PagingError::Unsupported),
     }
+}
+
+/// Offset and page-number paging: the page size the page after page
+/// `index` (which held `records` records) is asked with, or `None` when
+/// page `index` was the last.
+///
+/// A page with fewer records than `size` is the last, but for one case: a
+/// first page that is short, not empty, and holds a count a vendor caps
+/// pages at ([`looks_like_a_cap`]: 100 when 500 were asked). Such a vendor
+/// serves every page short, so ending there would lose every record past
+/// the first page, silently (a trial's run ended there as a success).
+/// The next page is asked for with that count as the
+/// size (offset 100, limit 100; or page 2, per_page 100): empty, the run
+/// ends with one call more than it needed; not empty, the vendor capped,
+/// and the run pages on with the cap as its size (the caller carries it
+/// into the next pages' `NextPage`).
+pub fn numbered_next_size(size: u32, index: u32, records: usize) -> Option<u32> {
+    if records >= size as usize {
+        return Some(size);
+    }
+    (index == 0 && looks_like_a_cap(records)).then(|| u32::try_from(records).unwrap_or(size))
+}
+
+/// Whether `records`, a short first page's count, is a count vendors cap
+/// pages at: a multiple of 10 or 25 (GitHub's 100, Zendesk's 100,
+/// HubSpot's 100 and Shopify's 250 are), or a power of two from 16 (64,
+/// 128). About one short page in seven of any other size matches, and
+/// costs one call ([`numbered_next_size`]).
+pub fn looks_like_a_cap(records: usize) -> bool {
+    records > 0
+        && (records.is_multiple_of(10) || records.is_multiple_of(25) || (records >= 16 && records.is_power_of_two()))
 }
 
 /// The boolean at `has_more` in the body: `None` without a pointer, or
@@ -453,10 +482,46 @@ mod tests {
         assert_eq!((third.query["offset"].as_str(), third.query["limit"].as_str()), ("20", "10"));
         assert!(next(&paging, &first, json!([]), None, 9).is_none(), "short page");
         assert!(next(&paging, &first, json!([]), None, 0).is_none(), "empty page");
+        // A short page past the first ends, whatever its count.
+        assert!(next(&paging, &first, json!([]), None, 5).is_none(), "short page 1");
         let paging = NextPage::Numbered {
             params: PageParams::PageNumber { page_param: "page".into(), size_param: None, first_page: 1 },
             size: 5,
         };
         assert_eq!(next(&paging, &call(&[("page", "2")]), json!([]), None, 5).expect("next").query["page"], "3");
+    }
+
+    #[test]
+    fn a_short_first_page_of_a_count_vendors_cap_at_asks_for_the_next_with_that_size() {
+        let paging = NextPage::Numbered {
+            params: PageParams::OffsetLimit { offset_param: "offset".into(), limit_param: "limit".into() },
+            size: 500,
+        };
+        let first = call(&[("offset", "0"), ("limit", "500")]);
+        let url = first.url.clone();
+        let page = |records: usize| next_call(&paging, &first, &url, &json!({}), &BTreeMap::new(), 0, records, None);
+        let capped = page(100).expect("no error").expect("a probe of page 1");
+        assert_eq!((capped.query["offset"].as_str(), capped.query["limit"].as_str()), ("100", "100"));
+        assert!(page(37).expect("no error").is_none(), "37 is no cap: the last page");
+        assert!(page(0).expect("no error").is_none(), "an empty first page ends");
+        assert_eq!(numbered_next_size(500, 0, 250), Some(250));
+        assert_eq!(numbered_next_size(500, 0, 128), Some(128));
+        assert_eq!(numbered_next_size(500, 0, 500), Some(500));
+        assert_eq!(numbered_next_size(500, 1, 100), None, "past the first page a short page ends");
+        assert_eq!(numbered_next_size(500, 0, 7), None);
+        assert_eq!(numbered_next_size(500, 0, 48), None);
+        let by_page = NextPage::Numbered {
+            params: PageParams::PageNumber {
+                page_param: "page".into(),
+                size_param: Some("per_page".into()),
+                first_page: 1,
+            },
+            size: 500,
+        };
+        let first = call(&[("page", "1"), ("per_page", "500")]);
+        let capped = next_call(&by_page, &first, &first.url, &json!({}), &BTreeMap::new(), 0, 100, None)
+            .expect("no error")
+            .expect("a probe");
+        assert_eq!((capped.query["page"].as_str(), capped.query["per_page"].as_str()), ("2", "100"));
     }
 }

@@ -49,6 +49,15 @@ async fn vendor() -> (std::net::SocketAddr, Log) {
                 reply(200, &[], json!({"items": items}))
             }
             "/pages" => reply(200, &[], json!({"items": records((number("page").unwrap_or(1) - 1) * SIZE)})),
+            // 25 records, served at most 10 a page whatever the limit asks
+            // (`/capped`), or 40 records served as asked (`/forty`).
+            "/capped" | "/forty" => {
+                let (total, cap) = if path == "/capped" { (25, 10) } else { (40, u32::MAX) };
+                let (offset, limit) = (number("offset").unwrap_or(0), number("limit").unwrap_or(SIZE));
+                let items: Vec<Value> =
+                    (offset..offset.saturating_add(limit.min(cap)).min(total)).map(|id| json!({"id": id})).collect();
+                reply(200, &[], json!({"items": items}))
+            }
             // Stripe: `starting_after` the last record's id, `has_more`.
             "/stripe" => {
                 let from = number("starting_after").map_or(0, |id| id + 1);
@@ -234,6 +243,35 @@ async fn page_number_stops_on_a_short_page() {
     let (pages, expected) = run(&harness, first_page(addr, "/pages", json!({"page": "1"}), next, 100)).await;
     assert_eq!((pages, expected), (all_pages(), 3));
     assert_eq!(uris(&log), ["/pages?page=1", "/pages?page=2", "/pages?page=3"]);
+}
+
+/// A vendor that caps its pages below the page size asked: its first page
+/// is short, and "a short page ends it" would have ended the run there as
+/// a success with 10 of 25 records (a trial). A short first page of a
+/// count vendors cap at is followed by one call with that count as the
+/// size, and the run pages on by it.
+#[tokio::test]
+async fn a_vendor_that_caps_its_pages_is_paged_by_its_cap() {
+    let (addr, log) = vendor().await;
+    let harness = Harness::new();
+    let next = json!({"kind": "offset", "limit": 50});
+    let (pages, expected) =
+        run(&harness, first_page(addr, "/capped", json!({"offset": "0", "limit": "50"}), next, 100)).await;
+    let ids: Vec<u64> = pages.iter().flat_map(|(_, ids)| ids.clone()).collect();
+    assert_eq!(ids, (0..25).collect::<Vec<u64>>(), "every record once");
+    assert_eq!(expected, 3);
+    assert_eq!(uris(&log), ["/capped?limit=50&offset=0", "/capped?limit=10&offset=10", "/capped?limit=10&offset=20"]);
+
+    // 40 records for a size of 100: one probe more, empty, and the run
+    // ends with its 40.
+    let (addr, log) = vendor().await;
+    let harness = Harness::new();
+    let next = json!({"kind": "offset", "limit": 100});
+    let (pages, expected) =
+        run(&harness, first_page(addr, "/forty", json!({"offset": "0", "limit": "100"}), next, 100)).await;
+    let ids: Vec<u64> = pages.iter().flat_map(|(_, ids)| ids.clone()).collect();
+    assert_eq!((ids, expected), ((0..40).collect::<Vec<u64>>(), 2));
+    assert_eq!(uris(&log), ["/forty?limit=100&offset=0", "/forty?limit=40&offset=40"]);
 }
 
 #[tokio::test]
