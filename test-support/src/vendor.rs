@@ -156,6 +156,9 @@ pub struct VendorBehaviour {
     pub healed: Arc<std::sync::atomic::AtomicBool>,
     /// Calls received.
     pub calls: Arc<AtomicUsize>,
+    /// Once set (non-zero), the records served and the total said instead
+    /// of `total`: a vendor that grew or shrank between attempts.
+    pub resized: Arc<std::sync::atomic::AtomicU32>,
 }
 
 /// Record `i` as the paged vendor serves it:
@@ -182,8 +185,12 @@ async fn items(State(behaviour): State<VendorBehaviour>, Query(page): Query<Page
     if behaviour.broken_offsets.contains(&page.offset) && !behaviour.healed.load(Ordering::SeqCst) {
         return (StatusCode::OK, "<html>maintenance</html>").into_response();
     }
-    let results: Vec<Value> = (page.offset..behaviour.total).take(page.limit as usize).map(record).collect();
-    Json(json!({"meta": {"total": behaviour.total}, "results": results})).into_response()
+    let total = match behaviour.resized.load(Ordering::SeqCst) {
+        0 => behaviour.total,
+        resized => resized,
+    };
+    let results: Vec<Value> = (page.offset..total).take(page.limit as usize).map(record).collect();
+    Json(json!({"meta": {"total": total}, "results": results})).into_response()
 }
 
 async fn details(

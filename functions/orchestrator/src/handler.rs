@@ -498,18 +498,35 @@ pub async fn on_probe_reply(reply: ProbeReply, deadline: Instant, deps: Deps<'_>
         Answer { what: "probe reply", key, pipeline: &reply.pipeline, run_id: &reply.run_id, context: &reply.context };
     check_binding(answer, deps).await?;
     let run = run_context(deps.config, reply.run_id.clone(), reply.run_date);
-    let plan = strategy_for(&spec.strategy).on_probe_reply(&spec, &run, &reply)?;
-    let Some(pages) = &plan.pages else {
+    let mut plan = strategy_for(&spec.strategy).on_probe_reply(&spec, &run, &reply)?;
+    let Some(counted) = &plan.pages else {
         record_expected(&plan, &run, &spec.pipeline, deps).await?;
         send_plan(&plan, deps).await?;
         return Ok(());
     };
-    let mut checkpoint = Checkpoint::read(&spec.pipeline, &run.run_id, pages.count, deps).await?;
-    if checkpoint.sent.pages != pages.count {
-        // Another reply (a probe Request ran twice) settled the run first: its plan stands.
-        tracing::warn!(pages = pages.count, planned = checkpoint.sent.pages, "another total is being sent; ignored");
-        return Ok(());
-    }
+    let mut checkpoint = Checkpoint::read(&spec.pipeline, &run.run_id, counted.count, deps).await?;
+    // The run's first plan stands, whatever total this reply counts: a
+    // second reply of the same probe, a continuation, or a re-run's probe
+    // (a run that failed or was stopped) when the vendor's total now
+    // makes another number of pages. A trial's re-run, told to finish such
+    // a run, fetched nothing and failed silently once 5 more records made
+    // a sixth page. Records past the plan are the next run's, as for a
+    // total that drifts while a run pages; the checkpoint's
+    // compare-and-swap keeps two senders from sending a chunk twice over.
+    let pages = if checkpoint.sent.pages == counted.count {
+        counted.clone()
+    } else {
+        tracing::warn!(
+            pages = counted.count,
+            planned = checkpoint.sent.pages,
+            resend = checkpoint.sent.resend,
+            "the vendor's total now makes another number of pages; the run's plan stands"
+        );
+        plan.expected_pages = Some(u64::from(checkpoint.sent.pages));
+        plan.expected_records = None;
+        counted.with_count(checkpoint.sent.pages)
+    };
+    let pages = &pages;
     if checkpoint.sent.resend {
         // A re-run: what an earlier attempt sent and nobody persisted goes
         // again (its messages may be in a DLQ, or lost with a local run's

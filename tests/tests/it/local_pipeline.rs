@@ -151,6 +151,48 @@ async fn rerunning_a_failed_paged_run_requests_its_missing_pages_and_completes_i
     assert_eq!((again.requests, again.records_persisted), (0, 50), "{again}");
 }
 
+/// A trial: a count-first run failed on page 2, the vendor then grew by 5
+/// records (a sixth page by the new total), and the re-run `status`
+/// advised fetched nothing, persisted nothing and said nothing: the new
+/// probe's count was taken for another plan and ignored. The run's plan
+/// stands: the re-run fetches its missing page and completes it; the 5
+/// new records are the next run's.
+#[tokio::test]
+async fn a_rerun_completes_its_plan_when_the_vendors_total_makes_another_page_count() {
+    let vendor = VendorBehaviour { total: 50, broken_offsets: BTreeSet::from([20]), ..Default::default() };
+    let (healed, resized, calls) = (vendor.healed.clone(), vendor.resized.clone(), vendor.calls.clone());
+    let addr = start_vendor(vendor).await;
+    let lake = tempfile::tempdir().expect("tempdir");
+    let runtime = LocalRuntime::new(LocalOptions::new(lake.path())).expect("runtime");
+    let spec = paged_spec(addr, "grown", 10);
+    let scheduled = Utc.with_ymd_and_hms(2026, 11, 28, 6, 0, 0).single().expect("valid time");
+    let failed = runtime.run(&spec, scheduled).await.expect("first attempt");
+    assert!(!failed.completed, "{failed}");
+    assert_eq!((failed.pages, failed.records_persisted), (4, 40), "{failed}");
+
+    healed.store(true, std::sync::atomic::Ordering::SeqCst);
+    resized.store(55, std::sync::atomic::Ordering::SeqCst);
+    let calls_before = calls.load(std::sync::atomic::Ordering::SeqCst);
+    let rerun = runtime.run(&spec, scheduled).await.expect("re-run");
+    assert!(rerun.completed && rerun.succeeded(), "{rerun}");
+    // The probe, then page 2.
+    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst) - calls_before, 2, "{rerun}");
+    assert_eq!((rerun.pages, rerun.pages_before, rerun.records_persisted), (5, 4, 50), "{rerun}");
+    assert_eq!(ids(&read_dataset(lake.path(), "grown")), (0..50).collect::<Vec<u64>>());
+
+    // The same with 15 fewer: the plan's last page comes back empty.
+    let vendor = VendorBehaviour { total: 50, broken_offsets: BTreeSet::from([20]), ..Default::default() };
+    let (healed, resized) = (vendor.healed.clone(), vendor.resized.clone());
+    let addr = start_vendor(vendor).await;
+    let spec = paged_spec(addr, "shrunk", 10);
+    assert!(!runtime.run(&spec, scheduled).await.expect("first attempt").completed);
+    healed.store(true, std::sync::atomic::Ordering::SeqCst);
+    resized.store(35, std::sync::atomic::Ordering::SeqCst);
+    let rerun = runtime.run(&spec, scheduled).await.expect("re-run");
+    assert!(rerun.completed, "{rerun}");
+    assert_eq!(rerun.pages, 5, "{rerun}");
+}
+
 /// Stops the completion of `pipeline`'s run at `scheduled` into `dataset`
 /// after it has planned its coalesced file: a directory where that file
 /// goes. Returns the run's data folder key and the directory.

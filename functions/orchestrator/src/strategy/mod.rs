@@ -66,6 +66,13 @@ impl PageSeries {
         Self { count, make: std::sync::Arc::new(make) }
     }
 
+    /// The same series with `count` pages, page `index`'s request
+    /// unchanged: a re-run keeps its first plan's page count whatever
+    /// total the vendor counts now.
+    pub fn with_count(&self, count: u32) -> Self {
+        Self { count, make: self.make.clone() }
+    }
+
     /// The request of page `index`.
     pub fn get(&self, index: u32) -> RequestMessage {
         (self.make)(index)
