@@ -1394,7 +1394,20 @@ async fn dlq(action: DlqAction) -> anyhow::Result<ExitCode> {
                     resolved += dlq::resolve_recovered(store.as_ref(), pipeline, run_id, &before, only, by).await?;
                 }
                 if resolved > 0 {
-                    out!("{resolved} dead letters resolved: their runs are complete (see `tributary status`)")?;
+                    out!("{resolved} dead letters resolved: their runs completed (see `tributary status`)")?;
+                }
+                // Complete is not whole: a run that completed truncated or
+                // duplicated says so here too (a trial read "complete" for
+                // a run holding 40 of 50 records).
+                for (pipeline, run_id) in &runs {
+                    let Ok(id) = contracts::RunId::new(run_id.as_str()) else { continue };
+                    let totals = tributary_core::ledger::run_totals(store.as_ref(), pipeline, &id).await?;
+                    if let Some(reason) = &totals.truncated {
+                        out!("run {run_id} of {pipeline} completed truncated: {reason}")?;
+                    }
+                    if let Some(reason) = &totals.duplicated {
+                        out!("run {run_id} of {pipeline} completed duplicated: {reason}")?;
+                    }
                 }
                 if after.len() > before.len() {
                     return Ok(ExitCode::FAILURE);

@@ -141,6 +141,9 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
                 groups.push((alert, vec![meta.message_id.clone()]));
             }
             if let Some(alert) = duplicated_alert(&completed, &meta) {
+                groups.push((alert, vec![meta.message_id.clone()]));
+            }
+            if let Some(alert) = truncated_alert(&completed, &meta) {
                 groups.push((alert, vec![meta.message_id]));
             }
             continue;
@@ -213,10 +216,11 @@ pub async fn handle_sqs(event: &SqsEvent, deps: Deps<'_>) -> SqsBatchResponse {
 }
 
 /// The lake key marking that a run-completed alert (schema change, records
-/// twice) was sent: `_runs/<pipeline>/<run_id>/alerted-<function>`; `None`
-/// for a dead letters' alert, which is one per batch of letters.
+/// twice, a truncated run) was sent:
+/// `_runs/<pipeline>/<run_id>/alerted-<function>`; `None` for a dead
+/// letters' alert, which is one per batch of letters.
 fn run_alert_marker(alert: &Alert) -> Option<String> {
-    if alert.function != SCHEMA_FUNCTION && alert.function != DUPLICATED_FUNCTION {
+    if ![SCHEMA_FUNCTION, DUPLICATED_FUNCTION, TRUNCATED_FUNCTION].contains(&alert.function.as_str()) {
         return None;
     }
     let (pipeline, run_id) = (alert.pipeline.as_ref()?, alert.run_id.as_ref()?);
@@ -299,6 +303,26 @@ pub fn duplicated_alert(event: &contracts::RunCompleted, meta: &RecordMeta) -> O
         truncate(reason, 600)
     );
     Some(run_alert(event, meta, DUPLICATED_FUNCTION, reason, summary))
+}
+
+/// Function name of the alert for a run that stopped before the
+/// vendor's data ended.
+pub const TRUNCATED_FUNCTION: &str = "truncated";
+
+/// The alert for a completed run that holds less than the vendor offers
+/// ([`contracts::RunCompleted::truncated`]: `strategy.max_pages` reached
+/// with a next page offered, a vendor's cursor that cycled, pages shorter
+/// than the page size asked); `None` for any other run. Such a run's exit
+/// code and `status` said so before; on AWS nobody reads either (a trial).
+pub fn truncated_alert(event: &contracts::RunCompleted, meta: &RecordMeta) -> Option<Alert> {
+    let reason = event.truncated.as_ref()?;
+    let summary = format!(
+        "run {} of pipeline {} holds less than the vendor offers (records past it were not fetched): {}",
+        event.run_id,
+        event.pipeline,
+        truncate(reason, 600)
+    );
+    Some(run_alert(event, meta, TRUNCATED_FUNCTION, reason, summary))
 }
 
 /// Adds `other` (a dead letter of the same pipeline, run and function) to

@@ -36,6 +36,6 @@ pub use deps::{Deps, FreshnessDeps, NotifyConfig};
 pub use error::EventError;
 pub use handler::{
     EXAMPLE_BYTES, EXAMPLES, EXCERPT_BYTES, FailedInvocation, FreshnessCheck, NAME_BYTES, NotifyEvent, REASON_BYTES,
-    SMS_MAX_CHARS, alert_for, check_freshness, dead_letter_of, email_text, failed_invocation, handle_sqs, parse_event,
-    publish, redacted_body, sms_text, truncate,
+    SMS_MAX_CHARS, TRUNCATED_FUNCTION, alert_for, check_freshness, dead_letter_of, email_text, failed_invocation,
+    handle_sqs, parse_event, publish, redacted_body, sms_text, truncate, truncated_alert,
 };

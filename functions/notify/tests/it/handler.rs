@@ -223,3 +223,45 @@ async fn a_run_completed_event_delivered_twice_is_alerted_once() {
     assert_eq!(alerts.len(), 1, "{alerts:#?}");
     assert!(alerts[0].summary.contains("holds records twice, or misses some"), "{}", alerts[0].summary);
 }
+
+/// A trial: a truncated run (records past it never fetched) raised no
+/// alert where a duplicated one did; its exit code and `status` were all
+/// that said so, and on AWS nobody reads those. Alerted once, naming the
+/// run and the reason.
+#[tokio::test]
+async fn a_truncated_run_is_alerted_once() {
+    let env = Env::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = adapters::local::DirStore::new(dir.path());
+    let completed = json!({
+        "version": 1, "pipeline": "orders", "run_id": "20261201T060000Z", "run_date": "2026-12-01",
+        "pages": 2, "records_persisted": 20, "records_quarantined": 0,
+        "manifest_key": "_manifests/orders/20261201T060000Z.json", "schema_hash": "h",
+        "truncated": "the vendor's cursor cycled: page 2's next page is page 2 again",
+    });
+    let event = |id: &str| -> SqsEvent {
+        serde_json::from_value(json!({"Records": [{
+            "messageId": id, "receiptHandle": "r", "body": completed.to_string(),
+            "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {},
+            "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:1:notify", "awsRegion": "us-east-1"
+        }]}))
+        .expect("event")
+    };
+    let deps = Deps { topics: &env.broker, config: &env.config, store: Some(&store) };
+    for id in ["m-1", "m-2"] {
+        let response = notify::handle_sqs(&event(id), deps).await;
+        assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
+    }
+    let alerts = env.alerts();
+    assert_eq!(alerts.len(), 1, "{alerts:#?}");
+    assert_eq!(alerts[0].function, notify::TRUNCATED_FUNCTION);
+    assert_eq!(
+        (alerts[0].pipeline.as_deref(), alerts[0].run_id.as_deref()),
+        (Some("orders"), Some("20261201T060000Z"))
+    );
+    assert!(
+        alerts[0].summary.contains("holds less than the vendor offers") && alerts[0].summary.contains("cursor cycled"),
+        "{}",
+        alerts[0].summary
+    );
+}
