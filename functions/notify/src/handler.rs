@@ -296,13 +296,7 @@ pub const DUPLICATED_FUNCTION: &str = "duplicated";
 /// or more records than it announced); `None` for any other run.
 pub fn duplicated_alert(event: &contracts::RunCompleted, meta: &RecordMeta) -> Option<Alert> {
     let reason = event.duplicated.as_ref()?;
-    let summary = format!(
-        "run {} of pipeline {} holds records twice, or misses some: {}",
-        event.run_id,
-        event.pipeline,
-        truncate(reason, 600)
-    );
-    Some(run_alert(event, meta, DUPLICATED_FUNCTION, reason, summary))
+    Some(completed_alert(event, meta, DUPLICATED_FUNCTION, "holds records twice, or misses some", reason))
 }
 
 /// Function name of the alert for a run that stopped before the
@@ -316,13 +310,21 @@ pub const TRUNCATED_FUNCTION: &str = "truncated";
 /// code and `status` said so before; on AWS nobody reads either (a trial).
 pub fn truncated_alert(event: &contracts::RunCompleted, meta: &RecordMeta) -> Option<Alert> {
     let reason = event.truncated.as_ref()?;
-    let summary = format!(
-        "run {} of pipeline {} holds less than the vendor offers (records past it were not fetched): {}",
-        event.run_id,
-        event.pipeline,
-        truncate(reason, 600)
-    );
-    Some(run_alert(event, meta, TRUNCATED_FUNCTION, reason, summary))
+    let what = "holds less than the vendor offers (records past it were not fetched)";
+    Some(completed_alert(event, meta, TRUNCATED_FUNCTION, what, reason))
+}
+
+/// The alert `function` for a completed run: `run R of pipeline P <what>:
+/// <reason>` (the reason cut at 600 bytes in the summary).
+fn completed_alert(
+    event: &contracts::RunCompleted,
+    meta: &RecordMeta,
+    function: &str,
+    what: &str,
+    reason: &str,
+) -> Alert {
+    let summary = format!("run {} of pipeline {} {what}: {}", event.run_id, event.pipeline, truncate(reason, 600));
+    run_alert(event, meta, function, reason, summary)
 }
 
 /// Adds `other` (a dead letter of the same pipeline, run and function) to

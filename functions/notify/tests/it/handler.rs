@@ -192,20 +192,13 @@ async fn huge_body_is_quoted_in_at_most_one_kib() {
     assert!(alert.body_excerpt.trim_end_matches('…').chars().all(|c| c == 'é'), "cut on a character boundary");
 }
 
-/// A trial got a run's "records twice" alert twice: the run-completed event
-/// is announced at least once (a completion retried, two pages completing
-/// the run at once). With the lake at hand, one alert per run.
-#[tokio::test]
-async fn a_run_completed_event_delivered_twice_is_alerted_once() {
+/// The alerts published for the run-completed event `completed`
+/// delivered twice (a completion retried, two pages completing the run at
+/// once), with a lake at hand.
+async fn alerts_of_a_completed_event_delivered_twice(completed: serde_json::Value) -> Vec<contracts::Alert> {
     let env = Env::new();
     let dir = tempfile::tempdir().expect("tempdir");
     let store = adapters::local::DirStore::new(dir.path());
-    let completed = json!({
-        "version": 1, "pipeline": "orders", "run_id": "20261201T060000Z", "run_date": "2026-12-01",
-        "pages": 2, "records_persisted": 120, "records_quarantined": 0,
-        "manifest_key": "_manifests/orders/20261201T060000Z.json", "schema_hash": "h",
-        "duplicated": "the run's pages held 120 records, 20 more than the 100 the vendor announced",
-    });
     let event = |id: &str| -> SqsEvent {
         serde_json::from_value(json!({"Records": [{
             "messageId": id, "receiptHandle": "r", "body": completed.to_string(),
@@ -219,7 +212,21 @@ async fn a_run_completed_event_delivered_twice_is_alerted_once() {
         let response = notify::handle_sqs(&event(id), deps).await;
         assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
     }
-    let alerts = env.alerts();
+    env.alerts()
+}
+
+/// A trial got a run's "records twice" alert twice: the run-completed event
+/// is announced at least once (a completion retried, two pages completing
+/// the run at once). With the lake at hand, one alert per run.
+#[tokio::test]
+async fn a_run_completed_event_delivered_twice_is_alerted_once() {
+    let alerts = alerts_of_a_completed_event_delivered_twice(json!({
+        "version": 1, "pipeline": "orders", "run_id": "20261201T060000Z", "run_date": "2026-12-01",
+        "pages": 2, "records_persisted": 120, "records_quarantined": 0,
+        "manifest_key": "_manifests/orders/20261201T060000Z.json", "schema_hash": "h",
+        "duplicated": "the run's pages held 120 records, 20 more than the 100 the vendor announced",
+    }))
+    .await;
     assert_eq!(alerts.len(), 1, "{alerts:#?}");
     assert!(alerts[0].summary.contains("holds records twice, or misses some"), "{}", alerts[0].summary);
 }
@@ -230,29 +237,13 @@ async fn a_run_completed_event_delivered_twice_is_alerted_once() {
 /// run and the reason.
 #[tokio::test]
 async fn a_truncated_run_is_alerted_once() {
-    let env = Env::new();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = adapters::local::DirStore::new(dir.path());
-    let completed = json!({
+    let alerts = alerts_of_a_completed_event_delivered_twice(json!({
         "version": 1, "pipeline": "orders", "run_id": "20261201T060000Z", "run_date": "2026-12-01",
         "pages": 2, "records_persisted": 20, "records_quarantined": 0,
         "manifest_key": "_manifests/orders/20261201T060000Z.json", "schema_hash": "h",
         "truncated": "the vendor's cursor cycled: page 2's next page is page 2 again",
-    });
-    let event = |id: &str| -> SqsEvent {
-        serde_json::from_value(json!({"Records": [{
-            "messageId": id, "receiptHandle": "r", "body": completed.to_string(),
-            "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": {},
-            "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:1:notify", "awsRegion": "us-east-1"
-        }]}))
-        .expect("event")
-    };
-    let deps = Deps { topics: &env.broker, config: &env.config, store: Some(&store) };
-    for id in ["m-1", "m-2"] {
-        let response = notify::handle_sqs(&event(id), deps).await;
-        assert!(response.batch_item_failures.is_empty(), "{:?}", response.batch_item_failures);
-    }
-    let alerts = env.alerts();
+    }))
+    .await;
     assert_eq!(alerts.len(), 1, "{alerts:#?}");
     assert_eq!(alerts[0].function, notify::TRUNCATED_FUNCTION);
     assert_eq!(
