@@ -427,6 +427,23 @@ async fn apply(
                         tributary_core::ledger::ordinal(page.index.saturating_add(1))
                     )
                 });
+                // Offsets and page numbers: page 1 repeating a full page 0
+                // is what a vendor that ignores the parameter does (a
+                // parameter name the vendor does not know: a trial's run
+                // ended complete with 10 of 50 records); a vendor that
+                // serves its last page again past the end (json-server)
+                // repeats page 1 or later, unless it holds one page only.
+                let numbered =
+                    next.as_ref().is_some_and(|next| matches!(next.paging, contracts::NextPage::Numbered { .. }));
+                let truncated = truncated.or_else(|| {
+                    (numbered && page.index == 1).then(|| {
+                        "page 1 holds exactly the records of page 0: the vendor ignored the offset or page number \
+                         asked (check strategy.next's parameter names against the vendor's documentation), or it \
+                         holds one page only and serves it again past the end (json-server does: a larger size \
+                         then makes the run whole); the run holds page 0 only"
+                            .to_string()
+                    })
+                });
                 // Its count is recorded first, so Persist's receipt of this
                 // last page completes the run (with its coalescing or table
                 // commit); a count recorded after every page is in would

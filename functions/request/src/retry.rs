@@ -34,13 +34,15 @@ pub enum Wait {
     GiveUp(String),
 }
 
-/// Reads a `Retry-After` value at `now`: delta-seconds (`120`) or an
-/// HTTP-date (`Fri, 31 Dec 2027 23:59:59 GMT`; a date in the past is 0).
-/// `None` for anything else.
+/// Reads a `Retry-After` value at `now`: delta-seconds (`120`; RFC 9110
+/// §10.2.3, digits only, so more than a `u64` holds is the longest pause,
+/// not no header: a trial's `99999999999999999999` was retried after
+/// 140 ms) or an HTTP-date (`Fri, 31 Dec 2027 23:59:59 GMT`; a date in
+/// the past is 0). `None` for anything else.
 pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
-    if let Ok(seconds) = value.parse::<u64>() {
-        return Some(Duration::from_secs(seconds));
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(Duration::from_secs(value.parse::<u64>().unwrap_or(u64::MAX)));
     }
     let date = httpdate::parse_http_date(value).ok()?;
     Some(date.duration_since(now).unwrap_or(Duration::ZERO))
@@ -99,6 +101,11 @@ mod tests {
         assert_eq!(parse_retry_after("Sun, 29 Nov 2026 11:00:00 GMT", now), Some(Duration::ZERO), "past date");
         assert_eq!(parse_retry_after("soon", now), None);
         assert_eq!(parse_retry_after("-1", now), None);
+        assert_eq!(parse_retry_after("99999999999999999999", now), Some(Duration::from_secs(u64::MAX)), "overflow");
+        assert_eq!(parse_retry_after("", now), None);
+        // Past any cap: SQS's redelivery takes it, not a retry now.
+        let huge = parse_retry_after("99999999999999999999", now);
+        assert!(matches!(next_wait(huge, Duration::from_secs(1), 0.5, &POLICY, PLENTY), Wait::GiveUp(_)));
     }
 
     #[test]

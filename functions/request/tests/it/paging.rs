@@ -70,6 +70,8 @@ async fn vendor() -> (std::net::SocketAddr, Log) {
                 let page = number("page").unwrap_or(1).min(2);
                 reply(200, &[], json!({"items": records_n((page - 1) * SIZE, SIZE)}))
             }
+            // An offset API whose parameter is not `offset`: page 0 on every call.
+            "/ignores_offset" => reply(200, &[], json!({"items": records(0)})),
             // A cursor API that ignores the cursor `c3`: page 0's records
             // again, with a next page still offered.
             "/ignores_cursor" => {
@@ -356,6 +358,25 @@ async fn a_repeated_page_with_a_next_page_still_offered_ends_the_run_truncated()
         reason
             .contains("page 1 (the 2nd) holds exactly the records of page 0 while the vendor still offers a next page")
             && reason.contains("records past them were not fetched"),
+        "{reason}"
+    );
+}
+
+/// A trial: a vendor whose offset parameter has another name serves page 0
+/// on every call; the run ended complete with 10 of 50 records. Page 1
+/// repeating a full page 0 ends the run truncated, saying why.
+#[tokio::test]
+async fn offsets_the_vendor_ignores_end_the_run_truncated() {
+    let (addr, log) = vendor().await;
+    let harness = Harness::new();
+    let next = json!({"kind": "offset", "limit": SIZE});
+    let query = json!({"offset": "0", "limit": "3"});
+    let (pages, expected) = run(&harness, first_page(addr, "/ignores_offset", query, next, 100)).await;
+    assert_eq!(pages, [(0, vec![0, 1, 2]), (1, vec![])]);
+    assert_eq!((expected, uris(&log).len()), (2, 2));
+    let reason = expected_record(&harness).await["truncated"].as_str().expect("truncated").to_string();
+    assert!(
+        reason.contains("page 1 holds exactly the records of page 0: the vendor ignored the offset or page number"),
         "{reason}"
     );
 }
