@@ -858,6 +858,7 @@ pub fn email_text(alert: &Alert) -> String {
         );
         let _ = writeln!(text, "   body:   {}", example.body_excerpt);
     }
+    let _ = writeln!(text, "\nWhat to do:\n{}", what_to_do(alert));
     if let (Some(p), Some(r)) = (&alert.pipeline, &alert.run_id) {
         let _ = writeln!(text, "\nThe run's log lines (CloudWatch Logs Insights, log groups /aws/lambda/<stack>-*):");
         let _ = writeln!(
@@ -866,6 +867,33 @@ pub fn email_text(alert: &Alert) -> String {
         );
     }
     text
+}
+
+/// The next step for a dead letters' alert, by its first reason: what the
+/// vendor's HTTP status says to check (401/403 the credentials, 404 the
+/// URL, 400/422 the request), then how the letters are sent again once the
+/// cause is fixed. A trial's alerts named the failure but no next step.
+fn what_to_do(alert: &Alert) -> String {
+    let reason = alert.examples.iter().find_map(|e| e.reason.as_deref()).unwrap_or_default();
+    let status = |code: &str| reason.contains(&format!("answered HTTP {code}"));
+    let check = if status("401") || status("403") {
+        "The vendor refused the credentials: check the pipeline's request.auth secret (its value, and the key's \
+         permissions at the vendor). "
+    } else if status("404") {
+        "The vendor has nothing at that address: check request.url and the paging parameters against the vendor's \
+         documentation (a vendor that answers 404 past its last page needs response.status_actions {404: empty}). "
+    } else if status("400") || status("422") {
+        "The vendor refused the request as written: check request.query, request.headers and request.body. "
+    } else if status("429") || status("5") || reason.contains("timed out") || reason.contains("onnection") {
+        "The vendor was unavailable or throttling: nothing to change if it is back. "
+    } else {
+        "Fix the cause the reason names. "
+    };
+    let pipeline = alert.pipeline.as_deref().map(|p| format!(" --pipeline {p}")).unwrap_or_default();
+    format!(
+        "{check}Then send the dead letters again: tributary dlq redrive --all{pipeline} (with --stack NAME on AWS), \
+         or run the run's time again; tributary status shows the run."
+    )
 }
 
 /// At most `max` bytes of `text`, cut on a character boundary, with `…`

@@ -129,9 +129,21 @@ async fn a_burst_of_dead_letters_is_one_alert_with_short_sms_and_full_email_text
         "1. message m-000, page 2, receive count 3",
         "reason: GET https://api.example.com/v1/customers?… answered HTTP 404: \"no page 0\"",
         "filter pipeline = \"customers\" and run_id = \"20261129T060000Z\"",
+        // A trial's alerts said what failed, not what to do next.
+        "What to do:\nThe vendor has nothing at that address: check request.url",
+        "tributary dlq redrive --all --pipeline customers",
     ] {
         assert!(email.contains(needle), "missing {needle:?} in:\n{email}");
     }
+    // A refused credential points at the secret.
+    let mut refused = template.records[0].clone();
+    let mut attribute = aws_lambda_events::event::sqs::SqsMessageAttribute::default();
+    attribute.string_value = Some("GET https://api.example.com/v1/customers answered HTTP 401: \"bad key\"".into());
+    attribute.data_type = Some("String".into());
+    refused.message_attributes.insert(tributary_core::batch::ATTR_ERROR.into(), attribute);
+    let alert = notify::alert_for(&refused, &tributary_core::batch::RecordMeta::of(&refused));
+    let email = notify::email_text(&alert);
+    assert!(email.contains("check the pipeline's request.auth secret"), "{email}");
 }
 
 /// Whatever the record, the alert names the function; this checks it for
