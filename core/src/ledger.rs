@@ -866,6 +866,14 @@ fn short_pages(receipts: &[PageReceipt]) -> String {
         .take(10)
         .map(|r| format!("page {} (the {}) held {}", r.page, ordinal(r.page + 1), r.records_in))
         .collect();
+    // An empty page may be no answer at all: a status the spec maps to an
+    // empty page (a trial's 404 read as "answered short").
+    let mapped = if receipts.iter().any(|r| r.records_in == 0) {
+        "; a page that held 0 may also be a status that response.status_actions maps to an empty page (such as \
+         404: empty): check the run's log for it"
+    } else {
+        ""
+    };
     if short.is_empty() {
         // The ledger does not know `strategy.page_size`: both readings.
         let held = receipts.iter().find(|r| Some(r.page) == last).map_or(0, |r| r.records_in);
@@ -873,12 +881,12 @@ fn short_pages(receipts: &[PageReceipt]) -> String {
             "every page before the last held {full} records and the last held {held}: if strategy.page_size is \
              more than {full}, the vendor caps its page size (Django REST Framework's is 1,000): set it to {full}; \
              if it is {full}, the vendor answered its last page short (a fault of the vendor, or records that moved \
-             while the run paged: run again)"
+             while the run paged: run again){mapped}"
         );
     }
     format!(
         "{} where the fullest page held {full}: the vendor answered short before the last page (a fault of the \
-         vendor, or records that moved while the run paged: run again)",
+         vendor, or records that moved while the run paged: run again){mapped}",
         short.join(", ")
     )
 }
