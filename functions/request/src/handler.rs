@@ -581,7 +581,10 @@ async fn record_cursor(
 
 /// Logs a count-first total that drifted since the probe. The plan stands:
 /// each planned page is fetched once; records past the probe's total are
-/// the next run's, and a short last page is fine.
+/// the next run's, and a short last page is fine. A vendor that lists
+/// newest first has shifted its records by the difference: this page may
+/// repeat records of an earlier one and skip others, which no count shows
+/// (docs/request.md).
 fn check_drift(
     planned: &PlannedTotal,
     body: &Value,
@@ -599,7 +602,7 @@ fn check_drift(
             planned_total = planned.total,
             vendor_total = now,
             page = page.map(|p| p.index),
-            "the vendor's total drifted since the probe; the planned pages stand (no page twice, none skipped within the planned total)"
+            "the vendor's total drifted since the probe; the planned pages stand (each fetched once; if the vendor lists newest first, its records shifted and this page may repeat or skip some)"
         );
     }
 }
