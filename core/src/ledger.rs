@@ -994,9 +994,17 @@ async fn complete(
     // have missed records between its pages: an incremental pipeline's
     // cursor must not pass them (a trial's cursor moved past two orders
     // the empty page should have held, and no later run fetched them).
-    let gap = (expected.records.is_none() && expected.truncated.is_none())
+    // Not for a fan-out run (its query's binding, `query.json`, is kept):
+    // its pages are one call per query row, and a row with nothing (a
+    // customer without orders) is no gap (a trial's incremental fan-out
+    // was truncated every run, its cursor never moving).
+    let gap = match (expected.records.is_none() && expected.truncated.is_none())
         .then(|| empty_page_before_records(&receipts))
-        .flatten();
+        .flatten()
+    {
+        Some(gap) if store.get_versioned(&keys::query_key(pipeline, run_id)).await?.is_none() => Some(gap),
+        _ => None,
+    };
     // Known before the table commit, which must not make a partial run
     // the whole table (`write: replace`).
     let partial = expected.truncated.as_deref().or(short.as_deref()).or(gap.as_deref());

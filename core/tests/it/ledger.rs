@@ -580,11 +580,19 @@ async fn a_short_run_names_its_short_pages_or_the_vendors_page_size_cap() {
 /// is truncated, saying why; an empty last page is still a plain end.
 #[tokio::test]
 async fn an_empty_page_before_records_holds_the_incremental_cursor_back() {
-    for (sizes, gap) in [(vec![5, 0, 5], true), (vec![5, 5, 0], false)] {
+    // The third: a fan-out run (its query binding kept), whose empty page
+    // is a query row with nothing (a trial's customer without orders kept
+    // its incremental cursor from ever moving).
+    for (sizes, gap, fan_out) in
+        [(vec![5, 0, 5], true, false), (vec![5, 5, 0], false, false), (vec![5, 0, 5], false, true)]
+    {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = DirStore::new(dir.path());
         let run = run_id();
         let pages = sizes.len() as u32;
+        if fan_out {
+            store.put(&tributary_core::keys::query_key("p", &run), "{}".into()).await.expect("binding");
+        }
         record_expected(&store, &expected(pages.into())).await.expect("expected");
         // Request records each page's cursor before it is persisted.
         for (page, records) in (0..pages).zip(&sizes) {
@@ -605,6 +613,9 @@ async fn an_empty_page_before_records_holds_the_incremental_cursor_back() {
                 "{why}"
             );
             assert_eq!(cursor, None, "the cursor did not move");
+        } else if fan_out {
+            assert_eq!(manifest.truncated, None, "a row with nothing is no gap");
+            assert_eq!(cursor.map(|c| c.max), Some(serde_json::json!("2026-11-29T02:00:00Z")));
         } else {
             assert_eq!(manifest.truncated, None, "an empty last page ends the run");
             assert_eq!(cursor.map(|c| c.max), Some(serde_json::json!("2026-11-29T01:00:00Z")));
