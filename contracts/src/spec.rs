@@ -555,9 +555,11 @@ impl PipelineSpec {
     ///   cursor field, so another slides into a page already fetched and
     ///   is missed, and the cursor moves past it;
     /// - `status_actions: {404: empty}` with a paged or cursor strategy: a
-    ///   wrong URL reads as a run with no data.
+    ///   wrong URL reads as a run with no data;
+    /// - `incremental` with `kind: athena`: one cursor for every row's call,
+    ///   so a row new since the last run gets none of its older records.
     ///
-    /// Empty for a spec with neither.
+    /// Empty for a spec with none of these.
     pub fn cautions(&self) -> Vec<String> {
         let mut cautions = Vec::new();
         let numbered = match &self.strategy {
@@ -581,6 +583,15 @@ impl PipelineSpec {
                 "`status_actions: {404: empty}` with paging: a wrong URL reads as a run with no data (records \
                  persisted 0, a success); keep it only where the vendor answers 404 past its last page, and check \
                  the first run's records"
+                    .to_string(),
+            );
+        }
+        if matches!(self.strategy, StrategySpec::Athena(_)) && self.incremental.is_some() {
+            cautions.push(
+                "`incremental` with `kind: athena`: the pipeline's one cursor goes to every row's call, so a row \
+                 new since the last run (a customer added today) gets only its records after the cursor, not its \
+                 older ones (a trial). Fan out without `incremental`, or load new entities with a pipeline of their \
+                 own (docs/spec.md)"
                     .to_string(),
             );
         }
@@ -2206,6 +2217,12 @@ target:
         assert!(cautions.len() == 1 && cautions[0].contains("a wrong URL reads as a run with no data"), "{cautions:?}");
         let simple = PAGED.replace("  kind: paged\n  page_size: 50\n  total_pointer: /total\n", "  kind: simple\n");
         assert!(spec(&simple.replace("  records_pointer: /items", not_found_empty)).cautions().is_empty(), "one call");
+        // A fan-out's one cursor for every row (a trial: a new customer's
+        // older orders never fetched).
+        let fan_out = "version: 1\npipeline: o\nstrategy: {kind: athena, query: 'SELECT id FROM c', database: l}\nrequest: {url: 'https://api.example.com/c/{id}/orders'}\ntarget: {dataset: o}\n";
+        assert!(spec(fan_out).cautions().is_empty(), "without incremental");
+        let cautions = spec(&format!("{fan_out}{incremental}")).cautions();
+        assert!(cautions.len() == 1 && cautions[0].contains("a row new since the last run"), "{cautions:?}");
     }
 
     #[test]

@@ -47,7 +47,7 @@ pub async fn run_query(message: QueryMessage, deadline: Instant, deps: Deps<'_>)
         Some(c) => (c.execution_id.clone(), c.next_token.clone(), c.next_row),
         None => {
             let query = Query {
-                sql: message.sql.clone(),
+                sql: in_stable_order(&message.sql, &message.required_columns),
                 parameters: message.parameters.clone(),
                 database: message.database.clone(),
                 workgroup: message.workgroup.clone(),
@@ -65,6 +65,13 @@ pub async fn run_query(message: QueryMessage, deadline: Instant, deps: Deps<'_>)
             return Ok(Progress { rows_published: 0, continued: Some(continuation) });
         }
         QueryState::Failed { state, reason } => {
+            // The order by the template's columns fails on a result that
+            // lacks one: the query as written says which, as before.
+            if message.continuation.is_none()
+                && let Some(missing) = missing_in_query_as_written(&message, soft_deadline, deps).await
+            {
+                return Err(missing);
+            }
             return Err(AthenaError::QueryFailed {
                 pipeline: message.pipeline.clone(),
                 run_id: message.run_id.to_string(),
@@ -120,6 +127,55 @@ pub async fn run_query(message: QueryMessage, deadline: Instant, deps: Deps<'_>)
     }
     tracing::info!(rows = published, total_rows = next_row, "query answered");
     Ok(Progress { rows_published: published, continued: None })
+}
+
+/// `sql` with its rows in the same order each time it runs on the same
+/// rows: `SELECT * FROM (sql) ORDER BY` the template's columns (`columns`,
+/// the message's `required_columns`, which the rows fill in). A row's
+/// index is its page's, and a re-run of a run (the documented recovery)
+/// runs the query again: an order that changed between the attempts put
+/// other rows under pages already persisted (a trial's `SELECT DISTINCT id`
+/// came back in another order: some customers' orders stored twice,
+/// others lost). Rows alike in those columns make the same call, so their
+/// order among themselves does not matter. The query stands on its own
+/// lines so that a trailing `--` comment stays one; a trailing `;` is
+/// dropped. Unchanged without columns (a template that binds nothing).
+pub fn in_stable_order(sql: &str, columns: &[String]) -> String {
+    if columns.is_empty() {
+        return sql.to_string();
+    }
+    let body = sql.trim().trim_end_matches(';').trim_end();
+    let order: Vec<String> = columns.iter().map(|c| format!("\"{}\"", c.replace('"', "\"\""))).collect();
+    format!("SELECT * FROM (\n{body}\n) AS tributary_rows ORDER BY {}", order.join(", "))
+}
+
+/// After the ordered query failed: the query as written, run to its first
+/// result page, and [`AthenaError::MissingColumns`] when that lacks a
+/// required column (the order's failure, said as the check says it);
+/// `None` when it has them all, fails too, or is not done by the deadline
+/// (the ordered query's own failure is then the error).
+async fn missing_in_query_as_written(message: &QueryMessage, deadline: Instant, deps: Deps<'_>) -> Option<AthenaError> {
+    if message.required_columns.is_empty() {
+        return None;
+    }
+    let query = Query {
+        sql: message.sql.clone(),
+        parameters: message.parameters.clone(),
+        database: message.database.clone(),
+        workgroup: message.workgroup.clone(),
+        output_location: message.output_location.clone(),
+    };
+    let execution_id = deps.engine.start(&query).await.ok()?;
+    let QueryState::Succeeded = deps.engine.wait(&execution_id, deadline).await.ok()? else { return None };
+    let page = deps.engine.page(&execution_id, None).await.ok()?;
+    let missing = missing_columns(message, &page);
+    (!missing.is_empty()).then(|| AthenaError::MissingColumns {
+        pipeline: message.pipeline.clone(),
+        run_id: message.run_id.to_string(),
+        execution_id,
+        missing,
+        columns: page.columns,
+    })
 }
 
 /// The message's `required_columns` that a result page's columns lack

@@ -34,4 +34,4 @@ pub use config::LambdaConfig;
 
 pub use deps::{AthenaConfig, Deps};
 pub use error::AthenaError;
-pub use handler::{MAX_ROW_MESSAGE_BYTES, Progress, handle_sqs, run_query};
+pub use handler::{MAX_ROW_MESSAGE_BYTES, Progress, handle_sqs, in_stable_order, run_query};

@@ -230,3 +230,29 @@ async fn a_result_without_a_required_column_fails_the_query_once_and_publishes_n
     assert_eq!(progress.rows_published, 25);
     assert_eq!(drain(&broker, "rows").len(), 25);
 }
+
+/// A trial: a re-run of a fan-out run ran its `SELECT DISTINCT id` again,
+/// whose rows came back in another order, so pages already persisted were
+/// bound to other customers (orders stored twice, others lost). The query
+/// runs ordered by the template's columns; without any, as written.
+#[tokio::test]
+async fn the_query_runs_ordered_by_the_templates_columns() {
+    let broker = broker();
+    let engine = ScriptedEngine::new(3, 10);
+    let config = athena::AthenaConfig::new("athena");
+    let deps = athena::Deps { engine: &engine, topics: &broker, queue: &broker, config: &config, ledger: None };
+    let message = QueryMessage { required_columns: vec!["n".into()], ..message() };
+    athena::run_query(message, soon(), deps).await.expect("published");
+    let started = engine.started.lock().expect("lock").clone();
+    assert_eq!(
+        started[0].sql, "SELECT * FROM (\nSELECT n FROM numbers WHERE dt = ?\n) AS tributary_rows ORDER BY \"n\"",
+        "ordered"
+    );
+    assert_eq!(started[0].parameters, ["2026-11-29"], "the parameters as they were");
+    assert_eq!(
+        athena::in_stable_order("SELECT \"a\"\"b\" FROM t -- ids\n;", &["a\"b".into()]),
+        "SELECT * FROM (\nSELECT \"a\"\"b\" FROM t -- ids\n) AS tributary_rows ORDER BY \"a\"\"b\"",
+        "a trailing comment stays one, a trailing semicolon goes, a quote in a name is doubled"
+    );
+    assert_eq!(athena::in_stable_order("SELECT 1;", &[]), "SELECT 1;", "nothing bound: as written");
+}
