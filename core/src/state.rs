@@ -55,12 +55,33 @@ pub enum Missing {
 }
 
 /// Orders two cursor values: numerically when both are numbers, else by
-/// their text (strings without quotes).
+/// their text (strings without quotes); but a value that reads as neither
+/// a number nor a date (`2026-12-01`, and a time after it) sorts below
+/// every one that does. A trial's one `"not-a-date"` among timestamps was
+/// the highest as text (`n` after `2`), became the cursor, and every later
+/// run asked the vendor for records since `not-a-date`: none were fetched
+/// again. Such a record is persisted as any other; it only does not move
+/// the cursor. A pipeline whose cursor is free text (no value reads as a
+/// date or number) orders by text as before.
 pub fn compare(a: &Value, b: &Value) -> Ordering {
     if let (Some(x), Some(y)) = (a.as_f64(), b.as_f64()) {
         return x.partial_cmp(&y).unwrap_or(Ordering::Equal);
     }
+    match (orderable(a), orderable(b)) {
+        (true, false) => return Ordering::Greater,
+        (false, true) => return Ordering::Less,
+        _ => {}
+    }
     text(a).cmp(&text(b))
+}
+
+/// Whether a cursor value reads as a number or starts with a date
+/// (`YYYY-MM-DD`), the kinds that order as instants ([`compare`]).
+fn orderable(value: &Value) -> bool {
+    value.is_number()
+        || value.as_str().is_some_and(|text| {
+            text.get(..10).is_some_and(|date| chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").is_ok())
+        })
 }
 
 /// A cursor value as a query parameter value.
@@ -219,5 +240,12 @@ mod tests {
         let records = [json!({"u": 3}), json!({"u": null}), json!({}), json!({"u": 12})];
         assert_eq!(max_of(&records, "/u"), Some(json!(12)));
         assert_eq!(max_of(&[json!({})], "/u"), None);
+        // A value that reads as no date or number never takes the cursor
+        // from one that does (a trial's "not-a-date" froze the pipeline).
+        let records = [json!({"u": "2026-12-01T00:00:00Z"}), json!({"u": "not-a-date"}), json!({"u": "2026-12-04"})];
+        assert_eq!(max_of(&records, "/u"), Some(json!("2026-12-04")));
+        assert_eq!(compare(&json!("not-a-date"), &json!(5)), Ordering::Less);
+        // Free text only: ordered as text.
+        assert_eq!(max_of(&[json!({"u": "abc"}), json!({"u": "abd"})], "/u"), Some(json!("abd")));
     }
 }
