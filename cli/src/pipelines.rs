@@ -119,6 +119,18 @@ pub enum PipelinesError {
         /// How runs were counted.
         what: String,
     },
+    /// A backfill of an incremental pipeline: each past day's run would ask
+    /// for the records since the pipeline's current cursor, not that day's.
+    #[error(
+        "pipeline {pipeline} is incremental (request.incremental): a run of a past day asks the vendor for the \
+         records since the pipeline's cursor, not that day's, so a backfill would land the same recent records in \
+         every day's partition (a trial); backfill with a spec without incremental whose request holds the run's \
+         window ({{run_start}}, {{run_end}}), or run the days one by one with --scheduled-at if that is meant"
+    )]
+    IncrementalBackfill {
+        /// The pipeline.
+        pipeline: String,
+    },
 }
 
 /// Whether `path` is a spec file by its extension (`yaml`, `yml`, `json`).
@@ -262,6 +274,7 @@ pub const DEFAULT_MAX_RUNS: usize = 1_000;
 ///
 /// # Errors
 /// [`PipelinesError::EmptyRange`] when `from > to`;
+/// [`PipelinesError::IncrementalBackfill`] for an incremental pipeline;
 /// [`PipelinesError::NoRuns`] when the schedule never fires in the range;
 /// [`PipelinesError::TooManyRuns`] beyond `max_runs`.
 pub fn backfill_times(
@@ -272,6 +285,9 @@ pub fn backfill_times(
 ) -> Result<Vec<DateTime<Utc>>, PipelinesError> {
     if from > to {
         return Err(PipelinesError::EmptyRange { from, to });
+    }
+    if spec.incremental.is_some() {
+        return Err(PipelinesError::IncrementalBackfill { pipeline: spec.pipeline.clone() });
     }
     let too_many =
         |what: String| PipelinesError::TooManyRuns { pipeline: spec.pipeline.clone(), from, to, max_runs, what };
@@ -457,6 +473,12 @@ mod tests {
         let err = times(&spec(""), "2026-01-01", "2026-12-31", 100).expect_err("365 > 100");
         assert!(err.contains("more than 100 runs") && err.contains("365 days") && err.contains("--max-runs"), "{err}");
         assert!(times(&spec(""), "2026-12-02", "2026-12-01", 10).expect_err("empty").contains("after --to"));
+        // An incremental pipeline's past days would all fetch since its
+        // current cursor (a trial: the same record in four partitions).
+        let incremental =
+            spec("incremental: {cursor_field: /updated_at, start: '2026-01-01T00:00:00Z', param: since}\n");
+        let err = times(&incremental, "2026-11-20", "2026-11-22", 10).expect_err("incremental");
+        assert!(err.contains("pipeline p is incremental") && err.contains("{run_start}"), "{err}");
     }
 
     #[test]
