@@ -433,8 +433,19 @@ async fn apply(
                 // ended complete with 10 of 50 records); a vendor that
                 // serves its last page again past the end (json-server)
                 // repeats page 1 or later, unless it holds one page only.
-                let numbered =
-                    next.as_ref().is_some_and(|next| matches!(next.paging, contracts::NextPage::Numbered { .. }));
+                // Not when page 1 was asked for as the check of a short
+                // page 0 (a vendor's cap, `paging::numbered_next_size`):
+                // page 0 was then called with another size, and its repeat
+                // is the end of a vendor that serves its last page again
+                // (json-server), not an ignored offset.
+                let numbered = next.as_ref().is_some_and(|next| match &next.paging {
+                    contracts::NextPage::Numbered { params, size } => {
+                        let mut first = message.http.clone();
+                        first.query.extend(params.page_query(*size, 0));
+                        next.followed.contains(&call_digest(&first))
+                    }
+                    _ => false,
+                });
                 let truncated = truncated.or_else(|| {
                     (numbered && page.index == 1).then(|| {
                         "page 1 holds exactly the records of page 0: the vendor ignored the offset or page number \

@@ -72,6 +72,15 @@ async fn vendor() -> (std::net::SocketAddr, Log) {
             }
             // An offset API whose parameter is not `offset`: page 0 on every call.
             "/ignores_offset" => reply(200, &[], json!({"items": records(0)})),
+            // json-server 1.0 with 20 records: pages of `limit`, and past the
+            // last page the last page again.
+            "/json_server" => {
+                let (limit, offset) = (number("limit").unwrap_or(SIZE).max(1), number("offset").unwrap_or(0));
+                let last = 19 / limit * limit;
+                let from = offset.min(last);
+                let items: Vec<Value> = (from..(from + limit).min(20)).map(|id| json!({"id": id})).collect();
+                reply(200, &[], json!({"items": items}))
+            }
             // A cursor API that ignores the cursor `c3`: page 0's records
             // again, with a next page still offered.
             "/ignores_cursor" => {
@@ -379,6 +388,22 @@ async fn offsets_the_vendor_ignores_end_the_run_truncated() {
         reason.contains("page 1 holds exactly the records of page 0: the vendor ignored the offset or page number"),
         "{reason}"
     );
+}
+
+/// With the cap check: a json-server of 20 records asked for 50 serves a
+/// short page 0 (20, a count vendors cap at), the check asks for page 1
+/// with 20, and json-server serves its last page again. That is the end of
+/// its data, not an ignored offset: the run is complete, not truncated.
+#[tokio::test]
+async fn a_repeat_of_a_short_page_0_after_the_cap_check_ends_the_run_complete() {
+    let (addr, log) = vendor().await;
+    let harness = Harness::new();
+    let next = json!({"kind": "offset", "limit": 50});
+    let query = json!({"offset": "0", "limit": "50"});
+    let (pages, expected) = run(&harness, first_page(addr, "/json_server", query, next, 100)).await;
+    assert_eq!(pages, [(0, (0..20).collect::<Vec<u64>>()), (1, vec![])]);
+    assert_eq!(uris(&log), ["/json_server?limit=50&offset=0", "/json_server?limit=20&offset=20"]);
+    assert_eq!((expected, expected_record(&harness).await.get("truncated")), (2, None), "complete, not truncated");
 }
 
 /// The ledger's `expected.json` of the test run.
