@@ -156,6 +156,9 @@ pub struct VendorBehaviour {
     pub healed: Arc<std::sync::atomic::AtomicBool>,
     /// Calls received.
     pub calls: Arc<AtomicUsize>,
+    /// Item ids whose details answer a body that is not JSON, until
+    /// [`VendorBehaviour::healed`] is set.
+    pub broken_details: BTreeSet<u32>,
     /// Once set (non-zero), the records served and the total said instead
     /// of `total`: a vendor that grew or shrank between attempts.
     pub resized: Arc<std::sync::atomic::AtomicU32>,
@@ -198,6 +201,9 @@ async fn details(
     axum::extract::Path(id): axum::extract::Path<u32>,
 ) -> Response {
     behaviour.calls.fetch_add(1, Ordering::SeqCst);
+    if behaviour.broken_details.contains(&id) && !behaviour.healed.load(Ordering::SeqCst) {
+        return (StatusCode::OK, "<html>maintenance</html>").into_response();
+    }
     Json(json!({"data": [detail(id, 0), detail(id, 1)]})).into_response()
 }
 

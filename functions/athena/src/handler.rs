@@ -4,7 +4,7 @@
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use contracts::{Destination, QueryContinuation, QueryMessage, QueryRow, V1};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use tokio::time::Instant;
 use tributary_core::batch::{self, RecordMeta};
 use tributary_core::ports::{PortError, Query, QueryState, ResultPage, TopicMessage};
@@ -81,6 +81,7 @@ pub async fn run_query(message: QueryMessage, deadline: Instant, deps: Deps<'_>)
             });
         }
     }
+    let persisted = persisted_pages(&message, deps).await.map_err(port)?;
     let mut published = 0;
     loop {
         let page = deps.engine.page(&execution_id, token.as_deref()).await.map_err(port)?;
@@ -103,7 +104,7 @@ pub async fn run_query(message: QueryMessage, deadline: Instant, deps: Deps<'_>)
             // here, where nothing is committed.
             record_count(&message, next_row + rows, deps).await.map_err(port)?;
         }
-        publish_rows(&message, &execution_id, next_row, page.rows, deps).await.map_err(port)?;
+        publish_rows(&message, &execution_id, next_row, page.rows, &persisted, deps).await.map_err(port)?;
         next_row += rows;
         published += rows;
         match page.next_token {
@@ -188,6 +189,25 @@ fn missing_columns(message: &QueryMessage, page: &ResultPage) -> Vec<String> {
     message.required_columns.iter().filter(|name| !page.columns.contains(name)).cloned().collect()
 }
 
+/// The pages of the message's run that hold a receipt already (one LIST
+/// of the run's receipts; none without a ledger): a re-run of a run that
+/// failed part-way publishes only the rows whose page is missing, since
+/// the query runs in the same order each time ([`in_stable_order`]). A
+/// trial's re-run of a 2,000-customer run called the vendor 2,000 times to
+/// recover one page. Pages of a shard whose receipts were folded into its
+/// summary are not listed: their rows are published again, and Persist
+/// takes each as the redelivery it is.
+async fn persisted_pages(message: &QueryMessage, deps: Deps<'_>) -> Result<BTreeSet<u64>, PortError> {
+    let Some(ledger) = deps.ledger else { return Ok(BTreeSet::new()) };
+    let listed = ledger.store.list(&tributary_core::keys::receipts_prefix(&message.pipeline, &message.run_id)).await?;
+    let pages: BTreeSet<u64> =
+        listed.iter().filter_map(|key| tributary_core::keys::receipt_page(key)).map(u64::from).collect();
+    if !pages.is_empty() {
+        tracing::info!(persisted = pages.len(), "rows whose page an earlier attempt persisted are not published again");
+    }
+    Ok(pages)
+}
+
 /// Records in the run ledger that the run has `pages` pages, one per
 /// result row (nothing without a ledger).
 async fn record_count(message: &QueryMessage, pages: u64, deps: Deps<'_>) -> Result<(), PortError> {
@@ -208,19 +228,24 @@ async fn record_count(message: &QueryMessage, pages: u64, deps: Deps<'_>) -> Res
 /// the classic SQS `MaximumMessageSize`.
 pub const MAX_ROW_MESSAGE_BYTES: usize = 262_144;
 
+/// Publishes `rows` (indexes from `first_row`) but those whose page is in
+/// `persisted`, each as one `QueryRow`.
 async fn publish_rows(
     message: &QueryMessage,
     execution_id: &str,
     first_row: u64,
     rows: Vec<serde_json::Map<String, serde_json::Value>>,
+    persisted: &BTreeSet<u64>,
     deps: Deps<'_>,
 ) -> Result<(), PortError> {
+    let rows: Vec<(serde_json::Map<String, serde_json::Value>, u64)> =
+        rows.into_iter().zip(first_row..).filter(|(_, row_index)| !persisted.contains(row_index)).collect();
     if rows.is_empty() {
         return Ok(());
     }
+    let indexes: Vec<u64> = rows.iter().map(|(_, row_index)| *row_index).collect();
     let mut bodies = rows
         .into_iter()
-        .zip(first_row..)
         .map(|(row, row_index)| {
             contracts::encode(&QueryRow {
                 version: V1,
@@ -239,14 +264,14 @@ async fn publish_rows(
     let attribute_bytes: usize = attributes.iter().map(|(k, v)| k.len() + "String".len() + v.len()).sum();
     // A row too wide for one message fails alone: it is dead-lettered with
     // the reason and the others are fanned out.
-    let mut index = first_row;
+    let mut index = indexes.into_iter();
     let mut wide = Vec::new();
     bodies.retain(|body| {
+        let row_index = index.next().unwrap_or_default();
         let keep = body.len() + attribute_bytes <= MAX_ROW_MESSAGE_BYTES;
         if !keep {
-            wide.push((index, body.len()));
+            wide.push((row_index, body.len()));
         }
-        index += 1;
         keep
     });
     for (row_index, bytes) in wide {
