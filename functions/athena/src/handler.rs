@@ -194,9 +194,8 @@ fn missing_columns(message: &QueryMessage, page: &ResultPage) -> Vec<String> {
 /// failed part-way publishes only the rows whose page is missing, since
 /// the query runs in the same order each time ([`in_stable_order`]). A
 /// trial's re-run of a 2,000-customer run called the vendor 2,000 times to
-/// recover one page. Pages of a shard whose receipts were folded into its
-/// summary are not listed: their rows are published again, and Persist
-/// takes each as the redelivery it is.
+/// recover one page. A page persisted while the list is read is published
+/// again, and Persist takes it as the redelivery it is.
 async fn persisted_pages(message: &QueryMessage, deps: Deps<'_>) -> Result<BTreeSet<u64>, PortError> {
     let Some(ledger) = deps.ledger else { return Ok(BTreeSet::new()) };
     let listed = ledger.store.list(&tributary_core::keys::receipts_prefix(&message.pipeline, &message.run_id)).await?;
